@@ -1,0 +1,177 @@
+"""Migrate files: pick the rewriter by file kind, verify the result, write it safely."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+import shutil
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+import libcst as cst
+
+from migrator import notebook
+from migrator.families import PYTHON_FAMILIES
+from migrator.families.shell import rewrite_shell
+from migrator.rules import Finding
+from migrator.sources import SourceFile, Text, read_text, write_atomic
+from migrator.transform import migrate_module
+
+# Cheap pre-filter (TorchFix's idea): a file that mentions none of these has nothing to migrate and is
+# never parsed. Matching is case-sensitive on purpose: the names we rewrite are spelled this way.
+PYTHON_MARKERS = re.compile(r"optimum|neuron|xla|XLA_|NEURON_")
+SHELL_MARKERS = re.compile(r"optimum|neuron|xla|XLA_|NEURON_")
+
+
+class Mode(str, Enum):
+    WRITE = "write"  # rewrite in place
+    CHECK = "check"  # write nothing
+    DIFF = "diff"  # write nothing, produce a unified diff
+    OUTPUT = "output"  # write migrated copies under an output directory
+
+
+class MigrationError(Exception):
+    """A file could not be migrated (parse error, rewrite that would not parse); it is left untouched."""
+
+
+@dataclass
+class FileResult:
+    path: str
+    changed: bool = False
+    error: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+    diff: str = ""
+
+    @property
+    def manual(self) -> list[Finding]:
+        return [finding for finding in self.findings if not finding.fixed]
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path,
+            "changed": self.changed,
+            "error": self.error,
+            "findings": [finding.to_dict() for finding in self.findings],
+        }
+
+
+def migrate_python(content: str) -> tuple[str, list[Finding]]:
+    if not PYTHON_MARKERS.search(content):
+        return content, []
+    try:
+        module = cst.parse_module(content)
+    except cst.ParserSyntaxError as error:
+        where = f"line {error.raw_line}, column {error.raw_column + 1}"
+        raise MigrationError(f"{where}: cannot parse: {error.message}") from None
+    result = migrate_module(module, PYTHON_FAMILIES)
+    if result.code != content:
+        _verify_python(result.code)
+    return result.code, result.findings
+
+
+def _verify_python(code: str) -> None:
+    """A rewrite must parse; if it does not, the file is left untouched and the error reported."""
+    try:
+        ast.parse(code)
+    except SyntaxError as error:
+        raise MigrationError(
+            f"internal error: the migrated code would not parse (line {error.lineno}: {error.msg}); "
+            "file left untouched, please report this"
+        ) from error
+
+
+def migrate_shell(content: str) -> tuple[str, list[Finding]]:
+    if not SHELL_MARKERS.search(content):
+        return content, []
+    return rewrite_shell(content)
+
+
+REWRITERS: dict[str, Callable[[str], tuple[str, list[Finding]]]] = {
+    "python": migrate_python,
+    "shell": migrate_shell,
+    "notebook": lambda content: notebook.migrate_notebook(content, migrate_python, migrate_shell),
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    source: SourceFile
+    mode: Mode
+    output_dir: Path | None = None
+    display: str = ""
+
+
+def process(job: Job) -> FileResult:
+    """Migrate one file according to the mode. Never raises for a problem with the file itself."""
+    source = job.source
+    result = FileResult(job.display or str(source.path))
+    try:
+        text = read_text(source.path, source.kind)
+    except (OSError, UnicodeDecodeError, SyntaxError) as error:
+        result.error = f"cannot read: {error}"
+        return result
+    try:
+        migrated, result.findings = REWRITERS[source.kind](text.content)
+    except MigrationError as error:
+        result.error = str(error)
+        return result
+    except Exception as error:  # a bug in a rule must not stop the other files
+        result.error = f"internal error while migrating: {type(error).__name__}: {error}; file left untouched"
+        return result
+    result.changed = migrated != text.content
+    try:
+        _emit(job, text, migrated, result)
+    except OSError as error:
+        result.error = f"cannot write: {error}"
+    return result
+
+
+def _emit(job: Job, text: Text, migrated: str, result: FileResult) -> None:
+    source = job.source
+    if job.mode is Mode.DIFF and result.changed:
+        result.diff = "".join(
+            difflib.unified_diff(
+                text.content.splitlines(keepends=True),
+                migrated.splitlines(keepends=True),
+                fromfile=f"a/{result.path}",
+                tofile=f"b/{result.path}",
+            )
+        )
+    elif job.mode is Mode.WRITE and result.changed:
+        write_atomic(source.path, text.encode(migrated), like=source.path)
+    elif job.mode is Mode.OUTPUT:
+        target = job.output_dir / source.relative
+        if result.changed:
+            write_atomic(target, text.encode(migrated), like=source.path)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source.path, target)
+
+
+def run(
+    jobs: list[Job], workers: int = 1, on_done: Callable[[FileResult], None] | None = None
+) -> list[FileResult]:
+    """Process jobs, in parallel when asked; results come back in job order."""
+    if workers <= 1 or len(jobs) < 2:
+        results = []
+        for job in jobs:
+            results.append(process(job))
+            if on_done:
+                on_done(results[-1])
+        return results
+    chunk = max(1, min(32, len(jobs) // (workers * 4)))
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        results = []
+        for result in pool.map(process, jobs, chunksize=chunk):
+            results.append(result)
+            if on_done:
+                on_done(result)
+        return results
+
+
+def analyze(sources: Iterable[SourceFile]) -> list[FileResult]:
+    return run([Job(source, Mode.CHECK) for source in sources])

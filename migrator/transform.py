@@ -1,0 +1,231 @@
+"""One libcst pass that runs every rewrite family over a Python module.
+
+Families do not each walk the tree: the dispatcher walks it once and, at every node, calls the
+`visit_<Node>` / `leave_<Node>` handlers of each family in turn (Fixit's batching, applied to
+transforms). One walk keeps positions tied to the original file and keeps migration close to the cost
+of a libcst round trip. Positions are resolved only when there are findings to place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from migrator.rules import UNKNOWN_OPTIMUM_SYMBOL, Finding, Rule
+
+TODO_PREFIX = "# TODO(neuron-migrate):"
+# Module prefixes whose imports mark a file as something to migrate.
+SOURCE_MODULES = (
+    "optimum.neuron",
+    "optimum.exporters.neuron",
+    "torch_xla",
+    "torch_neuronx",
+    "neuronx_distributed",
+)
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, None for anything else (calls, subscripts...)."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+@dataclass
+class _Report:
+    node: cst.CSTNode
+    rule: Rule
+    message: str
+    fixed: bool
+
+
+@dataclass
+class FileContext:
+    """What the families share while one file is rewritten: imports seen, findings, import edits."""
+
+    codemod: CodemodContext = field(default_factory=CodemodContext)
+    imported: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
+    reports: list[_Report] = field(default_factory=list)
+    pending_todos: list[str] = field(default_factory=list)
+
+    def qualified(self, node: cst.BaseExpression) -> str | None:
+        """Qualified name of a Name/Attribute chain through the imports seen so far.
+
+        `xm.mark_step` with `import torch_xla.core.xla_model as xm` gives
+        `torch_xla.core.xla_model.mark_step`; names that were not imported come back as written.
+        """
+        name = dotted_name(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        base = self.imported.get(head)
+        if base is None:
+            return name
+        return f"{base}.{rest}" if rest else base
+
+    def report(
+        self, node: cst.CSTNode, rule: Rule, message: str | None = None, *, fixed: bool = True
+    ) -> None:
+        """Record a finding on an ORIGINAL node (positions are looked up on the unmodified tree)."""
+        self.reports.append(_Report(node, rule, message or rule.action, fixed))
+
+    def todo(self, node: cst.CSTNode, rule: Rule, message: str | None = None) -> None:
+        """Record a manual finding and put a TODO comment above the statement that holds `node`."""
+        text = message or rule.action
+        self.report(node, rule, text, fixed=False)
+        self.pending_todos.append(f"{TODO_PREFIX} {rule.code} {text}")
+
+    def add_import(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
+        AddImportsVisitor.add_needed_import(self.codemod, module, obj, asname)
+
+    def remove_import(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
+        """Drop an import if nothing uses it any more once the rewrite is done."""
+        RemoveImportsVisitor.remove_unused_import(self.codemod, module, obj, asname)
+
+
+class Family:
+    """A family of rewrites. Subclasses define `visit_<Node>(node)` and/or
+    `leave_<Node>(original, updated) -> node` like a libcst transformer, plus:
+
+    - `SYMBOLS`: qualified names of the optimum-neuron/XLA symbols the family handles (rewrites or
+      marks with a TODO); an imported source symbol no family claims is reported as NM901.
+    """
+
+    name: str = ""
+    SYMBOLS: frozenset[str] = frozenset()
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+
+
+_STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+
+
+class MigrationTransformer(cst.CSTTransformer):
+    """Dispatches every node to the families' handlers, in family order."""
+
+    def __init__(self, ctx: FileContext, families: Iterable[type[Family]]) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.families = [family(ctx) for family in families]
+        self.claimed = frozenset().union(*(family.SYMBOLS for family in self.families))
+        self._visitors: dict[str, list] = {}
+        self._leavers: dict[str, list] = {}
+
+    def _handlers(self, cache: dict[str, list], prefix: str, node_type: str) -> list:
+        handlers = cache.get(node_type)
+        if handlers is None:
+            handlers = [
+                getattr(family, prefix + node_type)
+                for family in self.families
+                if hasattr(family, prefix + node_type)
+            ]
+            cache[node_type] = handlers
+        return handlers
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            self._record_import(node)
+        for handler in self._handlers(self._visitors, "visit_", type(node).__name__):
+            handler(node)
+        return True
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        result = updated
+        for handler in self._handlers(self._leavers, "leave_", type(original).__name__):
+            result = handler(original, result)
+            if not isinstance(result, cst.CSTNode):  # removed or flattened: later families see nothing
+                break
+        if isinstance(original, _STATEMENT_TYPES) and self.ctx.pending_todos:
+            result = self._attach_todos(result)
+        return result
+
+    def _attach_todos(self, result):
+        """Put pending TODO comments above the statement (innermost statement leaves first)."""
+        if isinstance(result, cst.FlattenSentinel):
+            first, *rest = result.nodes
+            return cst.FlattenSentinel([self._attach_todos(first), *rest])
+        if not isinstance(result, _STATEMENT_TYPES):  # statement removed: the next one carries the TODO
+            return result
+        existing = {line.comment.value for line in result.leading_lines if line.comment}
+        new_lines = [
+            cst.EmptyLine(comment=cst.Comment(text))
+            for text in dict.fromkeys(self.ctx.pending_todos)
+            if text not in existing
+        ]
+        self.ctx.pending_todos.clear()
+        if not new_lines:
+            return result
+        return result.with_changes(leading_lines=[*result.leading_lines, *new_lines])
+
+    def _record_import(self, node: cst.Import | cst.ImportFrom) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = dotted_name(alias.name)
+                if alias.asname:
+                    self.ctx.imported[alias.asname.name.value] = full
+                else:  # `import a.b` binds `a`
+                    head = full.split(".")[0]
+                    self.ctx.imported[head] = head
+            return
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = dotted_name(node.module)
+        for alias in node.names:
+            name = alias.name.value
+            local = alias.asname.name.value if alias.asname else name
+            qualified = f"{module}.{name}"
+            self.ctx.imported[local] = qualified
+            if module.startswith(SOURCE_MODULES) and not self._claimed(qualified):
+                self.ctx.todo(
+                    alias,
+                    UNKNOWN_OPTIMUM_SYMBOL,
+                    f"`{qualified}` has no rewrite rule; replace it with the plain Transformers/TRL/PEFT/"
+                    'Diffusers API on device "neuron" by hand.',
+                )
+
+    def _claimed(self, qualified: str) -> bool:
+        # A family may claim a whole module (e.g. "torch_xla.core.xla_model") or one symbol.
+        return any(qualified == name or qualified.startswith(name + ".") for name in self.claimed)
+
+
+@dataclass
+class PythonResult:
+    code: str
+    findings: list[Finding]
+
+
+def migrate_module(module: cst.Module, families: Iterable[type[Family]]) -> PythonResult:
+    """Run all families over a parsed module; return the new code and findings placed on the input."""
+    ctx = FileContext()
+    transformer = MigrationTransformer(ctx, families)
+    updated = module.visit(transformer)
+    # Import edits run only when a family asked for one: RemoveImportsVisitor needs scope analysis.
+    if AddImportsVisitor.CONTEXT_KEY in ctx.codemod.scratch:
+        updated = AddImportsVisitor(ctx.codemod).transform_module(updated)
+    if RemoveImportsVisitor.CONTEXT_KEY in ctx.codemod.scratch:
+        updated = RemoveImportsVisitor(ctx.codemod).transform_module(updated)
+    return PythonResult(updated.code, _place(module, ctx.reports))
+
+
+def _place(module: cst.Module, reports: list[_Report]) -> list[Finding]:
+    if not reports:
+        return []
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    findings = []
+    for report in reports:
+        position = positions.get(report.node)
+        line, column = (position.start.line, position.start.column + 1) if position else (1, 1)
+        findings.append(Finding(report.rule, line, column, report.message, report.fixed))
+    return sorted(findings, key=lambda f: (f.line, f.column, f.code))
+
+
+__all__ = ["Family", "FileContext", "MigrationTransformer", "PythonResult", "dotted_name", "migrate_module"]
