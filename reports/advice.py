@@ -1,0 +1,75 @@
+"""What a reader should do about a non-green result, derived from the evidence in the row."""
+
+from __future__ import annotations
+
+STAGE_MEANINGS = {
+    "build": "building the model from its Transformers config",
+    "eager": "the eager forward pass on the device",
+    "generate": "generate() with a static KV cache (compiled)",
+    "compare": "comparing outputs with the CPU reference",
+    "train": "a compiled training step",
+}
+
+STAGE_ADVICE = {
+    "build": "Transformers could not build this architecture from its config on this stack: check that the "
+    "installed Transformers version supports it and that its optional dependencies are installed.",
+    "eager": "An op failed in eager mode on the device. Check the unsupported ops below; for bring-up, "
+    "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 lets unsupported ops fall back to CPU (slow).",
+    "generate": "Compiled generation failed: generate with cache_implementation='static' and a fixed "
+    "max_cache_len, or generate eagerly (no torch.compile) until the failing op is supported.",
+    "compare": "The outputs differ from the CPU reference: compare in float32 with "
+    "attn_implementation='sdpa' before trusting results from this architecture.",
+    "train": "The compiled training step failed: train eagerly (no --torch_compile) or pad every batch "
+    "to a fixed length so that one graph serves all steps.",
+}
+
+
+def advice(row: dict) -> list[str]:
+    """Ordered, concrete steps for one result row (a record of `results.long_frame`)."""
+    verdict = row.get("verdict")
+    steps: list[str] = []
+    if verdict == "harness-error":
+        steps.append(
+            "The harness failed before it could judge this architecture: this is not a verdict on "
+            "TorchNeuron. Rerun this architecture alone and report the error against the harness."
+        )
+    elif verdict == "timeout":
+        steps.append(
+            "The run hit the harness time limit: rerun with a longer limit before drawing conclusions; "
+            "a very long compile is itself worth reporting."
+        )
+    elif verdict == "crash":
+        peak = row.get("peak_rss_mb")
+        memory = f" (peak memory {peak:.0f} MB)" if isinstance(peak, (int, float)) else ""
+        steps.append(
+            f"The process running the model died{memory}: check for out-of-memory first, then rerun to "
+            "capture the native stack trace."
+        )
+    stage = row.get("stage")
+    if verdict in ("fails", "crash") and stage in STAGE_ADVICE:
+        steps.append(STAGE_ADVICE[stage])
+    if row.get("tokens_match") is False or row.get("outputs_match") is False:
+        diff = row.get("max_logit_diff")
+        detail = f" (max logit difference {diff:.3g})" if isinstance(diff, (int, float)) else ""
+        if stage != "compare":
+            steps.append(f"Outputs differ from the CPU reference{detail}: {STAGE_ADVICE['compare']}")
+    recompiles = row.get("recompile_count") or 0
+    if recompiles:
+        steps.append(
+            f"{recompiles} recompile(s) after warm-up: every new input shape compiles again. Pad prompts "
+            "to a fixed length (padding='max_length'), keep the batch size fixed, and use a static cache."
+        )
+    breaks = row.get("graph_breaks") or 0
+    if breaks:
+        steps.append(
+            f"{breaks} graph break(s): each piece compiles separately and runs slower. Keep the default "
+            "fullgraph=False for this architecture, or run it eagerly; the reasons name the construct "
+            "at fault."
+        )
+    ops = row.get("unsupported_ops") or []
+    if ops:
+        steps.append(
+            f"{len(ops)} op(s) without a Neuron kernel run on CPU or fail: watch for them in profiles and "
+            "report them to the torch-neuronx project."
+        )
+    return steps

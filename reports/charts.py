@@ -1,0 +1,91 @@
+"""Inline SVG charts: no scripts, no fonts or images fetched, so the report renders offline."""
+
+from __future__ import annotations
+
+import pandas as pd
+from markupsafe import Markup, escape
+
+VERDICT_COLORS = {
+    "works": "#2e8540",
+    "works-with-caveats": "#e0a800",
+    "fails": "#c62828",
+    "crash": "#7b1fa2",
+    "timeout": "#6d7f8b",
+    "harness-error": "#9e9e9e",
+}
+FONT = 'font-family="system-ui, sans-serif" font-size="12"'
+
+
+def verdicts_by_band_svg(table: pd.DataFrame, title: str) -> Markup:
+    """Stacked horizontal bars: one bar per rank band, one segment per verdict."""
+    label_width, bar_width, bar_height, gap, top = 70, 420, 22, 10, 28
+    height = top + len(table.index) * (bar_height + gap) + 10
+    largest = max(int(table.sum(axis=1).max()) if not table.empty else 0, 1)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" class="chart" '
+        f'width="{max(label_width + bar_width + 60, 7 * len(title))}" '
+        f'height="{height}" aria-label="{escape(title)}">',
+        f'<text x="0" y="16" {FONT} font-weight="600">{escape(title)}</text>',
+    ]
+    for position, band in enumerate(table.index):
+        y = top + position * (bar_height + gap)
+        parts.append(
+            f'<text x="0" y="{y + bar_height * 0.7:.1f}" {FONT}>'
+            f"{escape('rank ' + band if band[0].isdigit() else band)}</text>"
+        )
+        x = float(label_width)
+        for verdict, count in table.loc[band].items():
+            if not count:
+                continue
+            width = bar_width * int(count) / largest
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y}" width="{width:.1f}" height="{bar_height}" '
+                f'fill="{VERDICT_COLORS[verdict]}">'
+                f"<title>{escape(band)}: {int(count)} {escape(verdict)}</title></rect>"
+            )
+            if width >= 18:
+                parts.append(
+                    f'<text x="{x + width / 2:.1f}" y="{y + bar_height * 0.7:.1f}" {FONT} fill="#fff" '
+                    f'text-anchor="middle">{int(count)}</text>'
+                )
+            x += width
+        parts.append(
+            f'<text x="{x + 6:.1f}" y="{y + bar_height * 0.7:.1f}" {FONT}>{int(table.loc[band].sum())}</text>'
+        )
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def histogram_svg(bins: list[tuple[str, int]], title: str, x_label: str) -> Markup:
+    """Vertical bars, one per bin, count written above each bar."""
+    left, plot_height, bar_width, gap, top = 10, 140, 46, 14, 30
+    width = max(left + len(bins) * (bar_width + gap) + 10, 7 * len(title))
+    height = top + plot_height + 44
+    largest = max([count for _, count in bins] + [1])
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" class="chart" width="{width}" height="{height}" '
+        f'aria-label="{escape(title)}">',
+        f'<text x="0" y="16" {FONT} font-weight="600">{escape(title)}</text>',
+    ]
+    baseline = top + plot_height
+    for position, (label, count) in enumerate(bins):
+        x = left + position * (bar_width + gap)
+        bar = plot_height * count / largest
+        parts.append(
+            f'<rect x="{x}" y="{baseline - bar:.1f}" width="{bar_width}" height="{bar:.1f}" fill="#3f6fb5">'
+            f"<title>{escape(label)}: {count}</title></rect>"
+        )
+        parts.append(
+            f'<text x="{x + bar_width / 2}" y="{baseline - bar - 4:.1f}" {FONT} text-anchor="middle">'
+            f"{count}</text>"
+        )
+        parts.append(
+            f'<text x="{x + bar_width / 2}" y="{baseline + 16}" {FONT} text-anchor="middle">'
+            f"{escape(label)}</text>"
+        )
+    parts.append(f'<line x1="{left}" y1="{baseline}" x2="{width - 10}" y2="{baseline}" stroke="#555"/>')
+    parts.append(
+        f'<text x="{width / 2}" y="{baseline + 36}" {FONT} text-anchor="middle">{escape(x_label)}</text>'
+    )
+    parts.append("</svg>")
+    return Markup("".join(parts))
