@@ -137,8 +137,8 @@ def _emit(job: Job, text: Text, migrated: str, result: FileResult) -> None:
             difflib.unified_diff(
                 text.content.splitlines(keepends=True),
                 migrated.splitlines(keepends=True),
-                fromfile=f"a/{result.path}",
-                tofile=f"b/{result.path}",
+                fromfile=f"a/{result.path.lstrip('/')}",
+                tofile=f"b/{result.path.lstrip('/')}",
             )
         )
     elif job.mode is Mode.WRITE and result.changed:

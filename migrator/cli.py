@@ -1,0 +1,154 @@
+"""`neuron-migrate [OPTIONS] PATH...` and `neuron-migrate checklist PATH...`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from migrator import __version__
+
+EXIT_OK, EXIT_MANUAL, EXIT_USAGE = 0, 1, 2
+PROGRESS_THRESHOLD = 20  # files; below this a bar is noise
+
+
+class _DefaultToMigrate(click.Group):
+    """`neuron-migrate PATH...` runs `migrate`; `neuron-migrate checklist ...` the subcommand.
+
+    A path that happens to be called `checklist` can still be migrated as `neuron-migrate migrate checklist`.
+    """
+
+    def parse_args(self, ctx, args):
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
+            args = ["migrate", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_DefaultToMigrate, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="neuron-migrate")
+def main() -> None:
+    """Rewrite optimum-neuron and PyTorch/XLA scripts into plain Transformers/TRL/PEFT on TorchNeuron.
+
+    \b
+    neuron-migrate [OPTIONS] PATH...        migrate files in place (see `neuron-migrate migrate --help`)
+    neuron-migrate checklist PATH...        write a pre-migration checklist
+    """
+
+
+@main.command("migrate")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--diff", "show_diff", is_flag=True, help="Print unified diffs; write nothing.")
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 1 if anything would change or needs manual work."
+)
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write migrated copies here, mirroring the input tree; inputs stay untouched.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True
+)
+@click.option(
+    "--report", "report_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here."
+)
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files or directories matching GLOB.")
+@click.option(
+    "-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True, help="Processes (0: all CPUs)."
+)
+@click.option("-q", "--quiet", is_flag=True, help="Only the summary line (and manual items) in text mode.")
+def migrate(paths, show_diff, check, output_dir, fmt, report_file, exclude, jobs, quiet):
+    """Migrate PATH... (.py, .ipynb, .sh files or directories, searched recursively) in place."""
+    from migrator.engine import Job, Mode, run
+    from migrator.report import render, summary_line, text_lines
+    from migrator.sources import UsageError, discover
+
+    if sum([show_diff, check, output_dir is not None]) > 1:
+        _usage_error("--diff, --check and --output-dir exclude each other")
+    try:
+        sources = discover(paths, exclude)
+    except UsageError as error:
+        _usage_error(str(error))
+    if output_dir is not None:
+        _check_output_dir(output_dir, paths)
+    mode = Mode.DIFF if show_diff else Mode.CHECK if check else Mode.OUTPUT if output_dir else Mode.WRITE
+    jobs_list = [Job(source, mode, output_dir, display=str(source.path)) for source in sources]
+    workers = jobs or os.cpu_count() or 1
+
+    if len(jobs_list) >= PROGRESS_THRESHOLD:
+        with click.progressbar(length=len(jobs_list), label="migrating", file=sys.stderr) as bar:
+            results = run(jobs_list, workers, on_done=lambda _: bar.update(1))
+    else:
+        results = run(jobs_list, workers)
+
+    for result in results:
+        if result.diff:
+            click.echo(result.diff, nl=False)
+    report = render(results, fmt)
+    if report_file is not None:
+        try:
+            report_file.parent.mkdir(parents=True, exist_ok=True)
+            report_file.write_text(report)
+        except OSError as error:
+            _usage_error(f"cannot write report {report_file}: {error}")
+    elif fmt != "text":
+        click.echo(report, nl=False)
+    if fmt == "text" and not show_diff:
+        for line in text_lines(results, show_fixed=not quiet):
+            click.echo(line)
+    verb = {Mode.WRITE: "rewritten", Mode.OUTPUT: "migrated copies written"}.get(mode, "would change")
+    click.echo(
+        summary_line(results, verb) + (f"; migrated tree in {output_dir}" if output_dir else ""), err=True
+    )
+    if mode in (Mode.CHECK, Mode.DIFF) and not any(result.changed for result in results):
+        click.echo("no files were modified", err=True)
+
+    if any(result.error for result in results):
+        sys.exit(EXIT_USAGE)
+    manual = any(result.manual for result in results)
+    if manual or (mode is Mode.CHECK and any(result.changed for result in results)):
+        sys.exit(EXIT_MANUAL)
+    sys.exit(EXIT_OK)
+
+
+def _check_output_dir(output_dir: Path, inputs) -> None:
+    target = output_dir.resolve()
+    for path in inputs:
+        root = Path(path).resolve()
+        if target == root or (root.is_dir() and root in target.parents):
+            _usage_error(f"--output-dir {output_dir} must not be inside the input {path}")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        _usage_error(f"cannot create --output-dir {output_dir}: {error}")
+    if not os.access(target, os.W_OK):
+        _usage_error(f"--output-dir {output_dir} is not writable")
+
+
+def _usage_error(message: str) -> None:
+    click.echo(f"neuron-migrate: error: {message}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+@main.command("checklist")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="checklist.md or checklist.html (by suffix); standard output when omitted.",
+)
+@click.option(
+    "--results",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A neuron-compat results.jsonl (default: the bundled reference run).",
+)
+@click.option("--online", is_flag=True, help="Look up unknown model ids on the Hugging Face Hub.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files or directories matching GLOB.")
+def checklist(paths, output, results, online, exclude):
+    """Write a pre-migration checklist for the scripts, notebooks and launchers in PATH..."""
+    from reports.checklist import write_checklist
+
+    sys.exit(write_checklist(list(paths), output=output, results=results, online=online, exclude=exclude))

@@ -1,0 +1,135 @@
+"""Findings as text (one `path:line:col: CODE [*] message` line each, like ruff), JSON and SARIF 2.1.0."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+
+from migrator import __version__
+from migrator.engine import FileResult
+from migrator.rules import RULES
+
+SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def summary(results: list[FileResult]) -> dict:
+    findings = [finding for result in results for finding in result.findings]
+    return {
+        "files": len(results),
+        "changed": sum(result.changed for result in results),
+        "errors": sum(result.error is not None for result in results),
+        "fixed": sum(finding.fixed for finding in findings),
+        "manual": sum(not finding.fixed for finding in findings),
+        "by_family": dict(sorted(Counter(finding.rule.family for finding in findings).items())),
+    }
+
+
+def json_report(results: list[FileResult]) -> dict:
+    return {"files": [result.to_dict() for result in results], "summary": summary(results)}
+
+
+def _where(result: FileResult, finding) -> str:
+    cell = f"cell {finding.cell}:" if finding.cell is not None else ""
+    return f"{result.path}:{cell}{finding.line}:{finding.column}"
+
+
+def text_lines(results: Iterable[FileResult], show_fixed: bool = True) -> list[str]:
+    lines = []
+    for result in results:
+        if result.error:
+            lines.append(f"{result.path}: error: {result.error}")
+        for finding in result.findings:
+            if finding.fixed and not show_fixed:
+                continue
+            mark = "[fixed]" if finding.fixed else "[manual]"
+            lines.append(f"{_where(result, finding)}: {finding.code} {mark} {finding.message}")
+    return lines
+
+
+def summary_line(results: list[FileResult], verb: str) -> str:
+    totals = summary(results)
+    parts = [
+        f"{totals['files']} file{'s' if totals['files'] != 1 else ''} checked",
+        f"{totals['changed']} {verb}",
+        f"{totals['fixed']} fix{'es' if totals['fixed'] != 1 else ''}",
+        f"{totals['manual']} manual item{'s' if totals['manual'] != 1 else ''}",
+    ]
+    if totals["errors"]:
+        parts.append(f"{totals['errors']} error{'s' if totals['errors'] != 1 else ''}")
+    return ", ".join(parts)
+
+
+def sarif_report(results: list[FileResult]) -> dict:
+    used = sorted({finding.code for result in results for finding in result.findings})
+    rules = [
+        {
+            "id": code,
+            "name": code,
+            "shortDescription": {"text": RULES[code].title},
+            "fullDescription": {"text": RULES[code].action},
+            "help": {"text": f"{RULES[code].action} (docs/rules.md#{code.lower()})"},
+            "defaultConfiguration": {"level": SARIF_LEVELS[str(RULES[code].severity)]},
+            "properties": {"family": RULES[code].family},
+        }
+        for code in used
+    ]
+    index = {code: i for i, code in enumerate(used)}
+    sarif_results = []
+    notifications = []
+    for result in results:
+        location = {"artifactLocation": {"uri": result.path.replace("\\", "/")}}
+        if result.error:
+            notifications.append(
+                {
+                    "level": "error",
+                    "message": {"text": result.error},
+                    "locations": [{"physicalLocation": location}],
+                }
+            )
+        for finding in result.findings:
+            message = finding.message if finding.cell is None else f"cell {finding.cell}: {finding.message}"
+            sarif_results.append(
+                {
+                    "ruleId": finding.code,
+                    "ruleIndex": index[finding.code],
+                    "level": SARIF_LEVELS[str(finding.rule.severity)],
+                    "kind": "informational" if finding.fixed else "fail",
+                    "message": {"text": message},
+                    "locations": [
+                        {
+                            "physicalLocation": {
+                                **location,
+                                "region": {"startLine": finding.line, "startColumn": finding.column},
+                            }
+                        }
+                    ],
+                    "properties": {"fixed": finding.fixed},
+                }
+            )
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "neuron-migrate",
+                        "version": __version__,
+                        "rules": rules,
+                    }
+                },
+                "results": sarif_results,
+                "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": notifications}],
+            }
+        ],
+    }
+
+
+def render(results: list[FileResult], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(json_report(results), indent=2) + "\n"
+    if fmt == "sarif":
+        return json.dumps(sarif_report(results), indent=2) + "\n"
+    lines = text_lines(results)
+    return "\n".join(lines) + ("\n" if lines else "")
