@@ -1,0 +1,169 @@
+"""What each `NeuronTrainingArguments` / `NeuronSFTConfig` field becomes on TorchNeuron.
+
+Declarative: the training family applies it to keyword arguments of the constructors, the shell family
+to `--flag value` arguments of `torchrun`/`python` launcher lines. A field that is not listed is kept
+as is (the 48 fields optimum-neuron 0.4.5 shares with Transformers 5.23 `TrainingArguments`, and every
+TRL 1.16 `SFTConfig` field optimum-neuron forwarded unchanged).
+
+Kinds:
+- keep: same name, same meaning.
+- rename: same value under `target` (a `TrainingArguments`/`SFTConfig` field).
+- drop: no equivalent in Transformers 5 / TRL 1.16; remove it (`note` says what changes).
+- distributed: moves to the model load, `DistributedConfig(<target>=...)` on `from_pretrained`.
+- manual: no faithful rewrite; `note` is "<why>; <what to do>" for the TODO.
+
+Sources: optimum-neuron 0.4.5 `trainers/training_args.py` and `trainers/sft_config.py` (and older tags
+for legacy fields), Transformers 5.23 `training_args.py`, TRL 1.16 `trainer/sft_config.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KINDS = frozenset({"keep", "rename", "drop", "distributed", "manual"})
+
+
+@dataclass(frozen=True)
+class ArgAction:
+    kind: str
+    target: str | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown argument action {self.kind!r}")
+        if (self.kind in ("rename", "distributed")) != (self.target is not None):
+            raise ValueError(f"{self.kind!r} actions need a target, other kinds none")
+
+
+KEEP = ArgAction("keep")
+
+
+def _drop(note: str) -> ArgAction:
+    return ArgAction("drop", note=note)
+
+
+_NEURON_RUNTIME = "Neuron/NxD runtime option with no meaning on TorchNeuron"
+_NO_METRICS = "optimum-neuron throughput/MFU metrics; Trainer logs samples_per_second itself"
+_MASTER_WEIGHTS = (
+    "optimum-neuron ZeRO-1 optimizer option; for fp32 master weights load the model in float32 and train "
+    "with bf16=True (autocast)"
+)
+_PIPELINE = (
+    "pipeline parallelism of HF models is not documented on TorchNeuron and DistributedConfig(pp_size=...) "
+    "cannot be combined with FSDP; remove the pipeline stages and shard with DistributedConfig(tp_size=..., "
+    "fsdp_size=...) instead"
+)
+
+TRAINING_ARGUMENTS: dict[str, ArgAction] = {
+    # optimum-neuron 0.4.5 fields that Transformers 5.23 TrainingArguments rejects or handles differently.
+    "overwrite_output_dir": _drop(
+        "removed in Transformers 5 (TrainingArguments raises on it); output_dir is always written to"
+    ),
+    "warmup_ratio": ArgAction(
+        "rename", "warmup_steps", "Transformers 5 reads a warmup_steps value in [0, 1) as a ratio"
+    ),
+    "logging_dir": ArgAction(
+        "manual",
+        note="removed in Transformers 5 (TrainingArguments raises on it); set the environment variable "
+        "TENSORBOARD_LOGGING_DIR to this directory before the Trainer is created",
+    ),
+    "tensor_parallel_size": ArgAction(
+        "distributed",
+        "tp_size",
+        "tensor parallelism is set when the model is loaded: "
+        "from_pretrained(..., distributed_config=DistributedConfig(tp_size=...))",
+    ),
+    "zero_1": ArgAction(
+        "distributed",
+        "fsdp_size",
+        "ZeRO-1 becomes FSDP2 over the data-parallel ranks, "
+        "DistributedConfig(fsdp_size=WORLD_SIZE // tp_size); FSDP2 also shards parameters and gradients "
+        "(more memory saved, different communication)",
+    ),
+    "pipeline_parallel_size": ArgAction("manual", note=_PIPELINE),
+    "pipeline_parallel_num_microbatches": ArgAction("manual", note=_PIPELINE),
+    "disable_sequence_parallel": _drop(
+        "DistributedConfig.enable_sequence_parallel is reserved and not wired up in Transformers 5.23"
+    ),
+    "kv_size_multiplier": _drop("NxD GQA key/value replication; DTensor TP plans shard KV heads"),
+    "num_local_ranks_per_step": _drop(_NEURON_RUNTIME + " (staggered checkpoint loading)"),
+    "use_xser": _drop(_NEURON_RUNTIME + " (NxD serialized checkpoints)"),
+    "async_save": _drop(_NEURON_RUNTIME + " (NxD asynchronous checkpointing)"),
+    "fuse_qkv": _drop("NxD custom modeling option; Transformers models keep their own projections"),
+    "recompute_causal_mask": _drop("NxD custom modeling option"),
+    "use_autocast": _drop(
+        "bf16=True now always means autocast; optimum-neuron's bf16 without use_autocast trained bf16 "
+        "weights directly, so keep loading the model with dtype=torch.bfloat16 to keep those numerics"
+    ),
+    "stochastic_rounding_enabled": _drop(_NEURON_RUNTIME + " (NEURON_RT_STOCHASTIC_ROUNDING_EN)"),
+    "optimizer_use_master_weights": _drop(_MASTER_WEIGHTS),
+    "optimizer_use_fp32_grad_acc": _drop(_MASTER_WEIGHTS),
+    "optimizer_save_master_weights_in_ckpt": _drop(_MASTER_WEIGHTS),
+    "skip_cache_push": _drop(_NEURON_RUNTIME + " (Neuron compile cache on the Hub)"),
+    "dataloader_prefetch_size": _drop(
+        "XLA device-loader prefetch; dataloader_prefetch_factor is a different, worker-side knob"
+    ),
+    "enable_throughput_metrics": _drop(_NO_METRICS),
+    "enable_mfu_metrics": _drop(_NO_METRICS),
+    "enable_efficiency_metrics": _drop(_NO_METRICS),
+    "metrics_window_size": _drop(_NO_METRICS),
+    # optimum-neuron <= 0.3 fields.
+    "half_precision_backend": _drop("removed in Transformers 5; bf16=True selects autocast"),
+    "disable_embedding_parallelization": _drop("NxD parallelizer option; TP plans decide the sharding"),
+    "neuron_cc_optlevel": _drop("neuronx-cc option of the XLA flow; TorchNeuron picks its own"),
+    "mp_plugin": ArgAction(
+        "manual",
+        note="optimum-neuron ModelParallelismPlugin has no TrainingArguments equivalent; load the model with "
+        "distributed_config=DistributedConfig(tp_size=..., fsdp_size=...)",
+    ),
+    # Transformers 4.x fields (inherited by Trainium/Neuron arguments classes) that 5.23 no longer has.
+    "evaluation_strategy": ArgAction("rename", "eval_strategy", "renamed in Transformers 4.46"),
+    "per_gpu_train_batch_size": ArgAction("rename", "per_device_train_batch_size"),
+    "per_gpu_eval_batch_size": ArgAction("rename", "per_device_eval_batch_size"),
+    "no_cuda": ArgAction("rename", "use_cpu"),
+    "push_to_hub_token": ArgAction("rename", "hub_token"),
+    "save_safetensors": _drop("removed in Transformers 5, which always saves safetensors"),
+    "include_tokens_per_second": _drop("removed in Transformers 5; samples_per_second remains"),
+    "tpu_num_cores": _drop("TPU option"),
+    "use_mps_device": _drop("Apple MPS option"),
+    "fp16_backend": _drop("removed in Transformers 5"),
+    "torchdynamo": _drop(
+        "removed in Transformers 5; torch_compile=True picks the neuron backend by itself on TorchNeuron"
+    ),
+    "use_ipex": _drop("Intel extension option"),
+    "jit_mode_eval": _drop("removed in Transformers 5"),
+    "xpu_backend": _drop("Intel XPU option"),
+    "use_legacy_prediction_loop": _drop("removed in Transformers 5; the evaluation loop replaces it"),
+    "sharded_ddp": ArgAction(
+        "manual",
+        note="removed in Transformers 5; shard with "
+        "from_pretrained(..., distributed_config=DistributedConfig(fsdp_size=...)) instead",
+    ),
+    "group_by_length": ArgAction(
+        "manual",
+        note='removed in Transformers 5; use train_sampling_strategy="group_by_length" if it was enabled',
+    ),
+    "include_inputs_for_metrics": ArgAction(
+        "manual",
+        note='removed in Transformers 5; use include_for_metrics=["inputs"] if it was enabled',
+    ),
+    "past_index": ArgAction(
+        "manual",
+        note="removed in Transformers 5; models with memory states (XLNet, Transformer-XL) need a custom "
+        "loop",
+    ),
+}
+
+SFT_CONFIG_ARGUMENTS: dict[str, ArgAction] = {
+    # NeuronSFTConfig = NeuronTrainingArguments + TRL SFTConfig: the training table applies too.
+    **TRAINING_ARGUMENTS,
+    "max_seq_length": ArgAction(
+        "rename", "max_length", "TRL 1.16 has only max_length; optimum-neuron copied max_seq_length into it"
+    ),
+    "padding_free": _drop(
+        "optimum-neuron forced padding_free=False whatever was passed, and False is TRL's default"
+    ),
+}
+
+__all__ = ["KEEP", "SFT_CONFIG_ARGUMENTS", "TRAINING_ARGUMENTS", "ArgAction"]
