@@ -65,12 +65,20 @@ def migrate_python(content: str) -> tuple[str, list[Finding]]:
     try:
         module = cst.parse_module(content)
     except cst.ParserSyntaxError as error:
-        where = f"line {error.raw_line}, column {error.raw_column + 1}"
-        raise MigrationError(f"{where}: cannot parse: {error.message}") from None
+        raise MigrationError(_syntax_error_message(content, error)) from None
     result = migrate_module(module, PYTHON_FAMILIES)
     if result.code != content:
         _verify_python(result.code)
     return result.code, result.findings
+
+
+def _syntax_error_message(content: str, error: cst.ParserSyntaxError) -> str:
+    """Python's own message and position when it has one (what the user sees running the script)."""
+    try:
+        ast.parse(content)
+    except SyntaxError as python_error:
+        return f"line {python_error.lineno}, column {python_error.offset}: cannot parse: {python_error.msg}"
+    return f"line {error.raw_line}, column {error.raw_column + 1}: cannot parse: {error.message}"
 
 
 def _verify_python(code: str) -> None:

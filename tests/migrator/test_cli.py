@@ -1,0 +1,141 @@
+"""The command line: modes, formats, exit codes, error paths (click's CliRunner)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from migrator.cli import main
+
+
+@pytest.fixture
+def tree(tmp_path, xla_script, plain_script):
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "train.py").write_text(xla_script)
+    (tmp_path / "src" / "pkg" / "plain.py").write_text(plain_script)
+    return tmp_path / "src"
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(arg) for arg in args], catch_exceptions=False)
+
+
+def snapshot(root):
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_in_place_rewrite_exits_0_when_nothing_manual_remains(tree):
+    result = invoke(tree)
+    assert result.exit_code == 0, result.output
+    assert "mark_step" not in (tree / "train.py").read_text()
+    assert "2 files checked, 1 rewritten" in result.stderr
+
+
+def test_diff_writes_nothing(tree):
+    before = snapshot(tree)
+    result = invoke("--diff", tree)
+    assert result.exit_code == 0
+    assert "-    xm.mark_step()  # cut the graph" in result.stdout
+    assert snapshot(tree) == before
+
+
+def test_check_exits_1_when_something_would_change_and_0_when_clean(tree):
+    before = snapshot(tree)
+    assert invoke("--check", tree).exit_code == 1
+    assert snapshot(tree) == before
+    invoke(tree)
+    clean = invoke("--check", tree)
+    assert clean.exit_code == 0 and "no files were modified" in clean.stderr
+
+
+def test_manual_work_exits_1(tmp_path):
+    path = tmp_path / "infer.py"
+    path.write_text("from optimum.neuron import NeuronSomethingUnknown\n")
+    result = invoke(path)
+    assert result.exit_code == 1
+    assert f"{path}:1:28: NM901 [manual]" in result.stdout
+    assert "# TODO(neuron-migrate): NM901" in path.read_text()
+
+
+def test_output_dir_mirrors_tree_and_leaves_inputs_untouched(tree, tmp_path):
+    before = snapshot(tree)
+    out = tmp_path / "migrated"
+    result = invoke("--output-dir", out, tree)
+    assert result.exit_code == 0, result.output
+    assert snapshot(tree) == before
+    assert sorted(snapshot(out)) == ["pkg/plain.py", "train.py"]
+    assert "mark_step" not in (out / "train.py").read_text()
+
+
+def test_output_dir_inside_input_is_refused(tree):
+    result = invoke("--output-dir", tree / "out", tree)
+    assert result.exit_code == 2 and "must not be inside" in result.stderr
+
+
+def test_json_report_schema(tree, tmp_path):
+    report = tmp_path / "r" / "report.json"
+    result = invoke("--check", "--format", "json", "--report", report, tree)
+    assert result.exit_code == 1
+    data = json.loads(report.read_text())
+    assert set(data) == {"files", "summary"}
+    (train,) = [f for f in data["files"] if f["path"].endswith("train.py")]
+    assert set(train) == {"path", "changed", "error", "findings"} and train["changed"] is True
+    finding = train["findings"][0]
+    assert {"code", "severity", "line", "column", "message", "fixed"} <= set(finding)
+    assert data["summary"]["files"] == 2 and data["summary"]["changed"] == 1
+
+
+def test_sarif_report(tree):
+    result = invoke("--check", "--format", "sarif", tree)
+    sarif = json.loads(result.stdout)
+    assert sarif["version"] == "2.1.0"
+    run = sarif["runs"][0]
+    rule_ids = [rule["id"] for rule in run["tool"]["driver"]["rules"]]
+    for item in run["results"]:
+        assert rule_ids[item["ruleIndex"]] == item["ruleId"]
+        region = item["locations"][0]["physicalLocation"]["region"]
+        assert region["startLine"] >= 1 and region["startColumn"] >= 1
+        assert item["level"] in {"error", "warning", "note"}
+
+
+def test_jobs_give_the_same_report(tree):
+    serial = invoke("--check", "--format", "json", "-j", "1", tree).stdout
+    parallel = invoke("--check", "--format", "json", "-j", "2", tree).stdout
+    assert serial == parallel
+
+
+def test_progress_bar_for_many_files(tmp_path, plain_script):
+    for index in range(25):
+        (tmp_path / f"m{index}.py").write_text(plain_script)
+    result = invoke("--check", tmp_path)
+    assert result.exit_code == 0 and "migrating" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.py"], "no such file or directory"),
+        (["--diff", "--check", "."], "exclude each other"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*args)
+    assert result.exit_code == 2 and message in result.stderr
+
+
+def test_unsupported_file_type_exits_2(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("optimum")
+    result = invoke(path)
+    assert result.exit_code == 2 and "unsupported file type" in result.stderr
+
+
+def test_unparseable_file_exits_2_with_path_and_line(tree):
+    (tree / "broken.py").write_text("import torch_xla\nx = (\n")
+    result = invoke(tree)
+    assert result.exit_code == 2
+    assert f"{tree / 'broken.py'}: error: line 2" in result.stdout
+    assert "mark_step" not in (tree / "train.py").read_text()  # the other files still ran

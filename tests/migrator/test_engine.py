@@ -1,0 +1,139 @@
+"""The engine's guarantees: untouched files stay untouched, encodings and newlines survive, writes are
+atomic, a broken file is reported and skipped, output always parses."""
+
+from __future__ import annotations
+
+import codecs
+import os
+
+import pytest
+
+from migrator import engine
+from migrator.engine import Job, Mode, process, run
+from migrator.sources import discover
+
+
+def migrate_in_place(path):
+    (source,) = discover([path])
+    return process(Job(source, Mode.WRITE, display=str(path)))
+
+
+def test_rewrites_and_keeps_everything_else(tmp_path, xla_script):
+    path = tmp_path / "train.py"
+    path.write_text(xla_script)
+    result = migrate_in_place(path)
+    out = path.read_text()
+    assert result.changed and result.error is None
+    assert "xla_device" not in out and "mark_step" not in out
+    assert 'torch.device("neuron")' in out
+    # Lines the rules do not touch are kept byte for byte, comments and odd spacing included.
+    for line in ("model = torch.nn.Linear(4, 4).to(device)   # odd   spacing kept", "    loss.backward()"):
+        assert line in out.splitlines()
+
+
+def test_second_run_changes_nothing(tmp_path, xla_script):
+    path = tmp_path / "train.py"
+    path.write_text(xla_script)
+    migrate_in_place(path)
+    once = path.read_bytes()
+    again = migrate_in_place(path)
+    assert not again.changed and path.read_bytes() == once
+    assert not [f for f in again.findings if f.fixed]
+
+
+def test_file_without_migration_content_is_not_touched(tmp_path, plain_script):
+    path = tmp_path / "plain.py"
+    path.write_text(plain_script)
+    os.utime(path, (1_000_000_000, 1_000_000_000))
+    result = migrate_in_place(path)
+    assert not result.changed and result.findings == []
+    assert path.read_text() == plain_script
+    assert path.stat().st_mtime == 1_000_000_000
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        pytest.param(lambda text: text.replace("\n", "\r\n").encode(), id="crlf"),
+        pytest.param(lambda text: codecs.BOM_UTF8 + text.encode(), id="bom"),
+        pytest.param(
+            lambda text: ("# -*- coding: latin-1 -*-\n# café\n" + text).encode("latin-1"), id="latin-1-cookie"
+        ),
+    ],
+)
+def test_encoding_bom_and_newlines_kept(tmp_path, xla_script, encode):
+    path = tmp_path / "train.py"
+    path.write_bytes(encode(xla_script))
+    migrate_in_place(path)
+    data = path.read_bytes()
+    expected_prefix = encode("")[:3] if encode("").startswith(codecs.BOM_UTF8) else b""
+    assert data.startswith(expected_prefix)
+    if b"\r\n" in encode(xla_script):
+        assert data.count(b"\n") == data.count(b"\r\n")  # every line still CRLF, new ones included
+    if b"latin-1" in encode(""):
+        assert "# café".encode("latin-1") in data
+    assert b"mark_step" not in data
+
+
+def test_unparseable_file_is_reported_and_others_still_run(tmp_path, xla_script):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch_xla\ndef f(:\n    pass\n")
+    good = tmp_path / "good.py"
+    good.write_text(xla_script)
+    results = run([Job(source, Mode.WRITE, display=str(source.path)) for source in discover([tmp_path])])
+    by_name = {os.path.basename(result.path): result for result in results}
+    assert "line 2" in by_name["broken.py"].error and "cannot parse" in by_name["broken.py"].error
+    assert broken.read_text() == "import torch_xla\ndef f(:\n    pass\n"
+    assert by_name["good.py"].changed and "mark_step" not in good.read_text()
+
+
+def test_unreadable_file_is_reported(tmp_path):
+    path = tmp_path / "bad.py"
+    path.write_bytes(b"# -*- coding: utf-8 -*-\nx = '\xff\xfe neuron'\n")
+    result = migrate_in_place(path)
+    assert result.error and "cannot read" in result.error
+
+
+def test_rewrite_that_would_not_parse_leaves_file_untouched(tmp_path, xla_script, monkeypatch):
+    path = tmp_path / "train.py"
+    path.write_text(xla_script)
+    class Broken:
+        code = "def broken(:\n"
+        findings = []
+
+    monkeypatch.setattr(engine, "migrate_module", lambda module, families: Broken)
+    result = migrate_in_place(path)
+    assert "would not parse" in result.error
+    assert path.read_text() == xla_script
+
+
+def test_write_is_atomic(tmp_path, xla_script, monkeypatch):
+    path = tmp_path / "train.py"
+    path.write_text(xla_script)
+
+    def crash(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", crash)
+    result = migrate_in_place(path)
+    assert "cannot write" in result.error and "disk full" in result.error
+    assert path.read_text() == xla_script
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # no temporary file left behind
+
+
+def test_discovery_skips_tool_directories_and_excludes(tmp_path, xla_script):
+    for relative in ("a.py", "pkg/b.py", ".venv/c.py", "node_modules/d.py", "build/e.py", "pkg/skip_me.py", "x.txt"):
+        target = tmp_path / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(xla_script)
+    found = [source.relative.as_posix() for source in discover([tmp_path], exclude=("skip_*",))]
+    assert found == ["a.py", "pkg/b.py"]
+
+
+def test_parallel_run_matches_serial(tmp_path, xla_script, plain_script):
+    for index in range(6):
+        (tmp_path / f"s{index}.py").write_text(xla_script if index % 2 else plain_script)
+    jobs = [Job(source, Mode.CHECK, display=source.relative.as_posix()) for source in discover([tmp_path])]
+    serial = [result.to_dict() for result in run(jobs, workers=1)]
+    parallel = [result.to_dict() for result in run(jobs, workers=2)]
+    assert serial == parallel
