@@ -21,10 +21,14 @@ from migrator.rules import Finding
 from migrator.sources import SourceFile, Text, read_text, write_atomic
 from migrator.transform import migrate_module
 
-# Cheap pre-filter (TorchFix's idea): a file that mentions none of these has nothing to migrate and is
-# never parsed. Matching is case-sensitive on purpose: the names we rewrite are spelled this way.
-PYTHON_MARKERS = re.compile(r"optimum|neuron|xla|XLA_|NEURON_")
-SHELL_MARKERS = re.compile(r"optimum|neuron|xla|XLA_|NEURON_")
+# Cheap pre-filter (TorchFix's idea): a file that mentions none of these has no optimum-neuron/XLA
+# content, is never parsed and never rewritten (a script that already targets TorchNeuron included).
+PYTHON_MARKERS = re.compile(
+    r"optimum\.(?:neuron|exporters\.neuron)|from optimum import neuron|torch_xla|torch_neuronx"
+    r"|neuronx_distributed|\bXLA_\w|\bNEURON_\w|[\"']xla[\"']"
+)
+# Shell launchers are cheap to scan line by line; optimum-neuron training flags alone mark one too.
+SHELL_MARKERS = re.compile(r"optimum|neuron|xla|XLA_|NEURON_|--zero_1")
 
 
 class Mode(str, Enum):

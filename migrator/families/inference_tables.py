@@ -1,0 +1,246 @@
+"""Data for the inference family: which optimum-neuron symbol becomes which Transformers/Diffusers symbol,
+and what each load-time argument means. Source: shared migration map sections 1.1-1.3, 1.7, 2.1-2.5,
+checked against the optimum-neuron 0.4.5 wheel and the installed Transformers 5.23 / Diffusers 0.42.1."""
+
+from __future__ import annotations
+
+
+def _paths(name: str, *modules: str) -> dict[str, str]:
+    """Qualified names under which a user script may import `name` (lazy re-export + defining modules)."""
+    return {f"{module}.{name}": name for module in ("optimum.neuron", *modules)}
+
+
+# --- decoder LLMs -------------------------------------------------------------------------------------------------
+
+CAUSAL_LM = _paths(
+    "NeuronModelForCausalLM",
+    "optimum.neuron.models.inference.modeling_utils",
+    "optimum.neuron.modeling_decoder",
+    "optimum.neuron.modeling",
+)
+
+# --- traced encoders, seq2seq, audio, vision -> transformers ----------------------------------------------------
+
+_TASK_MODELS = {
+    "NeuronModelForFeatureExtraction": "AutoModel",
+    "NeuronModelForMaskedLM": "AutoModelForMaskedLM",
+    "NeuronModelForQuestionAnswering": "AutoModelForQuestionAnswering",
+    "NeuronModelForSequenceClassification": "AutoModelForSequenceClassification",
+    "NeuronModelForTokenClassification": "AutoModelForTokenClassification",
+    "NeuronModelForMultipleChoice": "AutoModelForMultipleChoice",
+    "NeuronModelForImageClassification": "AutoModelForImageClassification",
+    "NeuronModelForSemanticSegmentation": "AutoModelForSemanticSegmentation",
+    "NeuronModelForObjectDetection": "AutoModelForObjectDetection",
+    "NeuronModelForCTC": "AutoModelForCTC",
+    "NeuronModelForAudioClassification": "AutoModelForAudioClassification",
+    "NeuronModelForAudioFrameClassification": "AutoModelForAudioFrameClassification",
+    "NeuronModelForXVector": "AutoModelForAudioXVector",
+}
+_ARCH_MODELS = {
+    "optimum.neuron.models.inference.bert": {
+        "NeuronBertModel": "BertModel",
+        "NeuronBertForMaskedLM": "BertForMaskedLM",
+        "NeuronBertForQuestionAnswering": "BertForQuestionAnswering",
+        "NeuronBertForSequenceClassification": "BertForSequenceClassification",
+        "NeuronBertForTokenClassification": "BertForTokenClassification",
+        "NeuronBertForMultipleChoice": "BertForMultipleChoice",
+    },
+    "optimum.neuron.models.inference.clip": {
+        "NeuronCLIPModel": "CLIPModel",
+        "NeuronCLIPForImageClassification": "CLIPForImageClassification",
+    },
+    "optimum.neuron.models.inference.whisper": {
+        "NeuronWhisperForConditionalGeneration": "WhisperForConditionalGeneration"
+    },
+    "optimum.neuron.models.inference.yolos": {"NeuronYolosForObjectDetection": "YolosForObjectDetection"},
+}
+_LEGACY_ARCH_MODULE = {"optimum.neuron.models.inference.bert": "optimum.neuron.models.bert"}  # <= 0.2
+
+# qualified optimum name -> transformers class name
+TRANSFORMERS_MODELS: dict[str, str] = {}
+for _neuron, _target in _TASK_MODELS.items():
+    for _qualified in _paths(_neuron, "optimum.neuron.modeling"):
+        TRANSFORMERS_MODELS[_qualified] = _target
+for _qualified in _paths("NeuronModelForSeq2SeqLM", "optimum.neuron.modeling_seq2seq"):
+    TRANSFORMERS_MODELS[_qualified] = "AutoModelForSeq2SeqLM"
+for _module, _classes in _ARCH_MODELS.items():
+    _modules = (_module, _LEGACY_ARCH_MODULE[_module]) if _module in _LEGACY_ARCH_MODULE else (_module,)
+    for _neuron, _target in _classes.items():
+        for _qualified in _paths(_neuron, *_modules):
+            TRANSFORMERS_MODELS[_qualified] = _target
+
+# --- diffusion pipelines -> diffusers -----------------------------------------------------------------------------
+
+_PIPELINES = {
+    "NeuronStableDiffusionPipeline": "StableDiffusionPipeline",
+    "NeuronStableDiffusionImg2ImgPipeline": "StableDiffusionImg2ImgPipeline",
+    "NeuronStableDiffusionInpaintPipeline": "StableDiffusionInpaintPipeline",
+    "NeuronStableDiffusionInstructPix2PixPipeline": "StableDiffusionInstructPix2PixPipeline",
+    "NeuronLatentConsistencyModelPipeline": "LatentConsistencyModelPipeline",
+    "NeuronStableDiffusionXLPipeline": "StableDiffusionXLPipeline",
+    "NeuronStableDiffusionXLImg2ImgPipeline": "StableDiffusionXLImg2ImgPipeline",
+    "NeuronStableDiffusionXLInpaintPipeline": "StableDiffusionXLInpaintPipeline",
+    "NeuronPixArtAlphaPipeline": "PixArtAlphaPipeline",
+    "NeuronPixArtSigmaPipeline": "PixArtSigmaPipeline",
+    "NeuronFluxPipeline": "FluxPipeline",
+    "NeuronFluxKontextPipeline": "FluxKontextPipeline",
+    "NeuronFluxInpaintPipeline": "FluxInpaintPipeline",
+}
+DIFFUSERS_PIPELINES: dict[str, str] = {
+    qualified: target
+    for neuron, target in _PIPELINES.items()
+    for qualified in _paths(neuron, "optimum.neuron.modeling_diffusion")
+}
+
+# --- pipeline() ---------------------------------------------------------------------------------------------------
+
+PIPELINE = frozenset(
+    _paths("pipeline", "optimum.neuron.pipelines", "optimum.neuron.pipelines.transformers.base")
+)
+
+# --- symbols left in place with a TODO (qualified name -> "<why>; <what to do>") --------------------------------
+
+_MANUAL_BY_NAME = {
+    "NeuronModelForEmbedding": (
+        ("optimum.neuron.models.inference.modeling_utils",),
+        "optimum-neuron adds the model's pooling and normalisation itself; load it with "
+        'sentence_transformers.SentenceTransformer(model_id, device="neuron") or transformers.AutoModel plus the '
+        "pooling from the model card, padding inputs to the exported sequence_length",
+    ),
+    "NeuronSentenceTransformers": (
+        ("optimum.neuron.modeling_sentence_transformers",),
+        "the traced model returns `outputs.sentence_embedding`; use "
+        'sentence_transformers.SentenceTransformer(model_id, device="neuron") and `model.encode(...)` instead',
+    ),
+    "NeuronModelForSentenceTransformers": (
+        ("optimum.neuron.modeling",),
+        "the traced model returns `outputs.sentence_embedding`; use "
+        'sentence_transformers.SentenceTransformer(model_id, device="neuron") and `model.encode(...)` instead',
+    ),
+    "NeuronDecoderModel": (
+        ("optimum.neuron.modeling_decoder",),
+        "optimum-neuron base class of compiled decoders; use transformers.PreTrainedModel in type checks",
+    ),
+    "NeuronTracedModel": (
+        ("optimum.neuron.modeling_traced",),
+        "optimum-neuron base class of traced models; use transformers.PreTrainedModel in type checks",
+    ),
+    "NeuronModel": (
+        ("optimum.neuron.modeling_base",),
+        "optimum-neuron base class of compiled models; use transformers.PreTrainedModel in type checks",
+    ),
+    "NeuronBaseModel": (
+        ("optimum.neuron.modeling_base",),
+        "optimum-neuron base class of compiled models; use transformers.PreTrainedModel in type checks",
+    ),
+    "NeuronModelForImageTextToText": (
+        (),
+        "no rewrite rule yet; load transformers.AutoModelForImageTextToText from the original checkpoint with "
+        'device_map="neuron" and a static cache (generation_config.cache_implementation = "static")',
+    ),
+    "NeuronDiffusionPipelineBase": (
+        ("optimum.neuron.modeling_diffusion",),
+        "optimum-neuron base class of compiled pipelines; use diffusers.DiffusionPipeline",
+    ),
+    "NeuronStableDiffusionControlNetPipeline": (
+        ("optimum.neuron.modeling_diffusion",),
+        "ControlNet weights were fused at export time; load diffusers.StableDiffusionControlNetPipeline with "
+        'controlnet=ControlNetModel.from_pretrained(controlnet_id) and move it with .to("neuron")',
+    ),
+    "NeuronStableDiffusionXLControlNetPipeline": (
+        ("optimum.neuron.modeling_diffusion",),
+        "ControlNet weights were fused at export time; load diffusers.StableDiffusionXLControlNetPipeline with "
+        'controlnet=ControlNetModel.from_pretrained(controlnet_id) and move it with .to("neuron")',
+    ),
+    "NeuronGenerationMixin": (
+        ("optimum.neuron.generation",),
+        "optimum-neuron's own generation loop; Transformers' generate() replaces it",
+    ),
+    "NxDNeuronConfig": (
+        ("optimum.neuron.models.inference.backend.config",),
+        "compilation config object; carry sequence_length to generation_config.max_cache_len (static cache) and "
+        "tensor_parallel_size to DistributedConfig(tp_size=...)",
+    ),
+    "NeuronConfig": (
+        ("optimum.neuron.configuration_utils",),
+        "compilation config object; carry sequence_length to generation_config.max_cache_len (static cache) and "
+        "tensor_parallel_size to DistributedConfig(tp_size=...)",
+    ),
+}
+MANUAL_SYMBOLS: dict[str, str] = {
+    qualified: why for name, (modules, why) in _MANUAL_BY_NAME.items() for qualified in _paths(name, *modules)
+}
+# The exporters package has no ahead-of-time equivalent on TorchNeuron at all.
+EXPORTERS_MODULE = "optimum.exporters.neuron"
+EXPORTERS_WHY = (
+    "there is no ahead-of-time export on TorchNeuron (the first call on device neuron compiles); "
+    "delete the export step, load the original checkpoint with Transformers/Diffusers on neuron and warm it up "
+    "with the production input shapes"
+)
+
+# --- load-time arguments ------------------------------------------------------------------------------------------
+
+# auto_cast_type strings (optimum) -> torch dtype attribute. tf32 and fp8 have no load-dtype equivalent.
+AUTO_CAST_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+# Arguments Transformers/Diffusers `from_pretrained` accepts with the same meaning: kept as they are.
+KEPT_LOAD_ARGS = frozenset(
+    {"token", "revision", "trust_remote_code", "cache_dir", "force_download", "local_files_only", "subfolder"}
+)
+# Compiler / export-only arguments: meaningless without ahead-of-time compilation.
+EXPORT_ONLY_ARGS = frozenset(
+    {
+        "export",
+        "auto_cast",
+        "instance_type",
+        "target",
+        "optlevel",
+        "disable_neuron_cache",
+        "compiler_workdir",
+        "inline_weights_to_neff",
+        "inline_weights_neff",
+        "disable_fast_relayout",
+        "disable_fallback",
+        "dynamic_batch_size",
+        "disable_validation",
+        "low_cpu_mem_usage",
+        "load_weights",
+        "task",
+    }
+)
+# Static input shapes of traced models: dropped from the loader, they become fixed padding.
+TRACED_SHAPE_ARGS = frozenset(
+    {
+        "batch_size",
+        "sequence_length",
+        "num_choices",
+        "num_channels",
+        "width",
+        "height",
+        "image_size",
+        "patch_size",
+        "audio_sequence_length",
+        "num_beams",
+        "text_batch_size",
+        "image_batch_size",
+        "num_images_per_prompt",
+        "num_image_per_prompt",
+    }
+)
+TP_ARGS = ("tensor_parallel_size", "num_cores")
+DTYPE_ARGS = ("auto_cast_type", "torch_dtype")
+# Export-time fusing of adapters / data parallelism over cores: no load-time equivalent.
+DIFFUSION_MANUAL_ARGS = {
+    "controlnet_ids": "ControlNet weights were fused at export time; load the matching diffusers "
+    "ControlNet pipeline with controlnet=ControlNetModel.from_pretrained(controlnet_id)",
+    "lora_model_ids": "LoRA adapters were fused at export time; call pipe.load_lora_weights(...) and "
+    "pipe.set_adapters(...) after loading",
+    "ip_adapter_id": "the IP-Adapter was fused at export time; call pipe.load_ip_adapter(...) and "
+    "pipe.set_ip_adapter_scale(...) after loading",
+    "data_parallel_mode": "optimum-neuron replicated the pipeline over NeuronCores; run one process per core "
+    "(torchrun) or use a single device",
+    "tensor_parallel_size": "optimum-neuron sharded the Flux transformer over NeuronCores and Diffusers has no "
+    "tensor-parallel plan for it; load on one device or shard it by hand with DTensor",
+}
+# Hub ids of precompiled models published by AWS (aws-neuron/<model>-neuron[-latency|-budget...]).
+COMPILED_HUB_ID = r"^aws-neuron/.*neuron"
