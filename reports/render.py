@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 
 def markdown_cell(value) -> str:
@@ -17,6 +17,14 @@ def markdown_cell(value) -> str:
     if value is None:
         return ""
     return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
+
+
+def inline_code(value) -> Markup:
+    """Escapes text for HTML and shows `backticked` spans (as in the migrator's messages) as code."""
+    parts = str(escape(value)).split("`")
+    if len(parts) % 2 == 0:  # unbalanced backticks: leave them as they are
+        return Markup("`".join(parts))
+    return Markup("".join(f"<code>{part}</code>" if index % 2 else part for index, part in enumerate(parts)))
 
 
 def _environment() -> Environment:
@@ -29,6 +37,7 @@ def _environment() -> Environment:
         keep_trailing_newline=True,
     )
     environment.filters["md"] = markdown_cell
+    environment.filters["code"] = inline_code
     return environment
 
 
