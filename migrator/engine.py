@@ -23,12 +23,14 @@ from migrator.transform import migrate_module
 
 # Cheap pre-filter (TorchFix's idea): a file that mentions none of these has no optimum-neuron/XLA
 # content, is never parsed and never rewritten (a script that already targets TorchNeuron included).
+# Plain substring tests come first: they run at memory speed, a regex alternation does not.
+PYTHON_HINTS = ("optimum", "xla", "XLA_", "neuron", "NEURON_")
 PYTHON_MARKERS = re.compile(
     r"optimum\.(?:neuron|exporters\.neuron)|from optimum import neuron|torch_xla|torch_neuronx"
     r"|neuronx_distributed|\bXLA_\w|\bNEURON_\w|[\"']xla[\"']"
 )
 # Shell launchers are cheap to scan line by line; optimum-neuron training flags alone mark one too.
-SHELL_MARKERS = re.compile(r"optimum|neuron|xla|XLA_|NEURON_|--zero_1")
+SHELL_HINTS = ("optimum", "neuron", "xla", "XLA_", "NEURON_", "--zero_1")
 
 
 class Mode(str, Enum):
@@ -64,7 +66,7 @@ class FileResult:
 
 
 def migrate_python(content: str) -> tuple[str, list[Finding]]:
-    if not PYTHON_MARKERS.search(content):
+    if not any(hint in content for hint in PYTHON_HINTS) or not PYTHON_MARKERS.search(content):
         return content, []
     try:
         module = cst.parse_module(content)
@@ -97,7 +99,7 @@ def _verify_python(code: str) -> None:
 
 
 def migrate_shell(content: str) -> tuple[str, list[Finding]]:
-    if not SHELL_MARKERS.search(content):
+    if not any(hint in content for hint in SHELL_HINTS):
         return content, []
     return rewrite_shell(content)
 
@@ -175,7 +177,8 @@ def run(
             if on_done:
                 on_done(results[-1])
         return results
-    chunk = max(1, min(32, len(jobs) // (workers * 4)))
+    # Small chunks: a few large files dominate the cost, and they must not all land in one worker.
+    chunk = max(1, min(8, len(jobs) // (workers * 16)))
     with ProcessPoolExecutor(max_workers=workers) as pool:
         results = []
         for result in pool.map(process, jobs, chunksize=chunk):

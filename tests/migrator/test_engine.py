@@ -97,6 +97,7 @@ def test_unreadable_file_is_reported(tmp_path):
 def test_rewrite_that_would_not_parse_leaves_file_untouched(tmp_path, xla_script, monkeypatch):
     path = tmp_path / "train.py"
     path.write_text(xla_script)
+
     class Broken:
         code = "def broken(:\n"
         findings = []
@@ -122,7 +123,15 @@ def test_write_is_atomic(tmp_path, xla_script, monkeypatch):
 
 
 def test_discovery_skips_tool_directories_and_excludes(tmp_path, xla_script):
-    for relative in ("a.py", "pkg/b.py", ".venv/c.py", "node_modules/d.py", "build/e.py", "pkg/skip_me.py", "x.txt"):
+    for relative in (
+        "a.py",
+        "pkg/b.py",
+        ".venv/c.py",
+        "node_modules/d.py",
+        "build/e.py",
+        "pkg/skip_me.py",
+        "x.txt",
+    ):
         target = tmp_path / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(xla_script)

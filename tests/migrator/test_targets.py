@@ -29,7 +29,9 @@ def python_source(path: Path) -> str:
         return path.read_text()
     cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     code = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
-    return "\n".join(line for line in "\n".join(code).splitlines() if not line.lstrip().startswith(("!", "%")))
+    return "\n".join(
+        line for line in "\n".join(code).splitlines() if not line.lstrip().startswith(("!", "%"))
+    )
 
 
 def resolve(qualified: str):

@@ -1,0 +1,101 @@
+"""Speed of neuron-migrate against a bare libcst round trip (parse + codegen) on the same files.
+
+Corpus: the installed transformers, trl and torch sources (real Python files, --limit of them) plus the
+bundled fixtures. Files are classified by what the migrator did with them: "nothing to migrate" (no change,
+no finding) or "to migrate". Timings are per phase, in-process, best of --repeat runs; `-j` scaling is
+measured on the whole corpus through the same runner the CLI uses (check mode: nothing is written).
+
+    .venv/bin/python benchmarks/migrator_speed.py [--limit 1500] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import libcst as cst
+
+from migrator.engine import REWRITERS, Job, Mode, run
+from migrator.sources import SourceFile, discover, read_text
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def corpus(limit: int) -> list[SourceFile]:
+    files: list[SourceFile] = []
+    for package in ("transformers", "trl", "torch"):
+        origin = Path(importlib.util.find_spec(package).origin).parent
+        files += [source for source in discover([origin]) if source.kind == "python"]
+    files = files[:limit]
+    fixtures = [
+        source
+        for source in discover([ROOT / "fixtures" / "migrator"])
+        if source.kind == "python" and ".expected." not in source.path.name
+    ]
+    return files + fixtures
+
+
+def best_of(repeat: int, work) -> float:
+    timings = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        work()
+        timings.append(time.perf_counter() - start)
+    return min(timings)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=1500, help="library files in the corpus")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+
+    sources = corpus(args.limit)
+    texts = {source.path: read_text(source.path, source.kind).content for source in sources}
+    outcome = {path: REWRITERS["python"](text) for path, text in texts.items()}
+    to_migrate = [p for p, (code, findings) in outcome.items() if code != texts[p] or findings]
+    nothing = [p for p in texts if p not in set(to_migrate)]
+
+    figures = {
+        "corpus_files": len(texts),
+        "corpus_lines": sum(text.count("\n") for text in texts.values()),
+        "python": platform.python_version(),
+        "libcst": cst.__version__ if hasattr(cst, "__version__") else "",
+        "cpus": os.cpu_count(),
+    }
+    for label, paths in (("nothing_to_migrate", nothing), ("to_migrate", to_migrate)):
+        round_trip = best_of(
+            args.repeat, lambda paths=paths: [cst.parse_module(texts[p]).code for p in paths]
+        )
+        migrate = best_of(args.repeat, lambda paths=paths: [REWRITERS["python"](texts[p]) for p in paths])
+        figures[label] = {
+            "files": len(paths),
+            "round_trip_s": round(round_trip, 3),
+            "migrate_s": round(migrate, 3),
+            "migrate_files_per_s": round(len(paths) / migrate, 1),
+            "migrate_over_round_trip": round(migrate / round_trip, 3),
+        }
+
+    jobs = [Job(source, Mode.CHECK) for source in sources]
+    serial = best_of(args.repeat, lambda: run(jobs, workers=1))
+    parallel = best_of(args.repeat, lambda: run(jobs, workers=2))
+    figures["jobs"] = {
+        "j1_s": round(serial, 3),
+        "j2_s": round(parallel, 3),
+        "j2_speedup": round(serial / parallel, 2),
+        "j1_files_per_s": round(len(jobs) / serial, 1),
+    }
+    text = json.dumps(figures, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
