@@ -498,9 +498,8 @@ class XlaFamily(Family):
             return self._checkpoint(original, updated)
         for prefix, rule in MANUAL_PREFIXES:
             if name == prefix or name.startswith(prefix + "."):
-                self.ctx.todo(
-                    original, rule, f"`{name}`: {rule.action.removeprefix('Left in place with a TODO: ')}"
-                )
+                what = rule.action.removeprefix("Left in place with a TODO: ")
+                self.ctx.todo(original, rule, f"`{name}` has no direct TorchNeuron equivalent; {what}")
                 break
         return updated
 
