@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Creates .venv with the pinned stack. torch is installed first, alone, so that pip takes the CPU
-# build of 2.13.0 instead of resolving a bare "torch" to a multi-GB CUDA build.
+# Creates .venv with the pinned stack (constraints.txt). torch is installed first, alone, so that pip
+# takes the CPU build of 2.13.0 instead of resolving a bare "torch" to a multi-GB CUDA build.
+# Re-running is cheap: nothing is reinstalled unless pyproject.toml or constraints.txt changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-test}"
+stamp=".venv/.installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)-${extras//,/_}"
+if [ -e "$stamp" ]; then
+    exit 0
+fi
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet "torch==2.13.0"
-.venv/bin/python -m pip install --quiet -c constraints.txt -e ".[${extras}]"
+echo "setting up .venv (torch 2.13.0 CPU, transformers, trl, peft, libcst, ...); takes about 2 minutes" >&2
+.venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[${extras}]"
+rm -f .venv/.installed-*
+touch "$stamp"
