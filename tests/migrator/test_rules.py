@@ -1,0 +1,24 @@
+"""The rule table is the single source of the docs, and every rule is exercised by a fixture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from migrator import rules_doc
+from migrator.rules import RULES
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
+
+
+def test_docs_are_generated_from_the_rule_table() -> None:
+    assert rules_doc.DOC.read_text() == rules_doc.render(), "run `python -m migrator.rules_doc`"
+
+
+def test_every_rule_is_reported_by_some_fixture() -> None:
+    reported = {line.split()[1] for path in FIXTURES.rglob("*.findings") for line in path.read_text().splitlines()}
+    assert sorted(set(RULES) - reported) == []
+
+
+def test_rules_are_documented() -> None:
+    for rule in RULES.values():
+        assert rule.title and rule.action and rule.family in rules_doc.FAMILY_TITLES
