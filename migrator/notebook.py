@@ -1,7 +1,8 @@
 """Jupyter notebooks: migrate code cells as one module (cells share a namespace), shell lines as shell.
 
-Cells are joined with a marker statement between them so that imports added for cell 5 land in the
-first cell and an import in cell 1 is known when cell 3 uses it. `!cmd`, `%pip`, `%env` lines and
+Cells are joined with a marker statement between them so that an import in cell 1 is known when cell 3
+uses it. Markers (and the placeholders of magic lines) are import statements on purpose: libcst's
+AddImportsVisitor only sees the module's leading import block, which they must not interrupt. `!cmd`, `%pip`, `%env` lines and
 `%%bash` cells go through the shell rewriter; other magics are kept as they are. Outputs, metadata and
 every untouched cell are kept; the result is written the way Jupyter writes notebooks.
 """
@@ -18,10 +19,10 @@ from migrator.rules import Finding
 
 Rewriter = Callable[[str], tuple[str, list[Finding]]]
 
-_CELL_MARKER = "__neuron_migrate_cell__({})"
-_CELL_MARKER_RE = re.compile(r"^__neuron_migrate_cell__\((\d+)\)\n", re.MULTILINE)
-_MAGIC_PLACEHOLDER = "__neuron_migrate_magic__({})"
-_MAGIC_PLACEHOLDER_RE = re.compile(r"^([ \t]*)__neuron_migrate_magic__\((\d+)\)$", re.MULTILINE)
+_CELL_MARKER = "import __neuron_migrate_cell_{}__"
+_CELL_MARKER_RE = re.compile(r"^import __neuron_migrate_cell_(\d+)__\n", re.MULTILINE)
+_MAGIC_PLACEHOLDER = "import __neuron_migrate_magic_{}__"
+_MAGIC_PLACEHOLDER_RE = re.compile(r"([ \t]*)import __neuron_migrate_magic_(\d+)__")
 _SHELL_CELL = re.compile(r"^%%(bash|sh|script (ba)?sh)\b")
 # Line magics that carry a shell command: `!cmd`, `%pip ...` (as `pip ...`), `%env K=V` (as `export K=V`).
 _SHELL_LINE = re.compile(r"^(?P<indent>[ \t]*)(?P<magic>!|%pip |%env |%sx |%system )(?P<command>.*)$")
