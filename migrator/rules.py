@@ -61,7 +61,7 @@ class Finding:
     column: int
     message: str
     fixed: bool
-    cell: int | None = None  # notebook code cell index (0-based over all cells), None for plain files
+    cell: int | None = None  # notebooks: 1-based number among the code cells (as ruff counts), else None
 
     @property
     def code(self) -> str:
