@@ -284,7 +284,6 @@ def build_checklist(
         item = _result_item(row, run)
         if item is not None:
             (blocking if item.severity == "blocking" else model_items).append(item)
-    blocking.sort(key=lambda item: item.key)
     requirements = [
         (name, version) for needs, name, version in REQUIREMENTS if needs == "always" or needs in uses
     ]

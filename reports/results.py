@@ -376,7 +376,9 @@ def verdicts_by_band(frame: pd.DataFrame, run_index: int) -> pd.DataFrame:
 
 
 def display_path(path: Path) -> str:
+    """Relative to the working directory when the file is under it, else absolute."""
+    absolute = Path(os.path.abspath(path))
     try:
-        return os.path.relpath(path)
+        return absolute.relative_to(Path.cwd()).as_posix()
     except ValueError:
-        return str(path)
+        return str(absolute)

@@ -369,6 +369,7 @@ def scan_file(path: Path, display: str, kind: str) -> FileScan:
         scan.risks.append(
             Risk("async-load", scan.first_load, "from_pretrained() loads weights with a thread pool")
         )
+    scan.risks.sort(key=lambda risk: (risk.location.cell or 0, risk.location.line))
     return scan
 
 

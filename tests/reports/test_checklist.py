@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import write_jsonl
+
+from reports.checklist import build_checklist, write_checklist
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "examples"
+
+INFERENCE_SCRIPT = """\
+from optimum.neuron import NeuronModelForCausalLM
+from transformers import AutoTokenizer
+
+MODEL_ID = "Qwen/Qwen3-0.6B"
+model = NeuronModelForCausalLM.from_pretrained(MODEL_ID, export=True, instance_type="inf2")
+tokenizer = AutoTokenizer.from_pretrained(MODEL_ID)
+inputs = tokenizer(["hi"], return_tensors="pt")
+model.generate(**inputs)
+"""
+
+
+def fake_analyze(findings_by_name: dict[str, list[dict]], errors: dict[str, str] | None = None):
+    """Stands in for migrator.analyze_paths with chosen findings (same JSON shape as the real one)."""
+
+    def analyze(paths, exclude=()):
+        files = []
+        for root in paths:
+            for path in sorted(Path(root).rglob("*")) if Path(root).is_dir() else [Path(root)]:
+                if path.suffix in (".py", ".sh", ".ipynb"):
+                    findings = findings_by_name.get(path.name, [])
+                    error = (errors or {}).get(path.name)
+                    files.append(
+                        {"path": str(path), "changed": bool(findings), "error": error, "findings": findings}
+                    )
+        return {"files": files, "summary": {}}
+
+    return analyze
+
+
+def finding(code, family, severity, line, message, fixed, cell=None):
+    data = {"code": code, "family": family, "severity": severity, "line": line, "column": 0}
+    data.update(message=message, fixed=fixed)
+    if cell is not None:
+        data["cell"] = cell
+    return data
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "infer.py").write_text(INFERENCE_SCRIPT)
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    return tmp_path
+
+
+@pytest.fixture
+def results(tmp_path, rows):
+    return write_jsonl(tmp_path / "results.jsonl", rows["results-sim"])
+
+
+def test_items_models_and_order(project, results, rows):
+    analyze = fake_analyze(
+        {
+            "infer.py": [
+                finding("NM101", "inference", "info", 5, "Rewritten to AutoModelForCausalLM.", True),
+                finding("NM102", "inference", "warning", 5, "Rewritten; check the cache size.", True),
+                finding("NM902", "manual", "warning", 5, "instance_type has no equivalent; remove it", False),
+            ]
+        }
+    )
+    context = build_checklist([project], results, online=False, analyze=analyze)
+    (section,) = context["sections"]
+    assert section.rewrites == {"inference": 2}
+    titles = [item.title for item in context["blocking"]]
+    assert titles[0].startswith("Targets inf2")
+    # gpt2 (the local config) fails in the results at generate: that blocks the migration.
+    gpt2 = next(row for row in rows["results-sim"] if row["model_type"] == "gpt2")
+    assert any(gpt2["error"] in title and "fails at generate" in title for title in titles)
+    manual = [item for item in section.items if item.severity == "manual"]
+    assert [(item.title, item.action, item.location) for item in manual] == [
+        ("NM902: instance_type has no equivalent", "remove it", f"{section.display}:5")
+    ]
+    risks = [
+        (item.title.split(" ")[0], item.location) for item in section.items if item.severity == "compile-risk"
+    ]
+    assert risks == [("Weights", f"{section.display}:5"), ("Prompt", f"{section.display}:7")]
+    models = {row.reference: row for row in context["models"]}
+    qwen3 = next(row for row in rows["results-sim"] if row["model_type"] == "qwen3")
+    assert models["Qwen/Qwen3-0.6B"].architecture.model_type == "qwen3"
+    assert models["Qwen/Qwen3-0.6B"].result["recompile_count"] == qwen3["recompile_count"]
+    assert any(
+        row.architecture.source.startswith("local") and row.architecture.model_type == "gpt2"
+        for row in models.values()
+    )
+    severities = [item.severity for item in section.items]
+    assert severities == sorted(severities, key=["blocking", "manual", "compile-risk", "check"].index)
+
+
+def test_markdown_is_a_task_list_with_blocking_first(project, results, tmp_path, capsys):
+    output = tmp_path / "out" / "checklist.md"
+    analyze = fake_analyze(
+        {"infer.py": [finding("NM901", "manual", "error", 1, "no rewrite rule; do it", False)]}
+    )
+    assert write_checklist([project], output, results, False, analyze=analyze) == 0
+    assert str(output.resolve()) in capsys.readouterr().out
+    text = output.read_text()
+    tasks = re.findall(r"^- \[ \] \*\*([a-z -]+):\*\*", text, flags=re.MULTILINE)
+    assert tasks and tasks[0] == "blocking"
+    first_other = next(index for index, severity in enumerate(tasks) if severity != "blocking")
+    assert set(tasks[:first_other]) == {"blocking"}
+    assert "blocking" not in tasks[first_other:]
+    assert "## Target platform" in text and "Install TRL" not in text  # the files do not use TRL
+
+
+def test_notebook_cells_and_file_errors(tmp_path, results):
+    (tmp_path / "nb.ipynb").write_text(
+        json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
+    (tmp_path / "broken.py").write_text("def f(:\n")
+    analyze = fake_analyze(
+        {"nb.ipynb": [finding("NM903", "manual", "warning", 2, "why; what", False, cell=4)]},
+        errors={"broken.py": "line 1: invalid syntax"},
+    )
+    context = build_checklist([tmp_path], results, online=False, analyze=analyze)
+    locations = [item.location for section in context["sections"] for item in section.items]
+    assert any(location.endswith("nb.ipynb (cell 5, line 2)") for location in locations)
+    assert any(
+        "cannot process this file: line 1: invalid syntax" in item.title for item in context["blocking"]
+    )
+
+
+def test_real_migrator_on_the_bundled_examples(tmp_path, rows, results):
+    output = tmp_path / "checklist.html"
+    assert write_checklist([EXAMPLES], output, results, False) == 0
+    html = output.read_text()
+    assert "Targets inf2" in html and "Targets trn1.32xlarge" in html
+    context = build_checklist([EXAMPLES], results, online=False)
+    assert len(context["sections"]) == 5
+    references = {row.reference: row.architecture.model_type for row in context["models"]}
+    assert references["Qwen/Qwen3-0.6B"] == "qwen3"
+    assert references["meta-llama/Llama-3.2-1B"] == "llama"
+    assert "mistral" in references.values()  # checkpoints/tiny-mistral/config.json
+    assert context["total_rewrites"] > 0
+
+
+@pytest.mark.parametrize("bad", ["missing-dir", "out.pdf", "unwritable"])
+def test_bad_input_exits_2(project, results, tmp_path, capsys, bad):
+    paths, output = [project], tmp_path / "checklist.md"
+    if bad == "missing-dir":
+        paths = [tmp_path / "missing-dir"]
+    elif bad == "out.pdf":
+        output = tmp_path / "out.pdf"
+    else:
+        (tmp_path / "file").write_text("x")
+        output = tmp_path / "file" / "checklist.md"
+    assert write_checklist(paths, output, results, False, analyze=fake_analyze({})) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_corrupt_results_exit_2(project, tmp_path, capsys):
+    corrupt = tmp_path / "bad.jsonl"
+    corrupt.write_text("{oops\n")
+    assert write_checklist([project], None, corrupt, False, analyze=fake_analyze({})) == 2
+    assert "bad.jsonl:1" in capsys.readouterr().err
+
+
+def test_stdout_when_no_output(project, results, capsys):
+    assert write_checklist([project], None, results, False, analyze=fake_analyze({})) == 0
+    assert capsys.readouterr().out.startswith("# Pre-migration checklist")

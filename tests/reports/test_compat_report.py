@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import io
+import re
+
+import pandas as pd
+import pytest
+
+from reports.compat_report import infer_format, write_report
+
+
+@pytest.fixture
+def both(data):
+    return [data / "results-sim.jsonl", data / "results-hw.jsonl"]
+
+
+def test_html_is_self_contained(both, tmp_path, capsys):
+    output = tmp_path / "compat.html"
+    assert write_report(both, output, "html") == 0
+    assert str(output.resolve()) in capsys.readouterr().out
+    html = output.read_text()
+    # Nothing is fetched: no external scripts, styles, images or fonts.
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "@import" not in html and "url(" not in html
+    assert "<script>" in html and "<style>" in html and "<svg" in html
+    assert "SIMULATED" in html and "Published claim, not measured here" in html
+
+
+def test_html_shows_evidence_and_advice_for_non_green_rows(both, tmp_path, rows):
+    output = tmp_path / "compat.html"
+    write_report(both, output, "html")
+    html = output.read_text()
+    failing = next(row for row in rows["results-sim"] if row["model_type"] == "gpt2")
+    assert failing["error"] in html
+    assert "aten::_unique2" in html
+    for reason in next(row for row in rows["results-sim"] if row["model_type"] == "gemma3_text")[
+        "graph_break_reasons"
+    ]:
+        assert reason in html
+    assert "What to do" in html
+
+
+def test_markdown_has_the_same_content(both, tmp_path, rows):
+    output = tmp_path / "compat.md"
+    assert write_report(both, output, "md") == 0
+    text = output.read_text()
+    assert "**fixed** (1): `gpt2`" in text and "**regressed** (1): `mistral`" in text
+    matrix_lines = [line for line in text.splitlines() if line.startswith("| ") and "`" in line]
+    listed = {re.search(r"`([^`]+)`", line).group(1) for line in matrix_lines}
+    assert {row["model_type"] for row in rows["results-sim"] + rows["results-hw"]} <= listed
+    assert "RuntimeError: aten::_unique2 has no neuron lowering" in text
+
+
+def test_csv_round_trips_the_results(both, tmp_path, rows):
+    output = tmp_path / "compat.csv"
+    assert write_report(both, output, "csv") == 0
+    frame = pd.read_csv(io.StringIO(output.read_text()))
+    assert len(frame) == len(rows["results-sim"]) + len(rows["results-hw"])
+    sim = frame[frame["backend"] == "neuron-sim"].set_index("model_type")
+    for row in rows["results-sim"]:
+        assert sim.loc[row["model_type"], "verdict"] == row["verdict"]
+        assert sim.loc[row["model_type"], "recompile_count"] == row["recompile_count"]
+        assert sim.loc[row["model_type"], "graph_breaks"] == row["graph_breaks"]
+    hardware = frame[frame["backend"] == "neuron"].set_index("model_type")
+    assert hardware.loc["gpt2", "change_vs_first_run"] == "fixed"
+    assert "static" in hardware.loc["mistral", "what_to_do"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("missing.jsonl", None, "no such results file"),
+        (
+            "corrupt.jsonl",
+            '{"model_type": "llama", "verdict": "works"}\n{"model_type": \n',
+            "corrupt.jsonl:2",
+        ),
+    ],
+)
+def test_bad_input_exits_2_without_writing(tmp_path, capsys, name, content, message):
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    output = tmp_path / "compat.html"
+    assert write_report([path], output, "html") == 2
+    assert message in capsys.readouterr().err
+    assert not output.exists()
+
+
+def test_unwritable_output_exits_2_and_keeps_the_old_file(data, tmp_path, capsys):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("keep me")
+    assert write_report([data / "results-sim.jsonl"], blocker / "compat.html", "html") == 2
+    assert "cannot write" in capsys.readouterr().err
+    assert blocker.read_text() == "keep me"
+
+
+def test_unknown_format_exits_2(data, tmp_path):
+    assert write_report([data / "results-sim.jsonl"], tmp_path / "x.pdf", "pdf") == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt"), [("a.md", "md"), ("a.CSV", "csv"), ("a.html", "html"), ("a", "html")]
+)
+def test_format_follows_the_output_suffix(tmp_path, name, fmt):
+    assert infer_format(tmp_path / name) == fmt

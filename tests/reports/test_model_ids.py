@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reports import model_ids
+
+
+@pytest.mark.parametrize(
+    ("model_id", "model_type"),
+    [
+        ("meta-llama/Llama-3.2-1B", "llama"),
+        ("meta-llama/Llama-3.2-11B-Vision-Instruct", "mllama"),
+        ("Qwen/Qwen3-0.6B", "qwen3"),
+        ("Qwen/Qwen3-30B-A3B", "qwen3_moe"),
+        ("qwen/qwen2.5-7b-instruct", "qwen2"),
+        ("google/gemma-3-1b-it", "gemma3_text"),
+        ("google/gemma-3-4b-it", "gemma3"),
+        ("gpt2", "gpt2"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "qwen2"),
+        ("HuggingFaceTB/SmolLM3-3B", "smollm3"),
+    ],
+)
+def test_bundled_table(model_id, model_type):
+    assert model_ids.resolve(model_id, model_ids.Path("."), online=False).model_type == model_type
+
+
+def test_local_config_wins_and_is_named(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps({"model_type": "phi3"}))
+    architecture = model_ids.resolve("./ckpt", tmp_path, online=False)
+    assert architecture.model_type == "phi3" and "ckpt/config.json" in architecture.source
+
+
+def test_unknown_offline_and_from_the_hub_online(tmp_path, monkeypatch):
+    unknown = model_ids.resolve("someone/private-model", tmp_path, online=False)
+    assert unknown.model_type == model_ids.UNKNOWN and "--online" in unknown.source
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "olmo2"}))
+    requested = []
+
+    def fake_download(repo_id, filename, **kwargs):
+        requested.append((repo_id, filename))
+        return str(config)
+
+    monkeypatch.setattr("huggingface_hub.hf_hub_download", fake_download)
+    online = model_ids.resolve("someone/private-model", tmp_path, online=True)
+    assert online == model_ids.Architecture("olmo2", "Hub config.json")
+    assert requested == [("someone/private-model", "config.json")]
+
+
+def test_hub_failure_is_unknown_with_the_reason(tmp_path):
+    # HF_HUB_OFFLINE=1 (conftest): the real client refuses to go online.
+    architecture = model_ids.resolve("someone/private-model", tmp_path, online=True)
+    assert architecture.model_type == model_ids.UNKNOWN
+    assert architecture.source.startswith("Hub lookup failed")

@@ -1,0 +1,147 @@
+from __future__ import annotations
+
+import pytest
+from conftest import write_jsonl
+
+from reports.results import (
+    ResultsError,
+    change_between,
+    headline,
+    load_runs,
+    load_top100,
+    long_frame,
+    recompile_histogram,
+    verdict_matrix,
+    verdicts_by_band,
+)
+
+
+def test_rows_with_different_environments_are_different_runs(data, rows):
+    runs = load_runs([data / "results-sim.jsonl", data / "results-hw.jsonl"])
+    assert [run.backend for run in runs] == ["neuron-sim", "neuron"]
+    assert runs[0].simulated and not runs[1].simulated
+    assert set(runs[0].rows) == {row["model_type"] for row in rows["results-sim"]}
+    # Labels tell the runs apart by what differs: here the backend and the transformers version.
+    assert runs[0].label == "neuron-sim (simulated) · transformers 5.23.0"
+    assert runs[1].label == "neuron · transformers 5.24.0"
+
+
+def test_one_file_with_two_environments_gives_two_runs(tmp_path, rows):
+    mixed = rows["results-sim"][:2] + rows["results-hw"][:1]
+    runs = load_runs([write_jsonl(tmp_path / "mixed.jsonl", mixed)])
+    assert [len(run.rows) for run in runs] == [2, 1]
+
+
+def test_same_environment_across_files_merges_and_later_rows_win(tmp_path, rows):
+    first = write_jsonl(tmp_path / "a.jsonl", rows["results-sim"][:3])
+    rerun = dict(rows["results-sim"][2], verdict="works", recompile_count=0)
+    second = write_jsonl(tmp_path / "b.jsonl", [rerun])
+    (run,) = load_runs([first, second])
+    assert run.rows["qwen3"]["verdict"] == "works"
+    assert run.sources == [first, second]
+
+
+def test_minimal_rows_and_unknown_fields_are_accepted(tmp_path):
+    path = write_jsonl(
+        tmp_path / "min.jsonl",
+        [{"model_type": "llama", "verdict": "fails", "brand_new_field": [1, 2]}],
+    )
+    runs = load_runs([path])
+    frame = long_frame(runs, [])
+    record = frame.iloc[0]
+    assert record["verdict"] == "fails"
+    assert record["recompile_count"] == 0 and record["unsupported_ops"] == []
+    assert runs[0].backend == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"model_type": "llama", "verdict": "works"}\n{not json\n', "results.jsonl:2: not valid JSON"),
+        ('{"verdict": "works"}\n', "results.jsonl:1: expected a JSON object with a 'model_type'"),
+        ('{"model_type": "llama", "verdict": "great"}\n', "unknown verdict 'great'"),
+        ("\n\n", "the results file is empty"),
+    ],
+)
+def test_bad_results_give_a_clear_error(tmp_path, content, message):
+    path = tmp_path / "results.jsonl"
+    path.write_text(content)
+    with pytest.raises(ResultsError, match=message):
+        load_runs([path])
+
+
+def test_missing_file_is_reported(tmp_path):
+    with pytest.raises(ResultsError, match="no such results file"):
+        load_runs([tmp_path / "nope.jsonl"])
+
+
+def test_headline_counts_against_the_ranked_list(data, rows):
+    paths = [data / "results-sim.jsonl"]
+    top100 = load_top100(paths)
+    assert len(top100) == 14 and top100[0].model_type == "llama"
+    frame = long_frame(load_runs(paths), top100)
+    figures = headline(frame, 0, top100)
+    listed = {entry.model_type for entry in top100}
+    measured = [row for row in rows["results-sim"] if row["model_type"] in listed]
+    expected_works = sum(row["verdict"] == "works" for row in measured)
+    expected_fails = sum(row["verdict"] in ("fails", "crash") for row in measured)
+    assert figures.counts["works"] == expected_works
+    assert figures.counts["fails"] == expected_fails
+    assert sum(figures.counts.values()) == figures.total == 14
+    assert sorted(figures.not_measured_names) == ["gemma3", "gpt_neox", "qwen3_5"]
+    # optimum-neuron columns: "yes..." counts as documented support, "generic ... only" does not.
+    assert figures.documented_inference == 5 and figures.documented_training == 2
+
+
+def test_headline_without_a_list_uses_ranks_from_the_rows(tmp_path, rows):
+    path = write_jsonl(tmp_path / "results.jsonl", rows["results-sim"])
+    frame = long_frame(load_runs([path]), [])
+    figures = headline(frame, 0, [])
+    ranked = [row for row in rows["results-sim"] if row["rank"] is not None]
+    assert figures.total == 100
+    assert figures.counts["not-measured"] == 100 - len(ranked) + sum(
+        row["verdict"] in ("timeout", "harness-error") for row in ranked
+    )
+    assert figures.documented_inference == sum(row["optimum_neuron_inference"] is True for row in ranked)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "change"),
+    [
+        ("fails", "works", "fixed"),
+        ("crash", "works-with-caveats", "fixed"),
+        ("works", "fails", "regressed"),
+        ("works-with-caveats", "works", "changed"),
+        ("fails", "timeout", "changed"),
+        ("works", "works", "same"),
+        (None, "works", "new"),
+        ("works", None, "missing"),
+    ],
+)
+def test_change_between_runs(before, after, change):
+    assert change_between(before, after) == change
+
+
+def test_matrix_histogram_and_bands(data, rows):
+    paths = [data / "results-sim.jsonl", data / "results-hw.jsonl"]
+    runs = load_runs(paths)
+    frame = long_frame(runs, load_top100(paths))
+    wide = verdict_matrix(frame, runs)
+    by_model = wide.set_index("model_type")
+    assert by_model.loc["gpt2", "change_1"] == "fixed"
+    assert by_model.loc["mistral", "change_1"] == "regressed"
+    assert by_model.loc["falcon", "verdict_0"] is None and by_model.loc["falcon", "change_1"] == "new"
+    compiled = [row for row in rows["results-sim"] if row["compile_count"] > 0]
+    histogram = dict(recompile_histogram(frame, 0))
+    assert sum(histogram.values()) == len(compiled)
+    assert histogram[">10"] == sum(row["recompile_count"] > 10 for row in compiled)
+    assert histogram["3-5"] == sum(3 <= row["recompile_count"] <= 5 for row in compiled)
+    bands = verdicts_by_band(frame, 0)
+    assert int(bands.loc["1-10"].sum()) == sum(1 <= (row["rank"] or 0) <= 10 for row in rows["results-sim"])
+    assert int(bands.loc["unranked"].sum()) == sum(row["rank"] is None for row in rows["results-sim"])
+
+
+def test_env_date_is_used_when_the_harness_records_one(tmp_path):
+    record = {"model_type": "llama", "verdict": "works", "env": {"backend": "neuron", "date": "2026-11-02"}}
+    (run,) = load_runs([write_jsonl(tmp_path / "r.jsonl", [record])])
+    assert run.date == "2026-11-02"
