@@ -86,14 +86,14 @@ UNPAIRED_NEURON_CONFIG = define(
 INPUTS_TO_DEVICE = define(
     "NM110",
     Severity.INFO,
-    "Tokenizer outputs for a model that optimum-neuron kept on CPU",
+    'Tokenizer outputs (padded to `"max_length"`) for a model that optimum-neuron kept on CPU',
     "`.to(model.device)` appended: the migrated model lives on neuron, its inputs must too.",
 )
 UNPADDED_PROMPTS = define(
     "NM111",
     Severity.WARNING,
-    'Inputs tokenized for a neuron model without `padding="max_length"`',
-    "Shapes follow each prompt. With a static cache generate() compiles the decode step once, but the prefill "
+    'Tokenizer outputs for a model that optimum-neuron kept on CPU, not padded to `"max_length"`',
+    "`.to(model.device)` appended. Review the padding: shapes follow each prompt. With a static cache generate() compiles the decode step once, but the prefill "
     "runs eagerly at the prompt's length and batch size, so every new length or batch size runs new eager "
     'kernels (and an encoder forward recompiles per shape); pass `padding="max_length", max_length=...` '
     "to keep shapes fixed.",
@@ -114,8 +114,8 @@ PIPELINE = define(
     "NM114",
     Severity.INFO,
     "`optimum.neuron.pipeline(task, model=..., export=True, ...)`",
-    'Rewritten to `transformers.pipeline(task, model=..., device="neuron")`; text generation gets a static cache '
-    '(`cache_implementation="static", max_cache_len=sequence_length`).',
+    'Rewritten to `transformers.pipeline(task, model=..., device="neuron")`; a text-generation pipeline gets a '
+    'static cache (`pipe.model.generation_config.cache_implementation = "static"`, `max_cache_len`).',
 )
 MANUAL_SYMBOL = define(
     "NM115",
@@ -139,19 +139,20 @@ DEFAULT_ALL_CORES = define(
     "`distributed_config=DistributedConfig(tp_size=N)` and launch with torchrun.",
 )
 
+# Diffusion export shapes that are arguments of the pipeline call in Diffusers (typo included, sic).
+_PIPELINE_CALL_SHAPES = {
+    "height": "height",
+    "width": "width",
+    "num_images_per_prompt": "num_images_per_prompt",
+    "num_image_per_prompt": "num_images_per_prompt",
+}
+# What a get_neuron_config/export pair may pass for the pair to be rewritten in one go (never half-way).
+_PAIRED_CONFIG_ARGS = frozenset({"batch_size", "sequence_length", "tensor_parallel_size", "instance_type"})
+_PAIRED_EXPORT_ARGS = frozenset({"load_weights", "token", "revision"})
 _LOAD_METHODS = ("from_pretrained", "export", "get_neuron_config")
 _COMPILED_HUB_ID = re.compile(t.COMPILED_HUB_ID)
 _MODEL_ID_KEYWORDS = ("model_id", "model_name_or_path", "pretrained_model_name_or_path")
 _TOKENIZER_CLASS = re.compile(r"^transformers\.\w*(Tokenizer\w*)$")
-_NEURON_DEVICE_LOAD = m.Call(
-    func=m.Attribute(attr=m.Name("from_pretrained")),
-    args=[
-        m.ZeroOrMore(),
-        m.Arg(keyword=m.Name("device_map"), value=m.SimpleString('"neuron"') | m.SimpleString("'neuron'"))
-        | m.Arg(keyword=m.Name("distributed_config")),
-        m.ZeroOrMore(),
-    ],
-)
 
 
 class Unmapped(Exception):
@@ -182,7 +183,7 @@ def _split_args(original: cst.Call, updated: cst.Call, what: str) -> _Args:
     model = None
     keywords: dict[str, tuple[cst.Arg, cst.Arg]] = {}
     order = []
-    for index, (old, new) in enumerate(zip(original.args, updated.args)):
+    for index, (old, new) in enumerate(zip(original.args, updated.args, strict=True)):
         if old.star:
             raise Unmapped(
                 UNMAPPED_ARGUMENTS,
@@ -246,9 +247,7 @@ def _assemble(args: _Args, kept: list[str], extra: list[cst.Arg]) -> list[cst.Ar
     original_last = args.order[-1] if args.order else None
     result: list[tuple[cst.Arg, bool]] = []  # (arg, keeps its own comma)
     if args.model:
-        result.append((args.model[1].with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT), False))
-        if args.model[1].keyword is not None:  # model_id=... keeps its keyword
-            result[-1] = (args.model[1], False)
+        result.append((args.model[1], False))
     for name in kept:
         result.append((args.keywords[name][1], name != original_last))
     result.extend((arg, False) for arg in extra)
@@ -283,10 +282,21 @@ def _dtype_expr(value: cst.BaseExpression) -> cst.BaseExpression:
     return cst.parse_expression(f"{{{table}}}[{_code(value)}]")
 
 
+def _without_positional_config(call: cst.Call) -> cst.Call:
+    """`export(model_id, neuron_config, ...)`: the config (second positional) is consumed by the rewrite."""
+    if len(call.args) >= 2 and call.args[1].keyword is None and not call.args[1].star:
+        args = [*call.args[:1], *call.args[2:]]
+        if len(args) == 1:
+            args[0] = args[0].with_changes(comma=call.args[-1].comma)
+        return call.with_changes(args=args)
+    return call
+
+
 @dataclass
 class _Load:
     """What a rewritten LLM load leaves for its statement: the static cache length (None: unset)."""
 
+    generation_config: str  # code of the generation config to set, e.g. `model.generation_config`
     cache_len: cst.BaseExpression | None
 
 
@@ -309,9 +319,10 @@ class InferenceFamily(Family):
         self._loads: dict[cst.Call, _Load] = {}  # rewritten LLM loads waiting for their statement
         self._config_pairs: dict[cst.Call, cst.Call] = {}  # export call -> its get_neuron_config call
         self._paired_configs: set[cst.Call] = set()
-        self._scopes: list[dict[str, bool]] = [{}]  # target code -> migrated in this run
-        self._class_scopes: list[dict[str, bool]] = []
+        self._scopes: list[list[str]] = [[]]  # names holding a migrated model, per function scope
+        self._class_scopes: list[list[str]] = []
         self._tokenizers: set[str] = set()
+        self._effects: list = []  # findings/imports of the call being rewritten, applied once it succeeds
 
     # --- imports ----------------------------------------------------------------------------------------------
 
@@ -330,34 +341,34 @@ class InferenceFamily(Family):
     # --- scopes (which names hold a model on neuron) ----------------------------------------------------------
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._scopes.append({})
+        self._scopes.append([])
 
     def leave_FunctionDef(self, original, updated):
         self._scopes.pop()
         return updated
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self._class_scopes.append({})
+        self._class_scopes.append([])
 
     def leave_ClassDef(self, original, updated):
         self._class_scopes.pop()
         return updated
 
-    def _remember_model(self, target: str, migrated: bool) -> None:
+    def _remember_model(self, target: str) -> None:
         if target.startswith("self.") and self._class_scopes:
-            self._class_scopes[-1][target] = migrated
+            self._class_scopes[-1].append(target)
         else:
-            self._scopes[-1][target] = migrated
+            self._scopes[-1].append(target)
 
-    def _model_in_scope(self) -> tuple[str, bool] | None:
-        """The most recently assigned neuron model visible here (function, then class attrs, then module)."""
+    def _model_in_scope(self) -> str | None:
+        """The most recently migrated model visible here (function, then class attributes, then module)."""
         for scope in (
             self._scopes[-1],
-            self._class_scopes[-1] if self._class_scopes else {},
+            self._class_scopes[-1] if self._class_scopes else [],
             self._scopes[0],
         ):
             if scope:
-                return next(reversed(scope.items()))
+                return scope[-1]
         return None
 
     # --- statements -------------------------------------------------------------------------------------------
@@ -390,10 +401,10 @@ class InferenceFamily(Family):
         load = self._loads.pop(value, None)
         if load is None:
             return updated
-        target = _code(self._assigned_calls[value])
-        follow_up = [cst.parse_statement(f'{target}.generation_config.cache_implementation = "static"\n')]
+        config = load.generation_config
+        follow_up = [cst.parse_statement(f'{config}.cache_implementation = "static"\n')]
         if load.cache_len is not None:
-            assign = cst.parse_statement(f"{target}.generation_config.max_cache_len = 0\n")
+            assign = cst.parse_statement(f"{config}.max_cache_len = 0\n")
             follow_up.append(assign.with_deep_changes(assign.body[0], value=load.cache_len))
         return cst.FlattenSentinel([updated, *follow_up])
 
@@ -407,15 +418,11 @@ class InferenceFamily(Family):
         )
         if qualified and _TOKENIZER_CLASS.match(qualified):
             self._tokenizers.add(target)
-        elif m.matches(value, _NEURON_DEVICE_LOAD) and (qualified or "").startswith("transformers."):
-            self._remember_model(target, migrated=False)
         return self._tokenized_inputs(original, updated)
 
     def _tokenized_inputs(self, original: cst.Assign, updated: cst.Assign):
         """`inputs = tokenizer(..., return_tensors="pt")` next to a neuron model: move inputs, check padding."""
-        call, moved = original.value, False
-        if m.matches(call, m.Call(func=m.Attribute(attr=m.Name("to")), args=[m.Arg()])):
-            call, moved = call.func.value, True
+        call = original.value
         if not (
             isinstance(call, cst.Call)
             and _code(call.func) in self._tokenizers
@@ -425,19 +432,14 @@ class InferenceFamily(Family):
         model = self._model_in_scope()
         if model is None:
             return updated
-        name, migrated = model
         padded = any(
             m.matches(arg, m.Arg(keyword=m.Name("padding"))) and _literal(arg.value) == "max_length"
             for arg in call.args
         )
-        if not padded:
-            self.ctx.report(call, UNPADDED_PROMPTS, fixed=False)
-        if moved or not migrated:
-            return updated
-        self.ctx.report(call, INPUTS_TO_DEVICE)
+        self.ctx.report(call, INPUTS_TO_DEVICE if padded else UNPADDED_PROMPTS)
         moved_value = cst.Call(
             func=cst.Attribute(value=updated.value, attr=cst.Name("to")),
-            args=[cst.Arg(cst.parse_expression(f"{name}.device"))],
+            args=[cst.Arg(cst.parse_expression(f"{model}.device"))],
         )
         return updated.with_changes(value=moved_value)
 
@@ -461,11 +463,23 @@ class InferenceFamily(Family):
         return updated
 
     def _guarded(self, handler, original, updated, owner, method):
+        """Run a rewrite; its findings and imports take effect only if the whole call could be rewritten."""
         try:
-            return handler(original, updated, owner, method)
+            result = handler(original, updated, owner, method)
         except Unmapped as unmapped:
+            self._effects.clear()
             self.ctx.todo(original, unmapped.rule, str(unmapped))
             return updated
+        for effect in self._effects:
+            effect()
+        self._effects.clear()
+        return result
+
+    def _report(self, node: cst.CSTNode, rule, message: str | None = None) -> None:
+        self._effects.append(lambda: self.ctx.report(node, rule, message))
+
+    def _import(self, module: str, obj: str | None = None) -> None:
+        self._effects.append(lambda: self.ctx.add_import(module, obj))
 
     def _causal_lm(self, original: cst.Call, updated: cst.Call, owner: str, method: str) -> cst.Call:
         if method == "get_neuron_config":
@@ -476,7 +490,7 @@ class InferenceFamily(Family):
                     "(or is used elsewhere); carry sequence_length to generation_config.max_cache_len and "
                     "tensor_parallel_size to DistributedConfig(tp_size=...) by hand",
                 )
-            self.ctx.report(original, NEURON_CONFIG_PAIR)
+            self._report(original, NEURON_CONFIG_PAIR)
             return updated
         if original not in self._assigned_calls:
             raise Unmapped(
@@ -484,7 +498,8 @@ class InferenceFamily(Family):
                 "this load is not assigned to a name, so the static cache cannot be set after it; assign the model "
                 "to a variable and run neuron-migrate again",
             )
-        args = _split_args(original, updated, f"{owner.rsplit('.', 1)[1]}.{method}")
+        trimmed = _without_positional_config if method == "export" else (lambda call: call)
+        args = _split_args(trimmed(original), trimmed(updated), f"{owner.rsplit('.', 1)[1]}.{method}")
         if method == "export":
             config_call = self._config_pairs.get(original)
             if config_call is None:
@@ -494,22 +509,20 @@ class InferenceFamily(Family):
                     'load the checkpoint with AutoModelForCausalLM.from_pretrained(id, device_map="neuron") and '
                     "set the static cache by hand",
                 )
-            args.keywords.pop("neuron_config", None)
-            if "neuron_config" in args.order:
-                args.order.remove("neuron_config")
             config_args = _split_args(config_call, config_call, "get_neuron_config")
             for name in ("batch_size", "sequence_length", "tensor_parallel_size", "instance_type"):
                 if name in config_args.keywords:
                     args.keywords[name] = config_args.keywords[name]
             if "tensor_parallel_size" not in config_args.keywords:
-                self.ctx.report(config_call, DEFAULT_ALL_CORES)
+                self._report(config_call, DEFAULT_ALL_CORES)
         else:
             self._check_not_compiled(args, "a decoder")
         self._check_hub_id(args)
         new_args, cache_len = self._decoder_arguments(args, owner)
-        self.ctx.report(original, CAUSAL_LM)
-        self._loads[original] = _Load(cache_len)
-        self._remember_model(_code(self._assigned_calls[original]), migrated=True)
+        self._report(original, CAUSAL_LM)
+        target = _code(self._assigned_calls[original])
+        self._loads[original] = _Load(f"{target}.generation_config", cache_len)
+        self._remember_model(target)
         return self._retarget(updated, "transformers", "AutoModelForCausalLM", owner, new_args)
 
     def _decoder_arguments(self, args: _Args, owner: str) -> tuple[list[cst.Arg], cst.BaseExpression | None]:
@@ -531,23 +544,23 @@ class InferenceFamily(Family):
             if name in t.KEPT_LOAD_ARGS or name == "config":
                 kept.append(name)
             elif name in t.EXPORT_ONLY_ARGS:
-                self.ctx.report(old, EXPORT_ONLY)
+                self._report(old, EXPORT_ONLY)
             elif name == "batch_size":
-                self.ctx.report(old, STATIC_SHAPES)
+                self._report(old, STATIC_SHAPES)
             elif name == "sequence_length":
                 cache_len = new.value
-                self.ctx.report(old, SEQUENCE_LENGTH)
+                self._report(old, SEQUENCE_LENGTH)
             elif name in t.TP_ARGS:
                 if _literal(new.value) != 1:
                     tp_size = new.value
-                    self.ctx.report(
+                    self._report(
                         old,
                         TENSOR_PARALLEL,
                         f"Rewritten to DistributedConfig(tp_size={_code(new.value)}); launch the script with "
                         f"`torchrun --nproc_per_node={_code(new.value)}` (all ranks run generate; print on rank 0).",
                     )
                 else:
-                    self.ctx.report(old, EXPORT_ONLY)
+                    self._report(old, EXPORT_ONLY)
             elif name in t.DTYPE_ARGS:
                 dtype = self._dtype(name, old, new)
         if dtype is not None:
@@ -555,16 +568,16 @@ class InferenceFamily(Family):
         if tp_size is None:
             extra.append(_kwarg("device_map", _string("neuron")))
         else:
-            self.ctx.add_import("transformers", "DistributedConfig")
+            self._import("transformers", "DistributedConfig")
             config = cst.Call(func=cst.Name("DistributedConfig"), args=[_kwarg("tp_size", tp_size)])
             extra.append(_kwarg("distributed_config", config))
         return _assemble(args, [n for n in args.order if n in kept], extra), cache_len
 
     def _dtype(self, name: str, old: cst.Arg, new: cst.Arg) -> cst.BaseExpression:
-        self.ctx.report(old, DTYPE)
+        self._report(old, DTYPE)
         if name == "torch_dtype":
             return new.value
-        self.ctx.add_import("torch")
+        self._import("torch")
         return _dtype_expr(new.value)
 
     def _check_not_compiled(self, args: _Args, what: str) -> None:
@@ -600,7 +613,7 @@ class InferenceFamily(Family):
     def _retarget(
         self, updated: cst.Call, module: str, target: str, owner: str, args: list[cst.Arg]
     ) -> cst.Call:
-        self.ctx.add_import(module, target)
+        self._import(module, target)
         self.ctx.remove_import(*owner.rsplit(".", 1))
         func = updated.func.with_changes(value=cst.Name(target), attr=cst.Name("from_pretrained"))
         return updated.with_changes(func=func, args=args)
@@ -614,21 +627,21 @@ class InferenceFamily(Family):
         dtype = None
         for name, (old, new) in args.keywords.items():
             if name in t.EXPORT_ONLY_ARGS:
-                self.ctx.report(old, EXPORT_ONLY)
+                self._report(old, EXPORT_ONLY)
             elif name in t.TRACED_SHAPE_ARGS:
-                self.ctx.report(old, STATIC_SHAPES)
+                self._report(old, STATIC_SHAPES)
             elif name == "torch_dtype" or (name == "auto_cast_type" and auto_cast is not None):
                 # optimum ignores auto_cast_type unless auto_cast is set (modeling_traced.py `_export`)
                 dtype = self._dtype(name, old, new)
             elif name in t.DTYPE_ARGS:
-                self.ctx.report(old, EXPORT_ONLY)
+                self._report(old, EXPORT_ONLY)
         extra = ([_kwarg("dtype", dtype)] if dtype is not None else []) + [
             _kwarg("device_map", _string("neuron"))
         ]
         kept = [name for name in args.order if name in t.KEPT_LOAD_ARGS]
-        self.ctx.report(original, TRACED_MODEL)
+        self._report(original, TRACED_MODEL)
         if original in self._assigned_calls:
-            self._remember_model(_code(self._assigned_calls[original]), migrated=True)
+            self._remember_model(_code(self._assigned_calls[original]))
         return self._retarget(
             updated, "transformers", t.TRANSFORMERS_MODELS[owner], owner, _assemble(args, kept, extra)
         )
@@ -663,23 +676,25 @@ class InferenceFamily(Family):
         dtype = cst.parse_expression("torch.bfloat16") if casts else None
         for name, (old, new) in args.keywords.items():
             if name in t.EXPORT_ONLY_ARGS or name == "tensor_parallel_size":
-                self.ctx.report(old, EXPORT_ONLY)
-            elif name in t.TRACED_SHAPE_ARGS:
-                self.ctx.report(
+                self._report(old, EXPORT_ONLY)
+            elif name in _PIPELINE_CALL_SHAPES:
+                self._report(
                     old,
                     STATIC_SHAPES,
-                    f"Dropped from the loader: pass {name}= to every pipeline call instead and keep it constant "
-                    "(each new shape compiles again on neuron).",
+                    f"Dropped from the loader: pass {_PIPELINE_CALL_SHAPES[name]}= to every pipeline call instead "
+                    "and keep it constant (each new shape compiles again on neuron).",
                 )
+            elif name in t.TRACED_SHAPE_ARGS:
+                self._report(old, STATIC_SHAPES)
             elif name == "torch_dtype" or (name == "auto_cast_type" and casts):
                 dtype = self._dtype(name, old, new)
             elif name == "auto_cast_type":
-                self.ctx.report(old, EXPORT_ONLY)
+                self._report(old, EXPORT_ONLY)
         if dtype is not None:
-            self.ctx.add_import("torch")
+            self._import("torch")
         extra = [_kwarg("torch_dtype", dtype)] if dtype is not None else []
         kept = [name for name in args.order if name in t.KEPT_LOAD_ARGS]
-        self.ctx.report(original, DIFFUSION_PIPELINE)
+        self._report(original, DIFFUSION_PIPELINE)
         load = self._retarget(
             updated, "diffusers", t.DIFFUSERS_PIPELINES[owner], owner, _assemble(args, kept, extra)
         )
@@ -749,28 +764,36 @@ class InferenceFamily(Family):
             if name in t.DTYPE_ARGS:
                 extra.append(_kwarg("dtype", self._dtype(name, old, cst.Arg(value))))
             elif name == "sequence_length" and task_name == "text-generation":
-                self.ctx.report(old, SEQUENCE_LENGTH)
-                extra += [_kwarg("cache_implementation", _string("static")), _kwarg("max_cache_len", value)]
+                self._report(old, SEQUENCE_LENGTH)
             elif name == "sequence_length" or (name == "batch_size" and old.keyword.value == "input_shapes"):
-                self.ctx.report(old, STATIC_SHAPES)
+                self._report(old, STATIC_SHAPES)
             elif name == "batch_size":
-                self.ctx.report(
+                self._report(
                     old,
                     STATIC_SHAPES,
                     "Kept as the pipeline's batch size: feed full batches only "
                     "(a smaller last batch compiles again on neuron).",
                 )
             elif name not in passthrough:
-                self.ctx.report(old, EXPORT_ONLY)
+                self._report(old, EXPORT_ONLY)
         kept = [name for name in args.order if name in passthrough]
         if args.model is None and task is not None:  # task=... keyword: keep it first
             kept.insert(0, "task")
         kept.insert(1 if "task" in kept else 0, "model")
-        self.ctx.report(original, PIPELINE)
-        self.ctx.add_import("transformers", "pipeline")
+        if task_name == "text-generation":
+            if original not in self._assigned_calls:
+                raise Unmapped(
+                    UNMAPPED_ARGUMENTS,
+                    "this text-generation pipeline is not assigned to a name, so its static cache cannot be set; "
+                    "assign it to a variable and run neuron-migrate again",
+                )
+            cache_len = settings["sequence_length"][1] if "sequence_length" in settings else None
+            target = _code(self._assigned_calls[original])
+            self._loads[original] = _Load(f"{target}.model.generation_config", cache_len)
+        self._report(original, PIPELINE)
+        self._import("transformers", "pipeline")
         self.ctx.remove_import(*self.ctx.qualified(original.func).rsplit(".", 1))
-        func = cst.Name("pipeline") if isinstance(updated.func, cst.Name) else cst.Name("pipeline")
-        return updated.with_changes(func=func, args=_assemble(args, kept, extra))
+        return updated.with_changes(func=cst.Name("pipeline"), args=_assemble(args, kept, extra))
 
     # --- get_neuron_config + export pairs ---------------------------------------------------------------------
 
@@ -798,7 +821,14 @@ class InferenceFamily(Family):
                     len(m.findall(s, m.Name(passed.value))) for s in body
                 )  # the assignment + the export argument only
                 same_model = _code(config.args[0].value) == _code(value.args[0].value)
-                if uses == 2 and same_model:
+                known = all(
+                    arg.keyword is not None and arg.keyword.value in _PAIRED_EXPORT_ARGS
+                    for arg in value.args[2:]
+                ) and all(
+                    arg.keyword is not None and arg.keyword.value in _PAIRED_CONFIG_ARGS
+                    for arg in config.args[1:]
+                )
+                if uses == 2 and same_model and known and isinstance(target, (cst.Name, cst.Attribute)):
                     self._config_pairs[value] = config
                     self._paired_configs.add(config)
 
