@@ -304,29 +304,55 @@ def _without(args: list[cst.Arg], removed: set[int]) -> list[cst.Arg]:
     and trailing whitespace, so a call keeps its trailing-comma and line-break style."""
     kept = [arg for arg in args if id(arg) not in removed]
     if kept and id(args[-1]) in removed:
+        last = args[-1]  # its end-of-line comment was about the removed argument
+        comma = last.comma
+        if isinstance(comma, cst.Comma):
+            comma = comma.with_changes(whitespace_after=_without_comment(comma.whitespace_after))
         kept[-1] = kept[-1].with_changes(
-            comma=args[-1].comma, whitespace_after_arg=args[-1].whitespace_after_arg
+            comma=comma, whitespace_after_arg=_without_comment(last.whitespace_after_arg)
         )
     return kept
 
 
+def _without_comment(whitespace: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
+    if isinstance(whitespace, cst.ParenthesizedWhitespace):
+        return whitespace.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    return whitespace
+
+
 def _with_appended(args: list[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
-    """`args` plus `new` at the end, separated like the existing arguments."""
+    """`args` plus `new` at the end, laid out like the existing arguments (one per line stays one per
+    line); end-of-line comments stay on the argument they belong to."""
     if not new:
         return args
-    if not args:
-        separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        return [*(arg.with_changes(comma=separator) for arg in new[:-1]), new[-1]]
-    last = args[-1]
     separator = next(
         (arg.comma for arg in reversed(args[:-1]) if isinstance(arg.comma, cst.Comma)),
         cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
     )
+    separator = separator.with_changes(whitespace_after=_without_comment(separator.whitespace_after))
+    if not args:
+        return [*(arg.with_changes(comma=separator) for arg in new[:-1]), new[-1]]
+    last = args[-1]
+    if isinstance(last.comma, cst.Comma):  # trailing comma: the old last keeps its comment
+        ending = last.comma.with_changes(whitespace_after=_without_comment(last.comma.whitespace_after))
+        between = separator
+        if isinstance(last.comma.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(
+            separator.whitespace_after, cst.ParenthesizedWhitespace
+        ):
+            between = separator.with_changes(
+                whitespace_after=separator.whitespace_after.with_changes(
+                    first_line=last.comma.whitespace_after.first_line
+                )
+            )
+        old_last = last.with_changes(comma=between)
+    else:
+        ending = last.comma
+        old_last = last.with_changes(comma=separator, whitespace_after_arg=cst.SimpleWhitespace(""))
     return [
         *args[:-1],
-        last.with_changes(comma=separator, whitespace_after_arg=cst.SimpleWhitespace("")),
+        old_last,
         *(arg.with_changes(comma=separator) for arg in new[:-1]),
-        new[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg),
+        new[-1].with_changes(comma=ending, whitespace_after_arg=last.whitespace_after_arg),
     ]
 
 
@@ -377,6 +403,8 @@ class _Scope:
     args_variable: str | None = None  # variable holding the literal arguments the parallelism came from
     trn_config_names: set[str] = field(default_factory=set)
     load_targets: set[int] = field(default_factory=set)  # ids of original model loads to shard
+    earlier_targets: set[int] = field(default_factory=set)  # ...already left when the sharding was read
+    loads_left: dict[int, cst.Call] = field(default_factory=dict)  # id(original load) -> node returned
 
 
 class TrainingFamily(Family):
@@ -417,6 +445,14 @@ class TrainingFamily(Family):
         self._scopes.append(_Scope(node))
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        return self._leave_scope(updated)
+
+    def _leave_scope(self, updated: cst.CSTNode) -> cst.CSTNode:
+        """Shard the loads that came before the arguments their sharding was read from."""
+        scope = self._scope
+        for target in scope.earlier_targets:
+            load = scope.loads_left[target]
+            updated = updated.deep_replace(load, self._add_distributed_config(load, load))
         self._scopes.pop()
         return updated
 
@@ -481,7 +517,7 @@ class TrainingFamily(Family):
         return f"{target.module}.{target.name}"
 
     def leave_Module(self, original: cst.Module, updated: cst.Module):
-        self._scopes.pop()
+        updated = self._leave_scope(updated)
         for alias, qualified in self._renamed_imports:
             if qualified not in self._kept:
                 self.ctx.report(
@@ -652,7 +688,8 @@ class TrainingFamily(Family):
             if owner in TRAINING_MODELS:
                 return self._training_load(original, updated, TRAINING_MODELS[owner])
             if id(original) in self._scope.load_targets:
-                return self._add_distributed_config(original, updated)
+                updated = self._add_distributed_config(original, updated)
+            self._scope.loads_left[id(original)] = updated
         return updated
 
     def _is_statement_call(self, call: cst.Call) -> bool:
@@ -800,19 +837,19 @@ class TrainingFamily(Family):
             return parallelism, None
         scope = self._scope
         loads = self._training_loads(scope.node) or self._model_loads(scope.node)
-        later = [load for load in loads if id(load) not in self._visited_calls]
-        if (
-            len(loads) != 1
-            or not later
-            or (parallelism.tp is not None and _reads_moved_field(parallelism.tp))
-        ):
+        # A load that came first can only take values that mean the same there: literals.
+        earlier = len(loads) == 1 and id(loads[0]) in self._visited_calls
+        movable = parallelism.tp is None or (
+            isinstance(parallelism.tp, cst.Integer) if earlier else not _reads_moved_field(parallelism.tp)
+        )
+        if len(loads) != 1 or not movable or (earlier and id(loads[0]) not in scope.loads_left):
             return None, (
-                f"{flags} are not TrainingArguments fields and no single model from_pretrained follows in this "
-                f"scope; remove them here and pass distributed_config={parallelism.config()} to the "
-                "from_pretrained that loads the model (from transformers import DistributedConfig)"
+                f"{flags} are not TrainingArguments fields and this scope has no single model from_pretrained "
+                f"that can take them; remove them here and pass distributed_config={parallelism.config()} to "
+                "the from_pretrained that loads the model (from transformers import DistributedConfig)"
             )
         scope.parallelism = parallelism
-        scope.load_targets.add(id(loads[0]))
+        (scope.earlier_targets if earlier else scope.load_targets).add(id(loads[0]))
         return parallelism, None
 
     # --- model loads -------------------------------------------------------------------------------------
