@@ -1,0 +1,229 @@
+"""Splitting one matrix across machines (``--shard I/N``) and merging the results files back.
+
+Rows are keyed by architecture *and* measurement environment (backend, simulated, torch, transformers,
+settings_id): rows measured under different environments are never folded together, they stay separate
+runs (separate columns of the report). Within one environment, a later row for the same architecture is a
+rerun and replaces the earlier one, the same rule the report applies when it reads a file; `merge` lists
+every such replacement whose outcome differs, so nothing is overridden silently. "Later" means later in
+the order the files are given, then later in the file (the harness only ever appends).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENV_KEY_FIELDS = ("backend", "simulated", "torch", "transformers", "settings_id")
+# Measurements that change from one run to the next without the outcome changing.
+VOLATILE_FIELDS = frozenset({"seconds", "probe_seconds", "peak_rss_mb"})
+
+
+class MergeError(Exception):
+    """Bad input a user can fix; the CLI prints it and exits 2."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` (1-based): every ``count``-th architecture of the ranked list."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+        if not match:
+            raise ValueError(f"{text!r} is not I/N (for example 1/4)")
+        index, count = int(match[1]), int(match[2])
+        if count < 1 or not 1 <= index <= count:
+            raise ValueError(f"{text!r}: need 1 <= I <= N (shards are numbered from 1)")
+        return cls(index, count)
+
+    def select(self, model_types: list[str]) -> list[str]:
+        """This shard's share of ``model_types``; round-robin keeps every shard's rank mix alike."""
+        return model_types[self.index - 1 :: self.count]
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    row: dict
+    path: Path
+    line: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass
+class Replacement:
+    """A rerun that replaced an earlier row with a different outcome."""
+
+    model_type: str
+    env_label: str
+    kept: SourceRow
+    dropped: SourceRow
+    differing_fields: list[str]
+
+
+@dataclass
+class EnvGroup:
+    env: dict
+    label: str = ""
+    rows: dict[str, SourceRow] = field(default_factory=dict)
+    sources: list[Path] = field(default_factory=list)
+
+
+@dataclass
+class MergeResult:
+    groups: list[EnvGroup]
+    replacements: list[Replacement]
+    identical_duplicates: int
+    skipped_partial_lines: list[str]
+
+    @property
+    def rows(self) -> list[dict]:
+        """Merged rows: environments in order of first appearance, each in rank order (unranked last)."""
+        return [
+            source.row
+            for group in self.groups
+            for source in sorted(group.rows.values(), key=lambda s: _rank_order(s.row))
+        ]
+
+
+def _rank_order(row: dict) -> tuple:
+    rank = row.get("rank")
+    ranked = isinstance(rank, int) and not isinstance(rank, bool)
+    return (0, rank, row["model_type"]) if ranked else (1, 0, row["model_type"])
+
+
+def row_env(row: dict) -> dict:
+    """The row's environment; top-level backend/simulated fill in when the env block lacks them."""
+    env = dict(row.get("env") or {})
+    for name in ("backend", "simulated"):
+        if env.get(name) is None and row.get(name) is not None:
+            env[name] = row[name]
+    return env
+
+
+def env_key(env: dict) -> tuple[str, ...]:
+    return tuple(str(env.get(name)) for name in ENV_KEY_FIELDS)
+
+
+def env_label(env: dict) -> str:
+    simulated = " (simulated)" if env.get("simulated") else ""
+    return (
+        f"{env.get('backend')}{simulated}, torch {env.get('torch')}, transformers {env.get('transformers')}, "
+        f"settings {env.get('settings_id')}"
+    )
+
+
+def differing_fields(old: dict, new: dict) -> list[str]:
+    """Fields whose values differ between two rows for the same architecture, ignoring timings."""
+    names = (old.keys() | new.keys()) - VOLATILE_FIELDS - {"env"}
+    return sorted(name for name in names if old.get(name) != new.get(name))
+
+
+def read_rows(path: Path) -> tuple[list[SourceRow], str | None]:
+    """Rows of one results file, plus a note when its last line is an interrupted (partial) write.
+
+    The harness appends each row as one complete line, so only the final line can be partial (the writer
+    was killed mid-line); that line is skipped with a note. Any other bad line is an error.
+    """
+    if not path.is_file():
+        raise MergeError(f"{path}: no such results file")
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    rows: list[SourceRow] = []
+    partial = None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            if number == len(lines):  # no newline after it: the write never finished
+                partial = f"{path}:{number}: skipped an incomplete last line (an interrupted write)"
+                continue
+            raise MergeError(
+                f"{path}:{number}: not valid JSON ({error.msg}); is this a results file?"
+            ) from None
+        if not isinstance(row, dict) or not isinstance(row.get("model_type"), str) or "verdict" not in row:
+            raise MergeError(
+                f"{path}:{number}: expected a results row (a JSON object with model_type and verdict)"
+            )
+        rows.append(SourceRow(row, path, number))
+    return rows, partial
+
+
+def merge_results(paths: list[Path]) -> MergeResult:
+    """Merges results files: one row per (environment, architecture), later rows replacing earlier ones."""
+    if not paths:
+        raise MergeError("no results file given")
+    groups: dict[tuple, EnvGroup] = {}
+    replacements: list[Replacement] = []
+    identical = 0
+    partial_notes = []
+    for path in paths:
+        rows, partial = read_rows(path)
+        if partial:
+            partial_notes.append(partial)
+        for source in rows:
+            env = row_env(source.row)
+            group = groups.setdefault(env_key(env), EnvGroup(env=env, label=env_label(env)))
+            if path not in group.sources:
+                group.sources.append(path)
+            model_type = source.row["model_type"]
+            earlier = group.rows.get(model_type)
+            if earlier is not None:
+                differing = differing_fields(earlier.row, source.row)
+                if differing:
+                    replacements.append(Replacement(model_type, group.label, source, earlier, differing))
+                else:
+                    identical += 1
+            group.rows[model_type] = source
+    return MergeResult(list(groups.values()), replacements, identical, partial_notes)
+
+
+def write_rows_atomically(path: Path, rows: list[dict]) -> None:
+    """Writes JSONL through a temporary file in the same folder, so an interruption never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            for row in rows:
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def summary_lines(result: MergeResult) -> list[str]:
+    """What the merge did, for the user: one line per environment, then every replaced outcome."""
+    lines = list(result.skipped_partial_lines)
+    for group in result.groups:
+        sources = ", ".join(str(path) for path in group.sources)
+        lines.append(f"{len(group.rows)} architectures measured on {group.label}  (from {sources})")
+    if len(result.groups) > 1:
+        lines.append(
+            f"note: {len(result.groups)} different environments: their rows are kept apart "
+            "(separate columns in `neuron-compat report`), not merged into one matrix"
+        )
+    if result.identical_duplicates:
+        lines.append(f"{result.identical_duplicates} duplicate rows with the same outcome dropped")
+    for replaced in result.replacements:
+        old, new = replaced.dropped.row, replaced.kept.row
+        lines.append(
+            f"rerun: {replaced.model_type} [{replaced.env_label}]: kept {new.get('verdict')} from "
+            f"{replaced.kept.where} over {old.get('verdict')} from {replaced.dropped.where} "
+            f"(differs in {', '.join(replaced.differing_fields)})"
+        )
+    return lines

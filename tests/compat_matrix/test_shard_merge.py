@@ -1,0 +1,212 @@
+"""`--shard I/N` selection and `neuron-compat merge` of results files (synthetic rows; no model runs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from compat_matrix.merge import MergeError, Shard, merge_results, summary_lines, write_rows_atomically
+
+SIM_ENV = {
+    "torch": "2.13.0+cpu",
+    "transformers": "5.23.0",
+    "python": "3.11.2",
+    "platform": "Linux-x86_64",
+    "harness_version": "0.1.0",
+    "backend": "neuron-sim",
+    "simulated": True,
+    "settings_id": "s-1",
+}
+
+
+def result_row(
+    model_type: str, rank: int | None, verdict: str = "works", env: dict | None = None, **fields
+) -> dict:
+    env = env or SIM_ENV
+    row = {
+        "model_type": model_type,
+        "rank": rank,
+        "backend": env["backend"],
+        "simulated": env["simulated"],
+        "verdict": verdict,
+        "stage": None if verdict == "works" else "eager",
+        "error": None if verdict == "works" else "boom",
+        "compile_count": 2,
+        "recompile_count": 0,
+        "seconds": 3.5,
+        "env": env,
+    }
+    row.update(fields)
+    return row
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+# --- shards ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("1/1", Shard(1, 1)), ("2/4", Shard(2, 4)), (" 3 / 3 ", Shard(3, 3))]
+)
+def test_shard_parses_i_of_n(text, expected):
+    assert Shard.parse(text) == expected
+    assert str(expected) == f"{expected.index}/{expected.count}"
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "1/0", "1", "a/b", "-1/2", "1/2/3", ""])
+def test_shard_rejects_bad_specs(text):
+    with pytest.raises(ValueError, match="I/N|1 <= I <= N"):
+        Shard.parse(text)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7, 12])
+def test_shards_partition_the_ranked_list(count):
+    ranked = [f"arch{rank}" for rank in range(1, 11)]
+    shares = [Shard(index, count).select(ranked) for index in range(1, count + 1)]
+    assert sorted(sum(shares, [])) == sorted(ranked)
+    assert sum(len(share) for share in shares) == len(ranked)
+    # Round-robin: shard sizes differ by at most one, and each share keeps rank order.
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1
+    assert all(share == sorted(share, key=ranked.index) for share in shares)
+
+
+def test_shard_selection_is_deterministic():
+    ranked = ["llama", "qwen2", "mistral", "gemma", "phi3"]
+    assert Shard(2, 2).select(ranked) == ["qwen2", "gemma"]
+    assert Shard(2, 2).select(list(ranked)) == Shard(2, 2).select(ranked)
+
+
+# --- merge ----------------------------------------------------------------------------------------------
+
+
+def test_merge_combines_shards_in_rank_order(tmp_path):
+    first = write_jsonl(tmp_path / "a.jsonl", [result_row("llama", 1), result_row("mistral", 3)])
+    second = write_jsonl(tmp_path / "b.jsonl", [result_row("qwen2", 2), result_row("gpt2", None)])
+    result = merge_results([first, second])
+    assert [row["model_type"] for row in result.rows] == ["llama", "qwen2", "mistral", "gpt2"]
+    assert len(result.groups) == 1 and result.groups[0].sources == [first, second]
+    assert result.replacements == [] and result.identical_duplicates == 0
+
+
+def test_rows_from_different_environments_stay_separate(tmp_path):
+    newer_transformers = {**SIM_ENV, "transformers": "5.24.0"}
+    hardware = {**SIM_ENV, "backend": "neuron", "simulated": False}
+    path = write_jsonl(
+        tmp_path / "mixed.jsonl",
+        [
+            result_row("llama", 1),
+            result_row("llama", 1, "fails", env=newer_transformers),
+            result_row("llama", 1, "crash", env=hardware),
+            result_row("qwen2", 2, env=hardware),
+        ],
+    )
+    result = merge_results([path])
+    assert [len(group.rows) for group in result.groups] == [1, 1, 2]
+    assert [row["verdict"] for row in result.rows] == ["works", "fails", "crash", "works"]
+    assert result.replacements == []
+    summary = "\n".join(summary_lines(result))
+    assert "3 different environments" in summary and "kept apart" in summary
+    assert "transformers 5.24.0" in summary and "neuron, torch" in summary
+
+
+def test_only_env_key_fields_separate_runs(tmp_path):
+    """python/platform/harness_version do not define the measurement: same key, so the later row wins."""
+    other_host = {**SIM_ENV, "platform": "Linux-aarch64", "python": "3.12.1"}
+    path = write_jsonl(tmp_path / "r.jsonl", [result_row("llama", 1), result_row("llama", 1, env=other_host)])
+    result = merge_results([path])
+    assert len(result.groups) == 1
+    assert result.rows[0]["env"]["platform"] == "Linux-aarch64"
+    assert result.identical_duplicates == 1
+
+
+def test_top_level_backend_fills_a_missing_env_backend(tmp_path):
+    bare_env = {key: value for key, value in SIM_ENV.items() if key not in ("backend", "simulated")}
+    row = result_row("llama", 1) | {"env": bare_env}
+    path = write_jsonl(tmp_path / "r.jsonl", [row, result_row("qwen2", 2)])
+    assert len(merge_results([path]).groups) == 1
+
+
+def test_later_rerun_wins_and_is_reported(tmp_path):
+    first = write_jsonl(tmp_path / "a.jsonl", [result_row("llama", 1, "timeout"), result_row("qwen2", 2)])
+    second = write_jsonl(tmp_path / "b.jsonl", [result_row("llama", 1, "works", seconds=9.0)])
+    result = merge_results([first, second])
+    assert [row["verdict"] for row in result.rows] == ["works", "works"]
+    [replaced] = result.replacements
+    assert replaced.model_type == "llama"
+    assert replaced.kept.where == f"{second}:1" and replaced.dropped.where == f"{first}:1"
+    assert replaced.differing_fields == ["error", "stage", "verdict"]  # seconds is a timing, not an outcome
+    summary = "\n".join(summary_lines(result))
+    assert f"kept works from {second}:1 over timeout from {first}:1" in summary
+
+
+def test_file_order_decides_which_rerun_wins(tmp_path):
+    first = write_jsonl(tmp_path / "a.jsonl", [result_row("llama", 1, "timeout")])
+    second = write_jsonl(tmp_path / "b.jsonl", [result_row("llama", 1, "works")])
+    assert merge_results([second, first]).rows[0]["verdict"] == "timeout"
+
+
+def test_identical_duplicates_are_dropped_quietly(tmp_path):
+    path = write_jsonl(tmp_path / "a.jsonl", [result_row("llama", 1), result_row("llama", 1, seconds=7.1)])
+    result = merge_results([path, path])
+    assert len(result.rows) == 1 and result.identical_duplicates == 3 and result.replacements == []
+
+
+def test_incomplete_last_line_is_skipped_with_a_note(tmp_path):
+    path = tmp_path / "interrupted.jsonl"
+    path.write_text(
+        json.dumps(result_row("llama", 1)) + "\n" + '{"model_type": "qwen2", "verd', encoding="utf-8"
+    )
+    result = merge_results([path])
+    assert [row["model_type"] for row in result.rows] == ["llama"]
+    assert result.skipped_partial_lines == [
+        f"{path}:2: skipped an incomplete last line (an interrupted write)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"model_type": "llama", "verdict": "works"}\nnot json\n', r":2: not valid JSON"),
+        ('["a list"]\n', r":1: expected a results row"),
+        ('{"verdict": "works"}\n', r":1: expected a results row"),
+        ('{"model_type": "llama"}\n', r":1: expected a results row"),
+    ],
+)
+def test_corrupt_files_are_refused(tmp_path, content, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(MergeError, match=message):
+        merge_results([path])
+
+
+def test_missing_file_and_no_file_are_refused(tmp_path):
+    with pytest.raises(MergeError, match="no such results file"):
+        merge_results([tmp_path / "absent.jsonl"])
+    with pytest.raises(MergeError, match="no results file given"):
+        merge_results([])
+
+
+def test_atomic_write_round_trips_and_leaves_no_temporary(tmp_path):
+    rows = [result_row("llama", 1), result_row("qwen2", 2, "fails")]
+    out = tmp_path / "sub" / "merged.jsonl"
+    write_rows_atomically(out, rows)
+    assert read_jsonl(out) == rows
+    assert [path.name for path in out.parent.iterdir()] == ["merged.jsonl"]
+
+
+def test_atomic_write_keeps_the_old_file_when_a_row_cannot_be_written(tmp_path):
+    out = write_jsonl(tmp_path / "merged.jsonl", [result_row("llama", 1)])
+    before = out.read_text()
+    with pytest.raises(TypeError):
+        write_rows_atomically(out, [result_row("qwen2", 2, extra=object())])
+    assert out.read_text() == before
+    assert [path.name for path in tmp_path.iterdir()] == ["merged.jsonl"]
