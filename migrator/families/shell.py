@@ -10,7 +10,7 @@ import re
 from migrator.rules import Finding, Severity, define
 
 PARALLEL_COMPILE = define(
-    "NM401",
+    "NM450",
     Severity.INFO,
     "`neuron_parallel_compile` prefix on a launcher line",
     "Removed: TorchNeuron compiles just in time and caches graphs; there is no separate pre-compilation run.",

@@ -16,8 +16,9 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import parse_template_expression
 
+from migrator.families.comments import KeepsComments
 from migrator.rules import Severity, define
-from migrator.transform import Family, dotted_name
+from migrator.transform import dotted_name
 
 XM = "torch_xla.core.xla_model"
 XR = "torch_xla.runtime"
@@ -290,7 +291,7 @@ def without_keywords(call: cst.Call, names: set[str]) -> cst.Call:
     return call.with_changes(args=tidy_args(kept))
 
 
-class XlaFamily(Family):
+class XlaFamily(KeepsComments):
     name = "xla"
     SYMBOLS = frozenset({"torch_xla", "neuronx_distributed", "torch_neuronx.trace", "torch_neuronx.xla_impl"})
 
@@ -303,6 +304,7 @@ class XlaFamily(Family):
     # -- imports and file-level facts ------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
+        super().visit_Module(node)
         found = m.findall(node, m.Name(value=m.MatchIfTrue(lambda value: value in _DISTRIBUTED_NAMES)))
         self.distributed = bool(found)
 
@@ -323,6 +325,7 @@ class XlaFamily(Family):
                 self.ctx.remove_import(module, alias.name.value, asname)
 
     def leave_Module(self, original: cst.Module, updated: cst.Module):
+        updated = self.adopt(original, updated)
         defined = {
             statement.name.value
             for statement in updated.body
@@ -360,9 +363,16 @@ class XlaFamily(Family):
                 self.statement_calls.update(id(arg.value) for arg in call.args)
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        result = self._statement(original, updated)
+        if isinstance(result, cst.RemovalSentinel):
+            self.removed(original)
+            return result
+        return self.adopt(original, result)
+
+    def _statement(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         if not (len(original.body) == 1 and m.matches(original.body[0], m.Expr(m.Call()))):
             return updated
-        if not m.matches(updated.body[0], m.Expr(m.Call())):
+        if len(updated.body) != 1 or not m.matches(updated.body[0], m.Expr(m.Call())):
             return updated
         call, new_call = original.body[0].value, updated.body[0].value
         name = self.ctx.qualified(call.func)
