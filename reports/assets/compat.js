@@ -47,7 +47,7 @@
       const changes = body.dataset.changes ? body.dataset.changes.split(" ") : [];
       const visible =
         (!query || body.dataset.search.includes(query)) &&
-        (!verdict || (verdict === "not-works" ? verdicts.some((v) => v !== "works") : verdicts.includes(verdict))) &&
+        (!verdict || (verdict === "not-works" ? verdicts.some((v) => v !== "works" && v !== "none") : verdicts.includes(verdict))) &&
         (!band || body.dataset.band === band) &&
         atLeast(Number(body.dataset.recompiles), recompiles) &&
         atLeast(Number(body.dataset.breaks), breaks) &&
