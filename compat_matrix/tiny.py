@@ -1,0 +1,318 @@
+"""Tiny, randomly initialised models built from Transformers config classes (no download).
+
+Every size knob is shrunk consistently: width, heads, kv heads, head_dim, layers (and every per-layer list,
+keeping one layer of each kind), experts, vocab, rope settings, windows, and the sub-configs of composite
+models. Knobs that only one architecture family uses live in ``FAMILY_OVERRIDES``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+from transformers import CONFIG_MAPPING, PreTrainedConfig
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+VOCAB = 256
+HIDDEN = 64
+HEADS = 4
+KV_HEADS = 2
+HEAD_DIM = HIDDEN // HEADS
+FFN = 64
+LAYERS = 2
+EXPERTS = 4
+TOP_K = 2
+WINDOW = 8  # smaller than the longer prompt, so sliding-window code paths run
+POSITIONS = 1024  # training pads to 256 tokens; leave room
+
+# One canonical value per size knob, with every alias an architecture uses for it.
+KNOB_ALIASES: dict[str, tuple[tuple[str, ...], int]] = {
+    "hidden": (
+        ("hidden_size", "d_model", "n_embd", "embed_dim", "dim", "model_dim", "attention_hidden_size"),
+        HIDDEN,
+    ),
+    "ffn": (
+        (
+            "intermediate_size",
+            "ffn_dim",
+            "n_inner",
+            "d_ff",
+            "dff",
+            "dim_ff",
+            "ffn_hidden_size",
+            "moe_intermediate_size",
+            "shared_expert_intermediate_size",
+            "shared_intermediate_size",
+            "shared_experts_intermediate_size",
+            "expert_intermediate_size",
+            "prefix_dense_intermediate_size",
+            "intermediate_size_mlp",
+            "decoder_ffn_dim",
+            "encoder_ffn_dim",
+        ),
+        FFN,
+    ),
+    "heads": (
+        (
+            "num_attention_heads",
+            "n_head",
+            "n_heads",
+            "num_heads",
+            "decoder_attention_heads",
+            "encoder_attention_heads",
+            "swa_num_attention_heads",
+        ),
+        HEADS,
+    ),
+    "head_dim": (
+        (
+            "head_dim",
+            "attention_head_dim",
+            "kv_channels",
+            "dim_head",
+            "swa_head_dim",
+            "v_head_dim",
+            "qk_nope_head_dim",
+            "linear_key_head_dim",
+            "linear_value_head_dim",
+            "linear_head_dim",
+            "mamba_d_head",
+            "index_head_dim",
+        ),
+        HEAD_DIM,
+    ),
+    "layers": (
+        ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "decoder_layers", "encoder_layers"),
+        LAYERS,
+    ),
+    "experts": (("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), EXPERTS),
+    "top_k": (
+        ("num_experts_per_tok", "moe_topk", "moe_k", "top_k_experts", "centroid_intermediate_top_k"),
+        TOP_K,
+    ),
+    "window": (
+        (
+            "sliding_window",
+            "attention_chunk_size",
+            "sliding_window_size",
+            "local_attention_window_len",
+            "window_size",
+        ),
+        WINDOW,
+    ),
+    "positions": (
+        ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length"),
+        POSITIONS,
+    ),
+    "vocab": (("vocab_size",), VOCAB),
+}
+SIZE_KNOBS: dict[str, int] = {name: value for names, value in KNOB_ALIASES.values() for name in names}
+LAYER_KNOBS = KNOB_ALIASES["layers"][0]
+# Knobs that scale with heads but keep grouped-query structure (MHA stays MHA, MQA stays MQA).
+KV_KNOBS = (
+    "num_key_value_heads",
+    "n_kv_heads",
+    "num_kv_heads",
+    "multi_query_group_num",
+    "swa_num_key_value_heads",
+    "linear_num_key_heads",
+    "index_n_heads",
+)
+SMALL_KNOBS: dict[str, int] = {
+    "kv_lora_rank": 32,
+    "q_lora_rank": 32,
+    "qk_rope_head_dim": 8,
+    "o_lora_rank": 32,
+    "rotary_dim": 8,
+    "n_group": 1,
+    "topk_group": 1,
+    "index_topk": 8,
+    "first_k_dense_replace": 1,
+    "num_dense_layers": 1,
+    "state_size": 8,
+    "mamba_d_state": 8,
+    "time_step_rank": 8,
+    "mamba_dt_rank": 8,
+    "mamba_n_groups": 1,
+    "n_groups": 1,
+    "laurel_rank": 8,
+    "hidden_size_per_layer_input": 8,
+    "vocab_size_per_layer_input": VOCAB,
+    "num_kv_shared_layers": 0,
+    "num_nextn_predict_layers": 0,
+    "num_mtp_layers": 0,
+    "gated_norm_rank": 8,
+    "embedding_size": HIDDEN,
+    "backbone_hidden_size": HIDDEN,
+    "num_centroids": 4,
+    "linear_num_value_heads": 4,
+    "linear_num_heads": 4,
+    "mamba_n_heads": 8,
+    "chunk_size": 16,
+    "mamba_chunk_size": 16,
+    "block_size": 16,
+    "lru_width": HIDDEN,
+    "num_shared_experts": 1,
+    "n_shared_experts": 1,
+    "moe_num_shared_experts": 1,
+}
+# Vision / audio towers of composite models are built but not run by text generation: make them minimal.
+TOWER_KNOBS: dict[str, int] = {
+    "hidden_size": 32,
+    "intermediate_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "image_size": 32,
+    "patch_size": 8,
+    "out_hidden_size": 64,
+    "depth": 1,
+    "num_heads": 2,
+    "embed_dim": 32,
+    "projection_dim": 32,
+    "vision_output_dim": 32,
+    "num_channels": 3,
+}
+# Per-family knobs the generic pass cannot infer (values must satisfy the family's own constraints).
+FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
+    "mamba2": {"num_heads": 8, "head_dim": 16, "expand": 2, "n_groups": 1},
+}
+
+SPECIAL_TOKEN_KNOB_SUFFIXES = ("_token_id", "_token_index")
+
+
+def causal_lm_model_types() -> list[str]:
+    """Every `model_type` in the installed Transformers' causal-LM mapping, in mapping order."""
+    return list(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+def _full_size_values(config_cls: type[PreTrainedConfig]) -> dict[str, Any]:
+    """Field values of the default (full-size) config, including lists ``__post_init__`` derives from them."""
+    try:
+        return {name: value for name, value in vars(config_cls()).items() if not name.startswith("_")}
+    except (
+        Exception
+    ):  # some composite configs cannot be built with all defaults: fall back to the declared ones
+        values = {}
+        for field in dataclasses.fields(config_cls):
+            if field.default is not dataclasses.MISSING:
+                values[field.name] = field.default
+            elif field.default_factory is not dataclasses.MISSING:
+                values[field.name] = field.default_factory()
+        return values
+
+
+def _kept_layer_indices(layer_lists: list[list[Any]], n_layers: int) -> list[int]:
+    """Indices of layers to keep: the first layer of every distinct kind, then fill up to ``n_layers``."""
+    kinds = list(zip(*layer_lists, strict=True))
+    keep: list[int] = []
+    seen = set()
+    for index, kind in enumerate(kinds):
+        if repr(kind) not in seen:
+            seen.add(repr(kind))
+            keep.append(index)
+    for index in range(len(kinds)):
+        if len(keep) >= n_layers:
+            break
+        if index not in keep:
+            keep.append(index)
+    return sorted(keep)
+
+
+def _shrink_rope(rope: Any, head_dim: int) -> Any:
+    if not isinstance(rope, dict):
+        return rope
+    rope = dict(rope)
+    if "mrope_section" in rope and rope["mrope_section"]:
+        sections = list(rope["mrope_section"])
+        half, total = head_dim // 2, sum(sections)
+        scaled = [max(1, s * half // total) for s in sections]
+        scaled[0] += half - sum(scaled)
+        rope["mrope_section"] = scaled
+    for key in ("short_factor", "long_factor"):
+        if isinstance(rope.get(key), list):
+            rope[key] = rope[key][: head_dim // 2]
+    if "original_max_position_embeddings" in rope:
+        rope["original_max_position_embeddings"] = POSITIONS // 4
+    return rope
+
+
+def tiny_config_kwargs(config_cls: type[PreTrainedConfig], tower: bool = False) -> dict[str, Any]:
+    """Constructor kwargs that shrink ``config_cls`` (recursing into sub-configs)."""
+    defaults = _full_size_values(config_cls)
+    kwargs: dict[str, Any] = {}
+    knobs = SIZE_KNOBS | SMALL_KNOBS
+    if tower:
+        knobs = knobs | TOWER_KNOBS
+    heads = HEADS if not tower else TOWER_KNOBS["num_attention_heads"]
+    for name, default in defaults.items():
+        if name in knobs and isinstance(default, int) and not isinstance(default, bool) and default > 0:
+            kwargs[name] = knobs[name]
+        elif name in KV_KNOBS and isinstance(default, int) and not isinstance(default, bool):
+            base_heads = defaults.get("num_attention_heads") or default
+            kwargs[name] = heads if default >= base_heads else (1 if default == 1 else min(KV_HEADS, heads))
+        elif name.endswith(SPECIAL_TOKEN_KNOB_SUFFIXES) and isinstance(default, int) and default >= VOCAB:
+            kwargs[name] = VOCAB - 1 - len([k for k in kwargs if k.endswith(SPECIAL_TOKEN_KNOB_SUFFIXES)])
+    # Per-layer lists: keep one layer of each kind, consistently across every list of that length.
+    base_layers = next((defaults[n] for n in LAYER_KNOBS if isinstance(defaults.get(n), int)), None)
+    per_layer = {
+        n: v
+        for n, v in defaults.items()
+        if isinstance(v, list | tuple) and base_layers and len(v) == base_layers
+    }
+    if per_layer and len(per_layer) > 0:
+        keep = _kept_layer_indices(list(per_layer.values()), LAYERS)
+        for name, values in per_layer.items():
+            kwargs[name] = [values[i] for i in keep]
+        for name in LAYER_KNOBS:
+            if name in kwargs:
+                kwargs[name] = len(keep)
+    for name, sub_cls in getattr(config_cls, "sub_configs", {}).items():
+        if name in defaults or name in {f.name for f in dataclasses.fields(config_cls)}:
+            if isinstance(sub_cls, type) and issubclass(sub_cls, PreTrainedConfig):
+                is_tower = not name.startswith(("text", "decoder", "global", "encoder", "patcher"))
+                kwargs[name] = tiny_config_kwargs(sub_cls, tower=is_tower) | {
+                    "model_type": sub_cls.model_type
+                }
+    kwargs.update(FAMILY_OVERRIDES.get(getattr(config_cls, "model_type", ""), {}))
+    return kwargs
+
+
+def _sub_configs(config: PreTrainedConfig) -> list[PreTrainedConfig]:
+    subs = [getattr(config, name, None) for name in getattr(config, "sub_configs", {})]
+    return [config, *(sub for sub in subs if isinstance(sub, PreTrainedConfig))]
+
+
+def _fix_derived_fields(config: PreTrainedConfig) -> None:
+    """Fields that ``__post_init__`` derives from full-size defaults (token-id lists, rope) are shrunk here."""
+    for sub in _sub_configs(config):
+        for name, value in list(vars(sub).items()):
+            if name.endswith(SPECIAL_TOKEN_KNOB_SUFFIXES) and isinstance(value, list):
+                setattr(sub, name, [v if v < VOCAB else VOCAB - 1 for v in value])
+        for name in ("rope_parameters", "rope_scaling"):
+            if isinstance(getattr(sub, name, None), dict):
+                head_dim = getattr(sub, "head_dim", None) or HEAD_DIM
+                setattr(sub, name, _shrink_rope(getattr(sub, name), head_dim))
+
+
+def build_tiny_config(model_type: str) -> PreTrainedConfig:
+    config_cls = CONFIG_MAPPING[model_type]
+    config = config_cls(**tiny_config_kwargs(config_cls))
+    _fix_derived_fields(config)
+    # Eager attention everywhere: the device path under test is torch.compile, not SDPA/flash kernels.
+    config._attn_implementation = "eager"
+    for sub in _sub_configs(config):
+        sub._attn_implementation = "eager"
+    return config
+
+
+def build_tiny_model(model_type: str, seed: int = 0) -> torch.nn.Module:
+    """A tiny random-weight causal LM for ``model_type`` (float32, eval mode)."""
+    from transformers import AutoModelForCausalLM
+
+    config = build_tiny_config(model_type)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    return model.eval()
