@@ -18,7 +18,7 @@ from reports.advice import STAGE_MEANINGS, advice
 from reports.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
 from reports.render import asset, fail, render, write_output
 from reports.results import REFERENCE_RESULTS, ResultsError, Run, display_path, load_runs
-from reports.scan import FileScan, Location, find_configs, scan_file
+from reports.scan import FileScan, Location, Risk, find_configs, scan_file
 
 SEVERITIES = ("blocking", "manual", "compile-risk", "check")
 SEVERITY_LABELS = {
@@ -151,16 +151,25 @@ def _target_items(scan: FileScan) -> list[Item]:
     ]
 
 
+def _handled_by_migrator(risk: Risk, fixed_messages: list[str]) -> str | None:
+    """The migrator's own message when one of its rewrites already removes this risk."""
+    if risk.kind == "async-load":
+        keywords = (ASYNC_LOAD_VARIABLE,)
+    elif "padding_free" in risk.detail:
+        keywords = ("padding_free", "padding-free")
+    else:
+        return None
+    return next((message for message in fixed_messages if any(word in message for word in keywords)), None)
+
+
 def _risk_items(scan: FileScan, fixed_messages: list[str]) -> list[Item]:
     items = []
     for risk in scan.risks:
         title, action = RISKS[risk.kind]
         severity = "compile-risk"
-        if risk.kind == "async-load" and any(ASYNC_LOAD_VARIABLE in message for message in fixed_messages):
-            severity, action = (
-                "check",
-                f"neuron-migrate adds {ASYNC_LOAD_VARIABLE}=1; check it runs before loading.",
-            )
+        handled = _handled_by_migrator(risk, fixed_messages)
+        if handled:
+            severity, action = "check", f"neuron-migrate rewrites this; check the result. It says: {handled}"
         items.append(
             Item(severity, f"{title} ({risk.detail})", action, str(risk.location), risk.location.line)
         )

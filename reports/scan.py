@@ -61,11 +61,11 @@ SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packa
 class Location:
     path: str
     line: int
-    cell: int | None = None  # notebook cell index over all cells, 0-based, as the migrator reports it
+    cell: int | None = None  # notebooks: 1-based number among the code cells, as the migrator counts them
 
     def __str__(self) -> str:
         if self.cell is not None:
-            return f"{self.path} (cell {self.cell + 1}, line {self.line})"
+            return f"{self.path} (cell {self.cell}, line {self.line})"
         return f"{self.path}:{self.line}"
 
 
@@ -336,12 +336,11 @@ def _scan_notebook(scan: FileScan, text: str) -> None:
         cells = json.loads(text).get("cells", [])
     except (json.JSONDecodeError, AttributeError):
         return
-    for index, cell in enumerate(cells):
+    code_cells = [cell for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"]
+    for index, cell in enumerate(code_cells, start=1):
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else str(source)
         _scan_targets(scan, source, index)
-        if cell.get("cell_type") != "code":
-            continue
         if source.lstrip().startswith(("%%bash", "%%sh")):
             _scan_shell(scan, source, index)
             continue

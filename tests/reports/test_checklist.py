@@ -127,7 +127,7 @@ def test_notebook_cells_and_file_errors(tmp_path, results):
     )
     context = build_checklist([tmp_path], results, online=False, analyze=analyze)
     locations = [item.location for section in context["sections"] for item in section.items]
-    assert any(location.endswith("nb.ipynb (cell 5, line 2)") for location in locations)
+    assert any(location.endswith("nb.ipynb (cell 4, line 2)") for location in locations)
     assert any(
         "cannot process this file: line 1: invalid syntax" in item.title for item in context["blocking"]
     )
@@ -171,3 +171,12 @@ def test_corrupt_results_exit_2(project, tmp_path, capsys):
 def test_stdout_when_no_output(project, results, capsys):
     assert write_checklist([project], None, results, False, analyze=fake_analyze({})) == 0
     assert capsys.readouterr().out.startswith("# Pre-migration checklist")
+
+
+def test_risks_the_migrator_rewrites_become_checks(project, results):
+    message = 'Added `os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")` after the imports.'
+    analyze = fake_analyze({"infer.py": [finding("NM404", "environment", "info", 5, message, True)]})
+    (section,) = build_checklist([project], results, online=False, analyze=analyze)["sections"]
+    (async_item,) = [item for item in section.items if item.title.startswith("Weights are loaded")]
+    assert async_item.severity == "check" and message in async_item.action
+    assert section.rewrites == {"environment": 1}

@@ -173,8 +173,10 @@ def test_shell_launcher(tmp_path):
 def test_notebook_cells_and_shell_magics(tmp_path):
     notebook = new_notebook()
     notebook.cells = [
-        new_markdown_cell("Runs on inf2"),
-        new_code_cell("!optimum-cli export neuron --model Qwen/Qwen3-0.6B out/\n%time x = 1"),
+        new_markdown_cell("Exported for trn2"),
+        new_code_cell(
+            "!optimum-cli export neuron --model Qwen/Qwen3-0.6B --instance_type inf2 out/\n%time x = 1"
+        ),
         new_code_cell(
             "model_id = 'HuggingFaceTB/SmolLM3-3B'\nmodel = AutoModelForCausalLM.from_pretrained(model_id)"
         ),
@@ -183,12 +185,12 @@ def test_notebook_cells_and_shell_magics(tmp_path):
     nbformat.write(notebook, path)
     scan = scan_file(path, "nb.ipynb", "notebook")
     assert {(reference.value, str(reference.location)) for reference in scan.models} == {
-        ("Qwen/Qwen3-0.6B", "nb.ipynb (cell 2, line 1)"),
-        ("HuggingFaceTB/SmolLM3-3B", "nb.ipynb (cell 3, line 1)"),
+        ("Qwen/Qwen3-0.6B", "nb.ipynb (cell 1, line 1)"),
+        ("HuggingFaceTB/SmolLM3-3B", "nb.ipynb (cell 2, line 1)"),
     }
-    assert [str(location) for _, location in scan.targets] == ["nb.ipynb (cell 1, line 1)"]
+    assert [str(location) for _, location in scan.targets] == ["nb.ipynb (cell 1, line 1)"]  # code cells only
     assert [(risk.kind, str(risk.location)) for risk in scan.risks] == [
-        ("async-load", "nb.ipynb (cell 3, line 2)")
+        ("async-load", "nb.ipynb (cell 2, line 2)")
     ]
 
 
