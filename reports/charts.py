@@ -18,7 +18,7 @@ FONT = 'font-family="system-ui, sans-serif" font-size="12"'
 
 def verdicts_by_band_svg(table: pd.DataFrame, title: str) -> Markup:
     """Stacked horizontal bars: one bar per rank band, one segment per verdict."""
-    label_width, bar_width, bar_height, gap, top = 70, 420, 22, 10, 28
+    label_width, bar_width, bar_height, gap, top = 86, 420, 22, 10, 28
     height = top + len(table.index) * (bar_height + gap) + 10
     largest = max(int(table.sum(axis=1).max()) if not table.empty else 0, 1)
     parts = [
@@ -58,7 +58,7 @@ def verdicts_by_band_svg(table: pd.DataFrame, title: str) -> Markup:
 
 def histogram_svg(bins: list[tuple[str, int]], title: str, x_label: str) -> Markup:
     """Vertical bars, one per bin, count written above each bar."""
-    left, plot_height, bar_width, gap, top = 10, 140, 46, 14, 30
+    left, plot_height, bar_width, gap, top = 10, 140, 46, 14, 42
     width = max(left + len(bins) * (bar_width + gap) + 10, 7 * len(title))
     height = top + plot_height + 44
     largest = max([count for _, count in bins] + [1])
