@@ -114,7 +114,7 @@ PIPELINE = define(
     "NM114",
     Severity.INFO,
     "`optimum.neuron.pipeline(task, model=..., export=True, ...)`",
-    'Rewritten to `transformers.pipeline(task, model=..., device="neuron")`; a text-generation pipeline gets a '
+    'Rewritten to `transformers.pipeline(task, model=..., device="neuron")` (called through `import transformers`); a text-generation pipeline gets a '
     'static cache (`pipe.model.generation_config.cache_implementation = "static"`, `max_cache_len`).',
 )
 MANUAL_SYMBOL = define(
@@ -152,7 +152,7 @@ _PAIRED_EXPORT_ARGS = frozenset({"load_weights", "token", "revision"})
 _LOAD_METHODS = ("from_pretrained", "export", "get_neuron_config")
 _COMPILED_HUB_ID = re.compile(t.COMPILED_HUB_ID)
 _MODEL_ID_KEYWORDS = ("model_id", "model_name_or_path", "pretrained_model_name_or_path")
-_TOKENIZER_CLASS = re.compile(r"^transformers\.\w*(Tokenizer\w*)$")
+_PREPROCESSOR_CLASS = re.compile(r"^transformers\.\w*(Tokenizer|Processor|FeatureExtractor)\w*$")
 
 
 class Unmapped(Exception):
@@ -172,18 +172,28 @@ class _Args:
     keywords: dict[str, tuple[cst.Arg, cst.Arg]]
     order: list[str]  # keyword names in source order
     last_comma: cst.Comma | cst.MaybeSentinel = cst.MaybeSentinel.DEFAULT
+    closing: cst.BaseParenthesizableWhitespace = cst.SimpleWhitespace("")  # before `)`
     separator: cst.Comma = field(
         default_factory=lambda: cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     )
 
 
-def _split_args(original: cst.Call, updated: cst.Call, what: str) -> _Args:
+def _split_args(
+    original: cst.Call, updated: cst.Call, what: str, dicts: dict[str, cst.Dict] | None = None
+) -> _Args:
+    """Split a call's arguments; `**name` is expanded when `name` holds a literal dict (`dicts`)."""
     if len(original.args) != len(updated.args):
         raise Unmapped(UNMAPPED_ARGUMENTS, f"the arguments of this {what} were changed by another rewrite")
     model = None
     keywords: dict[str, tuple[cst.Arg, cst.Arg]] = {}
     order = []
     for index, (old, new) in enumerate(zip(original.args, updated.args, strict=True)):
+        if old.star == "**" and isinstance(old.value, cst.Name) and old.value.value in (dicts or {}):
+            for element in dicts[old.value.value].elements:
+                key = element.key.evaluated_value
+                keywords[key] = (old, _kwarg(key, element.value))
+                order.append(key)
+            continue
         if old.star:
             raise Unmapped(
                 UNMAPPED_ARGUMENTS,
@@ -206,11 +216,21 @@ def _split_args(original: cst.Call, updated: cst.Call, what: str) -> _Args:
                 order.remove(name)
                 break
     separator = next(
-        (arg.comma for arg in updated.args[:-1] if isinstance(arg.comma, cst.Comma)),
+        (_without_comment(arg.comma) for arg in updated.args[:-1] if isinstance(arg.comma, cst.Comma)),
         cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
     )
     last_comma = updated.args[-1].comma if updated.args else cst.MaybeSentinel.DEFAULT
-    return _Args(model, keywords, order, last_comma, separator)
+    last_comma = _without_comment(last_comma) if isinstance(last_comma, cst.Comma) else last_comma
+    closing = updated.args[-1].whitespace_after_arg if updated.args else cst.SimpleWhitespace("")
+    return _Args(model, keywords, order, last_comma, closing, separator)
+
+
+def _without_comment(comma: cst.Comma) -> cst.Comma:
+    """The layout of a comma without the comment that belongs to the argument before it."""
+    after = comma.whitespace_after
+    if isinstance(after, cst.ParenthesizedWhitespace):
+        after = after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    return comma.with_changes(whitespace_after=after)
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -247,7 +267,7 @@ def _assemble(args: _Args, kept: list[str], extra: list[cst.Arg]) -> list[cst.Ar
     original_last = args.order[-1] if args.order else None
     result: list[tuple[cst.Arg, bool]] = []  # (arg, keeps its own comma)
     if args.model:
-        result.append((args.model[1], False))
+        result.append((args.model[1], bool(args.order)))
     for name in kept:
         result.append((args.keywords[name][1], name != original_last))
     result.extend((arg, False) for arg in extra)
@@ -259,7 +279,9 @@ def _assemble(args: _Args, kept: list[str], extra: list[cst.Arg]) -> list[cst.Ar
             comma = arg.comma
         else:
             comma = args.separator
-        out.append(arg.with_changes(comma=comma))
+        last = index == len(result) - 1
+        closing = args.closing if last else cst.SimpleWhitespace("")
+        out.append(arg.with_changes(comma=comma, whitespace_after_arg=closing))
     return out
 
 
@@ -320,8 +342,9 @@ class InferenceFamily(Family):
         self._config_pairs: dict[cst.Call, cst.Call] = {}  # export call -> its get_neuron_config call
         self._paired_configs: set[cst.Call] = set()
         self._scopes: list[list[str]] = [[]]  # names holding a migrated model, per function scope
+        self._dicts: list[dict[str, cst.Dict]] = [{}]  # names holding a literal str-keyed dict, per scope
         self._class_scopes: list[list[str]] = []
-        self._tokenizers: set[str] = set()
+        self._preprocessors: dict[str, str] = {}  # name -> "tokenizer" | "processor"
         self._effects: list = []  # findings/imports of the call being rewritten, applied once it succeeds
 
     # --- imports ----------------------------------------------------------------------------------------------
@@ -342,9 +365,11 @@ class InferenceFamily(Family):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._scopes.append([])
+        self._dicts.append({})
 
     def leave_FunctionDef(self, original, updated):
         self._scopes.pop()
+        self._dicts.pop()
         return updated
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -359,6 +384,9 @@ class InferenceFamily(Family):
             self._class_scopes[-1].append(target)
         else:
             self._scopes[-1].append(target)
+
+    def _visible_dicts(self) -> dict[str, cst.Dict]:
+        return {**self._dicts[0], **self._dicts[-1]}
 
     def _model_in_scope(self) -> str | None:
         """The most recently migrated model visible here (function, then class attributes, then module)."""
@@ -416,32 +444,65 @@ class InferenceFamily(Family):
         qualified = (
             self.ctx.qualified(value.func.value) if m.matches(value, m.Call(func=m.Attribute())) else None
         )
-        if qualified and _TOKENIZER_CLASS.match(qualified):
-            self._tokenizers.add(target)
+        if qualified and _PREPROCESSOR_CLASS.match(qualified):
+            self._preprocessors[target] = "tokenizer" if "Tokenizer" in qualified else "processor"
+        if isinstance(value, cst.Dict) and all(
+            isinstance(element, cst.DictElement) and isinstance(_literal(element.key), str)
+            for element in value.elements
+        ):
+            self._dicts[-1][target] = value
+        else:
+            self._dicts[-1].pop(target, None)
         return self._tokenized_inputs(original, updated)
 
     def _tokenized_inputs(self, original: cst.Assign, updated: cst.Assign):
-        """`inputs = tokenizer(..., return_tensors="pt")` next to a neuron model: move inputs, check padding."""
-        call = original.value
+        """`inputs = tokenizer(..., return_tensors="pt")[.attr]` next to a migrated model: move the inputs to the
+        model's device (processors: also cast floating tensors to its dtype); check the prompt padding."""
+        call, updated_call = original.value, updated.value
+        if isinstance(call, cst.Attribute) and isinstance(
+            updated_call, cst.Attribute
+        ):  # `processor(...).input_features`
+            call, updated_call = call.value, updated_call.value
         if not (
             isinstance(call, cst.Call)
-            and _code(call.func) in self._tokenizers
+            and isinstance(updated_call, cst.Call)
+            and self._preprocessors.get(_code(call.func))
             and any(m.matches(arg, m.Arg(keyword=m.Name("return_tensors"))) for arg in call.args)
         ):
             return updated
         model = self._model_in_scope()
         if model is None:
             return updated
-        padded = any(
-            m.matches(arg, m.Arg(keyword=m.Name("padding"))) and _literal(arg.value) == "max_length"
-            for arg in call.args
+        kind = self._preprocessors[_code(call.func)]
+        target = [f"{model}.device"]
+        if kind == "processor":
+            target.append(f"{model}.dtype")
+            self.ctx.report(
+                call,
+                INPUTS_TO_DEVICE,
+                "`.to(model.device, model.dtype)` appended: the migrated model "
+                "lives on neuron, its inputs must too (floating-point features take the model's dtype).",
+            )
+        else:
+            padded = any(
+                m.matches(arg, m.Arg(keyword=m.Name("padding"))) and _literal(arg.value) == "max_length"
+                for arg in call.args
+            )
+            self.ctx.report(call, INPUTS_TO_DEVICE if padded else UNPADDED_PROMPTS)
+        moved_call = cst.Call(
+            func=cst.Attribute(value=updated_call, attr=cst.Name("to")),
+            args=[cst.Arg(cst.parse_expression(expression)) for expression in target],
         )
-        self.ctx.report(call, INPUTS_TO_DEVICE if padded else UNPADDED_PROMPTS)
-        moved_value = cst.Call(
-            func=cst.Attribute(value=updated.value, attr=cst.Name("to")),
-            args=[cst.Arg(cst.parse_expression(f"{model}.device"))],
+        moved_call = moved_call.with_changes(
+            args=[
+                arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                for arg in moved_call.args[:-1]
+            ]
+            + [moved_call.args[-1]]
         )
-        return updated.with_changes(value=moved_value)
+        if isinstance(updated.value, cst.Attribute):
+            return updated.with_changes(value=updated.value.with_changes(value=moved_call))
+        return updated.with_changes(value=moved_call)
 
     # --- calls ------------------------------------------------------------------------------------------------
 
@@ -499,7 +560,9 @@ class InferenceFamily(Family):
                 "to a variable and run neuron-migrate again",
             )
         trimmed = _without_positional_config if method == "export" else (lambda call: call)
-        args = _split_args(trimmed(original), trimmed(updated), f"{owner.rsplit('.', 1)[1]}.{method}")
+        args = _split_args(
+            trimmed(original), trimmed(updated), f"{owner.rsplit('.', 1)[1]}.{method}", self._visible_dicts()
+        )
         if method == "export":
             config_call = self._config_pairs.get(original)
             if config_call is None:
@@ -557,7 +620,8 @@ class InferenceFamily(Family):
                         old,
                         TENSOR_PARALLEL,
                         f"Rewritten to DistributedConfig(tp_size={_code(new.value)}); launch the script with "
-                        f"`torchrun --nproc_per_node={_code(new.value)}` (all ranks run generate; print on rank 0).",
+                        f"`torchrun --nproc_per_node=N` where N = {_code(new.value)} (all ranks run generate; print "
+                        "on rank 0).",
                     )
                 else:
                     self._report(old, EXPORT_ONLY)
@@ -619,7 +683,7 @@ class InferenceFamily(Family):
         return updated.with_changes(func=func, args=args)
 
     def _traced_model(self, original: cst.Call, updated: cst.Call, owner: str, method: str) -> cst.Call:
-        args = _split_args(original, updated, "this load")
+        args = _split_args(original, updated, "this load", self._visible_dicts())
         self._check_not_compiled(args, "a model")
         self._check_hub_id(args)
         self._check_known(args, t.KEPT_LOAD_ARGS | t.EXPORT_ONLY_ARGS | t.TRACED_SHAPE_ARGS, t.DTYPE_ARGS)
@@ -655,7 +719,7 @@ class InferenceFamily(Family):
             )
 
     def _diffusion_pipeline(self, original: cst.Call, updated: cst.Call, owner: str, method: str):
-        args = _split_args(original, updated, "this pipeline load")
+        args = _split_args(original, updated, "this pipeline load", self._visible_dicts())
         for name in args.order:
             prefix = name.split("_")[0] + "_" if name.startswith(("lora_", "ip_adapter_")) else None
             key = {"lora_": "lora_model_ids", "ip_adapter_": "ip_adapter_id"}.get(prefix, name)
@@ -703,7 +767,7 @@ class InferenceFamily(Family):
         )
 
     def _pipeline(self, original: cst.Call, updated: cst.Call, owner, method) -> cst.Call:
-        args = _split_args(original, updated, "pipeline()")
+        args = _split_args(original, updated, "pipeline()", self._visible_dicts())
         task = args.model  # pipeline's first positional argument is the task
         if task is None and "task" in args.keywords:
             task = args.keywords["task"]
@@ -791,9 +855,12 @@ class InferenceFamily(Family):
             target = _code(self._assigned_calls[original])
             self._loads[original] = _Load(f"{target}.model.generation_config", cache_len)
         self._report(original, PIPELINE)
-        self._import("transformers", "pipeline")
+        # `transformers.pipeline`, not `pipeline`: the optimum `pipeline` import stays while any call still uses it.
+        self._import("transformers")
         self.ctx.remove_import(*self.ctx.qualified(original.func).rsplit(".", 1))
-        return updated.with_changes(func=cst.Name("pipeline"), args=_assemble(args, kept, extra))
+        return updated.with_changes(
+            func=cst.parse_expression("transformers.pipeline"), args=_assemble(args, kept, extra)
+        )
 
     # --- get_neuron_config + export pairs ---------------------------------------------------------------------
 
