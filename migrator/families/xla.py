@@ -199,6 +199,17 @@ XLA_COMPILE_BACKENDS = frozenset({"openxla", "openxla_eval"})
 PROCESS_GROUP_INIT = "torch.distributed.init_process_group"
 XLA_CHECKPOINT = "torch_xla.utils.checkpoint.checkpoint"
 
+REWRITTEN_CALLS = frozenset(
+    {
+        *CALL_RENAMES,
+        *DEVICE_CALLS,
+        *STATEMENT_CALLS,
+        f"{XM}.is_master_ordinal",
+        f"{XM}.optimizer_step",
+        f"{XMP}.spawn",
+    }
+)
+
 # Qualified-name prefix -> rule for what has no faithful rewrite (longest prefix first).
 MANUAL_PREFIXES: tuple[tuple[str, object], ...] = (
     (f"{XM}.all_reduce", COLLECTIVE),
@@ -300,6 +311,8 @@ class XlaFamily(KeepsComments):
         self.distributed = False
         self.statement_calls: set[int] = set()
         self.helpers: set[str] = set()
+        self.string_quotes: list[str] = []  # quotes of the f-strings around the current node
+        self.call_functions: set[int] = set()
 
     # -- imports and file-level facts ------------------------------------------------------------
 
@@ -467,6 +480,32 @@ class XlaFamily(KeepsComments):
 
     # -- expressions -----------------------------------------------------------------------------
 
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        self.string_quotes.append(node.quote)
+
+    def leave_FormattedString(self, original, updated):
+        self.string_quotes.pop()
+        return updated
+
+    def _expression(self, source: str, **nodes) -> cst.BaseExpression:
+        """Parse an emitted expression; inside a double-quoted f-string its strings use single quotes."""
+        if any('"' in quote for quote in self.string_quotes):
+            source = source.replace('"', "'")
+        return parse_template_expression(source, **nodes) if nodes else cst.parse_expression(source)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.call_functions.add(id(node.func))
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
+        name = self.ctx.qualified(original)
+        if id(original) not in self.call_functions and name in REWRITTEN_CALLS:
+            self.ctx.todo(
+                original,
+                UNSUPPORTED_XLA,
+                f"`{name}` is used as a value, not called; call its replacement where it is used",
+            )
+        return updated
+
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         name = self.ctx.qualified(original.func)
         if name is None:
@@ -523,8 +562,8 @@ class XlaFamily(KeepsComments):
         self.ctx.add_import("torch")
         if self.distributed:
             self.ctx.add_import("os")
-            return cst.parse_expression(f'torch.device("neuron", {_LOCAL_RANK})')
-        return cst.parse_expression('torch.device("neuron")')
+            return self._expression(f'torch.device("neuron", {_LOCAL_RANK})')
+        return self._expression('torch.device("neuron")')
 
     def _torch_device(self, original: cst.Call, updated: cst.Call):
         if not updated.args or _string_value(updated.args[0].value) != "xla":
@@ -540,7 +579,7 @@ class XlaFamily(KeepsComments):
         self.ctx.report(original, rename.rule)
         for module in rename.imports:
             self.ctx.add_import(module)
-        return cst.parse_expression(rename.template)
+        return self._expression(rename.template)
 
     def _is_master(self, original: cst.Call, updated: cst.Call):
         local = _keyword(updated, "local")
@@ -556,7 +595,7 @@ class XlaFamily(KeepsComments):
         self.ctx.report(original, RUNTIME_CALL)
         self.ctx.add_import("os")
         rank = _LOCAL_RANK if value.value == "True" else _RANK
-        return cst.parse_expression(f"{rank} == 0")
+        return self._expression(f"{rank} == 0")
 
     def _optimizer_step(self, original: cst.Call, updated: cst.Call):
         positional = [arg for arg in updated.args if not arg.keyword and not arg.star]
@@ -625,7 +664,7 @@ class XlaFamily(KeepsComments):
             '(the function must init_process_group("neuron") before any collective).',
         )
         self.ctx.add_import("os")
-        call_args = [cst.Arg(cst.parse_expression(_LOCAL_RANK))]
+        call_args = [cst.Arg(self._expression(_LOCAL_RANK))]
         fn_args = options.get("args")
         if isinstance(fn_args, cst.Tuple):
             call_args += [cst.Arg(element.value) for element in fn_args.elements]
