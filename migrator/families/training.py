@@ -299,25 +299,49 @@ def _find_keyword(call: cst.Call, name: str) -> cst.Arg | None:
     return next((arg for arg in call.args if arg.keyword is not None and arg.keyword.value == name), None)
 
 
+def _end_of_line(arg: cst.Arg) -> cst.TrailingWhitespace | None:
+    """The end-of-line part (comment) after an argument of a call written one argument per line."""
+    whitespace = arg.comma.whitespace_after if isinstance(arg.comma, cst.Comma) else arg.whitespace_after_arg
+    return whitespace.first_line if isinstance(whitespace, cst.ParenthesizedWhitespace) else None
+
+
+def _with_end_of_line(arg: cst.Arg, line: cst.TrailingWhitespace | None) -> cst.Arg:
+    line = line or cst.TrailingWhitespace()
+    if isinstance(arg.comma, cst.Comma):
+        if isinstance(arg.comma.whitespace_after, cst.ParenthesizedWhitespace):
+            whitespace = arg.comma.whitespace_after.with_changes(first_line=line)
+            return arg.with_changes(comma=arg.comma.with_changes(whitespace_after=whitespace))
+    elif isinstance(arg.whitespace_after_arg, cst.ParenthesizedWhitespace):
+        return arg.with_changes(whitespace_after_arg=arg.whitespace_after_arg.with_changes(first_line=line))
+    return arg
+
+
 def _without(args: list[cst.Arg], removed: set[int]) -> list[cst.Arg]:
-    """`args` minus the ones whose id is in `removed`; the new last argument takes the old last one's comma
-    and trailing whitespace, so a call keeps its trailing-comma and line-break style."""
-    kept = [arg for arg in args if id(arg) not in removed]
+    """`args` minus the ones whose id is in `removed`. Comments stay where they were: a removed argument's
+    end-of-line comment goes with it, the comment lines under it (about the next argument) stay, and the
+    new last argument takes the old ending (trailing comma or not)."""
+    kept: list[cst.Arg] = []
+    for arg in args:
+        if id(arg) not in removed:
+            kept.append(arg)
+            continue
+        below = arg.comma.whitespace_after if isinstance(arg.comma, cst.Comma) else None
+        if isinstance(below, cst.ParenthesizedWhitespace) and below.empty_lines and kept:
+            previous = kept[-1]
+            if isinstance(previous.comma, cst.Comma) and isinstance(
+                previous.comma.whitespace_after, cst.ParenthesizedWhitespace
+            ):
+                whitespace = previous.comma.whitespace_after
+                whitespace = whitespace.with_changes(
+                    empty_lines=[*whitespace.empty_lines, *below.empty_lines]
+                )
+                kept[-1] = previous.with_changes(
+                    comma=previous.comma.with_changes(whitespace_after=whitespace)
+                )
     if kept and id(args[-1]) in removed:
-        last = args[-1]  # its end-of-line comment was about the removed argument
-        comma = last.comma
-        if isinstance(comma, cst.Comma):
-            comma = comma.with_changes(whitespace_after=_without_comment(comma.whitespace_after))
-        kept[-1] = kept[-1].with_changes(
-            comma=comma, whitespace_after_arg=_without_comment(last.whitespace_after_arg)
-        )
+        last = kept[-1].with_changes(comma=args[-1].comma, whitespace_after_arg=args[-1].whitespace_after_arg)
+        kept[-1] = _with_end_of_line(last, _end_of_line(kept[-1]))
     return kept
-
-
-def _without_comment(whitespace: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
-    if isinstance(whitespace, cst.ParenthesizedWhitespace):
-        return whitespace.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
-    return whitespace
 
 
 def _with_appended(args: list[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
@@ -329,30 +353,22 @@ def _with_appended(args: list[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
         (arg.comma for arg in reversed(args[:-1]) if isinstance(arg.comma, cst.Comma)),
         cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
     )
-    separator = separator.with_changes(whitespace_after=_without_comment(separator.whitespace_after))
+    if isinstance(separator.whitespace_after, cst.ParenthesizedWhitespace):
+        separator = separator.with_changes(
+            whitespace_after=separator.whitespace_after.with_changes(
+                first_line=cst.TrailingWhitespace(), empty_lines=[]
+            )
+        )
     if not args:
         return [*(arg.with_changes(comma=separator) for arg in new[:-1]), new[-1]]
     last = args[-1]
-    if isinstance(last.comma, cst.Comma):  # trailing comma: the old last keeps its comment
-        ending = last.comma.with_changes(whitespace_after=_without_comment(last.comma.whitespace_after))
-        between = separator
-        if isinstance(last.comma.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(
-            separator.whitespace_after, cst.ParenthesizedWhitespace
-        ):
-            between = separator.with_changes(
-                whitespace_after=separator.whitespace_after.with_changes(
-                    first_line=last.comma.whitespace_after.first_line
-                )
-            )
-        old_last = last.with_changes(comma=between)
-    else:
-        ending = last.comma
-        old_last = last.with_changes(comma=separator, whitespace_after_arg=cst.SimpleWhitespace(""))
+    old_last = last.with_changes(comma=separator, whitespace_after_arg=cst.SimpleWhitespace(""))
+    final = new[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
     return [
         *args[:-1],
-        old_last,
+        _with_end_of_line(old_last, _end_of_line(last)),
         *(arg.with_changes(comma=separator) for arg in new[:-1]),
-        new[-1].with_changes(comma=ending, whitespace_after_arg=last.whitespace_after_arg),
+        _with_end_of_line(final, None),
     ]
 
 
@@ -504,7 +520,9 @@ class TrainingFamily(Family):
             asname = alias.asname.name.value if alias.asname else None
             if qualified in RENAMES:
                 self._renamed_imports.append((alias, qualified))
-                if asname:  # uses keep the alias: swap the import at the end if nothing kept the old one
+                # Uses that keep their spelling (an alias, or the same name) keep the old import alive:
+                # swap it at the end unless a use was left in place.
+                if asname or name == RENAMES[qualified].name:
                     self._aliases.append((module, name, asname))
                 else:
                     self.ctx.remove_import(module, name)
@@ -591,7 +609,12 @@ class TrainingFamily(Family):
         name = assign.targets[0].target.value
         if not (isinstance(source, cst.Name) and source.value == scope.args_variable):
             return False
-        uses = [n for n in m.findall(scope.node, m.Name(name)) if n is not assign.targets[0].target]
+        not_uses = {id(assign.targets[0].target)}
+        not_uses |= {
+            id(attribute.attr) for attribute in m.findall(scope.node, m.Attribute(attr=m.Name(name)))
+        }
+        not_uses |= {id(arg.keyword) for arg in m.findall(scope.node, m.Arg(keyword=m.Name(name)))}
+        uses = [n for n in m.findall(scope.node, m.Name(name)) if id(n) not in not_uses]
         trn_args = {id(self._trn_config_arg(call)[1]) for call in self._training_loads(scope.node)}
         if not all(id(use) in trn_args for use in uses):
             return False
@@ -804,7 +827,11 @@ class TrainingFamily(Family):
 
     def _set_logging_dir(self, value: cst.BaseExpression) -> None:
         self.ctx.add_import("os")
-        text = _code(value) if isinstance(value, cst.SimpleString) else f"str({_code(value)})"
+        text = (
+            _code(value)
+            if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+            else f"str({_code(value)})"
+        )
         self._line_prefix.append(cst.parse_statement(f'os.environ["TENSORBOARD_LOGGING_DIR"] = {text}\n'))
 
     def _parallelism(
@@ -842,7 +869,15 @@ class TrainingFamily(Family):
         movable = parallelism.tp is None or (
             isinstance(parallelism.tp, cst.Integer) if earlier else not _reads_moved_field(parallelism.tp)
         )
-        if len(loads) != 1 or not movable or (earlier and id(loads[0]) not in scope.loads_left):
+        traced = (
+            len(loads) != 1
+            or not self._training_loads(scope.node)
+            or (
+                self._trn_config_source(self._trn_config_arg(loads[0])[1], scope.node)
+                == self._assigned.get(id(call))
+            )
+        )
+        if len(loads) != 1 or not movable or not traced or (earlier and id(loads[0]) not in scope.loads_left):
             return None, (
                 f"{flags} are not TrainingArguments fields and this scope has no single model from_pretrained "
                 f"that can take them; remove them here and pass distributed_config={parallelism.config()} to "
@@ -871,6 +906,18 @@ class TrainingFamily(Family):
             for call in m.findall(node, m.Call(func=m.Attribute(attr=m.Name("from_pretrained"))))
             if self.ctx.qualified(call.func.value) in TRAINING_MODELS
         ]
+
+    @staticmethod
+    def _trn_config_source(value: cst.BaseExpression | None, scope: cst.CSTNode) -> str | None:
+        """`args` for `args.trn_config`, or for a name assigned `args.trn_config` in the scope."""
+        source = m.Attribute(value=m.Name(), attr=m.Name("trn_config"))
+        if m.matches(value, source):
+            return value.value.value
+        if isinstance(value, cst.Name):
+            assigned = m.Assign(targets=[m.AssignTarget(m.Name(value.value))], value=source)
+            for assign in m.findall(scope, assigned):
+                return assign.value.value.value
+        return None
 
     @staticmethod
     def _trn_config_arg(call: cst.Call) -> tuple[int | None, cst.BaseExpression | None]:
@@ -902,8 +949,9 @@ class TrainingFamily(Family):
             self.ctx.todo(
                 original,
                 DISTRIBUTED_CONFIG_BY_HAND,
-                f"`{_code(trn_config)}` does not come from literal training arguments in this scope (parsed "
-                "command-line flags?) and TrainingArguments has no tensor_parallel_size/zero_1; add a "
+                f"`{_code(trn_config)}` does not come from training arguments migrated in this scope (parsed "
+                "command-line flags, or arguments left with a TODO) and TrainingArguments has no "
+                "tensor_parallel_size/zero_1; add a "
                 "`tensor_parallel_size: int` field to your script's argument dataclass, load with "
                 f'transformers.{target.name}.from_pretrained(model_id, dtype=..., attn_implementation="sdpa", '
                 f"distributed_config=DistributedConfig(tp_size=tp, fsdp_size={_WORLD_SIZE} // tp)) and set "
