@@ -4,7 +4,7 @@ from __future__ import annotations
 
 STAGE_MEANINGS = {
     "build": "building the model from its Transformers config",
-    "eager": "the eager forward pass on the device",
+    "eager": "the eager reference run on CPU, before the neuron backend is involved",
     "generate": "generate() with a static KV cache (compiled)",
     "compare": "comparing outputs with the CPU reference",
     "train": "a compiled training step",
@@ -13,8 +13,8 @@ STAGE_MEANINGS = {
 STAGE_ADVICE = {
     "build": "Transformers could not build this architecture from its config on this stack: check that the "
     "installed Transformers version supports it and that its optional dependencies are installed.",
-    "eager": "An op failed in eager mode on the device. Check the unsupported ops below; for bring-up, "
-    "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 lets unsupported ops fall back to CPU (slow).",
+    "eager": "The eager reference run on CPU failed, before the neuron backend was involved: check that the "
+    "architecture runs on CPU with this Transformers version.",
     "generate": "Compiled generation failed: generate with cache_implementation='static' and a fixed "
     "max_cache_len, or generate eagerly (no torch.compile) until the failing op is supported.",
     "compare": "The outputs differ from the CPU reference: compare in float32 with "
@@ -46,7 +46,7 @@ def advice(row: dict) -> list[str]:
             "capture the native stack trace."
         )
     stage = row.get("stage")
-    if verdict in ("fails", "crash") and stage in STAGE_ADVICE:
+    if verdict in ("fails", "crash", "harness-error") and stage in STAGE_ADVICE:
         steps.append(STAGE_ADVICE[stage])
     if row.get("tokens_match") is False or row.get("outputs_match") is False:
         diff = row.get("max_logit_diff")

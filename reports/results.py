@@ -36,14 +36,15 @@ BUCKET_LABELS = {
     "not-measured": "not measured",
 }
 VERDICT_MEANINGS = {
-    "works": "builds, runs eagerly, generates with a static cache and matches the CPU reference; "
-    "no recompiles after warm-up, no graph breaks",
-    "works-with-caveats": "runs and matches the reference, but recompiles, breaks the graph "
-    "or falls back to CPU",
-    "fails": "an error at one of the stages, or outputs that do not match the CPU reference",
+    "works": "every stage passed (eager reference, compiled generation with a static cache, comparison with "
+    "the CPU reference, a compiled training step) with no caveat",
+    "works-with-caveats": "every stage passed, but with recompiles, graph breaks, reported op/dtype findings, "
+    "or more training graphs than expected",
+    "fails": "a device stage failed (compiled generation, comparison with the CPU reference, or training)",
     "crash": "the process running the model died (native crash or out of memory)",
     "timeout": "the run exceeded the harness time limit: not a verdict on the architecture",
-    "harness-error": "the harness itself failed on this row: not a verdict on the architecture",
+    "harness-error": "the harness could not build the tiny model or run it eagerly on CPU: "
+    "not a verdict on the architecture",
 }
 OK_VERDICTS = frozenset({"works", "works-with-caveats"})
 RANK_BANDS = (("1-10", 1, 10), ("11-25", 11, 25), ("26-50", 26, 50), ("51-100", 51, 100))

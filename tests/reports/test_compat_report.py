@@ -104,3 +104,25 @@ def test_unknown_format_exits_2(data, tmp_path):
 )
 def test_format_follows_the_output_suffix(tmp_path, name, fmt):
     assert infer_format(tmp_path / name) == fmt
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ({"verdict": "harness-error", "stage": "build"}, ["not a verdict on TorchNeuron", "could not build"]),
+        (
+            {"verdict": "crash", "stage": "generate", "peak_rss_mb": 20480.0},
+            ["peak memory 20480 MB", "static"],
+        ),
+        ({"verdict": "works-with-caveats", "recompile_count": 3}, ["3 recompile(s)", "padding='max_length'"]),
+        ({"verdict": "works-with-caveats", "graph_breaks": 2}, ["2 graph break(s)"]),
+        ({"verdict": "fails", "stage": "compare", "outputs_match": False}, ["float32"]),
+        ({"verdict": "works"}, []),
+    ],
+)
+def test_advice_follows_the_evidence(row, expected):
+    from reports.advice import advice
+
+    text = " ".join(advice(row))
+    assert all(fragment in text for fragment in expected)
+    assert bool(text) == bool(expected)
