@@ -443,7 +443,9 @@ class ShellRewriter:
         command = self.commands[index]
         first = command.raw
         indent = first[: len(first) - len(first.lstrip())]
-        one_line = re.match(r"^\s*if (.+?);\s*then\s+(.*?);?\s*(?:else\s+(.*?);?\s*)?fi\s*(\r?\n)?$", first)
+        one_line = re.match(
+            r"^\s*if (.+?);\s*then\s+(.*?);?\s*(?:else\s+(.*?);?\s*)?fi[ \t]*(\r?\n)?$", first
+        )
         if one_line:
             value = _test_value(one_line[1])
             if value is not None:
@@ -531,18 +533,12 @@ class ShellRewriter:
             return
         first = launchers[0]
         self.report(first, len(first.raw) - len(first.raw.lstrip()), ASYNC_LOAD_EXPORT)
-        target = next(
-            (c for c in self.commands if c.raw.strip() and not c.raw.lstrip().startswith("#")), first
-        )
-        if target is first and "\n" not in self.text.rstrip("\r\n"):  # a single command (notebook line)
-            first.edits.append(
-                (
-                    len(first.raw) - len(first.raw.lstrip()),
-                    len(first.raw) - len(first.raw.lstrip()),
-                    "HF_DEACTIVATE_ASYNC_LOAD=1 ",
-                )
-            )
+        if len(self.commands) == 1:  # a single command (a notebook `!` line): prefix it
+            offset = len(first.raw) - len(first.raw.lstrip())
+            first.edits.append((offset, offset, "HF_DEACTIVATE_ASYNC_LOAD=1 "))
             return
+        # Right after the shebang, before anything that could start Python.
+        target = self.commands[1] if self.commands[0].raw.startswith("#!") else self.commands[0]
         target.prefix = f"export HF_DEACTIVATE_ASYNC_LOAD=1{self.newline}"
 
     # -- output --------------------------------------------------------------------------------------
