@@ -93,10 +93,10 @@ UNPADDED_PROMPTS = define(
     "NM111",
     Severity.WARNING,
     'Tokenizer outputs for a model that optimum-neuron kept on CPU, not padded to `"max_length"`',
-    "`.to(model.device)` appended. Review the padding: shapes follow each prompt. With a static cache generate() compiles the decode step once, but the prefill "
-    "runs eagerly at the prompt's length and batch size, so every new length or batch size runs new eager "
-    'kernels (and an encoder forward recompiles per shape); pass `padding="max_length", max_length=...` '
-    "to keep shapes fixed.",
+    "`.to(model.device)` appended. Review the padding: shapes follow each prompt. With a static cache sized by "
+    "max_cache_len, generate() compiles the decode step once per batch size, but the prefill runs eagerly at "
+    "each prompt's length, so every new length runs new eager kernels (an encoder forward recompiles per "
+    'shape); pass `padding="max_length", max_length=...` to keep shapes fixed.',
 )
 TRACED_MODEL = define(
     "NM112",
@@ -149,6 +149,11 @@ _PIPELINE_CALL_SHAPES = {
 # What a get_neuron_config/export pair may pass for the pair to be rewritten in one go (never half-way).
 _PAIRED_CONFIG_ARGS = frozenset({"batch_size", "sequence_length", "tensor_parallel_size", "instance_type"})
 _PAIRED_EXPORT_ARGS = frozenset({"load_weights", "token", "revision"})
+_NO_CACHE_LEN = (
+    "No sequence_length was given (optimum-neuron then compiled for the model's maximum length): the static "
+    "cache is sized per generate() call from prompt + max_new_tokens, so each new size recompiles. Set "
+    "`generation_config.max_cache_len` to a fixed length."
+)
 _LOAD_METHODS = ("from_pretrained", "export", "get_neuron_config")
 _COMPILED_HUB_ID = re.compile(t.COMPILED_HUB_ID)
 _MODEL_ID_KEYWORDS = ("model_id", "model_name_or_path", "pretrained_model_name_or_path")
@@ -466,14 +471,14 @@ class InferenceFamily(Family):
         if not (
             isinstance(call, cst.Call)
             and isinstance(updated_call, cst.Call)
-            and self._preprocessors.get(_code(call.func))
+            and self._preprocessor_kind(call.func)
             and any(m.matches(arg, m.Arg(keyword=m.Name("return_tensors"))) for arg in call.args)
         ):
             return updated
         model = self._model_in_scope()
         if model is None:
             return updated
-        kind = self._preprocessors[_code(call.func)]
+        kind = self._preprocessor_kind(call.func)
         target = [f"{model}.device"]
         if kind == "processor":
             target.append(f"{model}.dtype")
@@ -503,6 +508,12 @@ class InferenceFamily(Family):
         if isinstance(updated.value, cst.Attribute):
             return updated.with_changes(value=updated.value.with_changes(value=moved_call))
         return updated.with_changes(value=moved_call)
+
+    def _preprocessor_kind(self, func: cst.BaseExpression) -> str | None:
+        """ "tokenizer"/"processor" for `tok(...)` or `tok.apply_chat_template(...)` on a known preprocessor."""
+        if m.matches(func, m.Attribute(attr=m.Name("apply_chat_template"))):
+            func = func.value
+        return self._preprocessors.get(_code(func))
 
     # --- calls ------------------------------------------------------------------------------------------------
 
@@ -583,6 +594,8 @@ class InferenceFamily(Family):
         self._check_hub_id(args)
         new_args, cache_len = self._decoder_arguments(args, owner)
         self._report(original, CAUSAL_LM)
+        if cache_len is None:
+            self._report(original, SEQUENCE_LENGTH, _NO_CACHE_LEN)
         target = _code(self._assigned_calls[original])
         self._loads[original] = _Load(f"{target}.generation_config", cache_len)
         self._remember_model(target)
@@ -687,14 +700,14 @@ class InferenceFamily(Family):
         self._check_not_compiled(args, "a model")
         self._check_hub_id(args)
         self._check_known(args, t.KEPT_LOAD_ARGS | t.EXPORT_ONLY_ARGS | t.TRACED_SHAPE_ARGS, t.DTYPE_ARGS)
-        auto_cast = args.keywords.get("auto_cast")
+        casts = self._auto_cast(args, default=None)
         dtype = None
         for name, (old, new) in args.keywords.items():
             if name in t.EXPORT_ONLY_ARGS:
                 self._report(old, EXPORT_ONLY)
             elif name in t.TRACED_SHAPE_ARGS:
                 self._report(old, STATIC_SHAPES)
-            elif name == "torch_dtype" or (name == "auto_cast_type" and auto_cast is not None):
+            elif name == "torch_dtype" or (name == "auto_cast_type" and casts):
                 # optimum ignores auto_cast_type unless auto_cast is set (modeling_traced.py `_export`)
                 dtype = self._dtype(name, old, new)
             elif name in t.DTYPE_ARGS:
@@ -709,6 +722,17 @@ class InferenceFamily(Family):
         return self._retarget(
             updated, "transformers", t.TRANSFORMERS_MODELS[owner], owner, _assemble(args, kept, extra)
         )
+
+    @staticmethod
+    def _auto_cast(args: _Args, default: str | None) -> bool:
+        """Whether the export cast weights to `auto_cast_type` (`auto_cast` None or "none" means it did not)."""
+        auto_cast = _literal(args.keywords["auto_cast"][1].value) if "auto_cast" in args.keywords else default
+        if auto_cast is ...:
+            raise Unmapped(
+                UNMAPPED_ARGUMENTS,
+                "auto_cast is decided at run time, so the load dtype is unknown; set dtype= by hand",
+            )
+        return auto_cast not in (None, "none")
 
     def _check_known(self, args: _Args, known: frozenset[str], also: tuple[str, ...]) -> None:
         unknown = [name for name in args.order if name not in known and name not in also]
@@ -735,8 +759,7 @@ class InferenceFamily(Family):
             (*t.DTYPE_ARGS, "tensor_parallel_size"),
         )
         # Diffusion export defaults: auto_cast="matmul", auto_cast_type="bf16" (modeling_diffusion.py `_export`).
-        auto_cast = args.keywords.get("auto_cast")
-        casts = auto_cast is None or _literal(auto_cast[1].value) not in (None, "none")
+        casts = self._auto_cast(args, default="matmul")
         dtype = cst.parse_expression("torch.bfloat16") if casts else None
         for name, (old, new) in args.keywords.items():
             if name in t.EXPORT_ONLY_ARGS or name == "tensor_parallel_size":
@@ -852,6 +875,8 @@ class InferenceFamily(Family):
                     "assign it to a variable and run neuron-migrate again",
                 )
             cache_len = settings["sequence_length"][1] if "sequence_length" in settings else None
+            if cache_len is None:
+                self._report(original, SEQUENCE_LENGTH, _NO_CACHE_LEN)
             target = _code(self._assigned_calls[original])
             self._loads[original] = _Load(f"{target}.model.generation_config", cache_len)
         self._report(original, PIPELINE)
