@@ -670,6 +670,8 @@ class TrainingFamily(Family):
 
     # --- calls -------------------------------------------------------------------------------------------
     def leave_Call(self, original: cst.Call, updated: cst.Call):
+        if len(original.args) != len(updated.args):  # restructured by an earlier family: not ours to pair up
+            return updated
         qualified = self.ctx.qualified(original.func)
         if qualified in RENAMES or qualified in TARGET_CALLS:
             target = RENAMES.get(qualified) or TARGET_CALLS[qualified]
@@ -784,7 +786,11 @@ class TrainingFamily(Family):
             elif action.kind == "distributed":
                 removed.add(id(arg))
                 self.ctx.report(
-                    before, MOVED_TO_DISTRIBUTED_CONFIG, f"`{name}` -> DistributedConfig: {action.note}."
+                    before,
+                    MOVED_TO_DISTRIBUTED_CONFIG,
+                    f"`{name}` -> DistributedConfig: {action.note}."
+                    if parallelism is not None and parallelism.sharded
+                    else f"`{name}` removed: it does not shard the model, so there is nothing to move.",
                 )
             elif name == "logging_dir":
                 removed.add(id(arg))
