@@ -10,7 +10,7 @@ A load whose checkpoint cannot be recovered statically (a compiled folder) is le
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import libcst as cst
 import libcst.matchers as m
@@ -176,11 +176,9 @@ class _Args:
     model: tuple[cst.Arg, cst.Arg] | None
     keywords: dict[str, tuple[cst.Arg, cst.Arg]]
     order: list[str]  # keyword names in source order
-    last_comma: cst.Comma | cst.MaybeSentinel = cst.MaybeSentinel.DEFAULT
-    closing: cst.BaseParenthesizableWhitespace = cst.SimpleWhitespace("")  # before `)`
-    separator: cst.Comma = field(
-        default_factory=lambda: cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    )
+    last_comma: cst.Comma | cst.MaybeSentinel  # layout after the last argument...
+    closing: cst.BaseParenthesizableWhitespace  # ...and before `)`
+    separator: cst.Comma  # layout between arguments (comment-free)
 
 
 def _split_args(
@@ -202,7 +200,7 @@ def _split_args(
         if old.star:
             raise Unmapped(
                 UNMAPPED_ARGUMENTS,
-                f"{what} receives `{old.star}{cst.Module([]).code_for_node(old.value)}`, whose keys the codemod "
+                f"{what} receives `{old.star}{_code(old.value)}`, whose keys the codemod "
                 "cannot see; spell the arguments out and run neuron-migrate again",
             )
         if old.keyword is None:
@@ -464,9 +462,8 @@ class InferenceFamily(Family):
         """`inputs = tokenizer(..., return_tensors="pt")[.attr]` next to a migrated model: move the inputs to the
         model's device (processors: also cast floating tensors to its dtype); check the prompt padding."""
         call, updated_call = original.value, updated.value
-        if isinstance(call, cst.Attribute) and isinstance(
-            updated_call, cst.Attribute
-        ):  # `processor(...).input_features`
+        # `processor(...).input_features`: move the whole batch, then take the attribute
+        if isinstance(call, cst.Attribute) and isinstance(updated_call, cst.Attribute):
             call, updated_call = call.value, updated_call.value
         if not (
             isinstance(call, cst.Call)
@@ -494,23 +491,15 @@ class InferenceFamily(Family):
                 for arg in call.args
             )
             self.ctx.report(call, INPUTS_TO_DEVICE if padded else UNPADDED_PROMPTS)
-        moved_call = cst.Call(
-            func=cst.Attribute(value=updated_call, attr=cst.Name("to")),
-            args=[cst.Arg(cst.parse_expression(expression)) for expression in target],
-        )
-        moved_call = moved_call.with_changes(
-            args=[
-                arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                for arg in moved_call.args[:-1]
-            ]
-            + [moved_call.args[-1]]
-        )
+        template = cst.parse_expression(f"_.to({', '.join(target)})")
+        moved_call = template.with_changes(func=template.func.with_changes(value=updated_call))
         if isinstance(updated.value, cst.Attribute):
             return updated.with_changes(value=updated.value.with_changes(value=moved_call))
         return updated.with_changes(value=moved_call)
 
     def _preprocessor_kind(self, func: cst.BaseExpression) -> str | None:
-        """ "tokenizer"/"processor" for `tok(...)` or `tok.apply_chat_template(...)` on a known preprocessor."""
+        """The kind of preprocessor ("tokenizer"/"processor") called as `tok(...)` or
+        `tok.apply_chat_template(...)`; None when the callee is not a known preprocessor."""
         if m.matches(func, m.Attribute(attr=m.Name("apply_chat_template"))):
             func = func.value
         return self._preprocessors.get(_code(func))
@@ -800,7 +789,7 @@ class InferenceFamily(Family):
             raise Unmapped(
                 UNMAPPED_ARGUMENTS, "no model is passed (optimum picks a default); pass model= by hand"
             )
-        probe = _Args(model, args.keywords, args.order)
+        probe = replace(args, model=model)  # the checks look at the model, not the task
         self._check_not_compiled(probe, "a model")
         self._check_hub_id(probe)
         settings: dict[str, tuple[cst.Arg, cst.BaseExpression]] = {}  # setting -> (original node, value)
