@@ -153,7 +153,6 @@ class Target:
     name: str
     arguments: dict[str, ArgAction] | None = None  # the keyword table, for arguments classes
     trainer: bool = False  # a trainer constructor (tokenizer= -> processing_class=)
-    adds_compile: bool = True  # arguments classes: add torch_compile=True when migrated
 
 
 def _table(entries) -> dict[str, Target]:
@@ -450,7 +449,6 @@ class TrainingFamily(Family):
         self._line: cst.SimpleStatementLine | None = None
         self._line_prefix: list[cst.BaseStatement] = []
         self._assigned: dict[int, str] = {}  # id(call) -> variable it is assigned to
-        self._removed_lines: set[int] = set()
         self._unwrap: set[int] = set()  # ids of `with lazy_load_for_parallelism` statements to unwrap
 
     # --- scopes and bookkeeping --------------------------------------------------------------------------
@@ -526,7 +524,7 @@ class TrainingFamily(Family):
                     self._aliases.append((module, name, asname))
                 else:
                     self.ctx.remove_import(module, name)
-            elif qualified in TRAINING_MODELS or qualified in self.SYMBOLS:
+            elif qualified in self.SYMBOLS:
                 self.ctx.remove_import(module, name, asname)  # only if every use was rewritten
         return updated
 
@@ -582,8 +580,6 @@ class TrainingFamily(Family):
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         self._line = None
         prefix, self._line_prefix = self._line_prefix, []
-        if id(original) in self._removed_lines:
-            return cst.RemoveFromParent()
         if len(original.body) == 1 and isinstance(original.body[0], cst.Expr):
             call = original.body[0].value
             if isinstance(call, cst.Call) and self.ctx.qualified(call.func) in CONSOLIDATION_FUNCTIONS:
@@ -623,7 +619,11 @@ class TrainingFamily(Family):
         return True
 
     def visit_With(self, node: cst.With) -> None:
-        if len(node.items) != 1 or not isinstance(node.items[0].item, cst.Call):
+        if (
+            len(node.items) != 1
+            or not isinstance(node.items[0].item, cst.Call)
+            or not isinstance(node.body, cst.IndentedBlock)
+        ):
             return
         call = node.items[0].item
         if self.ctx.qualified(call.func) not in LAZY_LOAD_FUNCTIONS:
@@ -632,7 +632,7 @@ class TrainingFamily(Family):
             (arg for arg in call.args[:1] if arg.keyword is None and not arg.star), None
         )
         pp = _find_keyword(call, "pipeline_parallel_size")
-        loads = [load for load in self._model_loads(node.body)]
+        loads = self._model_loads(node.body)
         reason = None
         if pp is not None and not _is_literal(pp.value, "1"):
             reason = "pipeline parallelism has no documented TorchNeuron equivalent for HF models"
@@ -650,7 +650,13 @@ class TrainingFamily(Family):
         self._scope.parallelism = parallelism
         self._scope.load_targets.add(id(loads[0]))
         self._unwrap.add(id(node))
-        self.ctx.report(call, LAZY_LOAD)
+        message = LAZY_LOAD.action
+        if parallelism.sharded and parallelism.zero_1 is None:
+            message += (
+                " No ZeRO-1 setting is visible here, so the data-parallel ranks replicate the model "
+                "(dp_replicate_size); if you trained with --zero_1, use fsdp_size instead."
+            )
+        self.ctx.report(call, LAZY_LOAD, message)
 
     def leave_With(self, original: cst.With, updated: cst.With):
         reason = self._lazy_load_todo.get(id(original))
