@@ -1,8 +1,8 @@
 """Splitting one matrix across machines (``--shard I/N``) and merging the results files back.
 
-Rows are keyed by architecture *and* measurement environment (backend, simulated, torch, transformers,
-settings_id): rows measured under different environments are never folded together, they stay separate
-runs (separate columns of the report). Within one environment, a later row for the same architecture is a
+Rows are keyed by architecture *and* measurement environment (torch, transformers, backend, settings_id:
+the ``--resume`` key): rows measured under different environments are never folded together, they stay
+separate runs (separate columns of the report). Within one environment, a later row for the same architecture is a
 rerun and replaces the earlier one, the same rule the report applies when it reads a file; `merge` lists
 every such replacement whose outcome differs, so nothing is overridden silently. "Later" means later in
 the order the files are given, then later in the file (the harness only ever appends).
@@ -17,7 +17,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ENV_KEY_FIELDS = ("backend", "simulated", "torch", "transformers", "settings_id")
+from compat_matrix.results import ResultsFileError, read_rows, resume_key
+
 # Measurements that change from one run to the next without the outcome changing.
 VOLATILE_FIELDS = frozenset({"seconds", "probe_seconds", "peak_rss_mb"})
 
@@ -55,11 +56,11 @@ class Shard:
 class SourceRow:
     row: dict
     path: Path
-    line: int
+    number: int  # 1-based position among the file's rows
 
     @property
     def where(self) -> str:
-        return f"{self.path}:{self.line}"
+        return f"{self.path} row {self.number}"
 
 
 @dataclass
@@ -86,7 +87,6 @@ class MergeResult:
     groups: list[EnvGroup]
     replacements: list[Replacement]
     identical_duplicates: int
-    skipped_partial_lines: list[str]
 
     @property
     def rows(self) -> list[dict]:
@@ -104,17 +104,9 @@ def _rank_order(row: dict) -> tuple:
     return (0, rank, row["model_type"]) if ranked else (1, 0, row["model_type"])
 
 
-def row_env(row: dict) -> dict:
-    """The row's environment; top-level backend/simulated fill in when the env block lacks them."""
-    env = dict(row.get("env") or {})
-    for name in ("backend", "simulated"):
-        if env.get(name) is None and row.get(name) is not None:
-            env[name] = row[name]
-    return env
-
-
-def env_key(env: dict) -> tuple[str, ...]:
-    return tuple(str(env.get(name)) for name in ENV_KEY_FIELDS)
+def environment_key(row: dict) -> tuple:
+    """What a row was measured under: the ``--resume`` key without the architecture."""
+    return resume_key(row)[1:]
 
 
 def env_label(env: dict) -> str:
@@ -131,38 +123,6 @@ def differing_fields(old: dict, new: dict) -> list[str]:
     return sorted(name for name in names if old.get(name) != new.get(name))
 
 
-def read_rows(path: Path) -> tuple[list[SourceRow], str | None]:
-    """Rows of one results file, plus a note when its last line is an interrupted (partial) write.
-
-    The harness appends each row as one complete line, so only the final line can be partial (the writer
-    was killed mid-line); that line is skipped with a note. Any other bad line is an error.
-    """
-    if not path.is_file():
-        raise MergeError(f"{path}: no such results file")
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    rows: list[SourceRow] = []
-    partial = None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            if number == len(lines):  # no newline after it: the write never finished
-                partial = f"{path}:{number}: skipped an incomplete last line (an interrupted write)"
-                continue
-            raise MergeError(
-                f"{path}:{number}: not valid JSON ({error.msg}); is this a results file?"
-            ) from None
-        if not isinstance(row, dict) or not isinstance(row.get("model_type"), str) or "verdict" not in row:
-            raise MergeError(
-                f"{path}:{number}: expected a results row (a JSON object with model_type and verdict)"
-            )
-        rows.append(SourceRow(row, path, number))
-    return rows, partial
-
-
 def merge_results(paths: list[Path]) -> MergeResult:
     """Merges results files: one row per (environment, architecture), later rows replacing earlier ones."""
     if not paths:
@@ -170,26 +130,35 @@ def merge_results(paths: list[Path]) -> MergeResult:
     groups: dict[tuple, EnvGroup] = {}
     replacements: list[Replacement] = []
     identical = 0
-    partial_notes = []
     for path in paths:
-        rows, partial = read_rows(path)
-        if partial:
-            partial_notes.append(partial)
-        for source in rows:
-            env = row_env(source.row)
-            group = groups.setdefault(env_key(env), EnvGroup(env=env, label=env_label(env)))
+        if not path.is_file():
+            raise MergeError(f"{path}: no such results file")
+        try:
+            rows = read_rows(path)
+        except ResultsFileError as error:
+            raise MergeError(str(error)) from None
+        for number, row in enumerate(rows, start=1):
+            source = SourceRow(row, path, number)
+            try:
+                key = environment_key(row)
+            except (KeyError, TypeError):
+                raise MergeError(
+                    f"{source.where}: its env lacks torch/transformers/backend/settings_id"
+                ) from None
+            group = groups.setdefault(key, EnvGroup(env=row["env"], label=env_label(row["env"])))
             if path not in group.sources:
                 group.sources.append(path)
-            model_type = source.row["model_type"]
-            earlier = group.rows.get(model_type)
+            earlier = group.rows.get(row["model_type"])
             if earlier is not None:
-                differing = differing_fields(earlier.row, source.row)
+                differing = differing_fields(earlier.row, row)
                 if differing:
-                    replacements.append(Replacement(model_type, group.label, source, earlier, differing))
+                    replacements.append(
+                        Replacement(row["model_type"], group.label, source, earlier, differing)
+                    )
                 else:
                     identical += 1
-            group.rows[model_type] = source
-    return MergeResult(list(groups.values()), replacements, identical, partial_notes)
+            group.rows[row["model_type"]] = source
+    return MergeResult(list(groups.values()), replacements, identical)
 
 
 def write_rows_atomically(path: Path, rows: list[dict]) -> None:
@@ -208,7 +177,7 @@ def write_rows_atomically(path: Path, rows: list[dict]) -> None:
 
 def summary_lines(result: MergeResult) -> list[str]:
     """What the merge did, for the user: one line per environment, then every replaced outcome."""
-    lines = list(result.skipped_partial_lines)
+    lines = []
     for group in result.groups:
         sources = ", ".join(str(path) for path in group.sources)
         lines.append(f"{len(group.rows)} architectures measured on {group.label}  (from {sources})")

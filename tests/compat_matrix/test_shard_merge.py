@@ -35,6 +35,12 @@ def result_row(
         "error": None if verdict == "works" else "boom",
         "compile_count": 2,
         "recompile_count": 0,
+        "recompile_reasons": [],
+        "graph_breaks": 0,
+        "graph_break_reasons": [],
+        "unsupported_ops": [],
+        "outputs_match": verdict == "works",
+        "train_compile_count": 1,
         "seconds": 3.5,
         "env": env,
     }
@@ -128,13 +134,6 @@ def test_only_env_key_fields_separate_runs(tmp_path):
     assert result.identical_duplicates == 1
 
 
-def test_top_level_backend_fills_a_missing_env_backend(tmp_path):
-    bare_env = {key: value for key, value in SIM_ENV.items() if key not in ("backend", "simulated")}
-    row = result_row("llama", 1) | {"env": bare_env}
-    path = write_jsonl(tmp_path / "r.jsonl", [row, result_row("qwen2", 2)])
-    assert len(merge_results([path]).groups) == 1
-
-
 def test_later_rerun_wins_and_is_reported(tmp_path):
     first = write_jsonl(tmp_path / "a.jsonl", [result_row("llama", 1, "timeout"), result_row("qwen2", 2)])
     second = write_jsonl(tmp_path / "b.jsonl", [result_row("llama", 1, "works", seconds=9.0)])
@@ -142,10 +141,15 @@ def test_later_rerun_wins_and_is_reported(tmp_path):
     assert [row["verdict"] for row in result.rows] == ["works", "works"]
     [replaced] = result.replacements
     assert replaced.model_type == "llama"
-    assert replaced.kept.where == f"{second}:1" and replaced.dropped.where == f"{first}:1"
-    assert replaced.differing_fields == ["error", "stage", "verdict"]  # seconds is a timing, not an outcome
+    assert replaced.kept.where == f"{second} row 1" and replaced.dropped.where == f"{first} row 1"
+    assert replaced.differing_fields == [
+        "error",
+        "outputs_match",
+        "stage",
+        "verdict",
+    ]  # seconds is a timing, not an outcome
     summary = "\n".join(summary_lines(result))
-    assert f"kept works from {second}:1 over timeout from {first}:1" in summary
+    assert f"kept works from {second} row 1 over timeout from {first} row 1" in summary
 
 
 def test_file_order_decides_which_rerun_wins(tmp_path):
@@ -160,32 +164,24 @@ def test_identical_duplicates_are_dropped_quietly(tmp_path):
     assert len(result.rows) == 1 and result.identical_duplicates == 3 and result.replacements == []
 
 
-def test_incomplete_last_line_is_skipped_with_a_note(tmp_path):
-    path = tmp_path / "interrupted.jsonl"
-    path.write_text(
-        json.dumps(result_row("llama", 1)) + "\n" + '{"model_type": "qwen2", "verd', encoding="utf-8"
-    )
-    result = merge_results([path])
-    assert [row["model_type"] for row in result.rows] == ["llama"]
-    assert result.skipped_partial_lines == [
-        f"{path}:2: skipped an incomplete last line (an interrupted write)"
-    ]
-
-
-@pytest.mark.parametrize(
-    ("content", "message"),
-    [
-        ('{"model_type": "llama", "verdict": "works"}\nnot json\n', r":2: not valid JSON"),
-        ('["a list"]\n', r":1: expected a results row"),
-        ('{"verdict": "works"}\n', r":1: expected a results row"),
-        ('{"model_type": "llama"}\n', r":1: expected a results row"),
-    ],
-)
-def test_corrupt_files_are_refused(tmp_path, content, message):
-    path = tmp_path / "bad.jsonl"
-    path.write_text(content, encoding="utf-8")
-    with pytest.raises(MergeError, match=message):
-        merge_results([path])
+def test_corrupt_files_are_refused_with_their_line(tmp_path):
+    good = json.dumps(result_row("llama", 1))
+    cases = {
+        "truncated.jsonl": (good + "\n" + good[:40], r"truncated.jsonl:2: not a JSON line"),
+        "foreign.jsonl": (
+            '{"model_type": "llama", "verdict": "works"}\n',
+            r"foreign.jsonl:1: not a neuron-compat",
+        ),
+        "no-env.jsonl": (
+            json.dumps(result_row("llama", 1) | {"env": {}}) + "\n",
+            r"no-env.jsonl row 1: its env",
+        ),
+    }
+    for name, (content, message) in cases.items():
+        path = tmp_path / name
+        path.write_text(content, encoding="utf-8")
+        with pytest.raises(MergeError, match=message):
+            merge_results([path])
 
 
 def test_missing_file_and_no_file_are_refused(tmp_path):
