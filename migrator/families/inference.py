@@ -182,9 +182,14 @@ class _Args:
 
 
 def _split_args(
-    original: cst.Call, updated: cst.Call, what: str, dicts: dict[str, cst.Dict] | None = None
+    original: cst.Call,
+    updated: cst.Call,
+    what: str,
+    dicts: dict[str, cst.Dict] | None = None,
+    positional: tuple[str, ...] = (),
 ) -> _Args:
-    """Split a call's arguments; `**name` is expanded when `name` holds a literal dict (`dicts`)."""
+    """Split a call's arguments; `**name` is expanded when `name` holds a literal dict (`dicts`); positional
+    arguments after the first are filed under the parameter names in `positional` (and stay positional)."""
     if len(original.args) != len(updated.args):
         raise Unmapped(UNMAPPED_ARGUMENTS, f"the arguments of this {what} were changed by another rewrite")
     model = None
@@ -203,7 +208,10 @@ def _split_args(
                 f"{what} receives `{old.star}{_code(old.value)}`, whose keys the codemod "
                 "cannot see; spell the arguments out and run neuron-migrate again",
             )
-        if old.keyword is None:
+        if old.keyword is None and 0 < index <= len(positional):
+            keywords[positional[index - 1]] = (old, new)
+            order.append(positional[index - 1])
+        elif old.keyword is None:
             if index:
                 raise Unmapped(
                     UNMAPPED_ARGUMENTS, f"{what} has extra positional arguments; rewrite it by hand"
@@ -391,16 +399,16 @@ class InferenceFamily(Family):
     def _visible_dicts(self) -> dict[str, cst.Dict]:
         return {**self._dicts[0], **self._dicts[-1]}
 
+    def _model_scopes(self) -> tuple[list[str], ...]:
+        """Migrated models visible here, nearest first: function, class attributes, module."""
+        return (self._scopes[-1], self._class_scopes[-1] if self._class_scopes else [], self._scopes[0])
+
     def _model_in_scope(self) -> str | None:
-        """The most recently migrated model visible here (function, then class attributes, then module)."""
-        for scope in (
-            self._scopes[-1],
-            self._class_scopes[-1] if self._class_scopes else [],
-            self._scopes[0],
-        ):
-            if scope:
-                return scope[-1]
-        return None
+        """The most recently migrated model visible here."""
+        return next((scope[-1] for scope in self._model_scopes() if scope), None)
+
+    def _models_in_scope(self) -> set[str]:
+        return {name for scope in self._model_scopes() for name in scope}
 
     # --- statements -------------------------------------------------------------------------------------------
 
@@ -779,7 +787,7 @@ class InferenceFamily(Family):
         )
 
     def _pipeline(self, original: cst.Call, updated: cst.Call, owner, method) -> cst.Call:
-        args = _split_args(original, updated, "pipeline()", self._visible_dicts())
+        args = _split_args(original, updated, "pipeline()", self._visible_dicts(), positional=("model",))
         task = args.model  # pipeline's first positional argument is the task
         if task is None and "task" in args.keywords:
             task = args.keywords["task"]
@@ -789,9 +797,12 @@ class InferenceFamily(Family):
             raise Unmapped(
                 UNMAPPED_ARGUMENTS, "no model is passed (optimum picks a default); pass model= by hand"
             )
-        probe = replace(args, model=model)  # the checks look at the model, not the task
-        self._check_not_compiled(probe, "a model")
-        self._check_hub_id(probe)
+        # A model object migrated above is already on its device(s) with its static cache set.
+        model_object = _code(model[1].value) in self._models_in_scope()
+        if not model_object:
+            probe = replace(args, model=model)  # the checks look at the model, not the task
+            self._check_not_compiled(probe, "a model")
+            self._check_hub_id(probe)
         settings: dict[str, tuple[cst.Arg, cst.BaseExpression]] = {}  # setting -> (original node, value)
         for name in args.order:
             old, new = args.keywords[name]
@@ -827,15 +838,11 @@ class InferenceFamily(Family):
                     "AutoModelForCausalLM.from_pretrained(id, distributed_config=DistributedConfig(tp_size=N)), pass "
                     "the model object to transformers.pipeline and launch with torchrun",
                 )
-        if (
-            "sequence_length" in settings
-            and task_name != "text-generation"
-            and not isinstance(task_name, str)
-        ):
+        if "sequence_length" in settings and task_name is ...:
             raise Unmapped(
                 UNMAPPED_ARGUMENTS, "the task is chosen at run time, so sequence_length cannot be mapped"
             )
-        extra = [_kwarg("device", _string("neuron"))]
+        extra = [] if model_object else [_kwarg("device", _string("neuron"))]
         for name, (old, value) in settings.items():
             if name in t.DTYPE_ARGS:
                 extra.append(_kwarg("dtype", self._dtype(name, old, cst.Arg(value))))
@@ -856,7 +863,7 @@ class InferenceFamily(Family):
         if args.model is None and task is not None:  # task=... keyword: keep it first
             kept.insert(0, "task")
         kept.insert(1 if "task" in kept else 0, "model")
-        if task_name == "text-generation":
+        if task_name == "text-generation" and not model_object:
             if original not in self._assigned_calls:
                 raise Unmapped(
                     UNMAPPED_ARGUMENTS,
