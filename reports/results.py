@@ -55,6 +55,7 @@ ENV_KEY_FIELDS = ("backend", "simulated", "torch", "transformers", "settings_id"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_RESULTS = REPO_ROOT / "fixtures" / "compat" / "results-neuron-sim.jsonl"
 TOP100_NAME = "top100.csv"
+OPTIMUM_NEURON_NAME = "optimum_neuron_0.4.5.csv"
 
 
 class ResultsError(Exception):
@@ -174,14 +175,39 @@ def _yes(value: str | None) -> bool | None:
 
 
 def load_top100(results_paths: list[Path]) -> list[Top100Entry]:
-    """The ranked list the harness measured against: `top100.csv` next to a results file, else the repo's."""
-    candidates = [path.parent / TOP100_NAME for path in results_paths] + [
-        REFERENCE_RESULTS.parent / TOP100_NAME
-    ]
-    for candidate in candidates:
-        if candidate.is_file():
-            return _read_top100(candidate)
+    """The ranked list the harness measured against: `top100.csv` next to a results file, else the repo's.
+
+    optimum-neuron's documented support comes from the list's own columns or from
+    `optimum_neuron_0.4.5.csv` beside it.
+    """
+    candidates = [path.parent / TOP100_NAME for path in results_paths]
+    for candidate in [*candidates, REFERENCE_RESULTS.parent / TOP100_NAME]:
+        if not candidate.is_file():
+            continue
+        support = _read_optimum_neuron(candidate.parent / OPTIMUM_NEURON_NAME)
+        return [
+            entry
+            if entry.optimum_neuron_inference is not None
+            else Top100Entry(entry.rank, entry.model_type, *support.get(entry.model_type, (None, None)))
+            for entry in _read_top100(candidate)
+        ]
     return []
+
+
+def _read_optimum_neuron(path: Path) -> dict[str, tuple[bool | None, bool | None]]:
+    """model_type -> (inference, training) from the harness's optimum-neuron support table, if present."""
+    if not path.is_file():
+        return {}
+    flags = {"true": True, "yes": True, "false": False, "no": False}
+    with path.open(encoding="utf-8", newline="") as handle:
+        return {
+            record["model_type"]: (
+                flags.get((record.get("inference") or "").strip().lower()),
+                flags.get((record.get("training") or "").strip().lower()),
+            )
+            for record in csv.DictReader(handle)
+            if record.get("model_type")
+        }
 
 
 def _read_top100(path: Path) -> list[Top100Entry]:

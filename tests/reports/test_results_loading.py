@@ -145,3 +145,21 @@ def test_env_date_is_used_when_the_harness_records_one(tmp_path):
     record = {"model_type": "llama", "verdict": "works", "env": {"backend": "neuron", "date": "2026-11-02"}}
     (run,) = load_runs([write_jsonl(tmp_path / "r.jsonl", [record])])
     assert run.date == "2026-11-02"
+
+
+def test_optimum_neuron_support_from_the_separate_table(tmp_path, rows):
+    (tmp_path / "top100.csv").write_text("rank,model_type\n1,llama\n2,qwen2\n3,mistral\n")
+    (tmp_path / "optimum_neuron_0.4.5.csv").write_text(
+        "model_type,inference,training,note\nllama,true,true,\nqwen2,true,,\nmistral,false,,\n"
+    )
+    path = write_jsonl(
+        tmp_path / "results.jsonl", [dict(rows["results-sim"][0], optimum_neuron_inference=None)]
+    )
+    top100 = load_top100([path])
+    assert [(e.model_type, e.optimum_neuron_inference, e.optimum_neuron_training) for e in top100] == [
+        ("llama", True, True),
+        ("qwen2", True, None),
+        ("mistral", False, None),
+    ]
+    figures = headline(long_frame(load_runs([path]), top100), 0, top100)
+    assert (figures.documented_inference, figures.documented_training) == (2, 1)
