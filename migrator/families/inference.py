@@ -688,9 +688,19 @@ class InferenceFamily(Family):
         self, updated: cst.Call, module: str, target: str, owner: str, args: list[cst.Arg]
     ) -> cst.Call:
         self._import(module, target)
-        self.ctx.remove_import(*owner.rsplit(".", 1))
+        self._drop_source_import(updated.func.value, owner)
         func = updated.func.with_changes(value=cst.Name(target), attr=cst.Name("from_pretrained"))
         return updated.with_changes(func=func, args=args)
+
+    def _drop_source_import(self, reference: cst.BaseExpression, qualified: str) -> None:
+        """Ask for the optimum import behind `reference` to go (it stays while anything still uses it):
+        `from m import X [as Y]` for a bare name, `import m [as alias]` for `alias.X`."""
+        module, name = qualified.rsplit(".", 1)
+        if isinstance(reference, cst.Name):
+            self.ctx.remove_import(module, name, reference.value if reference.value != name else None)
+            return
+        head = _code(reference).split(".")[0]
+        self.ctx.remove_import(module, None, head if head != module.split(".")[0] else None)
 
     def _traced_model(self, original: cst.Call, updated: cst.Call, owner: str, method: str) -> cst.Call:
         args = _split_args(original, updated, "this load", self._visible_dicts())
@@ -878,7 +888,7 @@ class InferenceFamily(Family):
         self._report(original, PIPELINE)
         # `transformers.pipeline`, not `pipeline`: the optimum `pipeline` import stays while any call still uses it.
         self._import("transformers")
-        self.ctx.remove_import(*self.ctx.qualified(original.func).rsplit(".", 1))
+        self._drop_source_import(original.func, self.ctx.qualified(original.func))
         return updated.with_changes(
             func=cst.parse_expression("transformers.pipeline"), args=_assemble(args, kept, extra)
         )
