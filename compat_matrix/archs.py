@@ -1,0 +1,59 @@
+"""Which architectures to run: the ranked top-100 list, every causal-LM ``model_type``, or a comma list;
+plus the optimum-neuron 0.4.5 support columns."""
+
+from __future__ import annotations
+
+import csv
+from functools import cache
+from pathlib import Path
+
+from compat_matrix.tiny import causal_lm_model_types
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compat"
+TOP100_CSV = FIXTURES / "top100.csv"
+OPTIMUM_NEURON_CSV = FIXTURES / "optimum_neuron_0.4.5.csv"
+
+
+class UnknownArchitecture(ValueError):
+    """A requested name is not a causal-LM ``model_type`` of the installed Transformers."""
+
+
+@cache
+def ranks() -> dict[str, int]:
+    with TOP100_CSV.open(newline="") as handle:
+        return {row["model_type"]: int(row["rank"]) for row in csv.DictReader(handle)}
+
+
+def top100() -> list[str]:
+    return sorted(ranks(), key=ranks().get)
+
+
+def select_architectures(spec: str) -> list[str]:
+    """``top100``, ``all`` or ``a,b,c`` -> model types, checked against the installed Transformers."""
+    known = causal_lm_model_types()
+    if spec == "top100":
+        return [model_type for model_type in top100() if model_type in known]
+    if spec == "all":
+        return known
+    wanted = [name.strip() for name in spec.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in known]
+    if unknown or not wanted:
+        raise UnknownArchitecture(
+            f"unknown architecture(s): {', '.join(unknown) or '(none given)'}. "
+            "Use `neuron-compat list` to see the causal-LM model types of the installed Transformers."
+        )
+    return list(dict.fromkeys(wanted))
+
+
+def _tri_state(value: str) -> bool | None:
+    return {"true": True, "false": False}.get(value.strip().lower())
+
+
+@cache
+def optimum_neuron_support() -> dict[str, tuple[bool | None, bool | None]]:
+    """model_type -> (inference, training) for optimum-neuron 0.4.5; None where it is not documented."""
+    with OPTIMUM_NEURON_CSV.open(newline="") as handle:
+        return {
+            row["model_type"]: (_tri_state(row["inference"]), _tri_state(row["training"]))
+            for row in csv.DictReader(handle)
+        }

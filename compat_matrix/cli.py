@@ -1,0 +1,181 @@
+"""``neuron-compat``: run the compatibility matrix, rank architectures from the Hub, list architectures."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from compat_matrix.settings import BACKENDS, ProbeSettings
+
+
+class BadInput(click.ClickException):
+    """A mistake in what the user asked for: clear message, exit code 2, no file touched."""
+
+    exit_code = 2
+
+
+@click.group()
+@click.version_option(package_name="neuron-migrate")
+def main() -> None:
+    """Which Transformers text-generation architectures work on TorchNeuron, and how often they recompile."""
+
+
+@main.command()
+@click.option(
+    "--archs", default="top100", show_default=True, help="top100, all, or a comma list of model types."
+)
+@click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default="auto",
+    show_default=True,
+    help="neuron: the real device; neuron-sim: CPU simulation; auto: neuron when present.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=Path("results.jsonl"),
+    show_default=True,
+    help="Results file (JSON lines, appended); a CSV twin is written next to it.",
+)
+@click.option("--resume", is_flag=True, help="Skip architectures already in the output for these settings.")
+@click.option(
+    "-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Parallel workers."
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Seconds per architecture before its worker is killed.",
+)
+@click.option(
+    "--memory-mb",
+    type=click.IntRange(min=64),
+    default=6144,
+    show_default=True,
+    help="Resident memory cap per worker.",
+)
+def run(
+    archs: str, backend: str, output: Path, resume: bool, jobs: int, timeout_s: float, memory_mb: int
+) -> None:
+    """Run every probe for each architecture, one isolated worker each, appending rows to OUTPUT."""
+    from compat_matrix.archs import UnknownArchitecture, select_architectures
+    from compat_matrix.environment import BackendUnavailable, resolve_backend, run_env
+    from compat_matrix.results import ResultsFileError, check_writable, read_rows, resume_key
+
+    try:
+        model_types = select_architectures(archs)
+        resolved, why = resolve_backend(backend)
+        check_writable(output)
+        existing = read_rows(output)
+    except (UnknownArchitecture, BackendUnavailable, ResultsFileError) as error:
+        raise BadInput(str(error)) from None
+    if existing and not resume:
+        raise BadInput(
+            f"{output} already has {len(existing)} row(s); pass --resume to continue it, or choose -o"
+        )
+    click.echo(why, err=True)
+    settings = ProbeSettings(backend=resolved, timeout_s=timeout_s, memory_mb=memory_mb)
+    env = run_env(settings)
+    done = {resume_key(row) for row in existing}
+    todo = [
+        m
+        for m in model_types
+        if (m, env["torch"], env["transformers"], resolved, env["settings_id"]) not in done
+    ]
+    if len(todo) < len(model_types):
+        click.echo(
+            f"--resume: {len(model_types) - len(todo)} architecture(s) already in {output}, skipped", err=True
+        )
+    click.echo(
+        f"{len(todo)} architecture(s), backend {resolved} (simulated: {str(resolved == 'neuron-sim').lower()}), "
+        f"torch {env['torch']}, transformers {env['transformers']}, settings {env['settings_id']}, -j {jobs}",
+        err=True,
+    )
+    run_and_record(todo, settings, jobs, output, existing)
+
+
+def run_and_record(
+    todo: list[str], settings: ProbeSettings, jobs: int, output: Path, existing: list[dict]
+) -> None:
+    from tqdm import tqdm
+
+    from compat_matrix.results import append_row, export_csv
+    from compat_matrix.runner import run_local
+
+    rows = list(existing)
+    failures = 0
+    csv_path = output.with_suffix(".csv")
+    with tqdm(total=len(todo), unit="arch", dynamic_ncols=True, file=sys.stderr) as progress:
+
+        def record(row: dict) -> None:
+            nonlocal failures
+            append_row(output, row)
+            rows.append(row)
+            failures += row["verdict"] not in ("works", "works-with-caveats")
+            progress.set_postfix_str(f"last {row['model_type']}: {row['verdict']}, not working {failures}")
+            progress.update(1)
+
+        try:
+            run_local(todo, settings, jobs, record)
+        except KeyboardInterrupt:
+            export_csv(rows, csv_path)
+            click.echo(f"\ninterrupted: {len(rows)} row(s) kept in {output}; rerun with --resume", err=True)
+            sys.exit(130)
+    export_csv(rows, csv_path)
+    click.echo(summary(rows, output, csv_path))
+
+
+def summary(rows: list[dict], output: Path, csv_path: Path) -> str:
+    from collections import Counter
+
+    counts = Counter(row["verdict"] for row in rows)
+    order = ("works", "works-with-caveats", "fails", "harness-error", "timeout", "crash")
+    parts = ", ".join(f"{verdict} {counts[verdict]}" for verdict in order if counts[verdict])
+    return f"{len(rows)} row(s) in {output} (CSV: {csv_path}): {parts or 'none'}"
+
+
+@main.command("list")
+@click.option("--archs", default="all", show_default=True, help="top100, all, or a comma list.")
+def list_architectures(archs: str) -> None:
+    """Print the architectures a run would cover, with rank and optimum-neuron 0.4.5 support."""
+    from compat_matrix.archs import UnknownArchitecture, optimum_neuron_support, ranks, select_architectures
+
+    try:
+        model_types = select_architectures(archs)
+    except UnknownArchitecture as error:
+        raise BadInput(str(error)) from None
+    marks = {True: "yes", False: "no", None: "-"}
+    click.echo(f"{'rank':>4}  {'model_type':<28} {'ON-inference':<13} ON-training")
+    for model_type in model_types:
+        inference, training = optimum_neuron_support().get(model_type, (None, None))
+        rank = ranks().get(model_type)
+        click.echo(f"{rank or '':>4}  {model_type:<28} {marks[inference]:<13} {marks[training]}")
+    click.echo(f"{len(model_types)} architecture(s)", err=True)
+
+
+@main.command()
+@click.option(
+    "--from-hub", is_flag=True, required=True, help="Recompute the ranking from the Hugging Face Hub."
+)
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), default=Path("top100.csv"), show_default=True
+)
+@click.option("--top", type=click.IntRange(min=1), default=100, show_default=True)
+def rank(from_hub: bool, output: Path, top: int) -> None:
+    """Rank causal-LM architectures by Hub downloads of text-generation models (needs network)."""
+    from compat_matrix.rank import HubUnavailable, rank_from_hub, write_ranking
+    from compat_matrix.results import ResultsFileError, check_writable
+
+    try:
+        check_writable(output)
+        ranking = rank_from_hub(top=top, progress=True)
+    except (ResultsFileError, HubUnavailable) as error:
+        raise BadInput(str(error)) from None
+    write_ranking(ranking, output)
+    click.echo(f"wrote {len(ranking.rows)} ranked architectures to {output} (snapshot {ranking.snapshot})")

@@ -1,0 +1,60 @@
+"""Run header shared by every row: versions, platform, backend, settings hash."""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+
+from compat_matrix import HARNESS_VERSION
+from compat_matrix.settings import ProbeSettings
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run on this machine."""
+
+
+def neuron_device_available() -> bool:
+    """True on a Trainium host: torch_neuronx importable and at least one neuron device present."""
+    if importlib.util.find_spec("torch_neuronx") is None:
+        return False
+    import torch
+    import torch_neuronx  # noqa: F401  (registers the neuron device and the "neuron" dynamo backend)
+
+    neuron = getattr(torch, "neuron", None)
+    return bool(neuron is not None and neuron.is_available() and neuron.device_count() > 0)
+
+
+def resolve_backend(requested: str) -> tuple[str, str]:
+    """Return (backend, explanation). ``auto`` picks the real device when present, else the simulator."""
+    if requested == "neuron-sim":
+        return "neuron-sim", "neuron-sim requested: CPU simulation of the TorchNeuron rules (simulated: true)"
+    available = neuron_device_available()
+    if requested == "neuron":
+        if not available:
+            raise BackendUnavailable(
+                "backend 'neuron' needs torch_neuronx and a Neuron device (a trn2/trn3 host); neither was found. "
+                "Use --backend neuron-sim to simulate the TorchNeuron rules on CPU."
+            )
+        return "neuron", "neuron requested: TorchNeuron device found"
+    if available:
+        return "neuron", "auto: TorchNeuron device found, using backend 'neuron'"
+    return (
+        "neuron-sim",
+        "auto: no TorchNeuron device here (torch_neuronx or device missing), using 'neuron-sim'",
+    )
+
+
+def run_env(settings: ProbeSettings) -> dict:
+    import torch
+    import transformers
+
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "harness_version": HARNESS_VERSION,
+        "backend": settings.backend,
+        "simulated": settings.backend == "neuron-sim",
+        "settings_id": settings.settings_id(),
+    }

@@ -1,0 +1,100 @@
+"""``results.jsonl``: one complete JSON row per line, appended with a single write; CSV twin via pandas."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+REQUIRED_FIELDS = (
+    "model_type", "rank", "backend", "simulated", "verdict", "stage", "error", "compile_count",
+    "recompile_count", "recompile_reasons", "graph_breaks", "graph_break_reasons", "unsupported_ops",
+    "outputs_match", "train_compile_count", "seconds", "env",
+)  # fmt: skip
+VERDICTS = ("works", "works-with-caveats", "fails", "harness-error", "timeout", "crash")
+STAGES = ("build", "eager", "generate", "compare", "train")
+
+
+class ResultsFileError(ValueError):
+    """The results file cannot be used (corrupt, foreign, unwritable); nothing in it was changed."""
+
+
+def resume_key(row: dict) -> tuple:
+    """Rows are equivalent for ``--resume`` when architecture, versions, backend and probe settings match."""
+    env = row["env"]
+    return (row["model_type"], env["torch"], env["transformers"], env["backend"], env["settings_id"])
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Every row of ``path`` (empty if it does not exist); a line that is not one of our rows is an error."""
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ResultsFileError(
+                    f"{path}:{number}: not a JSON line ({error.msg}); the file is corrupt"
+                ) from None
+            missing = [name for name in REQUIRED_FIELDS if not isinstance(row, dict) or name not in row]
+            if missing:
+                raise ResultsFileError(
+                    f"{path}:{number}: not a neuron-compat result row (missing {', '.join(missing[:5])}); "
+                    "refusing to append to a foreign file"
+                )
+            if row["verdict"] not in VERDICTS:
+                raise ResultsFileError(f"{path}:{number}: unknown verdict {row['verdict']!r}")
+            rows.append(row)
+    return rows
+
+
+def check_writable(path: Path) -> None:
+    """Fail before any work if rows could not be appended to ``path``."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.exists() and path.is_dir():
+        raise ResultsFileError(f"{path} is a directory; give a file path with -o")
+    if not parent.is_dir():
+        raise ResultsFileError(f"cannot write {path}: directory {parent} does not exist")
+    if not os.access(path if path.exists() else parent, os.W_OK):
+        raise ResultsFileError(f"cannot write {path}: permission denied")
+
+
+def append_row(path: Path, row: dict) -> None:
+    """Append one row as one line with a single ``write`` on an O_APPEND descriptor, so a reader (or a crash)
+    never sees half a line."""
+    line = (json.dumps(row, sort_keys=False, default=str) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def rows_to_frame(rows: list[dict]):
+    import pandas as pd
+
+    flat = []
+    for row in rows:
+        item = {}
+        for key, value in row.items():
+            if key == "env":
+                item.update({f"env_{k}": v for k, v in value.items()})
+            elif isinstance(value, list):
+                item[key] = "; ".join(str(v) for v in value)
+            elif isinstance(value, dict):
+                item[key] = json.dumps(value, sort_keys=True)
+            else:
+                item[key] = value
+        flat.append(item)
+    return pd.DataFrame(flat)
+
+
+def export_csv(rows: list[dict], csv_path: Path) -> None:
+    tmp = csv_path.with_name(csv_path.name + ".tmp")
+    rows_to_frame(rows).to_csv(tmp, index=False)
+    os.replace(tmp, csv_path)
