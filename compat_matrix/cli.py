@@ -179,3 +179,27 @@ def rank(from_hub: bool, output: Path, top: int) -> None:
         raise BadInput(str(error)) from None
     write_ranking(ranking, output)
     click.echo(f"wrote {len(ranking.rows)} ranked architectures to {output} (snapshot {ranking.snapshot})")
+
+
+@main.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("compat.html"),
+    show_default=True,
+    help="Where to write the report.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "md", "csv"]),
+    default=None,
+    help="Output format (default: from the output's suffix, else html).",
+)
+def report(results: tuple[Path, ...], output: Path, fmt: str | None) -> None:
+    """Write the compatibility report for one or more results files (several are shown side by side)."""
+    from reports.compat_report import infer_format, write_report
+
+    sys.exit(write_report(list(results), output, fmt or infer_format(output)))
