@@ -126,3 +126,20 @@ def test_advice_follows_the_evidence(row, expected):
     text = " ".join(advice(row))
     assert all(fragment in text for fragment in expected)
     assert bool(text) == bool(expected)
+
+
+def test_neuron_compat_report_command(both, tmp_path):
+    from click.testing import CliRunner
+
+    from compat_matrix.cli import main
+
+    runner = CliRunner()
+    output = tmp_path / "compat.csv"
+    result = runner.invoke(main, ["report", *map(str, both), "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    assert output.read_text().startswith("run_label,")  # format from the suffix
+    result = runner.invoke(main, ["report", str(both[0]), "-o", str(tmp_path / "r.txt"), "--format", "md"])
+    assert result.exit_code == 0 and (tmp_path / "r.txt").read_text().startswith(
+        "# TorchNeuron compatibility"
+    )
+    assert runner.invoke(main, ["report", str(tmp_path / "missing.jsonl")]).exit_code == 2
