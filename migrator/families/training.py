@@ -667,7 +667,7 @@ class TrainingFamily(Family):
                 f"lazy_load_for_parallelism: {reason}; remove the with block and pass distributed_config="
                 "DistributedConfig(tp_size=..., fsdp_size=WORLD_SIZE // tp_size) to the model's from_pretrained",
             )
-        if id(original) not in self._unwrap:
+        if id(original) not in self._unwrap or not isinstance(updated, cst.With):
             return updated
         body = list(updated.body.body)
         if original.leading_lines:
@@ -676,7 +676,8 @@ class TrainingFamily(Family):
 
     # --- calls -------------------------------------------------------------------------------------------
     def leave_Call(self, original: cst.Call, updated: cst.Call):
-        if len(original.args) != len(updated.args):  # restructured by an earlier family: not ours to pair up
+        if not isinstance(updated, cst.Call) or len(original.args) != len(updated.args):
+            # Replaced or restructured by an earlier family: not ours to pair up.
             return updated
         qualified = self.ctx.qualified(original.func)
         if qualified in RENAMES or qualified in TARGET_CALLS:
