@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.families.training_args import SFT_CONFIG_ARGUMENTS, TRAINING_ARGUMENTS, ArgAction
+from migrator.families.training_args import (
+    SFT_CONFIG_ARGUMENTS,
+    TRAINING_ARGUMENTS,
+    TRAINING_NEURON_CONFIG_FIELDS,
+    ArgAction,
+)
 from migrator.rules import Severity, define
 from migrator.transform import Family, dotted_name
 
@@ -139,6 +144,15 @@ LOGGING_DIR = define(
     "`logging_dir=` in the training arguments (rejected by Transformers 5)",
     'Moved to `os.environ["TENSORBOARD_LOGGING_DIR"]`, set just before the arguments are built; Transformers '
     "5's TensorBoard callback reads its directory from there.",
+)
+
+NEURON_CONFIG = define(
+    "NM217",
+    Severity.WARNING,
+    "`TrainingNeuronConfig(...)` given to a training model's `from_pretrained`",
+    "Rewritten to `DistributedConfig(tp_size=..., fsdp_size=...)` passed as `distributed_config=` (ZeRO-1 becomes "
+    "FSDP2; without it the data-parallel ranks replicate the model). NxD-only fields are dropped; pipeline "
+    "parallelism, gradient_checkpointing and checkpoint_dir are left with a TODO.",
 )
 
 # --- Symbol tables -------------------------------------------------------------------------------------
@@ -417,6 +431,8 @@ class _Scope:
     parallelism: Parallelism | None = None
     args_variable: str | None = None  # variable holding the literal arguments the parallelism came from
     trn_config_names: set[str] = field(default_factory=set)
+    distributed_config_names: set[str] = field(default_factory=set)  # were `TrainingNeuronConfig(...)`
+    sharded_at_load: bool = False  # a model of this scope gets a sharding DistributedConfig
     load_targets: set[int] = field(default_factory=set)  # ids of original model loads to shard
     earlier_targets: set[int] = field(default_factory=set)  # ...already left when the sharding was read
     loads_left: dict[int, cst.Call] = field(default_factory=dict)  # id(original load) -> node returned
@@ -449,6 +465,8 @@ class TrainingFamily(Family):
         self._line: cst.SimpleStatementLine | None = None
         self._line_prefix: list[cst.BaseStatement] = []
         self._assigned: dict[int, str] = {}  # id(call) -> variable it is assigned to
+        self._inline_configs: set[int] = set()  # ids of TrainingNeuronConfig calls rewritten in place
+        self._rewritten_loads: set[str] = set()  # training model classes whose loads were rewritten
         self._unwrap: set[int] = set()  # ids of `with lazy_load_for_parallelism` statements to unwrap
 
     # --- scopes and bookkeeping --------------------------------------------------------------------------
@@ -524,6 +542,8 @@ class TrainingFamily(Family):
                     self._aliases.append((module, name, asname))
                 else:
                     self.ctx.remove_import(module, name)
+            elif qualified in TRAINING_MODELS and not asname and name == TRAINING_MODELS[qualified].name:
+                self._aliases.append((module, name, asname))  # `LlamaForCausalLM` keeps its spelling
             elif qualified in self.SYMBOLS:
                 self.ctx.remove_import(module, name, asname)  # only if every use was rewritten
         return updated
@@ -543,11 +563,12 @@ class TrainingFamily(Family):
             (module, name, asname)
             for module, name, asname in self._aliases
             if f"{module}.{name}" not in self._kept
+            and (f"{module}.{name}" in RENAMES or f"{module}.{name}" in self._rewritten_loads)
         }
         if not swaps:
             return updated
         for module, name, asname in swaps:
-            target = RENAMES[f"{module}.{name}"]
+            target = RENAMES.get(f"{module}.{name}") or TRAINING_MODELS[f"{module}.{name}"]
             self.ctx.add_import(target.module, target.name, asname if asname != target.name else None)
         return updated.visit(_AliasRemover(swaps))
 
@@ -605,14 +626,7 @@ class TrainingFamily(Family):
         name = assign.targets[0].target.value
         if not (isinstance(source, cst.Name) and source.value == scope.args_variable):
             return False
-        not_uses = {id(assign.targets[0].target)}
-        not_uses |= {
-            id(attribute.attr) for attribute in m.findall(scope.node, m.Attribute(attr=m.Name(name)))
-        }
-        not_uses |= {id(arg.keyword) for arg in m.findall(scope.node, m.Arg(keyword=m.Name(name)))}
-        uses = [n for n in m.findall(scope.node, m.Name(name)) if id(n) not in not_uses]
-        trn_args = {id(self._trn_config_arg(call)[1]) for call in self._training_loads(scope.node)}
-        if not all(id(use) in trn_args for use in uses):
+        if not self._only_trn_config_uses(name, scope):
             return False
         scope.trn_config_names.add(name)
         self.ctx.report(assign, TRN_CONFIG_ASSIGNMENT)
@@ -688,15 +702,7 @@ class TrainingFamily(Family):
                 updated = self._rename_keywords(original, updated, TRAINER_KEYWORDS)
             return self._renamed_func(original, updated) if qualified in RENAMES else updated
         if qualified in TRAINING_NEURON_CONFIGS:
-            self._kept.add(qualified)
-            self.ctx.todo(
-                original,
-                DISTRIBUTED_CONFIG_BY_HAND,
-                "TrainingNeuronConfig configures NxD; build DistributedConfig(tp_size=tensor_parallel_size, "
-                f"fsdp_size={_WORLD_SIZE} // tensor_parallel_size) instead and pass it as distributed_config= "
-                "to the Transformers model's from_pretrained",
-            )
-            return updated
+            return self._training_neuron_config(original, updated)
         if qualified in ACCELERATORS:
             self._kept.add(qualified)
             self.ctx.todo(
@@ -808,12 +814,8 @@ class TrainingFamily(Family):
         if migrated and not has_star and _find_keyword(original, "torch_compile") is None:
             additions.append(_keyword("torch_compile", cst.Name("True")))
             self.ctx.report(original, TORCH_COMPILE)
-        if (
-            parallelism is not None
-            and parallelism.sharded
-            and not has_star
-            and _find_keyword(original, "save_only_model") is None
-        ):
+        sharded = (parallelism is not None and parallelism.sharded) or self._scope.sharded_at_load
+        if sharded and not has_star and _find_keyword(original, "save_only_model") is None:
             additions.append(_keyword("save_only_model", cst.Name("True")))
             self.ctx.report(original, SAVE_ONLY_MODEL)
         packing = _find_keyword(original, "packing")
@@ -946,8 +948,12 @@ class TrainingFamily(Family):
     def _training_load(self, original: cst.Call, updated: cst.Call, target: Target) -> cst.Call:
         scope = self._scope
         index, trn_config = self._trn_config_arg(original)
+        as_config = id(trn_config) in self._inline_configs or (
+            isinstance(trn_config, cst.Name) and trn_config.value in scope.distributed_config_names
+        )
         carried = trn_config is not None and (
-            (isinstance(trn_config, cst.Name) and trn_config.value in scope.trn_config_names)
+            as_config
+            or (isinstance(trn_config, cst.Name) and trn_config.value in scope.trn_config_names)
             or m.matches(
                 trn_config,
                 m.Attribute(value=m.Name(scope.args_variable or ""), attr=m.Name("trn_config")),
@@ -955,7 +961,7 @@ class TrainingFamily(Family):
         )
         needs_target = scope.parallelism is not None and scope.parallelism.sharded
         if trn_config is not None and (
-            not carried or needs_target and id(original) not in scope.load_targets
+            not carried or needs_target and (as_config or id(original) not in scope.load_targets)
         ):
             owner = self.ctx.qualified(original.func.value)
             self._kept.add(owner)
@@ -972,6 +978,7 @@ class TrainingFamily(Family):
             )
             return updated
         self.ctx.report(original, TRAINING_MODEL, f"-> `transformers.{target.name}.from_pretrained`.")
+        self._rewritten_loads.add(self.ctx.qualified(original.func.value))
         args = list(updated.args)
         removed = set() if index is None else {id(args[index])}
         for position, (before, arg) in enumerate(zip(original.args, updated.args, strict=True)):
@@ -988,8 +995,70 @@ class TrainingFamily(Family):
                 args[position] = arg.with_changes(value=cst.SimpleString('"sdpa"'))
         self.ctx.add_import(target.module, target.name)
         func = updated.func.with_changes(value=cst.Name(target.name))
+        if as_config:  # the variable or inline call now holds a DistributedConfig
+            args[index] = _keyword("distributed_config", args[index].value).with_changes(
+                comma=args[index].comma, whitespace_after_arg=args[index].whitespace_after_arg
+            )
+            removed = set()
         updated = updated.with_changes(func=func, args=_without(args, removed))
         return self._add_distributed_config(original, updated)
+
+    def _training_neuron_config(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        """`TrainingNeuronConfig(...)` -> `DistributedConfig(...)`, when every use of it is the trn_config of
+        a training model load in this scope (the loads then take it as `distributed_config=`)."""
+        qualified = self.ctx.qualified(original.func)
+        scope = self._scope
+        variable = self._assigned.get(id(original))
+        inline = any(self._trn_config_arg(load)[1] is original for load in self._training_loads(scope.node))
+        fields: dict[str, cst.BaseExpression] = {}
+        manual = []
+        for position, arg in enumerate(original.args):
+            name = arg.keyword.value if arg.keyword else ("tensor_parallel_size" if position == 0 else None)
+            action = TRAINING_NEURON_CONFIG_FIELDS.get(name) if name and not arg.star else None
+            if action is None:
+                manual.append(f"argument `{_code(arg)}` is not a known TrainingNeuronConfig field")
+            elif action.kind == "manual" and not _is_literal(arg.value, "1"):
+                manual.append(f"`{name}`: {action.note}")
+            fields[name] = arg.value
+        zero_1 = fields.get("pipeline_parallel_use_zero1_optimizer")
+        if zero_1 is not None and not (_is_literal(zero_1, "True") or _is_literal(zero_1, "False")):
+            manual.append("`pipeline_parallel_use_zero1_optimizer` is only known at run time")
+        if not manual and not inline and not (variable and self._only_trn_config_uses(variable, scope)):
+            manual.append("it is not only passed to a training model's from_pretrained in this scope")
+        if manual:
+            self._kept.add(qualified)
+            self.ctx.todo(
+                original,
+                DISTRIBUTED_CONFIG_BY_HAND,
+                f"TrainingNeuronConfig configures NxD ({'; '.join(manual)}); build DistributedConfig(tp_size="
+                f"tensor_parallel_size, fsdp_size={_WORLD_SIZE} // tensor_parallel_size) instead and pass it as "
+                "distributed_config= to the Transformers model's from_pretrained",
+            )
+            return updated
+        parallelism = Parallelism(
+            tp=fields.get("tensor_parallel_size"),
+            zero_1=None if zero_1 is None else _is_literal(zero_1, "True"),
+        )
+        self.ctx.report(original, NEURON_CONFIG)
+        self.ctx.add_import("os")
+        self.ctx.add_import("transformers", "DistributedConfig")
+        if inline:
+            self._inline_configs.add(id(original))
+        else:
+            scope.distributed_config_names.add(variable)
+        scope.sharded_at_load = scope.sharded_at_load or parallelism.sharded
+        return cst.parse_expression(parallelism.config())
+
+    def _only_trn_config_uses(self, name: str, scope: _Scope) -> bool:
+        """Every use of `name` in the scope (but its assignments) is the trn_config of a training load."""
+        not_uses = {id(target.target) for target in m.findall(scope.node, m.AssignTarget(m.Name(name)))}
+        not_uses |= {
+            id(attribute.attr) for attribute in m.findall(scope.node, m.Attribute(attr=m.Name(name)))
+        }
+        not_uses |= {id(arg.keyword) for arg in m.findall(scope.node, m.Arg(keyword=m.Name(name)))}
+        uses = [n for n in m.findall(scope.node, m.Name(name)) if id(n) not in not_uses]
+        trn_args = {id(self._trn_config_arg(call)[1]) for call in self._training_loads(scope.node)}
+        return all(id(use) in trn_args for use in uses)
 
     def _add_distributed_config(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         parallelism = self._scope.parallelism

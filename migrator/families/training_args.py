@@ -166,4 +166,33 @@ SFT_CONFIG_ARGUMENTS: dict[str, ArgAction] = {
     ),
 }
 
-__all__ = ["KEEP", "SFT_CONFIG_ARGUMENTS", "TRAINING_ARGUMENTS", "ArgAction"]
+
+# `TrainingNeuronConfig` (optimum.neuron.models.training.config, 0.3+), the NxD model-parallel settings given
+# to a training model's from_pretrained; it becomes `DistributedConfig`. Positional order: tensor_parallel_size.
+TRAINING_NEURON_CONFIG_FIELDS: dict[str, ArgAction] = {
+    "tensor_parallel_size": TRAINING_ARGUMENTS["tensor_parallel_size"],
+    "pipeline_parallel_use_zero1_optimizer": TRAINING_ARGUMENTS["zero_1"],
+    "pipeline_parallel_size": ArgAction("manual", note=_PIPELINE),
+    "virtual_pipeline_parallel_size": ArgAction("manual", note=_PIPELINE),
+    "pipeline_parallel_num_microbatches": ArgAction("manual", note=_PIPELINE),
+    "sequence_parallel_enabled": TRAINING_ARGUMENTS["disable_sequence_parallel"],
+    "kv_size_multiplier": TRAINING_ARGUMENTS["kv_size_multiplier"],
+    "num_local_ranks_per_step": TRAINING_ARGUMENTS["num_local_ranks_per_step"],
+    "use_xser": TRAINING_ARGUMENTS["use_xser"],
+    "async_save": TRAINING_ARGUMENTS["async_save"],
+    "fuse_qkv": TRAINING_ARGUMENTS["fuse_qkv"],
+    "recompute_causal_mask": TRAINING_ARGUMENTS["recompute_causal_mask"],
+    "transpose_nki_inputs": _drop("NxD NKI kernel layout option"),
+    "gradient_checkpointing": ArgAction(
+        "manual",
+        note="gradient checkpointing is a training argument in Transformers; set gradient_checkpointing=True "
+        "in TrainingArguments (or call model.gradient_checkpointing_enable()) and remove it here",
+    ),
+    "checkpoint_dir": ArgAction(
+        "manual",
+        note="resuming is done by the Trainer; pass trainer.train(resume_from_checkpoint=...) (model weights "
+        "only for a sharded model) and remove it here",
+    ),
+}
+
+__all__ = ["KEEP", "SFT_CONFIG_ARGUMENTS", "TRAINING_ARGUMENTS", "TRAINING_NEURON_CONFIG_FIELDS", "ArgAction"]
