@@ -177,6 +177,8 @@ CSV_COLUMNS = (
     "graph_breaks",
     "unique_graphs",
     "train_compile_count",
+    "train_expected_compile_count",
+    "train_graph_breaks",
     "seconds",
     "peak_rss_mb",
     "outputs_match",

@@ -275,6 +275,8 @@ def long_frame(runs: list[Run], top100: list[Top100Entry]) -> pd.DataFrame:
                     "graph_breaks": _number(row.get("graph_breaks")),
                     "unique_graphs": _number(row.get("unique_graphs"), None),
                     "train_compile_count": _number(row.get("train_compile_count"), None),
+                    "train_expected_compile_count": _number(row.get("train_expected_compile_count"), None),
+                    "train_graph_breaks": _number(row.get("train_graph_breaks"), None),
                     "seconds": _number(row.get("seconds"), None),
                     "peak_rss_mb": _number(row.get("peak_rss_mb"), None),
                     "outputs_match": row.get("outputs_match"),
