@@ -16,6 +16,7 @@ from collections.abc import Callable
 import nbformat
 
 from migrator.rules import Finding
+from migrator.transform import TODO_PREFIX
 
 Rewriter = Callable[[str], tuple[str, list[Finding]]]
 
@@ -99,7 +100,7 @@ def _shell_lines(
 ) -> tuple[str, list[str | None], list[Finding]]:
     """Replace shell-carrying magic lines by placeholders; migrate each as shell."""
     lines = source.split("\n")
-    magics: list[str | None] = []  # None: the command was removed
+    magics: list[str | None] = []  # per placeholder: its line(s), None when the command was removed
     findings: list[Finding] = []
     for line_number, line in enumerate(lines, start=1):
         match = _SHELL_LINE.match(line)
@@ -109,17 +110,36 @@ def _shell_lines(
             shell_prefix, magic_prefix = _SHELL_FORMS[match["magic"]]
             migrated, shell_findings = migrate_shell(shell_prefix + match["command"])
             findings += [_in_cell(f, cell_number, line_offset=line_number - 1) for f in shell_findings]
-            if migrated.strip():
-                body = migrated.rstrip("\n")
-                body = body[len(shell_prefix) :] if body.startswith(shell_prefix) else body
-                magics.append(f"{match['indent']}{magic_prefix or match['magic']}{body}")
-            else:
-                magics.append(None)
+            above = set()  # TODOs already above this line: a rerun must not add them again
+            for previous in reversed(lines[: line_number - 1]):
+                if not previous.lstrip().startswith(TODO_PREFIX):
+                    break
+                above.add(previous.strip())
+            magic = magic_prefix or match["magic"]
+            magics.append(_as_magic_lines(match["indent"], magic, shell_prefix, migrated, above))
         else:
             magics.append(line)
         indent = line[: len(line) - len(line.lstrip())]
         lines[line_number - 1] = f"{indent}{_MAGIC_PLACEHOLDER.format(len(magics) - 1)}"
     return "\n".join(lines), magics, findings
+
+
+def _as_magic_lines(indent: str, magic: str, shell_prefix: str, migrated: str, above: set[str]) -> str | None:
+    """Shell output back into notebook lines: comments (TODOs) stay comments, commands get their magic."""
+    lines = []
+    for shell_line in migrated.splitlines():
+        if not shell_line.strip() or shell_line.strip() in above:
+            continue
+        if shell_line.lstrip().startswith("#"):
+            lines.append(indent + shell_line.strip())
+            continue
+        body = (
+            shell_line[len(shell_prefix) :]
+            if shell_prefix and shell_line.startswith(shell_prefix)
+            else shell_line
+        )
+        lines.append(f"{indent}{magic}{body}")
+    return "\n".join(lines) or None  # None: the command was removed
 
 
 def _restore_magics(text: str, magics: list[str | None]) -> str:

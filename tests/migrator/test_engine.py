@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import codecs
 import os
+from pathlib import Path
 
 import pytest
 
 from migrator import engine
 from migrator.engine import Job, Mode, process, run
 from migrator.sources import discover
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
 
 
 def migrate_in_place(path):
@@ -146,3 +149,27 @@ def test_parallel_run_matches_serial(tmp_path, xla_script, plain_script):
     serial = [result.to_dict() for result in run(jobs, workers=1)]
     parallel = [result.to_dict() for result in run(jobs, workers=2)]
     assert serial == parallel
+
+
+def test_notebook_stays_valid_and_keeps_outputs(tmp_path):
+    import json
+
+    import nbformat
+
+    source = next((FIXTURES / "notebook").glob("generate_llama_export.ipynb"))
+    path = tmp_path / source.name
+    path.write_bytes(source.read_bytes())
+    result = migrate_in_place(path)
+    assert result.changed and result.error is None
+    nbformat.validate(nbformat.read(path, as_version=4))
+    before, after = json.loads(source.read_text()), json.loads(path.read_text())
+    assert after["metadata"] == before["metadata"]
+    assert [c.get("outputs") for c in after["cells"]] == [c.get("outputs") for c in before["cells"]]
+    assert all(finding.cell is not None for finding in result.findings)
+
+
+def test_broken_notebook_is_reported(tmp_path):
+    path = tmp_path / "broken.ipynb"
+    path.write_text('{"cells": [')
+    result = migrate_in_place(path)
+    assert "not a valid notebook" in result.error and path.read_text() == '{"cells": ['

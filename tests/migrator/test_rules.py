@@ -15,7 +15,9 @@ def test_docs_are_generated_from_the_rule_table() -> None:
 
 
 def test_every_rule_is_reported_by_some_fixture() -> None:
-    reported = {line.split()[1] for path in FIXTURES.rglob("*.findings") for line in path.read_text().splitlines()}
+    reported = {
+        line.split()[1] for path in FIXTURES.rglob("*.findings") for line in path.read_text().splitlines()
+    }
     assert sorted(set(RULES) - reported) == []
 
 
