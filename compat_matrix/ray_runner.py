@@ -131,13 +131,17 @@ def run_on_ray(
     """One Ray task per architecture; ``on_row`` gets each final row in this thread as soon as it is known.
 
     ``address``: ``local`` starts a private instance with ``local_cpus`` CPUs; ``auto`` or ``HOST:PORT``
-    joins a running cluster. ``probe`` is the per-architecture function (the local runner's, by default).
+    joins a running cluster; a process already connected to Ray uses that connection instead.
+    ``probe`` is the per-architecture function (the local runner's, by default).
     """
     ray = import_ray()
     from ray.exceptions import RayTaskError, TaskCancelledError
 
     options = task_options(settings.backend, cores_per_task)
-    connect(ray, address, local_cpus)
+    # A caller already connected (a notebook, the tests' module cluster) keeps its connection and cluster.
+    owns_connection = not ray.is_initialized()
+    if owns_connection:
+        connect(ray, address, local_cpus)
     pending: dict[Any, tuple[str, int, float]] = {}  # object ref -> (model_type, attempt, submitted at)
     driver_versions = _versions(run_env(settings))
     foreign_versions: set[tuple] = set()
@@ -180,4 +184,5 @@ def run_on_ray(
     finally:
         for ref in pending:
             ray.cancel(ref, force=True)
-        ray.shutdown()
+        if owns_connection:
+            ray.shutdown()
