@@ -825,8 +825,16 @@ class TrainingFamily(Family):
             and not _is_literal(packing.value, "False")
             and _find_keyword(original, "packing_strategy") is None
         ):
-            additions.append(_keyword("packing_strategy", cst.SimpleString('"wrapped"')))
-            self.ctx.report(packing, PACKING_STRATEGY)
+            if has_star:  # the unpacked mapping may already hold a packing_strategy
+                self.ctx.todo(
+                    packing,
+                    PACKING_STRATEGY,
+                    'TRL\'s default packing ("bfd") turns on padding-free batches, which optimum-neuron disabled; '
+                    'add packing_strategy="wrapped" here unless the unpacked arguments already set it',
+                )
+            else:
+                additions.append(_keyword("packing_strategy", cst.SimpleString('"wrapped"')))
+                self.ctx.report(packing, PACKING_STRATEGY)
         updated = updated.with_changes(args=_with_appended(new_args, additions))
         return self._renamed_func(original, updated) if migrated else updated
 
