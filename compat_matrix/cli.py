@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -14,6 +15,15 @@ class BadInput(click.ClickException):
     """A mistake in what the user asked for: clear message, exit code 2, no file touched."""
 
     exit_code = 2
+
+
+def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None):
+    from compat_matrix.merge import Shard
+
+    try:
+        return Shard.parse(value) if value is not None else None
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
 
 
 @click.group()
@@ -60,16 +70,54 @@ def main() -> None:
     show_default=True,
     help="Resident memory cap per worker.",
 )
+@click.option(
+    "--shard",
+    metavar="I/N",
+    callback=_parse_shard,
+    help="Run only shard I of N (every N-th architecture of the list, from the I-th); `merge` joins them.",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="local",
+    default=None,
+    metavar="[ADDRESS]",
+    help="Run each architecture as a Ray task: alone, on a new local Ray instance (sized by -j if given); "
+    "with ADDRESS (HOST:PORT, or auto), on that cluster. Needs: pip install '.[ray]'.",
+)
+@click.option(
+    "--cores-per-task",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="With --ray: NeuronCores per architecture on backend neuron, CPUs per architecture on neuron-sim.",
+)
+@click.pass_context
 def run(
-    archs: str, backend: str, output: Path, resume: bool, jobs: int, timeout_s: float, memory_mb: int
+    ctx: click.Context,
+    archs: str,
+    backend: str,
+    output: Path,
+    resume: bool,
+    jobs: int,
+    timeout_s: float,
+    memory_mb: int,
+    shard,
+    ray_address: str | None,
+    cores_per_task: int,
 ) -> None:
     """Run every probe for each architecture, one isolated worker each, appending rows to OUTPUT."""
     from compat_matrix.archs import UnknownArchitecture, select_architectures
     from compat_matrix.environment import BackendUnavailable, resolve_backend, run_env
     from compat_matrix.results import ResultsFileError, check_writable, read_rows, resume_key
 
+    jobs_given = ctx.get_parameter_source("jobs") is not click.core.ParameterSource.DEFAULT
+    schedule, scheduler = _scheduler(ray_address, jobs, jobs_given, cores_per_task)
     try:
         model_types = select_architectures(archs)
+        if shard is not None:
+            model_types = shard.select(model_types)
         resolved, why = resolve_backend(backend)
         check_writable(output)
         existing = read_rows(output)
@@ -94,19 +142,48 @@ def run(
         )
     click.echo(
         f"{len(todo)} architecture(s), backend {resolved} (simulated: {str(resolved == 'neuron-sim').lower()}), "
-        f"torch {env['torch']}, transformers {env['transformers']}, settings {env['settings_id']}, -j {jobs}",
+        f"torch {env['torch']}, transformers {env['transformers']}, settings {env['settings_id']}, {scheduler}"
+        + (f", shard {shard}" if shard is not None else ""),
         err=True,
     )
-    run_and_record(todo, settings, jobs, output, existing)
+    run_and_record(todo, settings, schedule, output, existing)
+
+
+def _scheduler(ray_address: str | None, jobs: int, jobs_given: bool, cores_per_task: int):
+    """The local scheduler, or Ray (checked to be importable before any work): (schedule, description)."""
+    from compat_matrix.runner import run_local
+
+    if ray_address is None:
+        if cores_per_task != 1:
+            raise BadInput("--cores-per-task applies to Ray tasks; add --ray")
+        return functools.partial(run_local, jobs=jobs), f"-j {jobs}"
+    from compat_matrix.ray_runner import LOCAL, RaySetupError, import_ray, run_on_ray
+
+    if jobs_given and ray_address != LOCAL:
+        raise BadInput(
+            f"-j sizes a local Ray instance; the cluster at {ray_address} decides its own parallelism"
+        )
+    try:
+        import_ray()
+    except RaySetupError as error:
+        raise BadInput(str(error)) from None
+    schedule = functools.partial(
+        run_on_ray,
+        address=ray_address,
+        cores_per_task=cores_per_task,
+        local_tasks=jobs if jobs_given else None,
+    )
+    where = "a new local Ray instance" if ray_address == LOCAL else f"the Ray cluster at {ray_address}"
+    return schedule, f"Ray on {where}, {cores_per_task} core(s) per task"
 
 
 def run_and_record(
-    todo: list[str], settings: ProbeSettings, jobs: int, output: Path, existing: list[dict]
+    todo: list[str], settings: ProbeSettings, schedule, output: Path, existing: list[dict]
 ) -> None:
     from tqdm import tqdm
 
+    from compat_matrix.ray_runner import RaySetupError
     from compat_matrix.results import append_row, export_csv
-    from compat_matrix.runner import run_local
 
     rows = list(existing)
     failures = 0
@@ -122,7 +199,9 @@ def run_and_record(
             progress.update(1)
 
         try:
-            run_local(todo, settings, jobs, record)
+            schedule(todo, settings, on_row=record)
+        except RaySetupError as error:
+            raise BadInput(str(error)) from None
         except KeyboardInterrupt:
             export_csv(rows, csv_path)
             click.echo(f"\ninterrupted: {len(rows)} row(s) kept in {output}; rerun with --resume", err=True)
@@ -203,3 +282,35 @@ def report(results: tuple[Path, ...], output: Path, fmt: str | None) -> None:
     from reports.compat_report import infer_format, write_report
 
     sys.exit(write_report(list(results), output, fmt or infer_format(output)))
+
+
+@main.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Merged results file; may be one of the inputs (it is replaced atomically).",
+)
+def merge(results: tuple[Path, ...], output: Path) -> None:
+    """Combine results files (shards, reruns, hosts) into one. Rows from different torch/transformers/backend/
+    settings stay separate runs; a later row for the same architecture and settings replaces an earlier one,
+    and every such replacement with a different outcome is listed."""
+    from compat_matrix.merge import MergeError, merge_results, summary_lines, write_rows_atomically
+    from compat_matrix.results import export_csv
+
+    if output.exists() and output.resolve() not in {path.resolve() for path in results}:
+        raise BadInput(
+            f"{output} exists and is not one of the inputs: add it as an input, or choose another -o"
+        )
+    try:
+        merged = merge_results(list(results))
+    except MergeError as error:
+        raise BadInput(str(error)) from None
+    for line in summary_lines(merged):
+        click.echo(line, err=True)
+    write_rows_atomically(output, merged.rows)
+    csv_path = output.with_suffix(".csv")
+    export_csv(merged.rows, csv_path)
+    click.echo(f"wrote {len(merged.rows)} row(s) to {output} (CSV: {csv_path})")

@@ -124,13 +124,13 @@ def run_on_ray(
     *,
     address: str = LOCAL,
     cores_per_task: int = 1,
-    local_cpus: int | None = None,
+    local_tasks: int | None = None,
     probe: Callable[..., dict] = run_one_isolated,
     note: Callable[[str], None] = _note,
 ) -> None:
     """One Ray task per architecture; ``on_row`` gets each final row in this thread as soon as it is known.
 
-    ``address``: ``local`` starts a private instance with ``local_cpus`` CPUs; ``auto`` or ``HOST:PORT``
+    ``address``: ``local`` starts a private instance with room for ``local_tasks`` tasks (default: all CPUs); ``auto`` or ``HOST:PORT``
     joins a running cluster; a process already connected to Ray uses that connection instead.
     ``probe`` is the per-architecture function (the local runner's, by default).
     """
@@ -141,6 +141,7 @@ def run_on_ray(
     # A caller already connected (a notebook, the tests' module cluster) keeps its connection and cluster.
     owns_connection = not ray.is_initialized()
     if owns_connection:
+        local_cpus = local_tasks * options["num_cpus"] if local_tasks else None
         connect(ray, address, local_cpus)
     pending: dict[Any, tuple[str, int, float]] = {}  # object ref -> (model_type, attempt, submitted at)
     driver_versions = _versions(run_env(settings))
