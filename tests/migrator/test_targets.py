@@ -34,6 +34,7 @@ def python_source(path: Path) -> str:
         return path.read_text()
     cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     code = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
+    code = [text for text in code if not text.startswith("%%")]  # cell magics: shell or other languages
     return "\n".join(
         line for line in "\n".join(code).splitlines() if not line.lstrip().startswith(("!", "%"))
     )
