@@ -101,7 +101,9 @@ class CompileStats:
         reasons = []
         for metric in self.compilations():
             if int(metric.compile_id.split("/")[1]) > 0:
-                reasons.append(f"{metric.co_name}: {(metric.recompile_reason or 'unknown').strip()}")
+                # The first line is the failing guard; the user stack trace after it is noise in a matrix cell.
+                guard = (metric.recompile_reason or "unknown").strip().splitlines()[0]
+                reasons.append(f"{metric.co_name}: {guard}")
         return reasons
 
     def graph_breaks(self) -> dict[str, int]:
@@ -231,11 +233,13 @@ def run_compiled_generate(model, settings: ProbeSettings, device, row: dict) -> 
 
 
 def compare_outputs(references: list, outputs: list, moe: bool, settings: ProbeSettings, row: dict) -> None:
-    tokens_match = all(torch.equal(r.sequences.cpu(), o.sequences.cpu()) for r, o in zip(references, outputs))
+    tokens_match = all(
+        torch.equal(r.sequences.cpu(), o.sequences.cpu()) for r, o in zip(references, outputs, strict=True)
+    )
     diffs = [
         (r_logit.cpu() - o_logit.cpu()).abs().max().item()
-        for r, o in zip(references, outputs)
-        for r_logit, o_logit in zip(r.logits, o.logits)
+        for r, o in zip(references, outputs, strict=True)
+        for r_logit, o_logit in zip(r.logits, o.logits, strict=True)
     ]
     max_diff = max(diffs) if diffs else math.inf
     tolerance = settings.moe_logit_tolerance if moe else settings.logit_tolerance
@@ -285,7 +289,7 @@ def run_training_step(model, settings: ProbeSettings, device, row: dict) -> None
     distinct = sorted(set(lengths))
     row["train_padded_lengths"] = lengths
     row["train_compile_count"] = len(stats.compilations())
-    row["train_compiles_per_length"] = dict(zip((str(n) for n in lengths), per_length))
+    row["train_compiles_per_length"] = dict(zip((str(n) for n in lengths), per_length, strict=True))
     # Each distinct padded length compiles the graphs of the first step once; anything more is a recompile.
     row["train_expected_compile_count"] = per_length[0] * len(distinct)
     row["train_graph_breaks"] = sum(stats.graph_breaks().values())

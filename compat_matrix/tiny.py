@@ -88,7 +88,14 @@ KNOB_ALIASES: dict[str, tuple[tuple[str, ...], int]] = {
     ),
     "experts": (("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), EXPERTS),
     "top_k": (
-        ("num_experts_per_tok", "moe_topk", "moe_k", "top_k_experts", "centroid_intermediate_top_k"),
+        (
+            "num_experts_per_tok",
+            "moe_topk",
+            "moe_k",
+            "top_k_experts",
+            "centroid_intermediate_top_k",
+            "num_experts_per_token",
+        ),
         TOP_K,
     ),
     "window": (
@@ -136,6 +143,7 @@ SMALL_KNOBS: dict[str, int] = {
     "mamba_dt_rank": 8,
     "mamba_n_groups": 1,
     "n_groups": 1,
+    "num_expert_group": 1,
     "laurel_rank": 8,
     "hidden_size_per_layer_input": 8,
     "vocab_size_per_layer_input": VOCAB,
@@ -178,7 +186,39 @@ TOWER_KNOBS: dict[str, int] = {
 # Per-family knobs the generic pass cannot infer (values must satisfy the family's own constraints).
 FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
     "mamba2": {"num_heads": 8, "head_dim": 16, "expand": 2, "n_groups": 1},
+    # Hybrids whose layer kinds come from a period/offset or an index list rather than a per-layer list.
+    "jamba": {
+        "attn_layer_period": 2,
+        "attn_layer_offset": 1,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 1,
+    },
+    "bamba": {"attn_layer_indices": [1]},
+    "recurrent_gemma": {"block_types": ["recurrent", "attention"]},
+    "granitemoehybrid": {"layer_types": ["mamba", "attention"]},
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
+    "zaya": {"num_experts_per_tok": 1},
+    "falcon_h1": {"mamba_d_ssm": 128, "mamba_n_heads": 8, "mamba_d_head": 16, "mamba_expand": 2},
+    "reformer": {"is_decoder": True, "axial_pos_embds_dim": [16, 48], "axial_pos_shape": [16, 64]},
+    "zamba2": {
+        "attention_head_dim": 2 * HIDDEN // HEADS,
+        "mamba_headdim": 16,
+        "n_mamba_heads": 8,
+        "adapter_rank": 8,
+    },
+    "qwen4_exp_text": {
+        "indexer_n_heads": 2,
+        "indexer_kv_heads": 1,
+        "indexer_head_dim": 16,
+        "indexer_budget": 8,
+        "indexer_compress_ratio": 2,
+    },
+    "dots1": {"n_routed_experts": EXPERTS, "moe_intermediate_size": FFN, "n_shared_experts": 1},
 }
+# Knobs whose full-size default is None although the model needs a value (checkpoints always set them).
+REQUIRED_WHEN_NONE: dict[str, int] = {
+    "head_dim": HEAD_DIM, "num_key_value_heads": KV_HEADS, "num_experts_per_tok": TOP_K, "n_group": 1, "topk_group": 1,
+}  # fmt: skip
 
 SPECIAL_TOKEN_KNOB_SUFFIXES = ("_token_id", "_token_index")
 
@@ -253,6 +293,8 @@ def tiny_config_kwargs(config_cls: type[PreTrainedConfig], tower: bool = False) 
         elif name in KV_KNOBS and isinstance(default, int) and not isinstance(default, bool):
             base_heads = defaults.get("num_attention_heads") or default
             kwargs[name] = heads if default >= base_heads else (1 if default == 1 else min(KV_HEADS, heads))
+        elif name in REQUIRED_WHEN_NONE and default is None:
+            kwargs[name] = REQUIRED_WHEN_NONE[name]
         elif name.endswith(SPECIAL_TOKEN_KNOB_SUFFIXES) and isinstance(default, int) and default >= VOCAB:
             kwargs[name] = VOCAB - 1 - len([k for k in kwargs if k.endswith(SPECIAL_TOKEN_KNOB_SUFFIXES)])
     # Per-layer lists: keep one layer of each kind, consistently across every list of that length.
@@ -269,13 +311,13 @@ def tiny_config_kwargs(config_cls: type[PreTrainedConfig], tower: bool = False) 
         for name in LAYER_KNOBS:
             if name in kwargs:
                 kwargs[name] = len(keep)
+    if "qk_rope_head_dim" in defaults and "head_dim" in defaults:  # MLA: rope runs on the rope part only
+        kwargs["head_dim"] = SMALL_KNOBS["qk_rope_head_dim"]
     for name, sub_cls in getattr(config_cls, "sub_configs", {}).items():
-        if name in defaults or name in {f.name for f in dataclasses.fields(config_cls)}:
-            if isinstance(sub_cls, type) and issubclass(sub_cls, PreTrainedConfig):
-                is_tower = not name.startswith(("text", "decoder", "global", "encoder", "patcher"))
-                kwargs[name] = tiny_config_kwargs(sub_cls, tower=is_tower) | {
-                    "model_type": sub_cls.model_type
-                }
+        declared = name in defaults or name in {f.name for f in dataclasses.fields(config_cls)}
+        if declared and isinstance(sub_cls, type) and issubclass(sub_cls, PreTrainedConfig):
+            is_tower = not name.startswith(("text", "decoder", "global", "encoder", "patcher"))
+            kwargs[name] = tiny_config_kwargs(sub_cls, tower=is_tower) | {"model_type": sub_cls.model_type}
     kwargs.update(FAMILY_OVERRIDES.get(getattr(config_cls, "model_type", ""), {}))
     return kwargs
 
@@ -293,7 +335,7 @@ def _fix_derived_fields(config: PreTrainedConfig) -> None:
                 setattr(sub, name, [v if v < VOCAB else VOCAB - 1 for v in value])
         for name in ("rope_parameters", "rope_scaling"):
             if isinstance(getattr(sub, name, None), dict):
-                head_dim = getattr(sub, "head_dim", None) or HEAD_DIM
+                head_dim = vars(sub).get("head_dim") or HEAD_DIM
                 setattr(sub, name, _shrink_rope(getattr(sub, name), head_dim))
 
 
@@ -315,4 +357,6 @@ def build_tiny_model(model_type: str, seed: int = 0) -> torch.nn.Module:
     config = build_tiny_config(model_type)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    if hasattr(model, "set_default_language"):  # X-MOD routes through per-language adapters
+        model.set_default_language(config.languages[0])
     return model.eval()
