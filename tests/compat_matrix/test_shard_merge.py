@@ -206,3 +206,80 @@ def test_atomic_write_keeps_the_old_file_when_a_row_cannot_be_written(tmp_path):
         write_rows_atomically(out, [result_row("qwen2", 2, extra=object())])
     assert out.read_text() == before
     assert [path.name for path in tmp_path.iterdir()] == ["merged.jsonl"]
+
+
+# --- the CLI: run --shard, merge --------------------------------------------------------------------------
+
+FIVE = ["llama", "qwen2", "qwen3", "mistral", "gpt2"]  # ranks 1..5 of the top-100 list
+
+
+def run_cli(*arguments):
+    from click.testing import CliRunner
+
+    from compat_matrix.cli import main
+
+    return CliRunner().invoke(main, [str(argument) for argument in arguments])
+
+
+@pytest.mark.parametrize("spec", ["0/3", "4/3", "2", "x/y"])
+def test_bad_shard_exits_2_before_any_work(tmp_path, spec):
+    output = tmp_path / "results.jsonl"
+    result = run_cli(
+        "run", "--archs", ",".join(FIVE), "--backend", "neuron-sim", "--shard", spec, "-o", output
+    )
+    assert result.exit_code == 2 and "Invalid value for '--shard'" in result.output
+    assert not output.exists()
+
+
+def test_sharded_runs_merge_into_the_whole_matrix(tmp_path, monkeypatch):
+    """Real local runs, kept fast by a timeout no probe can meet: every row is a real `timeout` row."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    shards = []
+    for index in (1, 2):
+        shard = tmp_path / f"shard{index}.jsonl"
+        common = ["--archs", ",".join(FIVE), "--backend", "neuron-sim", "--timeout", "0.2", "-j", "2"]
+        result = run_cli("run", *common, "--shard", f"{index}/2", "-o", shard)
+        assert result.exit_code == 0, result.output
+        assert f"shard {index}/2" in result.output
+        shards.append(shard)
+    assert sorted(row["model_type"] for row in read_jsonl(shards[0])) == sorted(["llama", "qwen3", "gpt2"])
+    assert sorted(row["model_type"] for row in read_jsonl(shards[1])) == sorted(["qwen2", "mistral"])
+
+    merged = tmp_path / "merged.jsonl"
+    result = run_cli("merge", *shards, "-o", merged)
+    assert result.exit_code == 0, result.output
+    rows = read_jsonl(merged)
+    assert [row["model_type"] for row in rows] == FIVE  # rank order
+    assert {row["verdict"] for row in rows} == {"timeout"}
+    assert merged.with_suffix(".csv").is_file()
+    assert "5 architectures measured on neuron-sim (simulated)" in result.output
+
+    # The merged file is a complete matrix for the unsharded run: --resume has nothing left to do.
+    result = run_cli("run", "--archs", ",".join(FIVE), "--backend", "neuron-sim", "--resume", "-o", merged)
+    assert result.exit_code == 0, result.output
+    assert "5 architecture(s) already in" in result.output and read_jsonl(merged) == rows
+
+
+def test_merge_cli_lists_reruns_and_can_merge_into_an_input(tmp_path):
+    base = write_jsonl(tmp_path / "base.jsonl", [result_row("llama", 1, "timeout"), result_row("qwen2", 2)])
+    rerun = write_jsonl(tmp_path / "rerun.jsonl", [result_row("llama", 1)])
+    result = run_cli("merge", base, rerun, "-o", base)
+    assert result.exit_code == 0, result.output
+    assert "rerun: llama" in result.output and "kept works" in result.output
+    assert [row["verdict"] for row in read_jsonl(base)] == ["works", "works"]
+
+
+def test_merge_cli_refuses_to_overwrite_an_unrelated_file_or_read_a_corrupt_one(tmp_path):
+    source = write_jsonl(tmp_path / "a.jsonl", [result_row("llama", 1)])
+    unrelated = tmp_path / "notes.jsonl"
+    unrelated.write_text("keep me\n")
+    result = run_cli("merge", source, "-o", unrelated)
+    assert result.exit_code == 2 and "is not one of the inputs" in result.output
+    assert unrelated.read_text() == "keep me\n"
+
+    corrupt = tmp_path / "corrupt.jsonl"
+    corrupt.write_text("{not json\n")
+    output = tmp_path / "merged.jsonl"
+    result = run_cli("merge", source, corrupt, "-o", output)
+    assert result.exit_code == 2 and "corrupt.jsonl:1" in result.output
+    assert not output.exists()
