@@ -5,6 +5,7 @@ recompile (every new input shape is a new compilation)."""
 from __future__ import annotations
 
 import ast
+import fnmatch
 import json
 import os
 import re
@@ -52,7 +53,6 @@ SHELL_MODEL_FLAG = re.compile(
 )
 SHELL_MODEL_VARIABLE = re.compile(r"\b(?:export\s+)?(\w*MODEL\w*)=([\"']?)([^\s\"';|&]+)\2")
 SHELL_DYNAMIC = re.compile(r"--dynamic[-_]batch[-_]size\b")
-SHELL_RUNS_PYTHON = re.compile(r"\b(?:python3?|torchrun|accelerate\s+launch|neuron_parallel_compile)\b")
 ASYNC_LOAD_VARIABLE = "HF_DEACTIVATE_ASYNC_LOAD"
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", "build", "dist"}
 
@@ -311,8 +311,6 @@ def _scan_shell(scan: FileScan, text: str, cell: int | None = None, line_offset:
         scan.uses.add("optimum-neuron")
     if re.search(r"\btrl\b", text):
         scan.uses.add("trl")
-    if SHELL_RUNS_PYTHON.search(text):
-        scan.uses.add("launcher")
 
 
 def _scan_targets(scan: FileScan, text: str, cell: int | None = None) -> None:
@@ -374,8 +372,6 @@ def scan_file(path: Path, display: str, kind: str) -> FileScan:
 
 def find_configs(paths: list[Path], exclude: tuple[str, ...]) -> list[Path]:
     """Local model directories' config.json files under the given paths."""
-    import fnmatch
-
     found: list[Path] = []
     for root in paths:
         if root.is_file():
