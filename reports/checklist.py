@@ -95,8 +95,7 @@ class FileSection:
 @dataclass
 class ModelRow:
     reference: str
-    locations: list[str]
-    how: str
+    locations: list[str]  # where the files name it, and how (argparse default, shell argument, ...)
     architecture: Architecture
     result: dict | None = None
 
@@ -228,7 +227,6 @@ def _models(scans: list[FileScan], configs: list[Path], online: bool) -> list[Mo
         rows[key] = ModelRow(
             display_path(config.parent),
             [display_path(config)],
-            "local config.json",
             Architecture(model_type or UNKNOWN, f"local {display_path(config)}"),
         )
     for scan in scans:
@@ -236,12 +234,13 @@ def _models(scans: list[FileScan], configs: list[Path], online: bool) -> list[Mo
             config = local_config(reference.value, scan.path.parent)
             key = str(config.parent.resolve()) if config else reference.value
             architecture = resolve(reference.value, scan.path.parent, online)
-            row = rows.setdefault(key, ModelRow(reference.value, [], reference.how, architecture))
-            row.locations.append(str(reference.location))
+            row = rows.setdefault(key, ModelRow(reference.value, [], architecture))
+            row.locations.append(f"{reference.location} ({reference.how})")
     return sorted(rows.values(), key=lambda row: (row.architecture.model_type == UNKNOWN, row.reference))
 
 
 def _load_results(results: Path | None) -> tuple[Run | None, str]:
+    """The run to check models against: the file's first environment (the reference run has one)."""
     path = results if results is not None else REFERENCE_RESULTS
     if results is None and not path.is_file():
         return None, "no results given and the reference run is not available"
