@@ -12,10 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from migrator.imports import ImportRequest, add_missing_imports, remove_unused_imports
 from migrator.rules import UNKNOWN_OPTIMUM_SYMBOL, Finding, Rule
 
 TODO_PREFIX = "# TODO(neuron-migrate):"
@@ -51,10 +50,11 @@ class _Report:
 class FileContext:
     """What the families share while one file is rewritten: imports seen, findings, import edits."""
 
-    codemod: CodemodContext = field(default_factory=CodemodContext)
     imported: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
     reports: list[_Report] = field(default_factory=list)
     pending_todos: list[str] = field(default_factory=list)
+    imports_to_add: list[ImportRequest] = field(default_factory=list)
+    imports_to_remove: list[ImportRequest] = field(default_factory=list)
 
     def qualified(self, node: cst.BaseExpression) -> str | None:
         """Qualified name of a Name/Attribute chain through the imports seen so far.
@@ -84,11 +84,11 @@ class FileContext:
         self.pending_todos.append(f"{TODO_PREFIX} {rule.code} {text}")
 
     def add_import(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
-        AddImportsVisitor.add_needed_import(self.codemod, module, obj, asname)
+        self.imports_to_add.append((module, obj, asname))
 
     def remove_import(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
         """Drop an import if nothing uses it any more once the rewrite is done."""
-        RemoveImportsVisitor.remove_unused_import(self.codemod, module, obj, asname)
+        self.imports_to_remove.append((module, obj, asname))
 
 
 class Family:
@@ -208,11 +208,10 @@ def migrate_module(module: cst.Module, families: Iterable[type[Family]]) -> Pyth
     ctx = FileContext()
     transformer = MigrationTransformer(ctx, families)
     updated = module.visit(transformer)
-    # Import edits run only when a family asked for one: RemoveImportsVisitor needs scope analysis.
-    if AddImportsVisitor.CONTEXT_KEY in ctx.codemod.scratch:
-        updated = AddImportsVisitor(ctx.codemod).transform_module(updated)
-    if RemoveImportsVisitor.CONTEXT_KEY in ctx.codemod.scratch:
-        updated = RemoveImportsVisitor(ctx.codemod).transform_module(updated)
+    if ctx.imports_to_add:
+        updated = add_missing_imports(updated, ctx.imports_to_add)
+    if ctx.imports_to_remove:
+        updated = remove_unused_imports(updated, ctx.imports_to_remove)
     return PythonResult(updated.code, _place(module, ctx.reports))
 
 
