@@ -1,8 +1,7 @@
 """Import edits the families ask for, applied once the walk is done.
 
-Additions go through libcst's AddImportsVisitor (its placement and merging rules), run only when a
-requested import is missing from the file's leading import block. Removals do not use libcst's
-RemoveImportsVisitor: its scope analysis costs several libcst round trips on a large file. The families
+Additions follow libcst's AddImportsVisitor rules without its two whole-tree walks. Removals do not
+use libcst's RemoveImportsVisitor: its scope analysis costs several libcst round trips on a large file. The families
 only remove imports of names they rewrote, so "still used" is read from the Python AST of the rewritten
 code (every `Name` outside the import statements, plus `__all__` entries), and a small transformer
 that descends through statements only drops the unused aliases.
@@ -13,58 +12,139 @@ from __future__ import annotations
 import ast
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 from libcst.helpers import get_full_name_for_node
 
 ImportRequest = tuple[str, str | None, str | None]  # module, imported object (None: the module), alias
 
 
 def add_missing_imports(module: cst.Module, requests: list[ImportRequest]) -> cst.Module:
-    present = _leading_imports(module)
-    if all(request in present or (request[0], "*", None) in present for request in requests):
-        return module
-    context = CodemodContext()
-    for module_name, obj, asname in requests:
-        AddImportsVisitor.add_needed_import(context, module_name, obj, asname)
-    # A plain visit: `transform_module` would first deep-copy the tree for metadata it does not use.
-    return module.visit(AddImportsVisitor(context))
+    """Add the requested imports the module lacks, with AddImportsVisitor's placement and merging.
 
-
-def _leading_imports(module: cst.Module) -> set[ImportRequest]:
-    """The imports AddImportsVisitor sees as present: one-import lines before any other statement
-    (a docstring excepted)."""
+    Same rules as libcst's AddImportsVisitor (the fixtures were produced with it), applied to the
+    top-level statements only: the visitor walks the whole tree twice and costs more to set up than
+    a round trip of a small script. An import counts as present when the leading import block has it;
+    a missing `from M import x` joins the first leading `from M import ...`; other missing imports go
+    after the leading import block: `import M` (sorted), `import M as A`, then `from M import ...`.
+    """
+    requests = [request for request in requests if request[0] != "__future__"]
     body = list(module.body)
-    if body and _is_docstring(body[0]):
-        body = body[1:]
-    present: set[ImportRequest] = set()
-    for statement in body:
-        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
-            break
-        node = statement.body[0]
+    start = 1 if body and _is_docstring_or_strict(body[0]) else 0
+    end = start
+    while end < len(body) and _single_import(body[end]) is not None:
+        end += 1
+    leading = [_single_import(statement) for statement in body[start:end]]
+
+    plain_modules = {name for name, obj, asname in requests if obj is None and asname is None}
+    module_aliases = {name: asname for name, obj, asname in requests if obj is None and asname is not None}
+    objects: dict[str, set[str]] = {}
+    aliased_objects: dict[str, list[tuple[str, str]]] = {}
+    for name, obj, asname in requests:
+        if obj is not None and asname is None:
+            objects.setdefault(name, set()).add(obj)
+        elif obj is not None:
+            aliased_objects.setdefault(name, []).append((obj, asname))
+    objects = dict(sorted(objects.items()))
+    aliased_objects = dict(sorted(aliased_objects.items()))
+
+    for node in leading:  # drop what the leading import block already has
         if isinstance(node, cst.Import):
-            present.update((alias.evaluated_name, None, alias.evaluated_alias) for alias in node.names)
-        elif isinstance(node, cst.ImportFrom):
-            if node.relative or node.module is None:
-                continue  # AddImportsVisitor cannot resolve it either
-            module_name = get_full_name_for_node(node.module)
-            if isinstance(node.names, cst.ImportStar):
-                present.add((module_name, "*", None))
-            else:
-                present.update(
-                    (module_name, alias.evaluated_name, alias.evaluated_alias) for alias in node.names
-                )
-        else:
-            break
-    return present
+            for alias in node.names:
+                if alias.asname is None:
+                    plain_modules.discard(alias.evaluated_name)
+                elif module_aliases.get(alias.evaluated_name) == alias.evaluated_alias:
+                    del module_aliases[alias.evaluated_name]
+            continue
+        name = _from_module(node)
+        if name is None:
+            continue
+        if isinstance(node.names, cst.ImportStar):
+            objects.pop(name, None)
+            continue
+        for alias in node.names:
+            if alias.asname is None and name in objects:
+                objects[name].discard(alias.evaluated_name)
+                if not objects[name]:
+                    del objects[name]
+            elif alias.asname is not None and (
+                alias.evaluated_name,
+                alias.evaluated_alias,
+            ) in aliased_objects.get(name, []):
+                aliased_objects[name].remove((alias.evaluated_name, alias.evaluated_alias))
+                if not aliased_objects[name]:
+                    del aliased_objects[name]
+
+    for index, node in enumerate(leading, start):  # join the first `from M import ...` of the block
+        name = _from_module(node) if isinstance(node, cst.ImportFrom) else None
+        if name is None or isinstance(node.names, cst.ImportStar):
+            continue
+        if name not in objects and name not in aliased_objects:
+            continue
+        added = [cst.ImportAlias(name=cst.Name(obj)) for obj in sorted(objects.pop(name, ()))]
+        added += [
+            cst.ImportAlias(name=cst.Name(obj), asname=cst.AsName(name=cst.Name(asname)))
+            for obj, asname in sorted(aliased_objects.pop(name, []))
+        ]
+        merged = node.with_changes(names=[*added, *node.names])
+        body[index] = body[index].with_changes(body=[merged])
+
+    if not (plain_modules or module_aliases or objects or aliased_objects):
+        return module.with_changes(body=body)
+    from_imports: dict[str, list[tuple[str, str | None]]] = {}
+    for name, pairs in aliased_objects.items():
+        from_imports.setdefault(name, []).extend(pairs)
+    for name, names in objects.items():
+        from_imports.setdefault(name, []).extend((obj, None) for obj in names)
+    config = module.config_for_parsing
+    new_imports = [
+        *(cst.parse_statement(f"import {name}", config=config) for name in sorted(plain_modules)),
+        *(
+            cst.parse_statement(f"import {name} as {asname}", config=config)
+            for name, asname in module_aliases.items()
+        ),
+        *(
+            cst.parse_statement(
+                f"from {name} import "
+                + ", ".join(obj if asname is None else f"{obj} as {asname}" for obj, asname in sorted(pairs)),
+                config=config,
+            )
+            for name, pairs in from_imports.items()
+        ),
+    ]
+    rest = body[end:]
+    if rest and not rest[0].leading_lines:  # at least one blank line between the imports and the code
+        rest[0] = rest[0].with_changes(leading_lines=(cst.EmptyLine(),))
+    elif rest and rest[0].leading_lines[0].comment is not None:
+        rest[0] = rest[0].with_changes(leading_lines=(cst.EmptyLine(), *rest[0].leading_lines))
+    return module.with_changes(body=[*body[:end], *new_imports, *rest])
 
 
-def _is_docstring(statement: cst.BaseStatement) -> bool:
+def _single_import(statement: cst.BaseStatement) -> cst.Import | cst.ImportFrom | None:
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        node = statement.body[0]
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            return node
+    return None
+
+
+def _from_module(node: cst.ImportFrom) -> str | None:
+    """Absolute module of `from M import ...`; None for relative imports (not resolved, as in libcst)."""
+    if node.relative or node.module is None:
+        return None
+    return get_full_name_for_node(node.module)
+
+
+def _is_docstring_or_strict(statement: cst.BaseStatement) -> bool:
+    """AddImportsVisitor never inserts above a module docstring or a `__strict__` flag."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+        return False
+    node = statement.body[0]
+    if isinstance(node, cst.Expr):
+        return isinstance(node.value, cst.SimpleString)
     return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and len(statement.body) == 1
-        and isinstance(statement.body[0], cst.Expr)
-        and isinstance(statement.body[0].value, cst.SimpleString)
+        isinstance(node, cst.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0].target, cst.Name)
+        and node.targets[0].target.value == "__strict__"
     )
 
 
