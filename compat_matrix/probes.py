@@ -261,7 +261,7 @@ def padded_training_batch(model, raw_length: int, settings: ProbeSettings, devic
     ids = torch.randint(3, VOCAB - 16, (settings.train_batch_size, padded), generator=generator)
     mask = torch.zeros_like(ids)
     mask[:, :raw_length] = 1
-    pad_id = model.config.get_text_config().pad_token_id
+    pad_id = getattr(model.config.get_text_config(), "pad_token_id", None)
     ids = ids.masked_fill(mask == 0, pad_id if isinstance(pad_id, int) else 0)
     labels = ids.masked_fill(mask == 0, -100)
     return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "labels": labels.to(device)}

@@ -37,7 +37,14 @@ class Interrupted(Exception):
 
 
 def _child_main(model_type: str, settings: ProbeSettings, torch_threads: int, connection) -> None:
+    import warnings
+
     import torch
+    from transformers.utils import logging as transformers_logging
+
+    # Library warnings from N workers would bury the progress bar; the row records what matters.
+    warnings.simplefilter("ignore")
+    transformers_logging.set_verbosity_error()
 
     torch.set_num_threads(torch_threads)
     # Hard backstop under the parent's resident-memory watchdog: address space beyond this fails to allocate.

@@ -314,8 +314,10 @@ def tiny_config_kwargs(config_cls: type[PreTrainedConfig], tower: bool = False) 
     if "qk_rope_head_dim" in defaults and "head_dim" in defaults:  # MLA: rope runs on the rope part only
         kwargs["head_dim"] = SMALL_KNOBS["qk_rope_head_dim"]
     for name, sub_cls in getattr(config_cls, "sub_configs", {}).items():
-        declared = name in defaults or name in {f.name for f in dataclasses.fields(config_cls)}
-        if declared and isinstance(sub_cls, type) and issubclass(sub_cls, PreTrainedConfig):
+        # Sub-configs declared through AutoConfig take their concrete class from the default instance.
+        if isinstance(defaults.get(name), PreTrainedConfig):
+            sub_cls = type(defaults[name])
+        if isinstance(sub_cls, type) and issubclass(sub_cls, PreTrainedConfig) and sub_cls.model_type:
             is_tower = not name.startswith(("text", "decoder", "global", "encoder", "patcher"))
             kwargs[name] = tiny_config_kwargs(sub_cls, tower=is_tower) | {"model_type": sub_cls.model_type}
     kwargs.update(FAMILY_OVERRIDES.get(getattr(config_cls, "model_type", ""), {}))

@@ -75,7 +75,7 @@ def test_inconsistent_ray_options_exit_2_before_any_work(tmp_path, arguments, me
 
 
 def test_neuron_tasks_ask_for_neuron_cores_and_simulated_tasks_for_cpus():
-    assert task_options("neuron", 4) == {"num_cpus": 1, "resources": {"neuron_cores": 4}}
+    assert task_options("neuron", 4) == {"num_cpus": 1, "resources": {"neuron_cores": 4}, "max_calls": 1}
     assert task_options("neuron-sim", 2) == {"num_cpus": 2}
 
 

@@ -1,0 +1,34 @@
+import pytest
+
+from compat_matrix.tiny import HIDDEN, LAYERS, VOCAB, build_tiny_config, causal_lm_model_types
+
+
+def test_all_causal_lm_types_of_the_installed_transformers():
+    types = causal_lm_model_types()
+    assert len(types) == len(set(types)) and {"llama", "gpt2", "gemma3", "mamba"} <= set(types)
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gpt2", "qwen3_moe", "deepseek_v3", "qwen3_5", "gemma2"])
+def test_sizes_are_shrunk_consistently(model_type):
+    config = build_tiny_config(model_type).get_text_config()
+    assert config.vocab_size == VOCAB
+    assert config.hidden_size == HIDDEN
+    assert config.num_hidden_layers <= 2 * LAYERS
+    heads = config.num_attention_heads
+    assert heads <= 4 and heads % getattr(config, "num_key_value_heads", heads) == 0
+    for value in vars(config).values():
+        if (
+            isinstance(value, list) and value and isinstance(value[0], str)
+        ):  # per-layer lists follow the layer count
+            assert len(value) == config.num_hidden_layers
+
+
+def test_one_layer_of_each_kind_is_kept():
+    config = build_tiny_config("qwen3_5").get_text_config()
+    assert {"linear_attention", "full_attention"} <= set(config.layer_types)
+
+
+def test_composite_models_shrink_their_towers():
+    config = build_tiny_config("gemma3")
+    assert config.text_config.hidden_size == HIDDEN
+    assert config.vision_config.hidden_size <= HIDDEN and config.vision_config.num_hidden_layers == 1
