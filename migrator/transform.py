@@ -8,8 +8,10 @@ of a libcst round trip. Positions are resolved only when there are findings to p
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -46,15 +48,64 @@ class _Report:
     fixed: bool
 
 
+@dataclass(frozen=True)
+class SourceIndex:
+    """Every identifier and string constant of the input file, read from its Python AST.
+
+    Lets a family answer a whole-file question ("does the script use `init_process_group`?") without
+    walking the libcst tree again: `ast` parses and walks a file many times faster than libcst.
+    """
+
+    identifiers: frozenset[str]  # names, attributes, keywords, parameters, definitions, imports
+    strings: frozenset[str]  # string literals, f-string text included
+
+    @classmethod
+    def of(cls, code: str) -> SourceIndex:
+        identifiers: set[str] = set()
+        strings: set[str] = set()
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Name):
+                identifiers.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                identifiers.add(node.attr)
+            elif isinstance(node, ast.Constant):
+                if isinstance(node.value, str):
+                    strings.add(node.value)
+            elif isinstance(node, (ast.keyword, ast.arg)):
+                identifiers.add(node.arg or "")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                identifiers.add(node.name)
+            elif isinstance(node, ast.alias):
+                identifiers.update(node.name.split("."))
+                identifiers.add(node.asname or "")
+            elif isinstance(node, ast.ImportFrom):
+                identifiers.update((node.module or "").split("."))
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                identifiers.update(node.names)
+            elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+                identifiers.add(node.name or "")
+            elif isinstance(node, ast.MatchMapping):
+                identifiers.add(node.rest or "")
+            elif isinstance(node, ast.MatchClass):
+                identifiers.update(node.kwd_attrs)
+        identifiers.discard("")
+        return cls(frozenset(identifiers), frozenset(strings))
+
+
 @dataclass
 class FileContext:
     """What the families share while one file is rewritten: imports seen, findings, import edits."""
 
+    module: cst.Module | None = None  # the input, unmodified
     imported: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
     reports: list[_Report] = field(default_factory=list)
     pending_todos: list[str] = field(default_factory=list)
     imports_to_add: list[ImportRequest] = field(default_factory=list)
     imports_to_remove: list[ImportRequest] = field(default_factory=list)
+
+    @cached_property
+    def source(self) -> SourceIndex:
+        return SourceIndex.of(self.module.code)
 
     def qualified(self, node: cst.BaseExpression) -> str | None:
         """Qualified name of a Name/Attribute chain through the imports seen so far.
@@ -205,7 +256,7 @@ class PythonResult:
 
 def migrate_module(module: cst.Module, families: Iterable[type[Family]]) -> PythonResult:
     """Run all families over a parsed module; return the new code and findings placed on the input."""
-    ctx = FileContext()
+    ctx = FileContext(module)
     transformer = MigrationTransformer(ctx, families)
     updated = module.visit(transformer)
     if ctx.imports_to_add:
@@ -227,4 +278,12 @@ def _place(module: cst.Module, reports: list[_Report]) -> list[Finding]:
     return sorted(findings, key=lambda f: (f.line, f.column, f.code))
 
 
-__all__ = ["Family", "FileContext", "MigrationTransformer", "PythonResult", "dotted_name", "migrate_module"]
+__all__ = [
+    "Family",
+    "FileContext",
+    "SourceIndex",
+    "MigrationTransformer",
+    "PythonResult",
+    "dotted_name",
+    "migrate_module",
+]

@@ -244,6 +244,8 @@ class EnvironmentFamily(KeepsComments):
     # -- reads of the pre-compilation variables ---------------------------------------------------
 
     def _reads(self, expression) -> list:
+        if PRECOMPILE_VARIABLES.isdisjoint(self.ctx.source.strings):  # the file never names them
+            return []
         found = []
 
         def visit(node):
@@ -448,13 +450,12 @@ class EnvironmentFamily(KeepsComments):
 
     def leave_Module(self, original: cst.Module, updated: cst.Module):
         updated = self.adopt(original, updated)
-        loads = self.first_load is not None or m.findall(
-            updated, m.Call(func=m.Attribute(attr=m.Name("from_pretrained")))
-        )
-        if not loads or not self._legacy():
+        if not self._legacy() or not self._loads_weights(updated):
             return updated
-        already = m.findall(original, m.SimpleString(value=m.MatchIfTrue(lambda value: ASYNC_LOAD in value)))
-        if already:
+        # The text test is cheap and necessary; the tree search decides.
+        if any(ASYNC_LOAD in string for string in self.ctx.source.strings) and m.findall(
+            original, m.SimpleString(value=m.MatchIfTrue(lambda value: ASYNC_LOAD in value))
+        ):
             return updated
         index = imports_end(updated)
         anchor = self.first_load or (original.body[imports_end(original)] if original.body else original)
@@ -466,3 +467,11 @@ class EnvironmentFamily(KeepsComments):
         if index < len(body) and not body[index].leading_lines:
             body[index] = body[index].with_changes(leading_lines=[cst.EmptyLine()])
         return updated.with_changes(body=[*body[:index], statement, *body[index:]])
+
+    def _loads_weights(self, updated: cst.Module) -> bool:
+        """A `from_pretrained` call in the input, or written by a family (e.g. from an `export`)."""
+        if self.first_load is not None:
+            return True
+        return "from_pretrained" in updated.code and bool(
+            m.findall(updated, m.Call(func=m.Attribute(attr=m.Name("from_pretrained"))))
+        )

@@ -318,8 +318,7 @@ class XlaFamily(KeepsComments):
 
     def visit_Module(self, node: cst.Module) -> None:
         super().visit_Module(node)
-        found = m.findall(node, m.Name(value=m.MatchIfTrue(lambda value: value in _DISTRIBUTED_NAMES)))
-        self.distributed = bool(found)
+        self.distributed = not _DISTRIBUTED_NAMES.isdisjoint(self.ctx.source.identifiers)
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
