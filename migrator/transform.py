@@ -96,7 +96,7 @@ class SourceIndex:
 class FileContext:
     """What the families share while one file is rewritten: imports seen, findings, import edits."""
 
-    module: cst.Module | None = None  # the input, unmodified
+    module: cst.Module  # the input, unmodified
     imported: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
     reports: list[_Report] = field(default_factory=list)
     pending_todos: list[str] = field(default_factory=list)
