@@ -23,11 +23,12 @@ from migrator.transform import migrate_module
 
 # Cheap pre-filter (TorchFix's idea): a file that mentions none of these has no optimum-neuron/XLA
 # content, is never parsed and never rewritten (a script that already targets TorchNeuron included).
+# Module names match at a word start: `is_torch_xla_available()` alone is nothing to migrate.
 # Plain substring tests come first: they run at memory speed, a regex alternation does not.
 PYTHON_HINTS = ("optimum", "xla", "XLA_", "neuron", "NEURON_")
 PYTHON_MARKERS = re.compile(
-    r"optimum\.(?:neuron|exporters\.neuron)|from optimum import neuron|torch_xla|torch_neuronx"
-    r"|neuronx_distributed|\bXLA_\w|\bNEURON_\w|[\"']xla[\"']"
+    r"optimum\.(?:neuron|exporters\.neuron)|from optimum import neuron|\btorch_xla|\btorch_neuronx"
+    r"|\bneuronx_distributed|\bXLA_\w|\bNEURON_\w|[\"']xla[\"']"
 )
 # Shell launchers are cheap to scan line by line; optimum-neuron training flags alone mark one too.
 SHELL_HINTS = ("optimum", "neuron", "xla", "XLA_", "NEURON_", "--zero_1")
