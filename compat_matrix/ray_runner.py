@@ -151,7 +151,8 @@ def run_on_ray(
     foreign_versions: set[tuple] = set()
     try:
         check_capacity(ray.nodes(), options)
-        task = ray.remote(_probe_on_worker).options(max_retries=0, retry_exceptions=False, **options)
+        # Retries are ours (once, also for crash/timeout rows), so Ray's own are off.
+        task = ray.remote(max_retries=0, retry_exceptions=False, **options)(_probe_on_worker)
 
         def submit(model_type: str, attempt: int) -> None:
             ref = task.remote(probe, model_type, settings, options["num_cpus"])

@@ -104,7 +104,8 @@ def on_cluster(test):
 @pytest.fixture(scope="module")
 def cluster():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # Declared NeuronCores: Ray assigns them and sets NEURON_RT_VISIBLE_CORES exactly as on a Trainium node.
+    ray.init(num_cpus=2, resources={"neuron_cores": 2}, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 
@@ -250,6 +251,31 @@ def test_interrupt_cancels_running_tasks_and_their_probe_processes(cluster, tmp_
 
 
 @on_cluster
-def test_neuron_tasks_on_a_cluster_without_neuron_cores_fail_fast(cluster):
-    with pytest.raises(RaySetupError, match=r"needs 1 CPU, 2 neuron_cores"):
-        run_on_ray(["llama"], ProbeSettings(backend="neuron"), lambda row: None, cores_per_task=2)
+def test_neuron_tasks_get_their_own_cores_and_a_fresh_worker_each(cluster, tmp_path):
+    seen = tmp_path / "seen"
+
+    def probe(model_type, settings, threads):
+        import os
+
+        from compat_matrix.runner import run_one_isolated
+
+        with open(seen, "a") as log:
+            log.write(f"{os.getpid()} {os.environ.get('NEURON_RT_VISIBLE_CORES')}\n")
+        return run_one_isolated(model_type, settings, threads)
+
+    rows = []
+    neuron = ProbeSettings(backend="neuron", self_signal=signal.SIGSEGV)  # crashes before touching a device
+    run_on_ray(["llama"], neuron, rows.append, cores_per_task=2, probe=probe, note=lambda _: None)
+    [row] = rows
+    assert row["backend"] == "neuron" and row["verdict"] == "crash" and "SIGSEGV" in row["error"]
+    attempts = [line.split() for line in seen.read_text().splitlines()]
+    assert [cores for _, cores in attempts] == ["0,1", "0,1"]
+    assert attempts[0][0] != attempts[1][0]  # max_calls=1: the retry ran in a new worker process
+
+
+@on_cluster
+def test_neuron_tasks_no_node_can_hold_fail_fast(cluster):
+    with pytest.raises(
+        RaySetupError, match=r"needs 1 CPU, 3 neuron_cores .*nodes offer: 2 CPU, 2 neuron_cores"
+    ):
+        run_on_ray(["llama"], ProbeSettings(backend="neuron"), lambda row: None, cores_per_task=3)
