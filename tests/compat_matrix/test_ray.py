@@ -279,3 +279,19 @@ def test_neuron_tasks_no_node_can_hold_fail_fast(cluster):
         RaySetupError, match=r"needs 1 CPU, 3 neuron_cores .*nodes offer: 2 CPU, 2 neuron_cores"
     ):
         run_on_ray(["llama"], ProbeSettings(backend="neuron"), lambda row: None, cores_per_task=3)
+
+
+@on_cluster
+def test_rows_measured_under_other_versions_are_kept_with_a_warning(cluster):
+    def other_transformers(model_type, settings, threads):
+        from compat_matrix.runner import run_one_isolated
+
+        row = run_one_isolated(model_type, settings, threads)
+        row["env"]["transformers"] = "4.0.0"  # as if this node had another Transformers installed
+        return row
+
+    rows, notes = [], []
+    run_on_ray(["llama"], CRASHING, rows.append, probe=other_transformers, note=notes.append)
+    assert [row["env"]["transformers"] for row in rows] == ["4.0.0"]
+    assert "warning: llama ran under torch" in notes[-1] and "transformers 4.0.0" in notes[-1]
+    assert "Install the same versions on every node" in notes[-1]
