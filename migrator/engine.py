@@ -70,10 +70,9 @@ def migrate_python(content: str) -> tuple[str, list[Finding]]:
     if not any(hint in content for hint in PYTHON_HINTS) or not PYTHON_MARKERS.search(content):
         return content, []
     try:
-        module = cst.parse_module(content)
+        result = migrate_module(content, PYTHON_FAMILIES)
     except cst.ParserSyntaxError as error:
         raise MigrationError(_syntax_error_message(content, error)) from None
-    result = migrate_module(module, PYTHON_FAMILIES)
     if result.code != content:
         _verify_python(result.code)
     return result.code, result.findings

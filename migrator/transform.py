@@ -97,6 +97,7 @@ class FileContext:
     """What the families share while one file is rewritten: imports seen, findings, import edits."""
 
     module: cst.Module  # the input, unmodified
+    code: str  # its text
     imported: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
     reports: list[_Report] = field(default_factory=list)
     pending_todos: list[str] = field(default_factory=list)
@@ -105,7 +106,7 @@ class FileContext:
 
     @cached_property
     def source(self) -> SourceIndex:
-        return SourceIndex.of(self.module.code)
+        return SourceIndex.of(self.code)
 
     def qualified(self, node: cst.BaseExpression) -> str | None:
         """Qualified name of a Name/Attribute chain through the imports seen so far.
@@ -254,9 +255,13 @@ class PythonResult:
     findings: list[Finding]
 
 
-def migrate_module(module: cst.Module, families: Iterable[type[Family]]) -> PythonResult:
-    """Run all families over a parsed module; return the new code and findings placed on the input."""
-    ctx = FileContext(module)
+def migrate_module(code: str, families: Iterable[type[Family]]) -> PythonResult:
+    """Parse a module and run all families over it; return the new code and findings placed on the input.
+
+    Raises libcst's ParserSyntaxError when the code does not parse.
+    """
+    module = cst.parse_module(code)
+    ctx = FileContext(module, code)
     transformer = MigrationTransformer(ctx, families)
     updated = module.visit(transformer)
     if ctx.imports_to_add:
