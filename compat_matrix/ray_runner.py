@@ -133,9 +133,10 @@ def run_on_ray(
 ) -> None:
     """One Ray task per architecture; ``on_row`` gets each final row in this thread as soon as it is known.
 
-    ``address``: ``local`` starts a private instance with room for ``local_tasks`` tasks (default: all CPUs); ``auto`` or ``HOST:PORT``
-    joins a running cluster; a process already connected to Ray uses that connection instead.
-    ``probe`` is the per-architecture function (the local runner's, by default).
+    ``address``: ``local`` starts a private instance with room for ``local_tasks`` tasks (default: every
+    CPU); ``auto`` or ``HOST:PORT`` joins a running cluster; a process already connected to Ray uses that
+    connection instead. ``probe`` is the per-architecture function (the local runner's, by default). The
+    ``seconds`` of a row made here for a lost worker count from submission, queueing included.
     """
     ray = import_ray()
     from ray.exceptions import RayTaskError, TaskCancelledError

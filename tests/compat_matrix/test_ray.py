@@ -39,11 +39,6 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
 # --- without a cluster -----------------------------------------------------------------------------------
 
 
@@ -154,6 +149,22 @@ def test_a_crashing_probe_is_retried_once_then_recorded_like_the_local_runner(cl
     assert deterministic(row) == deterministic(local)
     assert "SIGSEGV" in row["error"]
     assert notes == [f"llama: crash ({row['error']}); retrying once"]
+
+
+@on_cluster
+def test_rows_measured_under_other_versions_are_kept_with_a_warning(cluster):
+    def other_transformers(model_type, settings, threads):
+        from compat_matrix.runner import run_one_isolated
+
+        row = run_one_isolated(model_type, settings, threads)
+        row["env"]["transformers"] = "4.0.0"  # as if this node had another Transformers installed
+        return row
+
+    rows, notes = [], []
+    run_on_ray(["llama"], CRASHING, rows.append, probe=other_transformers, note=notes.append)
+    assert [row["env"]["transformers"] for row in rows] == ["4.0.0"]
+    assert "warning: llama ran under torch" in notes[-1] and "transformers 4.0.0" in notes[-1]
+    assert "Install the same versions on every node" in notes[-1]
 
 
 @on_cluster
@@ -279,19 +290,3 @@ def test_neuron_tasks_no_node_can_hold_fail_fast(cluster):
         RaySetupError, match=r"needs 1 CPU, 3 neuron_cores .*nodes offer: 2 CPU, 2 neuron_cores"
     ):
         run_on_ray(["llama"], ProbeSettings(backend="neuron"), lambda row: None, cores_per_task=3)
-
-
-@on_cluster
-def test_rows_measured_under_other_versions_are_kept_with_a_warning(cluster):
-    def other_transformers(model_type, settings, threads):
-        from compat_matrix.runner import run_one_isolated
-
-        row = run_one_isolated(model_type, settings, threads)
-        row["env"]["transformers"] = "4.0.0"  # as if this node had another Transformers installed
-        return row
-
-    rows, notes = [], []
-    run_on_ray(["llama"], CRASHING, rows.append, probe=other_transformers, note=notes.append)
-    assert [row["env"]["transformers"] for row in rows] == ["4.0.0"]
-    assert "warning: llama ran under torch" in notes[-1] and "transformers 4.0.0" in notes[-1]
-    assert "Install the same versions on every node" in notes[-1]
