@@ -7,7 +7,7 @@ import difflib
 import re
 import shutil
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -177,15 +177,51 @@ def run(
             if on_done:
                 on_done(results[-1])
         return results
-    # Small chunks: a few large files dominate the cost, and they must not all land in one worker.
-    chunk = max(1, min(8, len(jobs) // (workers * 16)))
+    results: list[FileResult | None] = [None] * len(jobs)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        results = []
-        for result in pool.map(process, jobs, chunksize=chunk):
-            results.append(result)
-            if on_done:
-                on_done(result)
-        return results
+        batches = {
+            pool.submit(_process_batch, [jobs[i] for i in batch]): batch for batch in _batches(jobs, workers)
+        }
+        for future in as_completed(batches):
+            for index, result in zip(batches[future], future.result(), strict=True):
+                results[index] = result
+                if on_done:
+                    on_done(result)
+    return results
+
+
+def _process_batch(jobs: list[Job]) -> list[FileResult]:
+    return [process(job) for job in jobs]
+
+
+def _batches(jobs: list[Job], workers: int) -> list[list[int]]:
+    """Job indices grouped for the workers, largest files first.
+
+    A few large files dominate the cost: they go first and alone, so no worker is left finishing one
+    while the other idles. Small files (most of them skipped by the pre-filter) go in batches of about
+    the same total size, because one inter-process round trip per small file costs more than its work.
+    """
+    sizes = [_size(job) for job in jobs]
+    target = max(1, sum(sizes) // (workers * 32))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    weight = 0
+    for index in sorted(range(len(jobs)), key=lambda i: -sizes[i]):
+        current.append(index)
+        weight += sizes[index]
+        if weight >= target or len(current) >= 64:
+            batches.append(current)
+            current, weight = [], 0
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _size(job: Job) -> int:
+    try:
+        return job.source.path.stat().st_size
+    except OSError:  # reported by `process`
+        return 0
 
 
 def analyze(sources: Iterable[SourceFile]) -> list[FileResult]:
