@@ -227,7 +227,12 @@ def run_compiled_generate(model, settings: ProbeSettings, device, row: dict) -> 
     row["unique_graphs"] = stats.unique_graphs()
     row["eager_new_op_signatures"] = len(eager_signatures[-1] - set().union(*eager_signatures[:-1]))
     row["eager_op_signatures"] = len(eager_signatures[0])
-    row["graphs_compiled_by_backend"] = sim_backend.STATE.aten_graphs
+    # Backend graphs after AOT autograd: TorchNeuron counts its own in counters["neuron"]["compiled_graphs"].
+    row["graphs_compiled_by_backend"] = (
+        counters["neuron"]["compiled_graphs"]
+        if settings.backend == "neuron"
+        else sim_backend.STATE.aten_graphs
+    )
     row["_graph_break_messages"] = list(breaks)
     return outputs
 

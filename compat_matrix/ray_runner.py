@@ -138,6 +138,9 @@ def run_on_ray(
     connection instead. ``probe`` is the per-architecture function (the local runner's, by default). The
     ``seconds`` of a row made here for a lost worker count from submission, queueing included.
     """
+    model_types = list(model_types)
+    if not model_types:  # e.g. --resume with every row already written: no cluster to start
+        return
     ray = import_ray()
     from ray.exceptions import RayTaskError, TaskCancelledError
 
