@@ -149,10 +149,13 @@ class Family:
 
     - `SYMBOLS`: qualified names of the optimum-neuron/XLA symbols the family handles (rewrites or
       marks with a TODO); an imported source symbol no family claims is reported as NM901.
+    - `TRIGGERS`: identifiers of which at least one must appear in a file for the family to have
+      anything to do there (checked on the file's AST index); a family without triggers always runs.
     """
 
     name: str = ""
     SYMBOLS: frozenset[str] = frozenset()
+    TRIGGERS: frozenset[str] = frozenset()
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -167,8 +170,15 @@ class MigrationTransformer(cst.CSTTransformer):
     def __init__(self, ctx: FileContext, families: Iterable[type[Family]]) -> None:
         super().__init__()
         self.ctx = ctx
-        self.families = [family(ctx) for family in families]
-        self.claimed = frozenset().union(*(family.SYMBOLS for family in self.families))
+        families = list(families)
+        # A family with nothing to do in this file costs a handler call per node: leave it out.
+        identifiers = ctx.source.identifiers
+        self.families = [
+            family(ctx)
+            for family in families
+            if not family.TRIGGERS or not family.TRIGGERS.isdisjoint(identifiers)
+        ]
+        self.claimed = frozenset().union(*(family.SYMBOLS for family in families))
         self._visitors: dict[str, list] = {}
         self._leavers: dict[str, list] = {}
 

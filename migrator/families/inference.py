@@ -345,6 +345,9 @@ class InferenceFamily(Family):
             t.EXPORTERS_MODULE,
         }
     )
+    # Every rewrite starts from an optimum-neuron symbol, and naming one (import or dotted name) writes
+    # the identifier `optimum`.
+    TRIGGERS = frozenset({"optimum"})
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

@@ -450,6 +450,9 @@ class TrainingFamily(Family):
             *TRAINING_NEURON_CONFIGS,
         }
     )
+    # optimum-neuron symbols (named through `optimum`), or the Transformers/TRL classes whose arguments it
+    # checks; everything else it does (model loads, scopes) follows from one of those.
+    TRIGGERS = frozenset({"optimum", *(name.rsplit(".", 1)[1] for name in TARGET_CALLS)})
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
