@@ -294,9 +294,9 @@ def report(results: tuple[Path, ...], output: Path, fmt: str | None) -> None:
     help="Merged results file; may be one of the inputs (it is replaced atomically).",
 )
 def merge(results: tuple[Path, ...], output: Path) -> None:
-    """Combine results files (shards, reruns, hosts) into one. Rows from different torch/transformers/backend/
-    settings stay separate runs; a later row for the same architecture and settings replaces an earlier one,
-    and every such replacement with a different outcome is listed."""
+    """Combine results files (shards, reruns, hosts) into one. Rows measured under different torch,
+    transformers, backend or probe settings stay separate runs; a later row for the same architecture and
+    settings replaces an earlier one, and every such replacement with a different outcome is listed."""
     from compat_matrix.merge import MergeError, merge_results, summary_lines, write_rows_atomically
     from compat_matrix.results import export_csv
 
