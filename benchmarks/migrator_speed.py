@@ -11,6 +11,7 @@ measured on the whole corpus through the same runner the CLI uses (check mode: n
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -66,7 +67,7 @@ def main() -> None:
         "corpus_files": len(texts),
         "corpus_lines": sum(text.count("\n") for text in texts.values()),
         "python": platform.python_version(),
-        "libcst": cst.__version__ if hasattr(cst, "__version__") else "",
+        "libcst": importlib.metadata.version("libcst"),
         "cpus": os.cpu_count(),
     }
     for label, paths in (("nothing_to_migrate", nothing), ("to_migrate", to_migrate)):
