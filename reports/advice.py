@@ -55,10 +55,7 @@ def advice(row: dict) -> list[str]:
             steps.append(f"Outputs differ from the CPU reference{detail}: {STAGE_ADVICE['compare']}")
     recompiles = row.get("recompile_count") or 0
     if recompiles:
-        steps.append(
-            f"{recompiles} recompile(s) after warm-up: every new input shape compiles again. Pad prompts "
-            "to a fixed length (padding='max_length'), keep the batch size fixed, and use a static cache."
-        )
+        steps += _recompile_advice(recompiles, row.get("recompile_reasons") or [])
     breaks = row.get("graph_breaks") or 0
     if breaks:
         steps.append(
@@ -71,5 +68,25 @@ def advice(row: dict) -> list[str]:
         steps.append(
             f"{len(ops)} op(s) without a Neuron kernel run on CPU or fail: watch for them in profiles and "
             "report them to the torch-neuronx project."
+        )
+    return steps
+
+
+def _recompile_advice(recompiles: int, reasons: list[str]) -> list[str]:
+    """Which guard failed decides the cure: input shapes are the user's to fix, cache state is not."""
+    on_cache = [reason for reason in reasons if "past_key_values" in reason or "cache" in reason.lower()]
+    on_inputs = [reason for reason in reasons if reason not in on_cache]
+    steps = []
+    if on_inputs or not reasons:
+        steps.append(
+            f"{recompiles} recompile(s) after warm-up: every new input shape compiles again. Pad prompts "
+            "to a fixed length (padding='max_length'), keep the batch size fixed, and use a static cache."
+        )
+    if on_cache:
+        steps.append(
+            f"{len(on_cache)} recompile(s) guard on the KV cache's own state (past_key_values), which changes "
+            "at every decode step: padding the inputs does not remove them. Expect one compilation per "
+            "cache length with this architecture's cache, or generate eagerly, until the cache is "
+            "compile-friendly in Transformers."
         )
     return steps

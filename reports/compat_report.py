@@ -14,6 +14,7 @@ from reports.render import asset, fail, render, write_output
 from reports.results import (
     BUCKET_LABELS,
     BUCKETS,
+    INTEGER_FIELDS,
     OK_VERDICTS,
     VERDICT_MEANINGS,
     VERDICTS,
@@ -64,6 +65,10 @@ def _cell(record: dict) -> dict:
         key: (None if (not isinstance(value, list) and pd.isna(value)) else value)
         for key, value in record.items()
     }
+    # Counts come back from pandas as floats where a column has gaps; show them as the integers they are.
+    for key in INTEGER_FIELDS:
+        if cell.get(key) is not None:
+            cell[key] = int(cell[key])
     cell["green"] = cell["verdict"] == "works"
     cell["ok"] = cell["verdict"] in OK_VERDICTS
     cell["stage_meaning"] = STAGE_MEANINGS.get(cell.get("stage") or "", "")

@@ -50,6 +50,15 @@ OK_VERDICTS = frozenset({"works", "works-with-caveats"})
 RANK_BANDS = (("1-10", 1, 10), ("11-25", 11, 25), ("26-50", 26, 50), ("51-100", 51, 100))
 UNRANKED_BAND = "unranked"
 TOP_N = 100
+INTEGER_FIELDS = (
+    "compile_count",
+    "recompile_count",
+    "graph_breaks",
+    "unique_graphs",
+    "train_compile_count",
+    "train_expected_compile_count",
+    "train_graph_breaks",
+)
 ENV_KEY_FIELDS = ("backend", "simulated", "torch", "transformers", "settings_id")
 # The committed reference run and the top-100 list the harness writes next to it.
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -296,7 +305,8 @@ def long_frame(runs: list[Run], top100: list[Top100Entry]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(records)
     if frame.empty:
         return frame
-    frame["rank"] = frame["rank"].astype("Int64")
+    for column in ("rank", *INTEGER_FIELDS):
+        frame[column] = frame[column].astype("Int64")
     return frame.sort_values(["run", "rank", "model_type"], na_position="last").reset_index(drop=True)
 
 

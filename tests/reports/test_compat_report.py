@@ -116,6 +116,15 @@ def test_format_follows_the_output_suffix(tmp_path, name, fmt):
         ),
         ({"verdict": "works-with-caveats", "recompile_count": 3}, ["3 recompile(s)", "padding='max_length'"]),
         ({"verdict": "works-with-caveats", "graph_breaks": 2}, ["2 graph break(s)"]),
+        (
+            {
+                "verdict": "works-with-caveats",
+                "recompile_count": 2,
+                "recompile_reasons": ["0/0: kwargs['past_key_values'].layers[0].cumulative_length_int == 5"]
+                * 2,
+            },
+            ["2 recompile(s) guard on the KV cache", "padding the inputs does not remove them"],
+        ),
         ({"verdict": "fails", "stage": "compare", "outputs_match": False}, ["float32"]),
         ({"verdict": "works"}, []),
     ],
