@@ -12,7 +12,10 @@ VERDICT_COLORS = {
     "crash": "#7b1fa2",
     "timeout": "#6d7f8b",
     "harness-error": "#9e9e9e",
+    "not run": "#e3e7ed",
 }
+# Light segments get dark numbers.
+LABEL_COLORS = {"works-with-caveats": "#3d2c00", "not run": "#333"}
 FONT = 'font-family="system-ui, sans-serif" font-size="12"'
 
 
@@ -45,7 +48,7 @@ def verdicts_by_band_svg(table: pd.DataFrame, title: str) -> Markup:
             )
             if width >= 18:
                 parts.append(
-                    f'<text x="{x + width / 2:.1f}" y="{y + bar_height * 0.7:.1f}" {FONT} fill="#fff" '
+                    f'<text x="{x + width / 2:.1f}" y="{y + bar_height * 0.7:.1f}" {FONT} fill="{LABEL_COLORS.get(verdict, "#fff")}" '
                     f'text-anchor="middle">{int(count)}</text>'
                 )
             x += width

@@ -139,7 +139,7 @@ def _context(paths: list[Path]) -> dict:
                 "architectures": len(run.rows),
                 "headline": figures,
                 "band_chart": charts.verdicts_by_band_svg(
-                    verdicts_by_band(frame, index), f"Verdict by rank band: {run.label}"
+                    verdicts_by_band(frame, index, top100), f"Verdict by rank band: {run.label}"
                 ),
                 "recompile_chart": charts.histogram_svg(
                     recompile_histogram(frame, index),

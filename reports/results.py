@@ -49,6 +49,7 @@ VERDICT_MEANINGS = {
 OK_VERDICTS = frozenset({"works", "works-with-caveats"})
 RANK_BANDS = (("1-10", 1, 10), ("11-25", 11, 25), ("26-50", 26, 50), ("51-100", 51, 100))
 UNRANKED_BAND = "unranked"
+NOT_RUN = "not run"
 TOP_N = 100
 INTEGER_FIELDS = (
     "compile_count",
@@ -404,14 +405,18 @@ def recompile_histogram(frame: pd.DataFrame, run_index: int) -> list[tuple[str, 
     return [(label, int(counts.get(label, 0))) for label in labels]
 
 
-def verdicts_by_band(frame: pd.DataFrame, run_index: int) -> pd.DataFrame:
-    """Counts of each verdict per rank band (rows: bands in rank order; columns: verdicts)."""
+def verdicts_by_band(frame: pd.DataFrame, run_index: int, top100: list[Top100Entry]) -> pd.DataFrame:
+    """Counts of each verdict per rank band (rows: bands in rank order; columns: verdicts, then
+    `not run` for listed architectures without a row in this run)."""
     rows = frame[frame["run"] == run_index]
-    table = pd.crosstab(rows["rank_band"], rows["verdict"])
     bands = [name for name, _, _ in RANK_BANDS] + [UNRANKED_BAND]
-    return table.reindex(
-        index=[band for band in bands if band in table.index], columns=VERDICTS, fill_value=0
+    table = pd.crosstab(rows["rank_band"], rows["verdict"]).reindex(
+        index=bands, columns=VERDICTS, fill_value=0
     )
+    measured = set(rows["model_type"])
+    missing = pd.Series([rank_band(entry.rank) for entry in top100 if entry.model_type not in measured])
+    table[NOT_RUN] = missing.value_counts().reindex(bands, fill_value=0)
+    return table[table.sum(axis=1) > 0]
 
 
 def display_path(path: Path) -> str:
