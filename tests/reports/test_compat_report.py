@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 
+import markupsafe
 import pandas as pd
 import pytest
 
@@ -152,3 +154,22 @@ def test_neuron_compat_report_command(both, tmp_path):
         "# TorchNeuron compatibility"
     )
     assert runner.invoke(main, ["report", str(tmp_path / "missing.jsonl")]).exit_code == 2
+
+
+def test_rows_written_by_the_harness(data, tmp_path):
+    """Rows from a real `neuron-compat run --backend neuron-sim`, with every field the harness writes."""
+    sample = data / "harness-sample.jsonl"
+    rows = {row["model_type"]: row for row in map(json.loads, sample.read_text().splitlines())}
+    assert write_report([sample], tmp_path / "r.csv", "csv") == 0
+    frame = pd.read_csv(tmp_path / "r.csv").set_index("model_type")
+    for model_type, row in rows.items():
+        assert frame.loc[model_type, "verdict"] == row["verdict"]
+        assert frame.loc[model_type, "recompile_count"] == row["recompile_count"]
+        shown = frame.loc[model_type, "train_compile_count"]
+        assert pd.isna(shown) if row["train_compile_count"] is None else shown == row["train_compile_count"]
+    assert write_report([sample], tmp_path / "r.html", "html") == 0
+    html = tmp_path.joinpath("r.html").read_text()
+    failing = next(row for row in rows.values() if row["verdict"] == "fails")
+    assert str(markupsafe.escape(failing["error"])) in html
+    caveats = next(row for row in rows.values() if row["verdict"] == "works-with-caveats")
+    assert f"{caveats['recompile_count']} recompile(s) guard on the KV cache" in html
