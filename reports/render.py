@@ -30,7 +30,7 @@ def inline_code(value) -> Markup:
 def _environment() -> Environment:
     environment = Environment(
         loader=PackageLoader("reports", "templates"),
-        autoescape=select_autoescape(enabled_extensions=("html",), default_for_string=False),
+        autoescape=select_autoescape(enabled_extensions=("html", "html.jinja"), default_for_string=False),
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

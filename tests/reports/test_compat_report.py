@@ -173,3 +173,16 @@ def test_rows_written_by_the_harness(data, tmp_path):
     assert str(markupsafe.escape(failing["error"])) in html
     caveats = next(row for row in rows.values() if row["verdict"] == "works-with-caveats")
     assert f"{caveats['recompile_count']} recompile(s) guard on the KV cache" in html
+
+
+def test_result_text_is_escaped_in_html(tmp_path):
+    from conftest import write_jsonl
+
+    hostile = "<script>alert('x')</script> & <b>"
+    path = write_jsonl(
+        tmp_path / "r.jsonl",
+        [{"model_type": "llama", "verdict": "fails", "stage": "generate", "error": hostile}],
+    )
+    assert write_report([path], tmp_path / "r.html", "html") == 0
+    html = (tmp_path / "r.html").read_text()
+    assert hostile not in html and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;" in html
