@@ -9,6 +9,7 @@ of a libcst round trip. Positions are resolved only when there are findings to p
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -151,11 +152,16 @@ class Family:
       marks with a TODO); an imported source symbol no family claims is reported as NM901.
     - `TRIGGERS`: identifiers of which at least one must appear in a file for the family to have
       anything to do there (checked on the file's AST index); a family without triggers always runs.
+    - `HINTS`: strings of which one appears in the code of every statement the family acts on or learns
+      from, or in the qualified name of an import the statement uses (then the import's local name
+      counts as a hint). When every family at work in a file has hints, the walk does not descend into
+      statements without any. None (the default): the family needs to see every node.
     """
 
     name: str = ""
     SYMBOLS: frozenset[str] = frozenset()
     TRIGGERS: frozenset[str] = frozenset()
+    HINTS: frozenset[str] | None = None
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -181,6 +187,13 @@ class MigrationTransformer(cst.CSTTransformer):
         self.claimed = frozenset().union(*(family.SYMBOLS for family in families))
         self._visitors: dict[str, list] = {}
         self._leavers: dict[str, list] = {}
+        if all(family.HINTS is not None for family in self.families):
+            # Imports are always visited: they are recorded for `qualified` and checked for NM901.
+            self._static_hints = frozenset({"import"}).union(*(family.HINTS for family in self.families))
+            self._hints: set[str] | None = set(self._static_hints)
+            self._hint_pattern = _any_of(self._hints)
+        else:
+            self._hints = None
 
     def _handlers(self, cache: dict[str, list], prefix: str, node_type: str) -> list:
         handlers = cache.get(node_type)
@@ -198,6 +211,10 @@ class MigrationTransformer(cst.CSTTransformer):
             self._record_import(node)
         for handler in self._handlers(self._visitors, "visit_", type(node).__name__):
             handler(node)
+        if self._hints is not None and isinstance(node, _STATEMENT_TYPES):
+            # The statement's own handlers run (comments of a removed neighbour, scopes), its insides
+            # only when a hint appears in its code: generating the code costs far less than the walk.
+            return self._hint_pattern.search(self.ctx.module.code_for_node(node)) is not None
         return True
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
@@ -234,6 +251,7 @@ class MigrationTransformer(cst.CSTTransformer):
                 full = dotted_name(alias.name)
                 if alias.asname:
                     self.ctx.imported[alias.asname.name.value] = full
+                    self._note_hint(alias.asname.name.value, full)
                 else:  # `import a.b` binds `a`
                     head = full.split(".")[0]
                     self.ctx.imported[head] = head
@@ -246,6 +264,7 @@ class MigrationTransformer(cst.CSTTransformer):
             local = alias.asname.name.value if alias.asname else name
             qualified = f"{module}.{name}"
             self.ctx.imported[local] = qualified
+            self._note_hint(local, qualified)
             if module.startswith(SOURCE_MODULES) and not self._claimed(qualified):
                 self.ctx.todo(
                     alias,
@@ -254,9 +273,21 @@ class MigrationTransformer(cst.CSTTransformer):
                     'Diffusers API on device "neuron" by hand.',
                 )
 
+    def _note_hint(self, local: str, qualified: str) -> None:
+        """`local` names a hinted import (`from os import environ as env`): it is a hint too."""
+        if self._hints is None or local in self._hints:
+            return
+        if any(hint in qualified for hint in self._static_hints):
+            self._hints.add(local)
+            self._hint_pattern = _any_of(self._hints)
+
     def _claimed(self, qualified: str) -> bool:
         # A family may claim a whole module (e.g. "torch_xla.core.xla_model") or one symbol.
         return any(qualified == name or qualified.startswith(name + ".") for name in self.claimed)
+
+
+def _any_of(strings: Iterable[str]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(string) for string in sorted(strings)))
 
 
 @dataclass

@@ -117,6 +117,8 @@ def _string(node) -> str | None:
 
 class EnvironmentFamily(KeepsComments):
     name = "environment"
+    # Environment reads and writes, torch.compile calls and decorators, weight loads.
+    HINTS = frozenset({"environ", "getenv", "putenv", "unsetenv", "compile", "from_pretrained"})
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

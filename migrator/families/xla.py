@@ -305,6 +305,9 @@ def without_keywords(call: cst.Call, names: set[str]) -> cst.Call:
 class XlaFamily(KeepsComments):
     name = "xla"
     SYMBOLS = frozenset({"torch_xla", "neuronx_distributed", "torch_neuronx.trace", "torch_neuronx.xla_impl"})
+    # torch_xla / Neuron names (through their imports), "xla" strings (devices, backends, autocast,
+    # process groups), and the loader method called on a ParallelLoader.
+    HINTS = frozenset({"xla", "neuron", "per_device_loader"})
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
