@@ -15,7 +15,6 @@ from reports.results import (
     BUCKET_LABELS,
     BUCKETS,
     INTEGER_FIELDS,
-    OK_VERDICTS,
     VERDICT_MEANINGS,
     VERDICTS,
     ResultsError,
@@ -52,12 +51,8 @@ ENV_FIELDS = (
 
 
 def infer_format(output: Path) -> str:
-    suffix = output.suffix.lower().lstrip(".")
-    return (
-        {"markdown": "md", "htm": "html"}.get(suffix, suffix)
-        if suffix in {*FORMATS, "markdown", "htm"}
-        else "html"
-    )
+    suffixes = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".csv": "csv"}
+    return suffixes.get(output.suffix.lower(), "html")
 
 
 def _cell(record: dict) -> dict:
@@ -65,12 +60,11 @@ def _cell(record: dict) -> dict:
         key: (None if (not isinstance(value, list) and pd.isna(value)) else value)
         for key, value in record.items()
     }
-    # Counts come back from pandas as floats where a column has gaps; show them as the integers they are.
+    # Plain ints for the templates (pandas hands back numpy integers).
     for key in INTEGER_FIELDS:
         if cell.get(key) is not None:
             cell[key] = int(cell[key])
     cell["green"] = cell["verdict"] == "works"
-    cell["ok"] = cell["verdict"] in OK_VERDICTS
     cell["stage_meaning"] = STAGE_MEANINGS.get(cell.get("stage") or "", "")
     cell["advice"] = advice(cell)
     return cell
