@@ -157,7 +157,7 @@ def _scheduler(ray_address: str | None, jobs: int, jobs_given: bool, cores_per_t
         if cores_per_task != 1:
             raise BadInput("--cores-per-task applies to Ray tasks; add --ray")
         return functools.partial(run_local, jobs=jobs), f"-j {jobs}"
-    from compat_matrix.ray_runner import LOCAL, RaySetupError, import_ray, run_on_ray
+    from compat_matrix.ray_runner import LOCAL, RaySetupError, check_reachable, import_ray, run_on_ray
 
     if jobs_given and ray_address != LOCAL:
         raise BadInput(
@@ -165,6 +165,8 @@ def _scheduler(ray_address: str | None, jobs: int, jobs_given: bool, cores_per_t
         )
     try:
         import_ray()
+        if ray_address not in (LOCAL, "auto"):
+            check_reachable(ray_address)
     except RaySetupError as error:
         raise BadInput(str(error)) from None
     schedule = functools.partial(

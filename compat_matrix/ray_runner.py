@@ -13,6 +13,7 @@ Ray is an optional extra: it is imported only when a Ray run starts.
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -76,6 +77,23 @@ def check_capacity(nodes: list[dict], options: dict[str, Any]) -> None:
     )
 
 
+START_HINT = (
+    "Start it with `ray start --head` on one node and `ray start --address HEAD_IP:6379` on the others, then "
+    "pass HEAD_IP:6379 (or `auto` on a cluster node)."
+)
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A HOST:PORT nobody listens on makes ray.init wait for minutes; a plain TCP connect fails in seconds."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise RaySetupError(f"--ray {address!r}: expected HOST:PORT (for example 10.0.0.5:6379) or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as error:
+        raise RaySetupError(f"no Ray cluster answers at {address} ({error}). {START_HINT}") from None
+
+
 def connect(ray, address: str, local_cpus: int | None) -> None:
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
     try:
@@ -85,9 +103,7 @@ def connect(ray, address: str, local_cpus: int | None) -> None:
             ray.init(address=address, **quiet)
     except (ConnectionError, ValueError) as error:
         raise RaySetupError(
-            f"cannot connect to the Ray cluster at {address!r}: {error}. Start it with `ray start --head` on one "
-            "node and `ray start --address HEAD_IP:6379` on the others, then pass HEAD_IP:6379 (or `auto` on a "
-            "cluster node)."
+            f"cannot connect to the Ray cluster at {address!r}: {error}. {START_HINT}"
         ) from None
 
 

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from compat_matrix.cli import main
-from compat_matrix.ray_runner import RaySetupError, check_capacity, run_on_ray, task_options
+from compat_matrix.ray_runner import RaySetupError, check_capacity, check_reachable, run_on_ray, task_options
 from compat_matrix.runner import run_one_isolated
 from compat_matrix.settings import ProbeSettings
 
@@ -67,6 +67,24 @@ def test_inconsistent_ray_options_exit_2_before_any_work(tmp_path, arguments, me
     )
     assert result.exit_code == 2 and message in result.output
     assert not output.exists()
+
+
+def test_an_address_where_nothing_listens_exits_2_in_seconds(tmp_path):
+    pytest.importorskip("ray")
+    output = tmp_path / "results.jsonl"
+    started = time.monotonic()
+    result = CliRunner().invoke(
+        main, ["run", "--ray", "127.0.0.1:1", "--archs", "llama", "--backend", "neuron-sim", "-o", output]
+    )
+    assert result.exit_code == 2 and "no Ray cluster answers at 127.0.0.1:1" in result.output
+    assert "ray start --head" in result.output
+    assert time.monotonic() - started < 30 and not output.exists()
+
+
+@pytest.mark.parametrize("address", ["6379", "host:", "host:port"])
+def test_a_malformed_address_is_refused(address):
+    with pytest.raises(RaySetupError, match="expected HOST:PORT"):
+        check_reachable(address)
 
 
 def test_neuron_tasks_ask_for_neuron_cores_and_simulated_tasks_for_cpus():
