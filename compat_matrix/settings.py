@@ -18,10 +18,10 @@ class ProbeSettings:
     train_lengths: tuple[int, ...] = (100, 200)  # raw token counts; padded to multiples of pad_multiple
     pad_multiple: int = 128  # TRL >= 1.16 pads batches to multiples of 128 tokens
     train_batch_size: int = 2
+    # Transformers' own compiled-generate test allows 1e-5 (1e-3 for MoE, whose router near-ties amplify
+    # reordering noise); the static cache's padded, masked buffer sums in another order, hence 1e-4 here.
     logit_tolerance: float = 1e-4
-    moe_logit_tolerance: float = (
-        1e-3  # router ties amplify reordering noise, as Transformers' own tests allow
-    )
+    moe_logit_tolerance: float = 1e-3
     recompile_limit: int = 64
     seed: int = 0
     # Isolation limits: they decide timeout/crash verdicts but not what a finished probe measures.
