@@ -23,7 +23,7 @@ from compat_matrix import sim_backend
 from compat_matrix.settings import ProbeSettings
 from compat_matrix.tiny import VOCAB, build_tiny_model
 
-STAGES = ("build", "eager", "generate", "compare", "train")
+CPU = torch.device("cpu")
 MOE_MARKERS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 
 
@@ -337,16 +337,16 @@ def probe_architecture(model_type: str, settings: ProbeSettings) -> dict[str, An
         "_graph_break_messages": [],
     }
     try:
-        model = timed(
-            probe_seconds, "build", "build", lambda: build_tiny_model(model_type, settings.seed).to(device)
-        )
+        model = timed(probe_seconds, "build", "build", lambda: build_tiny_model(model_type, settings.seed))
         row["parameters"] = sum(p.numel() for p in model.parameters())
         row["can_compile_fullgraph"] = bool(getattr(model, "_can_compile_fullgraph", False))
-        references = timed(
-            probe_seconds, "eager", "eager", lambda: run_eager_reference(model, settings, device)
-        )
+        # The reference always runs eagerly on CPU; only the compiled probes move to the device.
+        references = timed(probe_seconds, "eager", "eager", lambda: run_eager_reference(model, settings, CPU))
         outputs = timed(
-            probe_seconds, "generate", "generate", lambda: run_compiled_generate(model, settings, device, row)
+            probe_seconds,
+            "generate",
+            "generate",
+            lambda: run_compiled_generate(model.to(device), settings, device, row),
         )
         timed(
             probe_seconds,
