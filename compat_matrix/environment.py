@@ -18,10 +18,13 @@ def neuron_device_available() -> bool:
     if importlib.util.find_spec("torch_neuronx") is None:
         return False
     import torch
-    import torch_neuronx  # noqa: F401  (registers the neuron device and the "neuron" dynamo backend)
 
-    neuron = getattr(torch, "neuron", None)
-    return bool(neuron is not None and neuron.is_available() and neuron.device_count() > 0)
+    try:
+        import torch_neuronx  # noqa: F401  (registers the neuron device and the "neuron" dynamo backend)
+    except Exception:  # an install for another host (no driver, wrong torch) is "not available", not a crash
+        return False
+    device_count = getattr(getattr(torch, "neuron", None), "device_count", None)
+    return bool(callable(device_count) and device_count() > 0)
 
 
 def resolve_backend(requested: str) -> tuple[str, str]:
