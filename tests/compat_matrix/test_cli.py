@@ -116,3 +116,11 @@ def test_rank_offline_is_a_clear_error(runner, tmp_path):
     result = run_cli(runner, "rank", "--from-hub", "-o", str(tmp_path / "ranking.csv"))
     assert result.exit_code == 2
     assert "HF_HUB_OFFLINE" in result.output
+
+
+def test_auto_backend_says_which_it_picked():
+    from compat_matrix.environment import resolve_backend
+
+    backend, why = resolve_backend("auto")
+    assert backend == "neuron-sim"  # no Trainium on the test machines
+    assert why.startswith("auto: no TorchNeuron device here")
