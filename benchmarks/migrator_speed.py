@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import libcst as cst
@@ -48,6 +49,22 @@ def best_of(repeat: int, work) -> float:
         work()
         timings.append(time.perf_counter() - start)
     return min(timings)
+
+
+def spin(iterations: int) -> int:
+    total = 0
+    for i in range(iterations):
+        total += i
+    return total
+
+
+def parallel_ceiling(repeat: int, iterations: int = 5_000_000) -> float:
+    """Speed-up of two processes over one on pure CPU work: the bound for `-j 2` here and now."""
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        list(pool.map(spin, [1, 1]))  # workers started before timing
+        serial = best_of(repeat, lambda: [spin(iterations) for _ in range(2)])
+        parallel = best_of(repeat, lambda: list(pool.map(spin, [iterations] * 2)))
+    return serial / parallel
 
 
 def main() -> None:
@@ -91,6 +108,8 @@ def main() -> None:
         "j2_s": round(parallel, 3),
         "j2_speedup": round(serial / parallel, 2),
         "j1_files_per_s": round(len(jobs) / serial, 1),
+        # What two processes could gain on this machine at that moment (other load shares the cores).
+        "cpu_bound_j2_ceiling": round(parallel_ceiling(args.repeat), 2),
     }
     text = json.dumps(figures, indent=2)
     print(text)

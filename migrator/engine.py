@@ -194,12 +194,16 @@ def _process_batch(jobs: list[Job]) -> list[FileResult]:
     return [process(job) for job in jobs]
 
 
+_BATCH_FILES = 8
+
+
 def _batches(jobs: list[Job], workers: int) -> list[list[int]]:
     """Job indices grouped for the workers, largest files first.
 
     A few large files dominate the cost: they go first and alone, so no worker is left finishing one
-    while the other idles. Small files (most of them skipped by the pre-filter) go in batches of about
-    the same total size, because one inter-process round trip per small file costs more than its work.
+    while the other idles. Small files go in batches (one inter-process round trip per file would cost
+    more than the work of most, which the pre-filter skips), of at most `_BATCH_FILES`: small scripts
+    that do need migrating cost far more than their size says, and must not all land in one batch.
     """
     sizes = [_size(job) for job in jobs]
     target = max(1, sum(sizes) // (workers * 32))
@@ -209,7 +213,7 @@ def _batches(jobs: list[Job], workers: int) -> list[list[int]]:
     for index in sorted(range(len(jobs)), key=lambda i: -sizes[i]):
         current.append(index)
         weight += sizes[index]
-        if weight >= target or len(current) >= 64:
+        if weight >= target or len(current) >= _BATCH_FILES:
             batches.append(current)
             current, weight = [], 0
     if current:
