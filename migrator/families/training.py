@@ -453,6 +453,8 @@ class TrainingFamily(Family):
     # optimum-neuron symbols (named through `optimum`), or the Transformers/TRL classes whose arguments it
     # checks; everything else it does (model loads, scopes) follows from one of those.
     TRIGGERS = frozenset({"optimum", *(name.rsplit(".", 1)[1] for name in TARGET_CALLS)})
+    # The same, plus the model loads and `trn_config` reads that the arguments' sharding goes to.
+    HINTS = TRIGGERS | {"from_pretrained", "trn_config"}
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
