@@ -170,13 +170,21 @@ def _assigns_all(node: ast.Assign | ast.AugAssign | ast.AnnAssign) -> bool:
     )
 
 
-def remove_unused_imports(module: cst.Module, requests: list[ImportRequest]) -> cst.Module:
-    """Drop the requested import aliases whose name the rewritten module no longer uses."""
+def code_without_unused_imports(module: cst.Module, requests: list[ImportRequest]) -> str:
+    """The module's code, less the requested import aliases whose name it no longer uses."""
+    code = module.code
     try:
-        used = used_names(module.code)
+        used = used_names(code)
     except SyntaxError:  # a broken rewrite: left as is for the engine's verification to report
-        return module
-    return module.visit(_UnusedImportRemover(requests, used))
+        return code
+    if all(_bound_name(request) in used for request in requests):
+        return code  # every requested import is still used: nothing to drop
+    return module.visit(_UnusedImportRemover(requests, used)).code
+
+
+def _bound_name(request: ImportRequest) -> str:
+    module_name, obj, asname = request
+    return asname or obj or module_name.split(".")[0]  # `import a.b` binds `a`
 
 
 # Nodes that hold statements: the remover descends through these only (never into expressions).

@@ -16,7 +16,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from migrator.imports import ImportRequest, add_missing_imports, remove_unused_imports
+from migrator.imports import ImportRequest, add_missing_imports, code_without_unused_imports
 from migrator.positions import start_positions
 from migrator.rules import UNKNOWN_OPTIMUM_SYMBOL, Finding, Rule
 
@@ -308,8 +308,10 @@ def migrate_module(code: str, families: Iterable[type[Family]]) -> PythonResult:
     if ctx.imports_to_add:
         updated = add_missing_imports(updated, ctx.imports_to_add)
     if ctx.imports_to_remove:
-        updated = remove_unused_imports(updated, ctx.imports_to_remove)
-    return PythonResult(updated.code, _place(module, ctx.reports))
+        new_code = code_without_unused_imports(updated, ctx.imports_to_remove)
+    else:
+        new_code = updated.code
+    return PythonResult(new_code, _place(module, ctx.reports))
 
 
 def _place(module: cst.Module, reports: list[_Report]) -> list[Finding]:
