@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from migrator.imports import ImportRequest, add_missing_imports, code_without_unused_imports
-from migrator.positions import start_positions
 from migrator.rules import UNKNOWN_OPTIMUM_SYMBOL, Finding, Rule
 
 TODO_PREFIX = "# TODO(neuron-migrate):"
@@ -317,11 +317,12 @@ def migrate_module(code: str, families: Iterable[type[Family]]) -> PythonResult:
 def _place(module: cst.Module, reports: list[_Report]) -> list[Finding]:
     if not reports:
         return []
-    positions = start_positions(module, (report.node for report in reports))
+    # Only the unmodified input tree is wrapped, without a copy: reports point at its nodes.
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     findings = []
     for report in reports:
-        line, column = positions.get(id(report.node), (1, 0))
-        column += 1
+        position = positions.get(report.node)
+        line, column = (position.start.line, position.start.column + 1) if position else (1, 1)
         findings.append(Finding(report.rule, line, column, report.message, report.fixed))
     return sorted(findings, key=lambda f: (f.line, f.column, f.code))
 
