@@ -1,6 +1,6 @@
 """Speed of neuron-migrate against a bare libcst round trip (parse + codegen) on the same files.
 
-Corpus: the installed transformers, trl and torch sources (real Python files, --limit of them) plus the
+Corpus: the installed trl, transformers and torch sources (real Python files, --limit of them) plus the
 bundled fixtures. Files are classified by what the migrator did with them: "nothing to migrate" (no change,
 no finding) or "to migrate". Timings are per phase, in-process, best of --repeat runs; `-j` scaling is
 measured on the whole corpus through the same runner the CLI uses (check mode: nothing is written).
@@ -29,11 +29,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def corpus(limit: int) -> list[SourceFile]:
+    """Up to `limit` library files, an equal share from each package (trl is smaller: the rest of its
+    share goes to the others), plus the fixtures' inputs."""
+    packages = ("trl", "transformers", "torch")
     files: list[SourceFile] = []
-    for package in ("transformers", "trl", "torch"):
+    for index, package in enumerate(packages):
         origin = Path(importlib.util.find_spec(package).origin).parent
-        files += [source for source in discover([origin]) if source.kind == "python"]
-    files = files[:limit]
+        share = (limit - len(files)) // (len(packages) - index)
+        files += [source for source in discover([origin]) if source.kind == "python"][:share]
     fixtures = [
         source
         for source in discover([ROOT / "fixtures" / "migrator"])
