@@ -228,14 +228,14 @@ class _UnusedImportRemover(cst.CSTTransformer):
                 updated, [(module_name, alias.evaluated_name) for alias in original.names]
             )
         if isinstance(original, cst.SimpleStatementLine) and not updated.body:
-            if any(line.comment for line in updated.leading_lines):  # they introduce what follows
-                self.orphan_lines[-1].extend(updated.leading_lines)
+            # Its comments introduce what follows, and its blank line separates an import group.
+            self.orphan_lines[-1].extend(updated.leading_lines)
             return cst.RemoveFromParent()
         if isinstance(updated, _STATEMENTS) and self.orphan_lines[-1]:
             lines, self.orphan_lines[-1] = self.orphan_lines[-1], []
-            return updated.with_changes(leading_lines=[*lines, *updated.leading_lines])
+            return updated.with_changes(leading_lines=_joined_leading_lines(lines, updated.leading_lines))
         if isinstance(original, (cst.Module, cst.IndentedBlock)):
-            lines = self.orphan_lines.pop()
+            lines = [line for line in self.orphan_lines.pop() if line.comment]
             if lines:
                 return updated.with_changes(footer=[*lines, *updated.footer])
         return updated
@@ -265,3 +265,14 @@ class _UnusedImportRemover(cst.CSTTransformer):
         if kept[-1] is not updated.names[-1]:  # the new last alias must not keep a trailing comma
             kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return updated.with_changes(names=kept)
+
+
+def _joined_leading_lines(
+    carried: list[cst.EmptyLine], own: tuple[cst.EmptyLine, ...]
+) -> list[cst.EmptyLine]:
+    """Lines of removed statements above the next one, without doubling the blank line it already has."""
+    if own and not own[0].comment:
+        carried = list(carried)
+        while carried and not carried[-1].comment:
+            carried.pop()
+    return [*carried, *own]
