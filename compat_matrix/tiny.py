@@ -200,7 +200,9 @@ FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
     "zaya": {"num_experts_per_tok": 1},
     "falcon_h1": {"mamba_d_ssm": 128, "mamba_n_heads": 8, "mamba_d_head": 16, "mamba_expand": 2},
     "reformer": {"is_decoder": True, "axial_pos_embds_dim": [16, 48], "axial_pos_shape": [16, 64]},
+    # Zamba2's shared attention block runs on [hidden, input embeddings], twice the model width.
     "zamba2": {
+        "attention_hidden_size": 2 * HIDDEN,
         "attention_head_dim": 2 * HIDDEN // HEADS,
         "mamba_headdim": 16,
         "n_mamba_heads": 8,
@@ -213,6 +215,11 @@ FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
         "indexer_budget": 8,
         "indexer_compress_ratio": 2,
     },
+    # DbrxAttention reads attn_config.rope_theta, which DbrxAttentionConfig does not declare, and clamps by
+    # clip_qkv even when it is None: released checkpoints set both (clip_qkv 8).
+    "dbrx": {"attn_config": {"rope_theta": 10000.0, "clip_qkv": 8}},
+    # The default rope_parameters is empty, but the rotary embedding looks up one entry per layer type.
+    "cohere_compass_text": {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
     "dots1": {"n_routed_experts": EXPERTS, "moe_intermediate_size": FFN, "n_shared_experts": 1},
 }
 # Knobs whose full-size default is None although the model needs a value (checkpoints always set them).
@@ -317,9 +324,14 @@ def tiny_config_kwargs(config_cls: type[PreTrainedConfig], tower: bool = False) 
         # Sub-configs declared through AutoConfig take their concrete class from the default instance.
         if isinstance(defaults.get(name), PreTrainedConfig):
             sub_cls = type(defaults[name])
-        if isinstance(sub_cls, type) and issubclass(sub_cls, PreTrainedConfig) and sub_cls.model_type:
-            is_tower = not name.startswith(("text", "decoder", "global", "encoder", "patcher"))
-            kwargs[name] = tiny_config_kwargs(sub_cls, tower=is_tower) | {"model_type": sub_cls.model_type}
+        if isinstance(sub_cls, type) and issubclass(sub_cls, PreTrainedConfig):
+            # A part of the model's own blocks (DBRX's attn_config/ffn_config) has no model_type: not a tower.
+            is_tower = bool(sub_cls.model_type) and not name.startswith(
+                ("text", "decoder", "global", "encoder", "patcher")
+            )
+            kwargs[name] = tiny_config_kwargs(sub_cls, tower=is_tower)
+            if sub_cls.model_type:
+                kwargs[name]["model_type"] = sub_cls.model_type
     kwargs.update(FAMILY_OVERRIDES.get(getattr(config_cls, "model_type", ""), {}))
     return kwargs
 
