@@ -219,7 +219,9 @@ FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
     # clip_qkv even when it is None: released checkpoints set both (clip_qkv 8).
     "dbrx": {"attn_config": {"rope_theta": 10000.0, "clip_qkv": 8}},
     # The default rope_parameters is empty, but the rotary embedding looks up one entry per layer type.
-    "cohere_compass_text": {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
+    "cohere_compass_text": {
+        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    },
     "dots1": {"n_routed_experts": EXPERTS, "moe_intermediate_size": FFN, "n_shared_experts": 1},
 }
 # Knobs whose full-size default is None although the model needs a value (checkpoints always set them).
