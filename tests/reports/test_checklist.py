@@ -5,9 +5,9 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import write_jsonl
 
 from reports.checklist import build_checklist, write_checklist
+from tests.reports.conftest import write_jsonl
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "examples"
 

@@ -176,7 +176,7 @@ def test_rows_written_by_the_harness(data, tmp_path):
 
 
 def test_result_text_is_escaped_in_html(tmp_path):
-    from conftest import write_jsonl
+    from tests.reports.conftest import write_jsonl
 
     hostile = "<script>alert('x')</script> & <b>"
     path = write_jsonl(

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from conftest import write_jsonl
 
 from reports.results import (
     ResultsError,
@@ -14,6 +13,7 @@ from reports.results import (
     verdict_matrix,
     verdicts_by_band,
 )
+from tests.reports.conftest import write_jsonl
 
 
 def test_rows_with_different_environments_are_different_runs(data, rows):
