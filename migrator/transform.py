@@ -2,8 +2,8 @@
 
 Families do not each walk the tree: the dispatcher walks it once and, at every node, calls the
 `visit_<Node>` / `leave_<Node>` handlers of each family in turn (Fixit's batching, applied to
-transforms). One walk keeps positions tied to the original file and keeps migration close to the cost
-of a libcst round trip. Positions are resolved only when there are findings to place.
+transforms). One walk keeps every finding tied to a node of the original file and the cost to a single
+traversal, whatever the number of families. Positions are resolved only when there are findings to place.
 """
 
 from __future__ import annotations
