@@ -41,6 +41,20 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def source_code(node: cst.CSTNode) -> str:
+    """The code of one node, printed on its own with libcst's default module settings."""
+    return cst.Module([]).code_for_node(node)
+
+
+def literal_value(node: cst.BaseExpression):
+    """Python value of a literal (str, int, bool, None); `...` (Ellipsis) when it is not a literal."""
+    if isinstance(node, (cst.SimpleString, cst.Integer)):
+        return node.evaluated_value
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[node.value]
+    return ...
+
+
 @dataclass
 class _Report:
     node: cst.CSTNode
@@ -334,5 +348,7 @@ __all__ = [
     "MigrationTransformer",
     "PythonResult",
     "dotted_name",
+    "literal_value",
     "migrate_module",
+    "source_code",
 ]

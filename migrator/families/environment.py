@@ -16,7 +16,7 @@ import libcst.matchers as m
 from migrator.families.comments import KeepsComments
 from migrator.families.xla import imports_end, tidy_args
 from migrator.rules import Severity, define
-from migrator.transform import SOURCE_MODULES
+from migrator.transform import SOURCE_MODULES, literal_value
 
 # Variables only the XLA / NxD flow reads (migration map §3.3); any XLA_* / PT_XLA_* is torch_xla's.
 DROPPED_VARIABLES: dict[str, str] = {
@@ -108,7 +108,7 @@ COMPILE_MODE = define(
 
 _FALSE = cst.Name("False")
 _EQUAL = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
-_UNKNOWN = object()
+_UNKNOWN = ...  # what literal_value gives for a non-literal
 
 
 def _string(node) -> str | None:
@@ -279,10 +279,10 @@ class EnvironmentFamily(KeepsComments):
             if isinstance(node, cst.Call):
                 if len(node.args) == 1:
                     return None
-                return self._literal(node.args[1].value)
+                return literal_value(node.args[1].value)
             return _UNKNOWN  # os.environ[K] raises KeyError when unset
         if isinstance(node, (cst.SimpleString, cst.Integer, cst.Name)):
-            return self._literal(node)
+            return literal_value(node)
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
             value = self._evaluate(node.expression)
             return _UNKNOWN if value is _UNKNOWN else not value
@@ -306,15 +306,6 @@ class EnvironmentFamily(KeepsComments):
                 return _UNKNOWN
         return _UNKNOWN
 
-    def _literal(self, node):
-        if isinstance(node, cst.SimpleString):
-            return node.evaluated_value
-        if isinstance(node, cst.Integer):
-            return node.evaluated_value
-        if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
-            return {"True": True, "False": False, "None": None}[node.value]
-        return _UNKNOWN
-
     def _compare(self, node: cst.Comparison):
         comparison = node.comparisons[0]
         left = self._evaluate(node.left)
@@ -322,7 +313,7 @@ class EnvironmentFamily(KeepsComments):
         if isinstance(operator, (cst.In, cst.NotIn)) and isinstance(
             comparison.comparator, (cst.Tuple, cst.List)
         ):
-            options = [self._literal(element.value) for element in comparison.comparator.elements]
+            options = [literal_value(element.value) for element in comparison.comparator.elements]
             if left is _UNKNOWN or _UNKNOWN in options:
                 return _UNKNOWN
             return (left in options) == isinstance(operator, cst.In)

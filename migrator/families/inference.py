@@ -17,7 +17,7 @@ import libcst.matchers as m
 
 from migrator.families import inference_tables as t
 from migrator.rules import Severity, define
-from migrator.transform import Family
+from migrator.transform import Family, literal_value, source_code
 
 CAUSAL_LM = define(
     "NM101",
@@ -205,7 +205,7 @@ def _split_args(
         if old.star:
             raise Unmapped(
                 UNMAPPED_ARGUMENTS,
-                f"{what} receives `{old.star}{_code(old.value)}`, whose keys the codemod "
+                f"{what} receives `{old.star}{source_code(old.value)}`, whose keys the codemod "
                 "cannot see; spell the arguments out and run neuron-migrate again",
             )
         if old.keyword is None and 0 < index <= len(positional):
@@ -242,21 +242,6 @@ def _without_comment(comma: cst.Comma) -> cst.Comma:
     if isinstance(after, cst.ParenthesizedWhitespace):
         after = after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
     return comma.with_changes(whitespace_after=after)
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
-
-
-def _literal(node: cst.BaseExpression):
-    """Python value of a literal (str, int, bool, None); `...` (Ellipsis) when not a literal."""
-    if isinstance(node, cst.SimpleString):
-        return node.evaluated_value
-    if isinstance(node, cst.Integer):
-        return node.evaluated_value
-    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
-        return {"True": True, "False": False, "None": None}[node.value]
-    return ...
 
 
 def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
@@ -298,7 +283,7 @@ def _assemble(args: _Args, kept: list[str], extra: list[cst.Arg]) -> list[cst.Ar
 
 def _dtype_expr(value: cst.BaseExpression) -> cst.BaseExpression:
     """`"bf16"` -> `torch.bfloat16`; a runtime string -> a lookup in the same table."""
-    literal = _literal(value)
+    literal = literal_value(value)
     if isinstance(literal, str):
         if literal not in t.AUTO_CAST_DTYPES:
             raise Unmapped(
@@ -312,7 +297,7 @@ def _dtype_expr(value: cst.BaseExpression) -> cst.BaseExpression:
             UNMAPPED_ARGUMENTS, f"auto_cast_type={literal!r} is not a dtype name; set dtype= by hand"
         )
     table = ", ".join(f'"{name}": torch.{dtype}' for name, dtype in t.AUTO_CAST_DTYPES.items())
-    return cst.parse_expression(f"{{{table}}}[{_code(value)}]")
+    return cst.parse_expression(f"{{{table}}}[{source_code(value)}]")
 
 
 def _without_positional_config(call: cst.Call) -> cst.Call:
@@ -366,7 +351,7 @@ class InferenceFamily(Family):
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
             return
-        module = _code(node.module)
+        module = source_code(node.module)
         for alias in node.names:
             qualified = f"{module}.{alias.name.value}"
             why = t.MANUAL_SYMBOLS.get(qualified)
@@ -453,7 +438,7 @@ class InferenceFamily(Family):
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
         if len(original.targets) != 1:
             return updated
-        target = _code(original.targets[0].target)
+        target = source_code(original.targets[0].target)
         value = original.value
         qualified = (
             self.ctx.qualified(value.func.value) if m.matches(value, m.Call(func=m.Attribute())) else None
@@ -461,7 +446,7 @@ class InferenceFamily(Family):
         if qualified and _PREPROCESSOR_CLASS.match(qualified):
             self._preprocessors[target] = "tokenizer" if "Tokenizer" in qualified else "processor"
         if isinstance(value, cst.Dict) and all(
-            isinstance(element, cst.DictElement) and isinstance(_literal(element.key), str)
+            isinstance(element, cst.DictElement) and isinstance(literal_value(element.key), str)
             for element in value.elements
         ):
             self._dicts[-1][target] = value
@@ -498,7 +483,7 @@ class InferenceFamily(Family):
             )
         else:
             padded = any(
-                m.matches(arg, m.Arg(keyword=m.Name("padding"))) and _literal(arg.value) == "max_length"
+                m.matches(arg, m.Arg(keyword=m.Name("padding"))) and literal_value(arg.value) == "max_length"
                 for arg in call.args
             )
             self.ctx.report(call, INPUTS_TO_DEVICE if padded else UNPADDED_PROMPTS)
@@ -513,7 +498,7 @@ class InferenceFamily(Family):
         `tok.apply_chat_template(...)`; None when the callee is not a known preprocessor."""
         if m.matches(func, m.Attribute(attr=m.Name("apply_chat_template"))):
             func = func.value
-        return self._preprocessors.get(_code(func))
+        return self._preprocessors.get(source_code(func))
 
     # --- calls ------------------------------------------------------------------------------------------------
 
@@ -596,7 +581,7 @@ class InferenceFamily(Family):
         self._report(original, CAUSAL_LM)
         if cache_len is None:
             self._report(original, SEQUENCE_LENGTH, _NO_CACHE_LEN)
-        target = _code(self._assigned_calls[original])
+        target = source_code(self._assigned_calls[original])
         self._loads[original] = _Load(f"{target}.generation_config", cache_len)
         self._remember_model(target)
         return self._retarget(updated, "transformers", "AutoModelForCausalLM", owner, new_args)
@@ -627,13 +612,13 @@ class InferenceFamily(Family):
                 cache_len = new.value
                 self._report(old, SEQUENCE_LENGTH)
             elif name in t.TP_ARGS:
-                if _literal(new.value) != 1:
+                if literal_value(new.value) != 1:
                     tp_size = new.value
                     self._report(
                         old,
                         TENSOR_PARALLEL,
-                        f"Rewritten to DistributedConfig(tp_size={_code(new.value)}); launch the script with "
-                        f"`torchrun --nproc_per_node=N` where N = {_code(new.value)} (all ranks run generate; print "
+                        f"Rewritten to DistributedConfig(tp_size={source_code(new.value)}); launch the script with "
+                        f"`torchrun --nproc_per_node=N` where N = {source_code(new.value)} (all ranks run generate; print "
                         "on rank 0).",
                     )
                 else:
@@ -659,14 +644,14 @@ class InferenceFamily(Family):
 
     def _check_not_compiled(self, args: _Args, what: str) -> None:
         export = args.keywords.get("export")
-        value = _literal(export[1].value) if export else False
+        value = literal_value(export[1].value) if export else False
         if value is True:
             return
-        model = _code(args.model[1].value) if args.model else "the model"
+        model = source_code(args.model[1].value) if args.model else "the model"
         if value is ...:
             raise Unmapped(
                 UNMAPPED_ARGUMENTS,
-                f"export={_code(export[1].value)} is decided at run time, so {model} may be a compiled artifact; "
+                f"export={source_code(export[1].value)} is decided at run time, so {model} may be a compiled artifact; "
                 "make the load always use the original checkpoint and rewrite it by hand",
             )
         raise Unmapped(
@@ -679,7 +664,7 @@ class InferenceFamily(Family):
     def _check_hub_id(self, args: _Args) -> None:
         if args.model is None:
             raise Unmapped(UNMAPPED_ARGUMENTS, "no model id is passed; rewrite this load by hand")
-        model_id = _literal(args.model[1].value)
+        model_id = literal_value(args.model[1].value)
         if isinstance(model_id, str) and _COMPILED_HUB_ID.match(model_id):
             raise Unmapped(
                 COMPILED_ARTIFACT,
@@ -702,7 +687,7 @@ class InferenceFamily(Family):
         if isinstance(reference, cst.Name):
             self.ctx.remove_import(module, name, reference.value if reference.value != name else None)
             return
-        head = _code(reference).split(".")[0]
+        head = source_code(reference).split(".")[0]
         self.ctx.remove_import(module, None, head if head != module.split(".")[0] else None)
 
     def _traced_model(self, original: cst.Call, updated: cst.Call, owner: str, method: str) -> cst.Call:
@@ -728,7 +713,7 @@ class InferenceFamily(Family):
         kept = [name for name in args.order if name in t.KEPT_LOAD_ARGS]
         self._report(original, TRACED_MODEL)
         if original in self._assigned_calls:
-            self._remember_model(_code(self._assigned_calls[original]))
+            self._remember_model(source_code(self._assigned_calls[original]))
         return self._retarget(
             updated, "transformers", t.TRANSFORMERS_MODELS[owner], owner, _assemble(args, kept, extra)
         )
@@ -736,7 +721,9 @@ class InferenceFamily(Family):
     @staticmethod
     def _auto_cast(args: _Args, default: str | None) -> bool:
         """Whether the export cast weights to `auto_cast_type` (`auto_cast` None or "none" means it did not)."""
-        auto_cast = _literal(args.keywords["auto_cast"][1].value) if "auto_cast" in args.keywords else default
+        auto_cast = (
+            literal_value(args.keywords["auto_cast"][1].value) if "auto_cast" in args.keywords else default
+        )
         if auto_cast is ...:
             raise Unmapped(
                 UNMAPPED_ARGUMENTS,
@@ -758,7 +745,7 @@ class InferenceFamily(Family):
             prefix = name.split("_")[0] + "_" if name.startswith(("lora_", "ip_adapter_")) else None
             key = {"lora_": "lora_model_ids", "ip_adapter_": "ip_adapter_id"}.get(prefix, name)
             if key in t.DIFFUSION_MANUAL_ARGS and not (
-                name == "tensor_parallel_size" and _literal(args.keywords[name][1].value) == 1
+                name == "tensor_parallel_size" and literal_value(args.keywords[name][1].value) == 1
             ):
                 raise Unmapped(UNMAPPED_ARGUMENTS, f"`{name}`: {t.DIFFUSION_MANUAL_ARGS[key]}")
         self._check_not_compiled(args, "a pipeline")
@@ -804,14 +791,14 @@ class InferenceFamily(Family):
         task = args.model  # pipeline's first positional argument is the task
         if task is None and "task" in args.keywords:
             task = args.keywords["task"]
-        task_name = _literal(task[1].value) if task else None
+        task_name = literal_value(task[1].value) if task else None
         model = args.keywords.get("model")
         if model is None:
             raise Unmapped(
                 UNMAPPED_ARGUMENTS, "no model is passed (optimum picks a default); pass model= by hand"
             )
         # A model object migrated above is already on its device(s) with its static cache set.
-        model_object = _code(model[1].value) in self._models_in_scope()
+        model_object = source_code(model[1].value) in self._models_in_scope()
         if not model_object:
             probe = replace(args, model=model)  # the checks look at the model, not the task
             self._check_not_compiled(probe, "a model")
@@ -821,14 +808,15 @@ class InferenceFamily(Family):
             old, new = args.keywords[name]
             if name in ("input_shapes", "compiler_args"):
                 if not isinstance(new.value, cst.Dict) or any(
-                    not isinstance(element, cst.DictElement) or not isinstance(_literal(element.key), str)
+                    not isinstance(element, cst.DictElement)
+                    or not isinstance(literal_value(element.key), str)
                     for element in new.value.elements
                 ):
                     raise Unmapped(
                         UNMAPPED_ARGUMENTS, f"{name} is not a literal dict; spell its keys out by hand"
                     )
                 for element in new.value.elements:
-                    settings[_literal(element.key)] = (old, element.value)
+                    settings[literal_value(element.key)] = (old, element.value)
             elif name not in ("task", "model"):
                 settings[name] = (old, new.value)
         passthrough = {"tokenizer", "feature_extractor", "image_processor", "use_fast", "token", "revision"}
@@ -844,10 +832,10 @@ class InferenceFamily(Family):
                 UNMAPPED_ARGUMENTS, f"no transformers.pipeline equivalent known for {', '.join(unknown)}"
             )
         for name in t.TP_ARGS:
-            if name in settings and _literal(settings[name][1]) != 1:
+            if name in settings and literal_value(settings[name][1]) != 1:
                 raise Unmapped(
                     UNMAPPED_ARGUMENTS,
-                    f"{name}={_code(settings[name][1])} needs a tensor-parallel model: load it with "
+                    f"{name}={source_code(settings[name][1])} needs a tensor-parallel model: load it with "
                     "AutoModelForCausalLM.from_pretrained(id, distributed_config=DistributedConfig(tp_size=N)), pass "
                     "the model object to transformers.pipeline and launch with torchrun",
                 )
@@ -886,7 +874,7 @@ class InferenceFamily(Family):
             cache_len = settings["sequence_length"][1] if "sequence_length" in settings else None
             if cache_len is None:
                 self._report(original, SEQUENCE_LENGTH, _NO_CACHE_LEN)
-            target = _code(self._assigned_calls[original])
+            target = source_code(self._assigned_calls[original])
             self._loads[original] = _Load(f"{target}.model.generation_config", cache_len)
         self._report(original, PIPELINE)
         # `transformers.pipeline`, not `pipeline`: the optimum `pipeline` import stays while any call still uses it.
@@ -921,7 +909,7 @@ class InferenceFamily(Family):
                 uses = sum(
                     len(m.findall(s, m.Name(passed.value))) for s in body
                 )  # the assignment + the export argument only
-                same_model = _code(config.args[0].value) == _code(value.args[0].value)
+                same_model = source_code(config.args[0].value) == source_code(value.args[0].value)
                 known = all(
                     arg.keyword is not None and arg.keyword.value in _PAIRED_EXPORT_ARGS
                     for arg in value.args[2:]

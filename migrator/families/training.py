@@ -23,7 +23,7 @@ from migrator.families.training_args import (
     ArgAction,
 )
 from migrator.rules import Severity, define
-from migrator.transform import Family, dotted_name
+from migrator.transform import Family, dotted_name, source_code
 
 CLASS_RENAMED = define(
     "NM201",
@@ -385,10 +385,6 @@ def _with_appended(args: list[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
     ]
 
 
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
-
-
 def _is_literal(node: cst.BaseExpression, value: str) -> bool:
     return isinstance(node, (cst.Integer, cst.Name)) and node.value == value
 
@@ -416,7 +412,7 @@ class Parallelism:
 
     def config(self) -> str:
         fields = []
-        tp = None if self.tp is None or _is_literal(self.tp, "1") else _code(self.tp)
+        tp = None if self.tp is None or _is_literal(self.tp, "1") else source_code(self.tp)
         if tp:
             fields.append(f"tp_size={tp}")
         simple = self.tp is None or isinstance(self.tp, (cst.Name, cst.Attribute, cst.Integer, cst.Call))
@@ -658,7 +654,7 @@ class TrainingFamily(Family):
         elif len(loads) != 1:
             reason = "the block does not hold exactly one model from_pretrained call"
         elif tp is not None and _reads_moved_field(tp.value):
-            reason = f"`{_code(tp.value)}` is no longer a TrainingArguments field"
+            reason = f"`{source_code(tp.value)}` is no longer a TrainingArguments field"
         if reason:
             self._lazy_load_todo[id(node)] = reason
             self._kept.add(self.ctx.qualified(call.func))
@@ -856,9 +852,9 @@ class TrainingFamily(Family):
     def _set_logging_dir(self, value: cst.BaseExpression) -> None:
         self.ctx.add_import("os")
         text = (
-            _code(value)
+            source_code(value)
             if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
-            else f"str({_code(value)})"
+            else f"str({source_code(value)})"
         )
         self._line_prefix.append(cst.parse_statement(f'os.environ["TENSORBOARD_LOGGING_DIR"] = {text}\n'))
 
@@ -883,7 +879,7 @@ class TrainingFamily(Family):
         if zero_1 is not None:
             if not (_is_literal(zero_1, "True") or _is_literal(zero_1, "False")):
                 return None, (
-                    f"`zero_1={_code(zero_1)}` is only known at run time; choose fsdp_size (ZeRO-1) or "
+                    f"`zero_1={source_code(zero_1)}` is only known at run time; choose fsdp_size (ZeRO-1) or "
                     "dp_replicate_size (replication) in DistributedConfig on the model's from_pretrained and "
                     "remove zero_1 here"
                 )
@@ -981,7 +977,7 @@ class TrainingFamily(Family):
             self.ctx.todo(
                 original,
                 DISTRIBUTED_CONFIG_BY_HAND,
-                f"`{_code(trn_config)}` does not come from training arguments migrated in this scope (parsed "
+                f"`{source_code(trn_config)}` does not come from training arguments migrated in this scope (parsed "
                 "command-line flags, or arguments left with a TODO) and TrainingArguments has no "
                 "tensor_parallel_size/zero_1; add a "
                 "`tensor_parallel_size: int` field to your script's argument dataclass, load with "
@@ -1029,7 +1025,7 @@ class TrainingFamily(Family):
             name = arg.keyword.value if arg.keyword else ("tensor_parallel_size" if position == 0 else None)
             action = TRAINING_NEURON_CONFIG_FIELDS.get(name) if name and not arg.star else None
             if action is None:
-                manual.append(f"argument `{_code(arg)}` is not a known TrainingNeuronConfig field")
+                manual.append(f"argument `{source_code(arg)}` is not a known TrainingNeuronConfig field")
             elif action.kind == "manual" and not _is_literal(arg.value, "1"):
                 manual.append(f"`{name}`: {action.note}")
             fields[name] = arg.value

@@ -18,7 +18,7 @@ from libcst.helpers import parse_template_expression
 
 from migrator.families.comments import KeepsComments
 from migrator.rules import Severity, define
-from migrator.transform import dotted_name
+from migrator.transform import dotted_name, source_code
 
 XM = "torch_xla.core.xla_model"
 XR = "torch_xla.runtime"
@@ -657,7 +657,7 @@ class XlaFamily(KeepsComments):
             )
             return updated
         nprocs = options.get("nprocs")
-        count = cst.Module([]).code_for_node(nprocs) if nprocs is not None else "<number of devices>"
+        count = source_code(nprocs) if nprocs is not None else "<number of devices>"
         self.ctx.report(
             original,
             SPAWN,
