@@ -7,13 +7,14 @@
    in one process with nothing else (no eager reference, no comparison, no op recording, no isolation).
 
 Usage: .venv/bin/python benchmarks/compat_speed.py [--archs top100] [-j 2] [--overhead-archs llama,gpt2,qwen3]
-       [--skip-matrix] [-o out_dir]
+       [--skip-matrix] [-o out_dir] [--json benchmarks/compat_speed.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -101,6 +102,21 @@ def run_overhead(model_types: list[str]) -> list[dict]:
     return results
 
 
+def environment() -> dict:
+    import platform
+
+    import torch
+    import transformers
+
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average_at_end": [round(load, 2) for load in os.getloadavg()],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--archs", default="top100")
@@ -110,12 +126,16 @@ def main() -> None:
     parser.add_argument(
         "-o", "--out-dir", type=Path, default=Path(tempfile.gettempdir()) / "neuron-compat-bench"
     )
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     report = {"overhead": run_overhead(args.overhead_archs.split(","))}
     if not args.skip_matrix:
         report["matrix"] = run_matrix(args.archs, args.jobs, args.out_dir)
+    report["environment"] = environment()
     print(json.dumps(report, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import accumulate
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst._nodes.internal import CodegenState
 
 from migrator.imports import ImportRequest, add_missing_imports, code_without_unused_imports
 from migrator.rules import UNKNOWN_OPTIMUM_SYMBOL, Finding, Rule
@@ -107,6 +110,78 @@ class SourceIndex:
         return cls(frozenset(identifiers), frozenset(strings))
 
 
+class _TokenSpans(CodegenState):
+    """Codegen that notes the range of tokens every node prints, with PositionProvider's rules (a node's
+    syntactic range when it records one, else the range including its own whitespace), and the whole
+    range of each statement (decorators and leading comments included)."""
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.spans: dict[cst.CSTNode, tuple[int, int]] = {}
+        self.statements: dict[cst.CSTNode, tuple[int, int]] = {}
+        self.open: list[int] = []
+        self.popped: list[str] = []
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self.open.append(len(self.tokens))
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        span = (self.open.pop(), len(self.tokens))
+        if node not in self.spans:
+            self.spans[node] = span
+        if isinstance(node, _STATEMENT_TYPES):
+            self.statements[node] = span
+
+    @contextmanager
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> Iterator[None]:
+        start = len(self.tokens)
+        yield
+        end = len(self.tokens)
+        self.spans[node] = (
+            self.spans[start_node][0] if start_node is not None else start,
+            self.spans[end_node][1] if end_node is not None else end,
+        )
+
+    def pop_trailing_newline(self) -> None:
+        # Kept aside, not dropped: the token indices already noted must still map to offsets.
+        if self.tokens:
+            self.popped.append(self.tokens.pop())
+
+
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+
+class SourceMap:
+    """Where each node of the unmodified module lies in its code, from one plain codegen pass.
+
+    Gives the character range of a node (the dispatcher searches statements for hints there instead of
+    printing each one again) and the line and column of a finding, as libcst's PositionProvider would,
+    at a fraction of its cost (no position object per token and node).
+    """
+
+    def __init__(self, module: cst.Module, code: str) -> None:
+        state = _TokenSpans(module)
+        module._codegen(state)
+        self._spans = state.spans
+        self._statements = state.statements
+        self._offsets = [0, *accumulate(len(token) for token in [*state.tokens, *state.popped])]
+        self._line_starts = [0, *(match.end() for match in _NEWLINE.finditer(code))]
+
+    def statement_span(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """Character offsets (start, end) of a statement of the unmodified module, all its lines included."""
+        tokens = self._statements.get(node)
+        return (self._offsets[tokens[0]], self._offsets[tokens[1]]) if tokens else None
+
+    def position(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """1-based line and column where a node of the unmodified module starts."""
+        tokens = self._spans.get(node)
+        if tokens is None:
+            return None
+        start = self._offsets[tokens[0]]
+        line = bisect_right(self._line_starts, start)
+        return line, start - self._line_starts[line - 1] + 1
+
+
 @dataclass
 class FileContext:
     """What the families share while one file is rewritten: imports seen, findings, import edits."""
@@ -122,6 +197,10 @@ class FileContext:
     @cached_property
     def source(self) -> SourceIndex:
         return SourceIndex.of(self.code)
+
+    @cached_property
+    def source_map(self) -> SourceMap:
+        return SourceMap(self.module, self.code)
 
     def qualified(self, node: cst.BaseExpression) -> str | None:
         """Qualified name of a Name/Attribute chain through the imports seen so far.
@@ -227,8 +306,9 @@ class MigrationTransformer(cst.CSTTransformer):
             handler(node)
         if self._hints is not None and isinstance(node, _STATEMENT_TYPES):
             # The statement's own handlers run (comments of a removed neighbour, scopes), its insides
-            # only when a hint appears in its code: generating the code costs far less than the walk.
-            return self._hint_pattern.search(self.ctx.module.code_for_node(node)) is not None
+            # only when a hint appears in its code.
+            span = self.ctx.source_map.statement_span(node)
+            return span is None or self._hint_pattern.search(self.ctx.code, *span) is not None
         return True
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
@@ -325,18 +405,16 @@ def migrate_module(code: str, families: Iterable[type[Family]]) -> PythonResult:
         new_code = code_without_unused_imports(updated, ctx.imports_to_remove)
     else:
         new_code = updated.code
-    return PythonResult(new_code, _place(module, ctx.reports))
+    return PythonResult(new_code, _place(ctx))
 
 
-def _place(module: cst.Module, reports: list[_Report]) -> list[Finding]:
-    if not reports:
+def _place(ctx: FileContext) -> list[Finding]:
+    """Findings at the line and column of the nodes they were reported on (nodes of the input tree)."""
+    if not ctx.reports:
         return []
-    # Only the unmodified input tree is wrapped, without a copy: reports point at its nodes.
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     findings = []
-    for report in reports:
-        position = positions.get(report.node)
-        line, column = (position.start.line, position.start.column + 1) if position else (1, 1)
+    for report in ctx.reports:
+        line, column = ctx.source_map.position(report.node) or (1, 1)
         findings.append(Finding(report.rule, line, column, report.message, report.fixed))
     return sorted(findings, key=lambda f: (f.line, f.column, f.code))
 

@@ -1,0 +1,65 @@
+"""SourceMap must place every node where libcst's PositionProvider does, and span each statement's text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from migrator.transform import SourceMap
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
+SNIPPETS = {
+    "crlf": "import os\r\nif True:\r\n    x = os.environ['A']  # c\r\n",
+    "lone_cr": "a = 1\rb = (a,\r     2)\r",
+    "no_trailing_newline": "def f():\n    return 1",
+    "decorated": "@torch.compile\n@other(a=1)\ndef f(x):\n    '''doc'''\n    return x\n\n\nclass C:\n    y: int = 2\n",
+    "tabs_and_unicode": "if x:\n\ts = 'é∂'; t = s\n\tdef g(): pass\n# trailing comment",
+    "empty": "",
+}
+CASES = {
+    **{name: code for name, code in SNIPPETS.items()},
+    **{
+        str(path.relative_to(FIXTURES)): path.read_text()
+        for path in sorted(FIXTURES.rglob("*.py"))
+        if ".expected." not in path.name
+    },
+}
+
+
+class _AllNodes(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.nodes: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.nodes.append(node)
+        return True
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_positions_equal_libcst_position_provider(name: str) -> None:
+    code = CASES[name]
+    module = cst.parse_module(code)
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    source_map = SourceMap(module, code)
+    walker = _AllNodes()
+    module.visit(walker)
+    assert walker.nodes
+    for node in walker.nodes:
+        start = expected[node].start
+        assert source_map.position(node) == (start.line, start.column + 1), type(node).__name__
+
+
+@pytest.mark.parametrize("name", ["crlf", "decorated", "tabs_and_unicode", "no_trailing_newline"])
+def test_statement_span_covers_the_whole_statement(name: str) -> None:
+    code = SNIPPETS[name]
+    module = cst.parse_module(code)
+    source_map = SourceMap(module, code)
+    for statement in module.body:
+        start, end = source_map.statement_span(statement)
+        # Decorators and leading comment lines belong to the statement: hints there must be seen.
+        assert code[start:end] == module.code_for_node(statement).rstrip("\r\n") or code[start:end] == (
+            module.code_for_node(statement)
+        )
