@@ -193,6 +193,9 @@ class FileContext:
     pending_todos: list[str] = field(default_factory=list)
     imports_to_add: list[ImportRequest] = field(default_factory=list)
     imports_to_remove: list[ImportRequest] = field(default_factory=list)
+    # Strings that send the walk into a statement mentioning one; None: every statement is walked.
+    hints: set[str] | None = None
+    _hint_pattern: re.Pattern[str] | None = None
 
     @cached_property
     def source(self) -> SourceIndex:
@@ -201,6 +204,24 @@ class FileContext:
     @cached_property
     def source_map(self) -> SourceMap:
         return SourceMap(self.module, self.code)
+
+    def watch(self, name: str) -> None:
+        """From here on, walk into the statements that mention `name` (a family started tracking it, and
+        must see it reassigned or used)."""
+        if self.hints is not None and name not in self.hints:
+            self.hints.add(name)
+            self._hint_pattern = None
+
+    def walk_into(self, statement: cst.CSTNode) -> bool:
+        """Whether the walk must descend into a statement of the unmodified module."""
+        if self.hints is None:
+            return True
+        span = self.source_map.statement_span(statement)
+        if span is None:
+            return True
+        if self._hint_pattern is None:
+            self._hint_pattern = re.compile("|".join(re.escape(hint) for hint in sorted(self.hints)))
+        return self._hint_pattern.search(self.code, *span) is not None
 
     def qualified(self, node: cst.BaseExpression) -> str | None:
         """Qualified name of a Name/Attribute chain through the imports seen so far.
@@ -283,10 +304,7 @@ class MigrationTransformer(cst.CSTTransformer):
         if all(family.HINTS is not None for family in self.families):
             # Imports are always visited: they are recorded for `qualified` and checked for NM901.
             self._static_hints = frozenset({"import"}).union(*(family.HINTS for family in self.families))
-            self._hints: set[str] | None = set(self._static_hints)
-            self._hint_pattern = _any_of(self._hints)
-        else:
-            self._hints = None
+            ctx.hints = set(self._static_hints)
 
     def _handlers(self, cache: dict[str, list], prefix: str, node_type: str) -> list:
         handlers = cache.get(node_type)
@@ -304,11 +322,10 @@ class MigrationTransformer(cst.CSTTransformer):
             self._record_import(node)
         for handler in self._handlers(self._visitors, "visit_", type(node).__name__):
             handler(node)
-        if self._hints is not None and isinstance(node, _STATEMENT_TYPES):
+        if isinstance(node, _STATEMENT_TYPES):
             # The statement's own handlers run (comments of a removed neighbour, scopes), its insides
             # only when a hint appears in its code.
-            span = self.ctx.source_map.statement_span(node)
-            return span is None or self._hint_pattern.search(self.ctx.code, *span) is not None
+            return self.ctx.walk_into(node)
         return True
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
@@ -369,19 +386,12 @@ class MigrationTransformer(cst.CSTTransformer):
 
     def _note_hint(self, local: str, qualified: str) -> None:
         """`local` names a hinted import (`from os import environ as env`): it is a hint too."""
-        if self._hints is None or local in self._hints:
-            return
-        if any(hint in qualified for hint in self._static_hints):
-            self._hints.add(local)
-            self._hint_pattern = _any_of(self._hints)
+        if self.ctx.hints is not None and any(hint in qualified for hint in self._static_hints):
+            self.ctx.watch(local)
 
     def _claimed(self, qualified: str) -> bool:
         # A family may claim a whole module (e.g. "torch_xla.core.xla_model") or one symbol.
         return any(qualified == name or qualified.startswith(name + ".") for name in self.claimed)
-
-
-def _any_of(strings: Iterable[str]) -> re.Pattern[str]:
-    return re.compile("|".join(re.escape(string) for string in sorted(strings)))
 
 
 @dataclass

@@ -333,6 +333,10 @@ class InferenceFamily(Family):
     # Every rewrite starts from an optimum-neuron symbol, and naming one (import or dotted name) writes
     # the identifier `optimum`.
     TRIGGERS = frozenset({"optimum"})
+    # Statements it acts on or learns from: optimum symbols (and their imported names), model and
+    # preprocessor loads, tokenizer calls returning tensors, pipelines, and literal dicts that may be
+    # unpacked into a load (their names are watched from then on, to see them reassigned).
+    HINTS = frozenset({"optimum", *_LOAD_METHODS, "return_tensors", "pipeline", "{"})
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -450,6 +454,7 @@ class InferenceFamily(Family):
             for element in value.elements
         ):
             self._dicts[-1][target] = value
+            self.ctx.watch(target)
         else:
             self._dicts[-1].pop(target, None)
         return self._tokenized_inputs(original, updated)
