@@ -44,6 +44,26 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
+class _Collector(cst.CSTVisitor):
+    def __init__(self, kinds: type | tuple[type, ...]) -> None:
+        super().__init__()
+        self.kinds = kinds
+        self.found: list = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, self.kinds):
+            self.found.append(node)
+        return True
+
+
+def descendants(node: cst.CSTNode, kinds: type | tuple[type, ...]) -> list:
+    """Nodes of the given types in `node` (itself included), in source order: `m.findall` for a bare
+    node type, without a matcher call per node; several types gather in one walk."""
+    collector = _Collector(kinds)
+    node.visit(collector)
+    return collector.found
+
+
 def source_code(node: cst.CSTNode) -> str:
     """The code of one node, printed on its own with libcst's default module settings."""
     return cst.Module([]).code_for_node(node)
@@ -435,6 +455,7 @@ __all__ = [
     "SourceIndex",
     "MigrationTransformer",
     "PythonResult",
+    "descendants",
     "dotted_name",
     "literal_value",
     "migrate_module",

@@ -23,7 +23,7 @@ from migrator.families.training_args import (
     ArgAction,
 )
 from migrator.rules import Severity, define
-from migrator.transform import Family, dotted_name, source_code
+from migrator.transform import Family, descendants, dotted_name, source_code
 
 CLASS_RENAMED = define(
     "NM201",
@@ -389,13 +389,21 @@ def _is_literal(node: cst.BaseExpression, value: str) -> bool:
     return isinstance(node, (cst.Integer, cst.Name)) and node.value == value
 
 
+def _is_from_pretrained(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained"
+
+
+def _from_pretrained_calls(node: cst.CSTNode) -> list[cst.Call]:
+    return [call for call in descendants(node, cst.Call) if _is_from_pretrained(call)]
+
+
 def _reads_moved_field(node: cst.BaseExpression) -> bool:
     """`training_args.tensor_parallel_size` and the like: fields that no longer exist on the new classes."""
     return any(
         attr.attr.value in TRAINING_ARGUMENTS
         and TRAINING_ARGUMENTS[attr.attr.value].kind != "keep"
         or attr.attr.value == "trn_config"
-        for attr in m.findall(node, m.Attribute())
+        for attr in descendants(node, cst.Attribute)
     )
 
 
@@ -915,7 +923,7 @@ class TrainingFamily(Family):
     def _model_loads(self, node: cst.CSTNode) -> list[cst.Call]:
         """Transformers model `from_pretrained` calls under `node` (tokenizers/configs excluded)."""
         loads = []
-        for call in m.findall(node, m.Call(func=m.Attribute(attr=m.Name("from_pretrained")))):
+        for call in _from_pretrained_calls(node):
             owner = self.ctx.qualified(call.func.value) or ""
             name = owner.rsplit(".", 1)[-1]
             if owner in TRAINING_MODELS or (
@@ -927,7 +935,7 @@ class TrainingFamily(Family):
     def _training_loads(self, node: cst.CSTNode) -> list[cst.Call]:
         return [
             call
-            for call in m.findall(node, m.Call(func=m.Attribute(attr=m.Name("from_pretrained"))))
+            for call in _from_pretrained_calls(node)
             if self.ctx.qualified(call.func.value) in TRAINING_MODELS
         ]
 
@@ -1060,13 +1068,19 @@ class TrainingFamily(Family):
 
     def _only_trn_config_uses(self, name: str, scope: _Scope) -> bool:
         """Every use of `name` in the scope (but its assignments) is the trn_config of a training load."""
-        not_uses = {id(target.target) for target in m.findall(scope.node, m.AssignTarget(m.Name(name)))}
-        not_uses |= {
-            id(attribute.attr) for attribute in m.findall(scope.node, m.Attribute(attr=m.Name(name)))
+        nodes = descendants(scope.node, (cst.AssignTarget, cst.Attribute, cst.Arg, cst.Name, cst.Call))
+        # The name as an assignment target, an attribute or a keyword is not a use of the variable.
+        not_uses = {id(n.target) for n in nodes if isinstance(n, cst.AssignTarget)}
+        not_uses |= {id(n.attr) for n in nodes if isinstance(n, cst.Attribute)}
+        not_uses |= {id(n.keyword) for n in nodes if isinstance(n, cst.Arg)}
+        uses = [n for n in nodes if isinstance(n, cst.Name) and n.value == name and id(n) not in not_uses]
+        trn_args = {
+            id(self._trn_config_arg(call)[1])
+            for call in nodes
+            if isinstance(call, cst.Call)
+            and _is_from_pretrained(call)
+            and self.ctx.qualified(call.func.value) in TRAINING_MODELS
         }
-        not_uses |= {id(arg.keyword) for arg in m.findall(scope.node, m.Arg(keyword=m.Name(name)))}
-        uses = [n for n in m.findall(scope.node, m.Name(name)) if id(n) not in not_uses]
-        trn_args = {id(self._trn_config_arg(call)[1]) for call in self._training_loads(scope.node)}
         return all(id(use) in trn_args for use in uses)
 
     def _add_distributed_config(self, original: cst.Call, updated: cst.Call) -> cst.Call:
