@@ -280,7 +280,8 @@ class FileContext:
 
 class Family:
     """A family of rewrites. Subclasses define `visit_<Node>(node)` and/or
-    `leave_<Node>(original, updated) -> node` like a libcst transformer, plus:
+    `leave_<Node>(original, updated) -> node` like a libcst transformer (field handlers such as
+    `visit_Call_func` are not dispatched), plus:
 
     - `SYMBOLS`: qualified names of the optimum-neuron/XLA symbols the family handles (rewrites or
       marks with a TODO); an imported source symbol no family claims is reported as NM901.
@@ -347,6 +348,13 @@ class MigrationTransformer(cst.CSTTransformer):
             # only when a hint appears in its code.
             return self.ctx.walk_into(node)
         return True
+
+    # No family handles a single field (`visit_Call_func`...): skip libcst's two lookups per field.
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        pass
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        pass
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
         result = updated

@@ -16,7 +16,7 @@ import libcst.matchers as m
 from migrator.families.comments import KeepsComments
 from migrator.families.xla import imports_end, tidy_args
 from migrator.rules import Severity, define
-from migrator.transform import SOURCE_MODULES, literal_value
+from migrator.transform import SOURCE_MODULES, descendants, literal_value
 
 # Variables only the XLA / NxD flow reads (migration map §3.3); any XLA_* / PT_XLA_* is torch_xla's.
 DROPPED_VARIABLES: dict[str, str] = {
@@ -462,9 +462,11 @@ class EnvironmentFamily(KeepsComments):
         return updated.with_changes(body=[*body[:index], statement, *body[index:]])
 
     def _loads_weights(self, updated: cst.Module) -> bool:
-        """A `from_pretrained` call in the input, or written by a family (e.g. from an `export`)."""
+        """A `from_pretrained` call in the input, or written by a family (the inference family turns
+        `export` calls into loads)."""
         if self.first_load is not None:
             return True
-        return "from_pretrained" in updated.code and bool(
-            m.findall(updated, m.Call(func=m.Attribute(attr=m.Name("from_pretrained"))))
+        return "export" in self.ctx.code and any(
+            m.matches(call.func, m.Attribute(attr=m.Name("from_pretrained")))
+            for call in descendants(updated, cst.Call)
         )
