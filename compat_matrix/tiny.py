@@ -83,7 +83,16 @@ KNOB_ALIASES: dict[str, tuple[tuple[str, ...], int]] = {
         HEAD_DIM,
     ),
     "layers": (
-        ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "decoder_layers", "encoder_layers"),
+        (
+            "num_hidden_layers",
+            "n_layer",
+            "n_layers",
+            "num_layers",
+            "decoder_layers",
+            "encoder_layers",
+            "num_decoder_layers",
+            "num_encoder_layers",
+        ),
         LAYERS,
     ),
     "experts": (("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"), EXPERTS),
@@ -253,6 +262,18 @@ def _full_size_values(config_cls: type[PreTrainedConfig]) -> dict[str, Any]:
         return values
 
 
+def _is_layer_index_list(name: str, values: list | tuple, n_layers: int) -> bool:
+    """Which layers have a property (`moe_layers=[0, 1, ...]`, `hybrid_layer_ids`), as opposed to one value
+    per layer: a layer-named list of distinct layer indices in increasing order."""
+    return (
+        any(word in name for word in ("layer", "idx", "indices", "indexes"))
+        and len(values) > 0
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+        and list(values) == sorted(set(values))
+        and values[-1] < n_layers
+    )
+
+
 def _kept_layer_indices(layer_lists: list[list[Any]], n_layers: int) -> list[int]:
     """Indices of layers to keep: the first layer of every distinct kind, then fill up to ``n_layers``."""
     kinds = list(zip(*layer_lists, strict=True))
@@ -306,17 +327,19 @@ def tiny_config_kwargs(config_cls: type[PreTrainedConfig], tower: bool = False) 
             kwargs[name] = REQUIRED_WHEN_NONE[name]
         elif name.endswith(SPECIAL_TOKEN_KNOB_SUFFIXES) and isinstance(default, int) and default >= VOCAB:
             kwargs[name] = VOCAB - 1 - len([k for k in kwargs if k.endswith(SPECIAL_TOKEN_KNOB_SUFFIXES)])
-    # Per-layer lists: keep one layer of each kind, consistently across every list of that length.
+    # Per-layer lists (one value per layer) and layer-index lists (`moe_layers`, `full_attn_idxs`): keep one
+    # layer of each kind, consistently across all of them, and renumber the kept indices.
     base_layers = next((defaults[n] for n in LAYER_KNOBS if isinstance(defaults.get(n), int)), None)
-    per_layer = {
-        n: v
-        for n, v in defaults.items()
-        if isinstance(v, list | tuple) and base_layers and len(v) == base_layers
-    }
-    if per_layer and len(per_layer) > 0:
-        keep = _kept_layer_indices(list(per_layer.values()), LAYERS)
+    lists = {n: v for n, v in defaults.items() if isinstance(v, list | tuple) and base_layers}
+    index_lists = {n: v for n, v in lists.items() if _is_layer_index_list(n, v, base_layers)}
+    per_layer = {n: v for n, v in lists.items() if len(v) == base_layers and n not in index_lists}
+    if per_layer or index_lists:
+        members = [[i in set(v) for i in range(base_layers)] for v in index_lists.values()]
+        keep = _kept_layer_indices([*per_layer.values(), *members], LAYERS)
         for name, values in per_layer.items():
             kwargs[name] = [values[i] for i in keep]
+        for name, values in index_lists.items():
+            kwargs[name] = [keep.index(i) for i in values if i in keep]
         for name in LAYER_KNOBS:
             if name in kwargs:
                 kwargs[name] = len(keep)
