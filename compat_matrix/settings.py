@@ -24,6 +24,9 @@ class ProbeSettings:
     moe_logit_tolerance: float = 1e-3
     recompile_limit: int = 64
     seed: int = 0
+    # What `tiny.py` builds is part of the measurement: bump when a change there alters any tiny model
+    # (2: layer-index lists follow the kept layers), so older rows are not resumed or merged as equal.
+    tiny_models_revision: int = 2
     # Isolation limits: they decide timeout/crash verdicts but not what a finished probe measures.
     timeout_s: float = 600.0
     memory_mb: int = 6144

@@ -72,3 +72,36 @@ def test_segfault_becomes_crash(settings):
 def test_memory_cap_kills_the_worker(settings):
     row = run_one_isolated("llama", dataclasses.replace(settings, memory_mb=100))
     assert row["verdict"] == "crash" and "--memory-mb 100" in row["error"]
+
+
+COLD_PROBE = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import torch
+torch.set_num_threads(1)  # as run_one_isolated's worker: reductions sum in the same order
+from compat_matrix.probes import probe_architecture
+from compat_matrix.settings import ProbeSettings
+fields = json.loads(sys.argv[2])
+settings = ProbeSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+print(json.dumps(probe_architecture(sys.argv[1], settings)))
+"""
+
+
+def test_warmed_worker_server_measures_the_same_as_a_cold_process(settings):
+    """Workers fork from a server that probed llama once (worker_warmup): only speed may differ."""
+    import json
+    import subprocess
+    import sys
+
+    settings = dataclasses.replace(settings, train_lengths=(100,))  # one training compile is enough here
+    cold_run = subprocess.run(
+        [sys.executable, "-c", COLD_PROBE, "ctrl", json.dumps(dataclasses.asdict(settings))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    cold = json.loads(cold_run.stdout.strip().splitlines()[-1])
+    warm = run_one_isolated("ctrl", settings)
+    timing = {"probe_seconds", "traceback_tail", "peak_rss_mb"}
+    assert cold["graph_breaks"] > 0  # an architecture with something to count
+    assert {k: v for k, v in cold.items() if k not in timing} == {k: warm[k] for k in cold if k not in timing}
