@@ -78,18 +78,6 @@ def run_matrix(archs: str, jobs: int, out_dir: Path) -> dict:
     }
 
 
-def start_workers() -> float:
-    """Start the runner's fork server (it imports torch and transformers once per run, before the first
-    architecture): its cost is reported on its own, not charged to the first architecture measured."""
-    from multiprocessing import forkserver
-
-    import compat_matrix.runner  # noqa: F401  (sets the fork server's preload)
-
-    start = time.perf_counter()
-    forkserver.ensure_running()
-    return round(time.perf_counter() - start, 2)
-
-
 def run_overhead(model_types: list[str]) -> list[dict]:
     from compat_matrix.runner import run_one_isolated
     from compat_matrix.settings import ProbeSettings
@@ -142,7 +130,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    report = {"worker_server_start_seconds": start_workers()}
+    from compat_matrix.runner import start_worker_server
+
+    # Once per run, before the first architecture: reported on its own, and never alongside a bare script.
+    report = {"worker_server_start_seconds": round(start_worker_server(), 2)}
     report["overhead"] = run_overhead(args.overhead_archs.split(","))
     if not args.skip_matrix:
         report["matrix"] = run_matrix(args.archs, args.jobs, args.out_dir)

@@ -7,6 +7,7 @@ cap and always returns a complete result row (a segfault, OOM or hang becomes th
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import resource
@@ -101,10 +102,22 @@ def _tree_rss(process: psutil.Process) -> int:
         return 0
 
 
+@functools.cache
+def start_worker_server() -> float:
+    """Start the server workers fork from and wait until it serves (it imports torch and transformers and runs
+    its warm-up probe, once per process); the seconds it took. No row's time includes it."""
+    start = time.monotonic()
+    ready = _CONTEXT.Process(target=int)  # a no-op worker, forked once the server's preload is done
+    ready.start()
+    ready.join()
+    return time.monotonic() - start
+
+
 def run_one_isolated(model_type: str, settings: ProbeSettings, torch_threads: int = 1) -> dict[str, Any]:
     """Probe one architecture in a fresh process; never raises for anything the architecture does."""
     from compat_matrix.probes import decide_verdict
 
+    start_worker_server()
     receiver, sender = _CONTEXT.Pipe(duplex=False)
     process = _CONTEXT.Process(
         target=_child_main, args=(model_type, settings, torch_threads, sender), daemon=True
@@ -171,6 +184,7 @@ def run_local(
     (in the calling thread, so it may write files and update progress without locks)."""
     torch_threads = max(1, (os.cpu_count() or 1) // jobs)
     _STOP.clear()
+    start_worker_server()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [
             pool.submit(run_one_isolated, model_type, settings, torch_threads) for model_type in model_types
