@@ -1,5 +1,8 @@
 """Speed of neuron-migrate against a bare libcst round trip (parse + codegen) on the same files.
 
+For files to migrate it also times the least any libcst rewrite costs (parse, one transformer walk that
+changes nothing, codegen), the floor under the migrator's own figure.
+
 Corpus: the installed trl, transformers and torch sources (real Python files, --limit of them) plus the
 bundled fixtures. Files are classified by what the migrator did with them: "nothing to migrate" (no change,
 no finding) or "to migrate". Timings are per phase, in-process, best of --repeat runs; `-j` scaling is
@@ -102,6 +105,16 @@ def main() -> None:
             "migrate_files_per_s": round(len(paths) / migrate, 1),
             "migrate_over_round_trip": round(migrate / round_trip, 3),
         }
+    # The least any libcst rewrite costs: parse, one transformer walk that changes nothing, codegen.
+    paths = to_migrate
+    floor = best_of(
+        args.repeat,
+        lambda: [cst.parse_module(texts[p]).visit(cst.CSTTransformer()).code for p in paths],
+    )
+    figures["to_migrate"]["noop_transform_s"] = round(floor, 3)
+    figures["to_migrate"]["noop_transform_over_round_trip"] = round(
+        floor / figures["to_migrate"]["round_trip_s"], 3
+    )
 
     jobs = [Job(source, Mode.CHECK) for source in sources]
     serial = best_of(args.repeat, lambda: run(jobs, workers=1))
