@@ -8,7 +8,7 @@ bundled fixtures. Files are classified by what the migrator did with them: "noth
 no finding) or "to migrate". Timings are per phase, in-process, best of --repeat runs; `-j` scaling is
 measured on the whole corpus through the same runner the CLI uses (check mode: nothing is written).
 
-    .venv/bin/python benchmarks/migrator_speed.py [--limit 1500] [--repeat 3]
+    .venv/bin/python benchmarks/migrator_speed.py [--limit 1500] [--repeat 3] [--jobs-repeat 7]
 """
 
 from __future__ import annotations
@@ -49,12 +49,19 @@ def corpus(limit: int) -> list[SourceFile]:
 
 
 def best_of(repeat: int, work) -> float:
-    timings = []
+    return best_of_each(repeat, work)[0]
+
+
+def best_of_each(repeat: int, *works) -> list[float]:
+    """Best time of each piece of work over `repeat` rounds; the works alternate within a round, so a
+    passing load on the machine weighs on all of them alike."""
+    timings: list[list[float]] = [[] for _ in works]
     for _ in range(repeat):
-        start = time.perf_counter()
-        work()
-        timings.append(time.perf_counter() - start)
-    return min(timings)
+        for work, times in zip(works, timings, strict=True):
+            start = time.perf_counter()
+            work()
+            times.append(time.perf_counter() - start)
+    return [min(times) for times in timings]
 
 
 def spin(iterations: int) -> int:
@@ -68,8 +75,11 @@ def parallel_ceiling(repeat: int, iterations: int = 5_000_000) -> float:
     """Speed-up of two processes over one on pure CPU work: the bound for `-j 2` here and now."""
     with ProcessPoolExecutor(max_workers=2) as pool:
         list(pool.map(spin, [1, 1]))  # workers started before timing
-        serial = best_of(repeat, lambda: [spin(iterations) for _ in range(2)])
-        parallel = best_of(repeat, lambda: list(pool.map(spin, [iterations] * 2)))
+        serial, parallel = best_of_each(
+            repeat,
+            lambda: [spin(iterations) for _ in range(2)],
+            lambda: list(pool.map(spin, [iterations] * 2)),
+        )
     return serial / parallel
 
 
@@ -77,6 +87,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=1500, help="library files in the corpus")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--jobs-repeat", type=int, default=7, help="rounds of the -j 1 / -j 2 comparison")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
@@ -94,10 +105,19 @@ def main() -> None:
         "cpus": os.cpu_count(),
     }
     for label, paths in (("nothing_to_migrate", nothing), ("to_migrate", to_migrate)):
-        round_trip = best_of(
-            args.repeat, lambda paths=paths: [cst.parse_module(texts[p]).code for p in paths]
-        )
-        migrate = best_of(args.repeat, lambda paths=paths: [REWRITERS["python"](texts[p]) for p in paths])
+        works = [
+            lambda paths=paths: [cst.parse_module(texts[p]).code for p in paths],
+            lambda paths=paths: [REWRITERS["python"](texts[p]) for p in paths],
+        ]
+        if (
+            label == "to_migrate"
+        ):  # the least any libcst rewrite costs: parse, a no-op transformer walk, codegen
+            works.append(
+                lambda paths=paths: [
+                    cst.parse_module(texts[p]).visit(cst.CSTTransformer()).code for p in paths
+                ]
+            )
+        round_trip, migrate, *floor = best_of_each(args.repeat, *works)
         figures[label] = {
             "files": len(paths),
             "round_trip_s": round(round_trip, 3),
@@ -105,27 +125,21 @@ def main() -> None:
             "migrate_files_per_s": round(len(paths) / migrate, 1),
             "migrate_over_round_trip": round(migrate / round_trip, 3),
         }
-    # The least any libcst rewrite costs: parse, one transformer walk that changes nothing, codegen.
-    paths = to_migrate
-    floor = best_of(
-        args.repeat,
-        lambda: [cst.parse_module(texts[p]).visit(cst.CSTTransformer()).code for p in paths],
-    )
-    figures["to_migrate"]["noop_transform_s"] = round(floor, 3)
-    figures["to_migrate"]["noop_transform_over_round_trip"] = round(
-        floor / figures["to_migrate"]["round_trip_s"], 3
-    )
+        if floor:
+            figures[label]["noop_transform_s"] = round(floor[0], 3)
+            figures[label]["noop_transform_over_round_trip"] = round(floor[0] / round_trip, 3)
 
     jobs = [Job(source, Mode.CHECK) for source in sources]
-    serial = best_of(args.repeat, lambda: run(jobs, workers=1))
-    parallel = best_of(args.repeat, lambda: run(jobs, workers=2))
+    serial, parallel = best_of_each(
+        args.jobs_repeat, lambda: run(jobs, workers=1), lambda: run(jobs, workers=2)
+    )
     figures["jobs"] = {
         "j1_s": round(serial, 3),
         "j2_s": round(parallel, 3),
         "j2_speedup": round(serial / parallel, 2),
         "j1_files_per_s": round(len(jobs) / serial, 1),
         # What two processes could gain on this machine at that moment (other load shares the cores).
-        "cpu_bound_j2_ceiling": round(parallel_ceiling(args.repeat), 2),
+        "cpu_bound_j2_ceiling": round(parallel_ceiling(args.jobs_repeat), 2),
     }
     text = json.dumps(figures, indent=2)
     print(text)
