@@ -6,9 +6,10 @@ changes nothing, codegen), the floor under the migrator's own figure.
 Corpus: the installed trl, transformers and torch sources (real Python files, --limit of them) plus the
 bundled fixtures. Files are classified by what the migrator did with them: "nothing to migrate" (no change,
 no finding) or "to migrate". Timings are per phase, in-process, best of --repeat runs; `-j` scaling is
-measured on the whole corpus through the same runner the CLI uses (check mode: nothing is written).
+measured on the whole corpus through the same runner the CLI uses (check mode: nothing is written), as the
+median of --jobs-repeat back-to-back `-j 1` / `-j 2` ratios.
 
-    .venv/bin/python benchmarks/migrator_speed.py [--limit 1500] [--repeat 3] [--jobs-repeat 7]
+    .venv/bin/python benchmarks/migrator_speed.py [--limit 1500] [--repeat 3] [--jobs-repeat 9]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import importlib.util
 import json
 import os
 import platform
+import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -48,12 +50,13 @@ def corpus(limit: int) -> list[SourceFile]:
     return files + fixtures
 
 
-def best_of(repeat: int, work) -> float:
-    return best_of_each(repeat, work)[0]
-
-
 def best_of_each(repeat: int, *works) -> list[float]:
-    """Best time of each piece of work over `repeat` rounds; the works alternate within a round, so a
+    """Best time of each piece of work over `repeat` rounds (see `rounds`)."""
+    return [min(times) for times in rounds(repeat, *works)]
+
+
+def rounds(repeat: int, *works) -> list[list[float]]:
+    """Times of each piece of work in each of `repeat` rounds; the works alternate within a round, so a
     passing load on the machine weighs on all of them alike."""
     timings: list[list[float]] = [[] for _ in works]
     for _ in range(repeat):
@@ -61,7 +64,20 @@ def best_of_each(repeat: int, *works) -> list[float]:
             start = time.perf_counter()
             work()
             times.append(time.perf_counter() - start)
-    return [min(times) for times in timings]
+    return timings
+
+
+def speedup(repeat: int, serial_work, parallel_work) -> dict:
+    """Serial over parallel time, round by round (the two ran back to back, under the same load): the median
+    and the range of those ratios, and the best time of each."""
+    serial, parallel = rounds(repeat, serial_work, parallel_work)
+    ratios = sorted(s / p for s, p in zip(serial, parallel, strict=True))
+    return {
+        "serial_s": round(min(serial), 3),
+        "parallel_s": round(min(parallel), 3),
+        "median_speedup": round(statistics.median(ratios), 2),
+        "speedup_range": [round(ratios[0], 2), round(ratios[-1], 2)],
+    }
 
 
 def spin(iterations: int) -> int:
@@ -71,23 +87,22 @@ def spin(iterations: int) -> int:
     return total
 
 
-def parallel_ceiling(repeat: int, iterations: int = 5_000_000) -> float:
+def parallel_ceiling(repeat: int, iterations: int = 5_000_000) -> dict:
     """Speed-up of two processes over one on pure CPU work: the bound for `-j 2` here and now."""
     with ProcessPoolExecutor(max_workers=2) as pool:
         list(pool.map(spin, [1, 1]))  # workers started before timing
-        serial, parallel = best_of_each(
+        return speedup(
             repeat,
             lambda: [spin(iterations) for _ in range(2)],
             lambda: list(pool.map(spin, [iterations] * 2)),
         )
-    return serial / parallel
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=1500, help="library files in the corpus")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--jobs-repeat", type=int, default=7, help="rounds of the -j 1 / -j 2 comparison")
+    parser.add_argument("--jobs-repeat", type=int, default=9, help="rounds of the -j 1 / -j 2 comparison")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
@@ -136,16 +151,15 @@ def main() -> None:
             figures[label]["noop_transform_over_round_trip"] = round(floor[0] / round_trip, 3)
 
     jobs = [Job(source, Mode.CHECK) for source in sources]
-    serial, parallel = best_of_each(
-        args.jobs_repeat, lambda: run(jobs, workers=1), lambda: run(jobs, workers=2)
-    )
+    scaling = speedup(args.jobs_repeat, lambda: run(jobs, workers=1), lambda: run(jobs, workers=2))
     figures["jobs"] = {
-        "j1_s": round(serial, 3),
-        "j2_s": round(parallel, 3),
-        "j2_speedup": round(serial / parallel, 2),
-        "j1_files_per_s": round(len(jobs) / serial, 1),
+        "j1_s": scaling["serial_s"],
+        "j2_s": scaling["parallel_s"],
+        "j2_speedup_median": scaling["median_speedup"],
+        "j2_speedup_range": scaling["speedup_range"],
+        "j1_files_per_s": round(len(jobs) / scaling["serial_s"], 1),
         # What two processes could gain on this machine at that moment (other load shares the cores).
-        "cpu_bound_j2_ceiling": round(parallel_ceiling(args.jobs_repeat), 2),
+        "cpu_bound_j2_ceiling": parallel_ceiling(args.jobs_repeat),
     }
     text = json.dumps(figures, indent=2)
     print(text)
