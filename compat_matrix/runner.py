@@ -26,8 +26,8 @@ from compat_matrix.settings import ProbeSettings
 
 POLL_SECONDS = 0.1
 # Children are forked from a server that has already imported torch and transformers (about 4 s saved per
-# architecture) and warmed their caches with one probe (about 3 s more; see worker_warmup); each child is
-# still a fresh process that resets Dynamo before probing.
+# architecture) and warmed their caches with one probe (see worker_warmup); each child is still a fresh
+# process that resets Dynamo before probing.
 _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(["compat_matrix.worker_warmup"])
 # Set by the scheduler on Ctrl-C: every waiting worker kills its child instead of recording a row.

@@ -2,10 +2,9 @@
 
 It probes one small architecture on CPU so that the per-process caches of torch and Transformers are filled
 once per run instead of once per architecture: Dynamo's trace rules and its function-name table (built by
-tokenizing every source file it traces through), FakeTensor's op cache, lazily imported modules. On a
-2-core machine that is about 3 s of every architecture's 10. These caches only make tracing faster: every
-worker still resets Dynamo, its counters and metrics before probing (``probes.configure_dynamo``), and a test
-checks that rows are the same with and without the warm-up. It runs on CPU with the simulator only and
+tokenizing every source file it traces through), FakeTensor's op cache, lazily imported modules. These caches
+only make tracing faster: every worker still resets Dynamo, its counters and metrics before probing
+(``probes.configure_dynamo``), and a test checks that rows are the same with and without the warm-up. It runs on CPU with the simulator only and
 never touches a Neuron device, so forking from it is safe on a Trainium host too.
 """
 
