@@ -67,6 +67,18 @@ def descendants(node: cst.CSTNode, kinds: type | tuple[type, ...]) -> list:
     return collector.found
 
 
+def is_method_call(node: cst.CSTNode, method: str) -> bool:
+    """`<anything>.<method>(...)`, e.g. any `from_pretrained` call."""
+    return (
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == method
+    )
+
+
+def method_calls(node: cst.CSTNode, method: str) -> list[cst.Call]:
+    """The `<anything>.<method>(...)` calls in `node` (itself included), in source order."""
+    return [call for call in descendants(node, cst.Call) if is_method_call(call, method)]
+
+
 def source_code(node: cst.CSTNode) -> str:
     """The code of one node, printed on its own with libcst's default module settings."""
     return cst.Module([]).code_for_node(node)
@@ -468,7 +480,9 @@ __all__ = [
     "PythonResult",
     "descendants",
     "dotted_name",
+    "is_method_call",
     "literal_value",
+    "method_calls",
     "migrate_module",
     "source_code",
 ]

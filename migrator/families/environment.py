@@ -16,7 +16,7 @@ import libcst.matchers as m
 from migrator.families.comments import KeepsComments
 from migrator.families.xla import imports_end, tidy_args
 from migrator.rules import Severity, define
-from migrator.transform import SOURCE_MODULES, descendants, literal_value
+from migrator.transform import SOURCE_MODULES, is_method_call, literal_value, method_calls
 
 # Variables only the XLA / NxD flow reads (migration map §3.3); any XLA_* / PT_XLA_* is torch_xla's.
 DROPPED_VARIABLES: dict[str, str] = {
@@ -397,7 +397,7 @@ class EnvironmentFamily(KeepsComments):
     # -- calls: weight loading and torch.compile --------------------------------------------------
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
-        if self.first_load is None and m.matches(original.func, m.Attribute(attr=m.Name("from_pretrained"))):
+        if self.first_load is None and is_method_call(original, "from_pretrained"):
             self.first_load = original
         if self.ctx.qualified(original.func) == "torch.compile" and self._legacy():
             return self._compile(original, updated)
@@ -466,7 +466,4 @@ class EnvironmentFamily(KeepsComments):
         `export` calls into loads)."""
         if self.first_load is not None:
             return True
-        return "export" in self.ctx.code and any(
-            m.matches(call.func, m.Attribute(attr=m.Name("from_pretrained")))
-            for call in descendants(updated, cst.Call)
-        )
+        return "export" in self.ctx.code and bool(method_calls(updated, "from_pretrained"))

@@ -23,7 +23,7 @@ from migrator.families.training_args import (
     ArgAction,
 )
 from migrator.rules import Severity, define
-from migrator.transform import Family, descendants, dotted_name, source_code
+from migrator.transform import Family, descendants, dotted_name, is_method_call, method_calls, source_code
 
 CLASS_RENAMED = define(
     "NM201",
@@ -389,14 +389,6 @@ def _is_literal(node: cst.BaseExpression, value: str) -> bool:
     return isinstance(node, (cst.Integer, cst.Name)) and node.value == value
 
 
-def _is_from_pretrained(call: cst.Call) -> bool:
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained"
-
-
-def _from_pretrained_calls(node: cst.CSTNode) -> list[cst.Call]:
-    return [call for call in descendants(node, cst.Call) if _is_from_pretrained(call)]
-
-
 def _reads_moved_field(node: cst.BaseExpression) -> bool:
     """`training_args.tensor_parallel_size` and the like: fields that no longer exist on the new classes."""
     return any(
@@ -730,7 +722,7 @@ class TrainingFamily(Family):
                 "(checkpoints written by optimum-neuron still need this call, run with optimum-neuron)",
             )
             return updated
-        if m.matches(original.func, m.Attribute(attr=m.Name("from_pretrained"))):
+        if is_method_call(original, "from_pretrained"):
             owner = self.ctx.qualified(original.func.value)
             if owner in TRAINING_MODELS:
                 return self._training_load(original, updated, TRAINING_MODELS[owner])
@@ -923,7 +915,7 @@ class TrainingFamily(Family):
     def _model_loads(self, node: cst.CSTNode) -> list[cst.Call]:
         """Transformers model `from_pretrained` calls under `node` (tokenizers/configs excluded)."""
         loads = []
-        for call in _from_pretrained_calls(node):
+        for call in method_calls(node, "from_pretrained"):
             owner = self.ctx.qualified(call.func.value) or ""
             name = owner.rsplit(".", 1)[-1]
             if owner in TRAINING_MODELS or (
@@ -933,11 +925,13 @@ class TrainingFamily(Family):
         return loads
 
     def _training_loads(self, node: cst.CSTNode) -> list[cst.Call]:
-        return [
-            call
-            for call in _from_pretrained_calls(node)
-            if self.ctx.qualified(call.func.value) in TRAINING_MODELS
-        ]
+        return [call for call in method_calls(node, "from_pretrained") if self._is_training_load(call)]
+
+    def _is_training_load(self, node: cst.CSTNode) -> bool:
+        """`NeuronModelForCausalLM.from_pretrained(...)` and the other optimum-neuron training loads."""
+        return (
+            is_method_call(node, "from_pretrained") and self.ctx.qualified(node.func.value) in TRAINING_MODELS
+        )
 
     @staticmethod
     def _trn_config_source(value: cst.BaseExpression | None, scope: cst.CSTNode) -> str | None:
@@ -1074,13 +1068,7 @@ class TrainingFamily(Family):
         not_uses |= {id(n.attr) for n in nodes if isinstance(n, cst.Attribute)}
         not_uses |= {id(n.keyword) for n in nodes if isinstance(n, cst.Arg)}
         uses = [n for n in nodes if isinstance(n, cst.Name) and n.value == name and id(n) not in not_uses]
-        trn_args = {
-            id(self._trn_config_arg(call)[1])
-            for call in nodes
-            if isinstance(call, cst.Call)
-            and _is_from_pretrained(call)
-            and self.ctx.qualified(call.func.value) in TRAINING_MODELS
-        }
+        trn_args = {id(self._trn_config_arg(call)[1]) for call in nodes if self._is_training_load(call)}
         return all(id(use) in trn_args for use in uses)
 
     def _add_distributed_config(self, original: cst.Call, updated: cst.Call) -> cst.Call:
