@@ -156,9 +156,8 @@ def _scheduler(ray_address: str | None, jobs: int, jobs_given: bool, cores_per_t
     if ray_address is None:
         if cores_per_task != 1:
             raise BadInput("--cores-per-task applies to Ray tasks; add --ray")
-        return functools.partial(
-            run_local, jobs=jobs
-        ), f"-j {jobs}; the worker server starts first (imports, one warm-up probe)"
+        description = f"-j {jobs}; the worker server starts first (imports, one warm-up probe)"
+        return functools.partial(run_local, jobs=jobs), description
     from compat_matrix.ray_runner import LOCAL, RaySetupError, check_reachable, import_ray, run_on_ray
 
     if jobs_given and ray_address != LOCAL:

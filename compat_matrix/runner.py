@@ -184,7 +184,7 @@ def run_local(
     (in the calling thread, so it may write files and update progress without locks)."""
     torch_threads = max(1, (os.cpu_count() or 1) // jobs)
     _STOP.clear()
-    start_worker_server()
+    start_worker_server()  # here, not in the worker threads: they would each start a no-op process at once
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [
             pool.submit(run_one_isolated, model_type, settings, torch_threads) for model_type in model_types

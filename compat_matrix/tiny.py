@@ -334,7 +334,7 @@ def tiny_config_kwargs(config_cls: type[PreTrainedConfig], tower: bool = False) 
     index_lists = {n: v for n, v in lists.items() if _is_layer_index_list(n, v, base_layers)}
     per_layer = {n: v for n, v in lists.items() if len(v) == base_layers and n not in index_lists}
     if per_layer or index_lists:
-        members = [[i in set(v) for i in range(base_layers)] for v in index_lists.values()]
+        members = [[i in indices for i in range(base_layers)] for indices in map(set, index_lists.values())]
         keep = _kept_layer_indices([*per_layer.values(), *members], LAYERS)
         for name, values in per_layer.items():
             kwargs[name] = [values[i] for i in keep]

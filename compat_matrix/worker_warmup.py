@@ -4,8 +4,9 @@ It probes one small architecture on CPU so that the per-process caches of torch 
 once per run instead of once per architecture: Dynamo's trace rules and its function-name table (built by
 tokenizing every source file it traces through), FakeTensor's op cache, lazily imported modules. These caches
 only make tracing faster: every worker still resets Dynamo, its counters and metrics before probing
-(``probes.configure_dynamo``), and a test checks that rows are the same with and without the warm-up. It runs on CPU with the simulator only and
-never touches a Neuron device, so forking from it is safe on a Trainium host too.
+(``probes.configure_dynamo``), and a test checks that rows are the same with and without the warm-up. It
+runs on CPU with the simulator only and never touches a Neuron device, so forking from it is safe on a
+Trainium host too.
 """
 
 from __future__ import annotations
