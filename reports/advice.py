@@ -38,6 +38,16 @@ def advice(row: dict) -> list[str]:
             "The run hit the harness time limit: rerun with a longer limit before drawing conclusions; "
             "a very long compile is itself worth reporting."
         )
+    elif verdict == "not-measured":
+        steps.append(
+            "The harness could not measure this architecture here (see the cause): this is not a verdict on "
+            "TorchNeuron. Measure it on a trn2 instance before deciding."
+        )
+    elif verdict == "works-eager":
+        steps.append(
+            "Transformers does not compile generation for this architecture: generate() runs eagerly on the "
+            "device, which works but is slower. Benchmark eager generation before committing to it."
+        )
     elif verdict == "crash":
         peak = row.get("peak_rss_mb")
         memory = f" (peak memory {peak:.0f} MB)" if isinstance(peak, (int, float)) else ""
@@ -46,7 +56,13 @@ def advice(row: dict) -> list[str]:
             "capture the native stack trace."
         )
     stage = row.get("stage")
-    if verdict in ("fails", "crash", "harness-error") and stage in STAGE_ADVICE:
+    if verdict == "fails" and row.get("cause") == "transformers":
+        steps.append(
+            "This fails in Transformers itself (uncompiled static-cache generation on CPU already fails or "
+            "differs): it is not a TorchNeuron problem, and it would fail on any backend. Check for a newer "
+            "Transformers release or report it there."
+        )
+    elif verdict in ("fails", "crash", "harness-error") and stage in STAGE_ADVICE:
         steps.append(STAGE_ADVICE[stage])
     if row.get("tokens_match") is False or row.get("outputs_match") is False:
         diff = row.get("max_logit_diff")

@@ -10,15 +10,24 @@ import pandas as pd
 
 from reports import charts
 from reports.advice import STAGE_MEANINGS, advice
+from reports.model_ids import example_hub_ids, hub_id_patterns
 from reports.render import asset, fail, render, write_output
 from reports.results import (
     BUCKET_LABELS,
     BUCKETS,
+    CAUSE_LABELS,
+    CAUSE_MEANINGS,
+    FLAG_FIELDS,
+    FLOAT_FIELDS,
     INTEGER_FIELDS,
+    LIST_FIELDS,
+    OK_BUCKETS,
+    TEXT_FIELDS,
     VERDICT_MEANINGS,
     VERDICTS,
     ResultsError,
     Run,
+    buckets_by_band,
     display_path,
     headline,
     load_runs,
@@ -26,7 +35,6 @@ from reports.results import (
     long_frame,
     recompile_histogram,
     verdict_matrix,
-    verdicts_by_band,
 )
 
 FORMATS = ("html", "md", "csv")
@@ -60,19 +68,46 @@ def _cell(record: dict) -> dict:
         key: (None if (not isinstance(value, list) and pd.isna(value)) else value)
         for key, value in record.items()
     }
-    # Plain ints for the templates (pandas hands back numpy integers).
+    # Plain Python numbers and flags for the templates (pandas hands back numpy and NA values).
     for key in INTEGER_FIELDS:
         if cell.get(key) is not None:
             cell[key] = int(cell[key])
+    for key in FLOAT_FIELDS:
+        if cell.get(key) is not None:
+            cell[key] = float(cell[key])
+    for key in FLAG_FIELDS:
+        if cell.get(key) is not None:
+            cell[key] = bool(cell[key])
     cell["green"] = cell["verdict"] == "works"
     cell["stage_meaning"] = STAGE_MEANINGS.get(cell.get("stage") or "", "")
     cell["advice"] = advice(cell)
+    # The one-line reason: the harness's own; rows of the older schema have only their first error line.
+    cell["reason_text"] = cell.get("reason") or cell.get("error") or ""
+    cell["cause_label"] = CAUSE_LABELS.get(cell.get("cause") or "", "")
+    cell["cause_meaning"] = CAUSE_MEANINGS.get(cell.get("cause") or "", "")
+    cell["bucket_label"] = BUCKET_LABELS[cell["bucket"]]
     return cell
+
+
+def _search_text(model_type: str, cells: list[dict], hub_ids: list[str]) -> str:
+    """Everything a reader may type to find a row: names, Hub ids, errors, reasons, guards and ops."""
+    parts = [model_type, *hub_ids]
+    for cell in cells:
+        parts += [cell.get(name) or "" for name in ("class_name", "error", "reason", "recompile_guard")]
+        for name in ("recompile_reasons", "graph_break_reasons", "unsupported_ops", "cpu_fallback_ops"):
+            parts += cell.get(name) or []
+    return " ".join(part for part in parts if part).lower()
+
+
+def _max_measured(cells: list[dict], name: str) -> int | None:
+    values = [cell[name] for cell in cells if cell.get(name) is not None]
+    return max(values) if values else None
 
 
 def _matrix_rows(frame: pd.DataFrame, runs: list[Run]) -> list[dict]:
     wide = verdict_matrix(frame, runs)
     cells = {(record["run"], record["model_type"]): _cell(record) for record in frame.to_dict("records")}
+    hub_ids = example_hub_ids()
     rows = []
     for record in wide.to_dict("records"):
         model_type = record["model_type"]
@@ -84,6 +119,9 @@ def _matrix_rows(frame: pd.DataFrame, runs: list[Run]) -> list[dict]:
         rows.append(
             {
                 "model_type": model_type,
+                "anchor": "arch-" + model_type,
+                "class_name": next((cell["class_name"] for cell in present if cell["class_name"]), None),
+                "hub_ids": hub_ids.get(model_type, []),
                 "rank": rank,
                 "rank_band": first["rank_band"],
                 "cells": per_run,
@@ -91,13 +129,17 @@ def _matrix_rows(frame: pd.DataFrame, runs: list[Run]) -> list[dict]:
                 "optimum_neuron_inference": first["optimum_neuron_inference"],
                 "optimum_neuron_training": first["optimum_neuron_training"],
                 "needs_evidence": any(not cell["green"] for cell in present),
-                "max_recompiles": max(cell["recompile_count"] for cell in present),
-                "max_graph_breaks": max(cell["graph_breaks"] for cell in present),
-                "search_text": " ".join(
-                    [model_type]
-                    + [cell["error"] or "" for cell in present]
-                    + [op for cell in present for op in cell["unsupported_ops"]]
-                ).lower(),
+                # Filters read these; "" (not measured) matches neither "none" nor "1 or more".
+                "recompiles_by_run": [
+                    "" if cell is None or cell["recompile_count"] is None else cell["recompile_count"]
+                    for cell in per_run
+                ],
+                "breaks_by_run": [
+                    "" if cell is None or cell["graph_breaks"] is None else cell["graph_breaks"]
+                    for cell in per_run
+                ],
+                "every_step": any(cell["recompiles_every_step"] for cell in present),
+                "search_text": _search_text(model_type, present, hub_ids.get(model_type, [])),
             }
         )
     return rows
@@ -114,8 +156,8 @@ def _change_summary(rows: list[dict], runs: list[Run]) -> list[dict]:
     return summary
 
 
-def _context(paths: list[Path]) -> dict:
-    runs = load_runs(paths)
+def _context(paths: list[Path], merge: bool = False) -> dict:
+    runs = load_runs(paths, merge=merge)
     top100 = load_top100(paths)
     frame = long_frame(runs, top100)
     rows = _matrix_rows(frame, runs)
@@ -128,17 +170,19 @@ def _context(paths: list[Path]) -> dict:
                 "label": run.label,
                 "simulated": run.simulated,
                 "env": {name: run.env.get(name) for name in ENV_FIELDS},
-                "date": run.date,
+                "measured": run.measured_text,
                 "sources": [display_path(source) for source in run.sources],
                 "architectures": len(run.rows),
+                "older_schema": run.older_schema_rows,
+                "replaced": run.replaced,
                 "headline": figures,
-                "band_chart": charts.verdicts_by_band_svg(
-                    verdicts_by_band(frame, index, top100), f"Verdict by rank band: {run.label}"
+                "band_chart": charts.buckets_by_band_svg(
+                    buckets_by_band(frame, index, top100), f"Outcome by rank band: {run.label}"
                 ),
                 "recompile_chart": charts.histogram_svg(
                     recompile_histogram(frame, index),
                     f"Recompiles after warm-up: {run.label}",
-                    "recompiles per architecture (architectures that compiled)",
+                    "recompiles per architecture (rows with a measured count)",
                 ),
             }
         )
@@ -146,15 +190,26 @@ def _context(paths: list[Path]) -> dict:
         "runs": run_views,
         "rows": rows,
         "frame": frame,
+        "merged": merge,
         "changes": _change_summary(rows, runs),
         "buckets": BUCKETS,
+        # Failures without a cause exist only in rows of the older schema: shown when there are some.
+        "shown_buckets": [
+            bucket
+            for bucket in BUCKETS
+            if bucket != "fails-unattributed" or any(view["headline"].counts[bucket] for view in run_views)
+        ],
         "bucket_labels": BUCKET_LABELS,
+        "ok_buckets": OK_BUCKETS,
         "verdicts": VERDICTS,
         "verdict_meanings": VERDICT_MEANINGS,
-        "verdict_colors": charts.VERDICT_COLORS,
+        "cause_labels": CAUSE_LABELS,
+        "cause_meanings": CAUSE_MEANINGS,
+        "bucket_colors": charts.BUCKET_COLORS,
         "claim": PUBLISHED_CLAIM,
         "top100_known": bool(top100),
         "any_simulated": any(run.simulated for run in runs),
+        "hub_table": json.dumps(hub_id_patterns()).replace("</", "<\\/"),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
@@ -169,17 +224,14 @@ CSV_COLUMNS = (
     "rank",
     "model_type",
     "verdict",
-    "stage",
-    "error",
+    "bucket",
+    *TEXT_FIELDS,
     *INTEGER_FIELDS,
-    "seconds",
-    "peak_rss_mb",
-    "outputs_match",
-    "tokens_match",
-    "max_logit_diff",
-    "recompile_reasons",
-    "graph_break_reasons",
-    "unsupported_ops",
+    *FLOAT_FIELDS,
+    *FLAG_FIELDS,
+    *LIST_FIELDS,
+    "older_schema",
+    "origin",
     "optimum_neuron_inference",
     "optimum_neuron_training",
     "change_vs_first_run",
@@ -188,6 +240,7 @@ CSV_COLUMNS = (
 
 
 def _csv(context: dict) -> str:
+    """One line per (run, architecture); an unmeasured figure is an empty field, never 0."""
     frame = context["frame"].copy()
     changes = {
         (index + 1, row["model_type"]): change
@@ -208,13 +261,13 @@ def _csv(context: dict) -> str:
         advice_by_cell[(run, model_type)]
         for run, model_type in zip(frame["run"], frame["model_type"], strict=True)
     ]
-    for column in ("recompile_reasons", "graph_break_reasons", "unsupported_ops"):
-        frame[column] = frame[column].map(json.dumps)
+    for column in LIST_FIELDS:
+        frame[column] = frame[column].map(lambda value: "" if value is None else json.dumps(value))
     return frame.loc[:, list(CSV_COLUMNS)].to_csv(index=False, lineterminator="\n")
 
 
-def build_report(paths: list[Path], fmt: str) -> tuple[str, dict]:
-    context = _context(paths)
+def build_report(paths: list[Path], fmt: str, merge: bool = False) -> tuple[str, dict]:
+    context = _context(paths, merge)
     if fmt == "csv":
         return _csv(context), context
     if fmt == "md":
@@ -222,20 +275,26 @@ def build_report(paths: list[Path], fmt: str) -> tuple[str, dict]:
     return render("compat.html.jinja", css=asset("report.css"), js=asset("compat.js"), **context), context
 
 
-def write_report(results: list[Path], output: Path, fmt: str) -> int:
-    """Writes the report for `results` to `output`; returns the exit code (2 for bad input)."""
+def write_report(results: list[Path], output: Path, fmt: str, merge: bool = False) -> int:
+    """Writes the report for `results` to `output`; returns the exit code (2 for bad input).
+
+    Each file is its own run (column); `merge` folds files measured under the same environment into one
+    run, and the report then lists every row that replaced another."""
     if fmt not in FORMATS:
         return fail(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     try:
-        text, context = build_report([Path(path) for path in results], fmt)
+        text, context = build_report([Path(path) for path in results], fmt, merge)
     except ResultsError as error:
         return fail(str(error))
     try:
         write_output(output, text)
     except OSError as error:
         return fail(f"cannot write {output}: {error.strerror or error}")
+    replaced = sum(len(run["replaced"]) for run in context["runs"])
     print(
         f"Wrote the compatibility report ({fmt}, {len(context['rows'])} architectures, "
-        f"{len(context['runs'])} run(s)) to {output.resolve()}"
+        f"{len(context['runs'])} run(s) side by side"
+        + (f", {replaced} row(s) replaced by reruns, listed in the report" if replaced else "")
+        + f") to {output.resolve()}"
     )
     return 0

@@ -24,23 +24,46 @@ FILE_SUFFIXES = (".json", ".py", ".txt", ".csv", ".jsonl", ".parquet", ".sh", ".
 class Architecture:
     model_type: str  # "unknown" when no source knew it
     source: str  # where the answer came from, shown to the reader
+    task: str | None = None  # embedding / classification / diffusion: not a causal LM; None: a causal LM
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    pattern: str  # lower case, shell-style wildcards
+    model_type: str  # "" for models without a Transformers model_type (Diffusers pipelines, ...)
+    task: str | None
 
 
 UNKNOWN = "unknown"
 
 
 @cache
-def known_models() -> tuple[tuple[str, str], ...]:
+def known_models() -> tuple[TableEntry, ...]:
     text = resources.files("reports").joinpath("data", "known_models.csv").read_text(encoding="utf-8")
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
-    return tuple((row["pattern"].lower(), row["model_type"]) for row in csv.DictReader(lines))
-
-
-def from_table(model_id: str) -> str | None:
-    lowered = model_id.lower()
-    return next(
-        (model_type for pattern, model_type in known_models() if fnmatch.fnmatchcase(lowered, pattern)), None
+    return tuple(
+        TableEntry(row["pattern"].lower(), row["model_type"], row.get("task") or None)
+        for row in csv.DictReader(lines)
     )
+
+
+def table_entry(model_id: str) -> TableEntry | None:
+    lowered = model_id.lower()
+    return next((entry for entry in known_models() if fnmatch.fnmatchcase(lowered, entry.pattern)), None)
+
+
+def hub_id_patterns() -> list[list[str]]:
+    """[pattern, model_type] of the causal-LM rows, for the report's search (a Hub id finds its row)."""
+    return [[entry.pattern, entry.model_type] for entry in known_models() if entry.task is None]
+
+
+def example_hub_ids() -> dict[str, list[str]]:
+    """model_type -> the table's Hub ids and id patterns that name it (wildcards kept), for search text."""
+    examples: dict[str, list[str]] = {}
+    for entry in known_models():
+        if entry.task is None and "/" in entry.pattern:
+            examples.setdefault(entry.model_type, []).append(entry.pattern)
+    return examples
 
 
 def looks_like_model_reference(value: str) -> bool:
@@ -51,7 +74,7 @@ def looks_like_model_reference(value: str) -> bool:
         return False
     return (
         bool(HUB_ID.match(value))
-        or from_table(value) is not None
+        or table_entry(value) is not None
         or value.startswith(("./", "../", "/", "~"))
     )
 
@@ -97,9 +120,9 @@ def resolve(reference: str, base: Path, online: bool) -> Architecture:
         if model_type:
             return Architecture(model_type, f"local {config}")
         return Architecture(UNKNOWN, f"local {config} has no model_type")
-    known = from_table(reference)
-    if known:
-        return Architecture(known, "bundled table of well-known models")
+    entry = table_entry(reference)
+    if entry is not None:
+        return Architecture(entry.model_type or UNKNOWN, "bundled table of well-known models", entry.task)
     if online and HUB_ID.match(reference):
         return from_hub(reference)
     return Architecture(UNKNOWN, "not a local directory, not in the bundled table (try --online)")

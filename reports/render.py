@@ -19,6 +19,14 @@ def markdown_cell(value) -> str:
     return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
 
 
+NULL = "–"
+
+
+def dash(value):
+    """An unmeasured value (None) is shown as a dash, never as 0 or an empty cell that reads as nothing."""
+    return NULL if value is None else value
+
+
 def inline_code(value) -> Markup:
     """Escapes text for HTML and shows `backticked` spans (as in the migrator's messages) as code."""
     parts = str(escape(value)).split("`")
@@ -38,6 +46,7 @@ def _environment() -> Environment:
     )
     environment.filters["md"] = markdown_cell
     environment.filters["code"] = inline_code
+    environment.filters["dash"] = dash
     return environment
 
 

@@ -1,55 +1,95 @@
 """Loading harness results (`neuron-compat run` JSONL) into runs and pandas tables.
 
-A *run* is the set of rows measured under one environment (torch, transformers, backend, settings):
-rows from different environments become different columns of the report, even when they come from
-the same file, and several files with the same environment are merged into one run.
+A *run* is the set of rows of one results file measured under one environment (torch, transformers,
+backend, settings). Runs are never blended: several files are always several runs, side by side, and one
+file with two environments is two runs. Only an explicit merge folds files of the same environment into
+one run, and then every row that replaced another is listed. Rows are read through the harness's own
+schema (`compat_matrix.schema.Row`), so rows of the older schema load with the newer fields unset (None),
+and an unset figure stays None here: unmeasured is not zero.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
 
-# Verdicts in display order, with the headline bucket each one counts in. A crash is the model run
-# dying on the backend, so it counts against the architecture; a timeout or a harness error says
-# nothing about the architecture, so those rows are "not measured".
-VERDICT_BUCKET = {
-    "works": "works",
-    "works-with-caveats": "works-with-caveats",
-    "fails": "fails",
-    "crash": "fails",
-    "timeout": "not-measured",
-    "harness-error": "not-measured",
-}
-VERDICTS = tuple(VERDICT_BUCKET)
-BUCKETS = ("works", "works-with-caveats", "fails", "not-measured")
+from compat_matrix.schema import OK_VERDICTS as OK_VERDICT_ENUMS
+from compat_matrix.schema import Cause, Row, Stage, Verdict
+
+# Display order of the verdicts (the overall one and each stage's).
+VERDICTS = (
+    "works",
+    "works-eager",
+    "works-with-caveats",
+    "fails",
+    "crash",
+    "timeout",
+    "not-measured",
+    "harness-error",
+)
+assert set(VERDICTS) == {verdict.value for verdict in Verdict}
+OK_VERDICTS = frozenset(verdict.value for verdict in OK_VERDICT_ENUMS)
+NOT_MEASURED_VERDICTS = frozenset({"not-measured", "harness-error", "timeout"})
+# Headline buckets follow the harness's causes: a failure is the device's or Transformers' own; rows the
+# harness could not measure (simulator, harness, time limit) say nothing about the architecture. Rows of
+# the older schema carry no cause, so their failures are counted apart rather than blamed on either.
+BUCKETS = (
+    "works",
+    "works-eager",
+    "works-with-caveats",
+    "fails-device",
+    "fails-transformers",
+    "fails-unattributed",
+    "not-measured",
+)
 BUCKET_LABELS = {
     "works": "works",
+    "works-eager": "works, eager generation",
     "works-with-caveats": "works with caveats",
-    "fails": "fails",
+    "fails-device": "fails on device",
+    "fails-transformers": "Transformers bug",
+    "fails-unattributed": "fails, cause not recorded",
     "not-measured": "not measured",
 }
+OK_BUCKETS = ("works", "works-eager", "works-with-caveats")
 VERDICT_MEANINGS = {
     "works": "every stage passed (eager reference, compiled generation with a static cache, comparison with "
     "the CPU reference, a compiled training step) with no caveat",
-    "works-with-caveats": "every stage passed, but with recompiles, graph breaks, reported op/dtype findings, "
-    "or more training graphs than expected",
-    "fails": "a device stage failed (compiled generation, comparison with the CPU reference, or training)",
+    "works-eager": "works, but Transformers does not compile this architecture's generation path: generation "
+    "runs eagerly (slower), training compiled",
+    "works-with-caveats": "every stage passed, but with recompiles, graph breaks, CPU fallbacks or more "
+    "training graphs than expected",
+    "fails": "a stage failed; the cause says whose failure it is (the device path, or Transformers itself, "
+    "which already fails on CPU with a static cache)",
     "crash": "the process running the model died (native crash or out of memory)",
     "timeout": "the run exceeded the harness time limit: not a verdict on the architecture",
+    "not-measured": "the harness could not measure this (the cause says why, e.g. the simulator's own limits): "
+    "not a verdict on the architecture",
     "harness-error": "the harness could not build the tiny model or run it eagerly on CPU: "
     "not a verdict on the architecture",
 }
-OK_VERDICTS = frozenset({"works", "works-with-caveats"})
+CAUSE_LABELS = {
+    "device": "device",
+    "transformers": "Transformers",
+    "simulator": "simulator",
+    "harness": "harness",
+}
+CAUSE_MEANINGS = {
+    "device": "fails only on the compiled / device path",
+    "transformers": "already fails or differs in uncompiled static-cache generation on CPU: a Transformers bug",
+    "simulator": "fails only under the simulator's own graph execution: not measured on the device",
+    "harness": "the tiny model could not be built",
+}
 RANK_BANDS = (("1-10", 1, 10), ("11-25", 11, 25), ("26-50", 26, 50), ("51-100", 51, 100))
 UNRANKED_BAND = "unranked"
-NOT_RUN = "not run"
+NOT_RUN = "no row"
 TOP_N = 100
 INTEGER_FIELDS = (
     "compile_count",
@@ -60,6 +100,34 @@ INTEGER_FIELDS = (
     "train_expected_compile_count",
     "train_graph_breaks",
 )
+FLOAT_FIELDS = (
+    "seconds",
+    "peak_rss_mb",
+    "max_logit_diff",
+    "max_diff_static_vs_dynamic",
+    "max_diff_compiled_vs_dynamic",
+    "logit_tolerance",
+)
+LIST_FIELDS = (
+    "recompile_reasons",
+    "graph_break_reasons",
+    "unsupported_ops",
+    "cpu_fallback_ops",
+)
+TEXT_FIELDS = (
+    "stage",
+    "error",
+    "cause",
+    "generate_verdict",
+    "train_verdict",
+    "reason",
+    "recompile_guard",
+    "attn_implementation",
+    "dtype",
+    "sim_device",
+    "measured_at",
+)
+FLAG_FIELDS = ("outputs_match", "tokens_match", "compiled_generation", "recompiles_every_step")
 ENV_KEY_FIELDS = ("backend", "simulated", "torch", "transformers", "settings_id")
 # The committed reference run and the top-100 list the harness writes next to it.
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -72,12 +140,38 @@ class ResultsError(Exception):
     """Bad input a user can fix (missing file, corrupt line); the CLI prints it and exits 2."""
 
 
+def bucket_of(verdict: str, cause: str | None) -> str:
+    """The headline bucket of one row."""
+    if verdict in OK_BUCKETS:
+        return verdict
+    if verdict in NOT_MEASURED_VERDICTS or cause in ("simulator", "harness"):
+        return "not-measured"
+    if cause == "transformers":
+        return "fails-transformers"
+    if cause == "device":
+        return "fails-device"
+    return "fails-unattributed"
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A row that a later row for the same architecture replaced (a rerun), with where each was read."""
+
+    model_type: str
+    earlier_verdict: str
+    earlier_at: str
+    later_verdict: str
+    later_at: str
+
+
 @dataclass
 class Run:
     env: dict
     sources: list[Path] = field(default_factory=list)
     rows: dict[str, dict] = field(default_factory=dict)
     label: str = ""
+    origins: dict[str, str] = field(default_factory=dict)  # model_type -> "file:line" of the row kept
+    replaced: list[Replacement] = field(default_factory=list)
 
     @property
     def simulated(self) -> bool:
@@ -88,13 +182,43 @@ class Run:
         return str(self.env.get("backend") or "unknown")
 
     @property
-    def date(self) -> str:
-        """When the results were written: the env's date if the harness recorded one, else the file time."""
-        for key in ("date", "timestamp", "finished_at"):
-            if self.env.get(key):
-                return str(self.env[key])
-        stamp = max(source.stat().st_mtime for source in self.sources)
-        return datetime.fromtimestamp(stamp, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + " (file time)"
+    def measured_range(self) -> tuple[str, str] | None:
+        """Earliest and latest `measured_at` of the rows (UTC ISO-8601 sorts as text), None when no row has one."""
+        stamps = sorted(row["measured_at"] for row in self.rows.values() if row.get("measured_at"))
+        return (stamps[0], stamps[-1]) if stamps else None
+
+    @property
+    def measured_text(self) -> str:
+        """When the rows were measured, as the rows say; never the file's time (a clone resets it)."""
+        span = self.measured_range
+        unstamped = sum(not row.get("measured_at") for row in self.rows.values())
+        if span is None:
+            recorded = next(
+                (self.env[key] for key in ("date", "timestamp", "finished_at") if self.env.get(key)), None
+            )
+            if recorded:
+                return f"{recorded} (run date from the environment; rows carry no measured_at)"
+            return "not recorded (rows carry no measured_at)"
+        first, last = (_short_time(stamp) for stamp in span)
+        text = first if first == last else f"{first} to {last}"
+        if unstamped:
+            text += f" ({unstamped} row(s) without measured_at)"
+        return text
+
+    @property
+    def older_schema_rows(self) -> list[str]:
+        return [name for name, row in self.rows.items() if row.get("upgraded_from") is not None]
+
+
+def _short_time(stamp: str) -> str:
+    """2026-11-30T20:15:07+00:00 -> 2026-11-30 20:15 UTC; anything else is shown as written."""
+    try:
+        moment = pd.Timestamp(stamp)
+    except ValueError:
+        return stamp
+    if moment.tzinfo is not None:
+        moment = moment.tz_convert("UTC")
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
 @dataclass(frozen=True)
@@ -103,6 +227,7 @@ class Top100Entry:
     model_type: str
     optimum_neuron_inference: bool | None
     optimum_neuron_training: bool | None
+    class_name: str | None = None
 
 
 def _env_key(env: dict) -> tuple:
@@ -119,28 +244,49 @@ def _row_env(row: dict) -> dict:
 
 
 def _parse_line(path: Path, number: int, line: str) -> dict:
+    """One results line read through the harness schema, as a plain dict (enums as their strings)."""
     try:
-        row = json.loads(line)
+        data = json.loads(line)
     except json.JSONDecodeError as error:
         raise ResultsError(
             f"{path}:{number}: not valid JSON ({error.msg}); is this a neuron-compat results file?"
         ) from None
-    if not isinstance(row, dict) or not isinstance(row.get("model_type"), str):
+    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
         raise ResultsError(f"{path}:{number}: expected a JSON object with a 'model_type' string")
-    if row.get("verdict") not in VERDICT_BUCKET:
-        raise ResultsError(
-            f"{path}:{number}: unknown verdict {row.get('verdict')!r} for {row['model_type']}; "
-            f"expected one of {', '.join(VERDICTS)}"
-        )
-    return row
+    for name, choices in (
+        ("verdict", Verdict),
+        ("generate_verdict", Verdict),
+        ("train_verdict", Verdict),
+        ("stage", Stage),
+        ("cause", Cause),
+    ):
+        value = data.get(name)
+        if (value is not None or name == "verdict") and value not in {choice.value for choice in choices}:
+            raise ResultsError(
+                f"{path}:{number}: unknown {name} {value!r} for {data['model_type']}; "
+                f"expected one of {', '.join(choice.value for choice in choices)}"
+            )
+    data.setdefault("backend", None)
+    data.setdefault("simulated", False)
+    data.setdefault("stage", None)
+    data.setdefault("error", None)
+    data.setdefault("env", {})
+    data.setdefault("rank", None)
+    try:
+        row = Row.from_dict(data)
+    except (TypeError, ValueError) as error:
+        raise ResultsError(f"{path}:{number}: not a results row ({error})") from None
+    record = row.to_dict()
+    record["upgraded_from"] = row.upgraded_from
+    return record
 
 
-def load_runs(paths: list[Path]) -> list[Run]:
-    """Reads results files and groups their rows by environment, in order of first appearance."""
+def load_runs(paths: list[Path], merge: bool = False) -> list[Run]:
+    """Reads results files into runs: one per (file, environment), or per environment with `merge`."""
     if not paths:
         raise ResultsError("no results file given")
     runs: dict[tuple, Run] = {}
-    for path in paths:
+    for file_index, path in enumerate(paths):
         if not path.is_file():
             raise ResultsError(f"{path}: no such results file")
         with path.open(encoding="utf-8") as handle:
@@ -150,25 +296,43 @@ def load_runs(paths: list[Path]) -> list[Run]:
         for number, line in lines:
             row = _parse_line(path, number, line)
             env = _row_env(row)
-            run = runs.setdefault(_env_key(env), Run(env=env))
+            key = _env_key(env) if merge else (file_index, *_env_key(env))
+            run = runs.setdefault(key, Run(env=env))
             if path not in run.sources:
                 run.sources.append(path)
-            # A later row for the same architecture in the same environment is a rerun: it wins.
-            run.rows[row["model_type"]] = row
+            where = f"{path.name}:{number}"
+            model_type = row["model_type"]
+            # A later row for the same architecture in the same run is a rerun: it wins, and is listed.
+            if model_type in run.rows:
+                run.replaced.append(
+                    Replacement(
+                        model_type,
+                        run.rows[model_type]["verdict"],
+                        run.origins[model_type],
+                        row["verdict"],
+                        where,
+                    )
+                )
+            run.rows[model_type] = row
+            run.origins[model_type] = where
     result = list(runs.values())
     _label_runs(result)
     return result
 
 
 def _label_runs(runs: list[Run]) -> None:
-    """Labels name the backend plus whatever else tells the runs apart."""
+    """Labels name the results file(s), the backend and whatever else of the environment tells runs apart."""
     differing = [
         name
         for name in ("torch", "transformers", "settings_id")
         if len({str(run.env.get(name)) for run in runs}) > 1
     ]
+    names = [source.name for run in runs for source in run.sources]
     for run in runs:
-        parts = [run.backend + (" (simulated)" if run.simulated else "")]
+        files = " + ".join(
+            source.name if names.count(source.name) == 1 else display_path(source) for source in run.sources
+        )
+        parts = [files, run.backend + (" (simulated)" if run.simulated else "")]
         parts += [f"{name} {run.env.get(name)}" for name in differing]
         run.label = " · ".join(parts)
     seen: dict[str, int] = {}
@@ -198,7 +362,11 @@ def load_top100(results_paths: list[Path]) -> list[Top100Entry]:
         return [
             entry
             if entry.optimum_neuron_inference is not None
-            else Top100Entry(entry.rank, entry.model_type, *support.get(entry.model_type, (None, None)))
+            else dataclasses.replace(
+                entry,
+                optimum_neuron_inference=support.get(entry.model_type, (None, None))[0],
+                optimum_neuron_training=support.get(entry.model_type, (None, None))[1],
+            )
             for entry in _read_top100(candidate)
         ]
     return []
@@ -236,9 +404,20 @@ def _read_top100(path: Path) -> list[Top100Entry]:
                     model_type=record["model_type"],
                     optimum_neuron_inference=_yes(record.get(inference_column)) if inference_column else None,
                     optimum_neuron_training=_yes(record.get(training_column)) if training_column else None,
+                    class_name=record.get("causal_lm_class") or None,
                 )
             )
     return sorted(entries, key=lambda entry: entry.rank)[:TOP_N]
+
+
+@cache
+def causal_lm_classes() -> dict[str, str]:
+    """model_type -> class name from the installed Transformers' causal-LM mapping (empty without it)."""
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:
+        return {}
+    return dict(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
 
 def rank_band(rank) -> str:
@@ -250,12 +429,13 @@ def rank_band(rank) -> str:
     return UNRANKED_BAND
 
 
-def _number(value, default=0):
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+def _number(value):
+    """A measured figure, or None when the row does not have one (never 0 in its place)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def long_frame(runs: list[Run], top100: list[Top100Entry]) -> pd.DataFrame:
-    """One row per (run, architecture) with every field the report shows; missing optional fields filled."""
+    """One row per (run, architecture) with every field the report shows; unmeasured fields stay None."""
     documented = {entry.model_type: entry for entry in top100}
     records = []
     for run_index, run in enumerate(runs):
@@ -264,50 +444,50 @@ def long_frame(runs: list[Run], top100: list[Top100Entry]) -> pd.DataFrame:
             rank = row.get("rank") if isinstance(row.get("rank"), int) else (entry.rank if entry else None)
             inference = row.get("optimum_neuron_inference")
             training = row.get("optimum_neuron_training")
-            records.append(
-                {
-                    "run": run_index,
-                    "run_label": run.label,
-                    "backend": run.backend,
-                    "simulated": run.simulated,
-                    "torch": run.env.get("torch"),
-                    "transformers": run.env.get("transformers"),
-                    "settings_id": run.env.get("settings_id"),
-                    "model_type": model_type,
-                    "rank": rank,
-                    "rank_band": rank_band(rank),
-                    "verdict": row["verdict"],
-                    "bucket": VERDICT_BUCKET[row["verdict"]],
-                    "stage": row.get("stage"),
-                    "error": row.get("error"),
-                    "compile_count": _number(row.get("compile_count")),
-                    "recompile_count": _number(row.get("recompile_count")),
-                    "graph_breaks": _number(row.get("graph_breaks")),
-                    "unique_graphs": _number(row.get("unique_graphs"), None),
-                    "train_compile_count": _number(row.get("train_compile_count"), None),
-                    "train_expected_compile_count": _number(row.get("train_expected_compile_count"), None),
-                    "train_graph_breaks": _number(row.get("train_graph_breaks"), None),
-                    "seconds": _number(row.get("seconds"), None),
-                    "peak_rss_mb": _number(row.get("peak_rss_mb"), None),
-                    "outputs_match": row.get("outputs_match"),
-                    "tokens_match": row.get("tokens_match"),
-                    "max_logit_diff": _number(row.get("max_logit_diff"), None),
-                    "recompile_reasons": list(row.get("recompile_reasons") or []),
-                    "graph_break_reasons": list(row.get("graph_break_reasons") or []),
-                    "unsupported_ops": list(row.get("unsupported_ops") or []),
-                    "optimum_neuron_inference": inference
-                    if isinstance(inference, bool)
-                    else (entry.optimum_neuron_inference if entry else None),
-                    "optimum_neuron_training": training
-                    if isinstance(training, bool)
-                    else (entry.optimum_neuron_training if entry else None),
-                }
-            )
+            record = {
+                "run": run_index,
+                "run_label": run.label,
+                "backend": run.backend,
+                "simulated": run.simulated,
+                "torch": run.env.get("torch"),
+                "transformers": run.env.get("transformers"),
+                "settings_id": run.env.get("settings_id"),
+                "model_type": model_type,
+                "class_name": (entry.class_name if entry else None) or causal_lm_classes().get(model_type),
+                "rank": rank,
+                "rank_band": rank_band(rank),
+                "verdict": row["verdict"],
+                "bucket": bucket_of(row["verdict"], row.get("cause")),
+                "older_schema": row.get("upgraded_from") is not None,
+                "origin": run.origins[model_type],
+                "optimum_neuron_inference": inference
+                if isinstance(inference, bool)
+                else (entry.optimum_neuron_inference if entry else None),
+                "optimum_neuron_training": training
+                if isinstance(training, bool)
+                else (entry.optimum_neuron_training if entry else None),
+            }
+            for name in INTEGER_FIELDS + FLOAT_FIELDS:
+                record[name] = _number(row.get(name))
+            for name in TEXT_FIELDS:
+                value = row.get(name)
+                record[name] = str(value) if value is not None else None
+            for name in FLAG_FIELDS:
+                value = row.get(name)
+                record[name] = value if isinstance(value, bool) else None
+            for name in LIST_FIELDS:
+                value = row.get(name)
+                record[name] = [str(item) for item in value] if isinstance(value, list) else None
+            records.append(record)
     frame = pd.DataFrame.from_records(records)
     if frame.empty:
         return frame
     for column in ("rank", *INTEGER_FIELDS):
         frame[column] = frame[column].astype("Int64")
+    for column in FLOAT_FIELDS:
+        frame[column] = frame[column].astype("Float64")
+    for column in FLAG_FIELDS:
+        frame[column] = frame[column].astype("boolean")
     return frame.sort_values(["run", "rank", "model_type"], na_position="last").reset_index(drop=True)
 
 
@@ -323,6 +503,10 @@ class Headline:
 
     def percent(self, bucket: str) -> float:
         return 100.0 * self.counts[bucket] / self.total if self.total else 0.0
+
+    @property
+    def works_percent(self) -> float:
+        return sum(self.percent(bucket) for bucket in OK_BUCKETS)
 
 
 def headline(frame: pd.DataFrame, run_index: int, top100: list[Top100Entry]) -> Headline:
@@ -367,9 +551,9 @@ def change_between(before: str | None, after: str | None) -> str:
         return "missing"
     if before == after:
         return "same"
-    if before not in OK_VERDICTS and after in OK_VERDICTS:
+    if before not in OK_VERDICTS and before not in NOT_MEASURED_VERDICTS and after in OK_VERDICTS:
         return "fixed"
-    if before in OK_VERDICTS and after not in OK_VERDICTS:
+    if before in OK_VERDICTS and after not in OK_VERDICTS and after not in NOT_MEASURED_VERDICTS:
         return "regressed"
     return "changed"
 
@@ -395,24 +579,28 @@ def verdict_matrix(frame: pd.DataFrame, runs: list[Run]) -> pd.DataFrame:
     return wide.sort_values(["rank", "model_type"], na_position="last").reset_index(drop=True)
 
 
+RECOMPILE_BINS = ((0, 0, "0"), (1, 1, "1"), (2, 2, "2"), (3, 5, "3-5"), (6, 10, "6-10"), (11, None, ">10"))
+
+
+def recompile_bin(count: int) -> str:
+    return next(
+        label for low, high, label in RECOMPILE_BINS if count >= low and (high is None or count <= high)
+    )
+
+
 def recompile_histogram(frame: pd.DataFrame, run_index: int) -> list[tuple[str, int]]:
-    """Architectures per recompile-count bin, over rows that got far enough to compile."""
-    bins = [(-0.5, 0.5, "0"), (0.5, 1.5, "1"), (1.5, 2.5, "2"), (2.5, 5.5, "3-5"), (5.5, 10.5, "6-10")]
-    rows = frame[(frame["run"] == run_index) & (frame["compile_count"] > 0)]
-    edges = [low for low, _, _ in bins] + [bins[-1][1], float("inf")]
-    labels = [label for _, _, label in bins] + [">10"]
-    counts = pd.cut(rows["recompile_count"], bins=edges, labels=labels).value_counts()
-    return [(label, int(counts.get(label, 0))) for label in labels]
+    """Architectures per recompile-count bin, over the rows that measured a count (None is left out)."""
+    counts = frame.loc[(frame["run"] == run_index) & frame["recompile_count"].notna(), "recompile_count"]
+    binned = pd.Series([recompile_bin(int(count)) for count in counts], dtype=object).value_counts()
+    return [(label, int(binned.get(label, 0))) for _, _, label in RECOMPILE_BINS]
 
 
-def verdicts_by_band(frame: pd.DataFrame, run_index: int, top100: list[Top100Entry]) -> pd.DataFrame:
-    """Counts of each verdict per rank band (rows: bands in rank order; columns: verdicts, then
-    `not run` for listed architectures without a row in this run)."""
+def buckets_by_band(frame: pd.DataFrame, run_index: int, top100: list[Top100Entry]) -> pd.DataFrame:
+    """Counts of each headline bucket per rank band (rows: bands in rank order; columns: buckets, then
+    `no row` for listed architectures without a row in this run)."""
     rows = frame[frame["run"] == run_index]
     bands = [name for name, _, _ in RANK_BANDS] + [UNRANKED_BAND]
-    table = pd.crosstab(rows["rank_band"], rows["verdict"]).reindex(
-        index=bands, columns=VERDICTS, fill_value=0
-    )
+    table = pd.crosstab(rows["rank_band"], rows["bucket"]).reindex(index=bands, columns=BUCKETS, fill_value=0)
     measured = set(rows["model_type"])
     missing = pd.Series([rank_band(entry.rank) for entry in top100 if entry.model_type not in measured])
     table[NOT_RUN] = missing.value_counts().reindex(bands, fill_value=0)
