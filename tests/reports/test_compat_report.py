@@ -186,3 +186,97 @@ def test_result_text_is_escaped_in_html(tmp_path):
     assert write_report([path], tmp_path / "r.html", "html") == 0
     html = (tmp_path / "r.html").read_text()
     assert hostile not in html and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;" in html
+
+
+@pytest.fixture
+def v2(data):
+    return [data / "results-v2-sim.jsonl", data / "results-v2-hw.jsonl"]
+
+
+def test_null_is_a_dash_in_markdown_and_empty_in_csv(v2, tmp_path, rows):
+    assert write_report(v2, tmp_path / "r.md", "md") == 0
+    text = (tmp_path / "r.md").read_text()
+    line = next(line for line in text.splitlines() if line.startswith("| 11 | `gemma` |"))
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    # rank, architecture, then the first run: verdict, generate, train, why, recompiles, graph breaks, compiles.
+    assert cells[2:9] == [
+        "harness-error",
+        "–",
+        "–",
+        "harness: the tiny model could not be built from its config",
+        "–",
+        "–",
+        "–",
+    ]
+    assert "Compiles / recompiles: – / –; graph breaks: –" in text
+    assert write_report(v2, tmp_path / "r.csv", "csv") == 0
+    frame = pd.read_csv(tmp_path / "r.csv", keep_default_na=False).set_index(["run_label", "model_type"])
+    sim_label = next(label for label in frame.index.get_level_values(0) if label.startswith("results-v2-sim"))
+    kept = {row["model_type"]: row for row in rows["results-v2-sim"]}
+    for model_type, row in kept.items():
+        for name in ("compile_count", "recompile_count", "graph_breaks", "recompile_reasons"):
+            shown = frame.loc[(sim_label, model_type), name]
+            if row[name] is None:
+                assert shown == "", (model_type, name)
+            else:
+                assert shown != ""
+
+
+def test_runs_stay_side_by_side_unless_merged(data, tmp_path, capsys):
+    paths = [data / "results-v2-sim.jsonl", data / "results-v2-sim-rerun.jsonl"]
+    assert write_report(paths, tmp_path / "apart.md", "md") == 0
+    assert "2 run(s) side by side" in capsys.readouterr().out
+    apart = (tmp_path / "apart.md").read_text()
+    assert "results-v2-sim-rerun.jsonl · neuron-sim" in apart and "never blended" in apart
+    # The rerun file lacks most architectures: they are "missing" from it, not carried over.
+    assert "**missing** (10)" in apart
+    assert write_report(paths, tmp_path / "merged.md", "md", merge=True) == 0
+    assert "1 run(s) side by side, 3 row(s) replaced by reruns" in capsys.readouterr().out
+    merged = (tmp_path / "merged.md").read_text()
+    assert "merged on request (`--merge`)" in merged
+    assert (
+        "| `phi3` | timeout (`results-v2-sim.jsonl:8`) | works (`results-v2-sim-rerun.jsonl:1`) |" in merged
+    )
+    assert "| `opt` | works (`results-v2-sim.jsonl:11`) | fails (`results-v2-sim.jsonl:13`) |" in merged
+
+
+def test_verdict_split_reason_cause_and_older_rows(data, tmp_path):
+    paths = [data / "results-v2-sim.jsonl", data / "results-sim.jsonl"]
+    assert write_report(paths, tmp_path / "r.md", "md") == 0
+    text = (tmp_path / "r.md").read_text()
+    gpt2 = next(line for line in text.splitlines() if line.startswith("| 5 | `gpt2` |"))
+    cells = [cell.strip() for cell in gpt2.strip("|").split("|")]
+    assert cells[2:6] == [
+        "fails",
+        "fails",
+        "works",
+        "device: compiled generation fails: aten::_unique2 has no neuron lowering (UNIQUE2MARK)",
+    ]
+    # The older-schema run still renders: overall verdict, no split, its first error line as the reason.
+    assert cells[9:13] == [
+        "fails (older schema)",
+        "not split",
+        "not split",
+        "RuntimeError: aten::_unique2 has no neuron lowering",
+    ]
+    assert "older schema for 12 row(s)" in text
+    qwen2 = next(line for line in text.splitlines() if line.startswith("| 2 | `qwen2` |"))
+    assert "works-eager | works-eager | works |" in qwen2
+    assert "| 5 (every step) |" in next(
+        line for line in text.splitlines() if line.startswith("| 3 | `qwen3` |")
+    )
+    headline = next(line for line in text.splitlines() if line.startswith("| TorchNeuron: results-v2-sim"))
+    assert [cell.strip() for cell in headline.strip("|").split("|")][1:] == [
+        "1",  # works: llama
+        "1",  # works-eager: qwen2
+        "2",  # caveats: qwen3, mistral
+        "3",  # fails on device: gpt2, gemma2 (crash), opt (rerun)
+        "1",  # Transformers bug: gemma3_text
+        "0",  # older rows only: none here, but the older run in the same report has some
+        "6",  # not measured: phi3, qwen3_moe, gemma + no row for gemma3, qwen3_5, gpt_neox
+        "29%",
+    ]
+    assert (
+        "2026-11-29 18:00 UTC to 2026-11-29 18:40 UTC" in text
+        and "not recorded (rows carry no measured_at)" in text
+    )

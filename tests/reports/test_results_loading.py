@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from reports.results import (
+    NOT_RUN,
     ResultsError,
+    bucket_of,
+    buckets_by_band,
     change_between,
     headline,
     load_runs,
@@ -11,7 +15,6 @@ from reports.results import (
     long_frame,
     recompile_histogram,
     verdict_matrix,
-    verdicts_by_band,
 )
 from tests.reports.conftest import write_jsonl
 
@@ -21,9 +24,9 @@ def test_rows_with_different_environments_are_different_runs(data, rows):
     assert [run.backend for run in runs] == ["neuron-sim", "neuron"]
     assert runs[0].simulated and not runs[1].simulated
     assert set(runs[0].rows) == {row["model_type"] for row in rows["results-sim"]}
-    # Labels tell the runs apart by what differs: here the backend and the transformers version.
-    assert runs[0].label == "neuron-sim (simulated) · transformers 5.23.0"
-    assert runs[1].label == "neuron · transformers 5.24.0"
+    # Labels name the file, the backend and what else differs: here the transformers version.
+    assert runs[0].label == "results-sim.jsonl · neuron-sim (simulated) · transformers 5.23.0"
+    assert runs[1].label == "results-hw.jsonl · neuron · transformers 5.24.0"
 
 
 def test_one_file_with_two_environments_gives_two_runs(tmp_path, rows):
@@ -32,13 +35,47 @@ def test_one_file_with_two_environments_gives_two_runs(tmp_path, rows):
     assert [len(run.rows) for run in runs] == [2, 1]
 
 
-def test_same_environment_across_files_merges_and_later_rows_win(tmp_path, rows):
+def test_files_of_the_same_environment_stay_separate_runs(tmp_path, rows):
+    first = write_jsonl(tmp_path / "a.jsonl", rows["results-sim"][:3])
+    second = write_jsonl(tmp_path / "b.jsonl", [dict(rows["results-sim"][2], verdict="works")])
+    runs = load_runs([first, second])
+    assert [run.sources for run in runs] == [[first], [second]]
+    assert [len(run.rows) for run in runs] == [3, 1]
+    assert runs[0].label.startswith("a.jsonl · ") and runs[1].label.startswith("b.jsonl · ")
+    assert runs[0].replaced == runs[1].replaced == []
+
+
+def test_merge_folds_same_environment_files_and_lists_replaced_rows(tmp_path, rows):
     first = write_jsonl(tmp_path / "a.jsonl", rows["results-sim"][:3])
     rerun = dict(rows["results-sim"][2], verdict="works", recompile_count=0)
     second = write_jsonl(tmp_path / "b.jsonl", [rerun])
-    (run,) = load_runs([first, second])
+    (run,) = load_runs([first, second], merge=True)
     assert run.rows["qwen3"]["verdict"] == "works"
     assert run.sources == [first, second]
+    assert run.label.startswith("a.jsonl + b.jsonl · ")
+    (replaced,) = run.replaced
+    assert (replaced.model_type, replaced.earlier_verdict, replaced.earlier_at) == (
+        "qwen3",
+        rows["results-sim"][2]["verdict"],
+        "a.jsonl:3",
+    )
+    assert (replaced.later_verdict, replaced.later_at) == ("works", "b.jsonl:1")
+
+
+def test_rows_replaced_within_one_file_are_listed(data):
+    (run,) = load_runs([data / "results-v2-sim.jsonl"])
+    (replaced,) = run.replaced
+    assert replaced.model_type == "opt" and replaced.earlier_verdict == "works"
+    assert run.rows["opt"]["verdict"] == "fails" and run.origins["opt"] == replaced.later_at
+
+
+def test_measured_time_range_comes_from_the_rows(data, tmp_path):
+    (run,) = load_runs([data / "results-v2-sim.jsonl"])
+    assert run.measured_range == ("2026-11-29T18:00:05Z", "2026-11-29T18:40:00Z")
+    assert run.measured_text == "2026-11-29 18:00 UTC to 2026-11-29 18:40 UTC"
+    # Older rows carry no time: the report says so instead of showing the file's time.
+    (older,) = load_runs([data / "results-sim.jsonl"])
+    assert older.measured_range is None and older.measured_text.startswith("not recorded")
 
 
 def test_minimal_rows_and_unknown_fields_are_accepted(tmp_path):
@@ -50,8 +87,11 @@ def test_minimal_rows_and_unknown_fields_are_accepted(tmp_path):
     frame = long_frame(runs, [])
     record = frame.iloc[0]
     assert record["verdict"] == "fails"
-    assert record["recompile_count"] == 0 and record["unsupported_ops"] == []
+    # Unmeasured is not zero: absent figures stay missing.
+    assert pd.isna(record["recompile_count"]) and record["unsupported_ops"] is None
+    assert record["older_schema"] and record["bucket"] == "fails-unattributed"
     assert runs[0].backend == "unknown"
+    assert runs[0].rows["llama"]["brand_new_field"] == [1, 2]
 
 
 @pytest.mark.parametrize(
@@ -60,6 +100,11 @@ def test_minimal_rows_and_unknown_fields_are_accepted(tmp_path):
         ('{"model_type": "llama", "verdict": "works"}\n{not json\n', "results.jsonl:2: not valid JSON"),
         ('{"verdict": "works"}\n', "results.jsonl:1: expected a JSON object with a 'model_type'"),
         ('{"model_type": "llama", "verdict": "great"}\n', "unknown verdict 'great'"),
+        ('{"model_type": "llama", "verdict": "fails", "cause": "gremlins"}\n', "unknown cause 'gremlins'"),
+        (
+            '{"model_type": "llama", "verdict": "works", "train_verdict": "ok"}\n',
+            "unknown train_verdict 'ok'",
+        ),
         ("\n\n", "the results file is empty"),
     ],
 )
@@ -86,7 +131,9 @@ def test_headline_counts_against_the_ranked_list(data, rows):
     expected_works = sum(row["verdict"] == "works" for row in measured)
     expected_fails = sum(row["verdict"] in ("fails", "crash") for row in measured)
     assert figures.counts["works"] == expected_works
-    assert figures.counts["fails"] == expected_fails
+    # Older rows carry no cause: their failures are counted apart, blamed on neither device nor Transformers.
+    assert figures.counts["fails-unattributed"] == expected_fails
+    assert figures.counts["fails-device"] == figures.counts["fails-transformers"] == 0
     assert sum(figures.counts.values()) == figures.total == 14
     assert sorted(figures.not_measured_names) == ["gemma3", "gpt_neox", "qwen3_5"]
     # optimum-neuron columns: "yes..." counts as documented support, "generic ... only" does not.
@@ -113,6 +160,10 @@ def test_headline_without_a_list_uses_ranks_from_the_rows(tmp_path, rows):
         ("works", "fails", "regressed"),
         ("works-with-caveats", "works", "changed"),
         ("fails", "timeout", "changed"),
+        ("timeout", "works", "changed"),
+        ("works", "not-measured", "changed"),
+        ("works-eager", "works", "changed"),
+        ("fails", "works-eager", "fixed"),
         ("works", "works", "same"),
         (None, "works", "new"),
         ("works", None, "missing"),
@@ -131,23 +182,74 @@ def test_matrix_histogram_and_bands(data, rows):
     assert by_model.loc["gpt2", "change_1"] == "fixed"
     assert by_model.loc["mistral", "change_1"] == "regressed"
     assert by_model.loc["falcon", "verdict_0"] is None and by_model.loc["falcon", "change_1"] == "new"
-    compiled = [row for row in rows["results-sim"] if row["compile_count"] > 0]
+    counted = [row for row in rows["results-sim"] if row.get("recompile_count") is not None]
     histogram = dict(recompile_histogram(frame, 0))
-    assert sum(histogram.values()) == len(compiled)
-    assert histogram[">10"] == sum(row["recompile_count"] > 10 for row in compiled)
-    assert histogram["3-5"] == sum(3 <= row["recompile_count"] <= 5 for row in compiled)
-    bands = verdicts_by_band(frame, 0, load_top100(paths))
-    assert int(bands.loc["1-10"].drop("not run").sum()) == sum(
+    assert sum(histogram.values()) == len(counted)
+    assert histogram[">10"] == sum(row["recompile_count"] > 10 for row in counted)
+    assert histogram["3-5"] == sum(3 <= row["recompile_count"] <= 5 for row in counted)
+    bands = buckets_by_band(frame, 0, load_top100(paths))
+    assert int(bands.loc["1-10"].drop(NOT_RUN).sum()) == sum(
         1 <= (row["rank"] or 0) <= 10 for row in rows["results-sim"]
     )
-    assert int(bands.loc["1-10", "not run"]) == 1  # gemma3 (rank 9) is listed but has no row
+    assert int(bands.loc["1-10", NOT_RUN]) == 1  # gemma3 (rank 9) is listed but has no row
     assert int(bands.loc["unranked"].sum()) == sum(row["rank"] is None for row in rows["results-sim"])
+
+
+def test_nulls_stay_unmeasured_in_every_table(data, rows):
+    """Rows with null figures: nothing counts them as 0, and the chart, filters and headline agree."""
+    paths = [data / "results-v2-sim.jsonl"]
+    runs = load_runs(paths)
+    top100 = load_top100(paths)
+    frame = long_frame(runs, top100).set_index("model_type")
+    kept = {row["model_type"]: row for row in rows["results-v2-sim"]}  # later rows win
+    for model_type, row in kept.items():
+        for name in ("compile_count", "recompile_count", "graph_breaks", "train_compile_count"):
+            shown = frame.loc[model_type, name]
+            assert pd.isna(shown) if row[name] is None else shown == row[name], (model_type, name)
+    histogram = dict(recompile_histogram(frame.reset_index(), 0))
+    measured = [row for row in kept.values() if row["recompile_count"] is not None]
+    assert sum(histogram.values()) == len(measured) < len(kept)
+    assert histogram["0"] == sum(row["recompile_count"] == 0 for row in measured)
+    figures = headline(frame.reset_index(), 0, top100)
+    listed = {entry.model_type for entry in top100}
+    for bucket in figures.counts:
+        expected = sum(
+            bucket_of(row["verdict"], row["cause"]) == bucket
+            for row in kept.values()
+            if row["model_type"] in listed
+        )
+        if bucket == "not-measured":
+            expected += len(listed - set(kept))
+        assert figures.counts[bucket] == expected, bucket
+    bands = buckets_by_band(frame.reset_index(), 0, top100)
+    ranked = bands.drop(index="unranked", errors="ignore")
+    assert int(ranked["fails-device"].sum()) == figures.counts["fails-device"]
+    assert int(ranked["not-measured"].sum() + ranked[NOT_RUN].sum()) == figures.counts["not-measured"]
+
+
+@pytest.mark.parametrize(
+    ("verdict", "cause", "bucket"),
+    [
+        ("works", None, "works"),
+        ("works-eager", None, "works-eager"),
+        ("works-with-caveats", None, "works-with-caveats"),
+        ("fails", "device", "fails-device"),
+        ("crash", "device", "fails-device"),
+        ("fails", "transformers", "fails-transformers"),
+        ("not-measured", "simulator", "not-measured"),
+        ("harness-error", "harness", "not-measured"),
+        ("timeout", None, "not-measured"),
+        ("fails", None, "fails-unattributed"),
+    ],
+)
+def test_headline_buckets_follow_the_cause(verdict, cause, bucket):
+    assert bucket_of(verdict, cause) == bucket
 
 
 def test_env_date_is_used_when_the_harness_records_one(tmp_path):
     record = {"model_type": "llama", "verdict": "works", "env": {"backend": "neuron", "date": "2026-11-02"}}
     (run,) = load_runs([write_jsonl(tmp_path / "r.jsonl", [record])])
-    assert run.date == "2026-11-02"
+    assert run.measured_text.startswith("2026-11-02 (run date from the environment")
 
 
 def test_optimum_neuron_support_from_the_separate_table(tmp_path, rows):
