@@ -6,6 +6,10 @@ It combines the migrator's findings (what it rewrites, what it leaves to a perso
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -16,8 +20,16 @@ from pathlib import Path
 from migrator.sources import UsageError
 from reports.advice import STAGE_MEANINGS, advice
 from reports.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
-from reports.render import asset, fail, render, write_output
-from reports.results import REFERENCE_RESULTS, ResultsError, Run, display_path, load_runs
+from reports.render import NULL, asset, fail, render, write_output
+from reports.results import (
+    NOT_MEASURED_VERDICTS,
+    REFERENCE_RESULTS,
+    REPO_ROOT,
+    ResultsError,
+    Run,
+    display_path,
+    load_runs,
+)
 from reports.scan import FileScan, Location, Risk, find_configs, scan_file
 
 SEVERITIES = ("blocking", "manual", "compile-risk", "check")
@@ -40,6 +52,18 @@ REQUIREMENTS = (
     ("trl", "TRL", ">= 1.16 (pads batches to a multiple of 128 on neuron)"),
     ("peft", "PEFT", ">= 0.21"),
 )
+RULES_DOC = REPO_ROOT / "docs" / "rules.md"
+COMPAT_REPORT_NAME = "compat.html"  # what `make demo` writes next to the checklist
+RULE_CODE = re.compile(r"^NM\d+$")
+# The matrix a model that is not a causal LM would need; neuron-compat measures causal LMs only.
+OTHER_MATRICES = {
+    "embedding": "an embedding (feature-extraction) matrix: a compiled forward pass at fixed batch and sequence "
+    "length, with pooled embeddings compared against the CPU reference",
+    "classification": "a sequence-classification matrix: a compiled forward pass with its logits compared "
+    "against the CPU reference",
+    "diffusion": "a diffusion matrix: the Diffusers pipeline's denoiser, VAE and text encoders compiled at a "
+    "fixed image size",
+}
 REMOVALS = {
     "optimum-neuron": "optimum-neuron (replaced by plain Transformers, TRL and PEFT)",
     "torch_xla": "torch-xla (with it installed, Transformers still takes the XLA code paths)",
@@ -78,6 +102,13 @@ class Item:
     action: str
     location: str = ""
     sort_line: int = 0
+    code: str = ""  # rule code (NM101), risk kind, or what else the item is about ("model", "platform")
+    cell: int | None = None  # notebooks: the code cell of sort_line
+    file: str = ""  # path relative to the scanned root; set with the stable key
+    line_text: str = ""  # the source line the item points at, stripped
+    stable_key: str = ""  # data-key: hash of (code, file, line text, message); ticks are stored under it
+    rule_href: str = ""  # link to the rule's entry in docs/rules.md
+    model_href: str = ""  # link to the architecture's row in the compatibility report
 
     @property
     def key(self) -> tuple:
@@ -98,6 +129,12 @@ class ModelRow:
     locations: list[str]  # where the files name it, and how (argparse default, shell argument, ...)
     architecture: Architecture
     result: dict | None = None
+    task: str | None = None  # embedding / classification / diffusion: no causal-LM verdict applies
+    href: str = ""  # its row in the compatibility report, when that page sits next to the checklist
+
+    @property
+    def matrix(self) -> str:
+        return OTHER_MATRICES.get(self.task or "", "")
 
 
 def _location(display: str, line: int | None, cell: int | None) -> str:
@@ -113,6 +150,7 @@ def _migrator_items(file: dict, display: str) -> list[Item]:
                 f"neuron-migrate cannot process this file: {file['error']}",
                 "Fix the file so that it parses (or exclude it), then run the checklist again.",
                 display,
+                code="parse-error",
             )
         )
     for finding in file.get("findings", []):
@@ -127,6 +165,8 @@ def _migrator_items(file: dict, display: str) -> list[Item]:
                 what or "See the migrator's rule reference for this code.",
                 _location(display, finding.get("line"), finding.get("cell")),
                 finding.get("line") or 0,
+                code=str(finding.get("code", "")),
+                cell=finding.get("cell"),
             )
         )
     return items
@@ -145,6 +185,8 @@ def _target_items(scan: FileScan) -> list[Item]:
             "ended with Neuron 2.29).",
             ", ".join(str(location) for location in locations),
             locations[0].line,
+            code="target",
+            cell=locations[0].cell,
         )
         for target, locations in by_target.items()
     ]
@@ -170,7 +212,15 @@ def _risk_items(scan: FileScan, fixed_messages: list[str]) -> list[Item]:
         if handled:
             severity, action = "check", f"neuron-migrate rewrites this; check the result. It says: {handled}"
         items.append(
-            Item(severity, f"{title} ({risk.detail})", action, str(risk.location), risk.location.line)
+            Item(
+                severity,
+                f"{title} ({risk.detail})",
+                action,
+                str(risk.location),
+                risk.location.line,
+                code=risk.kind,
+                cell=risk.location.cell,
+            )
         )
     return items
 
@@ -178,6 +228,16 @@ def _risk_items(scan: FileScan, fixed_messages: list[str]) -> list[Item]:
 def _result_item(row: ModelRow, run: Run | None) -> Item | None:
     model_type = row.architecture.model_type
     where = ", ".join(row.locations)
+    if row.task:
+        kind = {"embedding": "an embedding", "classification": "a classification", "diffusion": "a diffusion"}
+        return Item(
+            "check",
+            f"`{row.reference}` is {kind[row.task]} model: the causal-LM compatibility matrix does not apply",
+            f"neuron-compat measures text generation and training of causal LMs only; this model would need "
+            f"{row.matrix}. Check it on a trn2 instance before migrating.",
+            where,
+            code="model",
+        )
     subject = f"`{row.reference}` ({model_type})"
     if model_type == UNKNOWN:
         return Item(
@@ -186,10 +246,15 @@ def _result_item(row: ModelRow, run: Run | None) -> Item | None:
             "Run with --online to read its config.json from the Hub, or point at a local directory with a "
             "config.json; then check the architecture in the compatibility report.",
             where,
+            code="model",
         )
     if run is None:
         return Item(
-            "check", f"No compatibility results to check {subject} against", "Run neuron-compat.", where
+            "check",
+            f"No compatibility results to check {subject} against",
+            "Run neuron-compat.",
+            where,
+            code="model",
         )
     result = row.result
     if result is None:
@@ -198,6 +263,7 @@ def _result_item(row: ModelRow, run: Run | None) -> Item | None:
             f"{subject} was not measured by the compatibility harness",
             f"Run neuron-compat on {model_type} before migrating.",
             where,
+            code="model",
         )
     verdict = result["verdict"]
     steps = " ".join(advice(result))
@@ -205,37 +271,53 @@ def _result_item(row: ModelRow, run: Run | None) -> Item | None:
         stage = result.get("stage")
         at = f" at {stage} ({STAGE_MEANINGS.get(stage, stage)})" if stage else ""
         error = f": {result['error']}" if result.get("error") else ""
-        return Item("blocking", f"{subject} {verdict}{at} on TorchNeuron{error}", steps, where)
-    if verdict in ("timeout", "harness-error"):
-        return Item("check", f"{subject} was not measured ({verdict})", steps, where)
+        whose = " (a Transformers bug: it fails on CPU too)" if result.get("cause") == "transformers" else ""
+        return Item(
+            "blocking", f"{subject} {verdict}{at} on TorchNeuron{whose}{error}", steps, where, code="model"
+        )
+    if verdict in NOT_MEASURED_VERDICTS:
+        return Item("check", f"{subject} was not measured ({verdict})", steps, where, code="model")
+    if verdict == "works-eager":
+        return Item(
+            "check", f"{subject} works, with eager (uncompiled) generation", steps, where, code="model"
+        )
     if verdict == "works-with-caveats":
+        recompiles, breaks = (
+            NULL if result.get(name) is None else result[name] for name in ("recompile_count", "graph_breaks")
+        )
         return Item(
             "check",
-            f"{subject} works with caveats: {result.get('recompile_count', 0)} recompile(s), "
-            f"{result.get('graph_breaks', 0)} graph break(s)",
+            f"{subject} works with caveats: {recompiles} recompile(s), {breaks} graph break(s)",
             steps,
             where,
+            code="model",
         )
     return None
 
 
-def _models(scans: list[FileScan], configs: list[Path], online: bool) -> list[ModelRow]:
+def _models(
+    scans: list[FileScan], configs: list[Path], online: bool, show: Callable[[Path], str]
+) -> list[ModelRow]:
     rows: dict[str, ModelRow] = {}
     for config in configs:
         model_type = read_model_type(config)
         key = str(config.parent.resolve())
         rows[key] = ModelRow(
-            display_path(config.parent),
-            [display_path(config)],
-            Architecture(model_type or UNKNOWN, f"local {display_path(config)}"),
+            show(config.parent), [show(config)], Architecture(model_type or UNKNOWN, f"local {show(config)}")
         )
     for scan in scans:
         for reference in scan.models:
             config = local_config(reference.value, scan.path.parent)
-            key = str(config.parent.resolve()) if config else reference.value
-            architecture = resolve(reference.value, scan.path.parent, online)
+            if config is not None:
+                key = str(config.parent.resolve())
+                architecture = Architecture(read_model_type(config) or UNKNOWN, f"local {show(config)}")
+            else:
+                key = reference.value
+                architecture = resolve(reference.value, scan.path.parent, online)
             row = rows.setdefault(key, ModelRow(reference.value, [], architecture))
             row.locations.append(f"{reference.location} ({reference.how})")
+            # How the code loads it (an embedding class, a pipeline task) outranks the id table.
+            row.task = row.task or reference.task or architecture.task
     return sorted(rows.values(), key=lambda row: (row.architecture.model_type == UNKNOWN, row.reference))
 
 
@@ -248,12 +330,89 @@ def _load_results(results: Path | None) -> tuple[Run | None, str]:
     return runs[0], display_path(path)
 
 
+def _shown_under(roots: list[Path]) -> Callable[[Path], str]:
+    """Paths relative to the scanned root that holds them (prefixed by its name when several were given)."""
+    bases = [(root, root.resolve()) for root in roots]
+
+    def show(path: Path) -> str:
+        absolute = path.resolve()
+        for root, base in bases:
+            if absolute == base:
+                return base.name
+            if base.is_dir() and absolute.is_relative_to(base):
+                relative = absolute.relative_to(base).as_posix()
+                return relative if len(bases) == 1 else f"{root.name}/{relative}"
+        return display_path(path)
+
+    return show
+
+
+def _source_lines(path: Path, kind: str) -> dict[int | None, list[str]]:
+    """The file's lines (key None), or a notebook's code-cell lines by 1-based code-cell number."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    if kind != "notebook":
+        return {None: text.splitlines()}
+    try:
+        cells = json.loads(text).get("cells", [])
+    except (json.JSONDecodeError, AttributeError):
+        return {}
+    sources = [
+        cell.get("source", "") for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"
+    ]
+    return {
+        number: ("".join(source) if isinstance(source, list) else str(source)).splitlines()
+        for number, source in enumerate(sources, start=1)
+    }
+
+
+def _line_text(lines: dict[int | None, list[str]], item: Item) -> str:
+    body = lines.get(item.cell) or []
+    return body[item.sort_line - 1].strip() if 0 < item.sort_line <= len(body) else ""
+
+
+def _assign_keys(items: list[Item]) -> None:
+    """Stable keys: the same finding on the same line text keeps its key when other lines move or change.
+    Identical items (same code, file, line text and message) are told apart by their order."""
+    seen: Counter[str] = Counter()
+    for item in items:
+        material = "\x1f".join((item.code, item.file, item.line_text, item.title, item.action))
+        digest = hashlib.sha256(material.encode("utf-8")).hexdigest()[:16]
+        seen[digest] += 1
+        item.stable_key = digest if seen[digest] == 1 else f"{digest}-{seen[digest]}"
+
+
+def _links(output: Path | None) -> tuple[str, str]:
+    """Relative links from where the checklist is written: the rules doc, and the compatibility report when
+    it sits next to the checklist (as `make demo` writes them); "" when there is nothing to link to."""
+    folder = output.parent if output is not None else Path.cwd()
+    rules = Path(os.path.relpath(RULES_DOC, folder.resolve())).as_posix() if RULES_DOC.is_file() else ""
+    compat = COMPAT_REPORT_NAME if (folder / COMPAT_REPORT_NAME).is_file() else ""
+    return rules, compat
+
+
+def _platform_items(uses: set[str]) -> list[Item]:
+    items = [Item("check", f"Run on {PLATFORM}", "TorchNeuron is a public beta on Trainium2 and Trainium3.")]
+    items += [
+        Item("check", f"Install {name} {version}", "")
+        for needs, name, version in REQUIREMENTS
+        if needs == "always" or needs in uses
+    ]
+    items += [Item("check", f"Uninstall {text}", "") for name, text in REMOVALS.items() if name in uses]
+    for item in items:
+        item.code = "platform"
+    return items
+
+
 def build_checklist(
     paths: list[Path],
     results: Path | None,
     online: bool,
     exclude: tuple[str, ...] = (),
     analyze: Callable[..., dict] | None = None,
+    output: Path | None = None,
 ) -> dict:
     """The checklist's content; raises ResultsError or ValueError on bad input."""
     if analyze is None:
@@ -262,6 +421,8 @@ def build_checklist(
         if not path.exists():
             raise ValueError(f"{path}: no such file or directory")
     run, results_label = _load_results(results)
+    rules_href, compat_href = _links(output)
+    show = _shown_under(paths)
     report = analyze(list(paths), exclude)
     sections: list[FileSection] = []
     scans: list[FileScan] = []
@@ -269,7 +430,7 @@ def build_checklist(
     uses: set[str] = set()
     for file in report.get("files", []):
         source = Path(file["path"])
-        display = display_path(source)
+        display = show(source)
         kind = KINDS.get(source.suffix.lower(), "python")
         scan = scan_file(source, display, kind)
         scans.append(scan)
@@ -279,30 +440,34 @@ def build_checklist(
         counts = Counter(finding.get("family", "manual") for finding in fixed)
         fixed_messages = [str(finding.get("message", "")) for finding in fixed]
         items = _migrator_items(file, display) + _target_items(scan) + _risk_items(scan, fixed_messages)
+        lines = _source_lines(source, kind)
+        for item in items:
+            item.file, item.line_text = display, _line_text(lines, item)
+            if rules_href and RULE_CODE.match(item.code):
+                item.rule_href = f"{rules_href}#{item.code.lower()}"
         items.sort(key=lambda item: item.key)
         blocking += [item for item in items if item.severity == "blocking"]
         section_items = [item for item in items if item.severity != "blocking"]
         rewrites = {family: counts[family] for family in FAMILIES if counts[family]}
         sections.append(FileSection(display, kind, rewrites, section_items))
-    models = _models(scans, find_configs(list(paths), exclude), online)
+    models = _models(scans, find_configs(list(paths), exclude), online, show)
     model_items = []
     for row in models:
-        if run is not None and row.architecture.model_type != UNKNOWN:
+        if row.task is None and run is not None and row.architecture.model_type != UNKNOWN:
             row.result = run.rows.get(row.architecture.model_type)
+            if compat_href and row.result is not None:
+                row.href = f"{compat_href}#arch-{row.architecture.model_type}"
         item = _result_item(row, run)
         if item is not None:
+            item.line_text, item.model_href = row.reference, row.href
             (blocking if item.severity == "blocking" else model_items).append(item)
-    requirements = [
-        (name, version) for needs, name, version in REQUIREMENTS if needs == "always" or needs in uses
-    ]
-    removals = [text for name, text in REMOVALS.items() if name in uses]
+    platform_items = _platform_items(uses)
     all_items = blocking + model_items + [item for section in sections for item in section.items]
+    _assign_keys(all_items + platform_items)
     counts = Counter(item.severity for item in all_items)
     return {
-        "paths": [display_path(path) for path in paths],
-        "platform": PLATFORM,
-        "requirements": requirements,
-        "removals": removals,
+        "paths": [str(path) for path in paths],
+        "platform_items": platform_items,
         "blocking": blocking,
         "sections": sections,
         "models": models,
@@ -310,6 +475,7 @@ def build_checklist(
         "run": run,
         "results_label": results_label,
         "online": online,
+        "rules_href": rules_href,
         "counts": {severity: counts[severity] for severity in SEVERITIES},
         "total_rewrites": sum(sum(section.rewrites.values()) for section in sections),
         "severity_labels": SEVERITY_LABELS,
@@ -337,7 +503,7 @@ def write_checklist(
     if not fmt:
         return fail(f"{output}: the checklist is written as .md or .html")
     try:
-        context = build_checklist([Path(path) for path in paths], results, online, exclude, analyze)
+        context = build_checklist([Path(path) for path in paths], results, online, exclude, analyze, output)
     except (ResultsError, UsageError, ValueError) as error:
         return fail(str(error))
     if fmt == "html":

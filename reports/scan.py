@@ -5,6 +5,7 @@ recompile (every new input shape is a new compilation)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import fnmatch
 import json
 import os
@@ -12,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reports.model_ids import looks_like_model_reference
+from reports.model_ids import looks_like_model_reference, table_entry
 
 MODEL_KEYWORDS = {
     "model",
@@ -24,6 +25,8 @@ MODEL_KEYWORDS = {
     "checkpoint",
 }
 LOADERS = {"from_pretrained", "export", "get_neuron_config", "pipeline", "SentenceTransformer"}
+# Classes called with a model id that are not causal LMs (the id is their first argument).
+TASK_LOADERS = {"SentenceTransformer", "CrossEncoder"}
 TRAINERS = {
     "Trainer",
     "Seq2SeqTrainer",
@@ -52,6 +55,14 @@ SHELL_MODEL_FLAG = re.compile(
     r"(?:=|\s+)([\"']?)([^\s\"'\\;|&]+)\1"
 )
 SHELL_MODEL_VARIABLE = re.compile(r"\b(?:export\s+)?(\w*MODEL\w*)=([\"']?)([^\s\"';|&]+)\2")
+# ${MODEL:-default} and the positional model id of download / cache / serve commands.
+SHELL_MODEL_DEFAULT = re.compile(r"\$\{(\w*MODEL\w*):-([^}\s\"']+)\}")
+SHELL_MODEL_POSITIONAL = re.compile(
+    r"(?:\b(?:huggingface-cli|hf)\s+download|\boptimum-cli\s+neuron\s+cache\s+lookup|\bvllm\s+serve)"
+    r"\s+([\"']?)([^\s\"'\\;|&$]+)\1"
+)
+# optimum-cli's short flag (-m); `python -m` names a module, so only optimum-cli's counts.
+OPTIMUM_CLI_SHORT_MODEL = re.compile(r"\boptimum-cli\b[^\n;|&]*?\s-m\s+([\"']?)([^\s\"'\\;|&$]+)\1")
 SHELL_DYNAMIC = re.compile(r"--dynamic[-_]batch[-_]size\b")
 ASYNC_LOAD_VARIABLE = "HF_DEACTIVATE_ASYNC_LOAD"
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", "build", "dist"}
@@ -74,6 +85,32 @@ class ModelReference:
     value: str
     location: Location
     how: str
+    task: str | None = None  # embedding / classification / diffusion when the code loads it as one
+
+
+# What a loader class or pipeline task says the model is, when it is not a causal LM.
+PIPELINE_TASKS = {
+    "feature-extraction": "embedding",
+    "sentence-similarity": "embedding",
+    "text-classification": "classification",
+    "sentiment-analysis": "classification",
+    "zero-shot-classification": "classification",
+    "token-classification": "classification",
+    "ner": "classification",
+    "text-to-image": "diffusion",
+    "image-to-image": "diffusion",
+}
+
+
+def class_task(name: str) -> str | None:
+    """embedding / classification / diffusion from a loader class name; None for anything else."""
+    if "SentenceTransformer" in name or "FeatureExtraction" in name or name in {"AutoModel", "NeuronModel"}:
+        return "embedding"
+    if "Classification" in name or name == "CrossEncoder":
+        return "classification"
+    if "Diffusion" in name or (name.endswith("Pipeline") and name[0].isupper()):
+        return "diffusion"
+    return None
 
 
 @dataclass(frozen=True)
@@ -134,13 +171,17 @@ class _PythonScanner:
         self.scan = scan
         self.cell = cell
         self.calls: list[ast.Call] = []
+        self.assigned: list[tuple[int, str]] = []  # (index in scan.models, variable) of assigned ids
+        self.variable_tasks: dict[str, str] = {}  # variable -> task of the loader it was passed to
 
     def at(self, node: ast.AST) -> Location:
         return Location(self.scan.display, getattr(node, "lineno", 1), self.cell)
 
-    def model(self, value: str | None, node: ast.AST, how: str) -> None:
+    def model(self, value: str | None, node: ast.AST, how: str, task: str | None = None) -> None:
         if value and looks_like_model_reference(value):
-            self.scan.models.append(ModelReference(value, self.at(node), how))
+            self.scan.models.append(ModelReference(value, self.at(node), how, task))
+            if how.startswith("assigned to "):
+                self.assigned.append((len(self.scan.models) - 1, how.removeprefix("assigned to ")))
 
     def run(self, tree: ast.Module) -> None:
         for node in ast.walk(tree):
@@ -151,6 +192,13 @@ class _PythonScanner:
                 self.visit_assignment(node)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.visit_import(node)
+            elif isinstance(node, ast.Dict):
+                self.visit_dict(node)
+        # An id assigned to a variable takes the task of the loader the variable is passed to.
+        for index, variable in self.assigned:
+            if variable in self.variable_tasks:
+                reference = self.scan.models[index]
+                self.scan.models[index] = dataclasses.replace(reference, task=self.variable_tasks[variable])
         self.calls.sort(key=lambda call: (call.lineno, call.col_offset))
         self.compile_risks()
 
@@ -171,13 +219,29 @@ class _PythonScanner:
             if names & {"NeuronPeftModel", "get_peft_model", "LoraConfig"}:
                 self.scan.uses.add("peft")
 
+    def visit_dict(self, node: ast.Dict) -> None:
+        """Ids in dict values: under a key that names a model, or any id of the bundled table."""
+        for key, value in zip(node.keys, node.values, strict=True):
+            text, key_text = _text(value), _text(key) or ""
+            if not text:
+                continue
+            if any(word in key_text.lower() for word in ("model", "checkpoint")):
+                self.model(text, value, f"dict value {key_text!r}")
+            elif "/" in text and table_entry(text) is not None:
+                self.model(text, value, f"dict value {key_text!r}" if key_text else "dict value")
+
     def visit_call(self, call: ast.Call) -> None:
         name = _callee(call)
-        if name in LOADERS and call.args:
-            self.model(_text(call.args[0]), call, f"{name}() argument")
+        task = _loader_task(call, name)
+        if name in LOADERS | TASK_LOADERS and call.args:
+            self.model(_text(call.args[0]), call, f"{name}() argument", task)
+            if task and isinstance(call.args[0], ast.Name):
+                self.variable_tasks[call.args[0].id] = task
         for keyword in call.keywords:
             if keyword.arg in MODEL_KEYWORDS:
-                self.model(_text(keyword.value), call, f"{keyword.arg}= argument")
+                self.model(_text(keyword.value), call, f"{keyword.arg}= argument", task)
+                if task and isinstance(keyword.value, ast.Name):
+                    self.variable_tasks[keyword.value.id] = task
         if name == "add_argument" and any("model" in (_text(arg) or "").lower() for arg in call.args):
             self.model(_text(_keyword(call, "default")), call, "argparse default")
         if (
@@ -265,6 +329,23 @@ class _PythonScanner:
             self.scan.first_load = self.at(loads[0])
 
 
+def _owner_name(call: ast.Call) -> str:
+    owner = call.func.value if isinstance(call.func, ast.Attribute) else None
+    return (
+        owner.id if isinstance(owner, ast.Name) else (owner.attr if isinstance(owner, ast.Attribute) else "")
+    )
+
+
+def _loader_task(call: ast.Call, name: str) -> str | None:
+    """The task a load names: Cls.from_pretrained(), a SentenceTransformer-like class, pipeline("task")."""
+    if name == "pipeline":
+        task = _text(call.args[0]) if call.args else _text(_keyword(call, "task"))
+        return PIPELINE_TASKS.get(task or "")
+    if name == "from_pretrained":
+        return class_task(_owner_name(call))
+    return class_task(name) if name in TASK_LOADERS else None
+
+
 def _loads_no_weights(call: ast.Call) -> bool:
     owner = call.func.value if isinstance(call.func, ast.Attribute) else None
     name = (
@@ -303,6 +384,18 @@ def _scan_shell(scan: FileScan, text: str, cell: int | None = None, line_offset:
         value = match.group(3)
         if "$" not in value and looks_like_model_reference(value):
             scan.models.append(ModelReference(value, at(match.start()), f"shell variable {match.group(1)}"))
+    for match in SHELL_MODEL_DEFAULT.finditer(text):
+        if looks_like_model_reference(match.group(2)):
+            scan.models.append(
+                ModelReference(match.group(2), at(match.start()), f"shell default of {match.group(1)}")
+            )
+    for pattern, how in (
+        (SHELL_MODEL_POSITIONAL, "shell argument"),
+        (OPTIMUM_CLI_SHORT_MODEL, "optimum-cli -m"),
+    ):
+        for match in pattern.finditer(text):
+            if looks_like_model_reference(match.group(2)):
+                scan.models.append(ModelReference(match.group(2), at(match.start()), how))
     for match in SHELL_DYNAMIC.finditer(text):
         scan.risks.append(Risk("dynamic-shapes", at(match.start()), "--dynamic-batch-size"))
     if re.search(ASYNC_LOAD_VARIABLE + r"=[\"']?1", text):
