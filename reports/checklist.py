@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cache
 from pathlib import Path
 
 from migrator.sources import UsageError
@@ -54,7 +55,7 @@ REQUIREMENTS = (
 )
 RULES_DOC = REPO_ROOT / "docs" / "rules.md"
 COMPAT_REPORT_NAME = "compat.html"  # what `make demo` writes next to the checklist
-RULE_CODE = re.compile(r"^NM\d+$")
+RULE_ANCHOR = re.compile(r'<a id="(nm\d+)"></a>')
 # The matrix a model that is not a causal LM would need; neuron-compat measures causal LMs only.
 OTHER_MATRICES = {
     "embedding": "an embedding (feature-extraction) matrix: a compiled forward pass at fixed batch and sequence "
@@ -393,6 +394,16 @@ def _links(output: Path | None) -> tuple[str, str]:
     return rules, compat
 
 
+@cache
+def _rule_anchors() -> frozenset[str]:
+    """The rule codes docs/rules.md has an anchor for (a finding of another code gets no dead link)."""
+    return (
+        frozenset(RULE_ANCHOR.findall(RULES_DOC.read_text(encoding="utf-8")))
+        if RULES_DOC.is_file()
+        else frozenset()
+    )
+
+
 def _platform_items(uses: set[str]) -> list[Item]:
     items = [Item("check", f"Run on {PLATFORM}", "TorchNeuron is a public beta on Trainium2 and Trainium3.")]
     items += [
@@ -443,7 +454,7 @@ def build_checklist(
         lines = _source_lines(source, kind)
         for item in items:
             item.file, item.line_text = display, _line_text(lines, item)
-            if rules_href and RULE_CODE.match(item.code):
+            if rules_href and item.code.lower() in _rule_anchors():
                 item.rule_href = f"{rules_href}#{item.code.lower()}"
         items.sort(key=lambda item: item.key)
         blocking += [item for item in items if item.severity == "blocking"]

@@ -262,6 +262,9 @@ class _PythonScanner:
                 self.model(_text(_keyword(value, "default")), node, "dataclass default")
             else:
                 self.model(_text(value), node, f"assigned to {names[0]}")
+        elif _target_names(node) and "/" in (_text(node.value) or "") and table_entry(_text(node.value)):
+            # Any variable holding a Hub id of the bundled table (EMBEDDER = "Qwen/Qwen3-Embedding-8B").
+            self.model(_text(node.value), node, f"assigned to {_target_names(node)[0]}")
         for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
             if isinstance(target, ast.Subscript) and _text(target.slice) == ASYNC_LOAD_VARIABLE:
                 self.scan.sets_async_load = True

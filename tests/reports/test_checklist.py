@@ -180,3 +180,119 @@ def test_risks_the_migrator_rewrites_become_checks(project, results):
     (async_item,) = [item for item in section.items if item.title.startswith("Weights are loaded")]
     assert async_item.severity == "check" and message in async_item.action
     assert section.rewrites == {"environment": 1}
+
+
+def _keys(context) -> dict[str, str]:
+    """title -> data-key of every item of a checklist."""
+    items = context["blocking"] + context["model_items"] + context["platform_items"]
+    items += [item for section in context["sections"] for item in section.items]
+    return {item.title: item.stable_key for item in items}
+
+
+def test_ticks_are_keyed_by_code_file_line_text_and_message(tmp_path, results):
+    script = tmp_path / "infer.py"
+    script.write_text(INFERENCE_SCRIPT)
+    manual = "instance_type has no equivalent; remove it"
+    before = build_checklist(
+        [tmp_path],
+        results,
+        online=False,
+        analyze=fake_analyze({"infer.py": [finding("NM902", "manual", "warning", 5, manual, False)]}),
+    )
+    # The file changes above the finding: its line moves, its text and message do not.
+    script.write_text("# a new first line\n" + INFERENCE_SCRIPT)
+    after = build_checklist(
+        [tmp_path],
+        results,
+        online=False,
+        analyze=fake_analyze({"infer.py": [finding("NM902", "manual", "warning", 6, manual, False)]}),
+    )
+    keys_before, keys_after = _keys(before), _keys(after)
+    assert keys_before == keys_after
+    assert len(set(keys_before.values())) == len(keys_before)  # no two items share a key
+    (item,) = [item for item in after["sections"][0].items if item.code == "NM902"]
+    assert item.location == "infer.py:6" and item.line_text.startswith("model = NeuronModelForCausalLM")
+    # Another line under the same rule is another item: its tick does not carry over.
+    script.write_text(INFERENCE_SCRIPT.replace('instance_type="inf2"', 'instance_type="inf2", num_cores=2'))
+    changed = build_checklist(
+        [tmp_path],
+        results,
+        online=False,
+        analyze=fake_analyze({"infer.py": [finding("NM902", "manual", "warning", 5, manual, False)]}),
+    )
+    assert (
+        _keys(changed)["NM902: instance_type has no equivalent"]
+        != keys_before["NM902: instance_type has no equivalent"]
+    )
+
+
+def test_paths_are_relative_to_the_scanned_root(project, results, monkeypatch, tmp_path):
+    monkeypatch.chdir("/")
+    context = build_checklist([project.resolve()], results, online=False, analyze=fake_analyze({}))
+    (section,) = context["sections"]
+    assert section.display == "infer.py"
+    locations = [location for row in context["models"] for location in row.locations]
+    assert locations and all(not location.startswith("/") for location in locations)
+    local = next(row for row in context["models"] if row.architecture.source.startswith("local"))
+    assert local.architecture.source == "local ckpt/config.json" and local.reference == "ckpt"
+    item_locations = [item.location for item in context["blocking"] + section.items if item.location]
+    assert item_locations and all(location.startswith(("infer.py", "ckpt")) for location in item_locations)
+
+
+def test_findings_link_their_rule_and_models_their_report_row(project, results, tmp_path):
+    output = tmp_path / "out" / "checklist.html"
+    output.parent.mkdir()
+    (output.parent / "compat.html").write_text("<!doctype html>")
+    analyze = fake_analyze(
+        {
+            "infer.py": [
+                finding("NM901", "manual", "warning", 5, "why; what", False),
+                finding("NM999", "manual", "warning", 6, "a code the rules doc does not have; what", False),
+            ]
+        }
+    )
+    assert write_checklist([project], output, results, False, analyze=analyze) == 0
+    html = output.read_text()
+    assert html.count('class="rule-link"') == 1
+    href = re.search(r'class="rule-link" href="([^"]+)"', html).group(1)
+    document, anchor = href.split("#")
+    rules = (output.parent / document).resolve()
+    assert rules.name == "rules.md" and f'<a id="{anchor}"></a>NM901' in rules.read_text()
+    assert '<a href="compat.html#arch-qwen3">qwen3</a>' in html
+    # Without the report beside it, no link that would lead nowhere.
+    (output.parent / "compat.html").unlink()
+    assert write_checklist([project], output, results, False, analyze=analyze) == 0
+    assert "compat.html#" not in output.read_text()
+
+
+NON_CAUSAL_SCRIPT = """\
+from diffusers import DiffusionPipeline
+from sentence_transformers import SentenceTransformer
+from transformers import AutoModelForSequenceClassification, pipeline
+
+EMBEDDER = "Qwen/Qwen3-Embedding-8B"
+embedder = SentenceTransformer(EMBEDDER)
+classifier = AutoModelForSequenceClassification.from_pretrained("meta-llama/Llama-3.2-1B")
+extractor = pipeline("feature-extraction", model="Qwen/Qwen3-0.6B")
+images = DiffusionPipeline.from_pretrained("stabilityai/stable-diffusion-xl-base-1.0")
+"""
+
+
+def test_embedding_classification_and_diffusion_models_get_no_causal_lm_verdict(tmp_path, results):
+    (tmp_path / "serve.py").write_text(NON_CAUSAL_SCRIPT)
+    context = build_checklist([tmp_path], results, online=False, analyze=fake_analyze({}))
+    models = {row.reference: row for row in context["models"]}
+    assert {reference: row.task for reference, row in models.items()} == {
+        "Qwen/Qwen3-Embedding-8B": "embedding",
+        "meta-llama/Llama-3.2-1B": "classification",  # a causal-LM checkpoint loaded with a classifier head
+        "Qwen/Qwen3-0.6B": "embedding",
+        "stabilityai/stable-diffusion-xl-base-1.0": "diffusion",
+    }
+    assert all(row.result is None for row in models.values())
+    items = {item.title: item.action for item in context["model_items"]}
+    embedding = items[
+        "`Qwen/Qwen3-Embedding-8B` is an embedding model: the causal-LM compatibility matrix does not apply"
+    ]
+    assert "embedding (feature-extraction) matrix" in embedding
+    assert any("diffusion matrix" in action for action in items.values())
+    assert not any(item.title.startswith("`Qwen/Qwen3-Embedding-8B` (qwen3)") for item in context["blocking"])

@@ -205,3 +205,51 @@ def test_find_configs_honours_exclude(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps({"model_type": "llama"}))
     assert find_configs([tmp_path], ("skip/*",)) == [tmp_path / "keep" / "config.json"]
+
+
+def test_model_ids_in_dict_values_and_shell_commands(tmp_path):
+    scan = scan_source(
+        tmp_path,
+        """
+        CONFIGS = {"model_name_or_path": "mistralai/Mistral-7B-v0.1", "dataset": "tatsu-lab/alpaca"}
+        SIZES = {"small": "Qwen/Qwen3-0.6B", "large": "someone/unknown-thing", "api": "gpt-4o"}
+        """,
+    )
+    found = {(reference.value, reference.how) for reference in scan.models}
+    assert found == {
+        ("mistralai/Mistral-7B-v0.1", "dict value 'model_name_or_path'"),
+        ("Qwen/Qwen3-0.6B", "dict value 'small'"),  # in the bundled table, under any key
+    }
+    shell = scan_source(
+        tmp_path,
+        """
+        MODEL=${MODEL:-codellama/CodeLlama-7b-hf}
+        huggingface-cli download Qwen/Qwen3-8B --local-dir ./weights
+        optimum-cli export neuron -m meta-llama/Llama-3.2-1B --batch_size 1 out/
+        python -m torch.distributed.run train.py
+        vllm serve "google/gemma-3-1b-it"
+        """,
+        name="run.sh",
+        kind="shell",
+    )
+    found = {(reference.value, reference.location.line) for reference in shell.models}
+    assert found == {
+        ("codellama/CodeLlama-7b-hf", 2),
+        ("Qwen/Qwen3-8B", 3),
+        ("meta-llama/Llama-3.2-1B", 4),
+        ("google/gemma-3-1b-it", 6),
+    }
+
+
+def test_bang_lines_of_notebooks_are_shell(tmp_path):
+    notebook = new_notebook(
+        cells=[
+            new_code_cell("!optimum-cli export neuron -m Qwen/Qwen3-8B out/\nprint('done')"),
+            new_code_cell('!huggingface-cli download codellama/CodeLlama-7b-hf\nx = {"model": "gpt2"}'),
+        ]
+    )
+    path = tmp_path / "nb.ipynb"
+    path.write_text(nbformat.writes(notebook))
+    scan = scan_file(path, "nb.ipynb", "notebook")
+    found = {(reference.value, reference.location.cell, reference.location.line) for reference in scan.models}
+    assert found == {("Qwen/Qwen3-8B", 1, 1), ("codellama/CodeLlama-7b-hf", 2, 1), ("gpt2", 2, 2)}

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +57,46 @@ def test_hub_failure_is_unknown_with_the_reason(tmp_path):
     architecture = model_ids.resolve("someone/private-model", tmp_path, online=True)
     assert architecture.model_type == model_ids.UNKNOWN
     assert architecture.source.startswith("Hub lookup failed")
+
+
+TOP100 = Path(__file__).resolve().parents[2] / "fixtures" / "compat" / "top100.csv"
+# Types whose ranking evidence names only fine-tunes or text-only exports of another type's checkpoints, not
+# a checkpoint of their own.
+WITHOUT_A_FLAGSHIP = {
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
+    "gemma4_text",
+    "gemma3n_text",
+    "llama4_text",
+    "granitemoeshared",
+}
+
+
+def test_the_table_covers_the_top_100():
+    with TOP100.open() as handle:
+        ranked = [record["model_type"] for record in csv.DictReader(handle)]
+    named = {entry.model_type for entry in model_ids.known_models() if entry.task is None}
+    assert len(ranked) == 100
+    assert sorted(set(ranked) - named) == sorted(WITHOUT_A_FLAGSHIP)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "model_type", "task"),
+    [
+        ("codellama/CodeLlama-7b-hf", "llama", None),
+        ("Qwen/Qwen3-8B", "qwen3", None),
+        ("Qwen/Qwen3-Coder-30B-A3B-Instruct", "qwen3_moe", None),
+        ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v32", None),
+        ("deepseek-ai/DeepSeek-V3.1", "deepseek_v3", None),
+        ("CohereForAI/c4ai-command-r7b-12-2024", "cohere2", None),
+        ("CohereForAI/c4ai-command-r-plus", "cohere", None),
+        ("zai-org/GLM-4.7-Flash", "glm4_moe_lite", None),
+        ("ibm-granite/granite-4.0-h-small", "granitemoehybrid", None),
+        ("Qwen/Qwen3-Embedding-8B", "qwen3", "embedding"),
+        ("BAAI/bge-small-en-v1.5", model_ids.UNKNOWN, "embedding"),
+        ("stabilityai/stable-diffusion-xl-base-1.0", model_ids.UNKNOWN, "diffusion"),
+    ],
+)
+def test_table_gives_the_type_and_says_when_it_is_not_a_causal_lm(model_id, model_type, task):
+    architecture = model_ids.resolve(model_id, Path("."), online=False)
+    assert (architecture.model_type, architecture.task) == (model_type, task)
