@@ -477,7 +477,7 @@ def build_checklist(
     _assign_keys(all_items + platform_items)
     counts = Counter(item.severity for item in all_items)
     return {
-        "paths": [str(path) for path in paths],
+        "paths": [display_path(path) for path in paths],
         "platform_items": platform_items,
         "blocking": blocking,
         "sections": sections,

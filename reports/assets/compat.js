@@ -75,7 +75,8 @@
     const breaks = value("f-breaks");
     const change = value("f-change");
     const hubArchitecture = architectureOfHubId(query);
-    control("search-hint").textContent = hubArchitecture ? query + " is " + hubArchitecture + " (bundled table of Hub ids)" : "";
+    control("search-hint").textContent = hubArchitecture
+      ? value("f-search").trim() + " is " + hubArchitecture + " (bundled table of Hub ids)" : "";
     let shown = 0;
     bodies().forEach((body) => {
       const verdicts = body.dataset.verdicts.split(" ");
