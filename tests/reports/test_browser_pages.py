@@ -465,3 +465,37 @@ def test_checklist_links_to_rules_and_to_report_rows(open_page, tmp_path):
     page.wait_for_url("**/compat.html#arch-qwen3")
     assert page.locator("#arch-qwen3").is_visible()
     assert page.locator("#arch-qwen3 tr.evidence").is_visible()  # works with caveats in these results
+
+
+REFERENCE = REPO / "fixtures" / "compat" / "results-neuron-sim.jsonl"
+
+
+@pytest.mark.skipif(not REFERENCE.is_file(), reason="the reference run is not committed")
+def test_reference_run_nulls_filters_and_chart_agree(open_page, tmp_path):
+    """The committed reference run: its null figures are "–", and the recompile filter equals the chart."""
+    output = tmp_path / "compat.html"
+    assert write_report([REFERENCE], output, "html") == 0
+    rows = {row["model_type"]: row for row in map(json.loads, REFERENCE.read_text().splitlines())}
+    page = open_page(output)
+    shown = dict(
+        page.eval_on_selector_all(
+            "#matrix tbody.arch",
+            "bs => bs.map(b => [b.dataset.model, b.querySelector('td.compiles').textContent])",
+        )
+    )
+    assert {model for model, text in shown.items() if text == DASH} == {
+        model for model, row in rows.items() if row.get("compile_count") is None
+    }
+    bins = dict(
+        page.eval_on_selector_all(
+            "#charts rect[data-bin]", "rects => rects.map(r => [r.dataset.bin, Number(r.dataset.count)])"
+        )
+    )
+    page.select_option("#f-recompiles", "0")
+    assert (
+        int(page.inner_text("#shown"))
+        == bins["0"]
+        == sum(row.get("recompile_count") == 0 for row in rows.values())
+    )
+    page.select_option("#f-recompiles", "null")
+    assert int(page.inner_text("#shown")) == sum(row.get("recompile_count") is None for row in rows.values())
