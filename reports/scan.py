@@ -102,13 +102,20 @@ PIPELINE_TASKS = {
 }
 
 
+# Diffusers pipeline classes (Transformers' own *Pipeline classes are text pipelines, not these).
+DIFFUSERS_PIPELINE = re.compile(
+    r"^(?:Neuron)?(?:\w*Diffusion\w*|Flux\w*|PixArt\w*|Sana\w*|Kandinsky\w*|QwenImage\w*|LTX\w*|CogVideoX\w*)"
+    r"Pipeline$"
+)
+
+
 def class_task(name: str) -> str | None:
     """embedding / classification / diffusion from a loader class name; None for anything else."""
     if "SentenceTransformer" in name or "FeatureExtraction" in name or name in {"AutoModel", "NeuronModel"}:
         return "embedding"
     if "Classification" in name or name == "CrossEncoder":
         return "classification"
-    if "Diffusion" in name or (name.endswith("Pipeline") and name[0].isupper()):
+    if DIFFUSERS_PIPELINE.match(name):
         return "diffusion"
     return None
 

@@ -34,5 +34,7 @@ def test_demo_writes_everything_and_says_where():
     assert sorted(p.name for p in (REPO / "out" / "migrated").iterdir()) == sorted(
         p.name for p in (REPO / "fixtures" / "examples").iterdir() if p.suffix in (".py", ".sh", ".ipynb")
     )
+    # The checklist sits next to the report: its models link to their rows there.
+    assert 'href="compat.html#arch-' in (REPO / "out" / "checklist.html").read_text()
     # The examples themselves are never modified.
     assert examples_before == {path: path.read_bytes() for path in examples_before}
