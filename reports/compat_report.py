@@ -99,11 +99,6 @@ def _search_text(model_type: str, cells: list[dict], hub_ids: list[str]) -> str:
     return " ".join(part for part in parts if part).lower()
 
 
-def _max_measured(cells: list[dict], name: str) -> int | None:
-    values = [cell[name] for cell in cells if cell.get(name) is not None]
-    return max(values) if values else None
-
-
 def _matrix_rows(frame: pd.DataFrame, runs: list[Run]) -> list[dict]:
     wide = verdict_matrix(frame, runs)
     cells = {(record["run"], record["model_type"]): _cell(record) for record in frame.to_dict("records")}

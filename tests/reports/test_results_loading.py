@@ -268,3 +268,10 @@ def test_optimum_neuron_support_from_the_separate_table(tmp_path, rows):
     ]
     figures = headline(long_frame(load_runs([path]), top100), 0, top100)
     assert (figures.documented_inference, figures.documented_training) == (2, 1)
+
+
+def test_every_schema_verdict_has_a_place_and_a_meaning():
+    from compat_matrix.schema import Verdict
+    from reports.results import VERDICT_MEANINGS, VERDICTS
+
+    assert set(VERDICTS) == {verdict.value for verdict in Verdict} == set(VERDICT_MEANINGS)
