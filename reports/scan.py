@@ -25,6 +25,8 @@ MODEL_KEYWORDS = {
     "checkpoint",
 }
 LOADERS = {"from_pretrained", "export", "get_neuron_config", "pipeline", "SentenceTransformer"}
+# Variables that hold a repo id without loading a model from it (TOKENIZER_ID = "mistralai/...").
+NOT_A_MODEL = re.compile(r"tokeni[sz]er|processor|dataset|data_", re.IGNORECASE)
 # Classes called with a model id that are not causal LMs (the id is their first argument).
 TASK_LOADERS = {"SentenceTransformer", "CrossEncoder"}
 TRAINERS = {
@@ -269,8 +271,13 @@ class _PythonScanner:
                 self.model(_text(_keyword(value, "default")), node, "dataclass default")
             else:
                 self.model(_text(value), node, f"assigned to {names[0]}")
-        elif _target_names(node) and "/" in (_text(node.value) or "") and table_entry(_text(node.value)):
-            # Any variable holding a Hub id of the bundled table (EMBEDDER = "Qwen/Qwen3-Embedding-8B").
+        elif (
+            _target_names(node)
+            and not NOT_A_MODEL.search(_target_names(node)[0])
+            and "/" in (_text(node.value) or "")
+            and table_entry(_text(node.value))
+        ):
+            # Any other variable holding a Hub id of the bundled table (EMBEDDER = "Qwen/Qwen3-Embedding-8B").
             self.model(_text(node.value), node, f"assigned to {_target_names(node)[0]}")
         for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
             if isinstance(target, ast.Subscript) and _text(target.slice) == ASYNC_LOAD_VARIABLE:

@@ -213,12 +213,15 @@ def test_model_ids_in_dict_values_and_shell_commands(tmp_path):
         """
         CONFIGS = {"model_name_or_path": "mistralai/Mistral-7B-v0.1", "dataset": "tatsu-lab/alpaca"}
         SIZES = {"small": "Qwen/Qwen3-0.6B", "large": "someone/unknown-thing", "api": "gpt-4o"}
+        EMBEDDER = "Qwen/Qwen3-Embedding-8B"
+        TOKENIZER_ID = "mistralai/Mistral-7B-v0.1"
         """,
     )
     found = {(reference.value, reference.how) for reference in scan.models}
     assert found == {
         ("mistralai/Mistral-7B-v0.1", "dict value 'model_name_or_path'"),
         ("Qwen/Qwen3-0.6B", "dict value 'small'"),  # in the bundled table, under any key
+        ("Qwen/Qwen3-Embedding-8B", "assigned to EMBEDDER"),  # a table id in any variable but a tokenizer's
     }
     shell = scan_source(
         tmp_path,
