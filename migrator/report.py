@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from migrator import __version__
 from migrator.engine import FileResult
-from migrator.rules import RULES
+from migrator.registry import RULES
 
 SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 

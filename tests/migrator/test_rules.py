@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from migrator import rules_doc
-from migrator.rules import RULES
+from migrator.registry import RULES
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
 
