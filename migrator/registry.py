@@ -104,14 +104,13 @@ PYTHON_HANDLERS: tuple[type[Handler], ...] = tuple(
 )
 
 
-def _constants(module) -> tuple[Rule, ...]:
-    # The shell family declares its rules as module constants (it is not yet split into rule modules).
-    return tuple(value for value in vars(module).values() if isinstance(value, Rule))
+# The shell family declares its rules as module constants (it is not yet split into rule modules).
+SHELL_RULES: tuple[Rule, ...] = tuple(value for value in vars(shell).values() if isinstance(value, Rule))
 
 
 def _table() -> dict[str, Rule]:
     rules: dict[str, Rule] = {}
-    for rule in (*(rule for module in PYTHON_RULE_MODULES for rule in module.RULES), *_constants(shell)):
+    for rule in (*(rule for module in PYTHON_RULE_MODULES for rule in module.RULES), *SHELL_RULES):
         if rules.setdefault(rule.code, rule) is not rule:
             raise ValueError(f"rule {rule.code} defined twice")
     return dict(sorted(rules.items()))

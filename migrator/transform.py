@@ -251,17 +251,20 @@ class MigrationTransformer(cst.CSTTransformer):
                     result = cst.RemoveFromParent()  # every small statement on the line was removed
             result = self.comments.left(original, result)
             if isinstance(original, STATEMENT_TYPES) and self.ctx.pending_todos:
-                result = self._attach_todos(result)
+                # Comments above a file's first statement are the module's header, not the statement's.
+                first = self.ctx.module.body[0] is original
+                result = self._attach_todos(result, self.ctx.module.header if first else ())
         return result
 
-    def _attach_todos(self, result):
-        """Put pending TODO comments above the statement (innermost statement leaves first)."""
+    def _attach_todos(self, result, header: Iterable[cst.EmptyLine] = ()):
+        """Put pending TODO comments above the statement (innermost statement leaves first), unless a
+        previous run already did (in its leading lines, or the module `header` of a file's first one)."""
         if isinstance(result, cst.FlattenSentinel):
             first, *rest = result.nodes
-            return cst.FlattenSentinel([self._attach_todos(first), *rest])
+            return cst.FlattenSentinel([self._attach_todos(first, header), *rest])
         if not isinstance(result, STATEMENT_TYPES):  # statement removed: the next one carries the TODO
             return result
-        existing = {line.comment.value for line in result.leading_lines if line.comment}
+        existing = {line.comment.value for line in [*header, *result.leading_lines] if line.comment}
         new_lines = [
             cst.EmptyLine(comment=cst.Comment(text))
             for text in dict.fromkeys(self.ctx.pending_todos)

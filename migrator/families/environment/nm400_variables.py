@@ -8,7 +8,7 @@ import libcst as cst
 from migrator.cst_helpers import string_value, tidy_args
 from migrator.families.environment.state import HINTS, EnvironmentFile
 from migrator.families.environment.variables import MANUAL_VARIABLES, dropped_reason
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 DROPPED_VARIABLE = Rule(
@@ -16,6 +16,18 @@ DROPPED_VARIABLE = Rule(
     Severity.INFO,
     "An XLA/NxD-only environment variable set from Python (`XLA_USE_BF16`, `NEURON_FUSE_SOFTMAX`, ...)",
     "Removed: nothing reads it on TorchNeuron (express bf16 with `dtype=torch.bfloat16` or `bf16=True`).",
+    examples=(
+        Example(
+            before="""\
+import os
+
+os.environ["XLA_USE_BF16"] = "1"
+""",
+            after="""\
+import os
+""",
+        ),
+    ),
 )
 MANUAL_VARIABLE = Rule(
     "NM401",
@@ -23,6 +35,21 @@ MANUAL_VARIABLE = Rule(
     "`NEURON_CC_FLAGS` / `NEURON_COMPILE_CACHE_URL` set from Python",
     "Left in place with a TODO: these configured the XLA-flow compiler and cache; check the TorchNeuron "
     "environment variable reference and remove or replace them.",
+    examples=(
+        Example(
+            before="""\
+import os
+
+os.environ["NEURON_CC_FLAGS"] = "--model-type=transformer"
+""",
+            after="""\
+import os
+
+# TODO(neuron-migrate): NM401 `NEURON_CC_FLAGS` holds compiler flags tuned for the XLA/NxD graph flow, and whether TorchNeuron's neuron backend reads them is not documented; remove them, or keep only flags the TorchNeuron compiler reference lists
+os.environ["NEURON_CC_FLAGS"] = "--model-type=transformer"
+""",
+        ),
+    ),
 )
 RULES = (DROPPED_VARIABLE, MANUAL_VARIABLE)
 

@@ -7,7 +7,7 @@ import libcst as cst
 
 from migrator.families.environment.state import HINTS, UNKNOWN, EnvironmentFile
 from migrator.families.environment.variables import PRECOMPILE_VARIABLES
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 PRECOMPILE_TEST = Rule(
@@ -15,12 +15,44 @@ PRECOMPILE_TEST = Rule(
     Severity.INFO,
     "A test of `NEURON_EXTRACT_GRAPHS_ONLY` / `NEURON_PARALLEL_COMPILE` (set only by neuron_parallel_compile)",
     "Folded to its value with the variable unset: the branch for the graph-extraction run is removed.",
+    examples=(
+        Example(
+            before="""\
+import os
+
+if os.environ.get("NEURON_EXTRACT_GRAPHS_ONLY"):
+    max_steps = 10
+else:
+    max_steps = 1000
+""",
+            after="""\
+import os
+
+max_steps = 1000
+""",
+        ),
+    ),
 )
 PRECOMPILE_READ = Rule(
     "NM403",
     Severity.WARNING,
     "A read of `NEURON_EXTRACT_GRAPHS_ONLY` / `NEURON_PARALLEL_COMPILE` the codemod cannot fold",
     "Left in place with a TODO: the variable is never set on TorchNeuron; remove the code that depends on it.",
+    examples=(
+        Example(
+            before="""\
+import os
+
+extracting = os.environ["NEURON_EXTRACT_GRAPHS_ONLY"]
+""",
+            after="""\
+import os
+
+# TODO(neuron-migrate): NM403 `NEURON_EXTRACT_GRAPHS_ONLY` is only set by neuron_parallel_compile, which TorchNeuron does not have; treat it as unset and remove the code for the graph-extraction run
+extracting = os.environ["NEURON_EXTRACT_GRAPHS_ONLY"]
+""",
+        ),
+    ),
 )
 RULES = (PRECOMPILE_TEST, PRECOMPILE_READ)
 

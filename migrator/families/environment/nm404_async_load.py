@@ -7,7 +7,7 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import imports_end, method_calls
 from migrator.families.environment.state import HINTS, EnvironmentFile
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 # Asynchronous weight loading is not supported on TorchNeuron; this variable turns it off.
@@ -19,6 +19,27 @@ ASYNC_LOAD_ADDED = Rule(
     f"Weights are loaded with `from_pretrained` but `{ASYNC_LOAD_VARIABLE}` is not set",
     f'Added `os.environ.setdefault("{ASYNC_LOAD_VARIABLE}", "1")` after the imports: asynchronous weight '
     "loading is not supported on TorchNeuron.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForSequenceClassification
+
+model = NeuronModelForSequenceClassification.from_pretrained(
+    "distilbert-base-uncased-finetuned-sst-2-english", export=True, batch_size=1, sequence_length=128
+)
+""",
+            after="""\
+import os
+from transformers import AutoModelForSequenceClassification
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForSequenceClassification.from_pretrained(
+    "distilbert-base-uncased-finetuned-sst-2-english", device_map="neuron"
+)
+""",
+        ),
+    ),
 )
 RULES = (ASYNC_LOAD_ADDED,)
 

@@ -8,7 +8,7 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import keyword_arg, string_value, tidy_args
 from migrator.families.environment.state import HINTS, EnvironmentFile
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 COMPILE_DYNAMIC = Rule(
@@ -16,6 +16,21 @@ COMPILE_DYNAMIC = Rule(
     Severity.INFO,
     "`torch.compile(...)` without `dynamic=` (automatic dynamic shapes)",
     "Added `dynamic=False`: the neuron backend compiles static shapes only; pad inputs to fixed sizes.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+import torch
+
+compiled = torch.compile(model)
+""",
+            after="""\
+import torch
+
+compiled = torch.compile(model, dynamic=False)
+""",
+        ),
+    ),
 )
 COMPILE_DYNAMIC_TRUE = Rule(
     "NM406",
@@ -23,12 +38,42 @@ COMPILE_DYNAMIC_TRUE = Rule(
     "`torch.compile(..., dynamic=True)`",
     "Rewritten to `dynamic=False`: the neuron backend rejects dynamic shapes; pad inputs to fixed sizes "
     "(each new shape is a recompilation).",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+import torch
+
+compiled = torch.compile(model, dynamic=True)
+""",
+            after="""\
+import torch
+
+compiled = torch.compile(model, dynamic=False)
+""",
+        ),
+    ),
 )
 COMPILE_MODE = Rule(
     "NM407",
     Severity.INFO,
     '`torch.compile(..., mode="reduce-overhead" / "max-autotune*")`',
     "Removed: the neuron backend ignores modes other than the default.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+import torch
+
+compiled = torch.compile(model, mode="reduce-overhead")
+""",
+            after="""\
+import torch
+
+compiled = torch.compile(model, dynamic=False)
+""",
+        ),
+    ),
 )
 RULES = (COMPILE_DYNAMIC, COMPILE_DYNAMIC_TRUE, COMPILE_MODE)
 IGNORED_COMPILE_MODES = frozenset({"reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"})

@@ -11,7 +11,7 @@ import libcst as cst
 
 from migrator.cst_helpers import keyword_arg, literal_value, source_code
 from migrator.families.inference import tables as t
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 
 STATIC_SHAPES = Rule(
     "NM104",
@@ -19,6 +19,27 @@ STATIC_SHAPES = Rule(
     "A static input shape fixed at export (`batch_size`, `sequence_length`, `height`, `num_beams`, ...)",
     "Dropped from the loader. Every new input shape compiles again on neuron: pad inputs to this fixed shape "
     '(tokenizer `padding="max_length", max_length=...`, full batches, constant image size).',
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForSequenceClassification
+
+model = NeuronModelForSequenceClassification.from_pretrained(
+    "distilbert-base-uncased-finetuned-sst-2-english", export=True, batch_size=1, sequence_length=128
+)
+""",
+            after="""\
+import os
+from transformers import AutoModelForSequenceClassification
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForSequenceClassification.from_pretrained(
+    "distilbert-base-uncased-finetuned-sst-2-english", device_map="neuron"
+)
+""",
+        ),
+    ),
 )
 EXPORT_ONLY = Rule(
     "NM105",
@@ -26,6 +47,27 @@ EXPORT_ONLY = Rule(
     "A compiler/export-only argument (`export`, `auto_cast`, `instance_type`, `optlevel`, "
     "`disable_neuron_cache`, `compiler_workdir`, ...)",
     "Dropped: TorchNeuron compiles just in time for the host it runs on.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForFeatureExtraction
+
+model = NeuronModelForFeatureExtraction.from_pretrained(
+    "BAAI/bge-small-en-v1.5", export=True, optlevel="2", batch_size=1, sequence_length=384
+)
+""",
+            after="""\
+import os
+from transformers import AutoModel
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModel.from_pretrained(
+    "BAAI/bge-small-en-v1.5", device_map="neuron"
+)
+""",
+        ),
+    ),
 )
 COMPILED_ARTIFACT = Rule(
     "NM106",
@@ -35,12 +77,54 @@ COMPILED_ARTIFACT = Rule(
     "Left with a TODO: Transformers cannot load compiled artifacts. Re-point the load at the original "
     "checkpoint (0.4.x compiled configs record it as `neuron.checkpoint_id` in config.json), add "
     "`export=True`, and run neuron-migrate again.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForSequenceClassification
+
+model = NeuronModelForSequenceClassification.from_pretrained("./compiled-distilbert")
+""",
+            after="""\
+from optimum.neuron import NeuronModelForSequenceClassification
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+# TODO(neuron-migrate): NM106 "./compiled-distilbert" is a model compiled by optimum-neuron, which Transformers/Diffusers cannot load; load the original checkpoint instead (0.4.x: `neuron.checkpoint_id` in the compiled config.json) with export=True, then run neuron-migrate again
+model = NeuronModelForSequenceClassification.from_pretrained("./compiled-distilbert")
+""",
+        ),
+    ),
 )
 DTYPE = Rule(
     "NM107",
     Severity.INFO,
     "`auto_cast_type` / `torch_dtype` of a compiled model",
     "Rewritten to the load dtype (`dtype=torch.bfloat16` etc.; `torch_dtype=` for Diffusers).",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+model = NeuronModelForCausalLM.from_pretrained(
+    "Qwen/Qwen3-0.6B", export=True, sequence_length=1024, auto_cast_type="bf16"
+)
+""",
+            after="""\
+import os
+import torch
+from transformers import AutoModelForCausalLM
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained(
+    "Qwen/Qwen3-0.6B", dtype=torch.bfloat16, device_map="neuron"
+)
+model.generation_config.cache_implementation = "static"
+model.generation_config.max_cache_len = 1024
+""",
+        ),
+    ),
 )
 UNMAPPED_ARGUMENTS = Rule(
     "NM116",
@@ -48,6 +132,24 @@ UNMAPPED_ARGUMENTS = Rule(
     "A compiled-model load whose arguments the codemod cannot map (unknown or runtime-only keywords, "
     "`**kwargs`, export-time adapter fusing, a load that is not assigned to a name)",
     "Left unchanged with a TODO naming the arguments; rewrite the load by hand.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, continuous_batching=True)
+""",
+            after="""\
+from optimum.neuron import NeuronModelForCausalLM
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+# TODO(neuron-migrate): NM116 no TorchNeuron equivalent known for continuous_batching (continuous batching and speculation belong to vLLM Neuron); rewrite this load by hand
+model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, continuous_batching=True)
+""",
+        ),
+    ),
 )
 RULES = (STATIC_SHAPES, EXPORT_ONLY, COMPILED_ARTIFACT, DTYPE, UNMAPPED_ARGUMENTS)
 HANDLER = None  # these rules are decided inside the load rewrites, with the functions below

@@ -22,7 +22,7 @@ from migrator.families.inference.loads import (
     string,
 )
 from migrator.families.inference.state import HINTS, LOAD_METHODS, TRIGGERS, InferenceFile, PendingLoad
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
 CAUSAL_LM = Rule(
@@ -32,6 +32,30 @@ CAUSAL_LM = Rule(
     'Rewritten to `AutoModelForCausalLM.from_pretrained(checkpoint, device_map="neuron")` followed by '
     '`model.generation_config.cache_implementation = "static"`: generate() then compiles the decode step on '
     "neuron once.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+model = NeuronModelForCausalLM.from_pretrained(
+    "Qwen/Qwen3-0.6B", export=True, batch_size=1, sequence_length=1024, auto_cast_type="bf16"
+)
+""",
+            after="""\
+import os
+import torch
+from transformers import AutoModelForCausalLM
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained(
+    "Qwen/Qwen3-0.6B", dtype=torch.bfloat16, device_map="neuron"
+)
+model.generation_config.cache_implementation = "static"
+model.generation_config.max_cache_len = 1024
+""",
+        ),
+    ),
 )
 SEQUENCE_LENGTH = Rule(
     "NM102",
@@ -39,6 +63,25 @@ SEQUENCE_LENGTH = Rule(
     "`sequence_length` of a compiled decoder",
     "Moved to `model.generation_config.max_cache_len` (static cache size). optimum-neuron silently capped "
     "generation at this length, Transformers does not: keep prompt length + max_new_tokens within it.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, sequence_length=2048)
+""",
+            after="""\
+import os
+from transformers import AutoModelForCausalLM
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
+model.generation_config.cache_implementation = "static"
+model.generation_config.max_cache_len = 2048
+""",
+        ),
+    ),
 )
 TENSOR_PARALLEL = Rule(
     "NM103",
@@ -46,12 +89,69 @@ TENSOR_PARALLEL = Rule(
     "`tensor_parallel_size` / `num_cores` other than the literal 1",
     "Rewritten to `distributed_config=DistributedConfig(tp_size=N)` without device_map; the script must now be "
     "launched with `torchrun --nproc_per_node=N` (all ranks run generate; print on rank 0).",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+model = NeuronModelForCausalLM.from_pretrained(
+    "meta-llama/Llama-3.1-8B", export=True, sequence_length=4096, tensor_parallel_size=8
+)
+""",
+            after="""\
+import os
+from transformers import AutoModelForCausalLM, DistributedConfig
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained(
+    "meta-llama/Llama-3.1-8B", distributed_config=DistributedConfig(tp_size=8)
+)
+model.generation_config.cache_implementation = "static"
+model.generation_config.max_cache_len = 4096
+""",
+        ),
+    ),
 )
 NEURON_CONFIG_PAIR = Rule(
     "NM108",
     Severity.INFO,
     "`cfg = NeuronModelForCausalLM.get_neuron_config(...)` consumed by `NeuronModelForCausalLM.export(id, cfg)`",
     "The get_neuron_config statement is removed; its values move into the rewritten load (NM101-NM104).",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+MODEL_ID = "Qwen/Qwen3-0.6B"
+
+
+def load():
+    config = NeuronModelForCausalLM.get_neuron_config(
+        MODEL_ID, batch_size=1, sequence_length=1024, tensor_parallel_size=2
+    )
+    if True:
+        model = NeuronModelForCausalLM.export(MODEL_ID, neuron_config=config, load_weights=True)
+    return model
+""",
+            after="""\
+import os
+from transformers import AutoModelForCausalLM, DistributedConfig
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+MODEL_ID = "Qwen/Qwen3-0.6B"
+
+
+def load():
+    if True:
+        model = AutoModelForCausalLM.from_pretrained(MODEL_ID, distributed_config=DistributedConfig(tp_size=2))
+        model.generation_config.cache_implementation = "static"
+        model.generation_config.max_cache_len = 1024
+    return model
+""",
+        ),
+    ),
 )
 UNPAIRED_NEURON_CONFIG = Rule(
     "NM109",
@@ -59,6 +159,27 @@ UNPAIRED_NEURON_CONFIG = Rule(
     "`get_neuron_config` / `export` that cannot be paired in one scope with visible arguments",
     "Left with a TODO: load the checkpoint with AutoModelForCausalLM on neuron and carry sequence_length to "
     "generation_config.max_cache_len and tensor_parallel_size to DistributedConfig by hand.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+
+def compile_model(neuron_config, output_dir):
+    model = NeuronModelForCausalLM.export("Qwen/Qwen3-0.6B", neuron_config, load_weights=False)
+    model.save_pretrained(output_dir)
+""",
+            after="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+
+def compile_model(neuron_config, output_dir):
+    # TODO(neuron-migrate): NM109 the neuron config passed to export() is not built by get_neuron_config in the same scope; load the checkpoint with AutoModelForCausalLM.from_pretrained(id, device_map="neuron") and set the static cache by hand
+    model = NeuronModelForCausalLM.export("Qwen/Qwen3-0.6B", neuron_config, load_weights=False)
+    model.save_pretrained(output_dir)
+""",
+        ),
+    ),
 )
 DEFAULT_ALL_CORES = Rule(
     "NM117",
@@ -66,6 +187,26 @@ DEFAULT_ALL_CORES = Rule(
     "`get_neuron_config` without `tensor_parallel_size` (optimum-neuron then sharded over all visible cores)",
     'Rewritten for one NeuronCore (`device_map="neuron"`); for tensor parallelism pass '
     "`distributed_config=DistributedConfig(tp_size=N)` and launch with torchrun.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+config = NeuronModelForCausalLM.get_neuron_config("Qwen/Qwen3-0.6B", batch_size=1, sequence_length=1024)
+model = NeuronModelForCausalLM.export("Qwen/Qwen3-0.6B", config)
+""",
+            after="""\
+import os
+from transformers import AutoModelForCausalLM
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
+model.generation_config.cache_implementation = "static"
+model.generation_config.max_cache_len = 1024
+""",
+        ),
+    ),
 )
 RULES = (
     CAUSAL_LM,

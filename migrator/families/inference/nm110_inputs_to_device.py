@@ -8,7 +8,7 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import literal_value
 from migrator.families.inference.state import HINTS, TRIGGERS, InferenceFile
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
 INPUTS_TO_DEVICE = Rule(
@@ -16,6 +16,30 @@ INPUTS_TO_DEVICE = Rule(
     Severity.INFO,
     'Tokenizer outputs (padded to `"max_length"`) for a model that optimum-neuron kept on CPU',
     "`.to(model.device)` appended: the migrated model lives on neuron, its inputs must too.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+from transformers import AutoTokenizer
+
+model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, batch_size=1, sequence_length=512)
+tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
+inputs = tokenizer(prompt, return_tensors="pt", padding="max_length", max_length=128)
+""",
+            after="""\
+from transformers import AutoModelForCausalLM, AutoTokenizer
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
+model.generation_config.cache_implementation = "static"
+model.generation_config.max_cache_len = 512
+tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
+inputs = tokenizer(prompt, return_tensors="pt", padding="max_length", max_length=128).to(model.device)
+""",
+        ),
+    ),
 )
 UNPADDED_PROMPTS = Rule(
     "NM111",
@@ -25,6 +49,30 @@ UNPADDED_PROMPTS = Rule(
     "max_cache_len, generate() compiles the decode step once per batch size, but the prefill runs eagerly at "
     "each prompt's length, so every new length runs new eager kernels (an encoder forward recompiles per "
     'shape); pass `padding="max_length", max_length=...` to keep shapes fixed.',
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+from transformers import AutoTokenizer
+
+model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, batch_size=1, sequence_length=512)
+tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
+inputs = tokenizer(prompt, return_tensors="pt")
+""",
+            after="""\
+from transformers import AutoModelForCausalLM, AutoTokenizer
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
+model.generation_config.cache_implementation = "static"
+model.generation_config.max_cache_len = 512
+tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
+inputs = tokenizer(prompt, return_tensors="pt").to(model.device)
+""",
+        ),
+    ),
 )
 RULES = (INPUTS_TO_DEVICE, UNPADDED_PROMPTS)
 

@@ -19,7 +19,7 @@ from migrator.families.inference.loads import (
     string,
 )
 from migrator.families.inference.state import HINTS, TRIGGERS, InferenceFile
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
 TRACED_MODEL = Rule(
@@ -27,6 +27,27 @@ TRACED_MODEL = Rule(
     Severity.INFO,
     "A traced `NeuronModelFor*` / `Neuron<Arch>For*` encoder, seq2seq, audio or vision model exported at load",
     'Rewritten to the Transformers class, `from_pretrained(checkpoint, device_map="neuron")`.',
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForSequenceClassification
+
+model = NeuronModelForSequenceClassification.from_pretrained(
+    "distilbert-base-uncased-finetuned-sst-2-english", export=True, batch_size=1, sequence_length=128
+)
+""",
+            after="""\
+import os
+from transformers import AutoModelForSequenceClassification
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForSequenceClassification.from_pretrained(
+    "distilbert-base-uncased-finetuned-sst-2-english", device_map="neuron"
+)
+""",
+        ),
+    ),
 )
 RULES = (TRACED_MODEL,)
 

@@ -21,7 +21,7 @@ from migrator.families.inference.loads import (
     string,
 )
 from migrator.families.inference.state import HINTS, TRIGGERS, InferenceFile
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
 DIFFUSION_PIPELINE = Rule(
@@ -29,6 +29,28 @@ DIFFUSION_PIPELINE = Rule(
     Severity.INFO,
     "A `Neuron*Pipeline` diffusion pipeline exported at load",
     'Rewritten to the Diffusers pipeline, `from_pretrained(checkpoint, torch_dtype=...).to("neuron")`.',
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronStableDiffusionXLPipeline
+
+pipe = NeuronStableDiffusionXLPipeline.from_pretrained(
+    "stabilityai/stable-diffusion-xl-base-1.0", export=True, batch_size=1, height=1024, width=1024
+)
+""",
+            after="""\
+import os
+import torch
+from diffusers import StableDiffusionXLPipeline
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+pipe = StableDiffusionXLPipeline.from_pretrained(
+    "stabilityai/stable-diffusion-xl-base-1.0", torch_dtype=torch.bfloat16
+).to("neuron")
+""",
+        ),
+    ),
 )
 RULES = (DIFFUSION_PIPELINE,)
 # Diffusion export shapes that are arguments of the pipeline call in Diffusers (typo included, sic).

@@ -22,7 +22,7 @@ from migrator.families.inference.loads import (
 )
 from migrator.families.inference.nm101_causal_lm import NO_CACHE_LEN, SEQUENCE_LENGTH
 from migrator.families.inference.state import HINTS, TRIGGERS, InferenceFile, PendingLoad
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
 PIPELINE = Rule(
@@ -31,6 +31,20 @@ PIPELINE = Rule(
     "`optimum.neuron.pipeline(task, model=..., export=True, ...)`",
     'Rewritten to `transformers.pipeline(task, model=..., device="neuron")` (called through `import transformers`); a text-generation pipeline gets a '
     'static cache (`pipe.model.generation_config.cache_implementation = "static"`, `max_cache_len`).',
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import pipeline
+
+classifier = pipeline("text-classification", model="distilbert-base-uncased-finetuned-sst-2-english", export=True)
+""",
+            after="""\
+import transformers
+
+classifier = transformers.pipeline("text-classification", model="distilbert-base-uncased-finetuned-sst-2-english", device="neuron")
+""",
+        ),
+    ),
 )
 RULES = (PIPELINE,)
 _PASSTHROUGH = frozenset(

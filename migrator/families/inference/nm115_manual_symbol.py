@@ -8,7 +8,7 @@ import libcst as cst
 from migrator.cst_helpers import source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.state import HINTS, TRIGGERS
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 MANUAL_SYMBOL = Rule(
@@ -17,6 +17,24 @@ MANUAL_SYMBOL = Rule(
     "An optimum-neuron inference symbol with no mechanical equivalent (embeddings, sentence-transformers, "
     "ControlNet pipelines, base classes, exporters, compilation configs)",
     "Left with a TODO that names the replacement.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForSentenceTransformers
+
+model = NeuronModelForSentenceTransformers.from_pretrained("BAAI/bge-small-en-v1.5", export=True)
+""",
+            after="""\
+# TODO(neuron-migrate): NM115 `NeuronModelForSentenceTransformers`: the traced model returns `outputs.sentence_embedding`; use sentence_transformers.SentenceTransformer(model_id, device="neuron") and `model.encode(...)` instead
+from optimum.neuron import NeuronModelForSentenceTransformers
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = NeuronModelForSentenceTransformers.from_pretrained("BAAI/bge-small-en-v1.5", export=True)
+""",
+        ),
+    ),
 )
 RULES = (MANUAL_SYMBOL,)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.cst_helpers import dotted_name
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import SOURCE_MODULES, Handler
 
 UNKNOWN_OPTIMUM_SYMBOL = Rule(
@@ -15,6 +15,24 @@ UNKNOWN_OPTIMUM_SYMBOL = Rule(
     "An optimum-neuron symbol that has no TorchNeuron equivalent the codemod can write",
     "Left in place with a TODO; replace it by hand with the plain Transformers/TRL/PEFT/Diffusers API on "
     'device "neuron" (see the migration guide).',
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForSpeechToText
+from optimum.neuron.utils import some_private_helper
+
+some_private_helper()
+""",
+            after="""\
+# TODO(neuron-migrate): NM901 `optimum.neuron.NeuronModelForSpeechToText` has no rewrite rule; replace it with the plain Transformers/TRL/PEFT/Diffusers API on device "neuron" by hand.
+from optimum.neuron import NeuronModelForSpeechToText
+# TODO(neuron-migrate): NM901 `optimum.neuron.utils.some_private_helper` has no rewrite rule; replace it with the plain Transformers/TRL/PEFT/Diffusers API on device "neuron" by hand.
+from optimum.neuron.utils import some_private_helper
+
+some_private_helper()
+""",
+        ),
+    ),
 )
 RULES = (UNKNOWN_OPTIMUM_SYMBOL,)
 

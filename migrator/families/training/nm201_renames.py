@@ -8,7 +8,7 @@ import libcst as cst
 from migrator.cst_helpers import dotted_name
 from migrator.families.training.state import TrainingFile
 from migrator.families.training.targets import HINTS, RENAMES, SYMBOLS, TRAINING_MODELS, TRIGGERS, Target
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
 CLASS_RENAMED = Rule(
@@ -19,6 +19,22 @@ CLASS_RENAMED = Rule(
     "names, `optimum.neuron.peft`)",
     "Rewritten to the Transformers/TRL/PEFT equivalent (`Trainer`, `trl.SFTTrainer`, `TrainingArguments`, "
     "`trl.SFTConfig`, `HfArgumentParser`, `peft.get_peft_model`, ...).",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainer
+
+trainer = NeuronTrainer(model=model, args=training_args, train_dataset=dataset)
+trainer.train()
+""",
+            after="""\
+from transformers import Trainer
+
+trainer = Trainer(model=model, args=training_args, train_dataset=dataset)
+trainer.train()
+""",
+        ),
+    ),
 )
 RULES = (CLASS_RENAMED,)
 

@@ -33,7 +33,7 @@ from migrator.families.training.targets import (
     Target,
 )
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS, ArgAction
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
 ARGUMENT_RENAMED = Rule(
@@ -43,6 +43,20 @@ ARGUMENT_RENAMED = Rule(
     "`tokenizer=` of a trainer, `torch_dtype=` of a training model load, ...)",
     "Renamed (`warmup_steps` takes the ratio as a float in [0, 1), `max_length`, `eval_strategy`, "
     "`processing_class=`, `dtype=`, ...).",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+
+args = NeuronTrainingArguments(output_dir="out", evaluation_strategy="steps", bf16=True)
+""",
+            after="""\
+from transformers import TrainingArguments
+
+args = TrainingArguments(output_dir="out", eval_strategy="steps", bf16=True, torch_compile=True)
+""",
+        ),
+    ),
 )
 ARGUMENT_DROPPED = Rule(
     "NM203",
@@ -51,6 +65,20 @@ ARGUMENT_DROPPED = Rule(
     "and metrics options, `overwrite_output_dir`, ...)",
     "Removed; the finding says what changes. Remove the matching `--flag` from launch scripts too, otherwise "
     "`HfArgumentParser` rejects it.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+
+args = NeuronTrainingArguments(output_dir="out", overwrite_output_dir=True, bf16=True)
+""",
+            after="""\
+from transformers import TrainingArguments
+
+args = TrainingArguments(output_dir="out", bf16=True, torch_compile=True)
+""",
+        ),
+    ),
 )
 MOVED_TO_DISTRIBUTED_CONFIG = Rule(
     "NM204",
@@ -59,12 +87,47 @@ MOVED_TO_DISTRIBUTED_CONFIG = Rule(
     "Moved to `from_pretrained(..., distributed_config=DistributedConfig(tp_size=TP, fsdp_size=WORLD_SIZE // "
     "TP))` of the model loaded in the same scope (`dp_replicate_size` instead of `fsdp_size` without ZeRO-1). "
     "ZeRO-1 becomes FSDP2, which also shards parameters and gradients. Launch with torchrun.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+from transformers import AutoModelForCausalLM
+
+args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=8, zero_1=True)
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+""",
+            after="""\
+from transformers import DistributedConfig, TrainingArguments, AutoModelForCausalLM
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+args = TrainingArguments(output_dir="out", torch_compile=True, save_only_model=True)
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", distributed_config=DistributedConfig(tp_size=8, fsdp_size=int(os.environ.get("WORLD_SIZE", "1")) // 8))
+""",
+        ),
+    ),
 )
 MANUAL_ARGUMENT = Rule(
     "NM205",
     Severity.ERROR,
     "A training argument with no faithful rewrite (`pipeline_parallel_size`, `mp_plugin`, ...)",
     "The call is left as it is with a TODO saying what to do; run neuron-migrate again afterwards.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+
+args = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=4)
+""",
+            after="""\
+from optimum.neuron import NeuronTrainingArguments
+
+# TODO(neuron-migrate): NM205 `pipeline_parallel_size`: pipeline parallelism of HF models is not documented on TorchNeuron and DistributedConfig(pp_size=...) cannot be combined with FSDP; remove the pipeline stages and shard with DistributedConfig(tp_size=..., fsdp_size=...) instead
+args = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=4)
+""",
+        ),
+    ),
 )
 TORCH_COMPILE = Rule(
     "NM206",
@@ -73,6 +136,20 @@ TORCH_COMPILE = Rule(
     "`torch_compile=True` added: Transformers picks the neuron compile backend by itself and compiles the "
     "training step without dynamic shapes (optimum-neuron always compiled it). Set it to False for eager "
     "debugging.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+
+args = NeuronTrainingArguments(output_dir="out", bf16=True)
+""",
+            after="""\
+from transformers import TrainingArguments
+
+args = TrainingArguments(output_dir="out", bf16=True, torch_compile=True)
+""",
+        ),
+    ),
 )
 SAVE_ONLY_MODEL = Rule(
     "NM207",
@@ -80,6 +157,26 @@ SAVE_ONLY_MODEL = Rule(
     "Training arguments of a model sharded with `DistributedConfig`",
     "`save_only_model=True` added: Trainer cannot save or resume optimizer state of a model sharded at load. "
     "Checkpoints hold the model only, so `resume_from_checkpoint` restarts the optimizer.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+from transformers import AutoModelForCausalLM
+
+args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B")
+""",
+            after="""\
+from transformers import DistributedConfig, TrainingArguments, AutoModelForCausalLM
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+args = TrainingArguments(output_dir="out", torch_compile=True, save_only_model=True)
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
+""",
+        ),
+    ),
 )
 PACKING_STRATEGY = Rule(
     "NM214",
@@ -87,6 +184,20 @@ PACKING_STRATEGY = Rule(
     "`NeuronSFTConfig(packing=...)` without `packing_strategy`",
     '`packing_strategy="wrapped"` added: TRL\'s default "bfd" packing turns on padding-free batches '
     "(one flattened row, variable length), which optimum-neuron always disabled and Neuron compiles per shape.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronSFTConfig
+
+config = NeuronSFTConfig(output_dir="out", packing=True)
+""",
+            after="""\
+from trl import SFTConfig
+
+config = SFTConfig(output_dir="out", packing=True, torch_compile=True, packing_strategy="wrapped")
+""",
+        ),
+    ),
 )
 LOGGING_DIR = Rule(
     "NM216",
@@ -94,6 +205,22 @@ LOGGING_DIR = Rule(
     "`logging_dir=` in the training arguments (rejected by Transformers 5)",
     'Moved to `os.environ["TENSORBOARD_LOGGING_DIR"]`, set just before the arguments are built; Transformers '
     "5's TensorBoard callback reads its directory from there.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+
+args = NeuronTrainingArguments(output_dir="out", logging_dir="out/logs")
+""",
+            after="""\
+import os
+from transformers import TrainingArguments
+
+os.environ["TENSORBOARD_LOGGING_DIR"] = "out/logs"
+args = TrainingArguments(output_dir="out", torch_compile=True)
+""",
+        ),
+    ),
 )
 RULES = (
     ARGUMENT_RENAMED,

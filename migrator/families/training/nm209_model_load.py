@@ -18,7 +18,7 @@ from migrator.families.training.targets import (
     WORLD_SIZE,
     Target,
 )
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
 TRAINING_MODEL = Rule(
@@ -27,6 +27,26 @@ TRAINING_MODEL = Rule(
     "`optimum.neuron.models.training` model load `from_pretrained(model_id, trn_config, ...)`",
     "Rewritten to the Transformers class (`AutoModelForCausalLM`, `LlamaForCausalLM`, ...) without "
     "`trn_config`; the sharding moves to `distributed_config=` (NM204).",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+from optimum.neuron.models.training import NeuronModelForCausalLM
+
+args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
+model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", args.trn_config)
+""",
+            after="""\
+import os
+from transformers import AutoModelForCausalLM, DistributedConfig, TrainingArguments
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+args = TrainingArguments(output_dir="out", torch_compile=True, save_only_model=True)
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
+""",
+        ),
+    ),
 )
 FLASH_ATTENTION = Rule(
     "NM210",
@@ -34,6 +54,30 @@ FLASH_ATTENTION = Rule(
     '`attn_implementation="flash_attention_2"` on a training model load',
     'Rewritten to `"sdpa"`: optimum-neuron mapped flash_attention_2 to its own NKI kernel, while Transformers\' '
     "flash_attention_2 needs the CUDA flash_attn package.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+from optimum.neuron.models.training import NeuronModelForCausalLM
+
+args = NeuronTrainingArguments(output_dir="out")
+model = NeuronModelForCausalLM.from_pretrained(
+    "Qwen/Qwen3-0.6B", args.trn_config, attn_implementation="flash_attention_2"
+)
+""",
+            after="""\
+import os
+from transformers import AutoModelForCausalLM, TrainingArguments
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+args = TrainingArguments(output_dir="out", torch_compile=True)
+model = AutoModelForCausalLM.from_pretrained(
+    "Qwen/Qwen3-0.6B", attn_implementation="sdpa"
+)
+""",
+        ),
+    ),
 )
 RULES = (TRAINING_MODEL, FLASH_ATTENTION)
 _FLASH_ATTENTION_2 = m.SimpleString('"flash_attention_2"') | m.SimpleString("'flash_attention_2'")

@@ -13,7 +13,7 @@ from migrator.families.training.state import (
     reads_moved_field,
 )
 from migrator.families.training.targets import HINTS, LAZY_LOAD_FUNCTIONS, TRIGGERS
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
 LAZY_LOAD = Rule(
@@ -22,6 +22,25 @@ LAZY_LOAD = Rule(
     "`with lazy_load_for_parallelism(...)` around a model load",
     "The `with` is removed and its body kept: Transformers loads each shard directly when the load gets "
     "`distributed_config=` (NM204).",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron.distributed import lazy_load_for_parallelism
+from transformers import AutoModelForCausalLM
+
+with lazy_load_for_parallelism(tensor_parallel_size=2):
+    model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B")
+""",
+            after="""\
+from transformers import DistributedConfig, AutoModelForCausalLM
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
+""",
+        ),
+    ),
 )
 RULES = (LAZY_LOAD,)
 

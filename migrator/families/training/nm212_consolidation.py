@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrator.families.training.state import TrainingFile
 from migrator.families.training.targets import CONSOLIDATION_FUNCTIONS, HINTS, TRIGGERS
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
 CONSOLIDATION = Rule(
@@ -15,6 +15,22 @@ CONSOLIDATION = Rule(
     "Checkpoint consolidation (`consolidate_model_parallel_checkpoints_to_unified_checkpoint`, ...)",
     "Removed: `save_pretrained` already gathers TP/FSDP shards into a standard checkpoint. Checkpoints "
     "written by optimum-neuron before the migration still need one consolidation run with optimum-neuron.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron.distributed import consolidate_model_parallel_checkpoints_to_unified_checkpoint
+
+# Gather the shards into one checkpoint.
+consolidate_model_parallel_checkpoints_to_unified_checkpoint("out", "out/unified")
+print("done")
+""",
+            after="""\
+
+# Gather the shards into one checkpoint.
+print("done")
+""",
+        ),
+    ),
 )
 RULES = (CONSOLIDATION,)
 

@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrator.families.training.state import TrainingFile
 from migrator.families.training.targets import ACCELERATORS, HINTS, TRIGGERS
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
 ACCELERATOR = Rule(
@@ -17,6 +17,21 @@ ACCELERATOR = Rule(
     '(...)` (or pass `parallelism_config=ParallelismConfig(tp_size=...)`), `mixed_precision="bf16"` instead of '
     "`mixed_precision_config`, `fsdp_plugin=FullyShardedDataParallelPlugin(fsdp_version=2)` instead of "
     "`zero_1`.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronAccelerator
+
+accelerator = NeuronAccelerator(mixed_precision="bf16")
+""",
+            after="""\
+from optimum.neuron import NeuronAccelerator
+
+# TODO(neuron-migrate): NM213 NeuronAccelerator drives NxD model parallelism and ZeRO-1; replace it with accelerate.Accelerator and shard the model with from_pretrained(..., distributed_config=DistributedConfig(...))
+accelerator = NeuronAccelerator(mixed_precision="bf16")
+""",
+        ),
+    ),
 )
 RULES = (ACCELERATOR,)
 

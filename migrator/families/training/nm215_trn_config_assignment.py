@@ -7,7 +7,7 @@ import libcst.matchers as m
 
 from migrator.families.training.state import TrainingFile
 from migrator.families.training.targets import HINTS, TRIGGERS
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
 TRN_CONFIG_ASSIGNMENT = Rule(
@@ -16,6 +16,27 @@ TRN_CONFIG_ASSIGNMENT = Rule(
     "`trn_config = training_args.trn_config`",
     "Removed: TrainingArguments has no `trn_config`; its sharding is now `distributed_config=` on the model "
     "load (NM204).",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+from optimum.neuron.models.training import NeuronModelForCausalLM
+
+args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
+trn_config = args.trn_config
+model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", trn_config)
+""",
+            after="""\
+import os
+from transformers import AutoModelForCausalLM, DistributedConfig, TrainingArguments
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+args = TrainingArguments(output_dir="out", torch_compile=True, save_only_model=True)
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
+""",
+        ),
+    ),
 )
 RULES = (TRN_CONFIG_ASSIGNMENT,)
 _TRN_CONFIG_ASSIGN = m.Assign(

@@ -14,7 +14,7 @@ from migrator.families.training.state import (
 )
 from migrator.families.training.targets import HINTS, TRAINING_NEURON_CONFIGS, TRIGGERS, WORLD_SIZE
 from migrator.families.training_args import TRAINING_NEURON_CONFIG_FIELDS
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
 NEURON_CONFIG = Rule(
@@ -24,6 +24,25 @@ NEURON_CONFIG = Rule(
     "Rewritten to `DistributedConfig(tp_size=..., fsdp_size=...)` passed as `distributed_config=` (ZeRO-1 becomes "
     "FSDP2; without it the data-parallel ranks replicate the model). NxD-only fields are dropped; pipeline "
     "parallelism, gradient_checkpointing and checkpoint_dir are left with a TODO.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron.models.training import NeuronModelForCausalLM, TrainingNeuronConfig
+
+trn_config = TrainingNeuronConfig(tensor_parallel_size=2)
+model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", trn_config)
+""",
+            after="""\
+import os
+from transformers import AutoModelForCausalLM, DistributedConfig
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+trn_config = DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2)
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=trn_config)
+""",
+        ),
+    ),
 )
 RULES = (NEURON_CONFIG,)
 

@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrator.families.xla.names import METRICS_CALLS, SYNC_CALLS
 from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 MARK_STEP = Rule(
@@ -14,12 +14,44 @@ MARK_STEP = Rule(
     Severity.INFO,
     "`xm.mark_step()` / `torch_xla.sync()` cuts the lazy XLA graph",
     "Removed: TorchNeuron runs eagerly, there is no lazy graph to cut.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+
+for batch in loader:
+    loss = model(batch).sum()
+    loss.backward()
+    optimizer.step()
+    xm.mark_step()
+""",
+            after="""\
+
+for batch in loader:
+    loss = model(batch).sum()
+    loss.backward()
+    optimizer.step()
+""",
+        ),
+    ),
 )
 METRICS_REPORT = Rule(
     "NM312",
     Severity.INFO,
     "`met.metrics_report()` / `met.short_metrics_report()` prints XLA compile/execution counters",
     "Removed; recompilations show with `TORCH_LOGS=recompiles`.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.debug.metrics as met
+
+print(met.short_metrics_report())
+""",
+            after="""\
+
+""",
+        ),
+    ),
 )
 RULES = (MARK_STEP, METRICS_REPORT)
 

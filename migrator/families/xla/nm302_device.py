@@ -8,7 +8,7 @@ from migrator.cst_helpers import string_value
 from migrator.families.xla.names import DEVICE_CALLS, LOCAL_RANK
 from migrator.families.xla.nm314_manual import UNSUPPORTED_XLA
 from migrator.families.xla.state import HINTS, XlaFile
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 XLA_DEVICE = Rule(
@@ -17,6 +17,22 @@ XLA_DEVICE = Rule(
     '`xm.xla_device()` / `torch_xla.device()` / `torch.device("xla")` picks the XLA device',
     'Rewritten to `torch.device("neuron")`; in a distributed script the index is the LOCAL_RANK '
     "torchrun sets.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+
+device = xm.xla_device()
+model.to(device)
+""",
+            after="""\
+import torch
+
+device = torch.device("neuron")
+model.to(device)
+""",
+        ),
+    ),
 )
 RULES = (XLA_DEVICE,)
 

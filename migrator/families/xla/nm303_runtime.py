@@ -9,7 +9,7 @@ from migrator.cst_helpers import find_keyword
 from migrator.families.xla.names import CALL_RENAMES, IS_MASTER, LOCAL_RANK, RANK, XM
 from migrator.families.xla.nm314_manual import UNSUPPORTED_XLA
 from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 RUNTIME_CALL = Rule(
@@ -19,6 +19,22 @@ RUNTIME_CALL = Rule(
     "`xm.rendezvous()`, `xm.wait_device_ops()`...)",
     "Rewritten to the torchrun environment (RANK, LOCAL_RANK, WORLD_SIZE), `dist.barrier()` or "
     "`torch.accelerator.synchronize()`.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.runtime as xr
+
+world_size = xr.world_size()
+rank = xr.global_ordinal()
+""",
+            after="""\
+import os
+
+world_size = int(os.environ.get("WORLD_SIZE", 1))
+rank = int(os.environ.get("RANK", 0))
+""",
+        ),
+    ),
 )
 RULES = (RUNTIME_CALL,)
 

@@ -7,7 +7,7 @@ from libcst.helpers import parse_template_expression
 
 from migrator.families.xla.names import OPTIMIZER_STEP as OPTIMIZER_STEP_CALL
 from migrator.families.xla.state import HINTS
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 OPTIMIZER_STEP = Rule(
@@ -16,6 +16,21 @@ OPTIMIZER_STEP = Rule(
     "`xm.optimizer_step(optimizer)` all-reduces gradients across replicas, then steps",
     "Rewritten to `optimizer.step()`; with more than one process the model must be wrapped in "
     "`torch.nn.parallel.DistributedDataParallel`, which now does the gradient all-reduce.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+
+loss.backward()
+xm.optimizer_step(optimizer)
+""",
+            after="""\
+
+loss.backward()
+optimizer.step()
+""",
+        ),
+    ),
 )
 RULES = (OPTIMIZER_STEP,)
 

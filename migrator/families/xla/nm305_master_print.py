@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrator.families.xla.names import RANK, XM
 from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 MASTER_PRINT = Rule(
@@ -14,6 +14,21 @@ MASTER_PRINT = Rule(
     Severity.INFO,
     "`xm.master_print(...)` prints on the global master only",
     'Rewritten to `print(...)` guarded by `int(os.environ.get("RANK", 0)) == 0`.',
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+
+xm.master_print(f"epoch {epoch}: loss {loss.item()}")
+""",
+            after="""\
+import os
+
+if int(os.environ.get("RANK", 0)) == 0:
+    print(f"epoch {epoch}: loss {loss.item()}")
+""",
+        ),
+    ),
 )
 RULES = (MASTER_PRINT,)
 _RENAMED_KEYWORDS = {"fd": "file", "finalize": "flush"}

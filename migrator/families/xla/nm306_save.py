@@ -7,7 +7,7 @@ from libcst.helpers import parse_template_expression
 
 from migrator.families.xla.names import LOCAL_RANK, RANK, XM
 from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 XLA_SAVE = Rule(
@@ -16,6 +16,37 @@ XLA_SAVE = Rule(
     "`xm.save(obj, path)` writes a CPU copy on the (local) master, then waits for every process",
     "Rewritten to `torch.save` of a CPU copy on LOCAL_RANK 0 (RANK 0 with `global_master=True`), followed "
     "by `dist.barrier()` when a process group is initialised.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+
+xm.save(model.state_dict(), "checkpoint.pt")
+""",
+            after='''\
+import os
+import torch
+import torch.distributed as dist
+
+
+def _to_device(data, device):
+    """Move the tensors of a (nested) dict/list/tuple batch to `device` (added by neuron-migrate)."""
+    if isinstance(data, torch.Tensor):
+        return data.to(device)
+    if isinstance(data, dict):
+        return {key: _to_device(value, device) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return type(data)(_to_device(value, device) for value in data)
+    return data
+
+
+if int(os.environ.get("LOCAL_RANK", 0)) == 0:
+    torch.save(_to_device(model.state_dict(), "cpu"), "checkpoint.pt")
+if dist.is_initialized():
+    dist.barrier()
+''',
+        ),
+    ),
 )
 RULES = (XLA_SAVE,)
 

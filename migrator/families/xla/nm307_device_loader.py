@@ -8,7 +8,7 @@ from libcst.helpers import parse_template_expression
 
 from migrator.families.xla.names import DEVICE_LOADERS, PARALLEL_LOADER
 from migrator.families.xla.state import HINTS, XlaFile
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 DEVICE_LOADER = Rule(
@@ -17,6 +17,49 @@ DEVICE_LOADER = Rule(
     "`pl.MpDeviceLoader(loader, device)` / `pl.ParallelLoader(...).per_device_loader(device)`",
     "Rewritten to `_DeviceLoader(loader, device)`, a small helper added to the file that iterates the plain "
     "loader and moves each batch (tensors in dicts, lists, tuples) to the device.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.distributed.parallel_loader as pl
+
+for batch in pl.MpDeviceLoader(train_loader, device):
+    loss = model(**batch).loss
+""",
+            after='''\
+import torch
+
+
+def _to_device(data, device):
+    """Move the tensors of a (nested) dict/list/tuple batch to `device` (added by neuron-migrate)."""
+    if isinstance(data, torch.Tensor):
+        return data.to(device)
+    if isinstance(data, dict):
+        return {key: _to_device(value, device) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return type(data)(_to_device(value, device) for value in data)
+    return data
+
+
+class _DeviceLoader:
+    """Iterate `loader`, moving each batch to `device` (replaces torch_xla's MpDeviceLoader)."""
+
+    def __init__(self, loader, device):
+        self.loader = loader
+        self.device = device
+
+    def __iter__(self):
+        for batch in self.loader:
+            yield _to_device(batch, self.device)
+
+    def __len__(self):
+        return len(self.loader)
+
+
+for batch in _DeviceLoader(train_loader, device):
+    loss = model(**batch).loss
+''',
+        ),
+    ),
 )
 RULES = (DEVICE_LOADER,)
 # Tuning options of the XLA loaders; the helper loader has nothing to tune.

@@ -8,7 +8,7 @@ from migrator.cst_helpers import source_code
 from migrator.families.xla.names import LOCAL_RANK
 from migrator.families.xla.names import SPAWN as SPAWN_CALL
 from migrator.families.xla.state import HINTS, XlaFile
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 SPAWN = Rule(
@@ -17,6 +17,22 @@ SPAWN = Rule(
     "`xmp.spawn(fn, args=..., nprocs=N)` starts one process per device",
     'Rewritten to a direct call `fn(int(os.environ.get("LOCAL_RANK", 0)), *args)`: launch the script with '
     "`torchrun --nproc_per_node N` to get the processes back.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.distributed.xla_multiprocessing as xmp
+
+if __name__ == "__main__":
+    xmp.spawn(train, args=(config,), nprocs=8)
+""",
+            after="""\
+import os
+
+if __name__ == "__main__":
+    train(int(os.environ.get("LOCAL_RANK", 0)), config)
+""",
+        ),
+    ),
 )
 RULES = (SPAWN,)
 

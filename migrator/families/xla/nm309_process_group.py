@@ -7,7 +7,7 @@ import libcst as cst
 from migrator.cst_helpers import find_keyword, string_value, tidy_args
 from migrator.families.xla.names import PROCESS_GROUP_INIT
 from migrator.families.xla.state import HINTS
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 PROCESS_GROUP = Rule(
@@ -15,6 +15,21 @@ PROCESS_GROUP = Rule(
     Severity.INFO,
     '`init_process_group("xla", init_method="xla://")`',
     'Rewritten to `init_process_group("neuron")` (torchrun\'s env:// rendezvous is the default).',
+    examples=(
+        Example(
+            before="""\
+import torch.distributed as dist
+import torch_xla.distributed.xla_backend
+
+dist.init_process_group("xla", init_method="xla://")
+""",
+            after="""\
+import torch.distributed as dist
+
+dist.init_process_group("neuron")
+""",
+        ),
+    ),
 )
 RULES = (PROCESS_GROUP,)
 

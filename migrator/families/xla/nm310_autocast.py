@@ -7,7 +7,7 @@ import libcst as cst
 from migrator.cst_helpers import find_keyword, keyword_arg, string_value
 from migrator.families.xla.names import AUTOCASTS, XLA_AUTOCAST
 from migrator.families.xla.state import HINTS
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 AUTOCAST = Rule(
@@ -15,6 +15,22 @@ AUTOCAST = Rule(
     Severity.INFO,
     '`torch.autocast("xla", ...)` / `torch_xla.amp.autocast(device, ...)`',
     'Rewritten to `torch.autocast(device_type="neuron", ...)`.',
+    examples=(
+        Example(
+            before="""\
+import torch
+
+with torch.autocast("xla", dtype=torch.bfloat16):
+    loss = model(**batch).loss
+""",
+            after="""\
+import torch
+
+with torch.autocast(device_type="neuron", dtype=torch.bfloat16):
+    loss = model(**batch).loss
+""",
+        ),
+    ),
 )
 RULES = (AUTOCAST,)
 

@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrator.cst_helpers import find_keyword, string_value
 from migrator.families.xla.state import HINTS
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 COMPILE_BACKEND = Rule(
@@ -14,6 +14,21 @@ COMPILE_BACKEND = Rule(
     Severity.INFO,
     '`torch.compile(..., backend="openxla")`',
     'Rewritten to `backend="neuron"`.',
+    examples=(
+        Example(
+            before="""\
+import torch
+import torch_xla
+
+model = torch.compile(model, backend="openxla")
+""",
+            after="""\
+import torch
+
+model = torch.compile(model, backend="neuron", dynamic=False)
+""",
+        ),
+    ),
 )
 RULES = (COMPILE_BACKEND,)
 XLA_COMPILE_BACKENDS = frozenset({"openxla", "openxla_eval"})

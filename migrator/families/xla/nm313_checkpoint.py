@@ -7,7 +7,7 @@ import libcst as cst
 from migrator.cst_helpers import find_keyword, keyword_arg
 from migrator.families.xla.names import XLA_CHECKPOINT
 from migrator.families.xla.state import HINTS
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 CHECKPOINT = Rule(
@@ -15,6 +15,20 @@ CHECKPOINT = Rule(
     Severity.INFO,
     "`torch_xla.utils.checkpoint.checkpoint`",
     "Rewritten to `torch.utils.checkpoint.checkpoint(..., use_reentrant=False)`.",
+    examples=(
+        Example(
+            before="""\
+from torch_xla.utils.checkpoint import checkpoint
+
+hidden = checkpoint(block, hidden)
+""",
+            after="""\
+import torch.utils.checkpoint
+
+hidden = torch.utils.checkpoint.checkpoint(block, hidden, use_reentrant=False)
+""",
+        ),
+    ),
 )
 RULES = (CHECKPOINT,)
 

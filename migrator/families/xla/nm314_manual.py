@@ -7,7 +7,7 @@ import libcst as cst
 
 from migrator.families.xla.names import DECIDED_CALLS, REWRITTEN_CALLS, STATEMENT_CALLS, XM
 from migrator.families.xla.state import HINTS, XlaFile
-from migrator.rules import Rule, Severity
+from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 COLLECTIVE = Rule(
@@ -17,6 +17,21 @@ COLLECTIVE = Rule(
     "`xm.reduce_gradients`...)",
     "Left in place with a TODO: rewrite with torch.distributed (`dist.all_reduce` works in place, "
     "`dist.all_gather_into_tensor`, `dist.all_gather_object`) or wrap the model in DistributedDataParallel.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+
+total = xm.all_reduce(xm.REDUCE_SUM, loss)
+""",
+            after="""\
+import torch_xla.core.xla_model as xm
+
+# TODO(neuron-migrate): NM314 `torch_xla.core.xla_model.all_reduce` has no direct TorchNeuron equivalent; rewrite with torch.distributed (`dist.all_reduce` works in place, `dist.all_gather_into_tensor`, `dist.all_gather_object`) or wrap the model in DistributedDataParallel.
+total = xm.all_reduce(xm.REDUCE_SUM, loss)
+""",
+        ),
+    ),
 )
 XLA_SHARDING = Rule(
     "NM315",
@@ -24,6 +39,21 @@ XLA_SHARDING = Rule(
     "PyTorch/XLA FSDP or ZeRO optimizer (`XlaFullyShardedDataParallel`, `ZeroRedundancyOptimizer`)",
     "Left in place with a TODO: shard with FSDP2 (`torch.distributed.fsdp.fully_shard` per block), or "
     "load Transformers models with `DistributedConfig(fsdp_size=...)`.",
+    examples=(
+        Example(
+            before="""\
+from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+
+model = FSDP(model)
+""",
+            after="""\
+from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+
+# TODO(neuron-migrate): NM315 `torch_xla.distributed.fsdp.XlaFullyShardedDataParallel` has no direct TorchNeuron equivalent; shard with FSDP2 (`torch.distributed.fsdp.fully_shard` per block), or load Transformers models with `DistributedConfig(fsdp_size=...)`.
+model = FSDP(model)
+""",
+        ),
+    ),
 )
 NEURONX_DISTRIBUTED = Rule(
     "NM316",
@@ -31,6 +61,21 @@ NEURONX_DISTRIBUTED = Rule(
     "neuronx_distributed parallel layers / parallel state",
     "Left in place with a TODO: use a DeviceMesh with DTensor tensor parallelism (`parallelize_module`, "
     "`ColwiseParallel`, `RowwiseParallel`) or `DistributedConfig(tp_size=...)` for Transformers models.",
+    examples=(
+        Example(
+            before="""\
+from neuronx_distributed.parallel_layers import parallel_state
+
+parallel_state.initialize_model_parallel(tensor_model_parallel_size=8)
+""",
+            after="""\
+from neuronx_distributed.parallel_layers import parallel_state
+
+# TODO(neuron-migrate): NM316 `neuronx_distributed.parallel_layers.parallel_state.initialize_model_parallel` has no direct TorchNeuron equivalent; use a DeviceMesh with DTensor tensor parallelism (`parallelize_module`, `ColwiseParallel`, `RowwiseParallel`) or `DistributedConfig(tp_size=...)` for Transformers models.
+parallel_state.initialize_model_parallel(tensor_model_parallel_size=8)
+""",
+        ),
+    ),
 )
 NEURON_TRACE = Rule(
     "NM317",
@@ -38,6 +83,21 @@ NEURON_TRACE = Rule(
     "`torch_neuronx.trace(model, example_inputs)` ahead-of-time compilation",
     'Left in place with a TODO: run the model on device "neuron" and compile it with '
     '`torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`.',
+    examples=(
+        Example(
+            before="""\
+import torch_neuronx
+
+traced = torch_neuronx.trace(model, example_inputs)
+""",
+            after="""\
+import torch_neuronx
+
+# TODO(neuron-migrate): NM317 `torch_neuronx.trace` has no direct TorchNeuron equivalent; run the model on device "neuron" and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`.
+traced = torch_neuronx.trace(model, example_inputs)
+""",
+        ),
+    ),
 )
 UNSUPPORTED_XLA = Rule(
     "NM318",
@@ -45,6 +105,21 @@ UNSUPPORTED_XLA = Rule(
     "A torch_xla API the codemod has no rewrite for",
     "Left in place with a TODO: replace it with the torch / torch.distributed equivalent on device "
     '"neuron" by hand.',
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+
+xm.set_rng_state(1234)
+""",
+            after="""\
+import torch_xla.core.xla_model as xm
+
+# TODO(neuron-migrate): NM318 `torch_xla.core.xla_model.set_rng_state` has no direct TorchNeuron equivalent; replace it with the torch / torch.distributed equivalent on device "neuron" by hand.
+xm.set_rng_state(1234)
+""",
+        ),
+    ),
 )
 RULES = (COLLECTIVE, XLA_SHARDING, NEURONX_DISTRIBUTED, NEURON_TRACE, UNSUPPORTED_XLA)
 
