@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import literal_value, source_code
+from migrator.cst_helpers import descendants, literal_value, source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import DTYPE, Unmapped, dtype_expr
 from migrator.rules import Rule
@@ -159,7 +159,7 @@ class InferenceFile:
             config = configs.get(passed.value) if isinstance(passed, cst.Name) else None
             if config is None or not config.args or config.args[0].keyword is not None:
                 continue
-            uses = len(m.findall(scope, m.Name(passed.value)))  # the assignment + the argument only
+            uses = _references(scope, passed.value)  # the assignment + the argument only
             same_model = source_code(config.args[0].value) == source_code(value.args[0].value)
             known = all(
                 arg.keyword is not None
@@ -200,6 +200,14 @@ _BLOCKS = (
     cst.Finally,
     cst.MatchCase,
 )
+
+
+def _references(scope: cst.CSTNode, name: str) -> int:
+    """How many times `name` is read or bound in `scope` (keyword names and attribute names do not count)."""
+    nodes = descendants(scope, (cst.Name, cst.Arg, cst.Attribute))
+    not_references = {n.keyword for n in nodes if isinstance(n, cst.Arg)}
+    not_references |= {n.attr for n in nodes if isinstance(n, cst.Attribute)}
+    return sum(isinstance(n, cst.Name) and n.value == name and n not in not_references for n in nodes)
 
 
 def _passed_config(call: cst.Call) -> cst.BaseExpression | None:
