@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from migrator import risks
 from migrator.families import shell
 from migrator.families.environment import (
     nm400_variables,
@@ -110,7 +111,8 @@ SHELL_RULES: tuple[Rule, ...] = tuple(value for value in vars(shell).values() if
 
 def _table() -> dict[str, Rule]:
     rules: dict[str, Rule] = {}
-    for rule in (*(rule for module in PYTHON_RULE_MODULES for rule in module.RULES), *SHELL_RULES):
+    python = (rule for module in PYTHON_RULE_MODULES for rule in module.RULES)
+    for rule in (*python, *SHELL_RULES, *risks.RULES):
         if rules.setdefault(rule.code, rule) is not rule:
             raise ValueError(f"rule {rule.code} defined twice")
     return dict(sorted(rules.items()))

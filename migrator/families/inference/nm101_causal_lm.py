@@ -358,7 +358,7 @@ class CausalLM(Handler):
             if name in t.KEPT_LOAD_ARGS or name == "config":
                 kept.append(name)
             elif name in t.EXPORT_ONLY_ARGS:
-                file.report(old, EXPORT_ONLY)
+                file.report(old, EXPORT_ONLY, subject=name)
             elif name == "batch_size":
                 file.report(old, STATIC_SHAPES)
             elif name == "sequence_length":
@@ -375,7 +375,7 @@ class CausalLM(Handler):
                         "print on rank 0).",
                     )
                 else:
-                    file.report(old, EXPORT_ONLY)
+                    file.report(old, EXPORT_ONLY, subject=name)
             elif name in t.DTYPE_ARGS:
                 dtype = file.dtype(name, old, new)
         if dtype is not None:

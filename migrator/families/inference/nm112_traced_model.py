@@ -78,14 +78,14 @@ class TracedModel(Handler):
         dtype = None
         for name, (old, new) in args.keywords.items():
             if name in t.EXPORT_ONLY_ARGS:
-                file.report(old, EXPORT_ONLY)
+                file.report(old, EXPORT_ONLY, subject=name)
             elif name in t.TRACED_SHAPE_ARGS:
                 file.report(old, STATIC_SHAPES)
             elif name == "torch_dtype" or (name == "auto_cast_type" and casts):
                 # optimum ignores auto_cast_type unless auto_cast is set (modeling_traced.py `_export`)
                 dtype = file.dtype(name, old, new)
             elif name in t.DTYPE_ARGS:
-                file.report(old, EXPORT_ONLY)
+                file.report(old, EXPORT_ONLY, subject=name)
         extra = ([keyword_arg("dtype", dtype)] if dtype is not None else []) + [
             keyword_arg("device_map", string("neuron"))
         ]

@@ -100,7 +100,7 @@ class DiffusionPipeline(Handler):
         dtype = cst.parse_expression("torch.bfloat16") if casts else None
         for name, (old, new) in args.keywords.items():
             if name in t.EXPORT_ONLY_ARGS or name == "tensor_parallel_size":
-                file.report(old, EXPORT_ONLY)
+                file.report(old, EXPORT_ONLY, subject=name)
             elif name in _PIPELINE_CALL_SHAPES:
                 file.report(
                     old,
@@ -113,7 +113,7 @@ class DiffusionPipeline(Handler):
             elif name == "torch_dtype" or (name == "auto_cast_type" and casts):
                 dtype = file.dtype(name, old, new)
             elif name == "auto_cast_type":
-                file.report(old, EXPORT_ONLY)
+                file.report(old, EXPORT_ONLY, subject=name)
         if dtype is not None:
             file.add_import("torch")
         extra = [keyword_arg("torch_dtype", dtype)] if dtype is not None else []

@@ -131,7 +131,7 @@ class Pipeline(Handler):
                     "(a smaller last batch compiles again on neuron).",
                 )
             elif name not in _PASSTHROUGH:
-                file.report(old, EXPORT_ONLY)
+                file.report(old, EXPORT_ONLY, subject=name)
         kept = [name for name in args.order if name in _PASSTHROUGH]
         if args.model is None and task is not None:  # task=... keyword: keep it first
             kept.insert(0, "task")

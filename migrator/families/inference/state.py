@@ -106,8 +106,10 @@ class InferenceFile:
         self.effects.clear()
         return result
 
-    def report(self, node: cst.CSTNode, rule: Rule, message: str | None = None) -> None:
-        self.effects.append(lambda: self.ctx.report(node, rule, message))
+    def report(
+        self, node: cst.CSTNode, rule: Rule, message: str | None = None, subject: str | None = None
+    ) -> None:
+        self.effects.append(lambda: self.ctx.report(node, rule, message, subject=subject))
 
     def add_import(self, module: str, obj: str | None = None) -> None:
         self.effects.append(lambda: self.ctx.add_import(module, obj))
