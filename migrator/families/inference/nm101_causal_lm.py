@@ -1,6 +1,6 @@
-"""NM101-NM103, NM108, NM109, NM117: a `NeuronModelForCausalLM` export/load becomes
-`AutoModelForCausalLM.from_pretrained(checkpoint, device_map="neuron")` with a static cache; a
-`get_neuron_config` consumed by that load (same function, keyword or positional) moves into it."""
+"""NM101-NM103, NM117: a `NeuronModelForCausalLM` export/load becomes
+`AutoModelForCausalLM.from_pretrained(checkpoint, device_map="neuron")` with a static cache; the
+`get_neuron_config` paired with it (`nm108_neuron_config_pair.py`) moves into it and goes."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from migrator.families.inference.loads import (
     split_args,
     string,
 )
+from migrator.families.inference.nm108_neuron_config_pair import NEURON_CONFIG_PAIR, UNPAIRED_NEURON_CONFIG
 from migrator.families.inference.state import HINTS, LOAD_METHODS, TRIGGERS, InferenceFile, PendingLoad
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
@@ -109,74 +110,6 @@ model = AutoModelForCausalLM.from_pretrained(
 )
 model.generation_config.cache_implementation = "static"
 model.generation_config.max_cache_len = 4096
-""",
-        ),
-    ),
-)
-NEURON_CONFIG_PAIR = Rule(
-    "NM108",
-    Severity.INFO,
-    "`cfg = NeuronModelForCausalLM.get_neuron_config(...)` consumed by `NeuronModelForCausalLM.export(id, cfg)`",
-    "The get_neuron_config statement is removed; its values move into the rewritten load (NM101-NM104).",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-
-MODEL_ID = "Qwen/Qwen3-0.6B"
-
-
-def load():
-    config = NeuronModelForCausalLM.get_neuron_config(
-        MODEL_ID, batch_size=1, sequence_length=1024, tensor_parallel_size=2
-    )
-    if True:
-        model = NeuronModelForCausalLM.export(MODEL_ID, neuron_config=config, load_weights=True)
-    return model
-""",
-            after="""\
-import os
-from transformers import AutoModelForCausalLM, DistributedConfig
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-MODEL_ID = "Qwen/Qwen3-0.6B"
-
-
-def load():
-    if True:
-        model = AutoModelForCausalLM.from_pretrained(MODEL_ID, distributed_config=DistributedConfig(tp_size=2))
-        model.generation_config.cache_implementation = "static"
-        model.generation_config.max_cache_len = 1024
-    return model
-""",
-        ),
-    ),
-)
-UNPAIRED_NEURON_CONFIG = Rule(
-    "NM109",
-    Severity.ERROR,
-    "`get_neuron_config` / `export` that cannot be paired in one scope with visible arguments",
-    "Left with a TODO: load the checkpoint with AutoModelForCausalLM on neuron and carry sequence_length to "
-    "generation_config.max_cache_len and tensor_parallel_size to DistributedConfig by hand.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-
-
-def compile_model(neuron_config, output_dir):
-    model = NeuronModelForCausalLM.export("Qwen/Qwen3-0.6B", neuron_config, load_weights=False)
-    model.save_pretrained(output_dir)
-""",
-            after="""\
-from optimum.neuron import NeuronModelForCausalLM
-
-
-def compile_model(neuron_config, output_dir):
-    # TODO(neuron-migrate): NM109 the neuron config passed to export() is not built by get_neuron_config in the same scope; load the checkpoint with AutoModelForCausalLM.from_pretrained(id, device_map="neuron") and set the static cache by hand
-    model = NeuronModelForCausalLM.export("Qwen/Qwen3-0.6B", neuron_config, load_weights=False)
-    model.save_pretrained(output_dir)
 """,
         ),
     ),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import descendants, literal_value, source_code
+from migrator.cst_helpers import literal_value, source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import DTYPE, Unmapped, dtype_expr
 from migrator.rules import Rule
@@ -35,9 +35,6 @@ LOAD_METHODS = ("from_pretrained", "export", "get_neuron_config")
 # preprocessor loads, tokenizer calls returning tensors, pipelines, and literal dicts that may be unpacked
 # into a load (their names are watched from then on, to see them reassigned).
 HINTS = frozenset({"optimum", *LOAD_METHODS, "return_tensors", "pipeline", "{"})
-# What a get_neuron_config/export pair may pass for the pair to be rewritten in one go (never half-way).
-_PAIRED_CONFIG_ARGS = frozenset({"batch_size", "sequence_length", "tensor_parallel_size", "instance_type"})
-_PAIRED_EXPORT_ARGS = frozenset({"load_weights", "token", "revision"})
 _PREPROCESSOR_CLASS = re.compile(r"^transformers\.\w*(Tokenizer|Processor|FeatureExtractor)\w*$")
 
 
@@ -140,95 +137,6 @@ class InferenceFile:
         head = source_code(reference).split(".")[0]
         self.ctx.remove_import(module, None, head if head != module.split(".")[0] else None)
 
-    # --- get_neuron_config + export pairs ---------------------------------------------------------------------
-
-    def pair_neuron_configs(self, scope: cst.CSTNode) -> None:
-        """In one function (or the module, or a class body), pair `cfg = X.get_neuron_config(...)` with a
-        later `m = X.export(id, cfg)` (or `neuron_config=cfg`, or `X.from_pretrained(id, neuron_config=cfg)`),
-        wherever the two statements sit in its blocks, when `cfg` is used nowhere else and both name the
-        same checkpoint expression."""
-        configs: dict[str, cst.Call] = {}
-        for statement in _statements(scope):
-            value, target = _assigned(statement)
-            if value is None:
-                continue
-            if m.matches(value.func, m.Attribute(attr=m.Name("get_neuron_config"))) and isinstance(
-                target, cst.Name
-            ):
-                configs[target.value] = value
-                continue
-            passed = _passed_config(value)
-            config = configs.get(passed.value) if isinstance(passed, cst.Name) else None
-            if config is None or not config.args or config.args[0].keyword is not None:
-                continue
-            uses = _references(scope, passed.value)  # the assignment + the argument only
-            same_model = source_code(config.args[0].value) == source_code(value.args[0].value)
-            known = all(
-                arg.keyword is not None
-                and arg.keyword.value in _PAIRED_EXPORT_ARGS | {"neuron_config", "export"}
-                for arg in value.args[1:]
-                if arg.value is not passed
-            ) and all(
-                arg.keyword is not None and arg.keyword.value in _PAIRED_CONFIG_ARGS
-                for arg in config.args[1:]
-            )
-            if uses == 2 and same_model and known and isinstance(target, (cst.Name, cst.Attribute)):
-                self.config_pairs[value] = config
-                self.paired_configs.add(config)
-
-
-def _statements(scope: cst.CSTNode) -> list[cst.SimpleStatementLine]:
-    """The simple statements of a module, function or class in source order, those of nested functions
-    and classes excluded (they are scopes of their own)."""
-    found: list[cst.SimpleStatementLine] = []
-
-    def walk(node: cst.CSTNode) -> None:
-        for child in node.children:
-            if isinstance(child, cst.SimpleStatementLine):
-                found.append(child)
-            elif isinstance(child, _BLOCKS) and not isinstance(child, (cst.FunctionDef, cst.ClassDef)):
-                walk(child)
-
-    walk(scope.body if isinstance(scope, (cst.FunctionDef, cst.ClassDef)) else scope)
-    return found
-
-
-_BLOCKS = (
-    cst.BaseSuite,
-    cst.BaseCompoundStatement,
-    cst.Else,
-    cst.ExceptHandler,
-    cst.ExceptStarHandler,
-    cst.Finally,
-    cst.MatchCase,
-)
-
-
-def _references(scope: cst.CSTNode, name: str) -> int:
-    """How many times `name` is read or bound in `scope` (keyword names and attribute names do not count)."""
-    nodes = descendants(scope, (cst.Name, cst.Arg, cst.Attribute))
-    not_references = {n.keyword for n in nodes if isinstance(n, cst.Arg)}
-    not_references |= {n.attr for n in nodes if isinstance(n, cst.Attribute)}
-    return sum(isinstance(n, cst.Name) and n.value == name and n not in not_references for n in nodes)
-
-
-def _passed_config(call: cst.Call) -> cst.BaseExpression | None:
-    """The neuron config given to a load: `export(id, cfg)`, `export(id, neuron_config=cfg)`,
-    `from_pretrained(id, neuron_config=cfg)`."""
-    keyword = next((a.value for a in call.args if m.matches(a.keyword, m.Name("neuron_config"))), None)
-    if m.matches(call.func, m.Attribute(attr=m.Name("export"))) and len(call.args) >= 2:
-        return keyword or (call.args[1].value if call.args[1].keyword is None else None)
-    if m.matches(call.func, m.Attribute(attr=m.Name("from_pretrained"))) and call.args:
-        return keyword
-    return None
-
-
-def _assigned(statement) -> tuple[cst.Call | None, cst.BaseExpression | None]:
-    if not m.matches(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget()])])):
-        return None, None
-    assign = statement.body[0]
-    return (assign.value, assign.targets[0].target) if isinstance(assign.value, cst.Call) else (None, None)
-
 
 class InferenceTracker(Handler):
     """Follows scopes, assignments, literal dicts and preprocessors; adds the static-cache statements after
@@ -242,13 +150,9 @@ class InferenceTracker(Handler):
         super().__init__(ctx)
         self.file = ctx.state(InferenceFile)
 
-    def visit_Module(self, node: cst.Module) -> None:
-        self.file.pair_neuron_configs(node)
-
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.file.scopes.append([])
         self.file.dicts.append({})
-        self.file.pair_neuron_configs(node)
 
     def leave_FunctionDef(self, original, updated):
         self.file.scopes.pop()
@@ -257,7 +161,6 @@ class InferenceTracker(Handler):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.file.class_scopes.append([])
-        self.file.pair_neuron_configs(node)
 
     def leave_ClassDef(self, original, updated):
         self.file.class_scopes.pop()

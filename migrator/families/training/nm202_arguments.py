@@ -1,7 +1,7 @@
-"""NM202-NM207, NM214, NM216: the keywords of training arguments (`NeuronTrainingArguments`,
-`NeuronSFTConfig`, ...) and trainers, decided by one table (`training_args.py`): renamed, dropped, moved to
-the model load's `DistributedConfig`, or left with a TODO; `torch_compile`, `save_only_model` and
-`packing_strategy` added where the migrated training needs them."""
+"""NM202-NM205, NM216: the keywords of training arguments (`NeuronTrainingArguments`, `NeuronSFTConfig`, ...)
+and trainers, decided by one table (`training_args.py`): renamed, dropped, moved to the model load's
+`DistributedConfig` (the sharding read here), or left with a TODO; `logging_dir` moves to the environment.
+The keywords the migrated arguments need added are `nm206_added_arguments.py`'s."""
 
 from __future__ import annotations
 
@@ -10,14 +10,13 @@ import libcst as cst
 from migrator.cst_helpers import (
     find_keyword,
     is_literal,
-    keyword_arg,
     source_code,
-    with_appended,
     without_args,
 )
 from migrator.families.training.nm201_renames import renamed_func
 from migrator.families.training.state import (
     DISTRIBUTED_CONFIG_BY_HAND,
+    ArgumentsCall,
     Parallelism,
     TrainingFile,
     reads_moved_field,
@@ -32,7 +31,7 @@ from migrator.families.training.targets import (
     TRIGGERS,
     Target,
 )
-from migrator.families.training_args import SFT_CONFIG_ARGUMENTS, ArgAction
+from migrator.families.training_args import ArgAction
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
@@ -129,76 +128,6 @@ args = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=4)
         ),
     ),
 )
-TORCH_COMPILE = Rule(
-    "NM206",
-    Severity.INFO,
-    "Migrated `TrainingArguments`/`SFTConfig` without `torch_compile`",
-    "`torch_compile=True` added: Transformers picks the neuron compile backend by itself and compiles the "
-    "training step without dynamic shapes (optimum-neuron always compiled it). Set it to False for eager "
-    "debugging.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronTrainingArguments
-
-args = NeuronTrainingArguments(output_dir="out", bf16=True)
-""",
-            after="""\
-from transformers import TrainingArguments
-
-args = TrainingArguments(output_dir="out", bf16=True, torch_compile=True)
-""",
-        ),
-    ),
-)
-SAVE_ONLY_MODEL = Rule(
-    "NM207",
-    Severity.WARNING,
-    "Training arguments of a model sharded with `DistributedConfig`",
-    "`save_only_model=True` added: Trainer cannot save or resume optimizer state of a model sharded at load. "
-    "Checkpoints hold the model only, so `resume_from_checkpoint` restarts the optimizer.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronTrainingArguments
-from transformers import AutoModelForCausalLM
-
-args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B")
-""",
-            after="""\
-from transformers import DistributedConfig, TrainingArguments, AutoModelForCausalLM
-import os
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-args = TrainingArguments(output_dir="out", torch_compile=True, save_only_model=True)
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
-""",
-        ),
-    ),
-)
-PACKING_STRATEGY = Rule(
-    "NM214",
-    Severity.WARNING,
-    "`NeuronSFTConfig(packing=...)` without `packing_strategy`",
-    '`packing_strategy="wrapped"` added: TRL\'s default "bfd" packing turns on padding-free batches '
-    "(one flattened row, variable length), which optimum-neuron always disabled and Neuron compiles per shape.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronSFTConfig
-
-config = NeuronSFTConfig(output_dir="out", packing=True)
-""",
-            after="""\
-from trl import SFTConfig
-
-config = SFTConfig(output_dir="out", packing=True, torch_compile=True, packing_strategy="wrapped")
-""",
-        ),
-    ),
-)
 LOGGING_DIR = Rule(
     "NM216",
     Severity.INFO,
@@ -222,16 +151,7 @@ args = TrainingArguments(output_dir="out", torch_compile=True)
         ),
     ),
 )
-RULES = (
-    ARGUMENT_RENAMED,
-    ARGUMENT_DROPPED,
-    MOVED_TO_DISTRIBUTED_CONFIG,
-    MANUAL_ARGUMENT,
-    TORCH_COMPILE,
-    SAVE_ONLY_MODEL,
-    PACKING_STRATEGY,
-    LOGGING_DIR,
-)
+RULES = (ARGUMENT_RENAMED, ARGUMENT_DROPPED, MOVED_TO_DISTRIBUTED_CONFIG, MANUAL_ARGUMENT, LOGGING_DIR)
 
 
 class TrainingArguments(Handler):
@@ -332,33 +252,9 @@ class TrainingArguments(Handler):
                 removed.add(arg)
                 self.ctx.report(before, LOGGING_DIR, subject=name)
                 self._set_logging_dir(arg.value)
-        new_args = without_args(args, removed)
-        additions = []
-        if migrated and not has_star and find_keyword(original, "torch_compile") is None:
-            additions.append(keyword_arg("torch_compile", cst.Name("True")))
-            self.ctx.report(original, TORCH_COMPILE)
         sharded = (parallelism is not None and parallelism.sharded) or scope.sharded_at_load
-        if sharded and not has_star and find_keyword(original, "save_only_model") is None:
-            additions.append(keyword_arg("save_only_model", cst.Name("True")))
-            self.ctx.report(original, SAVE_ONLY_MODEL)
-        packing = find_keyword(original, "packing")
-        if (
-            table is SFT_CONFIG_ARGUMENTS
-            and packing is not None
-            and not is_literal(packing.value, "False")
-            and find_keyword(original, "packing_strategy") is None
-        ):
-            if has_star:  # the unpacked mapping may already hold a packing_strategy
-                self.ctx.todo(
-                    packing,
-                    PACKING_STRATEGY,
-                    'TRL\'s default packing ("bfd") turns on padding-free batches, which optimum-neuron disabled',
-                    'add packing_strategy="wrapped" here unless the unpacked arguments already set it',
-                )
-            else:
-                additions.append(keyword_arg("packing_strategy", cst.SimpleString('"wrapped"')))
-                self.ctx.report(packing, PACKING_STRATEGY)
-        updated = updated.with_changes(args=with_appended(new_args, additions))
+        self.file.arguments_calls[original] = ArgumentsCall(table, migrated, has_star, sharded)
+        updated = updated.with_changes(args=without_args(args, removed))
         return renamed_func(self.ctx, original, updated) if migrated else updated
 
     def _line_holds(self, call: cst.Call) -> bool:

@@ -97,6 +97,16 @@ class Scope:
     loads_left: dict[cst.Call, cst.Call] = field(default_factory=dict)  # original load -> node returned
 
 
+@dataclass(frozen=True)
+class ArgumentsCall:
+    """A training arguments call the keyword rules rewrote, for the rules that add keywords to it."""
+
+    table: dict  # its keyword table (training_args.py)
+    migrated: bool  # an optimum-neuron class (not a Transformers/TRL one already)
+    has_star: bool  # `**kwargs` among its arguments
+    sharded: bool  # the model of its scope is sharded at load
+
+
 class TrainingFile:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -111,6 +121,7 @@ class TrainingFile:
         self.assigned: dict[cst.Call, str] = {}  # call -> variable it is assigned to
         self.inline_configs: set[cst.Call] = set()  # TrainingNeuronConfig calls rewritten in place
         self.rewritten_loads: set[str] = set()  # training model classes whose loads were rewritten
+        self.arguments_calls: dict[cst.Call, ArgumentsCall] = {}  # original call -> what nm202 made of it
 
     @property
     def scope(self) -> Scope:
