@@ -1,8 +1,9 @@
 """The rule registry: every rule module, in the order its handler runs at each node of the walk.
 
 Order matters only where two rules touch the same node: XLA idioms first (device, step, collectives),
-then environment, training, inference. Within a family, a `state` tracker comes before the rules that
-read what it tracks. A new rule is one module (see `docs/writing-rules.md`) added to this list.
+then environment, training, inference (a later rule gets what an earlier one returned). Within a family,
+its `state` tracker comes first, so that the rules read what it tracked; otherwise rules go by code, except
+where a comment says why. A new rule is one module (see `docs/writing-rules.md`) added to this list.
 """
 
 from __future__ import annotations
@@ -82,10 +83,11 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = (
     environment_state,
     nm400_variables,
     nm402_precompile,
-    nm405_compile,
     nm404_async_load,
+    nm405_compile,
     training_state,
     nm201_renames,
+    # Statement removals before nm202 inserts statements ahead of a line; nm206 adds to nm202's calls.
     nm212_consolidation,
     nm215_trn_config_assignment,
     nm202_arguments,
@@ -94,7 +96,7 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = (
     nm213_accelerator,
     nm209_model_load,
     nm211_lazy_load,
-    inference_state,
+    inference_state,  # before nm110: it records the preprocessors an assignment creates
     nm108_neuron_config_pair,
     nm115_manual_symbol,
     nm110_inputs_to_device,

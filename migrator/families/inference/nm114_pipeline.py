@@ -74,7 +74,7 @@ class Pipeline(Handler):
             return updated
         return self.file.guarded(self._rewrite, original, updated)
 
-    def _rewrite(self, original: cst.Call, updated: cst.Call) -> cst.Call:  # noqa: PLR0912 - one pass per setting
+    def _rewrite(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         file = self.file
         args = split_args(original, updated, "pipeline()", file.visible_dicts(), positional=("model",))
         task = args.model  # pipeline's first positional argument is the task
@@ -93,28 +93,7 @@ class Pipeline(Handler):
             check_not_compiled(probe, "a model")
             check_hub_id(probe)
         settings = self._settings(args)
-        unknown = [
-            name
-            for name in settings
-            if name not in _PASSTHROUGH | t.EXPORT_ONLY_ARGS | {"sequence_length"}
-            and name not in t.TP_ARGS + t.DTYPE_ARGS
-        ]
-        if unknown:
-            raise Unmapped(
-                UNMAPPED_ARGUMENTS, f"no transformers.pipeline equivalent known for {', '.join(unknown)}"
-            )
-        for name in t.TP_ARGS:
-            if name in settings and literal_value(settings[name][1]) != 1:
-                raise Unmapped(
-                    UNMAPPED_ARGUMENTS,
-                    f"{name}={source_code(settings[name][1])} needs a tensor-parallel model",
-                    "load it with AutoModelForCausalLM.from_pretrained(id, distributed_config=DistributedConfig("
-                    "tp_size=N)), pass the model object to transformers.pipeline and launch with torchrun",
-                )
-        if "sequence_length" in settings and task_name is ...:
-            raise Unmapped(
-                UNMAPPED_ARGUMENTS, "the task is chosen at run time, so sequence_length cannot be mapped"
-            )
+        _check_settings(settings, task_name)
         extra = [] if model_object else [keyword_arg("device", string("neuron"))]
         for name, (old, value) in settings.items():
             if name in t.DTYPE_ARGS:
@@ -176,6 +155,32 @@ class Pipeline(Handler):
             elif name not in ("task", "model"):
                 settings[name] = (old, new.value)
         return settings
+
+
+def _check_settings(settings: dict, task_name) -> None:
+    """Every setting has a transformers.pipeline equivalent the codemod can write; raises `Unmapped`."""
+    unknown = [
+        name
+        for name in settings
+        if name not in _PASSTHROUGH | t.EXPORT_ONLY_ARGS | {"sequence_length"}
+        and name not in t.TP_ARGS + t.DTYPE_ARGS
+    ]
+    if unknown:
+        raise Unmapped(
+            UNMAPPED_ARGUMENTS, f"no transformers.pipeline equivalent known for {', '.join(unknown)}"
+        )
+    for name in t.TP_ARGS:
+        if name in settings and literal_value(settings[name][1]) != 1:
+            raise Unmapped(
+                UNMAPPED_ARGUMENTS,
+                f"{name}={source_code(settings[name][1])} needs a tensor-parallel model",
+                "load it with AutoModelForCausalLM.from_pretrained(id, distributed_config=DistributedConfig("
+                "tp_size=N)), pass the model object to transformers.pipeline and launch with torchrun",
+            )
+    if "sequence_length" in settings and task_name is ...:
+        raise Unmapped(
+            UNMAPPED_ARGUMENTS, "the task is chosen at run time, so sequence_length cannot be mapped"
+        )
 
 
 HANDLER = Pipeline
