@@ -107,13 +107,6 @@ def tidy_args(args: list[cst.Arg]) -> list[cst.Arg]:
     return args
 
 
-def without_keywords(call: cst.Call, names: set[str]) -> cst.Call:
-    kept = [arg for arg in call.args if not (arg.keyword and arg.keyword.value in names)]
-    if len(kept) == len(call.args):
-        return call
-    return call.with_changes(args=tidy_args(kept))
-
-
 def _end_of_line(arg: cst.Arg) -> cst.TrailingWhitespace | None:
     """The end-of-line part (comment) after an argument of a call written one argument per line."""
     whitespace = arg.comma.whitespace_after if isinstance(arg.comma, cst.Comma) else arg.whitespace_after_arg
