@@ -53,12 +53,18 @@ def render() -> str:
                 rule.action,
             ]
             if rule.fixed_by:
-                cells[3] += f" Fixed by: {', '.join(rule.fixed_by)}."
+                cells[3] += f" Fixed by: {', '.join(_fix(fix) for fix in rule.fixed_by)}."
             lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
         lines.append("")
         for rule in rules:
             lines += _examples(rule)
     return "\n".join(lines)
+
+
+def _fix(fix: str) -> str:
+    """`NM203:padding_free` -> a link to NM203, with the subject its finding must be about."""
+    code, _, subject = fix.partition(":")
+    return f"[{code}](#{code.lower()})" + (f" (on `{subject}`)" if subject else "")
 
 
 def _examples(rule) -> list[str]:

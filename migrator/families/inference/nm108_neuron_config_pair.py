@@ -27,12 +27,12 @@ from optimum.neuron import NeuronModelForCausalLM
 MODEL_ID = "Qwen/Qwen3-0.6B"
 
 
-def load():
+def load(prompts):
     config = NeuronModelForCausalLM.get_neuron_config(
         MODEL_ID, batch_size=1, sequence_length=1024, tensor_parallel_size=2
     )
-    if True:
-        model = NeuronModelForCausalLM.export(MODEL_ID, neuron_config=config, load_weights=True)
+    print(f"compiling {MODEL_ID} for {len(prompts)} prompts")
+    model = NeuronModelForCausalLM.export(MODEL_ID, neuron_config=config, load_weights=True)
     return model
 """,
             after="""\
@@ -44,11 +44,11 @@ os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 MODEL_ID = "Qwen/Qwen3-0.6B"
 
 
-def load():
-    if True:
-        model = AutoModelForCausalLM.from_pretrained(MODEL_ID, distributed_config=DistributedConfig(tp_size=2))
-        model.generation_config.cache_implementation = "static"
-        model.generation_config.max_cache_len = 1024
+def load(prompts):
+    print(f"compiling {MODEL_ID} for {len(prompts)} prompts")
+    model = AutoModelForCausalLM.from_pretrained(MODEL_ID, distributed_config=DistributedConfig(tp_size=2))
+    model.generation_config.cache_implementation = "static"
+    model.generation_config.max_cache_len = 1024
     return model
 """,
         ),
