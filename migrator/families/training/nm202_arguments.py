@@ -201,10 +201,11 @@ class TrainingArguments(Handler):
         manual = []
         for arg in original.args:
             action = table.get(arg.keyword.value) if arg.keyword else None
-            if action is not None and action.kind == "manual":
+            # A variable can be set only before a statement that is the call itself.
+            if action is not None and (
+                action.kind == "manual" or action.kind == "environment" and not self._line_holds(original)
+            ):
                 manual.append((arg, action))
-        if any(arg.keyword.value == "logging_dir" for arg, _ in manual) and self._line_holds(original):
-            manual = [(arg, action) for arg, action in manual if arg.keyword.value != "logging_dir"]
         for arg, action in manual:
             self.ctx.todo(
                 arg, MANUAL_ARGUMENT, f"`{arg.keyword.value}`: {action.note}", subject=arg.keyword.value
@@ -248,10 +249,10 @@ class TrainingArguments(Handler):
                     else f"`{name}` removed: it does not shard the model, so there is nothing to move.",
                     subject=name,
                 )
-            elif name == "logging_dir":
+            elif action.kind == "environment":
                 removed.add(arg)
                 self.ctx.report(before, LOGGING_DIR, subject=name)
-                self._set_logging_dir(arg.value)
+                self._set_environment(action.target, arg.value)
         sharded = (parallelism is not None and parallelism.sharded) or scope.sharded_at_load
         self.file.arguments_calls[original] = ArgumentsCall(table, migrated, has_star, sharded)
         updated = updated.with_changes(args=without_args(args, removed))
@@ -268,14 +269,14 @@ class TrainingArguments(Handler):
             and statement.value is call
         )
 
-    def _set_logging_dir(self, value: cst.BaseExpression) -> None:
+    def _set_environment(self, variable: str, value: cst.BaseExpression) -> None:
         self.ctx.add_import("os")
         text = (
             source_code(value)
             if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
             else f"str({source_code(value)})"
         )
-        statement = cst.parse_statement(f'os.environ["TENSORBOARD_LOGGING_DIR"] = {text}\n')
+        statement = cst.parse_statement(f'os.environ["{variable}"] = {text}\n')
         self.prefixes.setdefault(self.ctx.line, []).append(statement)
 
     def _parallelism(
