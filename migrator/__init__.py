@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__version__ = "0.1.0"
+from migrator.version import __version__
+
+__all__ = ["__version__", "analyze_paths"]
 
 
 def analyze_paths(paths: list[Path], exclude: tuple[str, ...] = ()) -> dict:

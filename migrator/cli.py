@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from migrator import __version__
+from migrator.version import __version__
 
 EXIT_OK, EXIT_MANUAL, EXIT_USAGE = 0, 1, 2
 PROGRESS_THRESHOLD = 20  # files; below this a bar is noise

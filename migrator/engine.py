@@ -15,8 +15,8 @@ from pathlib import Path
 import libcst as cst
 
 from migrator import notebook
-from migrator.families import PYTHON_FAMILIES
 from migrator.families.shell import rewrite_shell
+from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
 from migrator.sources import SourceFile, Text, read_text, write_atomic
 from migrator.transform import migrate_module
@@ -70,7 +70,7 @@ def migrate_python(content: str) -> tuple[str, list[Finding]]:
     if not any(hint in content for hint in PYTHON_HINTS) or not PYTHON_MARKERS.search(content):
         return content, []
     try:
-        result = migrate_module(content, PYTHON_FAMILIES)
+        result = migrate_module(content, PYTHON_HANDLERS)
     except cst.ParserSyntaxError as error:
         raise MigrationError(_syntax_error_message(content, error)) from None
     if result.code != content:

@@ -6,9 +6,9 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 
-from migrator import __version__
 from migrator.engine import FileResult
-from migrator.rules import RULES
+from migrator.registry import RULES
+from migrator.version import __version__
 
 SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 

@@ -1,8 +1,9 @@
-"""The rule table: every finding the migrator can emit, with a stable code.
+"""What a rule is and what it reports: `Rule` (code, severity, title, what to do, examples), `Finding`.
 
-Codes by family: NM1xx inference, NM2xx training, NM3xx PyTorch/XLA, NM4xx environment and shell,
-NM9xx manual work that no family can rewrite. Family modules declare their rules with `define`;
-`docs/rules.md` is generated from this table (`python -m migrator.rules_doc`).
+A rule lives in its own module with its matcher (see `docs/writing-rules.md`); `migrator.registry` lists
+those modules in dispatch order and builds the table `docs/rules.md` is generated from. Codes by family:
+NM1xx inference, NM2xx training, NM3xx PyTorch/XLA, NM4xx environment and shell, NM8xx compile risks that
+the checklist's scan finds, NM9xx manual work that no family can rewrite.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ FAMILY_BY_PREFIX = {
     "NM2": "training",
     "NM3": "xla",
     "NM4": "environment",
+    "NM8": "risk",
     "NM9": "manual",
 }
 
@@ -29,29 +31,38 @@ class Severity(str, Enum):
 
 
 @dataclass(frozen=True)
+class Example:
+    """A file the rule acts on, and what the codemod makes of it (`after=None`: left byte-identical, the
+    rule only reports). `tests/migrator/test_rule_examples.py` runs every example; `docs/rules.md` shows it."""
+
+    before: str
+    after: str | None = None
+    kind: str = "python"  # or "shell"
+
+
+@dataclass(frozen=True)
 class Rule:
     code: str
     severity: Severity
     title: str  # what the rule looks for, one line
     action: str  # what the codemod does, or what the user must do when it cannot
+    examples: tuple[Example, ...] = ()
+    # Compile risks (NM8xx): the codes whose rewrite removes the risk, as `CODE` or `CODE:subject` (only
+    # a finding about that subject, e.g. `NM203:padding_free` for that argument being dropped).
+    fixed_by: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.code[:3] not in FAMILY_BY_PREFIX or len(self.code) != 5 or not self.code[2:].isdigit():
+            raise ValueError(f"bad rule code {self.code!r}: expected NM1xx..NM4xx, NM8xx or NM9xx")
 
     @property
     def family(self) -> str:
         return FAMILY_BY_PREFIX[self.code[:3]]
 
 
-RULES: dict[str, Rule] = {}
-
-
 def define(code: str, severity: Severity, title: str, action: str) -> Rule:
-    """Register a rule; codes are unique and their prefix names the family."""
-    if code in RULES:
-        raise ValueError(f"rule {code} defined twice")
-    if code[:3] not in FAMILY_BY_PREFIX or len(code) != 5 or not code[2:].isdigit():
-        raise ValueError(f"bad rule code {code!r}: expected NM1xx..NM4xx or NM9xx")
-    rule = Rule(code, severity, title, action)
-    RULES[code] = rule
-    return rule
+    """A rule without examples (the shell family's form); the registry lists it explicitly."""
+    return Rule(code, severity, title, action)
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,10 @@ class Finding:
     message: str
     fixed: bool
     cell: int | None = None  # notebooks: 1-based number among the code cells (as ruff counts), else None
+    # Manual findings: why the code was left as it is, and what to do (the message joins them with "; ").
+    why: str | None = None
+    todo: str | None = None
+    subject: str | None = None  # the argument, variable or symbol the finding is about, when it has one
 
     @property
     def code(self) -> str:
@@ -76,16 +91,11 @@ class Finding:
             "column": self.column,
             "message": self.message,
             "fixed": self.fixed,
+            "why": self.why,
+            "action": self.todo or self.rule.action,
         }
+        if self.subject is not None:
+            data["subject"] = self.subject
         if self.cell is not None:
             data["cell"] = self.cell
         return data
-
-
-UNKNOWN_OPTIMUM_SYMBOL = define(
-    "NM901",
-    Severity.ERROR,
-    "An optimum-neuron symbol that has no TorchNeuron equivalent the codemod can write",
-    "Left in place with a TODO; replace it by hand with the plain Transformers/TRL/PEFT/Diffusers API on "
-    'device "neuron" (see the migration guide).',
-)

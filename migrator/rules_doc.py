@@ -1,12 +1,13 @@
-"""Generate docs/rules.md from the rule table: `python -m migrator.rules_doc [--check]`."""
+"""Generate docs/rules.md from the rule table and each rule's own examples:
+`python -m migrator.rules_doc [--check]`."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import migrator.engine  # noqa: F401  (imports every family, so every rule is registered)
-from migrator.rules import FAMILY_BY_PREFIX, RULES
+from migrator.registry import RULES
+from migrator.rules import FAMILY_BY_PREFIX
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
 FAMILY_TITLES = {
@@ -14,15 +15,18 @@ FAMILY_TITLES = {
     "training": "Training (NM2xx)",
     "xla": "PyTorch/XLA idioms (NM3xx)",
     "environment": "Environment variables and shell launchers (NM4xx)",
+    "risk": "Compile risks the checklist finds (NM8xx)",
     "manual": "Manual work (NM9xx)",
 }
+FENCES = {"python": "python", "shell": "bash"}
 
 
 def render() -> str:
     lines = [
         "# neuron-migrate rules",
         "",
-        "Generated from the rule table by `python -m migrator.rules_doc`; do not edit by hand.",
+        "Generated from the rule modules (their texts and examples) by `python -m migrator.rules_doc`; do not",
+        "edit by hand. Every example is also a test (`tests/migrator/test_rule_examples.py`).",
         "",
         "Severity: `info` rewritten faithfully; `warning` rewritten or left with a TODO, review the",
         "behaviour; `error` manual work that blocks the migration. Each finding is reported with",
@@ -42,14 +46,39 @@ def render() -> str:
         ]
         for rule in rules:
             cells = [
-                f'<a id="{rule.code.lower()}"></a>{rule.code}',
+                f'<a id="{rule.code.lower()}"></a>'
+                + (f"[{rule.code}](#{rule.code.lower()}-examples)" if rule.examples else rule.code),
                 str(rule.severity),
                 rule.title,
                 rule.action,
             ]
+            if rule.fixed_by:
+                cells[3] += f" Fixed by: {', '.join(_fix(fix) for fix in rule.fixed_by)}."
             lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
         lines.append("")
+        for rule in rules:
+            lines += _examples(rule)
     return "\n".join(lines)
+
+
+def _fix(fix: str) -> str:
+    """`NM203:padding_free` -> a link to NM203, with the subject its finding must be about."""
+    code, _, subject = fix.partition(":")
+    return f"[{code}](#{code.lower()})" + (f" (on `{subject}`)" if subject else "")
+
+
+def _examples(rule) -> list[str]:
+    if not rule.examples:
+        return []
+    lines = [f'<a id="{rule.code.lower()}-examples"></a>', f"### {rule.code} examples", ""]
+    for example in rule.examples:
+        fence = FENCES[example.kind]
+        lines += ["Before:", "", f"```{fence}", example.before.rstrip("\n"), "```", ""]
+        if example.after is None:
+            lines += ["Left unchanged (reported only).", ""]
+        else:
+            lines += ["After:", "", f"```{fence}", example.after.rstrip("\n"), "```", ""]
+    return lines
 
 
 def main(argv: list[str]) -> int:

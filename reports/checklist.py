@@ -42,7 +42,6 @@ SEVERITY_LABELS = {
 }
 KINDS = {".py": "python", ".ipynb": "notebook", ".sh": "shell", ".bash": "shell"}
 FAMILIES = ("inference", "training", "xla", "environment", "shell", "manual")
-ASYNC_LOAD_VARIABLE = "HF_DEACTIVATE_ASYNC_LOAD"
 
 # What the migrated code needs (TorchNeuron public beta; see docs and the migration map's platform table).
 PLATFORM = "trn2 or trn3 instances: TorchNeuron does not run on inf1, inf2 or trn1"
@@ -68,31 +67,6 @@ OTHER_MATRICES = {
 REMOVALS = {
     "optimum-neuron": "optimum-neuron (replaced by plain Transformers, TRL and PEFT)",
     "torch_xla": "torch-xla (with it installed, Transformers still takes the XLA code paths)",
-}
-
-RISKS = {
-    "unpadded-prompts": (
-        "Prompt lengths vary without padding: every new prompt length is one more compilation",
-        "Tokenize with padding='max_length' and a fixed max_length (or a few bucket lengths), keep the batch "
-        "size fixed, and generate with cache_implementation='static'.",
-    ),
-    "unpadded-training": (
-        "Training batches are not padded to a fixed multiple: each new sequence length compiles again",
-        "Pad every batch to a fixed length: padding='max_length' when tokenizing, or pad_to_multiple_of=128 "
-        "in the data collator. With TRL >= 1.16 keep pad_to_multiple_of at its default and "
-        "padding_free=False (packing_strategy='wrapped' when packing).",
-    ),
-    "dynamic-shapes": (
-        "Dynamic shapes requested: the neuron backend compiles static shapes only",
-        "Remove dynamic=True, mark_dynamic() and dynamic batch sizes; use torch.compile(backend='neuron', "
-        "fullgraph=True, dynamic=False) and pad inputs to fixed shapes.",
-    ),
-    "async-load": (
-        "Weights are loaded asynchronously, which hangs on TorchNeuron",
-        f"Set {ASYNC_LOAD_VARIABLE}=1 before the first from_pretrained(): "
-        f"os.environ.setdefault('{ASYNC_LOAD_VARIABLE}', '1') at the top of the script, "
-        "or export it in the launcher.",
-    ),
 }
 
 
@@ -157,13 +131,12 @@ def _migrator_items(file: dict, display: str) -> list[Item]:
     for finding in file.get("findings", []):
         if finding.get("fixed"):
             continue
-        why, _, what = str(finding.get("message", "")).partition("; ")
         severity = {"error": "blocking", "warning": "manual"}.get(finding.get("severity"), "check")
         items.append(
             Item(
                 severity,
-                f"{finding.get('code', '')}: {why}".strip(": "),
-                what or "See the migrator's rule reference for this code.",
+                f"{finding.get('code', '')}: {finding.get('why') or finding.get('message', '')}".strip(": "),
+                finding.get("action") or "See the migrator's rule reference for this code.",
                 _location(display, finding.get("line"), finding.get("cell")),
                 finding.get("line") or 0,
                 code=str(finding.get("code", "")),
@@ -193,33 +166,32 @@ def _target_items(scan: FileScan) -> list[Item]:
     ]
 
 
-def _handled_by_migrator(risk: Risk, fixed_messages: list[str]) -> str | None:
-    """The migrator's own message when one of its rewrites already removes this risk."""
-    if risk.kind == "async-load":
-        keywords = (ASYNC_LOAD_VARIABLE,)
-    elif "padding_free" in risk.detail:
-        keywords = ("padding_free", "padding-free")
-    else:
-        return None
-    return next((message for message in fixed_messages if any(word in message for word in keywords)), None)
+def _handled_by_migrator(risk: Risk, fixed: list[dict]) -> str | None:
+    """The migrator's own message when one of its rewrites already removes this risk: a fixed finding
+    with a code the risk's rule names (`CODE`, or `CODE:subject` for a finding about that subject)."""
+    for finding in fixed:
+        for fix in risk.rule.fixed_by:
+            code, _, subject = fix.partition(":")
+            if finding.get("code") == code and (not subject or finding.get("subject") == subject):
+                return str(finding.get("message", ""))
+    return None
 
 
-def _risk_items(scan: FileScan, fixed_messages: list[str]) -> list[Item]:
+def _risk_items(scan: FileScan, fixed: list[dict]) -> list[Item]:
     items = []
     for risk in scan.risks:
-        title, action = RISKS[risk.kind]
-        severity = "compile-risk"
-        handled = _handled_by_migrator(risk, fixed_messages)
+        severity, action = "compile-risk", risk.rule.action
+        handled = _handled_by_migrator(risk, fixed)
         if handled:
             severity, action = "check", f"neuron-migrate rewrites this; check the result. It says: {handled}"
         items.append(
             Item(
                 severity,
-                f"{title} ({risk.detail})",
+                f"{risk.rule.code}: {risk.rule.title} ({risk.detail})",
                 action,
                 str(risk.location),
                 risk.location.line,
-                code=risk.kind,
+                code=risk.rule.code,
                 cell=risk.location.cell,
             )
         )
@@ -449,8 +421,7 @@ def build_checklist(
         findings = file.get("findings", [])
         fixed = [finding for finding in findings if finding.get("fixed")]
         counts = Counter(finding.get("family", "manual") for finding in fixed)
-        fixed_messages = [str(finding.get("message", "")) for finding in fixed]
-        items = _migrator_items(file, display) + _target_items(scan) + _risk_items(scan, fixed_messages)
+        items = _migrator_items(file, display) + _target_items(scan) + _risk_items(scan, fixed)
         lines = _source_lines(source, kind)
         for item in items:
             item.file, item.line_text = display, _line_text(lines, item)

@@ -13,6 +13,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from migrator import risks
+from migrator.families.environment.nm404_async_load import ASYNC_LOAD_VARIABLE
+from migrator.rules import Rule
 from reports.model_ids import looks_like_model_reference, table_entry
 
 MODEL_KEYWORDS = {
@@ -66,7 +69,18 @@ SHELL_MODEL_POSITIONAL = re.compile(
 # optimum-cli's short flag (-m); `python -m` names a module, so only optimum-cli's counts.
 OPTIMUM_CLI_SHORT_MODEL = re.compile(r"\boptimum-cli\b[^\n;|&]*?\s-m\s+([\"']?)([^\s\"'\\;|&$]+)\1")
 SHELL_DYNAMIC = re.compile(r"--dynamic[-_]batch[-_]size\b")
-ASYNC_LOAD_VARIABLE = "HF_DEACTIVATE_ASYNC_LOAD"
+# The kind of each compile-risk rule (the checklist groups risks by kind).
+RISK_KINDS = {
+    risks.UNPADDED_PROMPTS.code: "unpadded-prompts",
+    risks.UNPADDED_TRAINING.code: "unpadded-training",
+    risks.PADDING_FREE.code: "unpadded-training",
+    risks.NO_PAD_MULTIPLE.code: "unpadded-training",
+    risks.DYNAMIC_COMPILE.code: "dynamic-shapes",
+    risks.MARK_DYNAMIC.code: "dynamic-shapes",
+    risks.DYNAMIC_BATCH.code: "dynamic-shapes",
+    risks.AUTOMATIC_DYNAMIC.code: "dynamic-shapes",
+    risks.ASYNC_LOAD.code: "async-load",
+}
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", "build", "dist"}
 
 
@@ -124,9 +138,13 @@ def class_task(name: str) -> str | None:
 
 @dataclass(frozen=True)
 class Risk:
-    kind: str  # unpadded-prompts | unpadded-training | dynamic-shapes | async-load
+    rule: Rule  # the compile-risk rule (NM8xx) that describes it and names the codes that fix it
     location: Location
     detail: str
+
+    @property
+    def kind(self) -> str:  # unpadded-prompts | unpadded-training | dynamic-shapes | async-load
+        return RISK_KINDS[self.rule.code]
 
 
 @dataclass
@@ -283,31 +301,31 @@ class _PythonScanner:
             if isinstance(target, ast.Subscript) and _text(target.slice) == ASYNC_LOAD_VARIABLE:
                 self.scan.sets_async_load = True
         if "automatic_dynamic_shapes" in _target_names(node) and _is_constant(node.value, True):
-            self.risk("dynamic-shapes", node, "torch._dynamo automatic_dynamic_shapes is switched on")
+            self.risk(risks.AUTOMATIC_DYNAMIC, node, "torch._dynamo automatic_dynamic_shapes is switched on")
 
-    def risk(self, kind: str, node: ast.AST, detail: str) -> None:
-        self.scan.risks.append(Risk(kind, self.at(node), detail))
+    def risk(self, rule: Rule, node: ast.AST, detail: str) -> None:
+        self.scan.risks.append(Risk(rule, self.at(node), detail))
 
     def compile_risks(self) -> None:
         names = [_callee(call) for call in self.calls]
         for call, name in zip(self.calls, names, strict=True):
             if name == "compile" and _is_constant(_keyword(call, "dynamic"), True):
                 self.risk(
-                    "dynamic-shapes", call, "torch.compile(dynamic=True): the neuron backend rejects it"
+                    risks.DYNAMIC_COMPILE, call, "torch.compile(dynamic=True): the neuron backend rejects it"
                 )
             elif name == "mark_dynamic":
-                self.risk("dynamic-shapes", call, "mark_dynamic() asks for a dynamic dimension")
+                self.risk(risks.MARK_DYNAMIC, call, "mark_dynamic() asks for a dynamic dimension")
             elif _is_constant(_keyword(call, "dynamic_batch_size"), True):
-                self.risk("dynamic-shapes", call, "dynamic_batch_size=True")
+                self.risk(risks.DYNAMIC_BATCH, call, "dynamic_batch_size=True")
             elif name.endswith("Config") and _is_constant(_keyword(call, "padding_free"), True):
                 self.risk(
-                    "unpadded-training",
+                    risks.PADDING_FREE,
                     call,
                     f"{name}(padding_free=True) flattens batches to varying lengths",
                 )
             elif name.endswith("Config") and _is_constant(_keyword(call, "pad_to_multiple_of"), None):
                 self.risk(
-                    "unpadded-training", call, f"{name}(pad_to_multiple_of=None) turns off TRL's padding"
+                    risks.NO_PAD_MULTIPLE, call, f"{name}(pad_to_multiple_of=None) turns off TRL's padding"
                 )
         tokenizer_calls = [
             call for call, name in zip(self.calls, names, strict=True) if _is_tokenizer_call(call, name)
@@ -315,7 +333,7 @@ class _PythonScanner:
         unpadded = [call for call in tokenizer_calls if not _pads_to_fixed_length(call)]
         if "generate" in names and unpadded:
             self.risk(
-                "unpadded-prompts",
+                risks.UNPADDED_PROMPTS,
                 unpadded[0],
                 "prompts are tokenized without padding='max_length', then passed to generate()",
             )
@@ -331,7 +349,7 @@ class _PythonScanner:
                 (call for call in manual_padding if not _pads_to_fixed_length(call)), needs_padding[0]
             )
             self.risk(
-                "unpadded-training",
+                risks.UNPADDED_TRAINING,
                 where,
                 "training batches are padded to their longest row only: sequence lengths vary between steps",
             )
@@ -414,7 +432,7 @@ def _scan_shell(scan: FileScan, text: str, cell: int | None = None, line_offset:
             if looks_like_model_reference(match.group(2)):
                 scan.models.append(ModelReference(match.group(2), at(match.start()), how))
     for match in SHELL_DYNAMIC.finditer(text):
-        scan.risks.append(Risk("dynamic-shapes", at(match.start()), "--dynamic-batch-size"))
+        scan.risks.append(Risk(risks.DYNAMIC_BATCH, at(match.start()), "--dynamic-batch-size"))
     if re.search(ASYNC_LOAD_VARIABLE + r"=[\"']?1", text):
         scan.sets_async_load = True
     if "optimum-cli" in text or "optimum-neuron" in text or "optimum[neuronx]" in text:
@@ -474,7 +492,7 @@ def scan_file(path: Path, display: str, kind: str) -> FileScan:
             _scan_python(scan, text)
     if scan.first_load is not None and not scan.sets_async_load:
         scan.risks.append(
-            Risk("async-load", scan.first_load, "from_pretrained() loads weights with a thread pool")
+            Risk(risks.ASYNC_LOAD, scan.first_load, "from_pretrained() loads weights with a thread pool")
         )
     scan.risks.sort(key=lambda risk: (risk.location.cell or 0, risk.location.line))
     return scan

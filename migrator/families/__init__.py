@@ -1,9 +1,2 @@
-"""Rewrite families, one module each. Order matters only where two families touch the same node:
-XLA idioms first (device, step, collectives), then environment, training, inference."""
-
-from migrator.families.environment import EnvironmentFamily
-from migrator.families.inference import InferenceFamily
-from migrator.families.training import TrainingFamily
-from migrator.families.xla import XlaFamily
-
-PYTHON_FAMILIES = (XlaFamily, EnvironmentFamily, TrainingFamily, InferenceFamily)
+"""Rule families, one package each; a rule (or a tight group of rules one matcher decides) is one module
+named after its code. `migrator.registry` lists them in dispatch order."""

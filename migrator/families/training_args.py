@@ -10,6 +10,8 @@ Kinds:
 - rename: same value under `target` (a `TrainingArguments`/`SFTConfig` field).
 - drop: no equivalent in Transformers 5 / TRL 1.16; remove it (`note` says what changes).
 - distributed: moves to the model load, `DistributedConfig(<target>=...)` on `from_pretrained`.
+- environment: moves to the environment variable `target`, set just before the arguments are built (where a
+  statement can go there; else as manual, and `note` is what to do).
 - manual: no faithful rewrite; `note` is "<why>; <what to do>" for the TODO.
 
 Sources: optimum-neuron 0.4.5 `trainers/training_args.py` and `trainers/sft_config.py` (and older tags
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KINDS = frozenset({"keep", "rename", "drop", "distributed", "manual"})
+KINDS = frozenset({"keep", "rename", "drop", "distributed", "environment", "manual"})
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class ArgAction:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown argument action {self.kind!r}")
-        if (self.kind in ("rename", "distributed")) != (self.target is not None):
+        if (self.kind in ("rename", "distributed", "environment")) != (self.target is not None):
             raise ValueError(f"{self.kind!r} actions need a target, other kinds none")
 
 
@@ -64,7 +66,8 @@ TRAINING_ARGUMENTS: dict[str, ArgAction] = {
         "rename", "warmup_steps", "Transformers 5 reads a warmup_steps value in [0, 1) as a ratio"
     ),
     "logging_dir": ArgAction(
-        "manual",
+        "environment",
+        "TENSORBOARD_LOGGING_DIR",
         note="removed in Transformers 5 (TrainingArguments raises on it); set the environment variable "
         "TENSORBOARD_LOGGING_DIR to this directory before the Trainer is created",
     ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from migrator import rules_doc
-from migrator.rules import RULES
+from migrator.registry import RULES
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
 
@@ -18,7 +18,9 @@ def test_every_rule_is_reported_by_some_fixture() -> None:
     reported = {
         line.split()[1] for path in FIXTURES.rglob("*.findings") for line in path.read_text().splitlines()
     }
-    assert sorted(set(RULES) - reported) == []
+    # Compile risks (NM8xx) are the checklist scan's findings, tested on their examples in tests/reports.
+    rewrites = {code for code, rule in RULES.items() if rule.family != "risk"}
+    assert sorted(rewrites - reported) == []
 
 
 def test_rules_are_documented() -> None:

@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from migrator.transform import SourceMap
+from migrator.source_map import SourceMap
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
 SNIPPETS = {

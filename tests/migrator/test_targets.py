@@ -14,7 +14,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from migrator.transform import dotted_name
+from migrator.cst_helpers import dotted_name
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
 TARGET_LIBRARIES = ("transformers", "trl", "peft", "diffusers", "torch", "accelerate")

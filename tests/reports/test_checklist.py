@@ -41,9 +41,12 @@ def fake_analyze(findings_by_name: dict[str, list[dict]], errors: dict[str, str]
     return analyze
 
 
-def finding(code, family, severity, line, message, fixed, cell=None):
+def finding(code, family, severity, line, message, fixed, cell=None, why=None, action=None, subject=None):
+    """A finding as `Finding.to_dict` writes it."""
     data = {"code": code, "family": family, "severity": severity, "line": line, "column": 0}
-    data.update(message=message, fixed=fixed)
+    data.update(message=message, fixed=fixed, why=why, action=action)
+    if subject is not None:
+        data["subject"] = subject
     if cell is not None:
         data["cell"] = cell
     return data
@@ -68,7 +71,16 @@ def test_items_models_and_order(project, results, rows):
             "infer.py": [
                 finding("NM101", "inference", "info", 5, "Rewritten to AutoModelForCausalLM.", True),
                 finding("NM102", "inference", "warning", 5, "Rewritten; check the cache size.", True),
-                finding("NM902", "manual", "warning", 5, "instance_type has no equivalent; remove it", False),
+                finding(
+                    "NM902",
+                    "manual",
+                    "warning",
+                    5,
+                    "instance_type has no equivalent; remove it",
+                    False,
+                    why="instance_type has no equivalent",
+                    action="remove it",
+                ),
             ]
         }
     )
@@ -87,7 +99,7 @@ def test_items_models_and_order(project, results, rows):
     risks = [
         (item.title.split(" ")[0], item.location) for item in section.items if item.severity == "compile-risk"
     ]
-    assert risks == [("Weights", f"{section.display}:5"), ("Prompt", f"{section.display}:7")]
+    assert risks == [("NM809:", f"{section.display}:5"), ("NM801:", f"{section.display}:7")]
     models = {row.reference: row for row in context["models"]}
     qwen3 = next(row for row in rows["results-sim"] if row["model_type"] == "qwen3")
     assert models["Qwen/Qwen3-0.6B"].architecture.model_type == "qwen3"
@@ -177,7 +189,7 @@ def test_risks_the_migrator_rewrites_become_checks(project, results):
     message = 'Added `os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")` after the imports.'
     analyze = fake_analyze({"infer.py": [finding("NM404", "environment", "info", 5, message, True)]})
     (section,) = build_checklist([project], results, online=False, analyze=analyze)["sections"]
-    (async_item,) = [item for item in section.items if item.title.startswith("Weights are loaded")]
+    (async_item,) = [item for item in section.items if item.title.startswith("NM809:")]
     assert async_item.severity == "check" and message in async_item.action
     assert section.rewrites == {"environment": 1}
 
@@ -193,11 +205,18 @@ def test_ticks_are_keyed_by_code_file_line_text_and_message(tmp_path, results):
     script = tmp_path / "infer.py"
     script.write_text(INFERENCE_SCRIPT)
     manual = "instance_type has no equivalent; remove it"
+    why = "instance_type has no equivalent"
     before = build_checklist(
         [tmp_path],
         results,
         online=False,
-        analyze=fake_analyze({"infer.py": [finding("NM902", "manual", "warning", 5, manual, False)]}),
+        analyze=fake_analyze(
+            {
+                "infer.py": [
+                    finding("NM902", "manual", "warning", 5, manual, False, why=why, action="remove it")
+                ]
+            }
+        ),
     )
     # The file changes above the finding: its line moves, its text and message do not.
     script.write_text("# a new first line\n" + INFERENCE_SCRIPT)
@@ -205,7 +224,13 @@ def test_ticks_are_keyed_by_code_file_line_text_and_message(tmp_path, results):
         [tmp_path],
         results,
         online=False,
-        analyze=fake_analyze({"infer.py": [finding("NM902", "manual", "warning", 6, manual, False)]}),
+        analyze=fake_analyze(
+            {
+                "infer.py": [
+                    finding("NM902", "manual", "warning", 6, manual, False, why=why, action="remove it")
+                ]
+            }
+        ),
     )
     keys_before, keys_after = _keys(before), _keys(after)
     assert keys_before == keys_after
@@ -218,7 +243,13 @@ def test_ticks_are_keyed_by_code_file_line_text_and_message(tmp_path, results):
         [tmp_path],
         results,
         online=False,
-        analyze=fake_analyze({"infer.py": [finding("NM902", "manual", "warning", 5, manual, False)]}),
+        analyze=fake_analyze(
+            {
+                "infer.py": [
+                    finding("NM902", "manual", "warning", 5, manual, False, why=why, action="remove it")
+                ]
+            }
+        ),
     )
     assert (
         _keys(changed)["NM902: instance_type has no equivalent"]
@@ -253,11 +284,12 @@ def test_findings_link_their_rule_and_models_their_report_row(project, results, 
     )
     assert write_checklist([project], output, results, False, analyze=analyze) == 0
     html = output.read_text()
-    assert html.count('class="rule-link"') == 1
-    href = re.search(r'class="rule-link" href="([^"]+)"', html).group(1)
-    document, anchor = href.split("#")
-    rules = (output.parent / document).resolve()
-    assert rules.name == "rules.md" and f'<a id="{anchor}"></a>NM901' in rules.read_text()
+    hrefs = re.findall(r'class="rule-link" href="([^"]+)"', html)
+    anchors = {href.split("#")[1] for href in hrefs}
+    assert "nm901" in anchors and "nm999" not in anchors  # a code the rules doc lacks gets no dead link
+    rules = (output.parent / hrefs[0].split("#")[0]).resolve()
+    assert rules.name == "rules.md"
+    assert all(f'<a id="{anchor}"></a>' in rules.read_text() for anchor in anchors)
     assert '<a href="compat.html#arch-qwen3">qwen3</a>' in html
     # Without the report beside it, no link that would lead nowhere.
     (output.parent / "compat.html").unlink()
@@ -296,3 +328,16 @@ def test_embedding_classification_and_diffusion_models_get_no_causal_lm_verdict(
     assert "embedding (feature-extraction) matrix" in embedding
     assert any("diffusion matrix" in action for action in items.values())
     assert not any(item.title.startswith("`Qwen/Qwen3-Embedding-8B` (qwen3)") for item in context["blocking"])
+
+
+def test_a_risk_is_handled_only_by_the_codes_and_subject_its_rule_names(tmp_path, results):
+    (tmp_path / "sft.py").write_text('config = SFTConfig(output_dir="out", padding_free=True)\n')
+    other = finding("NM203", "training", "warning", 1, "`overwrite_output_dir` removed.", True, subject="x")
+    dropped = finding(
+        "NM203", "training", "warning", 1, "`padding_free` removed.", True, subject="padding_free"
+    )
+    for findings, severity in (([other], "compile-risk"), ([other, dropped], "check")):
+        analyze = fake_analyze({"sft.py": findings})
+        (section,) = build_checklist([tmp_path], results, online=False, analyze=analyze)["sections"]
+        (risk,) = [item for item in section.items if item.title.startswith("NM803:")]
+        assert risk.severity == severity

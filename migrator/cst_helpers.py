@@ -1,0 +1,244 @@
+"""libcst helpers every rule shares: names, node search, literals, arguments (build, find, remove, append),
+the import block, and comment re-homing for removed statements (applied by the dispatcher)."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+# --- names and search ------------------------------------------------------------------------------------
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, None for anything else (calls, subscripts...)."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+class _Collector(cst.CSTVisitor):
+    def __init__(self, kinds: type | tuple[type, ...]) -> None:
+        super().__init__()
+        self.kinds = kinds
+        self.found: list = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, self.kinds):
+            self.found.append(node)
+        return True
+
+
+def descendants(node: cst.CSTNode, kinds: type | tuple[type, ...]) -> list:
+    """Nodes of the given types in `node` (itself included), in source order: `m.findall` for a bare
+    node type, without a matcher call per node; several types gather in one walk."""
+    collector = _Collector(kinds)
+    node.visit(collector)
+    return collector.found
+
+
+def is_method_call(node: cst.CSTNode, method: str) -> bool:
+    """`<anything>.<method>(...)`, e.g. any `from_pretrained` call."""
+    return (
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == method
+    )
+
+
+def method_calls(node: cst.CSTNode, method: str) -> list[cst.Call]:
+    """The `<anything>.<method>(...)` calls in `node` (itself included), in source order."""
+    return [call for call in descendants(node, cst.Call) if is_method_call(call, method)]
+
+
+def source_code(node: cst.CSTNode) -> str:
+    """The code of one node, printed on its own with libcst's default module settings."""
+    return cst.Module([]).code_for_node(node)
+
+
+# --- literals --------------------------------------------------------------------------------------------
+
+
+def literal_value(node: cst.BaseExpression):
+    """Python value of a literal (str, int, bool, None); `...` (Ellipsis) when it is not a literal."""
+    if isinstance(node, (cst.SimpleString, cst.Integer)):
+        return node.evaluated_value
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[node.value]
+    return ...
+
+
+def string_value(node: cst.BaseExpression | None) -> str | None:
+    """The value of a plain string literal, None for anything else."""
+    return node.evaluated_value if isinstance(node, cst.SimpleString) else None
+
+
+def is_literal(node: cst.BaseExpression, value: str) -> bool:
+    """`node` is the integer or name literal spelled `value` (`1`, `True`...)."""
+    return isinstance(node, (cst.Integer, cst.Name)) and node.value == value
+
+
+# --- arguments -------------------------------------------------------------------------------------------
+
+
+def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
+    """`name=value`, written the way PEP 8 writes keyword arguments."""
+    return cst.Arg(
+        value=value,
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        ),
+    )
+
+
+def find_keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    return next((arg for arg in call.args if arg.keyword is not None and arg.keyword.value == name), None)
+
+
+def tidy_args(args: list[cst.Arg]) -> list[cst.Arg]:
+    """Drop the trailing comma left on the new last argument after removing some (one-line calls only)."""
+    if args and args[-1].comma is not cst.MaybeSentinel.DEFAULT:
+        last = args[-1]
+        if isinstance(last.comma, cst.Comma) and not isinstance(
+            last.comma.whitespace_after, cst.ParenthesizedWhitespace
+        ):
+            args = [*args[:-1], last.with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+    return args
+
+
+def _end_of_line(arg: cst.Arg) -> cst.TrailingWhitespace | None:
+    """The end-of-line part (comment) after an argument of a call written one argument per line."""
+    whitespace = arg.comma.whitespace_after if isinstance(arg.comma, cst.Comma) else arg.whitespace_after_arg
+    return whitespace.first_line if isinstance(whitespace, cst.ParenthesizedWhitespace) else None
+
+
+def _with_end_of_line(arg: cst.Arg, line: cst.TrailingWhitespace | None) -> cst.Arg:
+    line = line or cst.TrailingWhitespace()
+    if isinstance(arg.comma, cst.Comma):
+        if isinstance(arg.comma.whitespace_after, cst.ParenthesizedWhitespace):
+            whitespace = arg.comma.whitespace_after.with_changes(first_line=line)
+            return arg.with_changes(comma=arg.comma.with_changes(whitespace_after=whitespace))
+    elif isinstance(arg.whitespace_after_arg, cst.ParenthesizedWhitespace):
+        return arg.with_changes(whitespace_after_arg=arg.whitespace_after_arg.with_changes(first_line=line))
+    return arg
+
+
+def without_args(args: list[cst.Arg], removed: set[cst.Arg]) -> list[cst.Arg]:
+    """`args` minus the ones in `removed`. Comments stay where they were: a removed argument's end-of-line
+    comment goes with it, the comment lines under it (about the next argument) stay, and the new last
+    argument takes the old ending (trailing comma or not)."""
+    kept: list[cst.Arg] = []
+    for arg in args:
+        if arg not in removed:
+            kept.append(arg)
+            continue
+        below = arg.comma.whitespace_after if isinstance(arg.comma, cst.Comma) else None
+        if isinstance(below, cst.ParenthesizedWhitespace) and below.empty_lines and kept:
+            previous = kept[-1]
+            if isinstance(previous.comma, cst.Comma) and isinstance(
+                previous.comma.whitespace_after, cst.ParenthesizedWhitespace
+            ):
+                whitespace = previous.comma.whitespace_after
+                whitespace = whitespace.with_changes(
+                    empty_lines=[*whitespace.empty_lines, *below.empty_lines]
+                )
+                kept[-1] = previous.with_changes(
+                    comma=previous.comma.with_changes(whitespace_after=whitespace)
+                )
+    if kept and args[-1] in removed:
+        last = kept[-1].with_changes(comma=args[-1].comma, whitespace_after_arg=args[-1].whitespace_after_arg)
+        kept[-1] = _with_end_of_line(last, _end_of_line(kept[-1]))
+    return kept
+
+
+def with_appended(args: list[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
+    """`args` plus `new` at the end, laid out like the existing arguments (one per line stays one per
+    line); end-of-line comments stay on the argument they belong to."""
+    if not new:
+        return args
+    separator = next(
+        (arg.comma for arg in reversed(args[:-1]) if isinstance(arg.comma, cst.Comma)),
+        cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+    )
+    if isinstance(separator.whitespace_after, cst.ParenthesizedWhitespace):
+        separator = separator.with_changes(
+            whitespace_after=separator.whitespace_after.with_changes(
+                first_line=cst.TrailingWhitespace(), empty_lines=[]
+            )
+        )
+    if not args:
+        return [*(arg.with_changes(comma=separator) for arg in new[:-1]), new[-1]]
+    last = args[-1]
+    old_last = last.with_changes(comma=separator, whitespace_after_arg=cst.SimpleWhitespace(""))
+    final = new[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
+    return [
+        *args[:-1],
+        _with_end_of_line(old_last, _end_of_line(last)),
+        *(arg.with_changes(comma=separator) for arg in new[:-1]),
+        _with_end_of_line(final, None),
+    ]
+
+
+# --- module layout ---------------------------------------------------------------------------------------
+
+
+def imports_end(module: cst.Module) -> int:
+    """Index in `module.body` just after the leading block of imports (docstring and imports)."""
+    index = 0
+    for position, statement in enumerate(module.body):
+        if m.matches(statement, m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])):
+            index = position + 1
+        elif position == 0 and m.matches(statement, m.SimpleStatementLine(body=[m.Expr(m.SimpleString())])):
+            index = 1
+        else:
+            break
+    return index
+
+
+def with_leading_lines(statement, lines: list[cst.EmptyLine]):
+    return statement.with_changes(leading_lines=[*lines, *statement.leading_lines])
+
+
+class CommentKeeper:
+    """Keeps the comments of removed statements (the dispatcher calls it for every statement it leaves).
+
+    A comment line above a removed statement usually introduces the code that follows it as well, so it
+    moves to the next statement of the same block (or to the end of the block when the removed statement
+    was the last one).
+    """
+
+    def __init__(self) -> None:
+        self._next: dict[cst.CSTNode, cst.CSTNode] = {}  # statement -> next one, or its block when last
+        self._orphans: dict[cst.CSTNode, list[cst.EmptyLine]] = {}
+
+    def index(self, block: cst.Module | cst.IndentedBlock) -> None:
+        """Note which statement follows which in a block of the input, before the walk enters it."""
+        body = block.body
+        for statement, following in zip(body, [*body[1:], block], strict=True):
+            self._next[statement] = following
+
+    def removed(self, original: cst.CSTNode) -> None:
+        """`original` (a statement) is being removed: its comment lines go to what follows it."""
+        lines = [*self._orphans.pop(original, []), *getattr(original, "leading_lines", ())]
+        if any(line.comment for line in lines) and original in self._next:
+            self._orphans.setdefault(self._next[original], []).extend(lines)
+
+    def left(self, original: cst.CSTNode, updated):
+        """What the walk returns for a statement or block, with the comments handed to it."""
+        if isinstance(updated, cst.RemovalSentinel):
+            self.removed(original)
+            return updated
+        lines = self._orphans.pop(original, None)
+        if not lines:
+            return updated
+        if isinstance(updated, (cst.IndentedBlock, cst.Module)):
+            return updated.with_changes(footer=[*lines, *updated.footer])
+        if isinstance(updated, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return with_leading_lines(updated, lines)
+        if isinstance(updated, cst.FlattenSentinel) and updated.nodes:
+            first, *rest = updated.nodes
+            return cst.FlattenSentinel([with_leading_lines(first, lines), *rest])
+        self._orphans[original] = lines  # removed as well: `removed` passes them on
+        self.removed(original)
+        return updated

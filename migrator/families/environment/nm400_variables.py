@@ -1,0 +1,138 @@
+"""NM400 / NM401: XLA/NxD-only environment variables set from Python are removed, or left with a TODO
+when their TorchNeuron replacement is unverified (tables in `variables.py`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.cst_helpers import string_value, tidy_args
+from migrator.families.environment.state import HINTS, EnvironmentFile
+from migrator.families.environment.variables import MANUAL_VARIABLES, dropped_reason
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import Handler
+
+DROPPED_VARIABLE = Rule(
+    "NM400",
+    Severity.INFO,
+    "An XLA/NxD-only environment variable set from Python (`XLA_USE_BF16`, `NEURON_FUSE_SOFTMAX`, ...)",
+    "Removed: nothing reads it on TorchNeuron (express bf16 with `dtype=torch.bfloat16` or `bf16=True`).",
+    examples=(
+        Example(
+            before="""\
+import os
+
+os.environ["XLA_USE_BF16"] = "1"
+""",
+            after="""\
+import os
+""",
+        ),
+    ),
+)
+MANUAL_VARIABLE = Rule(
+    "NM401",
+    Severity.WARNING,
+    "`NEURON_CC_FLAGS` / `NEURON_COMPILE_CACHE_URL` set from Python",
+    "Left in place with a TODO: these configured the XLA-flow compiler and cache; check the TorchNeuron "
+    "environment variable reference and remove or replace them.",
+    examples=(
+        Example(
+            before="""\
+import os
+
+os.environ["NEURON_CC_FLAGS"] = "--model-type=transformer"
+""",
+            after="""\
+import os
+
+# TODO(neuron-migrate): NM401 `NEURON_CC_FLAGS` holds compiler flags tuned for the XLA/NxD graph flow, and whether TorchNeuron's neuron backend reads them is not documented; remove them, or keep only flags the TorchNeuron compiler reference lists
+os.environ["NEURON_CC_FLAGS"] = "--model-type=transformer"
+""",
+        ),
+    ),
+)
+RULES = (DROPPED_VARIABLE, MANUAL_VARIABLE)
+
+
+class VariableWrites(Handler):
+    HINTS = HINTS
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(EnvironmentFile)
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
+        if len(original.targets) == 1:
+            variable = self.file.variable_of(original.targets[0].target)
+            if variable is not None:
+                return self._write(original, variable, updated)
+        return updated
+
+    def leave_Del(self, original: cst.Del, updated: cst.Del):
+        variable = self.file.variable_of(original.target)
+        return updated if variable is None else self._write(original, variable, updated)
+
+    def leave_Expr(self, original: cst.Expr, updated: cst.Expr):
+        call = original.value
+        if not isinstance(call, cst.Call):
+            return updated
+        if (
+            isinstance(call.func, cst.Attribute)
+            and self.file.is_environ(call.func.value)
+            and call.func.attr.value == "update"
+        ):
+            return self._update(original, updated)
+        variable = self.file.variable_of(call)
+        if variable is None or self.ctx.qualified(call.func) == "os.getenv":
+            return updated
+        return self._write(original, variable, updated)
+
+    def _write(self, original, variable: str, updated):
+        reason = dropped_reason(variable)
+        if reason is not None:
+            self.ctx.report(original, DROPPED_VARIABLE, f"`{variable}` removed: {reason}.", subject=variable)
+            return cst.RemoveFromParent()
+        if variable in MANUAL_VARIABLES:
+            self._manual(original, variable)
+        return updated
+
+    def _manual(self, node: cst.CSTNode, variable: str) -> None:
+        self.ctx.todo(
+            node, MANUAL_VARIABLE, f"`{variable}` holds {MANUAL_VARIABLES[variable]}", subject=variable
+        )
+
+    def _update(self, original: cst.Expr, updated: cst.Expr):
+        """`os.environ.update({...})` / `update(K=v)`: remove the dropped keys, TODO the manual ones."""
+        call = original.value
+        new_call = updated.value
+        if len(call.args) == 1 and isinstance(call.args[0].value, cst.Dict):
+            elements = call.args[0].value.elements
+            new_elements = new_call.args[0].value.elements
+            keys = [string_value(e.key) if isinstance(e, cst.DictElement) else None for e in elements]
+        else:
+            elements, new_elements = call.args, new_call.args
+            keys = [arg.keyword.value if arg.keyword else None for arg in call.args]
+        kept = []
+        for element, new_element, key in zip(elements, new_elements, keys, strict=True):
+            if key is not None and dropped_reason(key) is not None:
+                self.ctx.report(
+                    element, DROPPED_VARIABLE, f"`{key}` removed: {dropped_reason(key)}.", subject=key
+                )
+                continue
+            if key in MANUAL_VARIABLES:
+                self._manual(element, key)
+            kept.append(new_element)
+        if len(kept) == len(elements):
+            return updated
+        if not kept:
+            return cst.RemoveFromParent()
+        if isinstance(new_call.args[0].value, cst.Dict) and len(call.args) == 1:
+            kept[-1] = kept[-1].with_changes(comma=new_elements[-1].comma)
+            mapping = new_call.args[0].value.with_changes(elements=kept)
+            return updated.with_changes(
+                value=new_call.with_changes(args=[new_call.args[0].with_changes(value=mapping)])
+            )
+        return updated.with_changes(value=new_call.with_changes(args=tidy_args(kept)))
+
+
+HANDLER = VariableWrites

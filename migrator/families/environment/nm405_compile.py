@@ -1,0 +1,123 @@
+"""NM405-NM407: `torch.compile` in a migrated file compiles static shapes (`dynamic=False`) and loses the
+modes the neuron backend ignores."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from migrator.cst_helpers import keyword_arg, string_value, tidy_args
+from migrator.families.environment.state import HINTS, EnvironmentFile
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import Handler
+
+COMPILE_DYNAMIC = Rule(
+    "NM405",
+    Severity.INFO,
+    "`torch.compile(...)` without `dynamic=` (automatic dynamic shapes)",
+    "Added `dynamic=False`: the neuron backend compiles static shapes only; pad inputs to fixed sizes.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+import torch
+
+compiled = torch.compile(model)
+""",
+            after="""\
+import torch
+
+compiled = torch.compile(model, dynamic=False)
+""",
+        ),
+    ),
+)
+COMPILE_DYNAMIC_TRUE = Rule(
+    "NM406",
+    Severity.WARNING,
+    "`torch.compile(..., dynamic=True)`",
+    "Rewritten to `dynamic=False`: the neuron backend rejects dynamic shapes; pad inputs to fixed sizes "
+    "(each new shape is a recompilation).",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+import torch
+
+compiled = torch.compile(model, dynamic=True)
+""",
+            after="""\
+import torch
+
+compiled = torch.compile(model, dynamic=False)
+""",
+        ),
+    ),
+)
+COMPILE_MODE = Rule(
+    "NM407",
+    Severity.INFO,
+    '`torch.compile(..., mode="reduce-overhead" / "max-autotune*")`',
+    "Removed: the neuron backend ignores modes other than the default.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+import torch
+
+compiled = torch.compile(model, mode="reduce-overhead")
+""",
+            after="""\
+import torch
+
+compiled = torch.compile(model, dynamic=False)
+""",
+        ),
+    ),
+)
+RULES = (COMPILE_DYNAMIC, COMPILE_DYNAMIC_TRUE, COMPILE_MODE)
+IGNORED_COMPILE_MODES = frozenset({"reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"})
+_FALSE = cst.Name("False")
+
+
+class StaticCompile(Handler):
+    HINTS = HINTS
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(EnvironmentFile)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        if self.ctx.qualified(original.func) != "torch.compile" or not self.file.legacy():
+            return updated
+        args = []
+        has_dynamic = False
+        for arg in updated.args:
+            keyword = arg.keyword.value if arg.keyword else None
+            if keyword == "mode" and string_value(arg.value) in IGNORED_COMPILE_MODES:
+                self.ctx.report(original, COMPILE_MODE)
+                continue
+            if keyword == "dynamic":
+                has_dynamic = True
+                if m.matches(arg.value, m.Name("True")):
+                    self.ctx.report(original, COMPILE_DYNAMIC_TRUE)
+                    arg = arg.with_changes(value=_FALSE)
+            args.append(arg)
+        if not has_dynamic:
+            self.ctx.report(original, COMPILE_DYNAMIC)
+            if args:
+                args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            args.append(keyword_arg("dynamic", _FALSE))
+        if args == list(updated.args):
+            return updated
+        return updated.with_changes(args=tidy_args(args))
+
+    def leave_Decorator(self, original: cst.Decorator, updated: cst.Decorator):
+        if self.ctx.qualified(original.decorator) == "torch.compile" and self.file.legacy():
+            self.ctx.report(original.decorator, COMPILE_DYNAMIC)
+            call = cst.Call(func=updated.decorator, args=[keyword_arg("dynamic", _FALSE)])
+            return updated.with_changes(decorator=call)
+        return updated
+
+
+HANDLER = StaticCompile

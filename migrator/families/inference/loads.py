@@ -1,0 +1,346 @@
+"""What every compiled-model load rewrite shares: its arguments split by meaning, the rules about single
+arguments (static shapes, export-only, dtype) and about loads that cannot be rewritten (compiled artifacts,
+unmapped arguments). A rewrite raises `Unmapped` to leave the whole call as it is, with a TODO."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrator.cst_helpers import keyword_arg, literal_value, source_code
+from migrator.families.inference import tables as t
+from migrator.rules import Example, Rule, Severity
+
+STATIC_SHAPES = Rule(
+    "NM104",
+    Severity.WARNING,
+    "A static input shape fixed at export (`batch_size`, `sequence_length`, `height`, `num_beams`, ...)",
+    "Dropped from the loader. Every new input shape compiles again on neuron: pad inputs to this fixed shape "
+    '(tokenizer `padding="max_length", max_length=...`, full batches, constant image size).',
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForSequenceClassification
+
+model = NeuronModelForSequenceClassification.from_pretrained(
+    "distilbert-base-uncased-finetuned-sst-2-english", export=True, batch_size=1, sequence_length=128
+)
+""",
+            after="""\
+import os
+from transformers import AutoModelForSequenceClassification
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForSequenceClassification.from_pretrained(
+    "distilbert-base-uncased-finetuned-sst-2-english", device_map="neuron"
+)
+""",
+        ),
+    ),
+)
+EXPORT_ONLY = Rule(
+    "NM105",
+    Severity.INFO,
+    "A compiler/export-only argument (`export`, `auto_cast`, `instance_type`, `optlevel`, "
+    "`disable_neuron_cache`, `compiler_workdir`, ...)",
+    "Dropped: TorchNeuron compiles just in time for the host it runs on.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForFeatureExtraction
+
+model = NeuronModelForFeatureExtraction.from_pretrained(
+    "BAAI/bge-small-en-v1.5", export=True, optlevel="2", batch_size=1, sequence_length=384
+)
+""",
+            after="""\
+import os
+from transformers import AutoModel
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModel.from_pretrained(
+    "BAAI/bge-small-en-v1.5", device_map="neuron"
+)
+""",
+        ),
+    ),
+)
+COMPILED_ARTIFACT = Rule(
+    "NM106",
+    Severity.ERROR,
+    "A load of a model already compiled by optimum-neuron (a folder from `optimum-cli export neuron` / "
+    "`save_pretrained`, or an `aws-neuron/*-neuron*` Hub repo)",
+    "Left with a TODO: Transformers cannot load compiled artifacts. Re-point the load at the original "
+    "checkpoint (0.4.x compiled configs record it as `neuron.checkpoint_id` in config.json), add "
+    "`export=True`, and run neuron-migrate again.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForSequenceClassification
+
+model = NeuronModelForSequenceClassification.from_pretrained("./compiled-distilbert")
+""",
+            after="""\
+from optimum.neuron import NeuronModelForSequenceClassification
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+# TODO(neuron-migrate): NM106 "./compiled-distilbert" is a model compiled by optimum-neuron, which Transformers/Diffusers cannot load; load the original checkpoint instead (0.4.x: `neuron.checkpoint_id` in the compiled config.json) with export=True, then run neuron-migrate again
+model = NeuronModelForSequenceClassification.from_pretrained("./compiled-distilbert")
+""",
+        ),
+    ),
+)
+DTYPE = Rule(
+    "NM107",
+    Severity.INFO,
+    "`auto_cast_type` / `torch_dtype` of a compiled model",
+    "Rewritten to the load dtype (`dtype=torch.bfloat16` etc.; `torch_dtype=` for Diffusers).",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+model = NeuronModelForCausalLM.from_pretrained(
+    "Qwen/Qwen3-0.6B", export=True, sequence_length=1024, auto_cast_type="bf16"
+)
+""",
+            after="""\
+import os
+import torch
+from transformers import AutoModelForCausalLM
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained(
+    "Qwen/Qwen3-0.6B", dtype=torch.bfloat16, device_map="neuron"
+)
+model.generation_config.cache_implementation = "static"
+model.generation_config.max_cache_len = 1024
+""",
+        ),
+    ),
+)
+UNMAPPED_ARGUMENTS = Rule(
+    "NM116",
+    Severity.ERROR,
+    "A compiled-model load whose arguments the codemod cannot map (unknown or runtime-only keywords, "
+    "`**kwargs`, export-time adapter fusing, a load that is not assigned to a name)",
+    "Left unchanged with a TODO naming the arguments; rewrite the load by hand.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, continuous_batching=True)
+""",
+            after="""\
+from optimum.neuron import NeuronModelForCausalLM
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+# TODO(neuron-migrate): NM116 no TorchNeuron equivalent known for continuous_batching (continuous batching and speculation belong to vLLM Neuron); rewrite this load by hand
+model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, continuous_batching=True)
+""",
+        ),
+    ),
+)
+RULES = (STATIC_SHAPES, EXPORT_ONLY, COMPILED_ARTIFACT, DTYPE, UNMAPPED_ARGUMENTS)
+HANDLER = None  # these rules are decided inside the load rewrites, with the functions below
+
+_COMPILED_HUB_ID = re.compile(t.COMPILED_HUB_ID)
+_MODEL_ID_KEYWORDS = ("model_id", "model_name_or_path", "pretrained_model_name_or_path")
+
+
+class Unmapped(Exception):
+    """A call the codemod cannot rewrite faithfully: why, and what to do (the TODO reads `why; action`)."""
+
+    def __init__(self, rule: Rule, why: str, action: str | None = None) -> None:
+        super().__init__(why)
+        self.rule = rule
+        self.why = why
+        self.action = action
+
+
+@dataclass
+class Args:
+    """A call's arguments, split by meaning. Each entry pairs the original node (for findings) with the
+    updated one (for output)."""
+
+    model: tuple[cst.Arg, cst.Arg] | None
+    keywords: dict[str, tuple[cst.Arg, cst.Arg]]
+    order: list[str]  # keyword names in source order
+    last_comma: cst.Comma | cst.MaybeSentinel  # layout after the last argument...
+    closing: cst.BaseParenthesizableWhitespace  # ...and before `)`
+    separator: cst.Comma  # layout between arguments (comment-free)
+
+
+def split_args(
+    original: cst.Call,
+    updated: cst.Call,
+    what: str,
+    dicts: dict[str, cst.Dict] | None = None,
+    positional: tuple[str, ...] = (),
+) -> Args:
+    """Split a call's arguments; `**name` is expanded when `name` holds a literal dict (`dicts`); positional
+    arguments after the first are filed under the parameter names in `positional` (and stay positional)."""
+    if len(original.args) != len(updated.args):
+        raise Unmapped(UNMAPPED_ARGUMENTS, f"the arguments of this {what} were changed by another rewrite")
+    model = None
+    keywords: dict[str, tuple[cst.Arg, cst.Arg]] = {}
+    order = []
+    for index, (old, new) in enumerate(zip(original.args, updated.args, strict=True)):
+        if old.star == "**" and isinstance(old.value, cst.Name) and old.value.value in (dicts or {}):
+            for element in dicts[old.value.value].elements:
+                key = element.key.evaluated_value
+                keywords[key] = (old, keyword_arg(key, element.value))
+                order.append(key)
+            continue
+        if old.star:
+            raise Unmapped(
+                UNMAPPED_ARGUMENTS,
+                f"{what} receives `{old.star}{source_code(old.value)}`, whose keys the codemod cannot see",
+                "spell the arguments out and run neuron-migrate again",
+            )
+        if old.keyword is None and 0 < index <= len(positional):
+            keywords[positional[index - 1]] = (old, new)
+            order.append(positional[index - 1])
+        elif old.keyword is None:
+            if index:
+                raise Unmapped(
+                    UNMAPPED_ARGUMENTS, f"{what} has extra positional arguments", "rewrite it by hand"
+                )
+            model = (old, new)
+        else:
+            keywords[old.keyword.value] = (old, new)
+            order.append(old.keyword.value)
+    if model is None:
+        for name in _MODEL_ID_KEYWORDS:
+            if name in keywords:
+                model = keywords.pop(name)
+                order.remove(name)
+                break
+    separator = next(
+        (_without_comment(arg.comma) for arg in updated.args[:-1] if isinstance(arg.comma, cst.Comma)),
+        cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+    )
+    last_comma = updated.args[-1].comma if updated.args else cst.MaybeSentinel.DEFAULT
+    last_comma = _without_comment(last_comma) if isinstance(last_comma, cst.Comma) else last_comma
+    closing = updated.args[-1].whitespace_after_arg if updated.args else cst.SimpleWhitespace("")
+    return Args(model, keywords, order, last_comma, closing, separator)
+
+
+def _without_comment(comma: cst.Comma) -> cst.Comma:
+    """The layout of a comma without the comment that belongs to the argument before it."""
+    after = comma.whitespace_after
+    if isinstance(after, cst.ParenthesizedWhitespace):
+        after = after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    return comma.with_changes(whitespace_after=after)
+
+
+def string(value: str) -> cst.SimpleString:
+    return cst.SimpleString(f'"{value}"')
+
+
+def assemble(args: Args, kept: list[str], extra: list[cst.Arg]) -> list[cst.Arg]:
+    """Model id + kept keywords (with their own formatting and comments) + new keywords."""
+    original_last = args.order[-1] if args.order else None
+    result: list[tuple[cst.Arg, bool]] = []  # (arg, keeps its own comma)
+    if args.model:
+        result.append((args.model[1], bool(args.order)))
+    for name in kept:
+        result.append((args.keywords[name][1], name != original_last))
+    result.extend((arg, False) for arg in extra)
+    out = []
+    for index, (arg, own_comma) in enumerate(result):
+        if index == len(result) - 1:
+            comma = args.last_comma
+        elif own_comma and isinstance(arg.comma, cst.Comma):
+            comma = arg.comma
+        else:
+            comma = args.separator
+        last = index == len(result) - 1
+        closing = args.closing if last else cst.SimpleWhitespace("")
+        out.append(arg.with_changes(comma=comma, whitespace_after_arg=closing))
+    return out
+
+
+def dtype_expr(value: cst.BaseExpression) -> cst.BaseExpression:
+    """`"bf16"` -> `torch.bfloat16`; a runtime string -> a lookup in the same table."""
+    literal = literal_value(value)
+    if isinstance(literal, str):
+        if literal not in t.AUTO_CAST_DTYPES:
+            raise Unmapped(
+                UNMAPPED_ARGUMENTS,
+                f'auto_cast_type="{literal}" has no load dtype equivalent',
+                "pick dtype=torch.bfloat16 (or torch.float32) and use torch.autocast for mixed precision",
+            )
+        return cst.parse_expression(f"torch.{t.AUTO_CAST_DTYPES[literal]}")
+    if literal is not ...:
+        raise Unmapped(
+            UNMAPPED_ARGUMENTS, f"auto_cast_type={literal!r} is not a dtype name", "set dtype= by hand"
+        )
+    table = ", ".join(f'"{name}": torch.{dtype}' for name, dtype in t.AUTO_CAST_DTYPES.items())
+    return cst.parse_expression(f"{{{table}}}[{source_code(value)}]")
+
+
+def check_not_compiled(args: Args, what: str) -> None:
+    """The load exports from the original checkpoint (`export=True`); else it reads a compiled artifact."""
+    export = args.keywords.get("export")
+    value = literal_value(export[1].value) if export else False
+    if value is True:
+        return
+    model = source_code(args.model[1].value) if args.model else "the model"
+    if value is ...:
+        raise Unmapped(
+            UNMAPPED_ARGUMENTS,
+            f"export={source_code(export[1].value)} is decided at run time, so {model} may be a compiled artifact",
+            "make the load always use the original checkpoint and rewrite it by hand",
+        )
+    raise Unmapped(
+        COMPILED_ARTIFACT,
+        f"{model} is {what} compiled by optimum-neuron, which Transformers/Diffusers cannot load",
+        "load the original checkpoint instead (0.4.x: `neuron.checkpoint_id` in the compiled config.json) with "
+        "export=True, then run neuron-migrate again",
+    )
+
+
+def check_hub_id(args: Args) -> None:
+    if args.model is None:
+        raise Unmapped(UNMAPPED_ARGUMENTS, "no model id is passed", "rewrite this load by hand")
+    model_id = literal_value(args.model[1].value)
+    if isinstance(model_id, str) and _COMPILED_HUB_ID.match(model_id):
+        raise Unmapped(
+            COMPILED_ARTIFACT,
+            f'"{model_id}" is a precompiled Neuron repo, which Transformers cannot load',
+            "use the original checkpoint it was exported from (its model card / config.json "
+            "`neuron.checkpoint_id`)",
+        )
+
+
+def check_known(args: Args, known: frozenset[str], also: tuple[str, ...]) -> None:
+    unknown = [name for name in args.order if name not in known and name not in also]
+    if unknown:
+        raise Unmapped(
+            UNMAPPED_ARGUMENTS,
+            f"no TorchNeuron equivalent known for {', '.join(unknown)}",
+            "rewrite this load by hand",
+        )
+
+
+def auto_cast(args: Args, default: str | None) -> bool:
+    """Whether the export cast weights to `auto_cast_type` (`auto_cast` None or "none" means it did not)."""
+    value = literal_value(args.keywords["auto_cast"][1].value) if "auto_cast" in args.keywords else default
+    if value is ...:
+        raise Unmapped(
+            UNMAPPED_ARGUMENTS,
+            "auto_cast is decided at run time, so the load dtype is unknown",
+            "set dtype= by hand",
+        )
+    return value not in (None, "none")

@@ -1,0 +1,325 @@
+"""NM101-NM103, NM117: a `NeuronModelForCausalLM` export/load becomes
+`AutoModelForCausalLM.from_pretrained(checkpoint, device_map="neuron")` with a static cache; the
+`get_neuron_config` paired with it (`nm108_neuron_config_pair.py`) moves into it and goes."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from migrator.cst_helpers import find_keyword, keyword_arg, literal_value, source_code
+from migrator.families.inference import tables as t
+from migrator.families.inference.loads import (
+    EXPORT_ONLY,
+    STATIC_SHAPES,
+    UNMAPPED_ARGUMENTS,
+    Args,
+    Unmapped,
+    assemble,
+    check_hub_id,
+    check_not_compiled,
+    split_args,
+    string,
+)
+from migrator.families.inference.nm108_neuron_config_pair import NEURON_CONFIG_PAIR, UNPAIRED_NEURON_CONFIG
+from migrator.families.inference.state import HINTS, LOAD_METHODS, TRIGGERS, InferenceFile, PendingLoad
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import FileContext, Handler
+
+CAUSAL_LM = Rule(
+    "NM101",
+    Severity.INFO,
+    "`NeuronModelForCausalLM` export/load (`from_pretrained(export=True, ...)` or `get_neuron_config` + `export`)",
+    'Rewritten to `AutoModelForCausalLM.from_pretrained(checkpoint, device_map="neuron")` followed by '
+    '`model.generation_config.cache_implementation = "static"`: generate() then compiles the decode step on '
+    "neuron once.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+model = NeuronModelForCausalLM.from_pretrained(
+    "Qwen/Qwen3-0.6B", export=True, batch_size=1, sequence_length=1024, auto_cast_type="bf16"
+)
+""",
+            after="""\
+import os
+import torch
+from transformers import AutoModelForCausalLM
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained(
+    "Qwen/Qwen3-0.6B", dtype=torch.bfloat16, device_map="neuron"
+)
+model.generation_config.cache_implementation = "static"
+model.generation_config.max_cache_len = 1024
+""",
+        ),
+    ),
+)
+SEQUENCE_LENGTH = Rule(
+    "NM102",
+    Severity.WARNING,
+    "`sequence_length` of a compiled decoder",
+    "Moved to `model.generation_config.max_cache_len` (static cache size). optimum-neuron silently capped "
+    "generation at this length, Transformers does not: keep prompt length + max_new_tokens within it.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, sequence_length=2048)
+""",
+            after="""\
+import os
+from transformers import AutoModelForCausalLM
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
+model.generation_config.cache_implementation = "static"
+model.generation_config.max_cache_len = 2048
+""",
+        ),
+    ),
+)
+TENSOR_PARALLEL = Rule(
+    "NM103",
+    Severity.WARNING,
+    "`tensor_parallel_size` / `num_cores` other than the literal 1",
+    "Rewritten to `distributed_config=DistributedConfig(tp_size=N)` without device_map; the script must now be "
+    "launched with `torchrun --nproc_per_node=N` (all ranks run generate; print on rank 0).",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+model = NeuronModelForCausalLM.from_pretrained(
+    "meta-llama/Llama-3.1-8B", export=True, sequence_length=4096, tensor_parallel_size=8
+)
+""",
+            after="""\
+import os
+from transformers import AutoModelForCausalLM, DistributedConfig
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained(
+    "meta-llama/Llama-3.1-8B", distributed_config=DistributedConfig(tp_size=8)
+)
+model.generation_config.cache_implementation = "static"
+model.generation_config.max_cache_len = 4096
+""",
+        ),
+    ),
+)
+DEFAULT_ALL_CORES = Rule(
+    "NM117",
+    Severity.WARNING,
+    "`get_neuron_config` without `tensor_parallel_size` (optimum-neuron then sharded over all visible cores)",
+    'Rewritten for one NeuronCore (`device_map="neuron"`); for tensor parallelism pass '
+    "`distributed_config=DistributedConfig(tp_size=N)` and launch with torchrun.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+config = NeuronModelForCausalLM.get_neuron_config("Qwen/Qwen3-0.6B", batch_size=1, sequence_length=1024)
+model = NeuronModelForCausalLM.export("Qwen/Qwen3-0.6B", config)
+""",
+            after="""\
+import os
+from transformers import AutoModelForCausalLM
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
+model.generation_config.cache_implementation = "static"
+model.generation_config.max_cache_len = 1024
+""",
+        ),
+    ),
+)
+RULES = (
+    CAUSAL_LM,
+    SEQUENCE_LENGTH,
+    TENSOR_PARALLEL,
+    NEURON_CONFIG_PAIR,
+    UNPAIRED_NEURON_CONFIG,
+    DEFAULT_ALL_CORES,
+)
+
+NO_CACHE_LEN = (
+    "No sequence_length was given (optimum-neuron then compiled for the model's maximum length): the static "
+    "cache is sized per generate() call from prompt + max_new_tokens, so each new size recompiles. Set "
+    "`generation_config.max_cache_len` to a fixed length."
+)
+_CONFIG_ARGS = ("batch_size", "sequence_length", "tensor_parallel_size", "instance_type")
+
+
+def _without_config(call: cst.Call, method: str, paired: bool) -> cst.Call:
+    """The load without the neuron config it consumes: `export(id, cfg, ...)`'s second positional argument,
+    or (paired with its get_neuron_config) `neuron_config=cfg`."""
+    consumed = find_keyword(call, "neuron_config") if paired else None
+    if consumed is None and method == "export" and len(call.args) >= 2:
+        second = call.args[1]
+        consumed = second if second.keyword is None and not second.star else None
+    if consumed is None:
+        return call
+    args = [arg for arg in call.args if arg is not consumed]
+    if consumed is call.args[-1]:
+        args[-1] = args[-1].with_changes(comma=consumed.comma)
+    return call.with_changes(args=args)
+
+
+class CausalLM(Handler):
+    HINTS = HINTS
+    TRIGGERS = TRIGGERS
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(InferenceFile)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        if not m.matches(original.func, m.Attribute(attr=m.OneOf(*(m.Name(n) for n in LOAD_METHODS)))):
+            return updated
+        owner = self.ctx.qualified(original.func.value)
+        if owner not in t.CAUSAL_LM:
+            return updated
+        return self.file.guarded(self._rewrite, original, updated, owner, original.func.attr.value)
+
+    def _rewrite(self, original: cst.Call, updated: cst.Call, owner: str, method: str) -> cst.Call:
+        file = self.file
+        if method == "get_neuron_config":
+            self._consumed_config(original, owner)
+            file.report(original, NEURON_CONFIG_PAIR)
+            return updated
+        if original not in file.assigned_calls:
+            raise Unmapped(
+                UNMAPPED_ARGUMENTS,
+                "this load is not assigned to a name, so the static cache cannot be set after it",
+                "assign the model to a variable and run neuron-migrate again",
+            )
+        new_args, cache_len = self._arguments(original, updated, owner, method)
+        file.report(original, CAUSAL_LM)
+        if cache_len is None:
+            file.report(original, SEQUENCE_LENGTH, NO_CACHE_LEN)
+        target = source_code(file.assigned_calls[original])
+        file.loads[original] = PendingLoad(f"{target}.generation_config", cache_len)
+        file.remember_model(target)
+        return file.retarget(updated, "transformers", "AutoModelForCausalLM", owner, new_args)
+
+    def _consumed_config(self, config: cst.Call, owner: str) -> None:
+        """A `get_neuron_config` goes only when the load that consumes it can be rewritten too: otherwise
+        that load stays, with its TODO, and must still find the config variable."""
+        file = self.file
+        load = next((load for load, paired in file.config_pairs.items() if paired is config), None)
+        if config in file.paired_configs and load is not None:
+            effects, file.effects = file.effects, []
+            try:
+                self._arguments(load, load, owner, load.func.attr.value)
+            except Unmapped:
+                file.paired_configs.discard(config)
+                raise Unmapped(
+                    UNPAIRED_NEURON_CONFIG,
+                    "the load that consumes this neuron config cannot be rewritten (see its TODO), so the "
+                    "config stays for it",
+                    "rewrite that load by hand, then remove this statement",
+                ) from None
+            finally:
+                file.effects = effects
+            return
+        raise Unmapped(
+            UNPAIRED_NEURON_CONFIG,
+            "this neuron config is not consumed by a NeuronModelForCausalLM.export call in the same scope "
+            "(or is used elsewhere)",
+            "carry sequence_length to generation_config.max_cache_len and tensor_parallel_size to "
+            "DistributedConfig(tp_size=...) by hand",
+        )
+
+    def _arguments(
+        self, original: cst.Call, updated: cst.Call, owner: str, method: str
+    ) -> tuple[list[cst.Arg], cst.BaseExpression | None]:
+        """The arguments of the rewritten load and its static cache length; raises `Unmapped`."""
+        file = self.file
+        config_call = file.config_pairs.get(original)
+        paired = config_call is not None
+        original, updated = (
+            _without_config(original, method, paired),
+            _without_config(updated, method, paired),
+        )
+        what = f"{owner.rsplit('.', 1)[1]}.{method}"
+        args = split_args(original, updated, what, file.visible_dicts())
+        if method == "export" and config_call is None:
+            raise Unmapped(
+                UNPAIRED_NEURON_CONFIG,
+                "the neuron config passed to export() is not built by get_neuron_config in the same scope",
+                'load the checkpoint with AutoModelForCausalLM.from_pretrained(id, device_map="neuron") and '
+                "set the static cache by hand",
+            )
+        if config_call is not None:
+            config_args = split_args(config_call, config_call, "get_neuron_config")
+            for name in _CONFIG_ARGS:
+                if name in config_args.keywords:
+                    args.keywords[name] = config_args.keywords[name]
+            if "tensor_parallel_size" not in config_args.keywords:
+                file.report(config_call, DEFAULT_ALL_CORES)
+        if method != "export":
+            check_not_compiled(args, "a decoder")
+        check_hub_id(args)
+        return self._decoder_arguments(args)
+
+    def _decoder_arguments(self, args: Args) -> tuple[list[cst.Arg], cst.BaseExpression | None]:
+        file = self.file
+        kept, extra, cache_len, tp_size = [], [], None, None
+        unknown = [
+            name
+            for name in args.order
+            if name not in t.KEPT_LOAD_ARGS | t.EXPORT_ONLY_ARGS | {"batch_size", "sequence_length"}
+            and name not in t.TP_ARGS + t.DTYPE_ARGS + ("config",)
+        ]
+        if unknown:
+            raise Unmapped(
+                UNMAPPED_ARGUMENTS,
+                f"no TorchNeuron equivalent known for {', '.join(unknown)} (continuous batching and speculation "
+                "belong to vLLM Neuron)",
+                "rewrite this load by hand",
+            )
+        dtype = None
+        for name, (old, new) in args.keywords.items():
+            if name in t.KEPT_LOAD_ARGS or name == "config":
+                kept.append(name)
+            elif name in t.EXPORT_ONLY_ARGS:
+                file.report(old, EXPORT_ONLY, subject=name)
+            elif name == "batch_size":
+                file.report(old, STATIC_SHAPES)
+            elif name == "sequence_length":
+                cache_len = new.value
+                file.report(old, SEQUENCE_LENGTH)
+            elif name in t.TP_ARGS:
+                if literal_value(new.value) != 1:
+                    tp_size = new.value
+                    file.report(
+                        old,
+                        TENSOR_PARALLEL,
+                        f"Rewritten to DistributedConfig(tp_size={source_code(new.value)}); launch the script with "
+                        f"`torchrun --nproc_per_node=N` where N = {source_code(new.value)} (all ranks run generate; "
+                        "print on rank 0).",
+                    )
+                else:
+                    file.report(old, EXPORT_ONLY, subject=name)
+            elif name in t.DTYPE_ARGS:
+                dtype = file.dtype(name, old, new)
+        if dtype is not None:
+            extra.append(keyword_arg("dtype", dtype))
+        if tp_size is None:
+            extra.append(keyword_arg("device_map", string("neuron")))
+        else:
+            file.add_import("transformers", "DistributedConfig")
+            config = cst.Call(func=cst.Name("DistributedConfig"), args=[keyword_arg("tp_size", tp_size)])
+            extra.append(keyword_arg("distributed_config", config))
+        return assemble(args, [n for n in args.order if n in kept], extra), cache_len
+
+
+HANDLER = CausalLM

@@ -1,0 +1,101 @@
+"""NM112: a traced `NeuronModelFor*` / `Neuron<Arch>For*` model exported at load becomes the Transformers
+class on device "neuron"."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.cst_helpers import keyword_arg, source_code
+from migrator.families.inference import tables as t
+from migrator.families.inference.loads import (
+    EXPORT_ONLY,
+    STATIC_SHAPES,
+    assemble,
+    auto_cast,
+    check_hub_id,
+    check_known,
+    check_not_compiled,
+    split_args,
+    string,
+)
+from migrator.families.inference.state import HINTS, TRIGGERS, InferenceFile
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import FileContext, Handler
+
+TRACED_MODEL = Rule(
+    "NM112",
+    Severity.INFO,
+    "A traced `NeuronModelFor*` / `Neuron<Arch>For*` encoder, seq2seq, audio or vision model exported at load",
+    'Rewritten to the Transformers class, `from_pretrained(checkpoint, device_map="neuron")`.',
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForSequenceClassification
+
+model = NeuronModelForSequenceClassification.from_pretrained(
+    "distilbert-base-uncased-finetuned-sst-2-english", export=True, batch_size=1, sequence_length=128
+)
+""",
+            after="""\
+import os
+from transformers import AutoModelForSequenceClassification
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForSequenceClassification.from_pretrained(
+    "distilbert-base-uncased-finetuned-sst-2-english", device_map="neuron"
+)
+""",
+        ),
+    ),
+)
+RULES = (TRACED_MODEL,)
+
+
+class TracedModel(Handler):
+    HINTS = HINTS
+    TRIGGERS = TRIGGERS
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(InferenceFile)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        if not (isinstance(original.func, cst.Attribute) and original.func.attr.value == "from_pretrained"):
+            return updated
+        owner = self.ctx.qualified(original.func.value)
+        if owner not in t.TRANSFORMERS_MODELS:
+            return updated
+        return self.file.guarded(self._rewrite, original, updated, owner)
+
+    def _rewrite(self, original: cst.Call, updated: cst.Call, owner: str) -> cst.Call:
+        file = self.file
+        args = split_args(original, updated, "this load", file.visible_dicts())
+        check_not_compiled(args, "a model")
+        check_hub_id(args)
+        check_known(args, t.KEPT_LOAD_ARGS | t.EXPORT_ONLY_ARGS | t.TRACED_SHAPE_ARGS, t.DTYPE_ARGS)
+        casts = auto_cast(args, default=None)
+        dtype = None
+        for name, (old, new) in args.keywords.items():
+            if name in t.EXPORT_ONLY_ARGS:
+                file.report(old, EXPORT_ONLY, subject=name)
+            elif name in t.TRACED_SHAPE_ARGS:
+                file.report(old, STATIC_SHAPES)
+            elif name == "torch_dtype" or (name == "auto_cast_type" and casts):
+                # optimum ignores auto_cast_type unless auto_cast is set (modeling_traced.py `_export`)
+                dtype = file.dtype(name, old, new)
+            elif name in t.DTYPE_ARGS:
+                file.report(old, EXPORT_ONLY, subject=name)
+        extra = ([keyword_arg("dtype", dtype)] if dtype is not None else []) + [
+            keyword_arg("device_map", string("neuron"))
+        ]
+        kept = [name for name in args.order if name in t.KEPT_LOAD_ARGS]
+        file.report(original, TRACED_MODEL)
+        if original in file.assigned_calls:
+            file.remember_model(source_code(file.assigned_calls[original]))
+        return file.retarget(
+            updated, "transformers", t.TRANSFORMERS_MODELS[owner], owner, assemble(args, kept, extra)
+        )
+
+
+HANDLER = TracedModel

@@ -1,0 +1,220 @@
+"""What the inference rules share in one file: which names hold a model on neuron, literal dicts that
+may be unpacked into a load, preprocessors, `get_neuron_config`/`export` pairs, the static-cache statements
+waiting for their load's statement, and the findings of the load being rewritten (applied only if the
+whole load can be rewritten)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+import libcst.matchers as m
+
+from migrator.cst_helpers import literal_value, source_code
+from migrator.families.inference import tables as t
+from migrator.families.inference.loads import DTYPE, Unmapped, dtype_expr
+from migrator.rules import Rule
+from migrator.transform import FileContext, Handler
+
+SYMBOLS = frozenset(
+    {
+        *t.CAUSAL_LM,
+        *t.TRANSFORMERS_MODELS,
+        *t.DIFFUSERS_PIPELINES,
+        *t.PIPELINE,
+        *t.MANUAL_SYMBOLS,
+        t.EXPORTERS_MODULE,
+    }
+)
+# Every rewrite starts from an optimum-neuron symbol, and naming one (import or dotted name) writes the
+# identifier `optimum`.
+TRIGGERS = frozenset({"optimum"})
+LOAD_METHODS = ("from_pretrained", "export", "get_neuron_config")
+# Statements the rules act on or learn from: optimum symbols (and their imported names), model and
+# preprocessor loads, tokenizer calls returning tensors, pipelines, and literal dicts that may be unpacked
+# into a load (their names are watched from then on, to see them reassigned).
+HINTS = frozenset({"optimum", *LOAD_METHODS, "return_tensors", "pipeline", "{"})
+_PREPROCESSOR_CLASS = re.compile(r"^transformers\.\w*(Tokenizer|Processor|FeatureExtractor)\w*$")
+
+
+@dataclass
+class PendingLoad:
+    """What a rewritten LLM load leaves for its statement: the static cache length (None: unset)."""
+
+    generation_config: str  # code of the generation config to set, e.g. `model.generation_config`
+    cache_len: cst.BaseExpression | None
+
+
+class InferenceFile:
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.assigned_calls: dict[cst.Call, cst.BaseExpression] = {}  # load call -> assignment target
+        self.loads: dict[cst.Call, PendingLoad] = {}  # rewritten LLM loads waiting for their statement
+        self.config_pairs: dict[cst.Call, cst.Call] = {}  # export call -> its get_neuron_config call
+        self.paired_configs: set[cst.Call] = set()  # ...and the configs their export consumes
+        self.scopes: list[list[str]] = [[]]  # names holding a migrated model, per function scope
+        self.dicts: list[dict[str, cst.Dict]] = [{}]  # names holding a literal str-keyed dict, per scope
+        self.class_scopes: list[list[str]] = []
+        self.preprocessors: dict[str, str] = {}  # name -> "tokenizer" | "processor"
+        self.effects: list = []  # findings/imports of the call being rewritten, applied once it succeeds
+
+    # --- models on neuron -------------------------------------------------------------------------------------
+
+    def remember_model(self, target: str) -> None:
+        if target.startswith("self.") and self.class_scopes:
+            self.class_scopes[-1].append(target)
+        else:
+            self.scopes[-1].append(target)
+
+    def visible_dicts(self) -> dict[str, cst.Dict]:
+        return {**self.dicts[0], **self.dicts[-1]}
+
+    def _model_scopes(self) -> tuple[list[str], ...]:
+        """Migrated models visible here, nearest first: function, class attributes, module."""
+        return (self.scopes[-1], self.class_scopes[-1] if self.class_scopes else [], self.scopes[0])
+
+    def model_in_scope(self) -> str | None:
+        """The most recently migrated model visible here."""
+        return next((scope[-1] for scope in self._model_scopes() if scope), None)
+
+    def models_in_scope(self) -> set[str]:
+        return {name for scope in self._model_scopes() for name in scope}
+
+    def preprocessor_kind(self, func: cst.BaseExpression) -> str | None:
+        """The kind of preprocessor ("tokenizer"/"processor") called as `tok(...)` or
+        `tok.apply_chat_template(...)`; None when the callee is not a known preprocessor."""
+        if m.matches(func, m.Attribute(attr=m.Name("apply_chat_template"))):
+            func = func.value
+        return self.preprocessors.get(source_code(func))
+
+    # --- a load rewrite: all of it or nothing -----------------------------------------------------------------
+
+    def guarded(self, rewrite, original: cst.Call, updated: cst.Call, *args):
+        """Run a rewrite; its findings and imports take effect only if the whole call could be rewritten."""
+        try:
+            result = rewrite(original, updated, *args)
+        except Unmapped as unmapped:
+            self.effects.clear()
+            self.ctx.todo(original, unmapped.rule, unmapped.why, unmapped.action)
+            return updated
+        for effect in self.effects:
+            effect()
+        self.effects.clear()
+        return result
+
+    def report(
+        self, node: cst.CSTNode, rule: Rule, message: str | None = None, subject: str | None = None
+    ) -> None:
+        self.effects.append(lambda: self.ctx.report(node, rule, message, subject=subject))
+
+    def add_import(self, module: str, obj: str | None = None) -> None:
+        self.effects.append(lambda: self.ctx.add_import(module, obj))
+
+    def dtype(self, name: str, old: cst.Arg, new: cst.Arg) -> cst.BaseExpression:
+        self.report(old, DTYPE)
+        if name == "torch_dtype":
+            return new.value
+        self.add_import("torch")
+        return dtype_expr(new.value)
+
+    def retarget(
+        self, updated: cst.Call, module: str, target: str, owner: str, args: list[cst.Arg]
+    ) -> cst.Call:
+        """`Owner.method(...)` -> `target.from_pretrained(args)` with `from module import target`."""
+        self.add_import(module, target)
+        self.drop_source_import(updated.func.value, owner)
+        func = updated.func.with_changes(value=cst.Name(target), attr=cst.Name("from_pretrained"))
+        return updated.with_changes(func=func, args=args)
+
+    def drop_source_import(self, reference: cst.BaseExpression, qualified: str) -> None:
+        """Ask for the optimum import behind `reference` to go (it stays while anything still uses it):
+        `from m import X [as Y]` for a bare name, `import m [as alias]` for `alias.X`."""
+        module, name = qualified.rsplit(".", 1)
+        if isinstance(reference, cst.Name):
+            self.ctx.remove_import(module, name, reference.value if reference.value != name else None)
+            return
+        head = source_code(reference).split(".")[0]
+        self.ctx.remove_import(module, None, head if head != module.split(".")[0] else None)
+
+
+class InferenceTracker(Handler):
+    """Follows scopes, assignments, literal dicts and preprocessors; adds the static-cache statements after
+    a rewritten load's statement."""
+
+    SYMBOLS = SYMBOLS
+    TRIGGERS = TRIGGERS
+    HINTS = HINTS
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(InferenceFile)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.file.scopes.append([])
+        self.file.dicts.append({})
+
+    def leave_FunctionDef(self, original, updated):
+        self.file.scopes.pop()
+        self.file.dicts.pop()
+        return updated
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.file.class_scopes.append([])
+
+    def leave_ClassDef(self, original, updated):
+        self.file.class_scopes.pop()
+        return updated
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        if len(node.body) != 1:
+            return
+        statement = node.body[0]
+        if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+            target = statement.targets[0].target
+        elif isinstance(statement, cst.AnnAssign) and statement.value is not None:
+            target = statement.target
+        else:
+            return
+        if isinstance(statement.value, cst.Call) and isinstance(target, (cst.Name, cst.Attribute)):
+            self.file.assigned_calls[statement.value] = target
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated):
+        if len(original.body) != 1 or not isinstance(updated, cst.SimpleStatementLine):
+            return updated
+        value = getattr(original.body[0], "value", None)
+        if value in self.file.paired_configs:
+            return cst.RemoveFromParent()
+        load = self.file.loads.pop(value, None)
+        if load is None:
+            return updated
+        config = load.generation_config
+        follow_up = [cst.parse_statement(f'{config}.cache_implementation = "static"\n')]
+        if load.cache_len is not None:
+            assign = cst.parse_statement(f"{config}.max_cache_len = 0\n")
+            follow_up.append(assign.with_deep_changes(assign.body[0], value=load.cache_len))
+        return cst.FlattenSentinel([updated, *follow_up])
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
+        if len(original.targets) != 1:
+            return updated
+        target = source_code(original.targets[0].target)
+        value = original.value
+        qualified = (
+            self.ctx.qualified(value.func.value) if m.matches(value, m.Call(func=m.Attribute())) else None
+        )
+        if qualified and _PREPROCESSOR_CLASS.match(qualified):
+            self.file.preprocessors[target] = "tokenizer" if "Tokenizer" in qualified else "processor"
+        if isinstance(value, cst.Dict) and all(
+            isinstance(element, cst.DictElement) and isinstance(literal_value(element.key), str)
+            for element in value.elements
+        ):
+            self.file.dicts[-1][target] = value
+            self.ctx.watch(target)
+        else:
+            self.file.dicts[-1].pop(target, None)
+        return updated
+
+
+RULES = ()  # reports nothing itself
+HANDLER = InferenceTracker

@@ -1,0 +1,1 @@
+"""Manual work no family can rewrite (NM9xx)."""

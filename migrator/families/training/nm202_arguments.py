@@ -1,0 +1,335 @@
+"""NM202-NM205, NM216: the keywords of training arguments (`NeuronTrainingArguments`, `NeuronSFTConfig`, ...)
+and trainers, decided by one table (`training_args.py`): renamed, dropped, moved to the model load's
+`DistributedConfig` (the sharding read here), or left with a TODO; `logging_dir` moves to the environment.
+The keywords the migrated arguments need added are `nm206_added_arguments.py`'s."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.cst_helpers import (
+    find_keyword,
+    is_literal,
+    source_code,
+    without_args,
+)
+from migrator.families.training.nm201_renames import renamed_func
+from migrator.families.training.state import (
+    DISTRIBUTED_CONFIG_BY_HAND,
+    ArgumentsCall,
+    Parallelism,
+    TrainingFile,
+    reads_moved_field,
+    trn_config_arg,
+    trn_config_source,
+)
+from migrator.families.training.targets import (
+    HINTS,
+    RENAMES,
+    TARGET_CALLS,
+    TRAINER_KEYWORDS,
+    TRIGGERS,
+    Target,
+)
+from migrator.families.training_args import ArgAction
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import FileContext, Handler
+
+ARGUMENT_RENAMED = Rule(
+    "NM202",
+    Severity.INFO,
+    "A training keyword whose name changed (`warmup_ratio`, `max_seq_length`, `evaluation_strategy`, "
+    "`tokenizer=` of a trainer, `torch_dtype=` of a training model load, ...)",
+    "Renamed (`warmup_steps` takes the ratio as a float in [0, 1), `max_length`, `eval_strategy`, "
+    "`processing_class=`, `dtype=`, ...).",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+
+args = NeuronTrainingArguments(output_dir="out", evaluation_strategy="steps", bf16=True)
+""",
+            after="""\
+from transformers import TrainingArguments
+
+args = TrainingArguments(output_dir="out", eval_strategy="steps", bf16=True, torch_compile=True)
+""",
+        ),
+    ),
+)
+ARGUMENT_DROPPED = Rule(
+    "NM203",
+    Severity.WARNING,
+    "A training argument with no equivalent in Transformers 5 / TRL 1.16 (Neuron runtime, ZeRO-1 optimizer "
+    "and metrics options, `overwrite_output_dir`, ...)",
+    "Removed; the finding says what changes. Remove the matching `--flag` from launch scripts too, otherwise "
+    "`HfArgumentParser` rejects it.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+
+args = NeuronTrainingArguments(output_dir="out", overwrite_output_dir=True, bf16=True)
+""",
+            after="""\
+from transformers import TrainingArguments
+
+args = TrainingArguments(output_dir="out", bf16=True, torch_compile=True)
+""",
+        ),
+    ),
+)
+MOVED_TO_DISTRIBUTED_CONFIG = Rule(
+    "NM204",
+    Severity.WARNING,
+    "`tensor_parallel_size` / `zero_1` in the training arguments (or `lazy_load_for_parallelism`)",
+    "Moved to `from_pretrained(..., distributed_config=DistributedConfig(tp_size=TP, fsdp_size=WORLD_SIZE // "
+    "TP))` of the model loaded in the same scope (`dp_replicate_size` instead of `fsdp_size` without ZeRO-1). "
+    "ZeRO-1 becomes FSDP2, which also shards parameters and gradients. Launch with torchrun.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+from transformers import AutoModelForCausalLM
+
+args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=8, zero_1=True)
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+""",
+            after="""\
+from transformers import DistributedConfig, TrainingArguments, AutoModelForCausalLM
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+args = TrainingArguments(output_dir="out", torch_compile=True, save_only_model=True)
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", distributed_config=DistributedConfig(tp_size=8, fsdp_size=int(os.environ.get("WORLD_SIZE", "1")) // 8))
+""",
+        ),
+    ),
+)
+MANUAL_ARGUMENT = Rule(
+    "NM205",
+    Severity.ERROR,
+    "A training argument with no faithful rewrite (`pipeline_parallel_size`, `mp_plugin`, ...)",
+    "The call is left as it is with a TODO saying what to do; run neuron-migrate again afterwards.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+
+args = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=4)
+""",
+            after="""\
+from optimum.neuron import NeuronTrainingArguments
+
+# TODO(neuron-migrate): NM205 `pipeline_parallel_size`: pipeline parallelism of HF models is not documented on TorchNeuron and DistributedConfig(pp_size=...) cannot be combined with FSDP; remove the pipeline stages and shard with DistributedConfig(tp_size=..., fsdp_size=...) instead
+args = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=4)
+""",
+        ),
+    ),
+)
+LOGGING_DIR = Rule(
+    "NM216",
+    Severity.INFO,
+    "`logging_dir=` in the training arguments (rejected by Transformers 5)",
+    'Moved to `os.environ["TENSORBOARD_LOGGING_DIR"]`, set just before the arguments are built; Transformers '
+    "5's TensorBoard callback reads its directory from there.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+
+args = NeuronTrainingArguments(output_dir="out", logging_dir="out/logs")
+""",
+            after="""\
+import os
+from transformers import TrainingArguments
+
+os.environ["TENSORBOARD_LOGGING_DIR"] = "out/logs"
+args = TrainingArguments(output_dir="out", torch_compile=True)
+""",
+        ),
+    ),
+)
+RULES = (ARGUMENT_RENAMED, ARGUMENT_DROPPED, MOVED_TO_DISTRIBUTED_CONFIG, MANUAL_ARGUMENT, LOGGING_DIR)
+
+
+class TrainingArguments(Handler):
+    HINTS = HINTS
+    TRIGGERS = TRIGGERS
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(TrainingFile)
+        # Statements to insert before a simple statement (original node) when it is left.
+        self.prefixes: dict[cst.SimpleStatementLine, list[cst.BaseStatement]] = {}
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        prefix = self.prefixes.pop(original, None)
+        if prefix:
+            prefix[0] = prefix[0].with_changes(leading_lines=updated.leading_lines)
+            return cst.FlattenSentinel([*prefix, updated.with_changes(leading_lines=[])])
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        if not isinstance(updated, cst.Call) or len(original.args) != len(updated.args):
+            return updated  # replaced or restructured by an earlier rule: not ours to pair up
+        qualified = self.ctx.qualified(original.func)
+        if qualified not in RENAMES and qualified not in TARGET_CALLS:
+            return updated
+        target = RENAMES.get(qualified) or TARGET_CALLS[qualified]
+        if target.arguments is not None:
+            return self._arguments_call(original, updated, target, migrated=qualified in RENAMES)
+        if target.trainer:
+            updated = self._rename_keywords(original, updated, TRAINER_KEYWORDS)
+        return renamed_func(self.ctx, original, updated) if qualified in RENAMES else updated
+
+    def _rename_keywords(self, original: cst.Call, updated: cst.Call, renames: dict[str, str]) -> cst.Call:
+        args = list(updated.args)
+        for index, (before, arg) in enumerate(zip(original.args, updated.args, strict=True)):
+            new = renames.get(before.keyword.value) if before.keyword else None
+            if new and find_keyword(original, new) is None:
+                message = f"`{before.keyword.value}=` -> `{new}=`."
+                self.ctx.report(before, ARGUMENT_RENAMED, message, subject=before.keyword.value)
+                args[index] = arg.with_changes(keyword=cst.Name(new))
+        return updated.with_changes(args=args)
+
+    def _arguments_call(self, original: cst.Call, updated: cst.Call, target: Target, migrated: bool):
+        table = target.arguments
+        qualified = self.ctx.qualified(original.func)
+        scope = self.file.scope
+        manual = []
+        for arg in original.args:
+            action = table.get(arg.keyword.value) if arg.keyword else None
+            # A variable can be set only before a statement that is the call itself.
+            if action is not None and (
+                action.kind == "manual" or action.kind == "environment" and not self._line_holds(original)
+            ):
+                manual.append((arg, action))
+        for arg, action in manual:
+            self.ctx.todo(
+                arg, MANUAL_ARGUMENT, f"`{arg.keyword.value}`: {action.note}", subject=arg.keyword.value
+            )
+        parallelism, reason = (None, None) if manual else self._parallelism(original, table)
+        if reason:
+            self.ctx.todo(original, DISTRIBUTED_CONFIG_BY_HAND, *reason)
+        if manual or reason:
+            self.file.kept.add(qualified)
+            return updated
+        has_star = any(arg.star == "**" for arg in original.args)
+        if migrated and not has_star and original in self.file.assigned:
+            scope.args_variable = self.file.assigned[original]
+
+        removed: set[cst.Arg] = set()
+        args = list(updated.args)
+        for index, (before, arg) in enumerate(zip(original.args, updated.args, strict=True)):
+            action = table.get(before.keyword.value) if before.keyword else None
+            if action is None or action.kind == "keep":
+                continue
+            name = before.keyword.value
+            if action.kind == "rename":
+                if find_keyword(original, action.target) is not None:
+                    removed.add(arg)
+                    message = f"`{name}` dropped: `{action.target}` is also given."
+                    self.ctx.report(before, ARGUMENT_DROPPED, message, subject=name)
+                else:
+                    args[index] = arg.with_changes(keyword=cst.Name(action.target))
+                    message = f"`{name}=` -> `{action.target}=`: {action.note}".rstrip(": ")
+                    self.ctx.report(before, ARGUMENT_RENAMED, message, subject=name)
+            elif action.kind == "drop":
+                removed.add(arg)
+                self.ctx.report(before, ARGUMENT_DROPPED, f"`{name}` removed: {action.note}.", subject=name)
+            elif action.kind == "distributed":
+                removed.add(arg)
+                self.ctx.report(
+                    before,
+                    MOVED_TO_DISTRIBUTED_CONFIG,
+                    f"`{name}` -> DistributedConfig: {action.note}."
+                    if parallelism is not None and parallelism.sharded
+                    else f"`{name}` removed: it does not shard the model, so there is nothing to move.",
+                    subject=name,
+                )
+            elif action.kind == "environment":
+                removed.add(arg)
+                self.ctx.report(before, LOGGING_DIR, subject=name)
+                self._set_environment(action.target, arg.value)
+        sharded = (parallelism is not None and parallelism.sharded) or scope.sharded_at_load
+        self.file.arguments_calls[original] = ArgumentsCall(table, migrated, has_star, sharded)
+        updated = updated.with_changes(args=without_args(args, removed))
+        return renamed_func(self.ctx, original, updated) if migrated else updated
+
+    def _line_holds(self, call: cst.Call) -> bool:
+        """The call is the whole value of the current simple statement (so a statement can go before it)."""
+        line = self.ctx.line
+        if line is None or len(line.body) != 1:
+            return False
+        statement = line.body[0]
+        return (
+            isinstance(statement, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Return))
+            and statement.value is call
+        )
+
+    def _set_environment(self, variable: str, value: cst.BaseExpression) -> None:
+        self.ctx.add_import("os")
+        text = (
+            source_code(value)
+            if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+            else f"str({source_code(value)})"
+        )
+        statement = cst.parse_statement(f'os.environ["{variable}"] = {text}\n')
+        self.prefixes.setdefault(self.ctx.line, []).append(statement)
+
+    def _parallelism(
+        self, call: cst.Call, table: dict[str, ArgAction]
+    ) -> tuple[Parallelism | None, tuple[str, str] | None]:
+        """The sharding given by the distributed keywords of an arguments call, and where it goes.
+
+        Returns (parallelism, None) when it can be written on the model load of this scope (registering
+        that load), (None, None) when there is nothing to move, (None, (why, what to do)) when it must be
+        moved by hand.
+        """
+        moved = {
+            arg.keyword.value: arg.value
+            for arg in call.args
+            if arg.keyword and table.get(arg.keyword.value, ArgAction("keep")).kind == "distributed"
+        }
+        if not moved:
+            return None, None
+        parallelism = Parallelism(tp=moved.get("tensor_parallel_size"))
+        zero_1 = moved.get("zero_1")
+        flags = ", ".join(f"`{name}`" for name in moved)
+        if zero_1 is not None:
+            if not (is_literal(zero_1, "True") or is_literal(zero_1, "False")):
+                return None, (
+                    f"`zero_1={source_code(zero_1)}` is only known at run time",
+                    "choose fsdp_size (ZeRO-1) or dp_replicate_size (replication) in DistributedConfig on the "
+                    "model's from_pretrained and remove zero_1 here",
+                )
+            parallelism.zero_1 = is_literal(zero_1, "True")
+        if not parallelism.sharded:
+            return parallelism, None
+        file, scope = self.file, self.file.scope
+        loads = file.training_loads(scope.node) or file.model_loads(scope.node)
+        # A load that came first can only take values that mean the same there: literals.
+        earlier = len(loads) == 1 and loads[0] in file.visited_calls
+        movable = parallelism.tp is None or (
+            isinstance(parallelism.tp, cst.Integer) if earlier else not reads_moved_field(parallelism.tp)
+        )
+        traced = (
+            len(loads) != 1
+            or not file.training_loads(scope.node)
+            or trn_config_source(trn_config_arg(loads[0])[1], scope.node) == file.assigned.get(call)
+        )
+        if len(loads) != 1 or not movable or not traced or (earlier and loads[0] not in scope.loads_left):
+            return None, (
+                f"{flags} are not TrainingArguments fields and this scope has no single model from_pretrained "
+                "that can take them",
+                f"remove them here and pass distributed_config={parallelism.config()} to the from_pretrained "
+                "that loads the model (from transformers import DistributedConfig)",
+            )
+        scope.parallelism = parallelism
+        (scope.earlier_targets if earlier else scope.load_targets).add(loads[0])
+        return parallelism, None
+
+
+HANDLER = TrainingArguments

@@ -1,0 +1,130 @@
+"""NM206, NM207, NM214: keywords the migrated training arguments need added (`torch_compile=True`,
+`save_only_model=True` when the model is sharded at load, `packing_strategy="wrapped"` when packing), on the
+arguments calls `nm202_arguments.py` rewrote."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.cst_helpers import find_keyword, is_literal, keyword_arg, with_appended
+from migrator.families.training.state import TrainingFile
+from migrator.families.training.targets import HINTS, TRIGGERS
+from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import FileContext, Handler
+
+TORCH_COMPILE = Rule(
+    "NM206",
+    Severity.INFO,
+    "Migrated `TrainingArguments`/`SFTConfig` without `torch_compile`",
+    "`torch_compile=True` added: Transformers picks the neuron compile backend by itself and compiles the "
+    "training step without dynamic shapes (optimum-neuron always compiled it). Set it to False for eager "
+    "debugging.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+
+args = NeuronTrainingArguments(output_dir="out", bf16=True)
+""",
+            after="""\
+from transformers import TrainingArguments
+
+args = TrainingArguments(output_dir="out", bf16=True, torch_compile=True)
+""",
+        ),
+    ),
+)
+SAVE_ONLY_MODEL = Rule(
+    "NM207",
+    Severity.WARNING,
+    "Training arguments of a model sharded with `DistributedConfig`",
+    "`save_only_model=True` added: Trainer cannot save or resume optimizer state of a model sharded at load. "
+    "Checkpoints hold the model only, so `resume_from_checkpoint` restarts the optimizer.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+from transformers import AutoModelForCausalLM
+
+args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B")
+""",
+            after="""\
+from transformers import DistributedConfig, TrainingArguments, AutoModelForCausalLM
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+args = TrainingArguments(output_dir="out", torch_compile=True, save_only_model=True)
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
+""",
+        ),
+    ),
+)
+PACKING_STRATEGY = Rule(
+    "NM214",
+    Severity.WARNING,
+    "`NeuronSFTConfig(packing=...)` without `packing_strategy`",
+    '`packing_strategy="wrapped"` added: TRL\'s default "bfd" packing turns on padding-free batches '
+    "(one flattened row, variable length), which optimum-neuron always disabled and Neuron compiles per shape.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronSFTConfig
+
+config = NeuronSFTConfig(output_dir="out", packing=True)
+""",
+            after="""\
+from trl import SFTConfig
+
+config = SFTConfig(output_dir="out", packing=True, torch_compile=True, packing_strategy="wrapped")
+""",
+        ),
+    ),
+)
+RULES = (TORCH_COMPILE, SAVE_ONLY_MODEL, PACKING_STRATEGY)
+
+
+class AddedArguments(Handler):
+    HINTS = HINTS
+    TRIGGERS = TRIGGERS
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(TrainingFile)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        call = self.file.arguments_calls.get(original)
+        if call is None or not isinstance(updated, cst.Call):
+            return updated
+        additions = []
+        if call.migrated and not call.has_star and find_keyword(original, "torch_compile") is None:
+            additions.append(keyword_arg("torch_compile", cst.Name("True")))
+            self.ctx.report(original, TORCH_COMPILE)
+        if call.sharded and not call.has_star and find_keyword(original, "save_only_model") is None:
+            additions.append(keyword_arg("save_only_model", cst.Name("True")))
+            self.ctx.report(original, SAVE_ONLY_MODEL)
+        packing = find_keyword(original, "packing")
+        if (
+            call.table is SFT_CONFIG_ARGUMENTS
+            and packing is not None
+            and not is_literal(packing.value, "False")
+            and find_keyword(original, "packing_strategy") is None
+        ):
+            if call.has_star:  # the unpacked mapping may already hold a packing_strategy
+                self.ctx.todo(
+                    packing,
+                    PACKING_STRATEGY,
+                    'TRL\'s default packing ("bfd") turns on padding-free batches, which optimum-neuron disabled',
+                    'add packing_strategy="wrapped" here unless the unpacked arguments already set it',
+                )
+            else:
+                additions.append(keyword_arg("packing_strategy", cst.SimpleString('"wrapped"')))
+                self.ctx.report(packing, PACKING_STRATEGY)
+        if not additions:
+            return updated
+        return updated.with_changes(args=with_appended(list(updated.args), additions))
+
+
+HANDLER = AddedArguments

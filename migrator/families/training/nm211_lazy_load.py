@@ -1,0 +1,117 @@
+"""NM211: `with lazy_load_for_parallelism(...)` around a model load is unwrapped; its tensor-parallel size
+goes to the load's `DistributedConfig`."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.cst_helpers import find_keyword, is_literal, source_code
+from migrator.families.training.state import (
+    DISTRIBUTED_CONFIG_BY_HAND,
+    Parallelism,
+    TrainingFile,
+    reads_moved_field,
+)
+from migrator.families.training.targets import HINTS, LAZY_LOAD_FUNCTIONS, TRIGGERS
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import FileContext, Handler
+
+LAZY_LOAD = Rule(
+    "NM211",
+    Severity.INFO,
+    "`with lazy_load_for_parallelism(...)` around a model load",
+    "The `with` is removed and its body kept: Transformers loads each shard directly when the load gets "
+    "`distributed_config=` (NM204).",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron.distributed import lazy_load_for_parallelism
+from transformers import AutoModelForCausalLM
+
+with lazy_load_for_parallelism(tensor_parallel_size=2):
+    model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B")
+""",
+            after="""\
+from transformers import DistributedConfig, AutoModelForCausalLM
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
+""",
+        ),
+    ),
+)
+RULES = (LAZY_LOAD,)
+
+
+class LazyLoad(Handler):
+    HINTS = HINTS
+    TRIGGERS = TRIGGERS
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(TrainingFile)
+        self.kept: dict[cst.With, str] = {}  # with statement -> why it stays
+        self.unwrap: set[cst.With] = set()
+
+    def visit_With(self, node: cst.With) -> None:
+        if (
+            len(node.items) != 1
+            or not isinstance(node.items[0].item, cst.Call)
+            or not isinstance(node.body, cst.IndentedBlock)
+        ):
+            return
+        call = node.items[0].item
+        if self.ctx.qualified(call.func) not in LAZY_LOAD_FUNCTIONS:
+            return
+        tp = find_keyword(call, "tensor_parallel_size") or next(
+            (arg for arg in call.args[:1] if arg.keyword is None and not arg.star), None
+        )
+        pp = find_keyword(call, "pipeline_parallel_size")
+        loads = self.file.model_loads(node.body)
+        reason = None
+        if pp is not None and not is_literal(pp.value, "1"):
+            reason = "pipeline parallelism has no documented TorchNeuron equivalent for HF models"
+        elif len(loads) != 1:
+            reason = "the block does not hold exactly one model from_pretrained call"
+        elif tp is not None and reads_moved_field(tp.value):
+            reason = f"`{source_code(tp.value)}` is no longer a TrainingArguments field"
+        if reason:
+            self.kept[node] = reason
+            self.file.kept.add(self.ctx.qualified(call.func))
+            return
+        scope = self.file.scope
+        parallelism = scope.parallelism or Parallelism()
+        if tp is not None:
+            parallelism.tp = tp.value
+        scope.parallelism = parallelism
+        scope.load_targets.add(loads[0])
+        self.unwrap.add(node)
+        message = LAZY_LOAD.action
+        if parallelism.sharded and parallelism.zero_1 is None:
+            message += (
+                " No ZeRO-1 setting is visible here, so the data-parallel ranks replicate the model "
+                "(dp_replicate_size); if you trained with --zero_1, use fsdp_size instead."
+            )
+        self.ctx.report(call, LAZY_LOAD, message)
+
+    def leave_With(self, original: cst.With, updated: cst.With):
+        reason = self.kept.get(original)
+        if reason:  # reported here so that the TODO goes above the `with`, not inside it
+            self.ctx.todo(
+                original.items[0].item,
+                DISTRIBUTED_CONFIG_BY_HAND,
+                f"lazy_load_for_parallelism: {reason}",
+                "remove the with block and pass distributed_config=DistributedConfig(tp_size=..., "
+                "fsdp_size=WORLD_SIZE // tp_size) to the model's from_pretrained",
+            )
+        if original not in self.unwrap or not isinstance(updated, cst.With):
+            return updated
+        body = list(updated.body.body)
+        if original.leading_lines:
+            body[0] = body[0].with_changes(leading_lines=[*original.leading_lines, *body[0].leading_lines])
+        return cst.FlattenSentinel(body)
+
+
+HANDLER = LazyLoad

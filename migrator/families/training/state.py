@@ -1,0 +1,273 @@
+"""What the training rules share in one file: function scopes (where the arguments' sharding goes), which
+names are references, which calls are assigned to a variable, and the symbols kept with a TODO."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+import libcst.matchers as m
+
+from migrator.cst_helpers import (
+    descendants,
+    find_keyword,
+    is_literal,
+    is_method_call,
+    keyword_arg,
+    method_calls,
+    source_code,
+    with_appended,
+)
+from migrator.families.training.targets import (
+    HINTS,
+    MODEL_CLASS_SUFFIXES,
+    SYMBOLS,
+    TRAINING_MODELS,
+    TRIGGERS,
+    WORLD_SIZE,
+)
+from migrator.families.training_args import TRAINING_ARGUMENTS
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import FileContext, Handler
+
+DISTRIBUTED_CONFIG_BY_HAND = Rule(
+    "NM208",
+    Severity.ERROR,
+    "Model parallelism the codemod cannot carry to the model load (`trn_config` from parsed arguments, no "
+    "single model `from_pretrained` in the scope, ...)",
+    "Left as it is with a TODO: read the tensor-parallel size from your own argument dataclass and pass "
+    "`distributed_config=DistributedConfig(...)` to `AutoModelForCausalLM.from_pretrained`.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+
+
+def build(model_name):
+    args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
+    return args
+""",
+            after="""\
+from optimum.neuron import NeuronTrainingArguments
+
+
+def build(model_name):
+    # TODO(neuron-migrate): NM208 `tensor_parallel_size` are not TrainingArguments fields and this scope has no single model from_pretrained that can take them; remove them here and pass distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2) to the from_pretrained that loads the model (from transformers import DistributedConfig)
+    args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
+    return args
+""",
+        ),
+    ),
+)
+RULES = (DISTRIBUTED_CONFIG_BY_HAND,)
+
+
+@dataclass
+class Parallelism:
+    """Sharding read from arguments in one scope, to be written as `DistributedConfig(...)`."""
+
+    tp: cst.BaseExpression | None = None
+    zero_1: bool | None = None  # None: not given (replication, as optimum-neuron's default)
+
+    @property
+    def sharded(self) -> bool:
+        return self.zero_1 is True or (self.tp is not None and not is_literal(self.tp, "1"))
+
+    def config(self) -> str:
+        fields = []
+        tp = None if self.tp is None or is_literal(self.tp, "1") else source_code(self.tp)
+        if tp:
+            fields.append(f"tp_size={tp}")
+        simple = self.tp is None or isinstance(self.tp, (cst.Name, cst.Attribute, cst.Integer, cst.Call))
+        world = WORLD_SIZE if tp is None else f"{WORLD_SIZE} // {tp if simple else f'({tp})'}"
+        fields.append(f"{'fsdp_size' if self.zero_1 else 'dp_replicate_size'}={world}")
+        return f"DistributedConfig({', '.join(fields)})"
+
+
+@dataclass
+class Scope:
+    node: cst.CSTNode  # the original Module or FunctionDef
+    parallelism: Parallelism | None = None
+    args_variable: str | None = None  # variable holding the literal arguments the parallelism came from
+    trn_config_names: set[str] = field(default_factory=set)
+    distributed_config_names: set[str] = field(default_factory=set)  # were `TrainingNeuronConfig(...)`
+    sharded_at_load: bool = False  # a model of this scope gets a sharding DistributedConfig
+    load_targets: set[cst.Call] = field(default_factory=set)  # original model loads to shard
+    earlier_targets: set[cst.Call] = field(default_factory=set)  # ...already left when the sharding was read
+    loads_left: dict[cst.Call, cst.Call] = field(default_factory=dict)  # original load -> node returned
+
+
+@dataclass(frozen=True)
+class ArgumentsCall:
+    """A training arguments call the keyword rules rewrote, for the rules that add keywords to it."""
+
+    table: dict  # its keyword table (training_args.py)
+    migrated: bool  # an optimum-neuron class (not a Transformers/TRL one already)
+    has_star: bool  # `**kwargs` among its arguments
+    sharded: bool  # the model of its scope is sharded at load
+
+
+class TrainingFile:
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.scopes: list[Scope] = []
+        self.in_import = 0
+        self.not_references: set[cst.Name] = set()  # attribute names, keywords: Names that are not uses
+        self.call_funcs: set[cst.BaseExpression] = (
+            set()
+        )  # funcs of calls: renamed (or kept) by the call rules
+        self.visited_calls: set[cst.Call] = set()
+        self.kept: set[str] = set()  # symbols left in place with a TODO somewhere: keep their import
+        self.assigned: dict[cst.Call, str] = {}  # call -> variable it is assigned to
+        self.inline_configs: set[cst.Call] = set()  # TrainingNeuronConfig calls rewritten in place
+        self.rewritten_loads: set[str] = set()  # training model classes whose loads were rewritten
+        self.arguments_calls: dict[cst.Call, ArgumentsCall] = {}  # original call -> what nm202 made of it
+
+    @property
+    def scope(self) -> Scope:
+        return self.scopes[-1]
+
+    def model_loads(self, node: cst.CSTNode) -> list[cst.Call]:
+        """Transformers model `from_pretrained` calls under `node` (tokenizers/configs excluded)."""
+        loads = []
+        for call in method_calls(node, "from_pretrained"):
+            owner = self.ctx.qualified(call.func.value) or ""
+            name = owner.rsplit(".", 1)[-1]
+            if owner in TRAINING_MODELS or (
+                owner.startswith("transformers.") and name.endswith(MODEL_CLASS_SUFFIXES)
+            ):
+                loads.append(call)
+        return loads
+
+    def training_loads(self, node: cst.CSTNode) -> list[cst.Call]:
+        return [call for call in method_calls(node, "from_pretrained") if self.is_training_load(call)]
+
+    def is_training_load(self, node: cst.CSTNode) -> bool:
+        """`NeuronModelForCausalLM.from_pretrained(...)` and the other optimum-neuron training loads."""
+        return (
+            is_method_call(node, "from_pretrained") and self.ctx.qualified(node.func.value) in TRAINING_MODELS
+        )
+
+    def only_trn_config_uses(self, name: str, scope: Scope) -> bool:
+        """Every use of `name` in the scope (but its assignments) is the trn_config of a training load."""
+        nodes = descendants(scope.node, (cst.AssignTarget, cst.Attribute, cst.Arg, cst.Name, cst.Call))
+        # The name as an assignment target, an attribute or a keyword is not a use of the variable.
+        not_uses = {n.target for n in nodes if isinstance(n, cst.AssignTarget)}
+        not_uses |= {n.attr for n in nodes if isinstance(n, cst.Attribute)}
+        not_uses |= {n.keyword for n in nodes if isinstance(n, cst.Arg)}
+        uses = [n for n in nodes if isinstance(n, cst.Name) and n.value == name and n not in not_uses]
+        trn_args = {trn_config_arg(call)[1] for call in nodes if self.is_training_load(call)}
+        return all(use in trn_args for use in uses)
+
+    def add_distributed_config(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """`distributed_config=` with the scope's sharding on a model load (unless it has one already)."""
+        parallelism = self.scope.parallelism
+        if parallelism is None or not parallelism.sharded or find_keyword(original, "distributed_config"):
+            return updated
+        self.ctx.add_import("os")
+        self.ctx.add_import("transformers", "DistributedConfig")
+        config = keyword_arg("distributed_config", cst.parse_expression(parallelism.config()))
+        return updated.with_changes(args=with_appended(list(updated.args), [config]))
+
+
+def trn_config_arg(call: cst.Call) -> tuple[int | None, cst.BaseExpression | None]:
+    """Index and value of the `trn_config` argument of a training load (second positional or keyword)."""
+    for index, arg in enumerate(call.args):
+        if arg.keyword is not None and arg.keyword.value == "trn_config":
+            return index, arg.value
+    positional = [i for i, arg in enumerate(call.args) if arg.keyword is None and not arg.star]
+    if len(positional) >= 2:
+        return positional[1], call.args[positional[1]].value
+    return None, None
+
+
+def trn_config_source(value: cst.BaseExpression | None, scope: cst.CSTNode) -> str | None:
+    """`args` for `args.trn_config`, or for a name assigned `args.trn_config` in the scope."""
+    source = m.Attribute(value=m.Name(), attr=m.Name("trn_config"))
+    if m.matches(value, source):
+        return value.value.value
+    if isinstance(value, cst.Name):
+        assigned = m.Assign(targets=[m.AssignTarget(m.Name(value.value))], value=source)
+        for assign in m.findall(scope, assigned):
+            return assign.value.value.value
+    return None
+
+
+def reads_moved_field(node: cst.BaseExpression) -> bool:
+    """`training_args.tensor_parallel_size` and the like: fields that no longer exist on the new classes."""
+    return any(
+        attr.attr.value in TRAINING_ARGUMENTS
+        and TRAINING_ARGUMENTS[attr.attr.value].kind != "keep"
+        or attr.attr.value == "trn_config"
+        for attr in descendants(node, cst.Attribute)
+    )
+
+
+class TrainingTracker(Handler):
+    """Follows the scopes and notes, before the rules leave them, which names are references, which calls
+    are assigned, and which calls the walk has seen; shards, on leaving a scope, the loads that came
+    before the arguments their sharding was read from."""
+
+    SYMBOLS = SYMBOLS
+    TRIGGERS = TRIGGERS
+    HINTS = HINTS
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(TrainingFile)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.file.scopes.append(Scope(node))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.file.scopes.append(Scope(node))
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        return self._leave_scope(updated)
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module):
+        return self._leave_scope(updated)
+
+    def _leave_scope(self, updated: cst.CSTNode) -> cst.CSTNode:
+        scope = self.file.scope
+        for target in scope.earlier_targets:
+            load = scope.loads_left[target]
+            updated = updated.deep_replace(load, self.file.add_distributed_config(load, load))
+        self.file.scopes.pop()
+        return updated
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self.file.in_import += 1
+
+    def leave_Import(self, original: cst.Import, updated: cst.Import):
+        self.file.in_import -= 1
+        return updated
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self.file.in_import += 1
+
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom):
+        self.file.in_import -= 1
+        return updated
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.file.not_references.add(node.attr)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self.file.not_references.add(node.keyword)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.file.call_funcs.add(node.func)
+        self.file.visited_calls.add(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if (
+            len(node.targets) == 1
+            and isinstance(node.targets[0].target, cst.Name)
+            and isinstance(node.value, cst.Call)
+        ):
+            self.file.assigned[node.value] = node.targets[0].target.value
+
+
+HANDLER = TrainingTracker

@@ -1,0 +1,74 @@
+"""Qualified names of the torch_xla APIs the XLA rules match (data only: no rule imports it back)."""
+
+XM = "torch_xla.core.xla_model"
+XR = "torch_xla.runtime"
+PL = "torch_xla.distributed.parallel_loader"
+XMP = "torch_xla.distributed.xla_multiprocessing"
+METRICS = "torch_xla.debug.metrics"
+
+LOCAL_RANK = 'int(os.environ.get("LOCAL_RANK", 0))'
+RANK = 'int(os.environ.get("RANK", 0))'
+WORLD_SIZE = 'int(os.environ.get("WORLD_SIZE", 1))'
+
+# Calls replaced by an expression: qualified name -> (template, imports it needs).
+CALL_RENAMES: dict[str, tuple[str, tuple[str, ...]]] = {
+    f"{XM}.xrt_world_size": (WORLD_SIZE, ("os",)),
+    f"{XR}.world_size": (WORLD_SIZE, ("os",)),
+    f"{XM}.get_ordinal": (RANK, ("os",)),
+    f"{XR}.global_ordinal": (RANK, ("os",)),
+    f"{XM}.get_local_ordinal": (LOCAL_RANK, ("os",)),
+    f"{XR}.local_ordinal": (LOCAL_RANK, ("os",)),
+    f"{XM}.wait_device_ops": ("torch.accelerator.synchronize()", ("torch",)),
+}
+DEVICE_CALLS = frozenset({f"{XM}.xla_device", "torch_xla.device"})
+SYNC_CALLS = frozenset({f"{XM}.mark_step", "torch_xla.sync"})
+METRICS_CALLS = frozenset({f"{METRICS}.metrics_report", f"{METRICS}.short_metrics_report"})
+# Calls rewritten into statements: handled only when they are a whole expression statement.
+STATEMENT_CALLS = frozenset(
+    {*SYNC_CALLS, *METRICS_CALLS, f"{XM}.master_print", f"{XM}.save", f"{XM}.rendezvous"}
+)
+DEVICE_LOADERS = frozenset({f"{PL}.MpDeviceLoader"})
+PARALLEL_LOADER = f"{PL}.ParallelLoader"
+AUTOCASTS = frozenset({"torch.autocast", "torch.amp.autocast"})
+XLA_AUTOCAST = "torch_xla.amp.autocast"
+PROCESS_GROUP_INIT = "torch.distributed.init_process_group"
+XLA_CHECKPOINT = "torch_xla.utils.checkpoint.checkpoint"
+IS_MASTER = f"{XM}.is_master_ordinal"
+OPTIMIZER_STEP = f"{XM}.optimizer_step"
+SPAWN = f"{XMP}.spawn"
+
+# Functions some rule rewrites: used as a value instead of called, they get a TODO.
+REWRITTEN_CALLS = frozenset(
+    {*CALL_RENAMES, *DEVICE_CALLS, *STATEMENT_CALLS, IS_MASTER, OPTIMIZER_STEP, SPAWN}
+)
+# Calls some rule decides on (rewrites, or leaves as they are on purpose); the others under torch_xla /
+# neuronx_distributed / torch_neuronx get the manual rules' TODO.
+DECIDED_CALLS = frozenset(
+    {
+        *REWRITTEN_CALLS,
+        "torch.device",
+        *DEVICE_LOADERS,
+        PARALLEL_LOADER,
+        PROCESS_GROUP_INIT,
+        *AUTOCASTS,
+        XLA_AUTOCAST,
+        "torch.compile",
+        XLA_CHECKPOINT,
+    }
+)
+
+# Marks a script that runs several processes; its device gets the LOCAL_RANK index.
+DISTRIBUTED_NAMES = frozenset(
+    {
+        "init_process_group",
+        "xrt_world_size",
+        "world_size",
+        "get_ordinal",
+        "global_ordinal",
+        "get_local_ordinal",
+        "local_ordinal",
+        "DistributedDataParallel",
+        "xla_multiprocessing",
+        "xmp",
+    }
+)

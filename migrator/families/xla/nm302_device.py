@@ -1,0 +1,79 @@
+"""NM302: the XLA device becomes the neuron device."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.cst_helpers import string_value
+from migrator.families.xla.names import DEVICE_CALLS, LOCAL_RANK
+from migrator.families.xla.nm314_manual import UNSUPPORTED_XLA
+from migrator.families.xla.state import HINTS, XlaFile
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import Handler
+
+XLA_DEVICE = Rule(
+    "NM302",
+    Severity.INFO,
+    '`xm.xla_device()` / `torch_xla.device()` / `torch.device("xla")` picks the XLA device',
+    'Rewritten to `torch.device("neuron")`; in a distributed script the index is the LOCAL_RANK '
+    "torchrun sets.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+
+device = xm.xla_device()
+model.to(device)
+""",
+            after="""\
+import torch
+
+device = torch.device("neuron")
+model.to(device)
+""",
+        ),
+    ),
+)
+RULES = (XLA_DEVICE,)
+
+
+class NeuronDevice(Handler):
+    HINTS = HINTS
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(XlaFile)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        name = self.ctx.qualified(original.func)
+        if name in DEVICE_CALLS:
+            return self._xla_device(original, updated)
+        if name == "torch.device":
+            return self._torch_device(original, updated)
+        return updated
+
+    def _xla_device(self, original: cst.Call, updated: cst.Call):
+        if updated.args:
+            self.ctx.todo(
+                original,
+                UNSUPPORTED_XLA,
+                "XLA device with an explicit index",
+                "pick the neuron device by hand",
+            )
+            return updated
+        self.ctx.report(original, XLA_DEVICE)
+        self.ctx.add_import("torch")
+        if self.file.distributed:
+            self.ctx.add_import("os")
+            return self.file.expression(f'torch.device("neuron", {LOCAL_RANK})')
+        return self.file.expression('torch.device("neuron")')
+
+    def _torch_device(self, original: cst.Call, updated: cst.Call):
+        if not updated.args or string_value(updated.args[0].value) != "xla":
+            return updated
+        self.ctx.report(original, XLA_DEVICE)
+        first = updated.args[0].with_changes(value=cst.SimpleString('"neuron"'))
+        return updated.with_changes(args=[first, *updated.args[1:]])
+
+
+HANDLER = NeuronDevice

@@ -1,0 +1,93 @@
+"""NM303: XLA runtime queries and synchronisation become torchrun's environment and torch.distributed."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from migrator.cst_helpers import find_keyword
+from migrator.families.xla.names import CALL_RENAMES, IS_MASTER, LOCAL_RANK, RANK, XM
+from migrator.families.xla.nm314_manual import UNSUPPORTED_XLA
+from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import Handler
+
+RUNTIME_CALL = Rule(
+    "NM303",
+    Severity.INFO,
+    "XLA runtime query or synchronisation (`xr.world_size()`, `xm.get_ordinal()`, `xm.is_master_ordinal()`, "
+    "`xm.rendezvous()`, `xm.wait_device_ops()`...)",
+    "Rewritten to the torchrun environment (RANK, LOCAL_RANK, WORLD_SIZE), `dist.barrier()` or "
+    "`torch.accelerator.synchronize()`.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.runtime as xr
+
+world_size = xr.world_size()
+rank = xr.global_ordinal()
+""",
+            after="""\
+import os
+
+world_size = int(os.environ.get("WORLD_SIZE", 1))
+rank = int(os.environ.get("RANK", 0))
+""",
+        ),
+    ),
+)
+RULES = (RUNTIME_CALL,)
+
+
+class RuntimeCalls(Handler):
+    HINTS = HINTS
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(XlaFile)
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        call = whole_statement_call(original)
+        if call is None or whole_statement_call(updated) is None:
+            return updated
+        if self.ctx.qualified(call.func) == f"{XM}.rendezvous":
+            self.ctx.report(call, RUNTIME_CALL)
+            return self.file.if_initialized(updated, "{dist}.barrier()")
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        name = self.ctx.qualified(original.func)
+        if name in CALL_RENAMES:
+            return self._rename(original, updated, *CALL_RENAMES[name])
+        if name == IS_MASTER:
+            return self._is_master(original, updated)
+        return updated
+
+    def _rename(self, original: cst.Call, updated: cst.Call, template: str, imports: tuple[str, ...]):
+        if updated.args:
+            self.ctx.todo(original, UNSUPPORTED_XLA, "unexpected arguments", "rewrite this call by hand")
+            return updated
+        self.ctx.report(original, RUNTIME_CALL)
+        for module in imports:
+            self.ctx.add_import(module)
+        return self.file.expression(template)
+
+    def _is_master(self, original: cst.Call, updated: cst.Call):
+        local = find_keyword(updated, "local")
+        positional = [arg for arg in updated.args if not arg.keyword]
+        value = local.value if local else positional[0].value if positional else cst.Name("True")
+        if len(updated.args) > 1 or not m.matches(value, m.Name("True") | m.Name("False")):
+            self.ctx.todo(
+                original,
+                UNSUPPORTED_XLA,
+                "is_master_ordinal with a computed argument",
+                "compare RANK or LOCAL_RANK with 0 by hand",
+            )
+            return updated
+        self.ctx.report(original, RUNTIME_CALL)
+        self.ctx.add_import("os")
+        rank = LOCAL_RANK if value.value == "True" else RANK
+        return self.file.expression(f"{rank} == 0")
+
+
+HANDLER = RuntimeCalls

@@ -1,0 +1,60 @@
+"""NM309: the "xla" process group becomes the "neuron" one."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.cst_helpers import find_keyword, string_value, tidy_args
+from migrator.families.xla.names import PROCESS_GROUP_INIT
+from migrator.families.xla.state import HINTS
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import Handler
+
+PROCESS_GROUP = Rule(
+    "NM309",
+    Severity.INFO,
+    '`init_process_group("xla", init_method="xla://")`',
+    'Rewritten to `init_process_group("neuron")` (torchrun\'s env:// rendezvous is the default).',
+    examples=(
+        Example(
+            before="""\
+import torch.distributed as dist
+import torch_xla.distributed.xla_backend
+
+dist.init_process_group("xla", init_method="xla://")
+""",
+            after="""\
+import torch.distributed as dist
+
+dist.init_process_group("neuron")
+""",
+        ),
+    ),
+)
+RULES = (PROCESS_GROUP,)
+
+
+class ProcessGroup(Handler):
+    HINTS = HINTS
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        if self.ctx.qualified(original.func) != PROCESS_GROUP_INIT:
+            return updated
+        backend = find_keyword(updated, "backend")
+        positional = [arg for arg in updated.args if not arg.keyword]
+        target = backend or (positional[0] if positional else None)
+        init_method = find_keyword(updated, "init_method")
+        xla_backend = target is not None and string_value(target.value) == "xla"
+        xla_init = init_method is not None and string_value(init_method.value) == "xla://"
+        if not (xla_backend or xla_init):
+            return updated
+        self.ctx.report(original, PROCESS_GROUP)
+        args = [
+            arg.with_changes(value=cst.SimpleString('"neuron"')) if arg is target and xla_backend else arg
+            for arg in updated.args
+            if arg is not init_method or not xla_init
+        ]
+        return updated.with_changes(args=tidy_args(args))
+
+
+HANDLER = ProcessGroup

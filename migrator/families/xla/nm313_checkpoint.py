@@ -1,0 +1,51 @@
+"""NM313: torch_xla's activation checkpointing becomes torch's (non-reentrant)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.cst_helpers import find_keyword, keyword_arg
+from migrator.families.xla.names import XLA_CHECKPOINT
+from migrator.families.xla.state import HINTS
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import Handler
+
+CHECKPOINT = Rule(
+    "NM313",
+    Severity.INFO,
+    "`torch_xla.utils.checkpoint.checkpoint`",
+    "Rewritten to `torch.utils.checkpoint.checkpoint(..., use_reentrant=False)`.",
+    examples=(
+        Example(
+            before="""\
+from torch_xla.utils.checkpoint import checkpoint
+
+hidden = checkpoint(block, hidden)
+""",
+            after="""\
+import torch.utils.checkpoint
+
+hidden = torch.utils.checkpoint.checkpoint(block, hidden, use_reentrant=False)
+""",
+        ),
+    ),
+)
+RULES = (CHECKPOINT,)
+
+
+class Checkpoint(Handler):
+    HINTS = HINTS
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        if self.ctx.qualified(original.func) != XLA_CHECKPOINT:
+            return updated
+        self.ctx.report(original, CHECKPOINT)
+        self.ctx.add_import("torch.utils.checkpoint")
+        args = list(updated.args)
+        if find_keyword(updated, "use_reentrant") is None:
+            last = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            args = [*args[:-1], last, keyword_arg("use_reentrant", cst.Name("False"))]
+        return updated.with_changes(func=cst.parse_expression("torch.utils.checkpoint.checkpoint"), args=args)
+
+
+HANDLER = Checkpoint

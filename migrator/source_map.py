@@ -1,0 +1,138 @@
+"""Where things are in the input file, computed once per file: `SourceIndex` (every identifier and string,
+from Python's AST) and `SourceMap` (the character range of every node, from one plain codegen pass).
+
+The dispatcher uses both to skip statements no rule has a hint for, and to place findings on the input.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from bisect import bisect_right
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import accumulate
+
+import libcst as cst
+
+# Not re-exported by libcst: the base of its own PositionProvider codegen states (libcst 1.9, pinned).
+from libcst._nodes.internal import CodegenState
+
+STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+
+
+@dataclass(frozen=True)
+class SourceIndex:
+    """Every identifier and string constant of the input file, read from its Python AST.
+
+    Lets a family answer a whole-file question ("does the script use `init_process_group`?") without
+    walking the libcst tree again: `ast` parses and walks a file many times faster than libcst.
+    """
+
+    identifiers: frozenset[str]  # names, attributes, keywords, parameters, definitions, imports
+    strings: frozenset[str]  # string literals, f-string text included
+
+    @classmethod
+    def of(cls, code: str) -> SourceIndex:
+        identifiers: set[str] = set()
+        strings: set[str] = set()
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Name):
+                identifiers.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                identifiers.add(node.attr)
+            elif isinstance(node, ast.Constant):
+                if isinstance(node.value, str):
+                    strings.add(node.value)
+            elif isinstance(node, (ast.keyword, ast.arg)):
+                identifiers.add(node.arg or "")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                identifiers.add(node.name)
+            elif isinstance(node, ast.alias):
+                identifiers.update(node.name.split("."))
+                identifiers.add(node.asname or "")
+            elif isinstance(node, ast.ImportFrom):
+                identifiers.update((node.module or "").split("."))
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                identifiers.update(node.names)
+            elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+                identifiers.add(node.name or "")
+            elif isinstance(node, ast.MatchMapping):
+                identifiers.add(node.rest or "")
+            elif isinstance(node, ast.MatchClass):
+                identifiers.update(node.kwd_attrs)
+        identifiers.discard("")
+        return cls(frozenset(identifiers), frozenset(strings))
+
+
+class _TokenSpans(CodegenState):
+    """Codegen that notes the range of tokens every node prints, with PositionProvider's rules (a node's
+    syntactic range when it records one, else the range including its own whitespace), and the whole
+    range of each statement (decorators and leading comments included)."""
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.spans: dict[cst.CSTNode, tuple[int, int]] = {}
+        self.statements: dict[cst.CSTNode, tuple[int, int]] = {}
+        self.open: list[int] = []
+        self.popped: list[str] = []
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self.open.append(len(self.tokens))
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        span = (self.open.pop(), len(self.tokens))
+        if node not in self.spans:
+            self.spans[node] = span
+        if isinstance(node, STATEMENT_TYPES):
+            self.statements[node] = span
+
+    @contextmanager
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> Iterator[None]:
+        start = len(self.tokens)
+        yield
+        end = len(self.tokens)
+        self.spans[node] = (
+            self.spans[start_node][0] if start_node is not None else start,
+            self.spans[end_node][1] if end_node is not None else end,
+        )
+
+    def pop_trailing_newline(self) -> None:
+        # Kept aside, not dropped: the token indices already noted must still map to offsets.
+        if self.tokens:
+            self.popped.append(self.tokens.pop())
+
+
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+
+class SourceMap:
+    """Where each node of the unmodified module lies in its code, from one plain codegen pass.
+
+    Gives the character range of a node (the dispatcher searches statements for hints there instead of
+    printing each one again) and the line and column of a finding, as libcst's PositionProvider would,
+    at a fraction of its cost (no position object per token and node).
+    """
+
+    def __init__(self, module: cst.Module, code: str) -> None:
+        state = _TokenSpans(module)
+        module._codegen(state)
+        self._spans = state.spans
+        self._statements = state.statements
+        self._offsets = [0, *accumulate(len(token) for token in [*state.tokens, *state.popped])]
+        self._line_starts = [0, *(match.end() for match in _NEWLINE.finditer(code))]
+
+    def statement_span(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """Character offsets (start, end) of a statement of the unmodified module, all its lines included."""
+        tokens = self._statements.get(node)
+        return (self._offsets[tokens[0]], self._offsets[tokens[1]]) if tokens else None
+
+    def position(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """1-based line and column where a node of the unmodified module starts."""
+        tokens = self._spans.get(node)
+        if tokens is None:
+            return None
+        start = self._offsets[tokens[0]]
+        line = bisect_right(self._line_starts, start)
+        return line, start - self._line_starts[line - 1] + 1

@@ -1,0 +1,54 @@
+"""The migrator's layout holds: every rule module is registered and named after its first code, and no
+two modules import each other at import time."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from migrator.registry import PYTHON_RULE_MODULES
+
+PACKAGE = Path(__file__).resolve().parents[2] / "migrator"
+
+
+def test_every_rule_module_is_registered_and_named_after_its_code() -> None:
+    registered = {Path(module.__file__).resolve() for module in PYTHON_RULE_MODULES}
+    on_disk = set(PACKAGE.glob("families/*/nm*.py"))
+    assert sorted(str(path) for path in on_disk - registered) == []
+    for module in PYTHON_RULE_MODULES:
+        name = Path(module.__file__).stem
+        if name.startswith("nm"):
+            assert name.startswith(module.RULES[0].code.lower() + "_"), name
+        assert hasattr(module, "HANDLER"), name
+
+
+def _imports(path: Path) -> set[str]:
+    """Modules of the package imported at the top level of `path` (function-level imports excluded)."""
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("migrator"):
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("migrator"))
+    return found
+
+
+def test_no_import_cycles() -> None:
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {name: _imports(path) & modules.keys() - {name} for name, path in modules.items()}
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, " -> ".join([*path, name])
+        if name in done:
+            return
+        for imported in graph[name]:
+            visit(imported, (*path, name))
+        done.add(name)
+
+    for name in graph:
+        visit(name, ())

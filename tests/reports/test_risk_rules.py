@@ -1,0 +1,32 @@
+"""The compile-risk rules (NM8xx) are the checklist scan's findings: each rule's own examples, scanned
+alone, raise that rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from migrator import risks
+from reports.scan import scan_file
+
+SUFFIXES = {"python": ".py", "shell": ".sh"}
+EXAMPLES = [
+    pytest.param(rule, example, id=f"{rule.code}-{number}")
+    for rule in risks.RULES
+    for number, example in enumerate(rule.examples, start=1)
+]
+
+
+@pytest.mark.parametrize(("rule", "example"), EXAMPLES)
+def test_example_raises_its_rule(tmp_path, rule, example) -> None:
+    path = tmp_path / f"example{SUFFIXES[example.kind]}"
+    path.write_text(example.before)
+    scan = scan_file(path, path.name, example.kind)
+    assert rule.code in {risk.rule.code for risk in scan.risks}
+
+
+def test_every_risk_rule_has_an_example_and_only_names_known_codes() -> None:
+    from migrator.registry import RULES
+
+    for rule in risks.RULES:
+        assert rule.examples, rule.code
+        assert all(fix.partition(":")[0] in RULES for fix in rule.fixed_by), rule.code
