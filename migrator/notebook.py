@@ -17,6 +17,7 @@ import nbformat
 
 from migrator.rules import Finding
 from migrator.transform import TODO_PREFIX
+from migrator.verify import MigrationError
 
 Rewriter = Callable[[str], tuple[str, list[Finding]]]
 
@@ -39,8 +40,6 @@ _SHELL_FORMS["%system "] = ("", "%system ")
 def migrate_notebook(
     content: str, migrate_python: Rewriter, migrate_shell: Rewriter
 ) -> tuple[str, list[Finding]]:
-    from migrator.engine import MigrationError  # engine imports this module
-
     try:
         document = json.loads(content)
         nbformat.validate(nbformat.from_dict(document))
