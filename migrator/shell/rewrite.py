@@ -17,7 +17,7 @@ import bisect
 import difflib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from migrator.families.environment import MANUAL_VARIABLES, PRECOMPILE_VARIABLES, dropped_reason
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
@@ -54,6 +54,7 @@ _LEGACY_PACKAGES = {
 }
 TORCHNEURON_PACKAGES = ("torch-neuronx", '"transformers>=5.23"', '"trl>=1.16"', "peft", "accelerate")
 ASYNC_LOAD = "HF_DEACTIVATE_ASYNC_LOAD"
+_DIRECTIVE = re.compile(rb"^#(?:SBATCH|PBS|BSUB|FLUX|COBALT|\$)[^\n]*\n", re.MULTILINE)
 _CONTINUATION = re.compile(rb"\\\r?\n")
 _SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".slurm", ".sbatch")
 
@@ -216,6 +217,7 @@ class ShellRewriter:
     # -- commands -----------------------------------------------------------------------------------------
 
     def command(self, ctx: Context, node: Node, data: bytes) -> None:
+        marks = (len(self.findings), len(self.edits), len(self.todos))
         children = [c for c in node.named_children if c.type != "comment"]
         # tree-sitter-bash reads `A=1 B=2<newline>cmd` as one command: split at unescaped newlines.
         parts: list[list[Node]] = [[]]
@@ -261,7 +263,7 @@ class ShellRewriter:
             return
         program = words[0].value
         if program == "neuron_parallel_compile":
-            self.compile_run(ctx, node, words, data, removable)
+            self.compile_run(ctx, node, words, data, removable, marks)
             return
         self.launched(ctx, node, words, data, removable)
         if self.owner == 0:
@@ -291,13 +293,18 @@ class ShellRewriter:
         for child in node.named_children:
             self.substitutions(ctx, child, data)
 
-    def compile_run(self, ctx: Context, node: Node, words: list[Word], data: bytes, siblings) -> None:
+    def compile_run(self, ctx: Context, node: Node, words: list[Word], data: bytes, siblings, marks) -> None:
         position = 1
         while position < len(words) and words[position].text.startswith("-"):
             takes_value = "=" not in words[position].text and position + 1 < len(words)
             position += 2 if takes_value and not _is_program(words[position + 1].value) else 1
         inner = words[position:]
         self.owner = len(self.compile_runs) + 1
+        # What this command added before its wrapper was seen (env prefixes) belongs to the run too.
+        findings, edits, todos = marks
+        self.findings[findings:] = [(f, self.owner) for f, _ in self.findings[findings:]]
+        self.edits[edits:] = [replace(e, owner=self.owner) for e in self.edits[edits:]]
+        self.todos[todos:] = [(o, t, self.owner) for o, t, _ in self.todos[todos:]]
         run = CompileRun(node, ctx, ctx.start + node.start_byte, _signature(inner), self.owner)
         self.compile_runs.append(run)
         if inner:
@@ -380,7 +387,7 @@ class ShellRewriter:
             rule = r.CONSOLIDATE_COMMAND
         elif arguments == ["neuron", "cache"]:
             rule = r.CACHE_COMMAND
-        if rule is not None and self.owner == 0 and self.remove_statement(ctx, node):
+        if rule is not None and self.owner == 0 and self.remove_statement(ctx, node, placeholder=False):
             self.report(ctx.start + words[0].start, rule)
         elif rule is not None or arguments[:1] == ["neuron"]:
             subcommand = " ".join(arguments)
@@ -610,8 +617,11 @@ class ShellRewriter:
         following = next((w for w in words if w.start >= last.end), None)
         self.edit(ctx, item.start, following.start if following else last.end)
 
-    def remove_statement(self, ctx: Context, node: Node) -> bool:
-        """Remove the statement `node` is, with its line when it has one of its own; False if it cannot go."""
+    def remove_statement(self, ctx: Context, node: Node, placeholder: bool = True) -> bool:
+        """Remove the statement `node` is, with its line when it has one of its own; False if it cannot go.
+
+        The only statement of a block becomes `:` (a block cannot be empty), unless `placeholder` is False.
+        """
         data = self.data[ctx.start : ctx.end]
         if node.parent is not None and node.parent.type == "redirected_statement":
             node = node.parent  # `cmd > log 2>&1` goes with its redirections
@@ -629,8 +639,9 @@ class ShellRewriter:
             return False
         siblings = statements(parent)
         if len(siblings) == 1 and parent.type != "program":
-            self.edit(ctx, node.start_byte, node.end_byte, ":")  # a block cannot be empty
-            return True
+            if placeholder:
+                self.edit(ctx, node.start_byte, node.end_byte, ":")
+            return placeholder
         if len(siblings) == 1 and ctx.host is not None:  # the whole string bash re-runs: drop its command
             return self.remove_statement(ctx.host_context, ctx.host)
         self.removed.add((ctx.start + node.start_byte, ctx.start + node.end_byte))
@@ -668,8 +679,12 @@ class ShellRewriter:
         if len(top) == 1 and not data.startswith(b"#!"):  # a single command (a notebook `!` line)
             self.edit(ctx, launchers[0], launchers[0], f"{ASYNC_LOAD}=1 ")
             return
-        # Right after the shebang, before anything that could start Python.
+        # Right after the shebang and any scheduler directives (#SBATCH...: they must precede every
+        # command), before anything that could start Python.
         offset = data.index(b"\n") + 1 if data.startswith(b"#!") and b"\n" in data else 0
+        first = top[0].start_byte if top else len(data)
+        for directive in _DIRECTIVE.finditer(data, offset, first):
+            offset = directive.end()
         self.edit(ctx, offset, offset, f"export {ASYNC_LOAD}=1{self.newline}")
 
     def render(self) -> str:
