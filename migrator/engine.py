@@ -13,6 +13,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from migrator import notebook
 from migrator.families import PYTHON_FAMILIES
 from migrator.rules import Finding
 from migrator.shell import rewrite_shell
@@ -73,19 +74,18 @@ def migrate_python(content: str) -> tuple[str, list[Finding]]:
     return result.code, result.findings
 
 
-def migrate_shell(content: str) -> tuple[str, list[Finding]]:
+def migrate_shell(content: str, inline: bool = False) -> tuple[str, list[Finding]]:
+    """`inline`: one notebook command line (see `rewrite_shell`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
-    migrated, findings = rewrite_shell(content, migrate_python)
+    migrated, findings = rewrite_shell(content, migrate_python, inline)
     if migrated != content:
         verify_shell(content, migrated)
     return migrated, findings
 
 
 def migrate_notebook(content: str) -> tuple[str, list[Finding]]:
-    from migrator.notebook import migrate_notebook as rewrite_notebook  # imports IPython: only when needed
-
-    return rewrite_notebook(content, migrate_python, migrate_shell)
+    return notebook.migrate_notebook(content, migrate_python, migrate_shell)
 
 
 REWRITERS: dict[str, Callable[[str], tuple[str, list[Finding]]]] = {

@@ -1,155 +1,354 @@
-"""Jupyter notebooks: migrate code cells as one module (cells share a namespace), shell lines as shell.
+r"""Jupyter notebooks, read the way IPython runs them (`IPython.core.inputtransformer2`).
 
-Cells are joined with a marker statement between them so that an import in cell 1 is known when cell 3
-uses it. Markers (and the placeholders of magic lines) are import statements on purpose: libcst's
-AddImportsVisitor only sees the module's leading import block, which they must not interrupt. `!cmd`, `%pip`, `%env` lines and
-`%%bash` cells go through the shell rewriter; other magics are kept as they are. Outputs, metadata and
-every untouched cell are kept; the result is written the way Jupyter writes notebooks.
+A code cell is what IPython's input transformer makes of it: `!cmd` / `%magic` lines (continued with `\`
+onto the next lines), `x = !cmd`, `%%` cell magics. Python cells are migrated as one module (cells share
+a namespace: an import in cell 1 is known when cell 3 uses it), each IPython construct standing in as a
+placeholder import line; `!`, `%pip`, `%env`, `%sx`/`%system` commands and `%%bash`/`%%sh` cells go through
+the shell rewriter. `%%writefile PATH` cells are migrated as the file PATH names (.py, .sh); a config file
+is scanned for optimum-neuron / XLA keys and flagged. A cell IPython cannot parse is left byte-identical
+with an error finding; the other cells are still migrated. Every rewritten cell is checked again with the
+transformer and Python's parser, and the JSON is written back in the notebook's own formatting, so a
+one-line rewrite is a one-line diff.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import nbformat
 
-from migrator.rules import Finding
+from migrator.rules import Finding, Severity, define
 from migrator.transform import TODO_PREFIX
 from migrator.verify import MigrationError
 
 Rewriter = Callable[[str], tuple[str, list[Finding]]]
 
+CELL_ERROR = define(
+    "NM470",
+    Severity.ERROR,
+    "A notebook code cell that IPython cannot parse, or whose rewrite would not parse",
+    "Left unchanged (the other cells are migrated): fix the cell so that it runs, then migrate again.",
+)
+WRITEFILE_CONFIG = define(
+    "NM471",
+    Severity.WARNING,
+    "A `%%writefile` cell writes a configuration file that names optimum-neuron / XLA settings",
+    "Left unchanged: review these keys by hand (the launcher-flag and environment rules say what each "
+    "becomes on TorchNeuron).",
+)
+
 _CELL_MARKER = "import __neuron_migrate_cell_{}__"
 _CELL_MARKER_RE = re.compile(r"^import __neuron_migrate_cell_(\d+)__\n", re.MULTILINE)
-_MAGIC_PLACEHOLDER = "import __neuron_migrate_magic_{}__"
-_MAGIC_PLACEHOLDER_RE = re.compile(r"([ \t]*)import __neuron_migrate_magic_(\d+)__")
-_SHELL_CELL = re.compile(r"^%%(bash|sh|script (ba)?sh)\b")
-# Line magics that carry a shell command: `!cmd`, `%pip ...` (as `pip ...`), `%env K=V` (as `export K=V`).
-_SHELL_LINE = re.compile(r"^(?P<indent>[ \t]*)(?P<magic>!|%pip |%env |%sx |%system )(?P<command>.*)$")
-_SHELL_FORMS = {
-    "!": ("", ""),
-    "%pip ": ("pip ", "%pip "),
-    "%env ": ("export ", "%env "),
-    "%sx ": ("", "%sx "),
-}
-_SHELL_FORMS["%system "] = ("", "%system ")
+_PLACEHOLDER = "import __neuron_migrate_magic_{}__"
+_PLACEHOLDER_RE = re.compile(r"[ \t]*import __neuron_migrate_magic_(\d+)__")
+# Line magics whose argument is a shell command: magic -> (shell text prefix, magic text prefix).
+_SHELL_MAGICS = {"!": ("", "!"), "!!": ("", "!!"), "%sx": ("", "%sx "), "%system": ("", "%system ")}
+_SHELL_MAGICS |= {"%pip": ("pip ", "%pip "), "%env": ("export ", "%env ")}
+_PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun"}  # their body runs as Python in the namespace
+_CONFIG_KEYS = re.compile(
+    r"optimum[-_.]neuron|torch[-_]xla|neuronx[-_]distributed|neuron_parallel_compile|\b(?:XLA|NEURON)_[A-Z0-9_]+"
+    r"|\bzero_1\b|\btensor_parallel_size\b|\bpipeline_parallel_size\b|\basync_save\b"
+)
+_TOP_LEVEL_AWAIT = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 
-def migrate_notebook(
-    content: str, migrate_python: Rewriter, migrate_shell: Rewriter
-) -> tuple[str, list[Finding]]:
+class CellError(Exception):
+    """A cell IPython cannot turn into Python."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+@dataclass
+class Span:
+    """One IPython construct: original lines [first, last] of the cell, the escape at `column`."""
+
+    first: int
+    last: int
+    column: int
+    escape: str  # "!", "!!", "%", "%%", "?" ... or "" for `x = !cmd` / `x = %magic` and `name?`
+
+
+@dataclass
+class PythonCell:
+    index: int  # in document["cells"]
+    number: int  # among code cells, from 1
+    lines: list[str]  # the cell's original lines
+    spans: list[Span]
+    python: str = ""  # the cell with placeholders for the spans
+    line_of: list[int] = field(default_factory=list)  # python line -> cell line (0-based)
+    magics: list[str | None] = field(default_factory=list)  # placeholder -> its text (None: removed)
+
+
+def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> tuple[str, list[Finding]]:
+    """`migrate_shell(text, inline=True)` rewrites one shell command as a notebook line runs it."""
     try:
         document = json.loads(content)
         nbformat.validate(nbformat.from_dict(document))
     except (json.JSONDecodeError, nbformat.ValidationError) as error:
         raise MigrationError(f"not a valid notebook: {str(error).splitlines()[0]}") from error
-    cells = [
-        (index, cell) for index, cell in enumerate(document.get("cells", [])) if cell["cell_type"] == "code"
-    ]
+    style = _json_style(content, document)
     findings: list[Finding] = []
-    python_cells: list[tuple[int, str, list[str]]] = []  # cell number, python text, magic lines
     new_sources: dict[int, str] = {}
-    for number, (index, cell) in enumerate(cells, start=1):
+    python_cells: list[PythonCell] = []
+    code_cells = [(i, c) for i, c in enumerate(document.get("cells", [])) if c.get("cell_type") == "code"]
+    for number, (index, cell) in enumerate(code_cells, start=1):
         source = _source_text(cell)
-        if _SHELL_CELL.match(source):
-            header, _, body = source.partition("\n")
-            new_body, shell_findings = migrate_shell(body)
-            new_sources[index] = f"{header}\n{new_body}" if body or new_body else header
-            findings += [_in_cell(f, number, line_offset=1) for f in shell_findings]
-            continue
-        if source.startswith("%%"):
-            continue  # another cell magic (%%time, %%writefile...): not Python, not shell
-        python_text, magics, magic_findings = _shell_lines(source, number, migrate_shell)
-        findings += magic_findings
-        python_cells.append((index, python_text, magics))
+        try:
+            if source.startswith("%%"):
+                migrated = _cell_magic(source, number, migrate_python, migrate_shell, findings)
+                if migrated is not None:
+                    new_sources[index] = migrated
+                    continue
+                if (source[2:].split(None, 1) or [""])[0] not in _PYTHON_CELL_MAGICS:
+                    continue
+            lines = source.splitlines(keepends=True)
+            python_cells.append(PythonCell(index, number, lines, _spans(lines)))
+        except CellError as error:
+            findings.append(
+                Finding(CELL_ERROR, error.line, 1, f"{CELL_ERROR.action} ({error})", False, number)
+            )
+        except MigrationError as error:
+            findings.append(Finding(CELL_ERROR, 1, 1, f"{CELL_ERROR.action} ({error})", False, number))
 
-    joined = "".join(f"{_CELL_MARKER.format(i)}\n{text}\n" for i, text, _ in python_cells)
-    migrated, python_findings = migrate_python(joined)
-    findings += _place_in_cells(joined, python_findings, {i: n for n, (i, _) in enumerate(cells, start=1)})
-    for index, text in _split_cells(migrated):
-        magics = next(m for i, _, m in python_cells if i == index)
-        new_sources[index] = _restore_magics(text, magics)
+    for cell in python_cells:
+        _placeholders(cell, migrate_shell, findings)
+    for cell, text, cell_findings in _migrate_python_cells(python_cells, migrate_python, findings):
+        findings += cell_findings
+        new_sources[cell.index] = _restore(text, cell.magics)
 
     changed = False
+    cells_by_index = {cell.index: cell for cell in python_cells}
     for index, text in new_sources.items():
         cell = document["cells"][index]
-        if text != _source_text(cell):
-            cell["source"] = text.splitlines(keepends=True) if isinstance(cell["source"], list) else text
-            changed = True
+        if text == _source_text(cell):
+            continue
+        if index in cells_by_index:
+            try:  # the rewritten cell must still be one IPython can run
+                _python_of(text.splitlines(keepends=True))
+            except CellError as error:
+                number = cells_by_index[index].number
+                message = f"internal error: the rewritten cell would not parse ({error}); cell left unchanged"
+                findings = [f for f in findings if f.cell != number]
+                findings.append(Finding(CELL_ERROR, error.line, 1, message, False, number))
+                continue
+        cell["source"] = text.splitlines(keepends=True) if isinstance(cell["source"], list) else text
+        changed = True
+    findings.sort(key=lambda f: (f.cell or 0, f.line, f.column, f.code))
     if not changed:
-        return content, sorted(findings, key=_order)
+        return content, findings
     nbformat.validate(nbformat.from_dict(document))
-    out = json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    return out, sorted(findings, key=_order)
+    return _dump(document, style), findings
 
 
-def _order(finding: Finding) -> tuple:
-    return (finding.cell or 0, finding.line, finding.column, finding.code)
+# -- cells ----------------------------------------------------------------------------------------------
 
 
-def _source_text(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
+def _cell_magic(source: str, number: int, migrate_python, migrate_shell, findings) -> str | None:
+    """Migrate a `%%bash` / `%%writefile` cell; None for other cell magics."""
+    header, newline, body = source.partition("\n")
+    words = header[2:].split()
+    name, arguments = (words[0], words[1:]) if words else ("", [])
+    kind = None
+    if name in ("bash", "sh") or (
+        name == "script" and arguments[:1] and arguments[0].endswith(("bash", "sh"))
+    ):
+        kind = "shell"
+    elif name in ("writefile", "file"):
+        target = next((a for a in reversed(arguments) if not a.startswith("-")), "").strip("'\"")
+        kind = "python" if target.endswith(".py") else "shell" if target.endswith((".sh", ".bash")) else None
+        if kind is None:
+            _flag_config(body, number, findings)
+            return None
+    if kind is None:
+        return None
+    migrated, body_findings = (migrate_python if kind == "python" else migrate_shell)(body)
+    findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
+    return f"{header}{newline}{migrated}"
 
 
-def _shell_lines(
-    source: str, cell_number: int, migrate_shell: Rewriter
-) -> tuple[str, list[str | None], list[Finding]]:
-    """Replace shell-carrying magic lines by placeholders; migrate each as shell."""
-    lines = source.split("\n")
-    magics: list[str | None] = []  # per placeholder: its line(s), None when the command was removed
-    findings: list[Finding] = []
-    for line_number, line in enumerate(lines, start=1):
-        match = _SHELL_LINE.match(line)
-        if not match and not line.lstrip().startswith("%"):
-            continue
-        if match:
-            shell_prefix, magic_prefix = _SHELL_FORMS[match["magic"]]
-            migrated, shell_findings = migrate_shell(shell_prefix + match["command"])
-            findings += [_in_cell(f, cell_number, line_offset=line_number - 1) for f in shell_findings]
-            above = set()  # TODOs already above this line: a rerun must not add them again
-            for previous in reversed(lines[: line_number - 1]):
-                if not previous.lstrip().startswith(TODO_PREFIX):
-                    break
-                above.add(previous.strip())
-            magic = magic_prefix or match["magic"]
-            magics.append(_as_magic_lines(match["indent"], magic, shell_prefix, migrated, above))
-        else:
-            magics.append(line)
-        indent = line[: len(line) - len(line.lstrip())]
-        lines[line_number - 1] = f"{indent}{_MAGIC_PLACEHOLDER.format(len(magics) - 1)}"
-    return "\n".join(lines), magics, findings
+def _flag_config(body: str, number: int, findings: list[Finding]) -> None:
+    for line_number, line in enumerate(body.splitlines(), start=2):
+        keys = list(dict.fromkeys(m[0] for m in _CONFIG_KEYS.finditer(line)))
+        if keys:
+            message = (
+                f"{', '.join(f'`{k}`' for k in keys)} in a written config file; {WRITEFILE_CONFIG.action}"
+            )
+            column = line.find(keys[0]) + 1
+            findings.append(Finding(WRITEFILE_CONFIG, line_number, column, message, False, number))
 
 
-def _as_magic_lines(indent: str, magic: str, shell_prefix: str, migrated: str, above: set[str]) -> str | None:
-    """Shell output back into notebook lines: comments (TODOs) stay comments, commands get their magic."""
-    lines = []
-    for shell_line in migrated.splitlines():
-        if not shell_line.strip() or shell_line.strip() in above:
-            continue
-        if shell_line.lstrip().startswith("#"):
-            lines.append(indent + shell_line.strip())
-            continue
-        body = (
-            shell_line[len(shell_prefix) :]
-            if shell_prefix and shell_line.startswith(shell_prefix)
-            else shell_line
+def _spans(lines: list[str]) -> list[Span]:
+    """The IPython constructs of a cell, found by IPython's own token transformers."""
+    _, spans = _python_of(lines)
+    return spans
+
+
+def _python_of(lines: list[str]) -> tuple[str, list[Span]]:
+    """The Python IPython runs for `lines`, and where its constructs were; CellError if it cannot parse."""
+    from IPython.core import inputtransformer2 as ipt  # IPython loads in ~70 ms: only for notebooks
+
+    lines = list(lines)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    skipped = len(lines) - len(ipt.leading_empty_lines(lines))
+    current = lines[skipped:]
+    for cleanup in (ipt.leading_indent, ipt.classic_prompt, ipt.ipython_prompt):
+        if cleanup(current) != current:  # prompts or a shifted cell: runs, but is not ours to rewrite
+            raise CellError(skipped + 1, "pasted prompts or an indented first line; not rewritten")
+    origin = list(range(skipped, len(lines)))
+    spans: list[Span] = []
+    manager = ipt.TransformerManager()
+    for _ in range(ipt.TRANSFORM_LOOP_LIMIT):
+        tokens = ipt.make_tokens_by_line(current)
+        candidates = sorted(
+            filter(None, (t.find(tokens) for t in manager.token_transformers)),
+            key=ipt.TokenTransformBase.sortby,
         )
-        lines.append(f"{indent}{magic}{body}")
-    return "\n".join(lines) or None  # None: the command was removed
+        for transformer in candidates:
+            try:
+                after = transformer.transform(current)
+            except SyntaxError:
+                continue
+            first = transformer.start_line
+            last = first + len(current) - len(after)
+            line = current[first]
+            escape = ""
+            if isinstance(transformer, ipt.EscapedCommand):
+                rest = line[transformer.start_col :]
+                escape = rest[:2] if rest[:2] in ipt.ESCAPE_DOUBLES else rest[:1]
+            spans.append(Span(origin[first], origin[last], transformer.start_col, escape))
+            origin[first : last + 1] = [origin[first]]
+            current = after
+            break
+        else:
+            break
+    code = "".join(current)
+    try:
+        compile(code, "<cell>", "exec", _TOP_LEVEL_AWAIT)
+    except SyntaxError as error:
+        line = origin[min(max((error.lineno or 1) - 1, 0), len(origin) - 1)] + 1 if origin else 1
+        raise CellError(line, f"line {line}: {error.msg}") from None
+    return code, spans
 
 
-def _restore_magics(text: str, magics: list[str | None]) -> str:
-    lines = []
-    for line in text.split("\n"):
-        match = _MAGIC_PLACEHOLDER_RE.fullmatch(line)
+def _placeholders(cell: PythonCell, migrate_shell, findings: list[Finding]) -> None:
+    """Replace each IPython construct by a placeholder import; migrate the shell ones on the way."""
+    by_first = {span.first: span for span in cell.spans}
+    python_lines: list[str] = []
+    position = 0
+    while position < len(cell.lines):
+        span = by_first.get(position)
+        if span is None:
+            python_lines.append(cell.lines[position])
+            cell.line_of.append(position)
+            position += 1
+            continue
+        original = "".join(cell.lines[span.first : span.last + 1])
+        indent = cell.lines[span.first][: len(cell.lines[span.first]) - len(cell.lines[span.first].lstrip())]
+        cell.magics.append(_shell_magic(cell, span, original, migrate_shell, findings))
+        ending = "\n" if original.endswith("\n") else ""
+        python_lines.append(f"{indent}{_PLACEHOLDER.format(len(cell.magics) - 1)}{ending}")
+        cell.line_of.append(span.first)
+        position = span.last + 1
+    cell.python = "".join(python_lines)
+
+
+def _shell_magic(cell: PythonCell, span: Span, original: str, migrate_shell, findings) -> str | None:
+    """The span's text after the shell rewrite (None: the command is gone); other magics unchanged."""
+    ending = "\n" if original.endswith("\n") else ""
+    body = original[: len(original) - len(ending)]
+    indent, text = body[: span.column], body[span.column :]
+    magic = (
+        span.escape if span.escape in ("!", "!!") else text.split(None, 1)[0] if span.escape == "%" else None
+    )
+    if magic not in _SHELL_MAGICS or not span.escape:
+        return original
+    shell_prefix, magic_prefix = _SHELL_MAGICS[magic]
+    command = text[len(magic) :].lstrip(" ") if magic.startswith("%") else text[len(magic) :]
+    if magic == "%env" and not re.fullmatch(r"[A-Za-z_]\w*=\S*", command):
+        return original  # `%env NAME` reads a variable; only `%env NAME=value` sets one
+    try:
+        migrated, shell_findings = migrate_shell(shell_prefix + command, inline=True)
+    except MigrationError:
+        return original
+    if migrated == shell_prefix + command:
+        findings += [_shell_finding(f, cell.number, span, len(text) - len(command)) for f in shell_findings]
+        return original
+    above = set()  # TODOs already above the command: a rerun must not add them again
+    for previous in reversed(cell.lines[: span.first]):
+        if not previous.lstrip().startswith(TODO_PREFIX):
+            break
+        above.add(previous.strip())
+    out, command_lines = [], migrated.splitlines(keepends=True)
+    while command_lines and command_lines[0].lstrip().startswith("#"):
+        comment = command_lines.pop(0).strip()
+        if comment not in above:
+            out.append(f"{indent}{comment}\n")
+    remainder = "".join(command_lines).rstrip("\n")
+    if remainder and not remainder.startswith(shell_prefix):
+        return original  # the rewrite changed what the magic runs in a way it cannot say
+    findings += [_shell_finding(f, cell.number, span, len(text) - len(command)) for f in shell_findings]
+    if remainder:
+        out.append(f"{indent}{magic_prefix}{remainder[len(shell_prefix) :]}{ending}")
+    return "".join(out) or None
+
+
+def _shell_finding(finding: Finding, number: int, span: Span, prefix: int) -> Finding:
+    column = finding.column + span.column + prefix if finding.line == 1 else finding.column
+    return Finding(finding.rule, finding.line + span.first, column, finding.message, finding.fixed, number)
+
+
+def _migrate_python_cells(cells: list[PythonCell], migrate_python, findings):
+    """(cell, migrated python, findings) for each cell: all cells as one module, else one by one."""
+    if not cells:
+        return []
+    joined = "".join(f"{_CELL_MARKER.format(c.index)}\n{c.python}\n" for c in cells)
+    try:
+        migrated, module_findings = migrate_python(joined)
+    except MigrationError:
+        return [result for cell in cells for result in _migrate_one(cell, migrate_python, findings)]
+    by_index = {cell.index: cell for cell in cells}
+    placed: dict[int, list[Finding]] = {cell.index: [] for cell in cells}
+    starts = [(joined.count("\n", 0, m.start()) + 2, int(m[1])) for m in _CELL_MARKER_RE.finditer(joined)]
+    for finding in module_findings:
+        first, index = max((s for s in starts if s[0] <= finding.line), default=starts[0])
+        placed[index].append(_in_python_cell(finding, by_index[index], finding.line - first))
+    return [(by_index[i], text, placed[i]) for i, text in _split_cells(migrated)]
+
+
+def _migrate_one(cell: PythonCell, migrate_python, findings):
+    try:
+        migrated, cell_findings = migrate_python(cell.python)
+    except MigrationError as error:
+        findings.append(Finding(CELL_ERROR, 1, 1, f"{CELL_ERROR.action} ({error})", False, cell.number))
+        return []
+    return [(cell, migrated, [_in_python_cell(f, cell, f.line - 1) for f in cell_findings])]
+
+
+def _in_python_cell(finding: Finding, cell: PythonCell, python_line: int) -> Finding:
+    """A finding on line `python_line` (0-based) of the placeholder text, moved to the cell's own lines."""
+    line = cell.line_of[python_line] + 1 if 0 <= python_line < len(cell.line_of) else python_line + 1
+    return Finding(finding.rule, line, finding.column, finding.message, finding.fixed, cell.number)
+
+
+def _restore(text: str, magics: list[str | None]) -> str:
+    out = []
+    for line in text.splitlines(keepends=True):
+        match = _PLACEHOLDER_RE.fullmatch(line.rstrip("\n"))
         if match is None:
-            lines.append(line)
-        elif magics[int(match[2])] is not None:
-            lines.append(magics[int(match[2])])
-    return "\n".join(lines)
+            out.append(line)
+            continue
+        magic = magics[int(match[1])]
+        if magic is not None:
+            out.append(magic if line.endswith("\n") else magic.rstrip("\n"))
+    restored = "".join(out)
+    return restored[:-1] if out and not text.endswith("\n") and restored.endswith("\n") else restored
 
 
 def _split_cells(migrated: str) -> list[tuple[int, str]]:
@@ -165,17 +364,43 @@ def _split_cells(migrated: str) -> list[tuple[int, str]]:
     return cells
 
 
-def _place_in_cells(joined: str, findings: list[Finding], numbers: dict[int, int]) -> list[Finding]:
-    """Turn lines of the joined module into (cell number, line in cell)."""
-    starts = [(joined.count("\n", 0, m.start()) + 2, int(m[1])) for m in _CELL_MARKER_RE.finditer(joined)]
-    placed = []
-    for finding in findings:
-        first_line, index = max((s for s in starts if s[0] <= finding.line), default=starts[0])
-        placed.append(_in_cell(finding, numbers[index], line_offset=-(first_line - 1)))
-    return placed
-
-
 def _in_cell(finding: Finding, cell_number: int, line_offset: int) -> Finding:
     return Finding(
         finding.rule, finding.line + line_offset, finding.column, finding.message, finding.fixed, cell_number
     )
+
+
+def _source_text(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+# -- JSON formatting ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JsonStyle:
+    indent: int | str | None
+    ensure_ascii: bool
+    sort_keys: bool
+    trailing: str
+
+
+def _json_style(content: str, document: dict) -> JsonStyle:
+    """The json.dumps settings that reproduce the file byte for byte (Jupyter's when none does)."""
+    match = re.match(r"\{\r?\n([ \t]+)\"", content)
+    indent = (len(match[1]) if match[1].strip(" ") == "" else match[1]) if match else None
+    trailing = content[len(content.rstrip()) :]
+    for ensure_ascii in (False, True):
+        for sort_keys in (False, True):
+            style = JsonStyle(indent, ensure_ascii, sort_keys, trailing)
+            if _dump(document, style) == content:
+                return style
+    return JsonStyle(1, False, False, "\n")
+
+
+def _dump(document: dict, style: JsonStyle) -> str:
+    text = json.dumps(
+        document, indent=style.indent, ensure_ascii=style.ensure_ascii, sort_keys=style.sort_keys
+    )
+    return text + style.trailing

@@ -111,8 +111,9 @@ class Edit:
 
 
 class ShellRewriter:
-    def __init__(self, text: str, migrate_python: PythonRewriter | None = None) -> None:
+    def __init__(self, text: str, migrate_python: PythonRewriter | None = None, inline: bool = False) -> None:
         self.text = text
+        self.inline = inline
         self.data = text.encode()
         self.newline = "\r\n" if "\r\n" in text else "\n"
         self.migrate_python = migrate_python
@@ -673,12 +674,15 @@ class ShellRewriter:
         data = self.data[ctx.start : ctx.end]
         if not ctx.standalone or not launchers or not self.findings or ASYNC_LOAD.encode() in data:
             return
-        self.report(ctx.start + launchers[0], r.ASYNC_LOAD_EXPORT)
-        tree = parse(data)
-        top = statements(tree.root_node)
-        if len(top) == 1 and not data.startswith(b"#!"):  # a single command (a notebook `!` line)
+        top = statements(parse(data).root_node)
+        if self.inline or (len(top) == 1 and not data.startswith(b"#!")):  # one command (a notebook `!` line)
+            message = (
+                f"Added `{ASYNC_LOAD}=1` before the command: asynchronous weight loading is not supported."
+            )
+            self.report(ctx.start + launchers[0], r.ASYNC_LOAD_EXPORT, message)
             self.edit(ctx, launchers[0], launchers[0], f"{ASYNC_LOAD}=1 ")
             return
+        self.report(ctx.start + launchers[0], r.ASYNC_LOAD_EXPORT)
         # Right after the shebang and any scheduler directives (#SBATCH...: they must precede every
         # command), before anything that could start Python.
         offset = data.index(b"\n") + 1 if data.startswith(b"#!") and b"\n" in data else 0
@@ -835,6 +839,12 @@ def _operand(operand: str) -> str | None:
     return None if "$" in text or "`" in text else text
 
 
-def rewrite_shell(text: str, migrate_python: PythonRewriter | None = None) -> tuple[str, list[Finding]]:
-    """Migrate a shell script; `migrate_python` rewrites Python heredoc bodies (left alone without it)."""
-    return ShellRewriter(text, migrate_python).run()
+def rewrite_shell(
+    text: str, migrate_python: PythonRewriter | None = None, inline: bool = False
+) -> tuple[str, list[Finding]]:
+    """Migrate a shell script; `migrate_python` rewrites Python heredoc bodies (left alone without it).
+
+    `inline`: the text is one command line of a notebook, run in a shell of its own; a variable it needs
+    is set as a prefix of the command, not exported on a line of its own.
+    """
+    return ShellRewriter(text, migrate_python, inline).run()
