@@ -125,6 +125,7 @@ class ShellRewriter:
         self.compile_runs: list[CompileRun] = []
         self.contexts: list[Context] = []
         self.owner = 0  # >0 while inside a compile run: what it adds goes if the run is removed
+        self.command_start = 0  # where the command being rewritten starts (after merged assignments)
         self.removed: set[tuple[int, int]] = set()  # statements removed whole
 
     # -- positions, findings, edits ---------------------------------------------------------------------
@@ -231,6 +232,7 @@ class ShellRewriter:
         for part in parts[:-1]:
             self.variables(ctx, part[0], [word(c, data) for c in part], data, whole=True, span=part)
         part = parts[-1]
+        self.command_start = part[0].start_byte
         prefix = [word(c, data) for c in part if c.type == "variable_assignment"]
         words = [word(c, data) for c in part if c.type != "variable_assignment" and "redirect" not in c.type]
         removable = [word(c, data) for c in part]
@@ -425,7 +427,7 @@ class ShellRewriter:
         if script is None:
             return
         if self.owner == 0:  # a compile-only run is not a run on TorchNeuron
-            ctx.launchers.append(node.start_byte)
+            ctx.launchers.append(self.command_start)
         arguments = words[script + 1 :]
         for position, item in enumerate(arguments):
             if not item.text.startswith("--"):
@@ -518,7 +520,9 @@ class ShellRewriter:
         from migrator.verify import MigrationError
 
         base = ctx.start + content.start_byte
-        source = self.data[base : ctx.start + content.end_byte].decode()
+        raw = self.data[base : ctx.start + content.end_byte].decode()
+        # What bash writes out: an unquoted body has its \\, \$ and \` escapes undone.
+        source, where = _unescape(raw) if escape("`") != "`" else (raw, list(range(len(raw) + 1)))
         try:
             migrated, findings = self.migrate_python(source)
         except MigrationError:
@@ -530,11 +534,8 @@ class ShellRewriter:
         matcher = difflib.SequenceMatcher(None, source, migrated, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag != "equal":
-                offset = len(source[:i1].encode())
-                length = len(source[i1:i2].encode())
-                self.edits.append(
-                    Edit(base + offset, base + offset + length, escape(migrated[j1:j2]), owner=self.owner)
-                )
+                start, end = len(raw[: where[i1]].encode()), len(raw[: where[i2]].encode())
+                self.edits.append(Edit(base + start, base + end, escape(migrated[j1:j2]), owner=self.owner))
 
     # -- pre-compilation branches and uses ----------------------------------------------------------------
 
@@ -675,7 +676,7 @@ class ShellRewriter:
         if not ctx.standalone or not launchers or not self.findings or ASYNC_LOAD.encode() in data:
             return
         top = statements(parse(data).root_node)
-        if self.inline or (len(top) == 1 and not data.startswith(b"#!")):  # one command (a notebook `!` line)
+        if self.inline or b"\n" not in _CONTINUATION.sub(b"", data).strip():  # one command (a notebook line)
             message = (
                 f"Added `{ASYNC_LOAD}=1` before the command: asynchronous weight loading is not supported."
             )
@@ -713,9 +714,12 @@ class ShellRewriter:
         insertions = [e for e in [*self.edits, *inserts] if e.start == e.end and e.text]
         insertions = [e for e in insertions if not any(s.start < e.start < s.end for s in strong)]
         position = 0
-        events = sorted([(e.start, 0, e) for e in insertions] + [(e.start, 1, e) for e in strong])
+        events = sorted(
+            [(e.start, 0, n, e) for n, e in enumerate(insertions)]
+            + [(e.start, 1, n, e) for n, e in enumerate(strong)]
+        )
         data = self.data
-        for start, _, item in events:
+        for start, _, _, item in events:
             out.append(data[position:start].decode())
             out.append(item.text)
             position = item.end
@@ -735,6 +739,17 @@ class ShellRewriter:
         current = self.data[offset : end if end >= 0 else len(self.data)].decode()
         indent = current[: len(current) - len(current.lstrip(" \t"))]
         return "".join(f"{indent}{text}{self.newline}" for text in texts if text not in above)
+
+
+def _unescape(raw: str) -> tuple[str, list[int]]:
+    """An unquoted heredoc body as bash expands its escapes, and where each character came from in `raw`."""
+    text, where, position = [], [], 0
+    while position < len(raw):
+        escaped = raw[position] == "\\" and raw[position + 1 : position + 2] in ("\\", "$", "`")
+        where.append(position)
+        text.append(raw[position + 1] if escaped else raw[position])
+        position += 2 if escaped else 1
+    return "".join(text), [*where, len(raw)]
 
 
 def _compose(outer: Callable[[str], str], inner: Callable[[str], str]) -> Callable[[str], str]:
