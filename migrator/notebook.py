@@ -45,6 +45,8 @@ _CELL_MARKER = "import __neuron_migrate_cell_{}__"
 _CELL_MARKER_RE = re.compile(r"^import __neuron_migrate_cell_(\d+)__\n", re.MULTILINE)
 _PLACEHOLDER = "import __neuron_migrate_magic_{}__"
 _PLACEHOLDER_RE = re.compile(r"[ \t]*import __neuron_migrate_magic_(\d+)__")
+_SHELL_MARKER = "# __neuron_migrate_command_{}__"
+_SHELL_MARKER_RE = re.compile(r"^# __neuron_migrate_command_(\d+)__\n", re.MULTILINE)
 # Line magics whose argument is a shell command: magic -> (shell text prefix, magic text prefix).
 _SHELL_MAGICS = {"!": ("", "!"), "!!": ("", "!!"), "%sx": ("", "%sx "), "%system": ("", "%system ")}
 _SHELL_MAGICS |= {"%pip": ("pip ", "%pip "), "%env": ("export ", "%env ")}
@@ -116,8 +118,9 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
         except MigrationError as error:
             findings.append(Finding(CELL_ERROR, 1, 1, f"{CELL_ERROR.action} ({error})", False, number))
 
-    for cell in python_cells:
-        _placeholders(cell, migrate_shell, findings)
+    _migrate_shell_lines(
+        [line for cell in python_cells for line in _placeholders(cell)], migrate_shell, findings
+    )
     for cell, text, cell_findings in _migrate_python_cells(python_cells, migrate_python, findings):
         findings += cell_findings
         new_sources[cell.index] = _restore(text, cell.magics)
@@ -198,9 +201,12 @@ def _python_of(lines: list[str]) -> tuple[str, list[Span]]:
         lines[-1] += "\n"
     skipped = len(lines) - len(ipt.leading_empty_lines(lines))
     current = lines[skipped:]
-    for cleanup in (ipt.leading_indent, ipt.classic_prompt, ipt.ipython_prompt):
-        if cleanup(current) != current:  # prompts or a shifted cell: runs, but is not ours to rewrite
-            raise CellError(skipped + 1, "pasted prompts or an indented first line; not rewritten")
+    # IPython also strips pasted `>>>` / `In [1]:` prompts and a common indentation: such a cell runs, but
+    # its lines are not the Python it runs, so it is not rewritten (textwrap.dedent also blanks whitespace-only
+    # lines, hence the test on the first line rather than on the result).
+    shifted = bool(current) and current[0][:1] in (" ", "\t")
+    if shifted or any(strip(current) != current for strip in (ipt.classic_prompt, ipt.ipython_prompt)):
+        raise CellError(skipped + 1, "pasted prompts or an indented first line; not rewritten")
     origin = list(range(skipped, len(lines)))
     spans: list[Span] = []
     manager = ipt.TransformerManager()
@@ -237,10 +243,25 @@ def _python_of(lines: list[str]) -> tuple[str, list[Span]]:
     return code, spans
 
 
-def _placeholders(cell: PythonCell, migrate_shell, findings: list[Finding]) -> None:
-    """Replace each IPython construct by a placeholder import; migrate the shell ones on the way."""
+@dataclass
+class ShellLine:
+    """A `!cmd` / `%pip` / `%env` construct of a cell, as the shell command it runs."""
+
+    cell: PythonCell
+    span: Span
+    slot: int  # its placeholder number in the cell
+    indent: str
+    magic: str
+    command: str  # shell text, with the shell prefix (`pip `, `export `)
+    columns: int  # characters before the command on its first line
+    ending: str
+
+
+def _placeholders(cell: PythonCell) -> list[ShellLine]:
+    """Replace each IPython construct by a placeholder import; returns the ones that run shell commands."""
     by_first = {span.first: span for span in cell.spans}
     python_lines: list[str] = []
+    shell_lines: list[ShellLine] = []
     position = 0
     while position < len(cell.lines):
         span = by_first.get(position)
@@ -250,17 +271,19 @@ def _placeholders(cell: PythonCell, migrate_shell, findings: list[Finding]) -> N
             position += 1
             continue
         original = "".join(cell.lines[span.first : span.last + 1])
+        cell.magics.append(original)
+        shell = _shell_line(cell, span, original, len(cell.magics) - 1)
+        shell_lines += [shell] if shell is not None else []
         indent = cell.lines[span.first][: len(cell.lines[span.first]) - len(cell.lines[span.first].lstrip())]
-        cell.magics.append(_shell_magic(cell, span, original, migrate_shell, findings))
         ending = "\n" if original.endswith("\n") else ""
         python_lines.append(f"{indent}{_PLACEHOLDER.format(len(cell.magics) - 1)}{ending}")
         cell.line_of.append(span.first)
         position = span.last + 1
     cell.python = "".join(python_lines)
+    return shell_lines
 
 
-def _shell_magic(cell: PythonCell, span: Span, original: str, migrate_shell, findings) -> str | None:
-    """The span's text after the shell rewrite (None: the command is gone); other magics unchanged."""
+def _shell_line(cell: PythonCell, span: Span, original: str, slot: int) -> ShellLine | None:
     ending = "\n" if original.endswith("\n") else ""
     body = original[: len(original) - len(ending)]
     indent, text = body[: span.column], body[span.column :]
@@ -268,20 +291,62 @@ def _shell_magic(cell: PythonCell, span: Span, original: str, migrate_shell, fin
         span.escape if span.escape in ("!", "!!") else text.split(None, 1)[0] if span.escape == "%" else None
     )
     if magic not in _SHELL_MAGICS or not span.escape:
-        return original
-    shell_prefix, magic_prefix = _SHELL_MAGICS[magic]
+        return None
     command = text[len(magic) :].lstrip(" ") if magic.startswith("%") else text[len(magic) :]
     if magic == "%env" and not re.fullmatch(r"[A-Za-z_]\w*=\S*", command):
-        return original  # `%env NAME` reads a variable; only `%env NAME=value` sets one
+        return None  # `%env NAME` reads a variable; only `%env NAME=value` sets one
+    shell_prefix = _SHELL_MAGICS[magic][0]
+    return ShellLine(
+        cell, span, slot, indent, magic, shell_prefix + command, len(text) - len(command), ending
+    )
+
+
+def _migrate_shell_lines(lines: list[ShellLine], migrate_shell, findings: list[Finding]) -> None:
+    """Migrate the notebook's shell commands as one script, in the order the cells run.
+
+    One script, so that a pre-compilation run (`!neuron_parallel_compile torchrun ...`) is recognised
+    when the same launch follows in a later cell. Each command still runs in a shell of its own
+    (`inline`). A command tree-sitter cannot parse is left out, so it cannot disturb the others.
+    """
+    from migrator.shell.syntax import problems
+
+    lines = [line for line in lines if problems(line.command.encode()) == 0]
+    if not lines:
+        return
+    joined = "".join(f"{_SHELL_MARKER.format(n)}\n{line.command}\n" for n, line in enumerate(lines))
     try:
-        migrated, shell_findings = migrate_shell(shell_prefix + command, inline=True)
+        migrated, shell_findings = migrate_shell(joined, inline=True)
     except MigrationError:
-        return original
-    if migrated == shell_prefix + command:
-        findings += [_shell_finding(f, cell.number, span, len(text) - len(command)) for f in shell_findings]
-        return original
+        if len(lines) > 1:  # one command the rewriter cannot handle must not hold the others back
+            for line in lines:
+                _migrate_shell_lines([line], migrate_shell, findings)
+        return
+    markers = [joined.count("\n", 0, m.start()) + 1 for m in _SHELL_MARKER_RE.finditer(joined)]
+    texts = dict(_split_shell(migrated))
+    for number, line in enumerate(lines):
+        first, end = markers[number], markers[number + 1] if number + 1 < len(markers) else None
+        own = [f for f in shell_findings if f.line > first and (end is None or f.line < end)]
+        own = [_shell_finding(f, line, f.line - first) for f in own]
+        _rebuild(line, texts.get(number, ""), own, findings)
+
+
+def _split_shell(migrated: str) -> list[tuple[int, str]]:
+    parts = _SHELL_MARKER_RE.split(migrated)
+    return [
+        (int(parts[i]), parts[i + 1][:-1] if parts[i + 1].endswith("\n") else parts[i + 1])
+        for i in range(1, len(parts), 2)
+    ]
+
+
+def _rebuild(line: ShellLine, migrated: str, own: list[Finding], findings: list[Finding]) -> None:
+    """Put the migrated command back as its magic (TODO comments above it); None in the cell: removed."""
+    shell_prefix, magic_prefix = _SHELL_MAGICS[line.magic]
+    if migrated == line.command:
+        findings += own
+        return
+    cell = line.cell
     above = set()  # TODOs already above the command: a rerun must not add them again
-    for previous in reversed(cell.lines[: span.first]):
+    for previous in reversed(cell.lines[: line.span.first]):
         if not previous.lstrip().startswith(TODO_PREFIX):
             break
         above.add(previous.strip())
@@ -289,19 +354,20 @@ def _shell_magic(cell: PythonCell, span: Span, original: str, migrate_shell, fin
     while command_lines and command_lines[0].lstrip().startswith("#"):
         comment = command_lines.pop(0).strip()
         if comment not in above:
-            out.append(f"{indent}{comment}\n")
+            out.append(f"{line.indent}{comment}\n")
     remainder = "".join(command_lines).rstrip("\n")
     if remainder and not remainder.startswith(shell_prefix):
-        return original  # the rewrite changed what the magic runs in a way it cannot say
-    findings += [_shell_finding(f, cell.number, span, len(text) - len(command)) for f in shell_findings]
+        return  # the rewrite changed what the magic runs in a way it cannot say: keep the original
+    findings += own
     if remainder:
-        out.append(f"{indent}{magic_prefix}{remainder[len(shell_prefix) :]}{ending}")
-    return "".join(out) or None
+        out.append(f"{line.indent}{magic_prefix}{remainder[len(shell_prefix) :]}{line.ending}")
+    cell.magics[line.slot] = "".join(out) or None
 
 
-def _shell_finding(finding: Finding, number: int, span: Span, prefix: int) -> Finding:
-    column = finding.column + span.column + prefix if finding.line == 1 else finding.column
-    return Finding(finding.rule, finding.line + span.first, column, finding.message, finding.fixed, number)
+def _shell_finding(finding: Finding, line: ShellLine, line_in_command: int) -> Finding:
+    column = finding.column + line.span.column + line.columns if line_in_command == 1 else finding.column
+    cell_line = line.span.first + line_in_command
+    return Finding(finding.rule, cell_line, column, finding.message, finding.fixed, line.cell.number)
 
 
 def _migrate_python_cells(cells: list[PythonCell], migrate_python, findings):

@@ -81,7 +81,7 @@ class Context:
     host: Node | None = None  # the command holding the piece (strings bash re-runs)
     host_context: Context | None = None
     anchor: int | None = None  # where TODOs go, for pieces nested in the file
-    launchers: list[int] = field(default_factory=list)  # offsets of Python launches in it
+    launchers: list[tuple[int, int]] = field(default_factory=list)  # byte ranges of its Python launches
 
 
 @dataclass
@@ -427,7 +427,7 @@ class ShellRewriter:
         if script is None:
             return
         if self.owner == 0:  # a compile-only run is not a run on TorchNeuron
-            ctx.launchers.append(self.command_start)
+            ctx.launchers.append((self.command_start, node.end_byte))
         arguments = words[script + 1 :]
         for position, item in enumerate(arguments):
             if not item.text.startswith("--"):
@@ -489,7 +489,7 @@ class ShellRewriter:
                 anchor=self.anchor(ctx, node),
             )
             self.script(inner)
-            ctx.launchers += [node.start_byte] if inner.launchers else []
+            ctx.launchers += [(node.start_byte, node.end_byte)] if inner.launchers else []
 
     def heredocs(self, ctx: Context, node: Node, data: bytes) -> None:
         body = node.child_by_field_name("body")
@@ -671,19 +671,24 @@ class ShellRewriter:
 
     def async_load(self, ctx: Context) -> None:
         """A script that launches Python gets `export HF_DEACTIVATE_ASYNC_LOAD=1` near the top."""
-        launchers = ctx.launchers
         data = self.data[ctx.start : ctx.end]
-        if not ctx.standalone or not launchers or not self.findings or ASYNC_LOAD.encode() in data:
+        launchers = list(dict.fromkeys(ctx.launchers))
+        if not ctx.standalone or not launchers or not self.findings:
             return
-        top = statements(parse(data).root_node)
-        if self.inline or b"\n" not in _CONTINUATION.sub(b"", data).strip():  # one command (a notebook line)
+        if self.inline or b"\n" not in _CONTINUATION.sub(b"", data).strip():
+            # Commands that each run in a shell of their own (notebook lines), or a one-command script.
             message = (
                 f"Added `{ASYNC_LOAD}=1` before the command: asynchronous weight loading is not supported."
             )
-            self.report(ctx.start + launchers[0], r.ASYNC_LOAD_EXPORT, message)
-            self.edit(ctx, launchers[0], launchers[0], f"{ASYNC_LOAD}=1 ")
+            for start, end in launchers:
+                if ASYNC_LOAD.encode() not in data[start:end]:
+                    self.report(ctx.start + start, r.ASYNC_LOAD_EXPORT, message)
+                    self.edit(ctx, start, start, f"{ASYNC_LOAD}=1 ")
             return
-        self.report(ctx.start + launchers[0], r.ASYNC_LOAD_EXPORT)
+        if ASYNC_LOAD.encode() in data:
+            return
+        top = statements(parse(data).root_node)
+        self.report(ctx.start + launchers[0][0], r.ASYNC_LOAD_EXPORT)
         # Right after the shebang and any scheduler directives (#SBATCH...: they must precede every
         # command), before anything that could start Python.
         offset = data.index(b"\n") + 1 if data.startswith(b"#!") and b"\n" in data else 0
@@ -711,7 +716,8 @@ class ShellRewriter:
                     continue  # inside a range that is removed or replaced whole
                 raise ValueError(f"overlapping shell edits at byte {item.start}")
             strong.append(item)
-        insertions = [e for e in [*self.edits, *inserts] if e.start == e.end and e.text]
+        # TODO comment lines first: a prefix added at the same offset belongs to the command after them.
+        insertions = [e for e in [*inserts, *self.edits] if e.start == e.end and e.text]
         insertions = [e for e in insertions if not any(s.start < e.start < s.end for s in strong)]
         position = 0
         events = sorted(
