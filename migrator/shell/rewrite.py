@@ -716,8 +716,11 @@ class ShellRewriter:
                     continue  # inside a range that is removed or replaced whole
                 raise ValueError(f"overlapping shell edits at byte {item.start}")
             strong.append(item)
-        # TODO comment lines first: a prefix added at the same offset belongs to the command after them.
-        insertions = [e for e in [*inserts, *self.edits] if e.start == e.end and e.text]
+        # At one offset: whole lines (the export) first, then the TODO lines right above their command,
+        # then a prefix of the command itself.
+        added = [e for e in self.edits if e.start == e.end and e.text]
+        lines = [e for e in added if e.text.endswith("\n")]
+        insertions = [*lines, *inserts, *(e for e in added if not e.text.endswith("\n"))]
         insertions = [e for e in insertions if not any(s.start < e.start < s.end for s in strong)]
         position = 0
         events = sorted(
