@@ -16,10 +16,12 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import nbformat
+from nbformat.validator import MissingIDFieldWarning
 
 from migrator.rules import Finding, Severity, define
 from migrator.transform import TODO_PREFIX
@@ -91,7 +93,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     """`migrate_shell(text, inline=True)` rewrites one shell command as a notebook line runs it."""
     try:
         document = json.loads(content)
-        nbformat.validate(nbformat.from_dict(document))
+        _validate(document)
     except (json.JSONDecodeError, nbformat.ValidationError) as error:
         raise MigrationError(f"not a valid notebook: {str(error).splitlines()[0]}") from error
     style = _json_style(content, document)
@@ -145,8 +147,15 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     findings.sort(key=lambda f: (f.cell or 0, f.line, f.column, f.code))
     if not changed:
         return content, findings
-    nbformat.validate(nbformat.from_dict(document))
+    _validate(document)
     return _dump(document, style), findings
+
+
+def _validate(document: dict) -> None:
+    """nbformat's schema check, on a copy (the file is never normalised; its missing cell ids stay missing)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingIDFieldWarning)
+        nbformat.validate(nbformat.from_dict(document))
 
 
 # -- cells ----------------------------------------------------------------------------------------------
