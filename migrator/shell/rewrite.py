@@ -112,7 +112,6 @@ class Edit:
 
 class ShellRewriter:
     def __init__(self, text: str, migrate_python: PythonRewriter | None = None, inline: bool = False) -> None:
-        self.text = text
         self.inline = inline
         self.data = text.encode()
         self.newline = "\r\n" if "\r\n" in text else "\n"
@@ -126,7 +125,6 @@ class ShellRewriter:
         self.contexts: list[Context] = []
         self.owner = 0  # >0 while inside a compile run: what it adds goes if the run is removed
         self.command_start = 0  # where the command being rewritten starts (after merged assignments)
-        self.removed: set[tuple[int, int]] = set()  # statements removed whole
 
     # -- positions, findings, edits ---------------------------------------------------------------------
 
@@ -193,10 +191,10 @@ class ShellRewriter:
         kind = node.type
         if kind == "heredoc_body":  # parsed on its own when it is a script
             return folded
-        if kind == "if_statement" and self.fold_branch(ctx, node, data):
+        kept = self.fold_branch(ctx, node, data) if kind == "if_statement" else None
+        if kept is not None:
             folded.append(node)
-            kept = self.kept_branch(node, data)
-            for child in kept or []:
+            for child in kept:
                 folded += self.walk(ctx, child, data)
             return folded
         if kind == "command":
@@ -210,7 +208,7 @@ class ShellRewriter:
             self.variables(ctx, node, [word(a, data) for a in assignments], data, whole=True)
             return folded
         elif kind == "redirected_statement":
-            self.heredocs(ctx, node, data)
+            self.heredocs(ctx, node)
         for child in node.children:
             if child.type != "heredoc_body":
                 folded += self.walk(ctx, child, data)
@@ -491,14 +489,14 @@ class ShellRewriter:
             self.script(inner)
             ctx.launchers += [(node.start_byte, node.end_byte)] if inner.launchers else []
 
-    def heredocs(self, ctx: Context, node: Node, data: bytes) -> None:
+    def heredocs(self, ctx: Context, node: Node) -> None:
         body = node.child_by_field_name("body")
         for redirect in (c for c in node.children if c.type == "heredoc_redirect"):
             content = next((c for c in redirect.children if c.type == "heredoc_body"), None)
             start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
             if content is None or start is None or content.end_byte <= content.start_byte:
                 continue
-            kind = _heredoc_kind(body, node, data)
+            kind = _heredoc_kind(body, node)
             if kind is None:
                 continue  # data, not code
             quoted = any(q in start.text.decode() for q in "'\"\\")
@@ -539,17 +537,24 @@ class ShellRewriter:
 
     # -- pre-compilation branches and uses ----------------------------------------------------------------
 
-    def fold_branch(self, ctx: Context, node: Node, data: bytes) -> bool:
-        """`if [ "$NEURON_EXTRACT_GRAPHS_ONLY" = "1" ]; then A; else B; fi` with the variable unset."""
+    def fold_branch(self, ctx: Context, node: Node, data: bytes) -> list[Node] | None:
+        """Fold `if [ "$NEURON_EXTRACT_GRAPHS_ONLY" = "1" ]; then A; else B; fi` with the variable unset.
+
+        Returns the statements kept (to be rewritten in turn), None when the `if` is not one to fold.
+        """
         condition = node.child_by_field_name("condition")
         if condition is None or not _mentions_precompile(condition):
-            return False
+            return None
         if any(c.type == "elif_clause" for c in node.children):
-            return False
+            return None
         value = _test_value(condition.text.decode())
         if value is None:
-            return False
-        kept = self.kept_branch(node, data, value)
+            return None
+        else_clause = next((c for c in node.children if c.type == "else_clause"), None)
+        if value:
+            kept = [s for s in statements(node) if s.type != "else_clause"]
+        else:
+            kept = statements(else_clause) if else_clause is not None else []
         line, column = self.position(ctx.start + node.start_byte)
         self.findings.append(
             (Finding(r.PRECOMPILE_BRANCH, line, column, r.PRECOMPILE_BRANCH.action, True), 0)
@@ -557,7 +562,7 @@ class ShellRewriter:
         if not kept:
             if not self.remove_statement(ctx, node):
                 self.edit(ctx, node.start_byte, node.end_byte, ":")
-            return True
+            return kept
         self.edit(ctx, node.start_byte, kept[0].start_byte)
         self.edit(ctx, kept[-1].end_byte, node.end_byte)
         # The kept lines move out one level, to the indentation of the `if` (heredoc and string lines stay).
@@ -574,19 +579,11 @@ class ShellRewriter:
                 continue
             blanks = len(data[position:]) - len(data[position:].lstrip(b" \t"))
             self.edit(ctx, position, position + min(extra, blanks), weak=True)
-        return True
+        return kept
 
     def indent_of(self, offset: int) -> int:
         start = self.line_start(offset)
         return offset - start if not self.data[start:offset].strip() else 0
-
-    def kept_branch(self, node: Node, data: bytes, value: bool | None = None) -> list[Node] | None:
-        if value is None:
-            value = _test_value(node.child_by_field_name("condition").text.decode())
-        else_clause = next((c for c in node.children if c.type == "else_clause"), None)
-        if value:
-            return [s for s in statements(node) if s.type != "else_clause"]
-        return statements(else_clause) if else_clause is not None else []
 
     def precompile_uses(self, ctx: Context, root: Node, folded: list[Node]) -> None:
         flagged: set[int] = set()
@@ -646,7 +643,6 @@ class ShellRewriter:
             return placeholder
         if len(siblings) == 1 and ctx.host is not None:  # the whole string bash re-runs: drop its command
             return self.remove_statement(ctx.host_context, ctx.host)
-        self.removed.add((ctx.start + node.start_byte, ctx.start + node.end_byte))
         if self.remove_lines(ctx, node.start_byte, node.end_byte, data):
             return True
         index = siblings.index(node)
@@ -790,8 +786,8 @@ def _mentions_precompile(node: Node) -> bool:
     return any(name.text.decode() in PRECOMPILE_VARIABLES for _, name in walk_expansions(node))
 
 
-def _heredoc_kind(command: Node | None, statement: Node, data: bytes) -> str | None:
-    """ "shell" / "python" when the heredoc body is a script, None when it is data."""
+def _heredoc_kind(command: Node | None, statement: Node) -> str | None:
+    """`"shell"` or `"python"` when the heredoc body is a script, None when it is data."""
     if command is None or command.type != "command":
         return None
     name = command.child_by_field_name("name")
