@@ -40,7 +40,7 @@ WRITEFILE_CONFIG = define(
     Severity.WARNING,
     "A `%%writefile` cell writes a configuration file that names optimum-neuron / XLA settings",
     "Left unchanged: review these keys by hand (the launcher-flag and environment rules say what each "
-    "becomes on TorchNeuron).",
+    "becomes on TorchNeuron; for a requirements file, NM460 gives the TorchNeuron package set).",
 )
 
 _CELL_MARKER = "import __neuron_migrate_cell_{}__"
@@ -175,7 +175,7 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
         target = next((a for a in reversed(arguments) if not a.startswith("-")), "").strip("'\"")
         kind = "python" if target.endswith(".py") else "shell" if target.endswith((".sh", ".bash")) else None
         if kind is None:
-            _flag_config(body, number, findings)
+            _flag_config(target, body, number, findings)
             return None
     if kind is None:
         return None
@@ -184,13 +184,12 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
     return f"{header}{newline}{migrated}"
 
 
-def _flag_config(body: str, number: int, findings: list[Finding]) -> None:
+def _flag_config(target: str, body: str, number: int, findings: list[Finding]) -> None:
     for line_number, line in enumerate(body.splitlines(), start=2):
         keys = list(dict.fromkeys(m[0] for m in _CONFIG_KEYS.finditer(line)))
         if keys:
-            message = (
-                f"{', '.join(f'`{k}`' for k in keys)} in a written config file; {WRITEFILE_CONFIG.action}"
-            )
+            named = ", ".join(f"`{key}`" for key in keys)
+            message = f"{named} in `{target}`, which this cell writes. {WRITEFILE_CONFIG.action}"
             column = line.find(keys[0]) + 1
             findings.append(Finding(WRITEFILE_CONFIG, line_number, column, message, False, number))
 
