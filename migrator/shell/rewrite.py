@@ -191,6 +191,8 @@ class ShellRewriter:
         kind = node.type
         if kind == "heredoc_body":  # parsed on its own when it is a script
             return folded
+        if kind == "ERROR":  # what tree-sitter could not parse is not rewritten: its words are guesses
+            return folded
         kept = self.fold_branch(ctx, node, data) if kind == "if_statement" else None
         if kept is not None:
             folded.append(node)

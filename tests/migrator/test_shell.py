@@ -125,3 +125,11 @@ def test_overlapping_edits_are_an_error_not_a_corrupt_file(tmp_path, monkeypatch
     result = process(Job(source, Mode.WRITE))
     assert result.error and "internal error" in result.error
     assert path.read_bytes() == original
+
+
+def test_what_tree_sitter_cannot_parse_is_left_alone():
+    unclosed = "export XLA_USE_BF16=1\nif [ -n x ]; then\n  torchrun train.py --zero_1 true\n  ( echo\n"
+    assert rewrite_shell(unclosed) == (unclosed, [])  # the whole file is one ERROR node: nothing is a guess
+    stray = "export XLA_USE_BF16=1\necho ok )\ntorchrun train.py --zero_1 true\n"
+    migrated, findings = rewrite_shell(stray)
+    assert "echo ok )\n" in migrated and "XLA_USE_BF16=1" not in migrated and "--zero_1" not in migrated
