@@ -352,6 +352,19 @@ class ShellRewriter:
             name = item.assignment or (item.text if unset else None)
             if name is None:
                 continue
+            if name in PRECOMPILE_VARIABLES and not unset:
+                # Whatever this runs reads it as "compile only" (a Slurm compile job exports it before
+                # running the training script): without it the job would become a second real run.
+                self.todo(
+                    ctx,
+                    node,
+                    r.PRECOMPILE_USE,
+                    f"`{name}` is set here so that what runs next only compiles (as under neuron_parallel_compile); "
+                    "TorchNeuron has no compile-only run and dropping the variable would make this a second real "
+                    "run: delete this compile step by hand",
+                    at=item.start,
+                )
+                continue
             reason = dropped_reason(name)
             if reason is not None:
                 self.report(ctx.start + item.start, r.DROPPED_VARIABLE, f"`{name}` removed: {reason}.")
