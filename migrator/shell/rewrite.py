@@ -55,6 +55,7 @@ _LEGACY_PACKAGES = {
 TORCHNEURON_PACKAGES = ("torch-neuronx", '"transformers>=5.23"', '"trl>=1.16"', "peft", "accelerate")
 ASYNC_LOAD = "HF_DEACTIVATE_ASYNC_LOAD"
 _DIRECTIVE = re.compile(rb"^#(?:SBATCH|PBS|BSUB|FLUX|COBALT|\$)[^\n]*\n", re.MULTILINE)
+_PRECOMPILE_ASSIGNMENT = re.compile(rb"\b(?:" + "|".join(sorted(PRECOMPILE_VARIABLES)).encode() + rb")=")
 _CONTINUATION = re.compile(rb"\\\r?\n")
 _SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".slurm", ".sbatch")
 
@@ -125,6 +126,7 @@ class ShellRewriter:
         self.contexts: list[Context] = []
         self.owner = 0  # >0 while inside a compile run: what it adds goes if the run is removed
         self.command_start = 0  # where the command being rewritten starts (after merged assignments)
+        self.sets_precompile = _PRECOMPILE_ASSIGNMENT.search(self.data) is not None
 
     # -- positions, findings, edits ---------------------------------------------------------------------
 
@@ -558,8 +560,8 @@ class ShellRewriter:
         Returns the statements kept (to be rewritten in turn), None when the `if` is not one to fold.
         """
         condition = node.child_by_field_name("condition")
-        if condition is None or not _mentions_precompile(condition):
-            return None
+        if condition is None or not _mentions_precompile(condition) or self.sets_precompile:
+            return None  # a file that sets the variable itself may take either branch
         if any(c.type == "elif_clause" for c in node.children):
             return None
         value = _test_value(condition.text.decode())

@@ -133,3 +133,13 @@ def test_what_tree_sitter_cannot_parse_is_left_alone():
     stray = "export XLA_USE_BF16=1\necho ok )\ntorchrun train.py --zero_1 true\n"
     migrated, findings = rewrite_shell(stray)
     assert "echo ok )\n" in migrated and "XLA_USE_BF16=1" not in migrated and "--zero_1" not in migrated
+
+
+def test_branch_on_the_compile_variable_is_not_folded_where_the_file_sets_it():
+    script = (
+        'if [ "$1" = compile ]; then export NEURON_EXTRACT_GRAPHS_ONLY=1; fi\n'
+        'if [ "$NEURON_EXTRACT_GRAPHS_ONLY" = "1" ]; then\n  STEPS=10\nelse\n  STEPS=1000\nfi\n'
+    )
+    migrated, findings = rewrite_shell(script)
+    assert "STEPS=10\n" in migrated and "STEPS=1000\n" in migrated
+    assert [f.code for f in findings] == ["NM459", "NM459"]
