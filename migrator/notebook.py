@@ -127,7 +127,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
         findings += cell_findings
         new_sources[cell.index] = _restore(text, cell.magics)
 
-    changed = False
+    old_sources: dict[int, object] = {}
     cells_by_index = {cell.index: cell for cell in python_cells}
     for index, text in new_sources.items():
         cell = document["cells"][index]
@@ -142,13 +142,13 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
                 findings = [f for f in findings if f.cell != number]
                 findings.append(Finding(CELL_ERROR, error.line, 1, message, False, number))
                 continue
+        old_sources[index] = cell["source"]
         cell["source"] = text.splitlines(keepends=True) if isinstance(cell["source"], list) else text
-        changed = True
     findings.sort(key=lambda f: (f.cell or 0, f.line, f.column, f.code))
-    if not changed:
+    if not old_sources:
         return content, findings
     _validate(document)
-    return _dump(document, style), findings
+    return _write_back(content, document, style, old_sources), findings
 
 
 def _validate(document: dict) -> None:
@@ -458,23 +458,57 @@ class JsonStyle:
     ensure_ascii: bool
     sort_keys: bool
     trailing: str
+    newline: str
 
 
-def _json_style(content: str, document: dict) -> JsonStyle:
-    """The json.dumps settings that reproduce the file byte for byte (Jupyter's when none does)."""
+def _json_style(content: str, document: dict) -> JsonStyle | None:
+    """The json.dumps settings that reproduce the file byte for byte; None when none does."""
     match = re.match(r"\{\r?\n([ \t]+)\"", content)
     indent = (len(match[1]) if match[1].strip(" ") == "" else match[1]) if match else None
     trailing = content[len(content.rstrip()) :]
+    newline = "\r\n" if "\r\n" in content else "\n"
     for ensure_ascii in (False, True):
         for sort_keys in (False, True):
-            style = JsonStyle(indent, ensure_ascii, sort_keys, trailing)
+            style = JsonStyle(indent, ensure_ascii, sort_keys, trailing, newline)
             if _dump(document, style) == content:
                 return style
-    return JsonStyle(1, False, False, "\n")
+    return None
 
 
 def _dump(document: dict, style: JsonStyle) -> str:
     text = json.dumps(
         document, indent=style.indent, ensure_ascii=style.ensure_ascii, sort_keys=style.sort_keys
     )
-    return text + style.trailing
+    return text.replace("\n", style.newline) + style.trailing
+
+
+def _write_back(content: str, document: dict, style: JsonStyle | None, old_sources: dict[int, object]) -> str:
+    """The notebook with its new cell sources, formatted as the file was, so the diff is the rewrite.
+
+    When no json.dumps setting reproduces the file (another writer's number or escape style), each changed
+    `source` value is replaced where it sits in the text; Jupyter's own format is the last resort.
+    """
+    if style is not None:
+        return _dump(document, style)
+    match = re.match(r"\{\r?\n([ \t]+)\"", content)
+    unit = match[1] if match else None
+    newline = "\r\n" if "\r\n" in content else "\n"
+    spliced = content
+    for index, old in old_sources.items():
+        new = document["cells"][index]["source"]
+        for ensure_ascii in (False, True):
+            before = _value_text(old, unit, ensure_ascii, newline)
+            if spliced.count(before) == 1:
+                spliced = spliced.replace(before, _value_text(new, unit, ensure_ascii, newline))
+                break
+        else:
+            return _dump(document, JsonStyle(1, False, True, "\n", "\n"))
+    return spliced
+
+
+def _value_text(value: object, unit: str | None, ensure_ascii: bool, newline: str) -> str:
+    """A cell's `"source": value` as an indenting writer puts it (the value sits three levels deep)."""
+    if unit is None:
+        return '"source": ' + json.dumps(value, ensure_ascii=ensure_ascii)
+    text = json.dumps(value, indent=len(unit) if unit.strip(" ") == "" else unit, ensure_ascii=ensure_ascii)
+    return '"source": ' + text.replace("\n", newline + unit * 3)

@@ -119,3 +119,20 @@ def test_sarif_results_carry_the_cell_and_the_line_in_it(tmp_path):
     zero_1 = next(r for r in sarif if "--zero_1" in r["message"]["text"])
     assert zero_1["properties"]["cell"] == 2
     assert zero_1["locations"][0]["physicalLocation"]["region"]["startLine"] == 2
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_writer_json_cannot_reproduce_still_gets_a_diff_as_small_as_the_rewrite(newline):
+    # 1e-05 is what Python writes for a number this file spells 0.00001: no json.dumps setting gives the
+    # file back, so the changed source is replaced where it sits.
+    original = notebook(indent=1, sort_keys=True, ensure_ascii=False).replace(
+        '"metadata": {\n  "language_info"', '"metadata": {\n  "lr": 0.00001,\n  "language_info"'
+    )
+    original = original.replace("\n", newline)
+    migrated, _ = REWRITERS["notebook"](original)
+    removed = [
+        line for line in difflib.ndiff(original.splitlines(), migrated.splitlines()) if line[:1] == "-"
+    ]
+    assert len(removed) == 4 and '"lr": 0.00001' in migrated
+    assert migrated.count("\r\n") == (migrated.count("\n") if newline == "\r\n" else 0)
+    assert REWRITERS["notebook"](migrated)[0] == migrated
