@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import difflib
 import re
 import shutil
@@ -15,11 +14,12 @@ from pathlib import Path
 import libcst as cst
 
 from migrator import notebook
-from migrator.families.shell import rewrite_shell
 from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
+from migrator.shell.rewrite import rewrite_shell
 from migrator.sources import SourceFile, Text, read_text, write_atomic
 from migrator.transform import migrate_module
+from migrator.verify import MigrationError, syntax_error_message, verify_python, verify_shell
 
 # Cheap pre-filter (TorchFix's idea): a file that mentions none of these has no optimum-neuron/XLA
 # content, is never parsed and never rewritten (a script that already targets TorchNeuron included).
@@ -39,10 +39,6 @@ class Mode(str, Enum):
     CHECK = "check"  # write nothing
     DIFF = "diff"  # write nothing, produce a unified diff
     OUTPUT = "output"  # write migrated copies under an output directory
-
-
-class MigrationError(Exception):
-    """A file could not be migrated (parse error, rewrite that would not parse); it is left untouched."""
 
 
 @dataclass
@@ -72,42 +68,30 @@ def migrate_python(content: str) -> tuple[str, list[Finding]]:
     try:
         result = migrate_module(content, PYTHON_HANDLERS)
     except cst.ParserSyntaxError as error:
-        raise MigrationError(_syntax_error_message(content, error)) from None
+        raise MigrationError(syntax_error_message(content, error)) from None
     if result.code != content:
-        _verify_python(result.code)
+        verify_python(result.code)
     return result.code, result.findings
 
 
-def _syntax_error_message(content: str, error: cst.ParserSyntaxError) -> str:
-    """Python's own message and position when it has one (what the user sees running the script)."""
-    try:
-        ast.parse(content)
-    except SyntaxError as python_error:
-        return f"line {python_error.lineno}, column {python_error.offset}: cannot parse: {python_error.msg}"
-    return f"line {error.raw_line}, column {error.raw_column + 1}: cannot parse: {error.message}"
-
-
-def _verify_python(code: str) -> None:
-    """A rewrite must parse; if it does not, the file is left untouched and the error reported."""
-    try:
-        ast.parse(code)
-    except SyntaxError as error:
-        raise MigrationError(
-            f"internal error: the migrated code would not parse (line {error.lineno}: {error.msg}); "
-            "file left untouched, please report this"
-        ) from error
-
-
-def migrate_shell(content: str) -> tuple[str, list[Finding]]:
+def migrate_shell(content: str, inline: bool = False) -> tuple[str, list[Finding]]:
+    """`inline`: one notebook command line (see `rewrite_shell`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
-    return rewrite_shell(content)
+    migrated, findings = rewrite_shell(content, migrate_python, inline)
+    if migrated != content:
+        verify_shell(content, migrated)
+    return migrated, findings
+
+
+def migrate_notebook(content: str) -> tuple[str, list[Finding]]:
+    return notebook.migrate_notebook(content, migrate_python, migrate_shell)
 
 
 REWRITERS: dict[str, Callable[[str], tuple[str, list[Finding]]]] = {
     "python": migrate_python,
     "shell": migrate_shell,
-    "notebook": lambda content: notebook.migrate_notebook(content, migrate_python, migrate_shell),
+    "notebook": migrate_notebook,
 }
 
 

@@ -1,156 +1,428 @@
-"""Jupyter notebooks: migrate code cells as one module (cells share a namespace), shell lines as shell.
+r"""Jupyter notebooks, read the way IPython runs them (`IPython.core.inputtransformer2`).
 
-Cells are joined with a marker statement between them so that an import in cell 1 is known when cell 3
-uses it. Markers (and the placeholders of magic lines) are import statements on purpose: libcst's
-AddImportsVisitor only sees the module's leading import block, which they must not interrupt. `!cmd`, `%pip`, `%env` lines and
-`%%bash` cells go through the shell rewriter; other magics are kept as they are. Outputs, metadata and
-every untouched cell are kept; the result is written the way Jupyter writes notebooks.
+A code cell is what IPython's input transformer makes of it: `!cmd` / `%magic` lines (continued with `\`
+onto the next lines), `x = !cmd`, `%%` cell magics. Python cells are migrated as one module (cells share
+a namespace: an import in cell 1 is known when cell 3 uses it), each IPython construct standing in as a
+placeholder import line; `!`, `%pip`, `%env`, `%sx`/`%system` commands and `%%bash`/`%%sh` cells go through
+the shell rewriter. `%%writefile PATH` cells are migrated as the file PATH names (.py, .sh); a config file
+is scanned for optimum-neuron / XLA keys and flagged. A cell IPython cannot parse is left byte-identical
+with an error finding; the other cells are still migrated. Every rewritten cell is checked again with the
+transformer and Python's parser, and the JSON is written back in the notebook's own formatting, so a
+one-line rewrite is a one-line diff.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import nbformat
+from nbformat.validator import MissingIDFieldWarning
 
-from migrator.rules import Finding
+from migrator.rules import Finding, Severity, define
 from migrator.transform import TODO_PREFIX
+from migrator.verify import MigrationError
 
 Rewriter = Callable[[str], tuple[str, list[Finding]]]
 
+CELL_ERROR = define(
+    "NM470",
+    Severity.ERROR,
+    "A notebook code cell that IPython cannot parse, or whose rewrite would not parse",
+    "Left unchanged (the other cells are migrated): fix the cell so that it runs, then migrate again.",
+)
+WRITEFILE_CONFIG = define(
+    "NM471",
+    Severity.WARNING,
+    "A `%%writefile` cell writes a configuration file that names optimum-neuron / XLA settings",
+    "Left unchanged: review these keys by hand (the launcher-flag and environment rules say what each "
+    "becomes on TorchNeuron; for a requirements file, NM460 gives the TorchNeuron package set).",
+)
+
 _CELL_MARKER = "import __neuron_migrate_cell_{}__"
 _CELL_MARKER_RE = re.compile(r"^import __neuron_migrate_cell_(\d+)__\n", re.MULTILINE)
-_MAGIC_PLACEHOLDER = "import __neuron_migrate_magic_{}__"
-_MAGIC_PLACEHOLDER_RE = re.compile(r"([ \t]*)import __neuron_migrate_magic_(\d+)__")
-_SHELL_CELL = re.compile(r"^%%(bash|sh|script (ba)?sh)\b")
-# Line magics that carry a shell command: `!cmd`, `%pip ...` (as `pip ...`), `%env K=V` (as `export K=V`).
-_SHELL_LINE = re.compile(r"^(?P<indent>[ \t]*)(?P<magic>!|%pip |%env |%sx |%system )(?P<command>.*)$")
-_SHELL_FORMS = {
-    "!": ("", ""),
-    "%pip ": ("pip ", "%pip "),
-    "%env ": ("export ", "%env "),
-    "%sx ": ("", "%sx "),
-}
-_SHELL_FORMS["%system "] = ("", "%system ")
+_PLACEHOLDER = "import __neuron_migrate_magic_{}__"
+_PLACEHOLDER_RE = re.compile(r"[ \t]*import __neuron_migrate_magic_(\d+)__")
+_SHELL_MARKER = "# __neuron_migrate_command_{}__"
+_SHELL_MARKER_RE = re.compile(r"^# __neuron_migrate_command_(\d+)__\n", re.MULTILINE)
+# Line magics whose argument is a shell command: magic -> (shell text prefix, magic text prefix).
+_SHELL_MAGICS = {"!": ("", "!"), "!!": ("", "!!"), "%sx": ("", "%sx "), "%system": ("", "%system ")}
+_SHELL_MAGICS |= {"%pip": ("pip ", "%pip "), "%env": ("export ", "%env ")}
+_PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun"}  # their body runs as Python in the namespace
+_CONFIG_KEYS = re.compile(
+    r"optimum[-_.]neuron|torch[-_]xla|neuronx[-_]distributed|neuron_parallel_compile|\b(?:XLA|NEURON)_[A-Z0-9_]+"
+    r"|\bzero_1\b|\btensor_parallel_size\b|\bpipeline_parallel_size\b|\basync_save\b"
+)
+_TOP_LEVEL_AWAIT = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 
-def migrate_notebook(
-    content: str, migrate_python: Rewriter, migrate_shell: Rewriter
-) -> tuple[str, list[Finding]]:
-    from migrator.engine import MigrationError  # engine imports this module
+class CellError(Exception):
+    """A cell IPython cannot turn into Python."""
 
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+@dataclass
+class Span:
+    """One IPython construct: original lines [first, last] of the cell, the escape at `column`."""
+
+    first: int
+    last: int
+    column: int
+    escape: str  # "!", "!!", "%", "%%", "?" ... or "" for `x = !cmd` / `x = %magic` and `name?`
+
+
+@dataclass
+class PythonCell:
+    index: int  # in document["cells"]
+    number: int  # among code cells, from 1
+    lines: list[str]  # the cell's original lines
+    spans: list[Span]
+    python: str = ""  # the cell with placeholders for the spans
+    line_of: list[int] = field(default_factory=list)  # python line -> cell line (0-based)
+    magics: list[str | None] = field(default_factory=list)  # placeholder -> its text (None: removed)
+
+
+def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> tuple[str, list[Finding]]:
+    """`migrate_shell(text, inline=True)` rewrites one shell command as a notebook line runs it."""
     try:
         document = json.loads(content)
-        nbformat.validate(nbformat.from_dict(document))
+        _validate(document)
     except (json.JSONDecodeError, nbformat.ValidationError) as error:
         raise MigrationError(f"not a valid notebook: {str(error).splitlines()[0]}") from error
-    cells = [
-        (index, cell) for index, cell in enumerate(document.get("cells", [])) if cell["cell_type"] == "code"
-    ]
+    style = _json_style(content, document)
     findings: list[Finding] = []
-    python_cells: list[tuple[int, str, list[str]]] = []  # cell number, python text, magic lines
     new_sources: dict[int, str] = {}
-    for number, (index, cell) in enumerate(cells, start=1):
+    python_cells: list[PythonCell] = []
+    code_cells = [(i, c) for i, c in enumerate(document.get("cells", [])) if c.get("cell_type") == "code"]
+    for number, (index, cell) in enumerate(code_cells, start=1):
         source = _source_text(cell)
-        if _SHELL_CELL.match(source):
-            header, _, body = source.partition("\n")
-            new_body, shell_findings = migrate_shell(body)
-            new_sources[index] = f"{header}\n{new_body}" if body or new_body else header
-            findings += [_in_cell(f, number, line_offset=1) for f in shell_findings]
-            continue
-        if source.startswith("%%"):
-            continue  # another cell magic (%%time, %%writefile...): not Python, not shell
-        python_text, magics, magic_findings = _shell_lines(source, number, migrate_shell)
-        findings += magic_findings
-        python_cells.append((index, python_text, magics))
+        try:
+            if source.startswith("%%"):
+                migrated = _cell_magic(source, number, migrate_python, migrate_shell, findings)
+                if migrated is not None:
+                    new_sources[index] = migrated
+                    continue
+                if (source[2:].split(None, 1) or [""])[0] not in _PYTHON_CELL_MAGICS:
+                    continue
+            lines = source.splitlines(keepends=True)
+            python_cells.append(PythonCell(index, number, lines, _spans(lines)))
+        except CellError as error:
+            findings.append(
+                Finding(CELL_ERROR, error.line, 1, f"{CELL_ERROR.action} ({error})", False, number)
+            )
+        except MigrationError as error:
+            findings.append(Finding(CELL_ERROR, 1, 1, f"{CELL_ERROR.action} ({error})", False, number))
 
-    joined = "".join(f"{_CELL_MARKER.format(i)}\n{text}\n" for i, text, _ in python_cells)
-    migrated, python_findings = migrate_python(joined)
-    findings += _place_in_cells(joined, python_findings, {i: n for n, (i, _) in enumerate(cells, start=1)})
-    for index, text in _split_cells(migrated):
-        magics = next(m for i, _, m in python_cells if i == index)
-        new_sources[index] = _restore_magics(text, magics)
+    _migrate_shell_lines(
+        [line for cell in python_cells for line in _placeholders(cell)], migrate_shell, findings
+    )
+    for cell, text, cell_findings in _migrate_python_cells(python_cells, migrate_python, findings):
+        findings += cell_findings
+        new_sources[cell.index] = _restore(text, cell.magics)
 
-    changed = False
+    old_sources: dict[int, object] = {}
+    cells_by_index = {cell.index: cell for cell in python_cells}
     for index, text in new_sources.items():
         cell = document["cells"][index]
-        if text != _source_text(cell):
-            cell["source"] = text.splitlines(keepends=True) if isinstance(cell["source"], list) else text
-            changed = True
-    if not changed:
-        return content, sorted(findings, key=_order)
-    nbformat.validate(nbformat.from_dict(document))
-    out = json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    return out, sorted(findings, key=_order)
-
-
-def _order(finding: Finding) -> tuple:
-    return (finding.cell or 0, finding.line, finding.column, finding.code)
-
-
-def _source_text(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
-def _shell_lines(
-    source: str, cell_number: int, migrate_shell: Rewriter
-) -> tuple[str, list[str | None], list[Finding]]:
-    """Replace shell-carrying magic lines by placeholders; migrate each as shell."""
-    lines = source.split("\n")
-    magics: list[str | None] = []  # per placeholder: its line(s), None when the command was removed
-    findings: list[Finding] = []
-    for line_number, line in enumerate(lines, start=1):
-        match = _SHELL_LINE.match(line)
-        if not match and not line.lstrip().startswith("%"):
+        if text == _source_text(cell):
             continue
-        if match:
-            shell_prefix, magic_prefix = _SHELL_FORMS[match["magic"]]
-            migrated, shell_findings = migrate_shell(shell_prefix + match["command"])
-            findings += [_in_cell(f, cell_number, line_offset=line_number - 1) for f in shell_findings]
-            above = set()  # TODOs already above this line: a rerun must not add them again
-            for previous in reversed(lines[: line_number - 1]):
-                if not previous.lstrip().startswith(TODO_PREFIX):
-                    break
-                above.add(previous.strip())
-            magic = magic_prefix or match["magic"]
-            magics.append(_as_magic_lines(match["indent"], magic, shell_prefix, migrated, above))
-        else:
-            magics.append(line)
-        indent = line[: len(line) - len(line.lstrip())]
-        lines[line_number - 1] = f"{indent}{_MAGIC_PLACEHOLDER.format(len(magics) - 1)}"
-    return "\n".join(lines), magics, findings
+        if index in cells_by_index:
+            try:  # the rewritten cell must still be one IPython can run
+                _python_of(text.splitlines(keepends=True))
+            except CellError as error:
+                number = cells_by_index[index].number
+                message = f"internal error: the rewritten cell would not parse ({error}); cell left unchanged"
+                findings = [f for f in findings if f.cell != number]
+                findings.append(Finding(CELL_ERROR, error.line, 1, message, False, number))
+                continue
+        old_sources[index] = cell["source"]
+        cell["source"] = text.splitlines(keepends=True) if isinstance(cell["source"], list) else text
+    findings.sort(key=lambda f: (f.cell or 0, f.line, f.column, f.code))
+    if not old_sources:
+        return content, findings
+    _validate(document)
+    return _write_back(content, document, style, old_sources), findings
 
 
-def _as_magic_lines(indent: str, magic: str, shell_prefix: str, migrated: str, above: set[str]) -> str | None:
-    """Shell output back into notebook lines: comments (TODOs) stay comments, commands get their magic."""
-    lines = []
-    for shell_line in migrated.splitlines():
-        if not shell_line.strip() or shell_line.strip() in above:
-            continue
-        if shell_line.lstrip().startswith("#"):
-            lines.append(indent + shell_line.strip())
-            continue
-        body = (
-            shell_line[len(shell_prefix) :]
-            if shell_prefix and shell_line.startswith(shell_prefix)
-            else shell_line
+def _validate(document: dict) -> None:
+    """nbformat's schema check, on a copy (the file is never normalised; its missing cell ids stay missing)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingIDFieldWarning)
+        nbformat.validate(nbformat.from_dict(document))
+
+
+# -- cells ----------------------------------------------------------------------------------------------
+
+
+def _cell_magic(source: str, number: int, migrate_python, migrate_shell, findings) -> str | None:
+    """Migrate a `%%bash` / `%%writefile` cell; None for other cell magics."""
+    header, newline, body = source.partition("\n")
+    words = header[2:].split()
+    name, arguments = (words[0], words[1:]) if words else ("", [])
+    kind = None
+    if name in ("bash", "sh") or (
+        name == "script" and arguments[:1] and arguments[0].endswith(("bash", "sh"))
+    ):
+        kind = "shell"
+    elif name in ("writefile", "file"):
+        target = next((a for a in reversed(arguments) if not a.startswith("-")), "").strip("'\"")
+        kind = "python" if target.endswith(".py") else "shell" if target.endswith((".sh", ".bash")) else None
+        if kind is None:
+            _flag_config(target, body, number, findings)
+            return None
+    if kind is None:
+        return None
+    migrated, body_findings = (migrate_python if kind == "python" else migrate_shell)(body)
+    findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
+    return f"{header}{newline}{migrated}"
+
+
+def _flag_config(target: str, body: str, number: int, findings: list[Finding]) -> None:
+    for line_number, line in enumerate(body.splitlines(), start=2):
+        keys = list(dict.fromkeys(m[0] for m in _CONFIG_KEYS.finditer(line)))
+        if keys:
+            named = ", ".join(f"`{key}`" for key in keys)
+            message = f"{named} in `{target}`, which this cell writes. {WRITEFILE_CONFIG.action}"
+            column = line.find(keys[0]) + 1
+            findings.append(Finding(WRITEFILE_CONFIG, line_number, column, message, False, number))
+
+
+def _spans(lines: list[str]) -> list[Span]:
+    """The IPython constructs of a cell, found by IPython's own token transformers."""
+    _, spans = _python_of(lines)
+    return spans
+
+
+def _python_of(lines: list[str]) -> tuple[str, list[Span]]:
+    """The Python IPython runs for `lines`, and where its constructs were; CellError if it cannot parse."""
+    from IPython.core import inputtransformer2 as ipt  # IPython loads in ~70 ms: only for notebooks
+
+    lines = list(lines)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    skipped = len(lines) - len(ipt.leading_empty_lines(lines))
+    current = lines[skipped:]
+    # IPython also strips pasted `>>>` / `In [1]:` prompts and a common indentation: such a cell runs, but
+    # its lines are not the Python it runs, so it is not rewritten (textwrap.dedent also blanks whitespace-only
+    # lines, hence the test on the first line rather than on the result).
+    shifted = bool(current) and current[0][:1] in (" ", "\t")
+    if shifted or any(strip(current) != current for strip in (ipt.classic_prompt, ipt.ipython_prompt)):
+        raise CellError(skipped + 1, "pasted prompts or an indented first line; not rewritten")
+    origin = list(range(skipped, len(lines)))
+    spans: list[Span] = []
+    manager = ipt.TransformerManager()
+    for _ in range(ipt.TRANSFORM_LOOP_LIMIT):
+        tokens = ipt.make_tokens_by_line(current)
+        candidates = sorted(
+            filter(None, (t.find(tokens) for t in manager.token_transformers)),
+            key=ipt.TokenTransformBase.sortby,
         )
-        lines.append(f"{indent}{magic}{body}")
-    return "\n".join(lines) or None  # None: the command was removed
+        for transformer in candidates:
+            try:
+                after = transformer.transform(current)
+            except SyntaxError:
+                continue
+            first = transformer.start_line
+            last = first + len(current) - len(after)
+            line = current[first]
+            escape = ""
+            if isinstance(transformer, ipt.EscapedCommand):
+                rest = line[transformer.start_col :]
+                escape = rest[:2] if rest[:2] in ipt.ESCAPE_DOUBLES else rest[:1]
+            spans.append(Span(origin[first], origin[last], transformer.start_col, escape))
+            origin[first : last + 1] = [origin[first]]
+            current = after
+            break
+        else:
+            break
+    code = "".join(current)
+    try:
+        compile(code, "<cell>", "exec", _TOP_LEVEL_AWAIT)
+    except SyntaxError as error:
+        line = origin[min(max((error.lineno or 1) - 1, 0), len(origin) - 1)] + 1 if origin else 1
+        raise CellError(line, f"line {line}: {error.msg}") from None
+    return code, spans
 
 
-def _restore_magics(text: str, magics: list[str | None]) -> str:
-    lines = []
-    for line in text.split("\n"):
-        match = _MAGIC_PLACEHOLDER_RE.fullmatch(line)
+@dataclass
+class ShellLine:
+    """A `!cmd` / `%pip` / `%env` construct of a cell, as the shell command it runs."""
+
+    cell: PythonCell
+    span: Span
+    slot: int  # its placeholder number in the cell
+    indent: str
+    magic: str
+    command: str  # shell text, with the shell prefix (`pip `, `export `)
+    columns: int  # characters before the command on its first line
+    ending: str
+
+
+def _placeholders(cell: PythonCell) -> list[ShellLine]:
+    """Replace each IPython construct by a placeholder import; returns the ones that run shell commands."""
+    by_first = {span.first: span for span in cell.spans}
+    python_lines: list[str] = []
+    shell_lines: list[ShellLine] = []
+    position = 0
+    while position < len(cell.lines):
+        span = by_first.get(position)
+        if span is None:
+            python_lines.append(cell.lines[position])
+            cell.line_of.append(position)
+            position += 1
+            continue
+        original = "".join(cell.lines[span.first : span.last + 1])
+        cell.magics.append(original)
+        shell = _shell_line(cell, span, original, len(cell.magics) - 1)
+        shell_lines += [shell] if shell is not None else []
+        indent = cell.lines[span.first][: len(cell.lines[span.first]) - len(cell.lines[span.first].lstrip())]
+        ending = "\n" if original.endswith("\n") else ""
+        python_lines.append(f"{indent}{_PLACEHOLDER.format(len(cell.magics) - 1)}{ending}")
+        cell.line_of.append(span.first)
+        position = span.last + 1
+    cell.python = "".join(python_lines)
+    return shell_lines
+
+
+def _shell_line(cell: PythonCell, span: Span, original: str, slot: int) -> ShellLine | None:
+    ending = "\n" if original.endswith("\n") else ""
+    body = original[: len(original) - len(ending)]
+    indent, text = body[: span.column], body[span.column :]
+    magic = (
+        span.escape if span.escape in ("!", "!!") else text.split(None, 1)[0] if span.escape == "%" else None
+    )
+    if magic not in _SHELL_MAGICS or not span.escape:
+        return None
+    command = text[len(magic) :].lstrip(" ") if magic.startswith("%") else text[len(magic) :]
+    if magic == "%env" and not re.fullmatch(r"[A-Za-z_]\w*=\S*", command):
+        return None  # `%env NAME` reads a variable; only `%env NAME=value` sets one
+    shell_prefix = _SHELL_MAGICS[magic][0]
+    return ShellLine(
+        cell, span, slot, indent, magic, shell_prefix + command, len(text) - len(command), ending
+    )
+
+
+def _migrate_shell_lines(lines: list[ShellLine], migrate_shell, findings: list[Finding]) -> None:
+    """Migrate the notebook's shell commands as one script, in the order the cells run.
+
+    One script, so that a pre-compilation run (`!neuron_parallel_compile torchrun ...`) is recognised
+    when the same launch follows in a later cell. Each command still runs in a shell of its own
+    (`inline`). A command tree-sitter cannot parse is left out, so it cannot disturb the others.
+    """
+    from migrator.shell.syntax import problems
+
+    lines = [line for line in lines if problems(line.command.encode()) == 0]
+    if not lines:
+        return
+    joined = "".join(f"{_SHELL_MARKER.format(n)}\n{line.command}\n" for n, line in enumerate(lines))
+    try:
+        migrated, shell_findings = migrate_shell(joined, inline=True)
+    except MigrationError:
+        if len(lines) > 1:  # one command the rewriter cannot handle must not hold the others back
+            for line in lines:
+                _migrate_shell_lines([line], migrate_shell, findings)
+        return
+    markers = [joined.count("\n", 0, m.start()) + 1 for m in _SHELL_MARKER_RE.finditer(joined)]
+    texts = dict(_split_shell(migrated))
+    for number, line in enumerate(lines):
+        first, end = markers[number], markers[number + 1] if number + 1 < len(markers) else None
+        own = [f for f in shell_findings if f.line > first and (end is None or f.line < end)]
+        own = [_shell_finding(f, line, f.line - first) for f in own]
+        _rebuild(line, texts.get(number, ""), own, findings)
+
+
+def _split_shell(migrated: str) -> list[tuple[int, str]]:
+    parts = _SHELL_MARKER_RE.split(migrated)
+    return [
+        (int(parts[i]), parts[i + 1][:-1] if parts[i + 1].endswith("\n") else parts[i + 1])
+        for i in range(1, len(parts), 2)
+    ]
+
+
+def _rebuild(line: ShellLine, migrated: str, own: list[Finding], findings: list[Finding]) -> None:
+    """Put the migrated command back as its magic (TODO comments above it); None in the cell: removed."""
+    shell_prefix, magic_prefix = _SHELL_MAGICS[line.magic]
+    if migrated == line.command:
+        findings += own
+        return
+    cell = line.cell
+    above = set()  # TODOs already above the command: a rerun must not add them again
+    for previous in reversed(cell.lines[: line.span.first]):
+        if not previous.lstrip().startswith(TODO_PREFIX):
+            break
+        above.add(previous.strip())
+    out, command_lines = [], migrated.splitlines(keepends=True)
+    while command_lines and command_lines[0].lstrip().startswith("#"):
+        comment = command_lines.pop(0).strip()
+        if comment not in above:
+            out.append(f"{line.indent}{comment}\n")
+    remainder = "".join(command_lines).rstrip("\n")
+    if remainder and not remainder.startswith(shell_prefix):
+        return  # the rewrite changed what the magic runs in a way it cannot say: keep the original
+    findings += own
+    if remainder:
+        out.append(f"{line.indent}{magic_prefix}{remainder[len(shell_prefix) :]}{line.ending}")
+    cell.magics[line.slot] = "".join(out) or None
+
+
+def _shell_finding(finding: Finding, line: ShellLine, line_in_command: int) -> Finding:
+    column = finding.column + line.span.column + line.columns if line_in_command == 1 else finding.column
+    cell_line = line.span.first + line_in_command
+    return Finding(finding.rule, cell_line, column, finding.message, finding.fixed, line.cell.number)
+
+
+def _migrate_python_cells(cells: list[PythonCell], migrate_python, findings):
+    """(cell, migrated python, findings) for each cell: all cells as one module, else one by one."""
+    if not cells:
+        return []
+    joined = "".join(f"{_CELL_MARKER.format(c.index)}\n{c.python}\n" for c in cells)
+    try:
+        migrated, module_findings = migrate_python(joined)
+    except MigrationError:
+        return [result for cell in cells for result in _migrate_one(cell, migrate_python, findings)]
+    by_index = {cell.index: cell for cell in cells}
+    placed: dict[int, list[Finding]] = {cell.index: [] for cell in cells}
+    starts = [(joined.count("\n", 0, m.start()) + 2, int(m[1])) for m in _CELL_MARKER_RE.finditer(joined)]
+    for finding in module_findings:
+        first, index = max((s for s in starts if s[0] <= finding.line), default=starts[0])
+        placed[index].append(_in_python_cell(finding, by_index[index], finding.line - first))
+    return [(by_index[i], text, placed[i]) for i, text in _split_cells(migrated)]
+
+
+def _migrate_one(cell: PythonCell, migrate_python, findings):
+    try:
+        migrated, cell_findings = migrate_python(cell.python)
+    except MigrationError as error:
+        findings.append(Finding(CELL_ERROR, 1, 1, f"{CELL_ERROR.action} ({error})", False, cell.number))
+        return []
+    return [(cell, migrated, [_in_python_cell(f, cell, f.line - 1) for f in cell_findings])]
+
+
+def _in_python_cell(finding: Finding, cell: PythonCell, python_line: int) -> Finding:
+    """A finding on line `python_line` (0-based) of the placeholder text, moved to the cell's own lines."""
+    line = cell.line_of[python_line] + 1 if 0 <= python_line < len(cell.line_of) else python_line + 1
+    return Finding(finding.rule, line, finding.column, finding.message, finding.fixed, cell.number)
+
+
+def _restore(text: str, magics: list[str | None]) -> str:
+    out = []
+    for line in text.splitlines(keepends=True):
+        match = _PLACEHOLDER_RE.fullmatch(line.rstrip("\n"))
         if match is None:
-            lines.append(line)
-        elif magics[int(match[2])] is not None:
-            lines.append(magics[int(match[2])])
-    return "\n".join(lines)
+            out.append(line)
+            continue
+        magic = magics[int(match[1])]
+        if magic is not None:
+            out.append(magic if line.endswith("\n") else magic.rstrip("\n"))
+    restored = "".join(out)
+    return restored[:-1] if out and not text.endswith("\n") and restored.endswith("\n") else restored
 
 
 def _split_cells(migrated: str) -> list[tuple[int, str]]:
@@ -166,17 +438,77 @@ def _split_cells(migrated: str) -> list[tuple[int, str]]:
     return cells
 
 
-def _place_in_cells(joined: str, findings: list[Finding], numbers: dict[int, int]) -> list[Finding]:
-    """Turn lines of the joined module into (cell number, line in cell)."""
-    starts = [(joined.count("\n", 0, m.start()) + 2, int(m[1])) for m in _CELL_MARKER_RE.finditer(joined)]
-    placed = []
-    for finding in findings:
-        first_line, index = max((s for s in starts if s[0] <= finding.line), default=starts[0])
-        placed.append(_in_cell(finding, numbers[index], line_offset=-(first_line - 1)))
-    return placed
-
-
 def _in_cell(finding: Finding, cell_number: int, line_offset: int) -> Finding:
     return Finding(
         finding.rule, finding.line + line_offset, finding.column, finding.message, finding.fixed, cell_number
     )
+
+
+def _source_text(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+# -- JSON formatting ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JsonStyle:
+    indent: int | str | None
+    ensure_ascii: bool
+    sort_keys: bool
+    trailing: str
+    newline: str
+
+
+def _json_style(content: str, document: dict) -> JsonStyle | None:
+    """The json.dumps settings that reproduce the file byte for byte; None when none does."""
+    match = re.match(r"\{\r?\n([ \t]+)\"", content)
+    indent = (len(match[1]) if match[1].strip(" ") == "" else match[1]) if match else None
+    trailing = content[len(content.rstrip()) :]
+    newline = "\r\n" if "\r\n" in content else "\n"
+    for ensure_ascii in (False, True):
+        for sort_keys in (False, True):
+            style = JsonStyle(indent, ensure_ascii, sort_keys, trailing, newline)
+            if _dump(document, style) == content:
+                return style
+    return None
+
+
+def _dump(document: dict, style: JsonStyle) -> str:
+    text = json.dumps(
+        document, indent=style.indent, ensure_ascii=style.ensure_ascii, sort_keys=style.sort_keys
+    )
+    return text.replace("\n", style.newline) + style.trailing
+
+
+def _write_back(content: str, document: dict, style: JsonStyle | None, old_sources: dict[int, object]) -> str:
+    """The notebook with its new cell sources, formatted as the file was, so the diff is the rewrite.
+
+    When no json.dumps setting reproduces the file (another writer's number or escape style), each changed
+    `source` value is replaced where it sits in the text; Jupyter's own format is the last resort.
+    """
+    if style is not None:
+        return _dump(document, style)
+    match = re.match(r"\{\r?\n([ \t]+)\"", content)
+    unit = match[1] if match else None
+    newline = "\r\n" if "\r\n" in content else "\n"
+    spliced = content
+    for index, old in old_sources.items():
+        new = document["cells"][index]["source"]
+        for ensure_ascii in (False, True):
+            before = _value_text(old, unit, ensure_ascii, newline)
+            if spliced.count(before) == 1:
+                spliced = spliced.replace(before, _value_text(new, unit, ensure_ascii, newline))
+                break
+        else:
+            return _dump(document, JsonStyle(1, False, True, "\n", "\n"))
+    return spliced
+
+
+def _value_text(value: object, unit: str | None, ensure_ascii: bool, newline: str) -> str:
+    """A cell's `"source": value` as an indenting writer puts it (the value sits three levels deep)."""
+    if unit is None:
+        return '"source": ' + json.dumps(value, ensure_ascii=ensure_ascii)
+    text = json.dumps(value, indent=len(unit) if unit.strip(" ") == "" else unit, ensure_ascii=ensure_ascii)
+    return '"source": ' + text.replace("\n", newline + unit * 3)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from types import ModuleType
 
 from migrator import risks
-from migrator.families import shell
 from migrator.families.environment import (
     nm400_variables,
     nm402_precompile,
@@ -60,6 +59,7 @@ from migrator.families.xla import (
 )
 from migrator.families.xla import state as xla_state
 from migrator.rules import Rule
+from migrator.shell import rules as shell
 from migrator.transform import Handler
 
 # Rule modules of the Python families, in dispatch order. Each has `RULES` (its rules, none for a

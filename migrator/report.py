@@ -104,7 +104,8 @@ def sarif_report(results: list[FileResult]) -> dict:
                             }
                         }
                     ],
-                    "properties": {"fixed": finding.fixed},
+                    "properties": {"fixed": finding.fixed}
+                    | ({"cell": finding.cell} if finding.cell is not None else {}),
                 }
             )
     return {

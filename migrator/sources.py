@@ -6,13 +6,22 @@ import codecs
 import fnmatch
 import io
 import os
+import re
 import tempfile
 import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-SUFFIXES = {".py": "python", ".ipynb": "notebook", ".sh": "shell", ".bash": "shell"}
+SUFFIXES = {
+    ".py": "python",
+    ".ipynb": "notebook",
+    ".sh": "shell",
+    ".bash": "shell",
+    ".sbatch": "shell",  # Slurm batch scripts
+    ".slurm": "shell",
+}
+_SHELL_SHEBANG = re.compile(rb"#![ \t]*\S*(?:/|env[ \t]+)(?:ba|z|da)?sh\b")
 SKIP_DIRS = {
     ".git",
     ".hg",
@@ -42,6 +51,18 @@ def file_kind(path: Path) -> str | None:
     return SUFFIXES.get(path.suffix.lower())
 
 
+def named_file_kind(path: Path) -> str | None:
+    """The kind of a file named on the command line: by suffix, else a shell script by its `#!` line."""
+    kind = file_kind(path)
+    if kind is None and not path.suffix:
+        try:
+            with path.open("rb") as handle:
+                kind = "shell" if _SHELL_SHEBANG.match(handle.readline()) else None
+        except OSError:
+            return None
+    return kind
+
+
 def discover(paths: Iterable[Path], exclude: Iterable[str] = ()) -> list[SourceFile]:
     """Expand files and directories (recursively) into the files to migrate, in a stable order."""
     exclude = tuple(exclude)
@@ -50,9 +71,12 @@ def discover(paths: Iterable[Path], exclude: Iterable[str] = ()) -> list[SourceF
         if not root.exists():
             raise UsageError(f"{root}: no such file or directory")
         if root.is_file():
-            kind = file_kind(root)
+            kind = named_file_kind(root)
             if kind is None:
-                raise UsageError(f"{root}: unsupported file type (expected .py, .ipynb, .sh or .bash)")
+                raise UsageError(
+                    f"{root}: unsupported file type (expected .py, .ipynb, .sh, .bash, .sbatch, .slurm, "
+                    "or a script starting with a #!/bin/bash-like line)"
+                )
             found.setdefault(root.resolve(), SourceFile(root, Path(root.name), kind))
             continue
         for path in _walk(root, exclude):

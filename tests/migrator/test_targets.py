@@ -13,6 +13,7 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
+from IPython.core.inputtransformer2 import TransformerManager
 
 from migrator.cst_helpers import dotted_name
 
@@ -35,9 +36,17 @@ def python_source(path: Path) -> str:
     cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     code = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
     code = [text for text in code if not text.startswith("%%")]  # cell magics: shell or other languages
-    return "\n".join(
-        line for line in "\n".join(code).splitlines() if not line.lstrip().startswith(("!", "%"))
-    )
+    # What IPython runs for each cell (`!cmd \` continuations included); a cell left broken on purpose is not.
+    python = [TransformerManager().transform_cell(text) for text in code]
+    return "\n".join(text for text in python if _parses(text))
+
+
+def _parses(code: str) -> bool:
+    try:
+        cst.parse_module(code)
+    except cst.ParserSyntaxError:
+        return False
+    return True
 
 
 def resolve(qualified: str):

@@ -1,0 +1,55 @@
+"""Every output is checked with the parser of its kind before it is written; a failing one never is."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+
+import libcst as cst
+
+
+class MigrationError(Exception):
+    """A file could not be migrated (parse error, rewrite that would not parse); it is left untouched."""
+
+
+def syntax_error_message(content: str, error: cst.ParserSyntaxError) -> str:
+    """Python's own message and position when it has one (what the user sees running the script)."""
+    try:
+        ast.parse(content)
+    except SyntaxError as python_error:
+        return f"line {python_error.lineno}, column {python_error.offset}: cannot parse: {python_error.msg}"
+    return f"line {error.raw_line}, column {error.raw_column + 1}: cannot parse: {error.message}"
+
+
+def _internal(what: str) -> MigrationError:
+    return MigrationError(f"internal error: {what}; file left untouched, please report this")
+
+
+def verify_python(code: str) -> None:
+    """The rewrite must parse with Python itself. It is libcst's codegen of the tree libcst parsed, so libcst
+    reads it back; parsing it again with libcst would add most of a round trip to every migrated file."""
+    try:
+        ast.parse(code)
+    except SyntaxError as error:
+        raise _internal(f"the migrated code would not parse (line {error.lineno}: {error.msg})") from error
+
+
+def verify_shell(before: str, after: str) -> None:
+    """No more tree-sitter ERROR/MISSING nodes than the input had, and `bash -n` no worse than on the input."""
+    from migrator.shell.syntax import problems
+
+    added = problems(after.encode()) - problems(before.encode())
+    if added > 0:
+        raise _internal(f"the migrated shell script has {added} more syntax error(s) than the input")
+    if _bash_n(after) is False and _bash_n(before) is not False:
+        raise _internal("`bash -n` rejects the migrated shell script")
+
+
+def _bash_n(script: str) -> bool | None:
+    """Whether `bash -n` accepts the script; None when there is no bash to ask."""
+    bash = shutil.which("bash")
+    if bash is None:
+        return None
+    run = subprocess.run([bash, "-n"], input=script.encode(), capture_output=True, timeout=30)
+    return run.returncode == 0

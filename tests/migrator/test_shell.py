@@ -1,0 +1,146 @@
+"""Shell rewrites on tree-sitter: what bash reads back from inside strings and heredocs, launch counts,
+and the verification that refuses to write a worse script."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+from migrator import engine
+from migrator.engine import Job, Mode, migrate_python, migrate_shell, process
+from migrator.shell import rewrite
+from migrator.shell.rewrite import rewrite_shell
+from migrator.shell.syntax import problems
+from migrator.sources import discover
+
+needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+
+
+def run_bash(script: str, cwd) -> str:
+    return subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+@needs_bash
+@pytest.mark.parametrize("delimiter", ["EOF", "'EOF'"])
+def test_python_heredoc_is_migrated_and_bash_writes_exactly_the_rewrite(tmp_path, delimiter):
+    body = 'from optimum.neuron import NeuronModelForCausalLM\n\nmodel = NeuronModelForCausalLM.from_pretrained("llama_neuron/")\n'
+    script = f"#!/bin/bash\ncat > generate.py <<{delimiter}\n{body}EOF\npython generate.py\n"
+    migrated, findings = migrate_shell(script)
+    expected, _ = migrate_python(body)
+    assert "`" in expected  # the TODO quotes names in backticks: an unquoted heredoc must escape them
+    run_bash(migrated.replace("python generate.py", "true"), tmp_path)
+    assert (tmp_path / "generate.py").read_text() == expected
+    assert "NM106" in {f.code for f in findings}
+    assert migrate_shell(migrated)[0] == migrated
+
+
+@needs_bash
+def test_text_inserted_in_a_double_quoted_command_string_reads_back_as_the_shell_rewrite(tmp_path):
+    inner = "pip install optimum-neuron datasets && XLA_USE_BF16=1 ./train.sh"
+    script = f'bash -c "{inner}"\n'
+    migrated, _ = rewrite_shell(script)
+    assert '\\"transformers>=5.23\\"' in migrated
+    # bash hands the string to `bash -c` unquoted: it must be the inner command's own rewrite.
+    printed = run_bash('bash() { printf "%s" "$2"; }\n' + migrated, tmp_path)
+    assert printed == rewrite_shell(inner)[0]
+
+
+def test_flag_removed_inside_a_heredoc_keeps_the_continuation_of_the_line_above():
+    script = textwrap.dedent(
+        """\
+        cat > run.sh <<EOF
+        torchrun train.py \\
+          --zero_1 true \\
+          --output_dir out
+        EOF
+        """
+    )
+    migrated, _ = rewrite_shell(script)
+    assert "torchrun train.py \\\n  --output_dir out\nEOF" in migrated
+    assert problems(migrated.encode()) == 0
+
+
+def test_quoted_data_heredoc_is_left_alone():
+    script = "cat > notes.txt <<'EOF'\nexport XLA_USE_BF16=1\ntorchrun train.py --zero_1 true\nEOF\n"
+    assert rewrite_shell(script) == (script, [])
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "neuron_parallel_compile torchrun train.py\n",  # compile-only: must not become a training run
+        "torchrun train.py\nneuron_parallel_compile torchrun train.py\n",  # the launch does not follow it
+        "neuron_parallel_compile torchrun train.py\ntorchrun eval.py\n",  # another launch
+        "neuron_parallel_compile torchrun train.py | tee log\ntorchrun train.py\n",  # cannot go alone
+    ],
+)
+def test_compile_run_stays_inert_unless_the_same_launch_follows(script):
+    migrated, findings = rewrite_shell(script)
+    assert migrated.count("neuron_parallel_compile torchrun train.py") == 1
+    assert migrated.count("train.py") == script.count("train.py")
+    assert [f.code for f in findings if f.code in ("NM450", "NM451")] == ["NM450"]
+    again, again_findings = rewrite_shell(migrated)
+    assert again == migrated and [f.code for f in again_findings] == ["NM450"]
+
+
+def test_wrapper_options_go_with_the_wrapper():
+    script = (
+        "neuron_parallel_compile --command analyze --num_parallel 4 python x.py --a 1\npython x.py --a 2\n"
+    )
+    migrated, findings = rewrite_shell(script)
+    assert migrated == "export HF_DEACTIVATE_ASYNC_LOAD=1\npython x.py --a 2\n"
+    assert [f.code for f in findings] == ["NM451", "NM465"]
+
+
+def test_assignments_tree_sitter_joins_to_the_next_command_are_separate_statements():
+    script = "A=1 XLA_USE_BF16=1\nNEURON_FUSE_SOFTMAX=1\npython train.py\n"
+    migrated, _ = rewrite_shell(script)
+    assert migrated == "export HF_DEACTIVATE_ASYNC_LOAD=1\nA=1\npython train.py\n"
+
+
+def test_write_refuses_output_that_parses_worse(tmp_path, monkeypatch):
+    path = tmp_path / "run.sh"
+    original = b"#!/bin/bash\nexport XLA_USE_BF16=1\ntorchrun train.py\n"
+    path.write_bytes(original)
+    monkeypatch.setattr(engine, "rewrite_shell", lambda text, *_: (text + "if then fi (\n", []))
+    (source,) = discover([path])
+    result = process(Job(source, Mode.WRITE))
+    assert "more syntax error" in result.error
+    assert path.read_bytes() == original
+
+
+def test_overlapping_edits_are_an_error_not_a_corrupt_file(tmp_path, monkeypatch):
+    path = tmp_path / "run.sh"
+    original = b"export XLA_USE_BF16=1\n"
+    path.write_bytes(original)
+
+    def clash(self):
+        self.edits += [rewrite.Edit(0, 10, "a"), rewrite.Edit(5, 15, "b")]
+        return self.render(), []
+
+    monkeypatch.setattr(rewrite.ShellRewriter, "run", clash)
+    (source,) = discover([path])
+    result = process(Job(source, Mode.WRITE))
+    assert result.error and "internal error" in result.error
+    assert path.read_bytes() == original
+
+
+def test_what_tree_sitter_cannot_parse_is_left_alone():
+    unclosed = "export XLA_USE_BF16=1\nif [ -n x ]; then\n  torchrun train.py --zero_1 true\n  ( echo\n"
+    assert rewrite_shell(unclosed) == (unclosed, [])  # the whole file is one ERROR node: nothing is a guess
+    stray = "export XLA_USE_BF16=1\necho ok )\ntorchrun train.py --zero_1 true\n"
+    migrated, findings = rewrite_shell(stray)
+    assert "echo ok )\n" in migrated and "XLA_USE_BF16=1" not in migrated and "--zero_1" not in migrated
+
+
+def test_branch_on_the_compile_variable_is_not_folded_where_the_file_sets_it():
+    script = (
+        'if [ "$1" = compile ]; then export NEURON_EXTRACT_GRAPHS_ONLY=1; fi\n'
+        'if [ "$NEURON_EXTRACT_GRAPHS_ONLY" = "1" ]; then\n  STEPS=10\nelse\n  STEPS=1000\nfi\n'
+    )
+    migrated, findings = rewrite_shell(script)
+    assert "STEPS=10\n" in migrated and "STEPS=1000\n" in migrated
+    assert [f.code for f in findings] == ["NM459", "NM459"]
