@@ -56,7 +56,7 @@ SHELL_MODEL_FLAG = re.compile(
 )
 SHELL_MODEL_VARIABLE = re.compile(r"\b(?:export\s+)?(\w*MODEL\w*)=([\"']?)([^\s\"';|&]+)\2")
 SHELL_DYNAMIC = re.compile(r"--dynamic[-_]batch[-_]size\b")
-# The kind of each compile-risk rule (the checklist groups risks by kind).
+# The coarse kind of each compile-risk rule (`Risk.kind`: what the scan called a risk before it had a code).
 RISK_KINDS = {
     risks.UNPADDED_PROMPTS.code: "unpadded-prompts",
     risks.UNPADDED_TRAINING.code: "unpadded-training",
