@@ -22,7 +22,7 @@ import libcst as cst
 from migrator.cst_helpers import CommentKeeper, dotted_name
 from migrator.imports import ImportRequest, add_missing_imports, code_without_unused_imports
 from migrator.rules import Finding, Rule
-from migrator.source_map import STATEMENT_TYPES, SourceIndex, SourceMap
+from migrator.source_map import STATEMENT_CLASSES, STATEMENT_TYPES, SourceIndex, SourceMap
 
 TODO_PREFIX = "# TODO(neuron-migrate):"
 # Module prefixes whose imports mark a file as something to migrate.
@@ -34,7 +34,7 @@ SOURCE_MODULES = (
     "neuronx_distributed",
 )
 # Nodes whose removal hands their comment lines on, and which take the comments of a removed neighbour.
-_COMMENT_HOLDERS = (*STATEMENT_TYPES, cst.IndentedBlock, cst.Module)
+_COMMENT_HOLDERS = STATEMENT_CLASSES | {cst.IndentedBlock, cst.Module}
 
 State = TypeVar("State")
 
@@ -165,6 +165,8 @@ class Handler:
       TODO; an imported source symbol no handler claims is reported as NM901.
     - `TRIGGERS`: identifiers of which at least one must appear in a file for the handler to have
       anything to do there (checked on the file's AST index); a handler without triggers always runs.
+    - `CALLS`: qualified names of the calls (`ctx.qualified(call.func)`) whose `leave_Call` the handler
+      decides on; the dispatcher does not call it for other calls. None (the default): every call.
     - `HINTS`: strings of which one appears in the code of every statement the handler acts on or learns
       from, or in the qualified name of an import the statement uses (then the import's local name
       counts as a hint). When every handler at work in a file has hints, the walk does not descend into
@@ -176,7 +178,15 @@ class Handler:
 
     SYMBOLS: frozenset[str] = frozenset()
     TRIGGERS: frozenset[str] = frozenset()
+    CALLS: frozenset[str] | None = None
     HINTS: frozenset[str] | None = None
+    # The visit_/leave_ methods a handler class defines, noted once (a failed hasattr per handler and
+    # node type, for each file, costs more than the lookups the dispatcher saves).
+    METHODS: frozenset[str] = frozenset()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.METHODS = frozenset(name for name in dir(cls) if name.startswith(("visit_", "leave_")))
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -200,6 +210,7 @@ class MigrationTransformer(cst.CSTTransformer):
         self.comments = CommentKeeper()
         self._visitors: dict[str, list] = {}
         self._leavers: dict[str, list] = {}
+        self._call_leavers: dict[str | None, list] = {}  # qualified callee -> the leave_Call methods for it
         if all(handler.HINTS is not None for handler in self.handlers):
             # Imports are always visited: they are recorded for `qualified` (and checked for NM901).
             self._static_hints = frozenset({"import"}).union(*(handler.HINTS for handler in self.handlers))
@@ -208,24 +219,22 @@ class MigrationTransformer(cst.CSTTransformer):
     def _methods(self, cache: dict[str, list], prefix: str, node_type: str) -> list:
         methods = cache.get(node_type)
         if methods is None:
-            methods = [
-                getattr(handler, prefix + node_type)
-                for handler in self.handlers
-                if hasattr(handler, prefix + node_type)
-            ]
+            name = prefix + node_type
+            methods = [getattr(handler, name) for handler in self.handlers if name in handler.METHODS]
             cache[node_type] = methods
         return methods
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, (cst.Import, cst.ImportFrom)):
+        kind = type(node)  # node classes are concrete: identity tests, no isinstance per node
+        if kind is cst.Import or kind is cst.ImportFrom:
             self._record_import(node)
-        elif isinstance(node, (cst.Module, cst.IndentedBlock)):
+        elif kind is cst.Module or kind is cst.IndentedBlock:
             self.comments.index(node)
-        elif isinstance(node, cst.SimpleStatementLine):
+        elif kind is cst.SimpleStatementLine:
             self.ctx.line = node
-        for method in self._methods(self._visitors, "visit_", type(node).__name__):
+        for method in self._methods(self._visitors, "visit_", kind.__name__):
             method(node)
-        if isinstance(node, STATEMENT_TYPES):
+        if kind in STATEMENT_CLASSES:
             # The statement's own handlers run (comments of a removed neighbour, scopes), its insides
             # only when a hint appears in its code.
             return self.ctx.walk_into(node)
@@ -238,19 +247,36 @@ class MigrationTransformer(cst.CSTTransformer):
     def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
         pass
 
+    def _call_methods(self, call: cst.Call) -> list:
+        callee = self.ctx.qualified(call.func)
+        methods = self._call_leavers.get(callee)
+        if methods is None:
+            methods = [
+                handler.leave_Call
+                for handler in self.handlers
+                if "leave_Call" in handler.METHODS and (handler.CALLS is None or callee in handler.CALLS)
+            ]
+            self._call_leavers[callee] = methods
+        return methods
+
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
         result = updated
-        for method in self._methods(self._leavers, "leave_", type(original).__name__):
+        kind = type(original)
+        if kind is cst.Call:
+            methods = self._call_methods(original)
+        else:
+            methods = self._methods(self._leavers, "leave_", kind.__name__)
+        for method in methods:
             result = method(original, result)
             if not isinstance(result, cst.CSTNode):  # removed or flattened: later handlers see nothing
                 break
-        if isinstance(original, _COMMENT_HOLDERS):
-            if isinstance(original, cst.SimpleStatementLine):
+        if kind in _COMMENT_HOLDERS:
+            if kind is cst.SimpleStatementLine:
                 self.ctx.line = None
                 if isinstance(result, cst.SimpleStatementLine) and not result.body:
                     result = cst.RemoveFromParent()  # every small statement on the line was removed
             result = self.comments.left(original, result)
-            if isinstance(original, STATEMENT_TYPES) and self.ctx.pending_todos:
+            if kind in STATEMENT_CLASSES and self.ctx.pending_todos:
                 # Comments above a file's first statement are the module's header, not the statement's.
                 first = self.ctx.module.body[0] is original
                 result = self._attach_todos(result, self.ctx.module.header if first else ())

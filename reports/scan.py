@@ -69,7 +69,7 @@ SHELL_MODEL_POSITIONAL = re.compile(
 # optimum-cli's short flag (-m); `python -m` names a module, so only optimum-cli's counts.
 OPTIMUM_CLI_SHORT_MODEL = re.compile(r"\boptimum-cli\b[^\n;|&]*?\s-m\s+([\"']?)([^\s\"'\\;|&$]+)\1")
 SHELL_DYNAMIC = re.compile(r"--dynamic[-_]batch[-_]size\b")
-# The kind of each compile-risk rule (the checklist groups risks by kind).
+# The coarse kind of each compile-risk rule (`Risk.kind`: what the scan called a risk before it had a code).
 RISK_KINDS = {
     risks.UNPADDED_PROMPTS.code: "unpadded-prompts",
     risks.UNPADDED_TRAINING.code: "unpadded-training",

@@ -81,6 +81,7 @@ _FALSE = cst.Name("False")
 
 
 class StaticCompile(Handler):
+    CALLS = frozenset({"torch.compile"})
     HINTS = HINTS
 
     def __init__(self, ctx) -> None:

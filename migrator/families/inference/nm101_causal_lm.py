@@ -174,6 +174,7 @@ def _without_config(call: cst.Call, method: str, paired: bool) -> cst.Call:
 
 
 class CausalLM(Handler):
+    CALLS = frozenset(f"{owner}.{method}" for owner in t.CAUSAL_LM for method in LOAD_METHODS)
     HINTS = HINTS
     TRIGGERS = TRIGGERS
 

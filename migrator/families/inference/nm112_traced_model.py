@@ -53,6 +53,7 @@ RULES = (TRACED_MODEL,)
 
 
 class TracedModel(Handler):
+    CALLS = frozenset(f"{owner}.from_pretrained" for owner in t.TRANSFORMERS_MODELS)
     HINTS = HINTS
     TRIGGERS = TRIGGERS
 

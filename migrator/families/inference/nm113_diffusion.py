@@ -63,6 +63,7 @@ _PIPELINE_CALL_SHAPES = {
 
 
 class DiffusionPipeline(Handler):
+    CALLS = frozenset(f"{owner}.from_pretrained" for owner in t.DIFFUSERS_PIPELINES)
     HINTS = HINTS
     TRIGGERS = TRIGGERS
 

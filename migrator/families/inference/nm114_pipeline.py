@@ -62,6 +62,7 @@ _PASSTHROUGH = frozenset(
 
 
 class Pipeline(Handler):
+    CALLS = t.PIPELINE
     HINTS = HINTS
     TRIGGERS = TRIGGERS
 

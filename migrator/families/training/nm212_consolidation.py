@@ -44,6 +44,7 @@ def _statement_call(line: cst.SimpleStatementLine | None) -> cst.Call | None:
 
 
 class Consolidation(Handler):
+    CALLS = CONSOLIDATION_FUNCTIONS
     HINTS = HINTS
     TRIGGERS = TRIGGERS
 

@@ -37,6 +37,7 @@ RULES = (ACCELERATOR,)
 
 
 class Accelerator(Handler):
+    CALLS = ACCELERATORS
     HINTS = HINTS
     TRIGGERS = TRIGGERS
 

@@ -48,6 +48,7 @@ RULES = (NEURON_CONFIG,)
 
 
 class TrainingNeuronConfig(Handler):
+    CALLS = TRAINING_NEURON_CONFIGS
     HINTS = HINTS
     TRIGGERS = TRIGGERS
 

@@ -38,6 +38,7 @@ RULES = (XLA_DEVICE,)
 
 
 class NeuronDevice(Handler):
+    CALLS = DEVICE_CALLS | {"torch.device"}
     HINTS = HINTS
 
     def __init__(self, ctx) -> None:

@@ -40,6 +40,7 @@ RULES = (RUNTIME_CALL,)
 
 
 class RuntimeCalls(Handler):
+    CALLS = frozenset({*CALL_RENAMES, IS_MASTER})
     HINTS = HINTS
 
     def __init__(self, ctx) -> None:

@@ -36,6 +36,7 @@ RULES = (OPTIMIZER_STEP,)
 
 
 class OptimizerStep(Handler):
+    CALLS = frozenset({OPTIMIZER_STEP_CALL})
     HINTS = HINTS
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):

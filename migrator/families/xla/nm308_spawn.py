@@ -38,6 +38,7 @@ RULES = (SPAWN,)
 
 
 class Spawn(Handler):
+    CALLS = frozenset({SPAWN_CALL})
     HINTS = HINTS
 
     def __init__(self, ctx) -> None:

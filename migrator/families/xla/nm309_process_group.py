@@ -35,6 +35,7 @@ RULES = (PROCESS_GROUP,)
 
 
 class ProcessGroup(Handler):
+    CALLS = frozenset({PROCESS_GROUP_INIT})
     HINTS = HINTS
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):

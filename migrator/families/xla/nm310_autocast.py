@@ -36,6 +36,7 @@ RULES = (AUTOCAST,)
 
 
 class Autocast(Handler):
+    CALLS = AUTOCASTS | {XLA_AUTOCAST}
     HINTS = HINTS
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):

@@ -35,6 +35,7 @@ XLA_COMPILE_BACKENDS = frozenset({"openxla", "openxla_eval"})
 
 
 class CompileBackend(Handler):
+    CALLS = frozenset({"torch.compile"})
     HINTS = HINTS
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):

@@ -34,6 +34,7 @@ RULES = (CHECKPOINT,)
 
 
 class Checkpoint(Handler):
+    CALLS = frozenset({XLA_CHECKPOINT})
     HINTS = HINTS
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):

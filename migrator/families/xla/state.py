@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.helpers import parse_template_expression
 
 from migrator.cst_helpers import dotted_name, imports_end
@@ -100,12 +99,10 @@ class XlaFile:
 
 def whole_statement_call(line: cst.CSTNode) -> cst.Call | None:
     """The call a simple statement consists of (`f(...)` alone on its line), else None."""
-    if (
-        isinstance(line, cst.SimpleStatementLine)
-        and len(line.body) == 1
-        and m.matches(line.body[0], m.Expr(m.Call()))
-    ):
-        return line.body[0].value
+    if type(line) is cst.SimpleStatementLine and len(line.body) == 1:
+        statement = line.body[0]
+        if type(statement) is cst.Expr and type(statement.value) is cst.Call:
+            return statement.value
     return None
 
 
