@@ -337,6 +337,12 @@ class MigrationTransformer(cst.CSTTransformer):
         self.claimed = frozenset().union(*(family.SYMBOLS for family in families))
         self._visitors: dict[str, list] = {}
         self._leavers: dict[str, list] = {}
+        # TODOs queued while a statement is walked are its own (a TODO about an `if` test belongs to the
+        # `if`, not to the first statement of its body); a removed statement's go to the next one.
+        self._todo_marks: list[int] = []
+        self._todo_carry: int | None = None
+        self._header_comments: frozenset[str] = frozenset()  # the first statement's comments live here
+        self._first_statement: cst.CSTNode | None = None
         if all(family.HINTS is not None for family in self.families):
             # Imports are always visited: they are recorded for `qualified` and checked for NM901.
             self._static_hints = frozenset({"import"}).union(*(family.HINTS for family in self.families))
@@ -358,7 +364,13 @@ class MigrationTransformer(cst.CSTTransformer):
             self._record_import(node)
         for handler in self._handlers(self._visitors, "visit_", type(node).__name__):
             handler(node)
+        if isinstance(node, cst.Module):
+            self._header_comments = frozenset(line.comment.value for line in node.header if line.comment)
+            self._first_statement = node.body[0] if node.body else None
         if isinstance(node, _STATEMENT_TYPES):
+            pending = len(self.ctx.pending_todos)
+            self._todo_marks.append(pending if self._todo_carry is None else min(pending, self._todo_carry))
+            self._todo_carry = None
             # The statement's own handlers run (comments of a removed neighbour, scopes), its insides
             # only when a hint appears in its code.
             return self.ctx.walk_into(node)
@@ -377,24 +389,28 @@ class MigrationTransformer(cst.CSTTransformer):
             result = handler(original, result)
             if not isinstance(result, cst.CSTNode):  # removed or flattened: later families see nothing
                 break
-        if isinstance(original, _STATEMENT_TYPES) and self.ctx.pending_todos:
-            result = self._attach_todos(result)
+        if isinstance(original, _STATEMENT_TYPES):
+            mark = self._todo_marks.pop()
+            if len(self.ctx.pending_todos) > mark:
+                header = self._header_comments if original is self._first_statement else frozenset()
+                result = self._attach_todos(result, mark, header)
         return result
 
-    def _attach_todos(self, result):
-        """Put pending TODO comments above the statement (innermost statement leaves first)."""
+    def _attach_todos(self, result, mark: int, header: frozenset[str]):
+        """Put the TODOs queued since `mark` above the statement (innermost statement leaves first)."""
         if isinstance(result, cst.FlattenSentinel):
             first, *rest = result.nodes
-            return cst.FlattenSentinel([self._attach_todos(first), *rest])
+            return cst.FlattenSentinel([self._attach_todos(first, mark, header), *rest])
         if not isinstance(result, _STATEMENT_TYPES):  # statement removed: the next one carries the TODO
+            self._todo_carry = mark
             return result
-        existing = {line.comment.value for line in result.leading_lines if line.comment}
+        existing = header | {line.comment.value for line in result.leading_lines if line.comment}
         new_lines = [
             cst.EmptyLine(comment=cst.Comment(text))
-            for text in dict.fromkeys(self.ctx.pending_todos)
+            for text in dict.fromkeys(self.ctx.pending_todos[mark:])
             if text not in existing
         ]
-        self.ctx.pending_todos.clear()
+        del self.ctx.pending_todos[mark:]
         if not new_lines:
             return result
         return result.with_changes(leading_lines=[*result.leading_lines, *new_lines])
