@@ -211,6 +211,10 @@ class MigrationTransformer(cst.CSTTransformer):
         self._visitors: dict[str, list] = {}
         self._leavers: dict[str, list] = {}
         self._call_leavers: dict[str | None, list] = {}  # qualified callee -> the leave_Call methods for it
+        # TODOs queued while a statement is walked are its own (a TODO about an `if` test belongs to the
+        # `if`, not to the first statement of its body); a removed statement's go to the next one.
+        self._todo_marks: list[int] = []
+        self._todo_carry: int | None = None
         if all(handler.HINTS is not None for handler in self.handlers):
             # Imports are always visited: they are recorded for `qualified` (and checked for NM901).
             self._static_hints = frozenset({"import"}).union(*(handler.HINTS for handler in self.handlers))
@@ -235,6 +239,9 @@ class MigrationTransformer(cst.CSTTransformer):
         for method in self._methods(self._visitors, "visit_", kind.__name__):
             method(node)
         if kind in STATEMENT_CLASSES:
+            pending = len(self.ctx.pending_todos)
+            self._todo_marks.append(pending if self._todo_carry is None else min(pending, self._todo_carry))
+            self._todo_carry = None
             # The statement's own handlers run (comments of a removed neighbour, scopes), its insides
             # only when a hint appears in its code.
             return self.ctx.walk_into(node)
@@ -276,27 +283,30 @@ class MigrationTransformer(cst.CSTTransformer):
                 if isinstance(result, cst.SimpleStatementLine) and not result.body:
                     result = cst.RemoveFromParent()  # every small statement on the line was removed
             result = self.comments.left(original, result)
-            if kind in STATEMENT_CLASSES and self.ctx.pending_todos:
-                # Comments above a file's first statement are the module's header, not the statement's.
-                first = self.ctx.module.body[0] is original
-                result = self._attach_todos(result, self.ctx.module.header if first else ())
+            if kind in STATEMENT_CLASSES:
+                mark = self._todo_marks.pop()
+                if len(self.ctx.pending_todos) > mark:
+                    # Comments above a file's first statement are the module's header, not the statement's.
+                    first = self.ctx.module.body[0] is original
+                    result = self._attach_todos(result, mark, self.ctx.module.header if first else ())
         return result
 
-    def _attach_todos(self, result, header: Iterable[cst.EmptyLine] = ()):
-        """Put pending TODO comments above the statement (innermost statement leaves first), unless a
-        previous run already did (in its leading lines, or the module `header` of a file's first one)."""
+    def _attach_todos(self, result, mark: int, header: Iterable[cst.EmptyLine] = ()):
+        """Put the TODOs queued since `mark` above the statement (innermost statement leaves first), unless
+        a previous run already did (in its leading lines, or the module `header` of a file's first one)."""
         if isinstance(result, cst.FlattenSentinel):
             first, *rest = result.nodes
-            return cst.FlattenSentinel([self._attach_todos(first, header), *rest])
+            return cst.FlattenSentinel([self._attach_todos(first, mark, header), *rest])
         if not isinstance(result, STATEMENT_TYPES):  # statement removed: the next one carries the TODO
+            self._todo_carry = mark
             return result
         existing = {line.comment.value for line in [*header, *result.leading_lines] if line.comment}
         new_lines = [
             cst.EmptyLine(comment=cst.Comment(text))
-            for text in dict.fromkeys(self.ctx.pending_todos)
+            for text in dict.fromkeys(self.ctx.pending_todos[mark:])
             if text not in existing
         ]
-        self.ctx.pending_todos.clear()
+        del self.ctx.pending_todos[mark:]
         if not new_lines:
             return result
         return result.with_changes(leading_lines=[*result.leading_lines, *new_lines])

@@ -66,3 +66,27 @@ def test_fixture_outputs_parse_with_the_parser_of_their_kind(case):
             text = "".join(cell["source"])
             if number not in broken and not text.startswith("%%"):
                 _python_of(text.splitlines(keepends=True))
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param(
+            "from neuronx_distributed.utils.model_utils import get_delay_tracing\n\n"
+            "def parameters(cfg, module):\n    if get_delay_tracing(cfg):\n"
+            "        for name, p in module.named_parameters():\n            yield name, p\n",
+            id="todo-about-an-if-test",
+        ),
+        pytest.param(
+            "# Copyright header\n\nfrom optimum.neuron.cache import synchronize_hub_cache\n\nsynchronize_hub_cache()\n",
+            id="todo-above-the-first-statement",
+        ),
+    ],
+)
+def test_a_todo_is_written_once(source):
+    """Shapes from optimum-neuron and NxD sources where a second run used to add a second TODO."""
+    once, findings = migrate_python(source)
+    assert once.count("TODO(neuron-migrate)") == 1
+    assert migrate_python(once)[0] == once
+    if "if get_delay_tracing" in source:  # the TODO is about the `if` line, so it sits above it
+        assert once.index("TODO(neuron-migrate)") < once.index("if get_delay_tracing")
