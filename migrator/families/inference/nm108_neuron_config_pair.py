@@ -52,6 +52,32 @@ def load(prompts):
     return model
 """,
         ),
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+if __name__ == "__main__":
+    neuron_config = NeuronModelForCausalLM.get_neuron_config(
+        "meta-llama/Llama-3.2-1B", batch_size=1, sequence_length=2048
+    )
+    model = NeuronModelForCausalLM.from_pretrained(
+        "meta-llama/Llama-3.2-1B", neuron_config=neuron_config, export=True
+    )
+""",
+            after="""\
+import os
+from transformers import AutoModelForCausalLM
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+if __name__ == "__main__":
+    model = AutoModelForCausalLM.from_pretrained(
+        "meta-llama/Llama-3.2-1B", device_map="neuron"
+    )
+    model.generation_config.cache_implementation = "static"
+    model.generation_config.max_cache_len = 2048
+""",
+        ),
     ),
 )
 UNPAIRED_NEURON_CONFIG = Rule(
