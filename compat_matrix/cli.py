@@ -257,8 +257,15 @@ def summary(rows: list[dict], output: Path, csv_path: Path) -> str:
 
     from compat_matrix.results import VERDICTS, older_schema_note
 
-    counts = Counter(row["verdict"] for row in rows)
-    parts = ", ".join(f"{verdict} {counts[verdict]}" for verdict in VERDICTS if counts[verdict])
+    # A failure's cause is part of its headline: "fails (transformers)" and "fails (device)" ask different people.
+    def label(row: dict) -> str:
+        blamed = row["verdict"] in ("fails", "not-measured") and row.get("cause")
+        return f"{row['verdict']} ({row['cause']})" if blamed else row["verdict"]
+
+    counts = Counter(label(row) for row in rows)
+    order = {verdict: index for index, verdict in enumerate(VERDICTS)}
+    labels = sorted(counts, key=lambda text: (order.get(text.split(" ")[0], len(order)), text))
+    parts = ", ".join(f"{text} {counts[text]}" for text in labels)
     note = older_schema_note(rows)
     return f"{len(rows)} row(s) in {output} (CSV: {csv_path}): {parts or 'none'}" + (
         f"\n{note}" if note else ""

@@ -99,8 +99,11 @@ def run_env(settings: ProbeSettings) -> dict:
         "settings_id": settings.settings_id(),
     }
     if settings.backend == "neuron":
-        import torch_neuronx
+        try:
+            import torch_neuronx
 
-        env["torch_neuronx"] = getattr(torch_neuronx, "__version__", None)
+            env["torch_neuronx"] = getattr(torch_neuronx, "__version__", None)
+        except Exception:  # the row still gets written; its worker says why the device was unusable
+            env["torch_neuronx"] = None
         env["neuron_env"] = neuron_environment()
     return env
