@@ -501,9 +501,12 @@ def _passes(fn: Callable[[], Any]) -> tuple[bool, str | None]:
         torch._dynamo.reset()
 
 
-def attribute_failure(error: BaseException, rerun: Callable[[str | None], None]) -> tuple[Cause, str]:
+def attribute_failure(
+    error: BaseException, rerun: Callable[[str | None], None], simulated: bool = True
+) -> tuple[Cause, str]:
     """Whom a failing compiled stage blames. ``rerun(backend)`` repeats the stage on a fresh tiny model with
-    that Dynamo backend (None: uncompiled on CPU) and raises as the stage did."""
+    that Dynamo backend (None: uncompiled on CPU) and raises as the stage did. On the real device
+    (``simulated`` false) there is no simulator to blame."""
     root = _root_error(error)
     if isinstance(root, sim_backend.DynamicShapeRejected):
         return Cause.DEVICE, f"rejected by a TorchNeuron rule: {first_error_line(root)}"
@@ -513,7 +516,7 @@ def attribute_failure(error: BaseException, rerun: Callable[[str | None], None])
         if not uncompiled_ok:
             return Cause.TRANSFORMERS, f"already fails uncompiled on CPU ({uncompiled_error})"
         return Cause.DEVICE, f"{first_error_line(error)} (also under Dynamo's eager backend: {eager_error})"
-    stride_ok, _ = _passes(lambda: rerun(sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME))
+    stride_ok = simulated and _passes(lambda: rerun(sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME))[0]
     if stride_ok:
         return Cause.SIMULATOR, (
             f"{first_error_line(error)}: passes under Dynamo's eager backend and with the AOT graphs run "
@@ -577,9 +580,10 @@ def probe_architecture(model_type: str, settings: ProbeSettings) -> dict[str, An
     return finish(row, settings)
 
 
-def _attribute(row: dict, key: str, failure: ProbeFailure, rerun: Callable[[str | None], None]) -> None:
+def _attribute(row: dict, key: str, failure: ProbeFailure, rerun: Callable[[str | None], None],
+               settings: ProbeSettings) -> None:  # fmt: skip
     start = time.perf_counter()
-    cause, reason = attribute_failure(failure.error, rerun)
+    cause, reason = attribute_failure(failure.error, rerun, simulated=settings.backend == "neuron-sim")
     seconds = row["probe_seconds"]
     seconds["attribution"] = round(seconds.get("attribution", 0.0) + time.perf_counter() - start, 3)
     _record_failure(row, key, failure, cause, reason)
@@ -607,7 +611,7 @@ def probe_generation(model, fresh_model, settings, device, references, tolerance
                          lambda: run_compiled_generate(model.to(device), settings, device, references, row))  # fmt: skip
     except ProbeFailure as failure:
         row["generate_unsupported_ops"] = sim_backend.STATE.as_list()
-        _attribute(row, "generate_failure", failure, rerun)
+        _attribute(row, "generate_failure", failure, rerun, settings)
         return
     row["generate_unsupported_ops"] = sim_backend.STATE.as_list()
     diff = max_logit_diff(references, compiled)
@@ -622,7 +626,7 @@ def probe_generation(model, fresh_model, settings, device, references, tolerance
     elif not row["outputs_match"]:
         error = OutputsDiffer(f"compiled static-cache logits differ from the eager dynamic-cache reference: "
                               f"max diff {diff:.3g} > {tolerance:g}")  # fmt: skip
-        _attribute(row, "generate_failure", ProbeFailure("compare", error), rerun)
+        _attribute(row, "generate_failure", ProbeFailure("compare", error), rerun, settings)
     elif not row["compiled_generation"]:
         row["not_compiled_because"] = why_not_compiled(model, row)
 
@@ -641,7 +645,7 @@ def probe_training(model, fresh_model, settings, device, row) -> None:
         run_training_step(model.to(device), settings, device, row, compile_backend(settings))
     except Exception as error:  # noqa: BLE001  (attributed below)
         row["probe_seconds"]["train"] = round(time.perf_counter() - start, 3)
-        _attribute(row, "train_failure", ProbeFailure("train", error), rerun)
+        _attribute(row, "train_failure", ProbeFailure("train", error), rerun, settings)
         return
     row["probe_seconds"]["train"] = round(time.perf_counter() - start, 3)
 

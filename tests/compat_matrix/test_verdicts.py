@@ -144,6 +144,12 @@ def test_failures_are_attributed_by_rerunning_the_stage(fails, cause, calls):
     assert reason and "\n" not in reason
 
 
+def test_on_the_real_device_nothing_is_blamed_on_the_simulator():
+    rerun, seen = rerun_outcomes()
+    assert attribute_failure(RuntimeError("x"), rerun, simulated=False)[0] is Cause.DEVICE
+    assert seen == ["eager"]
+
+
 def test_a_rule_rejection_blames_the_device_without_reruns():
     rerun, seen = rerun_outcomes()
     error = RuntimeError("backend raised")
