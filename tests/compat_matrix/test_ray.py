@@ -57,7 +57,7 @@ def test_without_ray_the_cli_says_how_to_install_it_and_exits_2(monkeypatch, tmp
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--cores-per-task", "2"], "--cores-per-task applies to Ray tasks"),
+        (["--cores-per-task", "2"], "--cores-per-task applies to --backend neuron or to Ray tasks"),
         (["--ray", "127.0.0.1:6379", "-j", "2"], "-j sizes a local Ray instance"),
     ],
 )
