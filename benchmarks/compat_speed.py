@@ -9,6 +9,8 @@
 
 Usage: .venv/bin/python benchmarks/compat_speed.py [--archs top100] [-j 2] [--overhead-archs llama,gpt2,qwen3]
        [--skip-matrix] [-o out_dir] [--json benchmarks/compat_speed.json]
+       .venv/bin/python benchmarks/compat_speed.py --from-results RESULTS.jsonl --wall-seconds S --skip-overhead
+           (the matrix figures of a run already made, e.g. the reference run's top 100, timed by its caller)
 """
 
 from __future__ import annotations
@@ -67,13 +69,25 @@ def run_matrix(archs: str, jobs: int, out_dir: Path) -> dict:
     )  # fmt: skip
     wall = time.perf_counter() - start
     rows = [json.loads(line) for line in output.read_text().splitlines()]
+    return matrix_figures(rows, archs, jobs, wall)
+
+
+def matrix_figures(rows: list[dict], archs: str, jobs: int, wall: float) -> dict:
     peaks = [row["peak_rss_mb"] for row in rows if row.get("peak_rss_mb")]
+    seconds = sorted(row["seconds"] for row in rows)
+    longest = sorted(rows, key=lambda row: -row["seconds"])[:5]
     return {
         "archs": archs,
         "jobs": jobs,
         "architectures": len(rows),
         "wall_seconds": round(wall, 1),
-        "mean_seconds_per_arch": round(statistics.mean(row["seconds"] for row in rows), 1),
+        "sum_seconds_per_arch": round(sum(seconds), 1),
+        "mean_seconds_per_arch": round(statistics.mean(seconds), 1),
+        "median_seconds_per_arch": round(statistics.median(seconds), 1),
+        "longest": {row["model_type"]: row["seconds"] for row in longest},
+        "attribution_seconds": round(
+            sum(row.get("probe_seconds", {}).get("attribution", 0) for row in rows), 1
+        ),
         "peak_rss_mb_per_worker": {"median": statistics.median(peaks), "max": max(peaks)},
     }
 
@@ -127,15 +141,29 @@ def main() -> None:
     parser.add_argument(
         "-o", "--out-dir", type=Path, default=Path(tempfile.gettempdir()) / "neuron-compat-bench"
     )
+    parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--from-results", type=Path, help="summarise this run instead of running the matrix")
+    parser.add_argument(
+        "--wall-seconds", type=float, help="with --from-results: the run's measured wall time"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    if (args.from_results is None) != (args.wall_seconds is None):
+        parser.error("--from-results and --wall-seconds go together")
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    from compat_matrix.runner import start_worker_server
+    report = {}
+    if not args.skip_overhead:
+        from compat_matrix.runner import start_worker_server
 
-    # Once per run, before the first architecture: reported on its own, and never alongside a bare script.
-    report = {"worker_server_start_seconds": round(start_worker_server(), 2)}
-    report["overhead"] = run_overhead(args.overhead_archs.split(","))
-    if not args.skip_matrix:
+        # Once per run, before the first architecture: reported on its own, never alongside a bare script.
+        report["worker_server_start_seconds"] = round(start_worker_server(), 2)
+        report["overhead"] = run_overhead(args.overhead_archs.split(","))
+    if args.from_results is not None:
+        rows = [json.loads(line) for line in args.from_results.read_text().splitlines()]
+        rows = [row for row in rows if args.archs != "top100" or row.get("rank")]
+        report["matrix"] = matrix_figures(rows, args.archs, args.jobs, args.wall_seconds)
+        report["matrix"]["source"] = str(args.from_results)
+    elif not args.skip_matrix:
         report["matrix"] = run_matrix(args.archs, args.jobs, args.out_dir)
     report["environment"] = environment()
     print(json.dumps(report, indent=2))

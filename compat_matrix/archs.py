@@ -12,6 +12,7 @@ from compat_matrix.tiny import causal_lm_model_types
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compat"
 TOP100_CSV = FIXTURES / "top100.csv"
 OPTIMUM_NEURON_CSV = FIXTURES / "optimum_neuron_0.4.5.csv"
+REFERENCE_RESULTS = FIXTURES / "results-neuron-sim.jsonl"
 
 
 class UnknownArchitecture(ValueError):
@@ -57,3 +58,24 @@ def optimum_neuron_support() -> dict[str, tuple[bool | None, bool | None]]:
             row["model_type"]: (_tri_state(row["inference"]), _tri_state(row["training"]))
             for row in csv.DictReader(handle)
         }
+
+
+@cache
+def reference_seconds() -> dict[str, float]:
+    """Seconds per architecture in the committed reference run (empty when it is missing or unreadable)."""
+    import json
+
+    try:
+        lines = REFERENCE_RESULTS.read_text().splitlines()
+        return {
+            row["model_type"]: float(row["seconds"]) for row in map(json.loads, lines) if row.get("seconds")
+        }
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def longest_first(model_types: list[str]) -> list[str]:
+    """The order to start workers in: longest expected first (from the reference run), so no long
+    architecture starts last and leaves the other workers idle; unknown ones first, in the given order."""
+    seconds = reference_seconds()
+    return sorted(model_types, key=lambda model_type: -seconds.get(model_type, float("inf")))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from compat_matrix.settings import BACKENDS, ProbeSettings
+from compat_matrix.settings import BACKENDS, DEFAULT_TIMEOUT_S, DTYPES, ProbeSettings
 
 
 class BadInput(click.ClickException):
@@ -59,9 +59,24 @@ def main() -> None:
     "--timeout",
     "timeout_s",
     type=click.FloatRange(min=0, min_open=True),
-    default=600.0,
+    default=None,
+    help="Seconds per architecture before its worker is killed [default: 600 on neuron-sim, 3600 on neuron, "
+    "where a cold compile cache compiles every graph with neuronx-cc].",
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default="float32",
     show_default=True,
-    help="Seconds per architecture before its worker is killed.",
+    help="Weights and activations of every probe; the logit tolerance follows it.",
+)
+@click.option(
+    "--sim-device",
+    default="cpu",
+    show_default=True,
+    metavar="DEVICE",
+    help="neuron-sim only: run the compiled probes on this native torch device (e.g. cuda), which takes "
+    "Transformers' non-CPU code paths; the eager references stay on CPU.",
 )
 @click.option(
     "--memory-mb",
@@ -91,7 +106,8 @@ def main() -> None:
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="With --ray: NeuronCores per architecture on backend neuron, CPUs per architecture on neuron-sim.",
+    help="NeuronCores per architecture on backend neuron (each of the -j local workers, or each Ray task, "
+    "gets its own); with --ray on neuron-sim, CPUs per architecture.",
 )
 @click.pass_context
 def run(
@@ -101,34 +117,48 @@ def run(
     output: Path,
     resume: bool,
     jobs: int,
-    timeout_s: float,
+    timeout_s: float | None,
+    dtype: str,
+    sim_device: str,
     memory_mb: int,
     shard,
     ray_address: str | None,
     cores_per_task: int,
 ) -> None:
     """Run every probe for each architecture, one isolated worker each, appending rows to OUTPUT."""
-    from compat_matrix.archs import UnknownArchitecture, select_architectures
-    from compat_matrix.environment import BackendUnavailable, resolve_backend, run_env
+    from compat_matrix.archs import UnknownArchitecture, longest_first, select_architectures
+    from compat_matrix.environment import BackendUnavailable, check_sim_device, resolve_backend, run_env
     from compat_matrix.results import ResultsFileError, check_writable, read_rows, resume_key
 
     jobs_given = ctx.get_parameter_source("jobs") is not click.core.ParameterSource.DEFAULT
-    schedule, scheduler = _scheduler(ray_address, jobs, jobs_given, cores_per_task)
+    sim_device_given = ctx.get_parameter_source("sim_device") is not click.core.ParameterSource.DEFAULT
     try:
         model_types = select_architectures(archs)
         if shard is not None:
             model_types = shard.select(model_types)
         resolved, why = resolve_backend(backend)
+        if sim_device_given and resolved != "neuron-sim":
+            raise BadInput(
+                "--sim-device applies to --backend neuron-sim; on neuron the device is the Neuron one"
+            )
+        check_sim_device(sim_device)
         check_writable(output)
         existing = read_rows(output)
     except (UnknownArchitecture, BackendUnavailable, ResultsFileError) as error:
         raise BadInput(str(error)) from None
+    schedule, scheduler = _scheduler(ray_address, jobs, jobs_given, cores_per_task, resolved)
     if existing and not resume:
         raise BadInput(
             f"{output} already has {len(existing)} row(s); pass --resume to continue it, or choose -o"
         )
     click.echo(why, err=True)
-    settings = ProbeSettings(backend=resolved, timeout_s=timeout_s, memory_mb=memory_mb)
+    settings = ProbeSettings(
+        backend=resolved,
+        dtype=dtype,
+        sim_device=sim_device,
+        timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S[resolved],
+        memory_mb=memory_mb,
+    )
     env = run_env(settings)
     done = {resume_key(row) for row in existing}
     todo = [
@@ -140,24 +170,32 @@ def run(
         click.echo(
             f"--resume: {len(model_types) - len(todo)} architecture(s) already in {output}, skipped", err=True
         )
+    on = f" on {sim_device}" if resolved == "neuron-sim" else ""
     click.echo(
-        f"{len(todo)} architecture(s), backend {resolved} (simulated: {str(resolved == 'neuron-sim').lower()}), "
-        f"torch {env['torch']}, transformers {env['transformers']}, settings {env['settings_id']}, {scheduler}"
-        + (f", shard {shard}" if shard is not None else ""),
+        f"{len(todo)} architecture(s), backend {resolved}{on} (simulated: {str(resolved == 'neuron-sim').lower()}), "
+        f"{dtype}, torch {env['torch']}, transformers {env['transformers']}, settings {env['settings_id']}, "
+        f"{scheduler}" + (f", shard {shard}" if shard is not None else ""),
         err=True,
     )
-    run_and_record(todo, settings, schedule, output, existing)
+    run_and_record(longest_first(todo), settings, schedule, output, existing)
 
 
-def _scheduler(ray_address: str | None, jobs: int, jobs_given: bool, cores_per_task: int):
+def _scheduler(ray_address: str | None, jobs: int, jobs_given: bool, cores_per_task: int, backend: str):
     """The local scheduler, or Ray (checked to be importable before any work): (schedule, description)."""
-    from compat_matrix.runner import run_local
+    from compat_matrix.runner import CorePartitionError, neuron_core_count, partition_cores, run_local
 
     if ray_address is None:
-        if cores_per_task != 1:
-            raise BadInput("--cores-per-task applies to Ray tasks; add --ray")
-        description = f"-j {jobs}; the worker server starts first (imports, one warm-up probe)"
-        return functools.partial(run_local, jobs=jobs), description
+        if backend != "neuron":
+            if cores_per_task != 1:
+                raise BadInput("--cores-per-task applies to --backend neuron or to Ray tasks (--ray)")
+            description = f"-j {jobs}; the worker server starts first (imports, one warm-up probe)"
+            return functools.partial(run_local, jobs=jobs), description
+        try:
+            cores = partition_cores(neuron_core_count(), jobs, cores_per_task)
+        except CorePartitionError as error:
+            raise BadInput(str(error)) from None
+        description = f"-j {jobs}, spawned workers, NEURON_RT_VISIBLE_CORES {', '.join(cores)}"
+        return functools.partial(run_local, jobs=jobs, cores_per_task=cores_per_task), description
     from compat_matrix.ray_runner import LOCAL, RaySetupError, check_reachable, import_ray, run_on_ray
 
     if jobs_given and ray_address != LOCAL:
@@ -187,6 +225,7 @@ def run_and_record(
 
     from compat_matrix.ray_runner import RaySetupError
     from compat_matrix.results import append_row, export_csv
+    from compat_matrix.schema import OK_VERDICTS
 
     rows = list(existing)
     failures = 0
@@ -197,7 +236,7 @@ def run_and_record(
             nonlocal failures
             append_row(output, row)
             rows.append(row)
-            failures += row["verdict"] not in ("works", "works-with-caveats")
+            failures += row["verdict"] not in OK_VERDICTS
             progress.set_postfix_str(f"last {row['model_type']}: {row['verdict']}, not working {failures}")
             progress.update(1)
 
@@ -216,10 +255,21 @@ def run_and_record(
 def summary(rows: list[dict], output: Path, csv_path: Path) -> str:
     from collections import Counter
 
-    counts = Counter(row["verdict"] for row in rows)
-    order = ("works", "works-with-caveats", "fails", "harness-error", "timeout", "crash")
-    parts = ", ".join(f"{verdict} {counts[verdict]}" for verdict in order if counts[verdict])
-    return f"{len(rows)} row(s) in {output} (CSV: {csv_path}): {parts or 'none'}"
+    from compat_matrix.results import VERDICTS, older_schema_note
+
+    # A failure's cause is part of its headline: "fails (transformers)" and "fails (device)" ask different people.
+    def label(row: dict) -> str:
+        blamed = row["verdict"] in ("fails", "not-measured") and row.get("cause")
+        return f"{row['verdict']} ({row['cause']})" if blamed else row["verdict"]
+
+    counts = Counter(label(row) for row in rows)
+    order = {verdict: index for index, verdict in enumerate(VERDICTS)}
+    labels = sorted(counts, key=lambda text: (order.get(text.split(" ")[0], len(order)), text))
+    parts = ", ".join(f"{text} {counts[text]}" for text in labels)
+    note = older_schema_note(rows)
+    return f"{len(rows)} row(s) in {output} (CSV: {csv_path}): {parts or 'none'}" + (
+        f"\n{note}" if note else ""
+    )
 
 
 @main.command("list")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import platform
 
 from compat_matrix import HARNESS_VERSION
@@ -47,11 +48,47 @@ def resolve_backend(requested: str) -> tuple[str, str]:
     )
 
 
+def check_sim_device(name: str) -> None:
+    """Fail before any work when ``--sim-device`` names no usable native torch device."""
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError) as error:
+        raise BackendUnavailable(f"--sim-device {name!r} is not a torch device ({error})") from None
+    if device.type == "cpu":
+        return
+    module = getattr(torch, device.type, None)
+    available = getattr(module, "is_available", None)
+    if not callable(available) or not available():
+        raise BackendUnavailable(
+            f"--sim-device {name}: torch {torch.__version__} sees no {device.type} device here. "
+            "Use --sim-device cpu, or run on a machine with that device."
+        )
+    count = getattr(module, "device_count", lambda: 1)()
+    if device.index is not None and device.index >= count:
+        raise BackendUnavailable(f"--sim-device {name}: only {count} {device.type} device(s) here")
+
+
+# Set on a Trainium host, they change what the device compiles and where its NEFF cache lives.
+NEURON_ENV_PREFIXES = ("NEURON_", "TORCH_NEURONX_")
+
+
+def neuron_environment() -> dict[str, str]:
+    """The Neuron variables of this run (compile cache, compiler flags, fallback policy), as set. The
+    per-worker core range is recorded on each row (``neuron_visible_cores``) instead."""
+    return {
+        name: value
+        for name, value in sorted(os.environ.items())
+        if name.startswith(NEURON_ENV_PREFIXES) and name != "NEURON_RT_VISIBLE_CORES"
+    }
+
+
 def run_env(settings: ProbeSettings) -> dict:
     import torch
     import transformers
 
-    return {
+    env = {
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "python": platform.python_version(),
@@ -61,3 +98,12 @@ def run_env(settings: ProbeSettings) -> dict:
         "simulated": settings.backend == "neuron-sim",
         "settings_id": settings.settings_id(),
     }
+    if settings.backend == "neuron":
+        try:
+            import torch_neuronx
+
+            env["torch_neuronx"] = getattr(torch_neuronx, "__version__", None)
+        except Exception:  # the row still gets written; its worker says why the device was unusable
+            env["torch_neuronx"] = None
+        env["neuron_env"] = neuron_environment()
+    return env

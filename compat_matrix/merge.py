@@ -17,10 +17,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compat_matrix.results import ResultsFileError, read_rows, resume_key
+from compat_matrix.results import ResultsFileError, older_schema_note, read_rows, resume_key
 
 # Measurements that change from one run to the next without the outcome changing.
-VOLATILE_FIELDS = frozenset({"seconds", "probe_seconds", "peak_rss_mb"})
+VOLATILE_FIELDS = frozenset({"seconds", "probe_seconds", "peak_rss_mb", "measured_at"})
 
 
 class MergeError(Exception):
@@ -186,6 +186,9 @@ def summary_lines(result: MergeResult) -> list[str]:
             f"note: {len(result.groups)} different environments: their rows are kept apart "
             "(separate columns in `neuron-compat report`), not merged into one matrix"
         )
+    note = older_schema_note(result.rows)
+    if note:
+        lines.append(note)
     if result.identical_duplicates:
         lines.append(f"{result.identical_duplicates} duplicate rows with the same outcome dropped")
     for replaced in result.replacements:

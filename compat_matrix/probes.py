@@ -1,11 +1,22 @@
-"""The probes run for one architecture, inside its own process: eager reference, compiled generation with a
-static cache (Transformers' own auto-compile path), comparison, and one compiled training step.
+"""The probes run for one architecture, inside its own process.
 
-``probe_architecture`` returns the measured part of a result row; ``decide_verdict`` turns it into a verdict.
+1. eager reference on CPU: greedy generation with the model's default (dynamic) cache;
+2. generate: the same prompts, teacher-forced with the reference tokens, once uncompiled with a static cache on
+   CPU (what every device inherits from Transformers) and once through Transformers' own auto-compile path
+   with a static cache on the device (or the simulator);
+3. compare: each step's logits of both against the reference (three-way), within a per-dtype tolerance;
+4. train: one compiled training step per padded length.
+
+A failing stage is attributed (``attribute_failure``): ``transformers`` when uncompiled CPU code already fails,
+``simulator`` when the stage passes under Dynamo's plain ``eager`` backend and with the AOT graphs run
+stride-agnostically, ``device`` otherwise. ``probe_architecture`` returns the measured part of a row;
+``decide_verdict`` turns it into the verdict fields.
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import math
 import re
 import time
@@ -20,20 +31,33 @@ from torch._dynamo.utils import counters, get_compilation_metrics
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from compat_matrix import sim_backend
+from compat_matrix.schema import Cause, Stage, Verdict
 from compat_matrix.settings import ProbeSettings
 from compat_matrix.tiny import VOCAB, build_tiny_model
 
 CPU = torch.device("cpu")
 MOE_MARKERS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+# Read before configure_dynamo raises it: what a user's process has on the device.
+DYNAMO_DEFAULT_RECOMPILE_LIMIT = torch._dynamo.config._config["recompile_limit"].default
+# Transformers' get_compiled_call returns the uncompiled __call__ for these model types.
+NEVER_COMPILED_BY_TRANSFORMERS = ("llama4",)
 
 
 class ProbeFailure(Exception):
-    """A probe stage failed; carries the stage name and the first line of the underlying error."""
+    """A probe stage failed; carries the stage name and the underlying error."""
 
     def __init__(self, stage: str, error: BaseException):
         self.stage = stage
         self.error = error
         super().__init__(f"{stage}: {first_error_line(error)}")
+
+
+class DeviceUnavailable(RuntimeError):
+    """The worker cannot use the device the settings name."""
+
+
+class OutputsDiffer(ValueError):
+    """Teacher-forced logits differ from the reference beyond the tolerance."""
 
 
 def first_error_line(error: BaseException) -> str:
@@ -42,6 +66,12 @@ def first_error_line(error: BaseException) -> str:
     if len(lines) > 1 and lines[0].endswith("raised:"):
         lines = lines[1:]
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:500]
+
+
+def _root_error(error: BaseException) -> BaseException:
+    while error.__cause__ is not None and error.__cause__ is not error:
+        error = error.__cause__
+    return error
 
 
 class EagerOpSignatures(TorchDispatchMode):
@@ -83,6 +113,32 @@ def record_prefill_ops(model: torch.nn.Module, seen: set[tuple]):
         yield
     finally:
         del model._prefill
+
+
+@contextmanager
+def device_decode_path(model: torch.nn.Module, device: torch.device):
+    """On a non-CPU device Transformers decodes MoE layers with ``batched_mm`` instead of ``grouped_mm``
+    (``_optimize_model_for_decode``); the simulator on CPU takes the device's path too."""
+    if device.type != "cpu" or not hasattr(model, "get_experts_implementation"):
+        yield
+        return
+    original = model.get_experts_implementation()
+    switched = {key: "batched_mm" if value == "grouped_mm" else value for key, value in original.items()}
+
+    @contextmanager
+    def as_on_a_device():
+        model.set_experts_implementation(switched)
+        try:
+            yield
+        finally:
+            model.set_experts_implementation(original)
+
+    if switched != original:
+        model._optimize_model_for_decode = as_on_a_device
+    try:
+        yield
+    finally:
+        model.__dict__.pop("_optimize_model_for_decode", None)
 
 
 class CompileStats:
@@ -137,16 +193,56 @@ def ops_named_in_graph_breaks(messages: list[str]) -> list[str]:
         for op in re.findall(r"aten\.[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?", message):
             packet = op if op in op_rules else op.rsplit(".", 1)[0]
             if packet in op_rules:
-                found.add(f"{op_rules[packet]}: {packet} (graph break)")
+                found.add(f"{op_rules[packet]['id']}: {packet} (graph break)")
     return sorted(found)
+
+
+def recompile_guard(reasons: list[str]) -> str | None:
+    """The guard that fails most often, with its numbers generalised (``== 7`` -> ``== N``)."""
+    if not reasons:
+        return None
+    return collections.Counter(_generalised(reason) for reason in reasons).most_common(1)[0][0]
+
+
+def _generalised(reason: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"\d+", "N", reason))
 
 
 def compile_backend(settings: ProbeSettings) -> str:
     return "neuron" if settings.backend == "neuron" else sim_backend.BACKEND_NAME
 
 
-def model_device(settings: ProbeSettings) -> torch.device:
-    return torch.device("neuron" if settings.backend == "neuron" else "cpu")
+def resolve_device(settings: ProbeSettings) -> torch.device:
+    """The device the compiled probes run on; raises DeviceUnavailable (inside the probe's error handling)."""
+    if settings.backend == "neuron":
+        try:
+            import torch_neuronx  # noqa: F401  (registers the neuron device and the "neuron" dynamo backend)
+        except Exception as error:
+            raise DeviceUnavailable(f"cannot import torch_neuronx in the worker: {error}") from error
+        count = getattr(getattr(torch, "neuron", None), "device_count", lambda: 0)()
+        if not count:
+            raise DeviceUnavailable("torch_neuronx is imported but the worker sees no Neuron device")
+        return torch.device("neuron")
+    device = torch.device(settings.sim_device)
+    if device.type != "cpu":
+        module = getattr(torch, device.type, None)
+        if module is None or not module.is_available():
+            raise DeviceUnavailable(f"--sim-device {settings.sim_device}: no such device in this worker")
+    return device
+
+
+def device_fallback_ops(settings: ProbeSettings) -> list[str]:
+    """Ops the device ran through TorchNeuron's CPU fallback, from torch_neuronx's own metrics where it
+    provides them (``get_dynamo_metrics``, documented in the torch.compile backend reference)."""
+    if settings.backend != "neuron":
+        return sorted(sim_backend.STATE.cpu_fallbacks)
+    import torch_neuronx
+
+    metrics = getattr(torch_neuronx, "get_dynamo_metrics", None)
+    if not callable(metrics):
+        return sorted(sim_backend.STATE.cpu_fallbacks)
+    found = metrics() or {}
+    return sorted({str(op) for key, ops in found.items() if "fallback" in str(key).lower() for op in ops})
 
 
 def prompt(length: int, seed: int, device: torch.device) -> torch.Tensor:
@@ -170,6 +266,21 @@ def generate_kwargs(settings: ProbeSettings) -> dict[str, Any]:
     }
 
 
+class TeacherForcing:
+    """A logits processor that picks the reference token at every step, so every run sees the same inputs and
+    a near-tie cannot send one run down another sequence; ``output_logits`` still returns the raw logits."""
+
+    def __init__(self, reference: torch.Tensor, prompt_length: int):
+        self.reference = reference.reshape(-1)
+        self.prompt_length = prompt_length
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        token = self.reference[input_ids.shape[1]].to(scores.device)
+        forced = torch.full_like(scores, -math.inf)
+        forced[:, token] = 0
+        return forced
+
+
 def timed(probe_seconds: dict[str, float], name: str, stage: str, fn: Callable[[], Any]) -> Any:
     start = time.perf_counter()
     try:
@@ -180,11 +291,12 @@ def timed(probe_seconds: dict[str, float], name: str, stage: str, fn: Callable[[
         probe_seconds[name] = round(probe_seconds.get(name, 0.0) + time.perf_counter() - start, 3)
 
 
-def run_eager_reference(model, settings: ProbeSettings, device) -> list:
+def run_eager_reference(model, settings: ProbeSettings) -> list:
+    """Greedy generation on CPU with the model's default cache: the reference tokens and logits."""
     references = []
     with torch.no_grad():
         for length in settings.prompt_lengths:
-            ids = prompt(length, settings.seed, device)
+            ids = prompt(length, settings.seed, CPU)
             out = model.generate(
                 ids, attention_mask=torch.ones_like(ids), disable_compile=True, **generate_kwargs(settings)
             )
@@ -192,36 +304,101 @@ def run_eager_reference(model, settings: ProbeSettings, device) -> list:
     return references
 
 
-def run_compiled_generate(model, settings: ProbeSettings, device, row: dict) -> list:
-    from transformers import CompileConfig
+def forced_generate(model, settings: ProbeSettings, device, references: list, backend: str | None,
+                    on_prompt: Callable[[Any], None] | None = None) -> list:  # fmt: skip
+    """Teacher-forced generation with a static cache; compiled through Transformers' auto-compile path when
+    ``backend`` is given (the CompileConfig Transformers builds for a neuron device), else uncompiled."""
+    from transformers import CompileConfig, LogitsProcessorList
 
-    # The same CompileConfig Transformers builds for a neuron device (modeling_utils._default_compile_config).
-    compile_config = CompileConfig(backend=compile_backend(settings), dynamic=False, mode="default")
-    # On a neuron device generate compiles by itself; on CPU this flag opts in to the same path.
-    compile_config._compile_all_devices = settings.backend != "neuron"
-    stats = CompileStats()
-    eager_signatures: list[set] = []
+    compile_config = None
+    if backend is not None:
+        compile_config = CompileConfig(backend=backend, dynamic=False, mode="default")
+        # On a neuron device generate compiles by itself; elsewhere this flag opts in to the same path.
+        compile_config._compile_all_devices = device.type != "neuron"
     outputs = []
     with torch.no_grad():
-        for length in settings.prompt_lengths:
+        for length, reference in zip(settings.prompt_lengths, references, strict=True):
             ids = prompt(length, settings.seed, device)
-            seen: set[tuple] = set()
-            with record_prefill_ops(model, seen):
-                out = model.generate(
-                    ids,
-                    attention_mask=torch.ones_like(ids),
-                    cache_implementation="static",
-                    max_cache_len=settings.max_cache_len,
-                    compile_config=compile_config,
-                    **generate_kwargs(settings),
-                )
-            eager_signatures.append(seen)
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                cache_implementation="static",
+                max_cache_len=settings.max_cache_len,
+                compile_config=compile_config,
+                disable_compile=backend is None,
+                logits_processor=LogitsProcessorList([TeacherForcing(reference.sequences, length)]),
+                **generate_kwargs(settings),
+            )
             outputs.append(out)
+            if on_prompt is not None:
+                on_prompt(out)
+    return outputs
+
+
+def max_logit_diff(references: list, outputs: list) -> float:
+    diffs = [
+        (r_logit.float().cpu() - o_logit.float().cpu()).abs().max().item()
+        for r, o in zip(references, outputs, strict=True)
+        for r_logit, o_logit in zip(r.logits, o.logits, strict=True)
+    ]
+    finite = [d for d in diffs if math.isfinite(d)]
+    return max(diffs) if diffs and len(finite) == len(diffs) else math.inf
+
+
+def greedy_tokens_agree(references: list, outputs: list) -> bool:
+    """Would the run have picked the reference token at every step by itself (no teacher forcing)?"""
+    return all(
+        torch.equal(r_logit.argmax(-1).cpu(), o_logit.argmax(-1).cpu())
+        for r, o in zip(references, outputs, strict=True)
+        for r_logit, o_logit in zip(r.logits, o.logits, strict=True)
+    )
+
+
+def check_match(diff: float, tolerance: float, what: str) -> None:
+    if not diff <= tolerance:
+        raise OutputsDiffer(f"{what} logits differ from the eager dynamic-cache reference: max diff {diff:.3g} > "
+                            f"{tolerance:g}")  # fmt: skip
+
+
+def run_compiled_generate(model, settings: ProbeSettings, device, references: list, row: dict) -> list:
+    stats = CompileStats()
+    eager_signatures: list[set] = []
+    compiles_after_prompt: list[int] = []
+    caches: list[str] = []
+
+    first_prompt_reasons: list[str] = []
+
+    def after_prompt(out) -> None:
+        if not compiles_after_prompt:
+            first_prompt_reasons.extend(stats.recompile_reasons())
+        compiles_after_prompt.append(len(stats.compilations()))
+        caches.append(type(getattr(out, "past_key_values", None)).__name__)
+
+    seen: set[tuple] = set()
+    with record_prefill_ops(model, seen), device_decode_path(model, device):
+        # Each prompt's prefill signatures are recorded apart: the second prompt's new ones are compiles too.
+        def on_prompt(out) -> None:
+            eager_signatures.append(set(seen))
+            seen.clear()
+            after_prompt(out)
+
+        outputs = forced_generate(model, settings, device, references, compile_backend(settings), on_prompt)
     compilations = stats.compilations()
     breaks = stats.graph_breaks()
     row["compile_count"] = len(compilations)
+    row["compiled_generation"] = bool(compilations)
+    row["generation_cache"] = caches[0] if caches else None
     row["recompile_reasons"] = stats.recompile_reasons()
     row["recompile_count"] = len(row["recompile_reasons"])
+    # The first prompt alone: a guard failing at every decode step (a cache length, not a layer index)
+    # fails once per new token, until the recompile limit stops the compiling.
+    decode_steps = settings.max_new_tokens - 1
+    guard = recompile_guard(first_prompt_reasons)
+    same_guard = sum(1 for reason in first_prompt_reasons if _generalised(reason) == guard)
+    per_frame = collections.Counter(metric.co_name for metric in compilations)
+    row["recompile_limit_hit"] = any(count >= settings.recompile_limit for count in per_frame.values())
+    row["recompiles_every_step"] = same_guard >= min(decode_steps // 2, settings.recompile_limit - 1)
+    row["recompile_guard"] = guard if row["recompiles_every_step"] else None
     row["graph_breaks"] = sum(breaks.values())
     row["graph_break_reasons"] = sorted({graph_break_reason(m) for m in breaks})
     row["unique_graphs"] = stats.unique_graphs()
@@ -237,26 +414,21 @@ def run_compiled_generate(model, settings: ProbeSettings, device, row: dict) -> 
     return outputs
 
 
-def compare_outputs(references: list, outputs: list, moe: bool, settings: ProbeSettings, row: dict) -> None:
-    tokens_match = all(
-        torch.equal(r.sequences.cpu(), o.sequences.cpu()) for r, o in zip(references, outputs, strict=True)
-    )
-    diffs = [
-        (r_logit.cpu() - o_logit.cpu()).abs().max().item()
-        for r, o in zip(references, outputs, strict=True)
-        for r_logit, o_logit in zip(r.logits, o.logits, strict=True)
-    ]
-    max_diff = max(diffs) if diffs else math.inf
-    tolerance = settings.moe_logit_tolerance if moe else settings.logit_tolerance
-    row["tokens_match"] = tokens_match
-    row["max_logit_diff"] = max_diff if math.isfinite(max_diff) else None
-    row["logit_tolerance"] = tolerance
-    row["outputs_match"] = bool(tokens_match and math.isfinite(max_diff) and max_diff <= tolerance)
-    if not row["outputs_match"]:
-        detail = (
-            "greedy tokens differ" if not tokens_match else f"max logit diff {max_diff:.3g} > {tolerance:g}"
+def why_not_compiled(model, row: dict) -> str:
+    """Why Transformers generated without torch.compile (compile_count 0)."""
+    reasons = []
+    if any(name in model.config.model_type for name in NEVER_COMPILED_BY_TRANSFORMERS):
+        reasons.append("Transformers' get_compiled_call never compiles llama4 models (hybrid cache)")
+    cache = row.get("generation_cache")
+    if cache == "NoneType":
+        reasons.append(
+            "generate kept no Transformers cache object, so there is no static cache to compile with"
         )
-        raise ValueError(f"compiled generation does not match eager: {detail}")
+    elif cache and cache != "StaticCache":
+        reasons.append(f"generate used {cache}, not a compileable static cache")
+    if not getattr(model, "_can_compile_fullgraph", False):
+        reasons.append("the class sets _can_compile_fullgraph = False")
+    return "; ".join(reasons) or "Transformers' auto-compile criteria were not met"
 
 
 def padded_training_batch(model, raw_length: int, settings: ProbeSettings, device) -> dict[str, torch.Tensor]:
@@ -272,10 +444,11 @@ def padded_training_batch(model, raw_length: int, settings: ProbeSettings, devic
     return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "labels": labels.to(device)}
 
 
-def run_training_step(model, settings: ProbeSettings, device, row: dict) -> None:
+def run_training_step(model, settings: ProbeSettings, device, row: dict, backend: str | None) -> None:
+    """One training step per padded length, compiled with ``backend`` (uncompiled when None)."""
     model.train()
     # What Trainer does with --torch_compile on neuron: accelerate compiles the model with dynamic=False.
-    compiled = torch.compile(model, backend=compile_backend(settings), dynamic=False)
+    step = model if backend is None else torch.compile(model, backend=backend, dynamic=False)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     stats = CompileStats()
     per_length = []
@@ -283,8 +456,9 @@ def run_training_step(model, settings: ProbeSettings, device, row: dict) -> None
     for raw_length in settings.train_lengths:
         batch = padded_training_batch(model, raw_length, settings, device)
         lengths.append(batch["input_ids"].shape[1])
+        row["train_lengths_started"] = len(lengths)
         before = len(stats.compilations())
-        loss = compiled(**batch).loss
+        loss = step(**batch).loss
         if not torch.isfinite(loss):
             raise ValueError(f"training loss is not finite ({loss.item()}) at padded length {lengths[-1]}")
         loss.backward()
@@ -298,7 +472,7 @@ def run_training_step(model, settings: ProbeSettings, device, row: dict) -> None
     # Each distinct padded length compiles the graphs of the first step once; anything more is a recompile.
     row["train_expected_compile_count"] = per_length[0] * len(distinct)
     row["train_graph_breaks"] = sum(stats.graph_breaks().values())
-    row["_graph_break_messages"] += list(stats.graph_breaks())
+    row["_graph_break_messages"] = row.get("_graph_break_messages", []) + list(stats.graph_breaks())
 
 
 def configure_dynamo(settings: ProbeSettings) -> None:
@@ -306,86 +480,268 @@ def configure_dynamo(settings: ProbeSettings) -> None:
     counters.clear()
     torch._dynamo.utils.clear_compilation_metrics()
     torch._dynamo.utils.set_compilation_metrics_limit(100_000)
-    # Fail loudly instead of silently falling back to eager after too many recompiles.
+    # Past the limit a frame runs eagerly, as on the device; the row records when that happened.
     torch._dynamo.config.recompile_limit = settings.recompile_limit
-    torch._dynamo.config.fail_on_recompile_limit_hit = True
+    torch._dynamo.config.fail_on_recompile_limit_hit = False
     sim_backend.reset()
+
+
+def _passes(fn: Callable[[], Any]) -> tuple[bool, str | None]:
+    """Run a confirmation probe; its findings and compiled code never reach the row."""
+    saved = sim_backend.STATE
+    sim_backend.reset()
+    torch._dynamo.reset()
+    try:
+        fn()
+        return True, None
+    except Exception as error:
+        return False, first_error_line(error)
+    finally:
+        sim_backend.STATE = saved
+        torch._dynamo.reset()
+
+
+def attribute_failure(
+    error: BaseException, rerun: Callable[[str | None], None], simulated: bool = True
+) -> tuple[Cause, str]:
+    """Whom a failing compiled stage blames. ``rerun(backend)`` repeats the stage on a fresh tiny model with
+    that Dynamo backend (None: uncompiled on CPU) and raises as the stage did. On the real device
+    (``simulated`` false) there is no simulator to blame."""
+    root = _root_error(error)
+    if isinstance(root, sim_backend.DynamicShapeRejected):
+        return Cause.DEVICE, f"rejected by a TorchNeuron rule: {first_error_line(root)}"
+    eager_ok, eager_error = _passes(lambda: rerun("eager"))
+    if not eager_ok:
+        uncompiled_ok, uncompiled_error = _passes(lambda: rerun(None))
+        if not uncompiled_ok:
+            return Cause.TRANSFORMERS, f"already fails uncompiled on CPU ({uncompiled_error})"
+        return Cause.DEVICE, f"{first_error_line(error)} (also under Dynamo's eager backend: {eager_error})"
+    stride_ok = simulated and _passes(lambda: rerun(sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME))[0]
+    if stride_ok:
+        return Cause.SIMULATOR, (
+            f"{first_error_line(error)}: passes under Dynamo's eager backend and with the AOT graphs run "
+            "stride-agnostically, so only the simulator's strided CPU execution fails"
+        )
+    return Cause.DEVICE, f"{first_error_line(error)} (after AOT autograd; Dynamo's eager backend passes)"
+
+
+def initial_measurement() -> dict[str, Any]:
+    return {
+        "stage": None, "error": None, "compile_count": None, "recompile_count": None, "recompile_reasons": [],
+        "graph_breaks": None, "graph_break_reasons": [], "unsupported_ops": [], "cpu_fallback_ops": [],
+        "outputs_match": None, "tokens_match": None, "max_logit_diff": None, "max_diff_static_vs_dynamic": None,
+        "max_diff_compiled_vs_dynamic": None, "logit_tolerance": None, "compiled_generation": None,
+        "recompiles_every_step": None, "recompile_guard": None, "attn_implementation": None,
+        "train_compile_count": None, "train_padded_lengths": [], "unique_graphs": None,
+        "eager_new_op_signatures": None, "generate_failure": None, "train_failure": None, "probe_seconds": {},
+    }  # fmt: skip
+
+
+def _record_failure(row: dict, key: str, failure: ProbeFailure, cause: Cause, reason: str) -> None:
+    row[key] = {"stage": failure.stage, "error": first_error_line(failure.error), "cause": cause.value,
+                "reason": reason}  # fmt: skip
+    if row["stage"] is None:
+        row["stage"] = failure.stage
+        row["error"] = first_error_line(failure.error)
+        row["traceback_tail"] = "".join(traceback.format_exception(failure.error)[-3:])[-2000:]
 
 
 def probe_architecture(model_type: str, settings: ProbeSettings) -> dict[str, Any]:
     """Run every probe for one architecture in this process and return the measured fields of its row."""
     configure_dynamo(settings)
-    device = model_device(settings)
-    probe_seconds: dict[str, float] = {}
-    row: dict[str, Any] = {
-        "stage": None,
-        "error": None,
-        "compile_count": None,
-        "recompile_count": None,
-        "recompile_reasons": [],
-        "graph_breaks": None,
-        "graph_break_reasons": [],
-        "unsupported_ops": [],
-        "outputs_match": None,
-        "tokens_match": None,
-        "max_logit_diff": None,
-        "train_compile_count": None,
-        "train_padded_lengths": [],
-        "unique_graphs": None,
-        "eager_new_op_signatures": None,
-        "probe_seconds": probe_seconds,
-        "_graph_break_messages": [],
-    }
+    dtype = getattr(torch, settings.dtype)
+    row = initial_measurement()
+    probe_seconds = row["probe_seconds"]
+
+    def fresh_model():
+        return build_tiny_model(model_type, settings.seed, dtype)
+
     try:
-        model = timed(probe_seconds, "build", "build", lambda: build_tiny_model(model_type, settings.seed))
+        model = timed(probe_seconds, "build", "build", fresh_model)
         row["parameters"] = sum(p.numel() for p in model.parameters())
         row["can_compile_fullgraph"] = bool(getattr(model, "_can_compile_fullgraph", False))
-        # The reference always runs eagerly on CPU; only the compiled probes move to the device.
-        references = timed(probe_seconds, "eager", "eager", lambda: run_eager_reference(model, settings, CPU))
-        outputs = timed(
-            probe_seconds,
-            "generate",
-            "generate",
-            lambda: run_compiled_generate(model.to(device), settings, device, row),
-        )
-        timed(
-            probe_seconds,
-            "compare",
-            "compare",
-            lambda: compare_outputs(references, outputs, is_moe(model), settings, row),
-        )
-        timed(probe_seconds, "train", "train", lambda: run_training_step(model, settings, device, row))
+        row["attn_implementation"] = model.config._attn_implementation
+        if is_moe(model):
+            row["experts_implementation"] = model.config.get_text_config()._experts_implementation
+        references = timed(probe_seconds, "eager", "eager", lambda: run_eager_reference(model, settings))
+        device = timed(probe_seconds, "build", "build", lambda: resolve_device(settings))
     except ProbeFailure as failure:
-        row["stage"] = failure.stage
-        row["error"] = first_error_line(failure.error)
-        row["traceback_tail"] = "".join(traceback.format_exception(failure.error)[-3:])[-2000:]
-    messages = row.pop("_graph_break_messages")
+        reason = (
+            f"the worker cannot use the device: {first_error_line(failure.error)}"
+            if isinstance(failure.error, DeviceUnavailable)
+            else f"the tiny model cannot be built or run eagerly here: {first_error_line(failure.error)}"
+        )
+        _record_failure(row, "generate_failure", failure, Cause.HARNESS, reason)
+        return finish(row, settings)
+    tolerance = settings.tolerance(is_moe(model))
+    row["logit_tolerance"] = tolerance
+    probe_generation(model, fresh_model, settings, device, references, tolerance, row)
+    probe_training(model, fresh_model, settings, device, row)
+    return finish(row, settings)
+
+
+def _attribute(row: dict, key: str, failure: ProbeFailure, rerun: Callable[[str | None], None],
+               settings: ProbeSettings) -> None:  # fmt: skip
+    start = time.perf_counter()
+    cause, reason = attribute_failure(failure.error, rerun, simulated=settings.backend == "neuron-sim")
+    seconds = row["probe_seconds"]
+    seconds["attribution"] = round(seconds.get("attribution", 0.0) + time.perf_counter() - start, 3)
+    _record_failure(row, key, failure, cause, reason)
+
+
+def probe_generation(model, fresh_model, settings, device, references, tolerance, row) -> None:
+    """Eager static cache on CPU, then compiled static cache on the device, both against the reference."""
+    probe_seconds = row["probe_seconds"]
+    try:
+        static = timed(probe_seconds, "eager_static", "generate",
+                       lambda: forced_generate(model, settings, CPU, references, None))  # fmt: skip
+    except ProbeFailure as failure:
+        reason = f"uncompiled static-cache generation on CPU already fails: {first_error_line(failure.error)}"
+        _record_failure(row, "generate_failure", failure, Cause.TRANSFORMERS, reason)
+        return
+    static_diff = max_logit_diff(references, static)
+    row["max_diff_static_vs_dynamic"] = _finite(static_diff)
+
+    def rerun(backend: str | None) -> None:
+        outputs = forced_generate(fresh_model().to(device), settings, device, references, backend)
+        check_match(max_logit_diff(references, outputs), tolerance, f"compiled ({backend})")
+
+    try:
+        compiled = timed(probe_seconds, "generate", "generate",
+                         lambda: run_compiled_generate(model.to(device), settings, device, references, row))  # fmt: skip
+    except ProbeFailure as failure:
+        row["generate_unsupported_ops"] = sim_backend.STATE.as_list()
+        _attribute(row, "generate_failure", failure, rerun, settings)
+        return
+    row["generate_unsupported_ops"] = sim_backend.STATE.as_list()
+    diff = max_logit_diff(references, compiled)
+    row["max_diff_compiled_vs_dynamic"] = row["max_logit_diff"] = _finite(diff)
+    row["tokens_match"] = greedy_tokens_agree(references, compiled)
+    row["outputs_match"] = diff <= tolerance
+    if not static_diff <= tolerance:
+        error = OutputsDiffer(f"eager static-cache logits differ from the eager dynamic-cache reference: max "
+                              f"diff {static_diff:.3g} > {tolerance:g}")  # fmt: skip
+        reason = f"uncompiled static-cache generation on CPU already differs ({first_error_line(error)})"
+        _record_failure(row, "generate_failure", ProbeFailure("compare", error), Cause.TRANSFORMERS, reason)
+    elif not row["outputs_match"]:
+        error = OutputsDiffer(f"compiled static-cache logits differ from the eager dynamic-cache reference: "
+                              f"max diff {diff:.3g} > {tolerance:g}")  # fmt: skip
+        _attribute(row, "generate_failure", ProbeFailure("compare", error), rerun, settings)
+    elif not row["compiled_generation"]:
+        row["not_compiled_because"] = why_not_compiled(model, row)
+
+
+def probe_training(model, fresh_model, settings, device, row) -> None:
+    def rerun(backend: str | None) -> None:
+        # Up to the length that failed: the confirmation repeats what failed, not more.
+        failed_at = row.get("train_lengths_started") or len(settings.train_lengths)
+        up_to = dataclasses.replace(settings, train_lengths=settings.train_lengths[:failed_at])
+        where = CPU if backend is None else device
+        run_training_step(fresh_model().to(where), up_to, where, {}, backend)
+
+    torch._dynamo.reset()  # the decode graphs are done; training compiles its own
+    start = time.perf_counter()
+    try:
+        run_training_step(model.to(device), settings, device, row, compile_backend(settings))
+    except Exception as error:  # noqa: BLE001  (attributed below)
+        row["probe_seconds"]["train"] = round(time.perf_counter() - start, 3)
+        _attribute(row, "train_failure", ProbeFailure("train", error), rerun, settings)
+        return
+    row["probe_seconds"]["train"] = round(time.perf_counter() - start, 3)
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def finish(row: dict, settings: ProbeSettings) -> dict:
+    messages = row.pop("_graph_break_messages", [])
     row["unsupported_ops"] = sorted(
         set(sim_backend.STATE.as_list()) | set(ops_named_in_graph_breaks(messages))
     )
+    row["cpu_fallback_ops"] = device_fallback_ops(settings)
+    row["decomposed_ops"] = sorted(sim_backend.STATE.decomposed)
     return row
 
 
-def caveats(row: dict[str, Any]) -> list[str]:
-    """Why a row that ran to the end is not a clean ``works``."""
+def generate_caveats(row: dict[str, Any]) -> list[str]:
+    """Why a generation that matched the reference is not a clean ``works``."""
     found = []
-    if row.get("recompile_count"):
+    if row.get("recompiles_every_step"):
+        after_limit = (
+            f"with Dynamo's default recompile_limit ({DYNAMO_DEFAULT_RECOMPILE_LIMIT}), as on a device, the "
+            f"decode step compiled {row['compile_count']} graphs and then ran eagerly"
+            if row.get("recompile_limit_hit")
+            else f"on a device with Dynamo's default recompile_limit ({DYNAMO_DEFAULT_RECOMPILE_LIMIT}) the "
+            "decode step would stop compiling at that limit and run eagerly"
+        )
+        found.append(f"recompiles at every decode step (guard {row['recompile_guard']}): {after_limit}")
+    elif row.get("recompile_count"):
         found.append(f"{row['recompile_count']} recompile(s) in generation")
     if row.get("graph_breaks"):
-        found.append(f"{row['graph_breaks']} graph break(s)")
-    if row.get("unsupported_ops"):
-        found.append(f"{len(row['unsupported_ops'])} reported op/dtype finding(s)")
-    expected = row.get("train_expected_compile_count")
-    if expected is not None and (row.get("train_compile_count") or 0) > expected:
-        found.append(f"training compiled {row['train_compile_count']} graphs, expected {expected}")
+        found.append(f"{row['graph_breaks']} graph break(s) in generation")
+    generate_ops = row.get("generate_unsupported_ops") or []
+    if generate_ops:
+        found.append(f"{len(generate_ops)} reported op/dtype finding(s) in generation")
     return found
 
 
-def decide_verdict(row: dict[str, Any]) -> str:
-    """``harness-error`` when the harness could not build or run the tiny model eagerly on CPU (never an
-    architecture failure), ``fails`` for a failing device stage, else ``works`` or ``works-with-caveats``."""
-    if row.get("stage") in ("build", "eager"):
-        return "harness-error"
-    if row.get("stage") is not None:
-        return "fails"
-    return "works-with-caveats" if caveats(row) else "works"
+def train_caveats(row: dict[str, Any]) -> list[str]:
+    found = []
+    expected = row.get("train_expected_compile_count")
+    if expected is not None and (row.get("train_compile_count") or 0) > expected:
+        found.append(f"training compiled {row['train_compile_count']} graphs, expected {expected}")
+    if row.get("train_graph_breaks"):
+        found.append(f"{row['train_graph_breaks']} graph break(s) in training")
+    train_ops = set(row.get("unsupported_ops") or []) - set(row.get("generate_unsupported_ops") or [])
+    if train_ops:
+        found.append(f"{len(train_ops)} reported op/dtype finding(s) in training")
+    return found
+
+
+def caveats(row: dict[str, Any]) -> list[str]:
+    return generate_caveats(row) + train_caveats(row)
+
+
+def _stage_verdict(failure: dict | None, caveat_list: list[str]) -> tuple[Verdict, str | None]:
+    if failure is not None:
+        verdict = Verdict.NOT_MEASURED if failure["cause"] == Cause.SIMULATOR.value else Verdict.FAILS
+        return verdict, failure["reason"]
+    if caveat_list:
+        return Verdict.WORKS_WITH_CAVEATS, "; ".join(caveat_list)
+    return Verdict.WORKS, None
+
+
+def decide_verdict(row: dict[str, Any]) -> dict[str, Any]:
+    """The verdict fields of a measured row: ``verdict``, ``generate_verdict``, ``train_verdict``, ``cause``
+    and a one-line ``reason``. A build or eager-reference failure is the harness's (never the
+    architecture's); otherwise the first failing stage decides, then a simulator limitation, then caveats,
+    then uncompiled generation (``works-eager``)."""
+    generate_failure, train_failure = row.get("generate_failure"), row.get("train_failure")
+    if row.get("stage") in (Stage.BUILD.value, Stage.EAGER.value):
+        reason = (generate_failure or {}).get("reason") or (
+            f"the tiny model cannot be built or run eagerly here: {row.get('error') or 'no error recorded'}"
+        )
+        return {"verdict": Verdict.HARNESS_ERROR, "generate_verdict": Verdict.HARNESS_ERROR,
+                "train_verdict": Verdict.HARNESS_ERROR, "cause": Cause.HARNESS, "reason": reason}  # fmt: skip
+    generate_verdict, generate_reason = _stage_verdict(generate_failure, generate_caveats(row))
+    if generate_verdict is Verdict.WORKS and row.get("compiled_generation") is False:
+        generate_verdict = Verdict.WORKS_EAGER
+        generate_reason = f"generation is not compiled: {row.get('not_compiled_because')}"
+    train_verdict, train_reason = _stage_verdict(train_failure, train_caveats(row))
+    stages = [("generate", generate_verdict, generate_reason, generate_failure),
+              ("train", train_verdict, train_reason, train_failure)]  # fmt: skip
+    cause = None
+    for wanted in (Verdict.FAILS, Verdict.NOT_MEASURED, Verdict.WORKS_WITH_CAVEATS, Verdict.WORKS_EAGER):
+        hits = [stage for stage in stages if stage[1] is wanted]
+        if hits:
+            verdict = wanted
+            failure = hits[0][3]
+            cause = Cause(failure["cause"]) if failure else None
+            break
+    else:
+        verdict = Verdict.WORKS
+    reason = "; ".join(f"{name}: {text}" for name, stage_verdict, text, _ in stages
+                       if text and stage_verdict is not Verdict.WORKS) or None  # fmt: skip
+    return {"verdict": verdict, "generate_verdict": generate_verdict, "train_verdict": train_verdict,
+            "cause": cause, "reason": reason}  # fmt: skip

@@ -45,9 +45,9 @@ def import_ray():
 def task_options(backend: str, cores_per_task: int) -> dict[str, Any]:
     """What one architecture asks the scheduler for: NeuronCores on the device, CPUs on the simulator."""
     if backend == "neuron":
-        # Ray sets NEURON_RT_VISIBLE_CORES in the worker for each task, but the probe process is forked from
-        # the runner's forkserver, which keeps the environment of the worker's first task: one task per
-        # worker process, so every probe sees exactly the cores Ray gave its own task.
+        # Ray sets NEURON_RT_VISIBLE_CORES in the worker for each task and the probe process is spawned
+        # from it with that environment; one task per worker process keeps Ray's Neuron runtime state
+        # from one task out of the next.
         return {"num_cpus": 1, "resources": {NEURON_CORES: cores_per_task}, "max_calls": 1}
     return {"num_cpus": cores_per_task}
 

@@ -6,13 +6,17 @@ import json
 import os
 from pathlib import Path
 
+from compat_matrix.schema import SCHEMA_VERSION, Stage, Verdict
+
+# Present in rows of every schema version (version 1 rows have no schema_version and none of version 2's
+# fields; they are still read: see schema.Row.from_dict).
 REQUIRED_FIELDS = (
     "model_type", "rank", "backend", "simulated", "verdict", "stage", "error", "compile_count",
     "recompile_count", "recompile_reasons", "graph_breaks", "graph_break_reasons", "unsupported_ops",
     "outputs_match", "train_compile_count", "seconds", "env",
 )  # fmt: skip
-VERDICTS = ("works", "works-with-caveats", "fails", "harness-error", "timeout", "crash")
-STAGES = ("build", "eager", "generate", "compare", "train")
+VERDICTS = tuple(verdict.value for verdict in Verdict)
+STAGES = tuple(stage.value for stage in Stage)
 
 
 class ResultsFileError(ValueError):
@@ -48,8 +52,24 @@ def read_rows(path: Path) -> list[dict]:
                 )
             if row["verdict"] not in VERDICTS:
                 raise ResultsFileError(f"{path}:{number}: unknown verdict {row['verdict']!r}")
+            if row.get("schema_version", 1) > SCHEMA_VERSION:
+                raise ResultsFileError(
+                    f"{path}:{number}: row schema version {row['schema_version']} is newer than this "
+                    f"neuron-compat reads ({SCHEMA_VERSION}); upgrade neuron-migrate"
+                )
             rows.append(row)
     return rows
+
+
+def older_schema_note(rows: list[dict]) -> str | None:
+    """A note for the user when some rows predate the current schema (their new fields read as unset)."""
+    older = sum(1 for row in rows if row.get("schema_version", 1) < SCHEMA_VERSION)
+    if not older:
+        return None
+    return (
+        f"note: {older} row(s) written before schema version {SCHEMA_VERSION} (no cause, generate_verdict, "
+        "train_verdict, compiled_generation, ...): read with those fields unset; re-run them to fill them"
+    )
 
 
 def check_writable(path: Path) -> None:

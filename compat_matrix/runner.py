@@ -1,15 +1,19 @@
 """Isolation and scheduling.
 
 ``run_one_isolated(model_type, settings)`` runs one architecture in its own process with a timeout and a memory
-cap and always returns a complete result row (a segfault, OOM or hang becomes that row's verdict).
-``run_local(...)`` is the local scheduler: N of those at a time, rows appended as they finish.
+watchdog and always returns a complete result row (a segfault, OOM or hang becomes that row's verdict).
+``run_local(...)`` is the local scheduler: N of those at a time, rows appended as they finish; on the neuron
+backend each of the N gets its own NeuronCores (``NEURON_RT_VISIBLE_CORES``).
 """
 
 from __future__ import annotations
 
+import datetime
 import functools
+import logging
 import multiprocessing
 import os
+import queue
 import resource
 import signal
 import threading
@@ -22,16 +26,25 @@ import psutil
 
 from compat_matrix.archs import optimum_neuron_support, ranks
 from compat_matrix.environment import run_env
+from compat_matrix.schema import Cause, Row, Verdict
 from compat_matrix.settings import ProbeSettings
 
 POLL_SECONDS = 0.1
-# Children are forked from a server that has already imported torch and transformers (about 4 s saved per
-# architecture) and warmed their caches with one probe (see worker_warmup); each child is still a fresh
-# process that resets Dynamo before probing.
-_CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["compat_matrix.worker_warmup"])
+# Simulator workers are forked from a server that has already imported torch and transformers (about 4 s
+# saved per architecture) and warmed their caches with one probe (see worker_warmup); each child is still a
+# fresh process that resets Dynamo before probing. The Neuron runtime refuses to initialise in a forked
+# child, so neuron workers are spawned: each one imports everything itself.
+_FORKSERVER = multiprocessing.get_context("forkserver")
+_FORKSERVER.set_forkserver_preload(["compat_matrix.worker_warmup"])
+_SPAWN = multiprocessing.get_context("spawn")
 # Set by the scheduler on Ctrl-C: every waiting worker kills its child instead of recording a row.
 _STOP = threading.Event()
+# A spawned child takes os.environ as it is when it starts: one start at a time while it is set per worker.
+_ENVIRON_LOCK = threading.Lock()
+
+
+def _context(settings: ProbeSettings):
+    return _SPAWN if settings.backend == "neuron" else _FORKSERVER
 
 
 class Interrupted(Exception):
@@ -47,11 +60,15 @@ def _child_main(model_type: str, settings: ProbeSettings, torch_threads: int, co
     # Library warnings from N workers would bury the progress bar; the row records what matters.
     warnings.simplefilter("ignore")
     transformers_logging.set_verbosity_error()
+    logging.getLogger("torch._dynamo").setLevel(logging.ERROR)  # e.g. the recompile-limit warning
 
     torch.set_num_threads(torch_threads)
-    # Hard backstop under the parent's resident-memory watchdog: address space beyond this fails to allocate.
-    address_space = psutil.Process().memory_info().vms + 2 * settings.memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    if settings.backend != "neuron":
+        # Hard backstop under the parent's resident-memory watchdog: address space beyond this fails to
+        # allocate. Not on the device: the Neuron runtime and neuronx-cc reserve far more address space
+        # than they use.
+        address_space = psutil.Process().memory_info().vms + 2 * settings.memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     if settings.self_signal is not None:
         os.kill(os.getpid(), settings.self_signal)
     from compat_matrix.probes import probe_architecture
@@ -63,36 +80,45 @@ def _child_main(model_type: str, settings: ProbeSettings, torch_threads: int, co
 
 
 def empty_measurement() -> dict[str, Any]:
-    return {
-        "stage": None, "error": None, "compile_count": None, "recompile_count": None, "recompile_reasons": [],
-        "graph_breaks": None, "graph_break_reasons": [], "unsupported_ops": [], "outputs_match": None,
-        "tokens_match": None, "max_logit_diff": None, "train_compile_count": None, "train_padded_lengths": [],
-        "unique_graphs": None, "eager_new_op_signatures": None, "probe_seconds": {},
-    }  # fmt: skip
+    from compat_matrix.probes import initial_measurement
+
+    return initial_measurement()
 
 
-def make_row(model_type: str, settings: ProbeSettings, measured: dict, verdict: str, seconds: float,
+def verdict_fields(verdict: str | Verdict, error: str | None) -> dict[str, Any]:
+    """The verdict fields of a row the probes did not finish (timeout, crash, a harness error on Ray):
+    neither stage was measured to the end, and the error is the reason."""
+    verdict = Verdict(verdict)
+    cause = Cause.HARNESS if verdict is Verdict.HARNESS_ERROR else None
+    return {"verdict": verdict, "generate_verdict": verdict, "train_verdict": verdict, "cause": cause,
+            "reason": error}  # fmt: skip
+
+
+def make_row(model_type: str, settings: ProbeSettings, measured: dict, verdict: dict | str, seconds: float,
              peak_rss_mb: float | None) -> dict[str, Any]:  # fmt: skip
-    """The result row: the contract's fields first, in their documented order, then the extra measurements."""
+    """The result row (``schema.Row``): its fields in their documented order, then the extra measurements.
+    ``verdict`` is ``probes.decide_verdict``'s fields, or a bare verdict for a row the probes did not finish."""
     inference, training = optimum_neuron_support().get(model_type, (None, None))
-    row = {
+    fields = verdict if isinstance(verdict, dict) else verdict_fields(verdict, measured.get("error"))
+    data = {
         "model_type": model_type,
         "rank": ranks().get(model_type),
         "backend": settings.backend,
         "simulated": settings.backend == "neuron-sim",
-        "verdict": verdict,
+        **fields,
+        "dtype": settings.dtype,
+        "sim_device": settings.sim_device if settings.backend == "neuron-sim" else None,
+        "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "seconds": round(seconds, 2),
+        "peak_rss_mb": measured.get("peak_rss_mb", peak_rss_mb),
+        "optimum_neuron_inference": inference,
+        "optimum_neuron_training": training,
+        "schema_version": Row.__dataclass_fields__["schema_version"].default,
     }
-    measured = dict(measured)
-    for name in ("stage", "error", "compile_count", "recompile_count", "recompile_reasons", "graph_breaks",
-                 "graph_break_reasons", "unsupported_ops", "outputs_match", "train_compile_count"):  # fmt: skip
-        row[name] = measured.pop(name)
-    row["seconds"] = round(seconds, 2)
-    row["peak_rss_mb"] = measured.pop("peak_rss_mb", peak_rss_mb)
-    row["optimum_neuron_inference"] = inference
-    row["optimum_neuron_training"] = training
-    row.update(measured)
-    row["env"] = run_env(settings)
-    return row
+    for name, value in measured.items():
+        data.setdefault(name, value)
+    data["env"] = run_env(settings)
+    return Row.from_dict(data).to_dict()
 
 
 def _tree_rss(process: psutil.Process) -> int:
@@ -107,23 +133,29 @@ def start_worker_server() -> float:
     """Start the server workers fork from and wait until it serves (it imports torch and transformers and runs
     its warm-up probe, once per process); the seconds it took. No row's time includes it."""
     start = time.monotonic()
-    ready = _CONTEXT.Process(target=int)  # a no-op worker, forked once the server's preload is done
+    ready = _FORKSERVER.Process(target=int)  # a no-op worker, forked once the server's preload is done
     ready.start()
     ready.join()
     return time.monotonic() - start
 
 
-def run_one_isolated(model_type: str, settings: ProbeSettings, torch_threads: int = 1) -> dict[str, Any]:
-    """Probe one architecture in a fresh process; never raises for anything the architecture does."""
+def run_one_isolated(
+    model_type: str, settings: ProbeSettings, torch_threads: int = 1, visible_cores: str | None = None
+) -> dict[str, Any]:
+    """Probe one architecture in a fresh process; never raises for anything the architecture does.
+    ``visible_cores`` (neuron backend): the NeuronCores this worker may use, as NEURON_RT_VISIBLE_CORES."""
     from compat_matrix.probes import decide_verdict
 
-    start_worker_server()
-    receiver, sender = _CONTEXT.Pipe(duplex=False)
-    process = _CONTEXT.Process(
+    context = _context(settings)
+    if context is _FORKSERVER:
+        start_worker_server()
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(
         target=_child_main, args=(model_type, settings, torch_threads, sender), daemon=True
     )
     start = time.monotonic()
-    process.start()
+    with _ENVIRON_LOCK, _environ(NEURON_RT_VISIBLE_CORES=visible_cores):
+        process.start()
     sender.close()
     watched = psutil.Process(process.pid)
     peak_rss = 0
@@ -154,6 +186,7 @@ def run_one_isolated(model_type: str, settings: ProbeSettings, torch_threads: in
     seconds = time.monotonic() - start
     peak_mb = round(peak_rss / 2**20, 1) if peak_rss else None
     if measured is not None:
+        measured["neuron_visible_cores"] = visible_cores
         return make_row(model_type, settings, measured, decide_verdict(measured), seconds, peak_mb)
     failure = empty_measurement()
     if killed_for == "timeout":
@@ -174,21 +207,82 @@ def describe_exit(exitcode: int | None) -> str:
     return f"worker exited with code {exitcode} before reporting a result"
 
 
+class _environ:
+    """Set (or, with None, leave alone) environment variables for the duration of a ``with``."""
+
+    def __init__(self, **values: str | None):
+        self.values = {name: value for name, value in values.items() if value is not None}
+        self.saved: dict[str, str | None] = {}
+
+    def __enter__(self):
+        for name, value in self.values.items():
+            self.saved[name] = os.environ.get(name)
+            os.environ[name] = value
+
+    def __exit__(self, *exc):
+        for name, value in self.saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+class CorePartitionError(ValueError):
+    """-j N workers cannot each get --cores-per-task NeuronCores on this host."""
+
+
+def partition_cores(device_count: int, jobs: int, cores_per_task: int) -> list[str]:
+    """One NEURON_RT_VISIBLE_CORES range per local worker: worker i gets cores [i*c, (i+1)*c)."""
+    if jobs * cores_per_task > device_count:
+        raise CorePartitionError(
+            f"-j {jobs} workers x --cores-per-task {cores_per_task} need {jobs * cores_per_task} NeuronCores; "
+            f"this host has {device_count}. Lower -j or --cores-per-task."
+        )
+    ranges = []
+    for worker in range(jobs):
+        first, last = worker * cores_per_task, (worker + 1) * cores_per_task - 1
+        ranges.append(str(first) if first == last else f"{first}-{last}")
+    return ranges
+
+
+def neuron_core_count() -> int:
+    """NeuronCores visible to this process (torch_neuronx registers torch.neuron)."""
+    import torch
+    import torch_neuronx  # noqa: F401
+
+    return int(torch.neuron.device_count())
+
+
 def run_local(
     model_types: Iterable[str],
     settings: ProbeSettings,
     jobs: int,
     on_row: Callable[[dict], None],
+    cores_per_task: int = 1,
 ) -> None:
     """Local scheduler: ``jobs`` isolated workers at a time; ``on_row`` gets each row as soon as it is done
-    (in the calling thread, so it may write files and update progress without locks)."""
+    (in the calling thread, so it may write files and update progress without locks). On the neuron backend
+    each worker slot owns ``cores_per_task`` NeuronCores of its own."""
     torch_threads = max(1, (os.cpu_count() or 1) // jobs)
     _STOP.clear()
-    start_worker_server()  # here, not in the worker threads: they would each start a no-op process at once
+    slots: queue.Queue[str | None] = queue.Queue()
+    if settings.backend == "neuron":
+        for cores in partition_cores(neuron_core_count(), jobs, cores_per_task):
+            slots.put(cores)
+    else:
+        start_worker_server()  # here, not in the worker threads: they would each start a no-op process at once
+        for _ in range(jobs):
+            slots.put(None)
+
+    def in_a_slot(model_type: str) -> dict[str, Any]:
+        cores = slots.get()
+        try:
+            return run_one_isolated(model_type, settings, torch_threads, cores)
+        finally:
+            slots.put(cores)
+
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [
-            pool.submit(run_one_isolated, model_type, settings, torch_threads) for model_type in model_types
-        ]
+        futures = [pool.submit(in_a_slot, model_type) for model_type in model_types]
         try:
             for future in as_completed(futures):
                 on_row(future.result())

@@ -1,14 +1,21 @@
-"""``neuron-sim``: a registered TorchDynamo backend that applies the documented TorchNeuron rules on CPU.
+"""``neuron-sim``: a registered TorchDynamo backend that applies the documented TorchNeuron rules on CPU (or on
+the native device given by ``--sim-device``).
 
 It inspects every graph it is handed (Dynamo's FX graph for symbolic sizes, then the ATen graphs AOT autograd
 produces, as TorchNeuron compiles after AOT autograd), rejects what the device rejects, records what the
-device cannot run, and then runs the graph on CPU so outputs stay real. The rules are data
-(``neuron_rules.json``), each with its documentation source.
+device cannot run, and then runs the graph as it is, so outputs stay real. The rules are data
+(``neuron_rules.json``), each with the documentation page it encodes.
+
+``neuron-sim-stride-agnostic`` is the same backend with every ``view`` in the AOT graphs run as ``reshape``:
+the Neuron compiler lowers graphs to StableHLO, which has no strides, while the CPU executes AOT graphs with
+real strides (a backward ``view`` of a non-contiguous tensor raises there, pytorch/pytorch#120035). A stage
+that fails under ``neuron-sim`` and passes under this variant fails only in the simulator.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
@@ -20,7 +27,15 @@ from torch._dynamo.backends.common import aot_autograd
 from torch.fx.experimental.symbolic_shapes import free_symbols, free_unbacked_symbols
 
 BACKEND_NAME = "neuron-sim"
+STRIDE_AGNOSTIC_BACKEND_NAME = "neuron-sim-stride-agnostic"
 RULES_PATH = Path(__file__).with_name("neuron_rules.json")
+# Namespaces whose ops the Neuron backend lowers; anything else in a compiled graph is an opaque custom op.
+LOWERED_NAMESPACES = frozenset({"aten", "prims"})
+# ATen ops whose result depends on strides, and their stride-agnostic equivalents.
+STRIDE_AGNOSTIC = {
+    torch.ops.aten.view.default: torch.ops.aten.reshape.default,
+    torch.ops.aten._unsafe_view.default: torch.ops.aten.reshape.default,
+}
 
 
 class DynamicShapeRejected(RuntimeError):
@@ -39,7 +54,9 @@ class SimFindings:
 
     graphs: int = 0
     aten_graphs: int = 0
-    findings: dict[str, set[str]] = field(default_factory=dict)
+    findings: dict[str, set[str]] = field(default_factory=dict)  # reported: the row's unsupported_ops
+    cpu_fallbacks: set[str] = field(default_factory=set)  # eager ops TorchNeuron runs on CPU (info)
+    decomposed: set[str] = field(default_factory=set)  # ops TorchNeuron decomposes before lowering (info)
 
     def add(self, rule_id: str, detail: str) -> None:
         self.findings.setdefault(rule_id, set()).add(detail)
@@ -60,12 +77,27 @@ def _rules(kind: str) -> list[dict]:
     return [rule for rule in load_rules() if rule["kind"] == kind]
 
 
-def _op_rule_index() -> dict[str, str]:
-    return {op: rule["id"] for rule in _rules("op") for op in rule["ops"]}
+def _op_rule_index() -> dict[str, dict]:
+    return {op: rule for rule in _rules("op") for op in rule["ops"]}
 
 
-def _dtype_rule_index() -> dict[str, str]:
-    return {dtype: rule["id"] for rule in _rules("dtype") for dtype in rule["dtypes"]}
+def _dtype_rule_index() -> dict[str, dict]:
+    return {dtype: rule for rule in _rules("dtype") for dtype in rule["dtypes"]}
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("+")[0].split(".")[:2] if part.isdigit())
+
+
+def decomposed_by_torchneuron(rule: dict) -> bool:
+    """True when the rule's ``decomposed_when`` holds: TorchNeuron then decomposes these ops before lowering
+    (for complex: PyTorch >= 2.13 unless TORCH_NEURONX_COMPLEX_DECOMPOSE turns it off)."""
+    condition = rule.get("decomposed_when")
+    if not condition:
+        return False
+    if _version_tuple(torch.__version__) < _version_tuple(condition["torch_at_least"]):
+        return os.environ.get(condition["env"], "").strip().lower() in ("1", "true")
+    return os.environ.get(condition["env"], "1").strip().lower() not in ("0", "false")
 
 
 def _op_names(target: object) -> tuple[str, ...]:
@@ -76,15 +108,34 @@ def _op_names(target: object) -> tuple[str, ...]:
 
 
 def check_op_and_dtypes(op: object, values: Iterable[object], where: str) -> None:
-    """Apply the op and dtype rules to one ATen call (from a graph or from eager dispatch)."""
+    """Apply the op and dtype rules to one ATen call (``where``: "eager" dispatch or a "compiled graph")."""
     op_rules, dtype_rules = _op_rule_index(), _dtype_rule_index()
+    packet = _op_names(op)[1]
     for name in _op_names(op):
         if name in op_rules:
-            STATE.add(op_rules[name], f"{_op_names(op)[1]} ({where})")
+            rule = op_rules[name]
+            action = rule.get("eager_action", rule["action"]) if where == "eager" else rule["action"]
+            if action == "cpu-fallback":
+                STATE.cpu_fallbacks.add(packet)
+            else:
+                STATE.add(rule["id"], f"{packet} ({where})")
             break
     for value in values:
         if isinstance(value, torch.Tensor) and str(value.dtype) in dtype_rules:
-            STATE.add(dtype_rules[str(value.dtype)], f"{_op_names(op)[1]} {value.dtype} ({where})")
+            rule = dtype_rules[str(value.dtype)]
+            if decomposed_by_torchneuron(rule):
+                STATE.decomposed.add(f"{rule['id']}: {packet}")
+            else:
+                STATE.add(rule["id"], f"{packet} {value.dtype} ({where})")
+
+
+def check_operator_coverage(op: object) -> None:
+    """An op outside the namespaces the backend lowers (a Python custom op such as Transformers'
+    ``transformers::grouped_mm_fallback``) cannot be compiled for the device."""
+    namespace = getattr(op, "namespace", None)
+    if namespace is not None and namespace not in LOWERED_NAMESPACES:
+        rule = _rules("operator-coverage")[0]
+        STATE.add(rule["id"], f"{_op_names(op)[1]} (compiled graph)")
 
 
 def _reject_symbolic_sizes(gm: torch.fx.GraphModule) -> None:
@@ -108,12 +159,29 @@ def _inspect_aten_graph(gm: torch.fx.GraphModule, example_inputs: list) -> objec
             value = node.meta.get("val")
             values = value if isinstance(value, list | tuple) else [value]
             check_op_and_dtypes(node.target, values, "compiled graph")
+            check_operator_coverage(node.target)
     return gm.forward
+
+
+def _inspect_stride_agnostic(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in STRIDE_AGNOSTIC:
+            node.target = STRIDE_AGNOSTIC[node.target]
+    gm.recompile()
+    return _inspect_aten_graph(gm, example_inputs)
+
+
+def _compile(gm: torch.fx.GraphModule, example_inputs: list, aten_compiler) -> object:
+    STATE.graphs += 1
+    _reject_symbolic_sizes(gm)
+    return aot_autograd(fw_compiler=aten_compiler, bw_compiler=aten_compiler)(gm, example_inputs)
 
 
 @register_backend(name=BACKEND_NAME)
 def neuron_sim(gm: torch.fx.GraphModule, example_inputs: list) -> object:
-    STATE.graphs += 1
-    _reject_symbolic_sizes(gm)
-    compile_with_aot = aot_autograd(fw_compiler=_inspect_aten_graph, bw_compiler=_inspect_aten_graph)
-    return compile_with_aot(gm, example_inputs)
+    return _compile(gm, example_inputs, _inspect_aten_graph)
+
+
+@register_backend(name=STRIDE_AGNOSTIC_BACKEND_NAME)
+def neuron_sim_stride_agnostic(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+    return _compile(gm, example_inputs, _inspect_stride_agnostic)

@@ -382,20 +382,17 @@ def build_tiny_config(model_type: str) -> PreTrainedConfig:
     config_cls = CONFIG_MAPPING[model_type]
     config = config_cls(**tiny_config_kwargs(config_cls))
     _fix_derived_fields(config)
-    # Eager attention everywhere: the device path under test is torch.compile, not SDPA/flash kernels.
-    config._attn_implementation = "eager"
-    for sub in _sub_configs(config):
-        sub._attn_implementation = "eager"
     return config
 
 
-def build_tiny_model(model_type: str, seed: int = 0) -> torch.nn.Module:
-    """A tiny random-weight causal LM for ``model_type`` (float32, eval mode)."""
+def build_tiny_model(model_type: str, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    """A tiny random-weight causal LM for ``model_type`` (eval mode). Attention is what Transformers chooses
+    for the class (SDPA where supported), as it is for a user's model on the device."""
     from transformers import AutoModelForCausalLM
 
     config = build_tiny_config(model_type)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     if hasattr(model, "set_default_language"):  # X-MOD routes through per-language adapters
         model.set_default_language(config.languages[0])
     return model.eval()

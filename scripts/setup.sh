@@ -9,8 +9,16 @@ stamp=".venv/.installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -
 if [ -e "$stamp" ]; then
     exit 0
 fi
+# PYTHON picks the interpreter. On a Trainium host (the Neuron SDK under /opt/aws/neuron) the torch-neuronx
+# 2.14 wheels need Python 3.12 or newer, so the venv must be made with one.
+python="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
-    python3 -m venv .venv
+    if [ -d /opt/aws/neuron ] && ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+        echo "this is a Trainium host: torch-neuronx needs Python 3.12+, but $python is $("$python" -V 2>&1);" \
+            "run with PYTHON=python3.12 (or newer)" >&2
+        exit 2
+    fi
+    "$python" -m venv .venv
 fi
 echo "setting up .venv (torch 2.13.0 CPU, transformers, trl, peft, libcst, ...); takes about 2 minutes" >&2
 .venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"

@@ -79,6 +79,49 @@ def test_resume_skips_recorded_rows_and_appends_new_ones(runner, tmp_path, setti
     assert path.with_suffix(".csv").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sim-device", "not-a-device"], "is not a torch device"),
+        (
+            ["--backend", "neuron-sim", "--cores-per-task", "2"],
+            "--cores-per-task applies to --backend neuron",
+        ),
+    ],
+)
+def test_bad_device_options_exit_2_before_any_work(runner, tmp_path, args, message):
+    result = run_cli(runner, "run", "--archs", "llama", "-o", str(tmp_path / "r.jsonl"), *args)
+    assert result.exit_code == 2 and message in result.output
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
+def test_a_sim_device_this_machine_lacks_is_one_clear_error(runner, tmp_path):
+    result = run_cli(
+        runner, "run", "--archs", "llama", "--sim-device", "cuda", "-o", str(tmp_path / "r.jsonl")
+    )
+    assert result.exit_code == 2
+    assert "--sim-device cuda: torch" in result.output and "sees no cuda device here" in result.output
+
+
+@pytest.mark.parametrize("sim_device", ["cpu", "cuda"])
+def test_sim_device_and_dtype_reach_the_row(runner, tmp_path, sim_device):
+    """Runs everywhere with cpu; with cuda only where torch sees a CUDA GPU."""
+    import torch
+
+    if sim_device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device here")
+    path = tmp_path / "r.jsonl"
+    result = run_cli(runner, "run", "--archs", "llama", "--sim-device", sim_device, "--dtype", "bfloat16",
+                     "-o", str(path))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    [row] = [json.loads(line) for line in path.read_text().splitlines()]
+    assert (row["sim_device"], row["dtype"], row["verdict"]) == (sim_device, "bfloat16", "works"), row[
+        "reason"
+    ]
+    assert row["logit_tolerance"] == 3e-2 and row["max_diff_compiled_vs_dynamic"] <= 3e-2
+
+
 def test_list_shows_rank_and_optimum_neuron_support(runner):
     result = run_cli(runner, "list", "--archs", "top100")
     lines = result.output.splitlines()

@@ -24,7 +24,8 @@ DETERMINISTIC_FIELDS = (
     "model_type", "rank", "backend", "simulated", "verdict", "stage", "error", "compile_count",
     "recompile_count", "recompile_reasons", "graph_breaks", "graph_break_reasons", "unsupported_ops",
     "outputs_match", "tokens_match", "train_compile_count", "train_padded_lengths", "unique_graphs",
-    "eager_new_op_signatures",
+    "eager_new_op_signatures", "schema_version", "cause", "generate_verdict", "train_verdict",
+    "compiled_generation", "recompiles_every_step", "attn_implementation", "dtype", "sim_device",
 )  # fmt: skip
 SIM = ProbeSettings(backend="neuron-sim")
 CRASHING = ProbeSettings(backend="neuron-sim", self_signal=signal.SIGSEGV)
@@ -56,7 +57,7 @@ def test_without_ray_the_cli_says_how_to_install_it_and_exits_2(monkeypatch, tmp
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--cores-per-task", "2"], "--cores-per-task applies to Ray tasks"),
+        (["--cores-per-task", "2"], "--cores-per-task applies to --backend neuron or to Ray tasks"),
         (["--ray", "127.0.0.1:6379", "-j", "2"], "-j sizes a local Ray instance"),
     ],
 )

@@ -24,16 +24,46 @@ def test_rows_round_trip_one_line_each(tmp_path, settings):
 
 
 def test_row_has_the_contract_fields_in_order(settings):
+    from compat_matrix.schema import SCHEMA_VERSION, Row
+
     row = a_row(settings)
-    contract = ["model_type", "rank", "backend", "simulated", "verdict", "stage", "error", "compile_count",
-                "recompile_count", "recompile_reasons", "graph_breaks", "graph_break_reasons", "unsupported_ops",
-                "outputs_match", "train_compile_count", "seconds"]  # fmt: skip
-    assert list(row)[: len(contract)] == contract
+    assert list(row)[: len(Row.field_names())] == list(Row.field_names())
+    assert row["schema_version"] == SCHEMA_VERSION
+    # Every version-2 field is filled, also on a row the probes did not finish.
+    crashed = a_row(settings, "gpt2", "crash")
+    for name in ("generate_verdict", "train_verdict", "dtype", "sim_device", "measured_at"):
+        assert crashed[name] is not None, name
+    assert (crashed["generate_verdict"], crashed["dtype"], crashed["sim_device"]) == (
+        "crash",
+        "float32",
+        "cpu",
+    )
     assert set(row["env"]) == {"torch", "transformers", "python", "platform", "harness_version", "backend",
                                "simulated", "settings_id"}  # fmt: skip
-    for extra in ("unique_graphs", "eager_new_op_signatures", "probe_seconds", "peak_rss_mb", "tokens_match",
-                  "max_logit_diff", "train_padded_lengths", "optimum_neuron_inference", "optimum_neuron_training"):  # fmt: skip
+    for extra in ("unique_graphs", "eager_new_op_signatures", "probe_seconds", "peak_rss_mb",
+                  "train_padded_lengths", "optimum_neuron_inference", "optimum_neuron_training"):  # fmt: skip
         assert extra in row
+
+
+def test_rows_written_before_schema_2_are_still_read_with_a_note(tmp_path, settings):
+    from compat_matrix.results import older_schema_note
+
+    old = {
+        k: v for k, v in a_row(settings).items() if k not in ("schema_version", "cause", "generate_verdict")
+    }
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    rows = read_rows(path)
+    assert rows[0]["model_type"] == "llama"
+    assert "1 row(s) written before schema version 2" in older_schema_note(rows)
+    assert older_schema_note([a_row(settings)]) is None
+
+
+def test_rows_from_a_newer_schema_are_refused(tmp_path, settings):
+    path = tmp_path / "new.jsonl"
+    path.write_text(json.dumps(a_row(settings) | {"schema_version": 99}) + "\n")
+    with pytest.raises(ResultsFileError, match="newer than this neuron-compat reads"):
+        read_rows(path)
 
 
 @pytest.mark.parametrize(

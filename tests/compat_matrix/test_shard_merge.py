@@ -282,3 +282,12 @@ def test_merge_cli_refuses_to_overwrite_an_unrelated_file_or_read_a_corrupt_one(
     result = run_cli("merge", source, corrupt, "-o", output)
     assert result.exit_code == 2 and "corrupt.jsonl:1" in result.output
     assert not output.exists()
+
+
+def test_merge_reads_rows_from_before_schema_2_and_says_so(tmp_path):
+    """These synthetic rows have no schema_version: the layout of every results file before version 2."""
+    old = write_jsonl(tmp_path / "old.jsonl", [result_row("llama", 1), result_row("qwen2", 2)])
+    new = write_jsonl(tmp_path / "new.jsonl", [result_row("gpt2", 3, schema_version=2, cause=None)])
+    merged = merge_results([old, new])
+    assert [row["model_type"] for row in merged.rows] == ["llama", "qwen2", "gpt2"]
+    assert any("2 row(s) written before schema version 2" in line for line in summary_lines(merged))

@@ -15,9 +15,12 @@ def fresh_dynamo(settings):
 
 def test_every_rule_cites_a_documentation_source():
     rules = json.loads(sim_backend.RULES_PATH.read_text())["rules"]
-    assert {rule["kind"] for rule in rules} >= {"symbolic-shape", "dtype", "op", "signature"}
+    kinds = {"symbolic-shape", "dtype", "op", "signature", "operator-coverage"}
+    assert {rule["kind"] for rule in rules} >= kinds
     for rule in rules:
         assert rule["sources"] and all(re.match(r"https://\S+", url) for url in rule["sources"]), rule["id"]
+        assert rule["action"] in ("reject", "report", "count"), rule["id"]
+        assert rule.get("eager_action", "report") in ("report", "cpu-fallback"), rule["id"]
 
 
 def test_dynamic_shapes_are_rejected_like_on_neuron():
@@ -26,16 +29,79 @@ def test_dynamic_shapes_are_rejected_like_on_neuron():
         compiled(torch.randn(5))
 
 
-def test_float64_and_complex_are_reported_and_outputs_stay_real():
-    def fn(x):
-        return (x.double() * 2).sum() + torch.view_as_complex(torch.stack([x, x], -1)).abs().sum()
+def float64_and_complex(x):
+    return (x.double() * 2).sum() + torch.view_as_complex(torch.stack([x, x], -1)).abs().sum()
 
+
+def test_float64_is_reported_and_complex_is_decomposed_on_torch_2_13(monkeypatch):
+    monkeypatch.delenv("TORCH_NEURONX_COMPLEX_DECOMPOSE", raising=False)
     x = torch.randn(4)
-    out = torch.compile(fn, backend=sim_backend.BACKEND_NAME, dynamic=False)(x)
-    assert torch.allclose(out, fn(x))
+    out = torch.compile(float64_and_complex, backend=sim_backend.BACKEND_NAME, dynamic=False)(x)
+    assert torch.allclose(out, float64_and_complex(x))  # outputs stay real
     findings = sim_backend.STATE.as_list()
     assert any(f.startswith("float64: ") for f in findings)
-    assert any(f.startswith("complex: ") for f in findings)
+    # PyTorch >= 2.13: TorchNeuron decomposes complex ops by default, so they are information only.
+    assert not any(f.startswith("complex: ") for f in findings)
+    assert any(d.startswith("complex: ") for d in sim_backend.STATE.decomposed)
+
+
+@pytest.mark.parametrize(
+    ("torch_version", "env", "reported"),
+    [("2.13.0+cpu", "0", True), ("2.13.0", "false", True), ("2.12.1", None, True), ("2.12.1", "1", False),
+     ("2.14.0", None, False)],
+)  # fmt: skip
+def test_complex_is_reported_when_torchneuron_does_not_decompose_it(
+    monkeypatch, torch_version, env, reported
+):
+    monkeypatch.setattr(torch, "__version__", torch_version)
+    if env is None:
+        monkeypatch.delenv("TORCH_NEURONX_COMPLEX_DECOMPOSE", raising=False)
+    else:
+        monkeypatch.setenv("TORCH_NEURONX_COMPLEX_DECOMPOSE", env)
+    rule = next(rule for rule in sim_backend.load_rules() if rule["id"] == "complex")
+    assert sim_backend.decomposed_by_torchneuron(rule) is not reported
+
+
+def test_eager_data_dependent_ops_are_cpu_fallbacks_not_findings():
+    from compat_matrix.probes import EagerOpSignatures
+
+    with EagerOpSignatures(set()):
+        x = torch.tensor([0.0, 1.0, 2.0])
+        x.nonzero()
+        x.sum().item()
+    assert sim_backend.STATE.cpu_fallbacks >= {"aten.nonzero", "aten._local_scalar_dense"}
+    assert sim_backend.STATE.as_list() == []
+
+
+def test_opaque_custom_ops_in_a_compiled_graph_are_reported():
+    @torch.library.custom_op("neuron_compat_test::double", mutates_args=())
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    double.register_fake(lambda x: torch.empty_like(x))
+    out = torch.compile(lambda x: double(x) + 1, backend=sim_backend.BACKEND_NAME, dynamic=False)(
+        torch.ones(3)
+    )
+    assert out.tolist() == [3.0, 3.0, 3.0]
+    assert sim_backend.STATE.as_list() == ["operator-coverage: neuron_compat_test.double (compiled graph)"]
+
+
+def view_graph() -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(torch.ops.aten.view.default, (x, [-1])))
+    return torch.fx.GraphModule({}, graph)
+
+
+def test_stride_agnostic_execution_runs_a_view_that_real_strides_refuse():
+    """The simulator runs AOT graphs with real strides; a view of a transposed tensor raises there, while
+    the Neuron compiler (StableHLO has no strides) would lower it as a reshape."""
+    transposed = torch.arange(6.0).reshape(2, 3).t()
+    strict = sim_backend._inspect_aten_graph(view_graph(), [transposed])
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        strict(transposed)
+    agnostic = sim_backend._inspect_stride_agnostic(view_graph(), [transposed])
+    assert agnostic(transposed).tolist() == transposed.reshape(-1).tolist()
 
 
 def test_each_new_input_shape_is_one_more_compilation():

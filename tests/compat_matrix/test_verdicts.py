@@ -1,55 +1,160 @@
+"""Verdict, cause and compare rules on hand-made rows and tensors (no model)."""
+
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from compat_matrix.probes import compare_outputs, decide_verdict, first_error_line, graph_break_reason
+from compat_matrix import sim_backend
+from compat_matrix.probes import (
+    OutputsDiffer,
+    TeacherForcing,
+    attribute_failure,
+    check_match,
+    decide_verdict,
+    first_error_line,
+    graph_break_reason,
+    greedy_tokens_agree,
+    max_logit_diff,
+    recompile_guard,
+)
+from compat_matrix.schema import Cause, Verdict
 
 
 def finished(**changes):
     row = {"stage": None, "recompile_count": 0, "graph_breaks": 0, "unsupported_ops": [],
-           "train_compile_count": 2, "train_expected_compile_count": 2}  # fmt: skip
+           "generate_unsupported_ops": [], "compiled_generation": True, "train_compile_count": 2,
+           "train_expected_compile_count": 2, "generate_failure": None, "train_failure": None}  # fmt: skip
     return row | changes
 
 
+def failure(stage, cause):
+    return {"stage": stage, "error": "E: x", "cause": cause, "reason": f"{cause} reason"}
+
+
 @pytest.mark.parametrize(
-    ("row", "verdict"),
+    ("row", "verdict", "generate", "train", "cause"),
     [
-        (finished(), "works"),
-        (finished(recompile_count=2), "works-with-caveats"),
-        (finished(graph_breaks=1), "works-with-caveats"),
-        (finished(unsupported_ops=["float64: aten.mul torch.float64 (eager)"]), "works-with-caveats"),
-        (finished(train_compile_count=3), "works-with-caveats"),
-        (finished(stage="build"), "harness-error"),
-        (finished(stage="eager"), "harness-error"),
-        (finished(stage="generate"), "fails"),
-        (finished(stage="compare"), "fails"),
-        (finished(stage="train"), "fails"),
+        (finished(), "works", "works", "works", None),
+        (finished(compiled_generation=False, not_compiled_because="llama4"), "works-eager", "works-eager",
+         "works", None),
+        (finished(recompile_count=2), "works-with-caveats", "works-with-caveats", "works", None),
+        (finished(graph_breaks=1), "works-with-caveats", "works-with-caveats", "works", None),
+        (finished(unsupported_ops=["float64: aten.mul torch.float64 (eager)"],
+                  generate_unsupported_ops=["float64: aten.mul torch.float64 (eager)"]),
+         "works-with-caveats", "works-with-caveats", "works", None),
+        (finished(unsupported_ops=["operator-coverage: transformers.grouped_mm_fallback (compiled graph)"]),
+         "works-with-caveats", "works", "works-with-caveats", None),
+        (finished(train_compile_count=3), "works-with-caveats", "works", "works-with-caveats", None),
+        (finished(stage="build", generate_failure=failure("build", "harness")), "harness-error",
+         "harness-error", "harness-error", "harness"),
+        (finished(stage="eager"), "harness-error", "harness-error", "harness-error", "harness"),
+        (finished(stage="generate", generate_failure=failure("generate", "transformers")), "fails", "fails",
+         "works", "transformers"),
+        (finished(stage="compare", generate_failure=failure("compare", "device")), "fails", "fails", "works",
+         "device"),
+        (finished(stage="train", train_failure=failure("train", "simulator")), "not-measured", "works",
+         "not-measured", "simulator"),
+        # A measured failure outranks a simulator limitation, and its cause is the row's.
+        (finished(stage="compare", generate_failure=failure("compare", "transformers"),
+                  train_failure=failure("train", "simulator")), "fails", "fails", "not-measured", "transformers"),
+    ],
+)  # fmt: skip
+def test_verdict_rules(row, verdict, generate, train, cause):
+    fields = decide_verdict(row)
+    assert (fields["verdict"], fields["generate_verdict"], fields["train_verdict"]) == (
+        verdict,
+        generate,
+        train,
+    )
+    assert fields["cause"] == (Cause(cause) if cause else None)
+    assert (fields["reason"] is None) == (verdict == "works")
+    assert "\n" not in (fields["reason"] or "")
+
+
+def test_uncompiled_generation_is_never_plain_works():
+    fields = decide_verdict(finished(compiled_generation=False, not_compiled_because="no static cache"))
+    assert fields["verdict"] is Verdict.WORKS_EAGER and "no static cache" in fields["reason"]
+
+
+def test_every_step_recompiles_say_what_the_default_limit_does():
+    row = finished(recompile_count=7, compile_count=8, recompiles_every_step=True, recompile_limit_hit=True,
+                   recompile_guard="wrapper: cumulative_length == N")  # fmt: skip
+    reason = decide_verdict(row)["reason"]
+    assert "every decode step" in reason and "recompile_limit (8)" in reason and "ran eagerly" in reason
+
+
+def outputs(*steps):
+    return SimpleNamespace(logits=[torch.tensor([step]) for step in steps])
+
+
+def test_three_way_compare_keeps_each_difference_and_ignores_near_ties():
+    reference = [outputs([0.0, 1.0], [2.0, 2.0 + 1e-6])]
+    near_tie = [outputs([0.0, 1.0], [2.0 + 2e-6, 2.0])]  # argmax flips, logits within tolerance
+    assert max_logit_diff(reference, near_tie) == pytest.approx(2e-6, abs=1e-7)
+    assert not greedy_tokens_agree(reference, near_tie)
+    check_match(max_logit_diff(reference, near_tie), 1e-4, "compiled")  # a near-tie does not fail
+    with pytest.raises(OutputsDiffer, match=r"max diff 0\.5 > 0\.0001"):
+        check_match(max_logit_diff(reference, [outputs([0.0, 1.5], [2.0, 2.0])]), 1e-4, "compiled")
+    with pytest.raises(OutputsDiffer):
+        check_match(max_logit_diff(reference, [outputs([0.0, float("nan")], [2.0, 2.0])]), 1e-4, "compiled")
+
+
+def test_teacher_forcing_picks_the_reference_token_at_each_step():
+    forcing = TeacherForcing(torch.tensor([[5, 6, 7, 3]]), prompt_length=2)
+    scores = torch.tensor([[0.0, 9.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    assert forcing(torch.tensor([[5, 6]]), scores).argmax(-1).item() == 7
+    assert forcing(torch.tensor([[5, 6, 7]]), scores).argmax(-1).item() == 3
+
+
+def test_recompile_guard_generalises_numbers_and_whitespace():
+    reasons = ["wrapper: 0/1: len == 5  # x", "wrapper: 0/2: len == 6  # x", "other: 1/1: ___stack0[0] == 3"]
+    assert recompile_guard(reasons) == "wrapper: N/N: len == N # x"
+    assert recompile_guard([]) is None
+
+
+def rerun_outcomes(**fails):
+    """A rerun that raises for the backends named (eager, stride, uncompiled)."""
+    calls = []
+
+    def rerun(backend):
+        name = {"eager": "eager", None: "uncompiled", sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME: "stride"}[
+            backend
+        ]
+        calls.append(name)
+        if fails.get(name):
+            raise RuntimeError(f"{name} failed")
+
+    return rerun, calls
+
+
+@pytest.mark.parametrize(
+    ("fails", "cause", "calls"),
+    [
+        ({}, Cause.SIMULATOR, ["eager", "stride"]),
+        ({"stride": True}, Cause.DEVICE, ["eager", "stride"]),
+        ({"eager": True}, Cause.DEVICE, ["eager", "uncompiled"]),
+        ({"eager": True, "uncompiled": True}, Cause.TRANSFORMERS, ["eager", "uncompiled"]),
     ],
 )
-def test_verdict_rules(row, verdict):
-    assert decide_verdict(row) == verdict
+def test_failures_are_attributed_by_rerunning_the_stage(fails, cause, calls):
+    rerun, seen = rerun_outcomes(**fails)
+    found, reason = attribute_failure(RuntimeError("view size is not compatible"), rerun)
+    assert (found, seen) == (cause, calls)
+    assert reason and "\n" not in reason
 
 
-def generation(tokens, logits):
-    return SimpleNamespace(sequences=torch.tensor([tokens]), logits=[torch.tensor([logits])])
+def test_on_the_real_device_nothing_is_blamed_on_the_simulator():
+    rerun, seen = rerun_outcomes()
+    assert attribute_failure(RuntimeError("x"), rerun, simulated=False)[0] is Cause.DEVICE
+    assert seen == ["eager"]
 
 
-def test_compare_flags_different_tokens_and_logits(settings):
-    row = {}
-    compare_outputs(
-        [generation([1, 2], [0.0, 1.0])], [generation([1, 2], [0.0, 1.0 + 1e-6])], False, settings, row
-    )
-    assert row["outputs_match"] and row["tokens_match"]
-    with pytest.raises(ValueError, match="greedy tokens differ"):
-        compare_outputs(
-            [generation([1, 2], [0.0, 1.0])], [generation([1, 3], [0.0, 1.0])], False, settings, row
-        )
-    with pytest.raises(ValueError, match="max logit diff"):
-        compare_outputs(
-            [generation([1, 2], [0.0, 1.0])], [generation([1, 2], [0.0, 1.5])], False, settings, row
-        )
-    assert row["outputs_match"] is False and row["max_logit_diff"] == pytest.approx(0.5)
+def test_a_rule_rejection_blames_the_device_without_reruns():
+    rerun, seen = rerun_outcomes()
+    error = RuntimeError("backend raised")
+    error.__cause__ = sim_backend.DynamicShapeRejected("neuron-sim [static-shapes]: symbolic sizes")
+    assert attribute_failure(error, rerun)[0] is Cause.DEVICE and seen == []
 
 
 def test_error_lines_unwrap_backend_failures():
