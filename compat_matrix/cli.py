@@ -330,11 +330,17 @@ def rank(from_hub: bool, output: Path, top: int) -> None:
     default=None,
     help="Output format (default: from the output's suffix, else html).",
 )
-def report(results: tuple[Path, ...], output: Path, fmt: str | None) -> None:
-    """Write the compatibility report for one or more results files (several are shown side by side)."""
+@click.option(
+    "--merge",
+    is_flag=True,
+    help="Fold results files of the same environment into one run; the report lists the rows it replaced.",
+)
+def report(results: tuple[Path, ...], output: Path, fmt: str | None, merge: bool) -> None:
+    """Write the compatibility report for one or more results files (several are shown side by side,
+    one run per file and environment, unless --merge)."""
     from reports.compat_report import infer_format, write_report
 
-    sys.exit(write_report(list(results), output, fmt or infer_format(output)))
+    sys.exit(write_report(list(results), output, fmt or infer_format(output), merge=merge))
 
 
 @main.command()

@@ -156,6 +156,21 @@ def test_neuron_compat_report_command(both, tmp_path):
     assert runner.invoke(main, ["report", str(tmp_path / "missing.jsonl")]).exit_code == 2
 
 
+def test_neuron_compat_report_merge_flag(data, tmp_path):
+    from click.testing import CliRunner
+
+    from compat_matrix.cli import main
+
+    paths = [str(data / "results-v2-sim.jsonl"), str(data / "results-v2-sim-rerun.jsonl")]
+    runner = CliRunner()
+    apart = runner.invoke(main, ["report", *paths, "-o", str(tmp_path / "apart.md")])
+    merged = runner.invoke(main, ["report", *paths, "--merge", "-o", str(tmp_path / "merged.md")])
+    assert apart.exit_code == 0 and merged.exit_code == 0, apart.output + merged.output
+    assert "2 run(s) side by side" in apart.output
+    assert "1 run(s) side by side, 3 row(s) replaced by reruns" in merged.output
+    assert "merged on request (`--merge`)" in (tmp_path / "merged.md").read_text()
+
+
 def test_rows_written_by_the_harness(data, tmp_path):
     """Rows from a real `neuron-compat run --backend neuron-sim`, with every field the harness writes."""
     sample = data / "harness-sample.jsonl"
