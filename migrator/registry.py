@@ -111,8 +111,26 @@ PYTHON_HANDLERS: tuple[type[Handler], ...] = tuple(
 )
 
 
-# The shell family declares its rules as module constants (it is not yet split into rule modules).
-SHELL_RULES: tuple[Rule, ...] = tuple(value for value in vars(shell).values() if isinstance(value, Rule))
+# The shell family's rules: its rewriter (`migrator/shell/rewrite.py`) walks each launcher once on
+# tree-sitter's tree and decides them; their texts and examples are in `migrator/shell/rules.py`.
+SHELL_RULES: tuple[Rule, ...] = (
+    shell.PARALLEL_COMPILE,
+    shell.PRECOMPILE_RUN,
+    shell.EXPORT_COMMAND,
+    shell.CONSOLIDATE_COMMAND,
+    shell.CACHE_COMMAND,
+    shell.OPTIMUM_CLI_MANUAL,
+    shell.DROPPED_VARIABLE,
+    shell.MANUAL_VARIABLE,
+    shell.PRECOMPILE_BRANCH,
+    shell.PRECOMPILE_USE,
+    shell.PIP_INSTALL,
+    shell.FLAG_REMOVED,
+    shell.FLAG_RENAMED,
+    shell.FLAG_DISTRIBUTED,
+    shell.FLAG_MANUAL,
+    shell.ASYNC_LOAD_EXPORT,
+)
 
 
 def _table() -> dict[str, Rule]:
