@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
 from pathlib import Path
 
 import libcst as cst
@@ -74,11 +75,13 @@ def migrate_python(content: str) -> tuple[str, list[Finding]]:
     return result.code, result.findings
 
 
-def migrate_shell(content: str, inline: bool = False) -> tuple[str, list[Finding]]:
-    """`inline`: one notebook command line (see `rewrite_shell`)."""
+def migrate_shell(
+    content: str, inline: bool = False, directory: Path | None = None
+) -> tuple[str, list[Finding]]:
+    """`inline`: one notebook command line; `directory`: where the file is (see `rewrite_shell`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
-    migrated, findings = rewrite_shell(content, migrate_python, inline)
+    migrated, findings = rewrite_shell(content, migrate_python, inline, directory)
     if migrated != content:
         verify_shell(content, migrated)
     return migrated, findings
@@ -93,6 +96,16 @@ REWRITERS: dict[str, Callable[[str], tuple[str, list[Finding]]]] = {
     "shell": migrate_shell,
     "notebook": migrate_notebook,
 }
+
+
+def rewriter(kind: str, directory: Path | None) -> Callable[[str], tuple[str, list[Finding]]]:
+    """The rewriter of a file of `kind` in `directory`: launchers there read the scripts they launch."""
+    if directory is None or kind == "python":
+        return REWRITERS[kind]
+    shell = partial(migrate_shell, directory=directory)
+    if kind == "shell":
+        return shell
+    return partial(notebook.migrate_notebook, migrate_python=migrate_python, migrate_shell=shell)
 
 
 @dataclass(frozen=True)
@@ -113,7 +126,7 @@ def process(job: Job) -> FileResult:
         result.error = f"cannot read: {error}"
         return result
     try:
-        migrated, result.findings = REWRITERS[source.kind](text.content)
+        migrated, result.findings = rewriter(source.kind, source.path.parent)(text.content)
     except MigrationError as error:
         result.error = str(error)
         return result

@@ -130,6 +130,10 @@ SHELL_RULES: tuple[Rule, ...] = (
     shell.FLAG_DISTRIBUTED,
     shell.FLAG_MANUAL,
     shell.ASYNC_LOAD_EXPORT,
+    shell.FLAG_UNKNOWN_SCRIPT,
+    shell.CPU_FLAG,
+    shell.PRECISION_FLAG,
+    shell.PRECISION_MANUAL,
 )
 
 

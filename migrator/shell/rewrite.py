@@ -18,11 +18,13 @@ import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from migrator.families.environment import MANUAL_VARIABLES, PRECOMPILE_VARIABLES, dropped_reason
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Finding, Rule
 from migrator.shell import rules as r
+from migrator.shell.scripts import ScriptParser, script_parser
 from migrator.shell.syntax import (
     BLOCKS,
     Node,
@@ -38,6 +40,9 @@ from migrator.transform import TODO_PREFIX
 
 PythonRewriter = Callable[[str], tuple[str, list[Finding]]]
 
+# `--use_cpu True` (and the older `--no_cuda True`) kept XLA runs off CUDA; on TorchNeuron they select the CPU.
+_CPU_FLAGS = frozenset({"use_cpu", "no_cuda"})
+BF16_VARIABLES = frozenset({"XLA_USE_BF16", "XLA_DOWNCAST_BF16"})
 _LAUNCHERS = {"torchrun", "python", "python3", "accelerate", "deepspeed"}
 _SHELLS = {"bash", "sh", "zsh"}
 # Wrappers that run the rest of their words as a command. Those with options of their own are looked
@@ -83,6 +88,7 @@ class Context:
     host_context: Context | None = None
     anchor: int | None = None  # where TODOs go, for pieces nested in the file
     launchers: list[tuple[int, int]] = field(default_factory=list)  # byte ranges of its Python launches
+    survey: list[tuple[int, list[Word]]] | None = None  # every Python launch in it (see `survey`)
 
 
 @dataclass
@@ -112,8 +118,16 @@ class Edit:
 
 
 class ShellRewriter:
-    def __init__(self, text: str, migrate_python: PythonRewriter | None = None, inline: bool = False) -> None:
+    def __init__(
+        self,
+        text: str,
+        migrate_python: PythonRewriter | None = None,
+        inline: bool = False,
+        directory: Path | None = None,
+    ) -> None:
         self.inline = inline
+        self.directory = directory
+        self.bf16_added: set[int] = set()
         self.data = text.encode()
         self.newline = "\r\n" if "\r\n" in text else "\n"
         self.migrate_python = migrate_python
@@ -222,15 +236,7 @@ class ShellRewriter:
 
     def command(self, ctx: Context, node: Node, data: bytes) -> None:
         marks = (len(self.findings), len(self.edits), len(self.todos))
-        children = [c for c in node.named_children if c.type != "comment"]
-        # tree-sitter-bash reads `A=1 B=2<newline>cmd` as one command: split at unescaped newlines.
-        parts: list[list[Node]] = [[]]
-        for previous, child in zip([None, *children], children, strict=False):
-            if previous is not None and b"\n" in _CONTINUATION.sub(
-                b"", data[previous.end_byte : child.start_byte]
-            ):
-                parts.append([])
-            parts[-1].append(child)
+        parts = _command_parts(node, data)
         for part in parts[:-1]:
             self.variables(ctx, part[0], [word(c, data) for c in part], data, whole=True, span=part)
         part = parts[-1]
@@ -241,29 +247,10 @@ class ShellRewriter:
         if not words:
             self.variables(ctx, node, prefix, data, whole=True)
             return
-        self.variables(ctx, node, prefix, data, whole=False, siblings=removable)
-        start = 0
-        while True:  # look through wrappers to the program they launch
-            name = words[start].value if start < len(words) else ""
-            if name in ("time", "env"):
-                start += 1
-                while start < len(words) and words[start].text.startswith("-"):
-                    start += 2 if words[start].text == "-u" else 1
-                assignments = []
-                while start < len(words) and words[start].assignment:
-                    assignments.append(words[start])
-                    start += 1
-                self.variables(ctx, node, assignments, data, whole=False, siblings=removable)
-            elif name in _PLAIN_WRAPPERS:
-                start += 1
-            elif name in _OPTION_WRAPPERS:
-                program = next((i for i in range(start + 1, len(words)) if _is_program(words[i].value)), None)
-                if program is None:
-                    break
-                start = program
-            else:
-                break
-        words = words[start:]
+        words, assignments = _look_through(words)
+        self.variables(
+            ctx, node, [*prefix, *assignments], data, whole=False, siblings=removable, launch=words
+        )
         if not words:
             return
         program = words[0].value
@@ -282,7 +269,7 @@ class ShellRewriter:
             self.optimum_cli(ctx, node, words)
         elif program in ("pip", "pip3") or [w.value for w in words[1:3]] == ["-m", "pip"]:
             self.pip(ctx, words, siblings)
-        elif program in _LAUNCHERS or program.endswith(("/python", "/python3", "/torchrun")):
+        elif _is_launcher(program):
             self.launcher(ctx, node, words, siblings)
         elif program in _SHELLS or program == "eval" or program == "sbatch":
             self.nested_strings(ctx, node, words)
@@ -347,12 +334,18 @@ class ShellRewriter:
         span: list[Node] | None = None,
         siblings: list[Word] | None = None,
         unset: bool = False,
+        launch: list[Word] | None = None,
     ) -> None:
-        """Drop XLA-only variables, flag the ones that need a person. `whole`: the words are the statement."""
+        """Drop XLA-only variables, flag the ones that need a person. `whole`: the words are the statement;
+        `launch`: the words of the program the variables prefix (else they reach every later command)."""
         dropped = []
         for item in words:
             name = item.assignment or (item.text if unset else None)
             if name is None:
+                continue
+            if name in BF16_VARIABLES and not unset and _truthy(item.value.partition("=")[2]):
+                if self.keep_precision(ctx, node, item, launch):
+                    dropped.append(item)
                 continue
             if name in PRECOMPILE_VARIABLES and not unset:
                 # Whatever this runs reads it as "compile only" (a Slurm compile job exports it before
@@ -387,6 +380,78 @@ class ShellRewriter:
             return
         for item in dropped:
             self.remove_word(ctx, item, siblings or words)
+
+    def keep_precision(self, ctx: Context, node: Node, item: Word, launch: list[Word] | None) -> bool:
+        """`XLA_USE_BF16=1` made every float32 tensor bf16. It goes only where `--bf16` can take over: on
+        each Trainer/TRL launch it reaches (the prefixed command, or every launch after an `export`) whose
+        argument parser is known. Otherwise it stays with a TODO: dropping it would train in float32."""
+        name = item.assignment
+        if launch is not None:
+            targets = [launch] if _script_index(launch) is not None else []
+        else:
+            targets = [words for offset, words in self.survey(ctx) if offset > node.end_byte]
+        # A launch that passes --bf16 already keeps bf16 whatever parses it; another needs a known parser.
+        unknown = [
+            words[_script_index(words)].value
+            for words in targets
+            if not _has_bf16(words)
+            and script_parser(words[_script_index(words)].value, self.directory).table is None
+        ]
+        if not targets or unknown:
+            reaches = (
+                f"`{unknown[0]}`, whose argument parser is not known" if unknown else "no launch in this file"
+            )
+            self.todo(
+                ctx,
+                node,
+                r.PRECISION_MANUAL,
+                f"`{name}=1` trained in bf16 under XLA and nothing reads it on TorchNeuron; it reaches {reaches}: "
+                "pass --bf16 to a Trainer/TRL script or load the model with dtype=torch.bfloat16, then delete it",
+                at=item.start,
+            )
+            return False
+        for words in targets:
+            self.add_bf16(ctx, words)
+        self.report(
+            ctx.start + item.start,
+            r.PRECISION_FLAG,
+            f"`{name}` removed; `--bf16` added to the Trainer launch{'es' if len(targets) > 1 else ''} it reached "
+            "(bf16 autocast keeps float32 master weights, where XLA_USE_BF16 cast the weights themselves).",
+        )
+        return True
+
+    def add_bf16(self, ctx: Context, words: list[Word]) -> None:
+        """`--bf16` (or `--bf16 true`, like the launch's other boolean flags) at the end of a launch."""
+        if _has_bf16(words):
+            return
+        arguments = [w.value for w in words[_script_index(words) + 1 :]]
+        if ctx.start + words[-1].start in self.bf16_added:
+            return
+        self.bf16_added.add(ctx.start + words[-1].start)
+        spelled = next((v for v in arguments if v.lower() in ("true", "false")), None)
+        value = "" if spelled is None else " True" if spelled[0] == "T" else " true"
+        self.edit(ctx, words[-1].end, words[-1].end, f" --bf16{value}")
+
+    def survey(self, ctx: Context) -> list[tuple[int, list[Word]]]:
+        """Every Python launch of the context (offset of its end, launched words), compile runs excluded."""
+        if ctx.survey is None:
+            data = self.data[ctx.start : ctx.end]
+            ctx.survey = []
+            stack = [parse(data).root_node]
+            while stack:
+                node = stack.pop()
+                if node.type == "command":
+                    part = _command_parts(node, data)[-1]
+                    words = [
+                        word(c, data)
+                        for c in part
+                        if c.type != "variable_assignment" and "redirect" not in c.type
+                    ]
+                    words, _ = _look_through(words)
+                    if words and _is_launcher(words[0].value) and _script_index(words) is not None:
+                        ctx.survey.append((node.start_byte, words))
+                stack.extend(c for c in node.children if c.type != "heredoc_body")
+        return ctx.survey
 
     def declaration(self, ctx: Context, node: Node, data: bytes) -> None:
         keyword = node.children[0].type if node.children else ""
@@ -438,28 +503,50 @@ class ShellRewriter:
             self.remove_word(ctx, item, siblings)
 
     def launcher(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> None:
-        script = next((i for i, w in enumerate(words) if w.value.endswith(".py")), None)
+        script = _script_index(words)
         if script is None:
             return
         if self.owner == 0:  # a compile-only run is not a run on TorchNeuron
             ctx.launchers.append((self.command_start, node.end_byte))
+        parser = script_parser(words[script].value, self.directory)
         arguments = words[script + 1 :]
+        unknown: list[tuple[Word, str]] = []
         for position, item in enumerate(arguments):
             if not item.text.startswith("--"):
                 continue
-            name, equals, _ = item.text[2:].partition("=")
-            action = SFT_CONFIG_ARGUMENTS.get(name)
-            if action is None or action.kind == "keep":
-                continue
+            name, equals, given = item.text[2:].partition("=")
             following = arguments[position + 1] if position + 1 < len(arguments) else None
             value = following if not equals and following and not following.text.startswith("--") else None
             flag = f"`--{name}`"
             offset = ctx.start + item.start
+            if (
+                name in _CPU_FLAGS
+                and name not in parser.own
+                and _truthy(given if equals else value.value if value else "1")
+            ):
+                self.todo(
+                    ctx,
+                    node,
+                    r.CPU_FLAG,
+                    f"{flag} made sense under XLA (the XLA device is not CUDA), but on TorchNeuron it makes the "
+                    "Trainer run on the CPU instead of the neuron device: remove it",
+                    at=item.start,
+                )
+                continue
+            action = parser.action(name)
+            if parser.table is None and name not in parser.own:
+                legacy = SFT_CONFIG_ARGUMENTS.get(name)
+                if legacy is not None and legacy.kind != "keep":
+                    unknown.append((item, name))
+                continue
+            if action is None or action.kind == "keep":
+                continue
             if action.kind == "drop" or (action.kind == "distributed" and action.target != "tp_size"):
                 self.report(offset, r.FLAG_REMOVED, f"{flag} removed: {action.note}.")
                 self.remove_word(ctx, item, siblings, through=value)
             elif action.kind == "rename":
-                self.report(offset, r.FLAG_RENAMED, f"{flag} renamed to `--{action.target}`: {action.note}.")
+                note = f": {action.note}" if action.note else ""
+                self.report(offset, r.FLAG_RENAMED, f"{flag} renamed to `--{action.target}`{note}.")
                 self.edit(ctx, item.start, item.start + 2 + len(name), f"--{action.target}")
             elif action.kind == "distributed":
                 self.todo(
@@ -472,6 +559,35 @@ class ShellRewriter:
                 )
             else:
                 self.todo(ctx, node, r.FLAG_MANUAL, f"{flag} {action.note}", at=item.start)
+        if unknown:
+            self.unknown_parser(ctx, node, parser, unknown)
+
+    def unknown_parser(
+        self, ctx: Context, node: Node, parser: ScriptParser, flags: list[tuple[Word, str]]
+    ) -> None:
+        """Training flags on a script whose parser is not known: a finding each, one TODO for the launch."""
+        how = (
+            "builds no TrainingArguments/SFTConfig from its command line"
+            if parser.read
+            else "is neither in this tree nor a known Transformers/TRL example script"
+        )
+        changes = []
+        for item, name in flags:
+            change = _legacy_change(name)
+            changes.append(change)
+            note = SFT_CONFIG_ARGUMENTS[name].note
+            message = f"`--{name}` left as it is: `{parser.script}` {how}; if it reaches TrainingArguments/SFTConfig, {change}"
+            self.report(
+                ctx.start + item.start,
+                r.FLAG_UNKNOWN_SCRIPT,
+                message + (f" ({note})" if note else ""),
+                fixed=False,
+            )
+        text = (
+            f"{TODO_PREFIX} {r.FLAG_UNKNOWN_SCRIPT.code} `{parser.script}` {how}, so its optimum-neuron training "
+            f"flags are left as they are; if they reach TrainingArguments/SFTConfig: {'; '.join(changes)}"
+        )
+        self.todos.append((self.anchor(ctx, node), text, self.owner))
 
     # -- code inside strings and heredocs -----------------------------------------------------------------
 
@@ -782,6 +898,74 @@ def _shifted(finding: Finding, lines: int) -> Finding:
     return Finding(finding.rule, finding.line + lines, finding.column, finding.message, finding.fixed)
 
 
+def _legacy_change(name: str) -> str:
+    """What becomes of `--name` in a Transformers/TRL launch, in a few words (the table has the why)."""
+    action = SFT_CONFIG_ARGUMENTS[name]
+    if action.kind == "rename":
+        return f"rename `--{name}` to `--{action.target}`"
+    if action.kind == "drop" or (action.kind == "distributed" and action.target != "tp_size"):
+        return f"remove `--{name}`"
+    if action.kind == "distributed":
+        return f"`--{name}` feeds DistributedConfig({action.target}=...) at the model load"
+    return f"`--{name}`: {action.note}"
+
+
+def _is_launcher(program: str) -> bool:
+    return program in _LAUNCHERS or program.endswith(("/python", "/python3", "/torchrun"))
+
+
+def _script_index(words: list[Word]) -> int | None:
+    return next((i for i, w in enumerate(words) if w.value.endswith(".py")), None)
+
+
+def _has_bf16(words: list[Word]) -> bool:
+    return any(
+        w.value == "--bf16" or w.value.startswith("--bf16=") for w in words[_script_index(words) + 1 :]
+    )
+
+
+def _truthy(value: str) -> bool:
+    return value.strip("\"'").lower() in ("1", "true", "yes", "on")
+
+
+def _command_parts(node: Node, data: bytes) -> list[list[Node]]:
+    """The children of a command node, split where tree-sitter-bash merged `A=1 B=2<newline>cmd` into one."""
+    children = [c for c in node.named_children if c.type != "comment"]
+    parts: list[list[Node]] = [[]]
+    for previous, child in zip([None, *children], children, strict=False):
+        if previous is not None and b"\n" in _CONTINUATION.sub(
+            b"", data[previous.end_byte : child.start_byte]
+        ):
+            parts.append([])
+        parts[-1].append(child)
+    return parts
+
+
+def _look_through(words: list[Word]) -> tuple[list[Word], list[Word]]:
+    """The words from the program that wrappers (`time`, `env A=1`, `srun ...`) launch, and the variables
+    that `env` sets for it."""
+    start, assignments = 0, []
+    while True:
+        name = words[start].value if start < len(words) else ""
+        if name in ("time", "env"):
+            start += 1
+            while start < len(words) and words[start].text.startswith("-"):
+                start += 2 if words[start].text == "-u" else 1
+            while start < len(words) and words[start].assignment:
+                assignments.append(words[start])
+                start += 1
+        elif name in _PLAIN_WRAPPERS:
+            start += 1
+        elif name in _OPTION_WRAPPERS:
+            program = next((i for i in range(start + 1, len(words)) if _is_program(words[i].value)), None)
+            if program is None:
+                break
+            start = program
+        else:
+            break
+    return words[start:], assignments
+
+
 def _is_program(value: str) -> bool:
     return (
         value in _LAUNCHERS
@@ -877,11 +1061,15 @@ def _operand(operand: str) -> str | None:
 
 
 def rewrite_shell(
-    text: str, migrate_python: PythonRewriter | None = None, inline: bool = False
+    text: str,
+    migrate_python: PythonRewriter | None = None,
+    inline: bool = False,
+    directory: Path | None = None,
 ) -> tuple[str, list[Finding]]:
     """Migrate a shell script; `migrate_python` rewrites Python heredoc bodies (left alone without it).
 
     `inline`: the text is one command line of a notebook, run in a shell of its own; a variable it needs
-    is set as a prefix of the command, not exported on a line of its own.
+    is set as a prefix of the command, not exported on a line of its own. `directory`: where the file is, to
+    read the scripts it launches (None: scripts are known by name only).
     """
-    return ShellRewriter(text, migrate_python, inline).run()
+    return ShellRewriter(text, migrate_python, inline, directory).run()

@@ -272,3 +272,78 @@ ASYNC_LOAD_EXPORT = Rule(
         ),
     ),
 )
+FLAG_UNKNOWN_SCRIPT = Rule(
+    "NM466",
+    Severity.WARNING,
+    "An optimum-neuron training flag (`--zero_1`, `--max_seq_length`...) on a launch of a script whose argument "
+    "parser is not known",
+    "Left in place with a TODO that says what the flag becomes if the script builds TrainingArguments/SFTConfig "
+    "from it: flags are renamed or removed only for Transformers/TRL example scripts and scripts of the same "
+    "tree whose parser was read (a script's own `--max_seq_length`, as on `run_glue.py`, is its own).",
+    examples=(
+        _example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "torchrun --nproc_per_node=32 train.py --zero_1 true --warmup_ratio 0.03\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "# TODO(neuron-migrate): NM466 `train.py` is neither in this tree nor a known Transformers/TRL example script, so its optimum-neuron training flags are left as they are; if they reach TrainingArguments/SFTConfig: remove `--zero_1`; rename `--warmup_ratio` to `--warmup_steps`\n"
+            "torchrun --nproc_per_node=32 train.py --zero_1 true --warmup_ratio 0.03\n",
+        ),
+    ),
+)
+CPU_FLAG = Rule(
+    "NM467",
+    Severity.ERROR,
+    "`--use_cpu True` / `--no_cuda True` on a training launch",
+    "Left in place with a TODO: under XLA it kept the run off CUDA; on TorchNeuron it trains on the CPU. Remove it.",
+    examples=(
+        _example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "torchrun --nproc_per_node=32 run_clm.py --use_cpu True --zero_1 True\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "# TODO(neuron-migrate): NM467 `--use_cpu` made sense under XLA (the XLA device is not CUDA), but on TorchNeuron it makes the Trainer run on the CPU instead of the neuron device: remove it\n"
+            "torchrun --nproc_per_node=32 run_clm.py --use_cpu True\n",
+        ),
+    ),
+)
+PRECISION_FLAG = Rule(
+    "NM468",
+    Severity.WARNING,
+    "`XLA_USE_BF16=1` / `XLA_DOWNCAST_BF16=1` (prefix or `export`) before a Trainer/TRL launch",
+    "Removed, and `--bf16` added to each Trainer/TRL launch it reached (`--bf16 true` where the launch spells "
+    "its booleans): bf16 autocast with float32 master weights, where XLA cast the weights themselves.",
+    examples=(
+        _example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "export XLA_USE_BF16=1\n"
+            "torchrun --nproc_per_node=32 sft.py --model_name_or_path Qwen/Qwen3-0.6B --packing true\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "torchrun --nproc_per_node=32 sft.py --model_name_or_path Qwen/Qwen3-0.6B --packing true --bf16 true\n",
+        ),
+    ),
+)
+PRECISION_MANUAL = Rule(
+    "NM469",
+    Severity.WARNING,
+    "`XLA_USE_BF16=1` / `XLA_DOWNCAST_BF16=1` where no Trainer/TRL launch with a known parser follows",
+    "Left in place with a TODO: nothing reads it on TorchNeuron, and dropping it alone would train in float32. "
+    "Pass --bf16 to a Trainer/TRL script or load the model with dtype=torch.bfloat16, then delete it.",
+    examples=(
+        _example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "export XLA_USE_BF16=1\n"
+            "torchrun --nproc_per_node=2 train.py\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "# TODO(neuron-migrate): NM469 `XLA_USE_BF16=1` trained in bf16 under XLA and nothing reads it on TorchNeuron; it reaches `train.py`, whose argument parser is not known: pass --bf16 to a Trainer/TRL script or load the model with dtype=torch.bfloat16, then delete it\n"
+            "export XLA_USE_BF16=1\n"
+            "torchrun --nproc_per_node=2 train.py\n",
+        ),
+    ),
+)

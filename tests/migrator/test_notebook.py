@@ -34,7 +34,7 @@ CELLS = [
         "metadata": {},
         "outputs": [],
         "source": [
-            "!torchrun --nproc_per_node 2 train.py \\\n",
+            "!torchrun --nproc_per_node 2 run_clm.py \\\n",
             "    --zero_1 true \\\n",
             "    --output_dir out",
         ],

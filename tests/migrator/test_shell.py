@@ -39,7 +39,7 @@ def test_python_heredoc_is_migrated_and_bash_writes_exactly_the_rewrite(tmp_path
 
 @needs_bash
 def test_text_inserted_in_a_double_quoted_command_string_reads_back_as_the_shell_rewrite(tmp_path):
-    inner = "pip install optimum-neuron datasets && XLA_USE_BF16=1 ./train.sh"
+    inner = "pip install optimum-neuron datasets && NEURON_FUSE_SOFTMAX=1 ./train.sh"
     script = f'bash -c "{inner}"\n'
     migrated, _ = rewrite_shell(script)
     assert '\\"transformers>=5.23\\"' in migrated
@@ -52,14 +52,14 @@ def test_flag_removed_inside_a_heredoc_keeps_the_continuation_of_the_line_above(
     script = textwrap.dedent(
         """\
         cat > run.sh <<EOF
-        torchrun train.py \\
+        torchrun run_clm.py \\
           --zero_1 true \\
           --output_dir out
         EOF
         """
     )
     migrated, _ = rewrite_shell(script)
-    assert "torchrun train.py \\\n  --output_dir out\nEOF" in migrated
+    assert "torchrun run_clm.py \\\n  --output_dir out\nEOF" in migrated
     assert problems(migrated.encode()) == 0
 
 
@@ -96,14 +96,14 @@ def test_wrapper_options_go_with_the_wrapper():
 
 
 def test_assignments_tree_sitter_joins_to_the_next_command_are_separate_statements():
-    script = "A=1 XLA_USE_BF16=1\nNEURON_FUSE_SOFTMAX=1\npython train.py\n"
+    script = "A=1 NEURON_FUSE_SOFTMAX=1\nNEURON_FUSE_SOFTMAX=1\npython train.py\n"
     migrated, _ = rewrite_shell(script)
     assert migrated == "export HF_DEACTIVATE_ASYNC_LOAD=1\nA=1\npython train.py\n"
 
 
 def test_write_refuses_output_that_parses_worse(tmp_path, monkeypatch):
     path = tmp_path / "run.sh"
-    original = b"#!/bin/bash\nexport XLA_USE_BF16=1\ntorchrun train.py\n"
+    original = b"#!/bin/bash\nexport NEURON_FUSE_SOFTMAX=1\ntorchrun train.py\n"
     path.write_bytes(original)
     monkeypatch.setattr(engine, "rewrite_shell", lambda text, *_: (text + "if then fi (\n", []))
     (source,) = discover([path])
@@ -114,7 +114,7 @@ def test_write_refuses_output_that_parses_worse(tmp_path, monkeypatch):
 
 def test_overlapping_edits_are_an_error_not_a_corrupt_file(tmp_path, monkeypatch):
     path = tmp_path / "run.sh"
-    original = b"export XLA_USE_BF16=1\n"
+    original = b"export NEURON_FUSE_SOFTMAX=1\n"
     path.write_bytes(original)
 
     def clash(self):
@@ -129,11 +129,15 @@ def test_overlapping_edits_are_an_error_not_a_corrupt_file(tmp_path, monkeypatch
 
 
 def test_what_tree_sitter_cannot_parse_is_left_alone():
-    unclosed = "export XLA_USE_BF16=1\nif [ -n x ]; then\n  torchrun train.py --zero_1 true\n  ( echo\n"
+    unclosed = (
+        "export NEURON_FUSE_SOFTMAX=1\nif [ -n x ]; then\n  torchrun run_clm.py --zero_1 true\n  ( echo\n"
+    )
     assert rewrite_shell(unclosed) == (unclosed, [])  # the whole file is one ERROR node: nothing is a guess
-    stray = "export XLA_USE_BF16=1\necho ok )\ntorchrun train.py --zero_1 true\n"
+    stray = "export NEURON_FUSE_SOFTMAX=1\necho ok )\ntorchrun run_clm.py --zero_1 true\n"
     migrated, findings = rewrite_shell(stray)
-    assert "echo ok )\n" in migrated and "XLA_USE_BF16=1" not in migrated and "--zero_1" not in migrated
+    assert (
+        "echo ok )\n" in migrated and "NEURON_FUSE_SOFTMAX=1" not in migrated and "--zero_1" not in migrated
+    )
 
 
 def test_branch_on_the_compile_variable_is_not_folded_where_the_file_sets_it():
