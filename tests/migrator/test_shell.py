@@ -148,3 +148,48 @@ def test_branch_on_the_compile_variable_is_not_folded_where_the_file_sets_it():
     migrated, findings = rewrite_shell(script)
     assert "STEPS=10\n" in migrated and "STEPS=1000\n" in migrated
     assert [f.code for f in findings] == ["NM459", "NM459"]
+
+
+def test_flags_follow_the_parser_of_the_script_read_from_the_tree(tmp_path):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "train_hf.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from transformers import HfArgumentParser\n"
+        "from optimum.neuron import NeuronTrainingArguments\n\n"
+        "@dataclass\nclass DataArguments:\n    max_seq_length: int = 512\n\n"
+        "parser = HfArgumentParser((DataArguments, NeuronTrainingArguments))\n"
+    )
+    (tmp_path / "train_own.py").write_text(
+        "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--warmup-ratio', type=float)\n"
+    )
+    script = (
+        "torchrun train_hf.py --max_seq_length 128 --warmup_ratio 0.1 --zero_1 true\n"
+        "python train_own.py --warmup_ratio 0.1 --overwrite_output_dir\n"
+    )
+    # Launched from a sub-directory: the scripts are found one level up.
+    migrated, findings = rewrite_shell(script, directory=tmp_path / "scripts")
+    assert "torchrun train_hf.py --max_seq_length 128 --warmup_steps 0.1\n" in migrated  # its own field stays
+    assert "python train_own.py --warmup_ratio 0.1 --overwrite_output_dir\n" in migrated
+    assert sorted(f.code for f in findings) == ["NM461", "NM462", "NM465", "NM466"]
+    unknown = next(f for f in findings if f.code == "NM466")
+    assert "--overwrite_output_dir" in unknown.message and "builds no TrainingArguments" in unknown.message
+
+
+def test_bf16_variable_goes_only_where_every_launch_it_reaches_takes_bf16():
+    both = "export XLA_USE_BF16=1\ntorchrun run_clm.py --do_train\npython sft.py --packing True\n"
+    migrated, findings = rewrite_shell(both)
+    assert "XLA_USE_BF16" not in migrated
+    assert "run_clm.py --do_train --bf16\n" in migrated and "sft.py --packing True --bf16 True\n" in migrated
+    mixed = "export XLA_USE_BF16=1\ntorchrun run_clm.py --do_train\npython my_loop.py\n"
+    migrated, findings = rewrite_shell(mixed)
+    assert "export XLA_USE_BF16=1\n" in migrated and "run_clm.py --do_train\n" in migrated
+    assert [f.code for f in findings if not f.fixed] == ["NM469"]
+    assert rewrite_shell("XLA_USE_BF16=0 torchrun run_clm.py\n")[0] == (
+        "HF_DEACTIVATE_ASYNC_LOAD=1 torchrun run_clm.py\n"
+    )  # a false value only goes away
+
+
+def test_renamed_flag_message_has_no_empty_note():
+    _, findings = rewrite_shell("torchrun run_clm.py --per_gpu_train_batch_size 8 --zero_1 true\n")
+    (renamed,) = [f for f in findings if f.code == "NM462"]
+    assert renamed.message == "`--per_gpu_train_batch_size` renamed to `--per_device_train_batch_size`."
