@@ -18,7 +18,7 @@ import json
 import re
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import nbformat
 from nbformat.validator import MissingIDFieldWarning
@@ -97,6 +97,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     except (json.JSONDecodeError, nbformat.ValidationError) as error:
         raise MigrationError(f"not a valid notebook: {str(error).splitlines()[0]}") from error
     style = _json_style(content, document)
+    file_lines = _cell_file_lines(content, document)
     findings: list[Finding] = []
     new_sources: dict[int, str] = {}
     python_cells: list[PythonCell] = []
@@ -145,6 +146,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
         old_sources[index] = cell["source"]
         cell["source"] = text.splitlines(keepends=True) if isinstance(cell["source"], list) else text
     findings.sort(key=lambda f: (f.cell or 0, f.line, f.column, f.code))
+    findings = [_at_file_line(finding, file_lines) for finding in findings]
     if not old_sources:
         return content, findings
     _validate(document)
@@ -442,6 +444,37 @@ def _in_cell(finding: Finding, cell_number: int, line_offset: int) -> Finding:
     return Finding(
         finding.rule, finding.line + line_offset, finding.column, finding.message, finding.fixed, cell_number
     )
+
+
+def _cell_file_lines(content: str, document: dict) -> dict[int, list[int]]:
+    """For each code cell (by number), the line of the .ipynb file that holds each of its source lines:
+    what a SARIF location points at. A source written as one JSON string sits on one line."""
+    match = re.match(r"\{\r?\n([ \t]+)\"", content)
+    unit = match[1] if match else None
+    newline = "\r\n" if "\r\n" in content else "\n"
+    lines: dict[int, list[int]] = {}
+    position = 0
+    code_cells = [cell for cell in document.get("cells", []) if cell.get("cell_type") == "code"]
+    for number, cell in enumerate(code_cells, start=1):
+        source = cell.get("source", "")
+        candidates = [_value_text(source, unit, ascii_only, newline) for ascii_only in (False, True)]
+        candidates.append('"source":' + json.dumps(source, separators=(",", ":")))  # minified
+        found = next((at for at in (content.find(c, position) for c in candidates) if at >= 0), -1)
+        if found < 0:
+            continue  # a writer whose layout we cannot find: the finding keeps the cell and its line only
+        position = found
+        first = content.count("\n", 0, found) + 1
+        many = isinstance(source, list) and unit is not None and len(source) > 0
+        count = len(_source_text(cell).splitlines()) or 1
+        lines[number] = [first + 1 + i if many else first for i in range(count)]
+    return lines
+
+
+def _at_file_line(finding: Finding, file_lines: dict[int, list[int]]) -> Finding:
+    lines = file_lines.get(finding.cell or 0)
+    if not lines:
+        return finding
+    return replace(finding, file_line=lines[min(finding.line, len(lines)) - 1])
 
 
 def _source_text(cell: dict) -> str:

@@ -77,6 +77,7 @@ class Finding:
     why: str | None = None
     todo: str | None = None
     subject: str | None = None  # the argument, variable or symbol the finding is about, when it has one
+    file_line: int | None = None  # notebooks: the line of the .ipynb file that holds the cell's line
 
     @property
     def code(self) -> str:

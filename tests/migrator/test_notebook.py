@@ -117,8 +117,22 @@ def test_sarif_results_carry_the_cell_and_the_line_in_it(tmp_path):
     result = process(Job(source, Mode.CHECK, display="train.ipynb"))
     sarif = sarif_report([result])["runs"][0]["results"]
     zero_1 = next(r for r in sarif if "--zero_1" in r["message"]["text"])
-    assert zero_1["properties"]["cell"] == 2
-    assert zero_1["locations"][0]["physicalLocation"]["region"]["startLine"] == 2
+    assert zero_1["properties"]["cell"] == 2 and zero_1["properties"]["cellLine"] == 2
+    # Code scanning shows the .ipynb file: the location is the JSON line that holds the cell's line.
+    line = zero_1["locations"][0]["physicalLocation"]["region"]["startLine"]
+    assert "--zero_1 true" in path.read_text().splitlines()[line - 1]
+
+
+@pytest.mark.parametrize("indent", [None, 1, 2])
+def test_every_notebook_finding_points_at_the_json_line_of_its_cell_line(indent):
+    text = notebook(indent=indent) if indent is not None else notebook(indent=None, separators=(",", ":"))
+    _, findings = REWRITERS["notebook"](text)
+    document = json.loads(text)
+    code = [c for c in document["cells"] if c["cell_type"] == "code"]
+    lines = text.splitlines()
+    for finding in findings:
+        source_line = "".join(code[finding.cell - 1]["source"]).splitlines()[finding.line - 1]
+        assert json.dumps(source_line)[1:-1].rstrip() in lines[finding.file_line - 1]
 
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n"])
