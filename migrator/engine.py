@@ -76,12 +76,13 @@ def migrate_python(content: str) -> tuple[str, list[Finding]]:
 
 
 def migrate_shell(
-    content: str, inline: bool = False, directory: Path | None = None
+    content: str, inline: bool = False, directory: Path | None = None, imported: frozenset[str] = frozenset()
 ) -> tuple[str, list[Finding]]:
-    """`inline`: one notebook command line; `directory`: where the file is (see `rewrite_shell`)."""
+    """`inline`: notebook command lines; `directory`: where the file is; `imported`: modules the notebook
+    still imports (see `rewrite_shell`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
-    migrated, findings = rewrite_shell(content, migrate_python, inline, directory)
+    migrated, findings = rewrite_shell(content, migrate_python, inline, directory, imported)
     if migrated != content:
         verify_shell(content, migrated)
     return migrated, findings

@@ -19,6 +19,7 @@ import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import nbformat
 from nbformat.validator import MissingIDFieldWarning
@@ -90,7 +91,7 @@ class PythonCell:
 
 
 def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> tuple[str, list[Finding]]:
-    """`migrate_shell(text, inline=True)` rewrites one shell command as a notebook line runs it."""
+    """`migrate_shell(text, inline=True, imported=modules)` rewrites shell commands as notebook lines run them."""
     try:
         document = json.loads(content)
         _validate(document)
@@ -121,10 +122,12 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
         except MigrationError as error:
             findings.append(Finding(CELL_ERROR, 1, 1, f"{CELL_ERROR.action} ({error})", False, number))
 
-    _migrate_shell_lines(
-        [line for cell in python_cells for line in _placeholders(cell)], migrate_shell, findings
-    )
-    for cell, text, cell_findings in _migrate_python_cells(python_cells, migrate_python, findings):
+    shell_lines = [line for cell in python_cells for line in _placeholders(cell)]
+    migrated_cells = _migrate_python_cells(python_cells, migrate_python, findings)
+    # An install must not remove a package that a cell still imports once migrated (a symbol left with a TODO).
+    imported = _imports("\n".join(text for _, text, _ in migrated_cells))
+    _migrate_shell_lines(shell_lines, partial(migrate_shell, imported=imported), findings)
+    for cell, text, cell_findings in migrated_cells:
         findings += cell_findings
         new_sources[cell.index] = _restore(text, cell.magics)
 
@@ -438,6 +441,21 @@ def _split_cells(migrated: str) -> list[tuple[int, str]]:
             text = head + text
         cells.append((index, text))
     return cells
+
+
+def _imports(python: str) -> frozenset[str]:
+    """The modules a (placeholder) Python text imports."""
+    try:
+        tree = ast.parse(python)
+    except SyntaxError:
+        return frozenset()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return frozenset(names)
 
 
 def _in_cell(finding: Finding, cell_number: int, line_offset: int) -> Finding:

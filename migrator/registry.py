@@ -134,6 +134,8 @@ SHELL_RULES: tuple[Rule, ...] = (
     shell.CPU_FLAG,
     shell.PRECISION_FLAG,
     shell.PRECISION_MANUAL,
+    shell.INSTALL_CONFLICT,
+    shell.INSTALL_KEPT,
 )
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from migrator.families.environment import MANUAL_VARIABLES, PRECOMPILE_VARIABLES, dropped_reason
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Finding, Rule
+from migrator.shell import installs
 from migrator.shell import rules as r
 from migrator.shell.scripts import ScriptParser, script_parser
 from migrator.shell.syntax import (
@@ -49,15 +50,22 @@ _SHELLS = {"bash", "sh", "zsh"}
 # through up to the first word that names a program we know.
 _PLAIN_WRAPPERS = {"nohup", "exec", "command", "builtin"}
 _OPTION_WRAPPERS = {"srun", "mpirun", "mpiexec", "timeout", "numactl", "taskset", "stdbuf", "nice", "xargs"}
-_LEGACY_PACKAGES = {
-    "optimum-neuron",
-    "torch-xla",
-    "neuronx-distributed",
-    "neuronx-distributed-training",
-    "libneuronxla",
-    "transformers-neuronx",
-}
-TORCHNEURON_PACKAGES = ("torch-neuronx", '"transformers>=5.23"', '"trl>=1.16"', "peft", "accelerate")
+# pip options that take a value (the value is not a requirement).
+_PIP_VALUE_OPTIONS = frozenset(
+    {
+        "-r",
+        "--requirement",
+        "-c",
+        "--constraint",
+        "-i",
+        "--index-url",
+        "--extra-index-url",
+        "-f",
+        "--find-links",
+    }
+    | {"-t", "--target", "--prefix", "--root", "--platform", "--python-version", "--implementation", "--abi"}
+    | {"--src", "--upgrade-strategy", "--trusted-host", "--cache-dir", "--log", "-e", "--editable"}
+)
 ASYNC_LOAD = "HF_DEACTIVATE_ASYNC_LOAD"
 _DIRECTIVE = re.compile(rb"^#(?:SBATCH|PBS|BSUB|FLUX|COBALT|\$)[^\n]*\n", re.MULTILINE)
 _PRECOMPILE_ASSIGNMENT = re.compile(rb"\b(?:" + "|".join(sorted(PRECOMPILE_VARIABLES)).encode() + rb")=")
@@ -124,9 +132,11 @@ class ShellRewriter:
         migrate_python: PythonRewriter | None = None,
         inline: bool = False,
         directory: Path | None = None,
+        imported: frozenset[str] = frozenset(),
     ) -> None:
         self.inline = inline
         self.directory = directory
+        self.imported = imported
         self.bf16_added: set[int] = set()
         self.data = text.encode()
         self.newline = "\r\n" if "\r\n" in text else "\n"
@@ -268,7 +278,7 @@ class ShellRewriter:
         if program == "optimum-cli":
             self.optimum_cli(ctx, node, words)
         elif program in ("pip", "pip3") or [w.value for w in words[1:3]] == ["-m", "pip"]:
-            self.pip(ctx, words, siblings)
+            self.pip(ctx, node, words, siblings)
         elif _is_launcher(program):
             self.launcher(ctx, node, words, siblings)
         elif program in _SHELLS or program == "eval" or program == "sbatch":
@@ -482,24 +492,41 @@ class ShellRewriter:
                 + (rule or r.OPTIMUM_CLI_MANUAL).action.split(": ", 1)[-1],
             )
 
-    def pip(self, ctx: Context, words: list[Word], siblings: list[Word]) -> None:
-        if "install" not in [w.value for w in words]:
+    def pip(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> None:
+        values = [w.value for w in words]
+        if "install" not in values:
             return
-        legacy = [w for w in words if _package_name(w.value) in _LEGACY_PACKAGES]
+        requirements: list[tuple[Word, installs.Parsed]] = []
+        position = values.index("install") + 1
+        while position < len(words):
+            value = values[position]
+            if value in _PIP_VALUE_OPTIONS:  # `-r requirements.txt` is migrated as a file of its own
+                position += 2
+                continue
+            parsed = installs.parse(value) if not value.startswith("-") else None
+            if parsed is not None:
+                requirements.append((words[position], parsed))
+            position += 1
+        if not any(installs.replaced(parsed) for _, parsed in requirements):
+            return
+        # An XLA-era torch-neuronx pin goes: TorchNeuron is the current torch-neuronx.
+        stale = [w for w, p in requirements if p.name == "torch-neuronx" and (p.specifier or p.url)]
+        current = [(w, p) for w, p in requirements if w not in stale]
+        plan = installs.plan([p for _, p in current], self.imported)
+        for item, parsed in current:
+            for rule, reasons in ((r.INSTALL_KEPT, plan.kept), (r.INSTALL_CONFLICT, plan.conflicts)):
+                for why in (why for owner, why in reasons if owner is parsed):
+                    message = f"`{item.value}` left as it is: {why}"
+                    self.todo(ctx, node, rule, message, at=item.start)
+        kept = {id(owner) for owner, _ in plan.kept}
+        legacy = [w for w, p in current if installs.replaced(p) and id(p) not in kept]
         if not legacy:
             return
-        present = {_package_name(w.value) for w in words}
-        pinned = [
-            w for w in words if _package_name(w.value) == "torch-neuronx" and w.value != "torch-neuronx"
-        ]
-        added = [
-            package
-            for package in TORCHNEURON_PACKAGES
-            if _package_name(package.strip('"')) not in present or package == "torch-neuronx" and pinned
-        ]
         self.report(ctx.start + legacy[0].start, r.PIP_INSTALL)
-        self.edit(ctx, legacy[0].start, legacy[0].end, " ".join(added))
-        for item in [*legacy[1:], *pinned]:
+        self.edit(ctx, legacy[0].start, legacy[0].end, " ".join(_shell_quoted(text) for text in plan.added))
+        if "torch-neuronx" in plan.added and not any(installs.NEURON_INDEX in value for value in values):
+            self.edit(ctx, words[-1].end, words[-1].end, f" --extra-index-url {installs.NEURON_INDEX}")
+        for item in [*legacy[1:], *stale]:
             self.remove_word(ctx, item, siblings)
 
     def launcher(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> None:
@@ -1028,12 +1055,9 @@ def _descendants(node: Node):
         stack.extend(current.children)
 
 
-def _package_name(requirement: str) -> str:
-    match = re.match(r"[A-Za-z0-9_.\-]+", requirement)
-    name = match[0].lower().replace("_", "-") if match else ""
-    if name == "optimum" and re.match(r"optimum\[[^\]]*neuron", requirement.lower()):
-        return "optimum-neuron"
-    return name
+def _shell_quoted(requirement: str) -> str:
+    """A requirement as a shell word: quoted when it holds characters the shell would read."""
+    return f'"{requirement}"' if re.search(r"[<>;=!\[\] ()*~'$]", requirement) else requirement
 
 
 def _test_value(condition: str) -> bool | None:
@@ -1065,11 +1089,13 @@ def rewrite_shell(
     migrate_python: PythonRewriter | None = None,
     inline: bool = False,
     directory: Path | None = None,
+    imported: frozenset[str] = frozenset(),
 ) -> tuple[str, list[Finding]]:
     """Migrate a shell script; `migrate_python` rewrites Python heredoc bodies (left alone without it).
 
     `inline`: the text is one command line of a notebook, run in a shell of its own; a variable it needs
     is set as a prefix of the command, not exported on a line of its own. `directory`: where the file is, to
-    read the scripts it launches (None: scripts are known by name only).
+    read the scripts it launches (None: scripts are known by name only). `imported`: modules the file (the
+    notebook) still imports after its migration; the packages that provide them are not uninstalled.
     """
-    return ShellRewriter(text, migrate_python, inline, directory).run()
+    return ShellRewriter(text, migrate_python, inline, directory, imported).run()

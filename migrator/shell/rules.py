@@ -180,15 +180,17 @@ PRECOMPILE_USE = Rule(
 PIP_INSTALL = Rule(
     "NM460",
     Severity.WARNING,
-    "`pip install` of optimum-neuron / torch-xla / neuronx-distributed",
-    "Replaced with the TorchNeuron package set: torch-neuronx (from the Neuron pip repository, --extra-index-url "
-    'https://pip.repos.neuron.amazonaws.com) "transformers>=5.23" "trl>=1.16" peft accelerate. Uninstall '
-    "torch-xla from existing environments: Transformers still takes the XLA path when it is importable.",
+    "An install (`pip install`, `%pip`, a requirements file) of optimum-neuron / torch-xla / neuronx-distributed",
+    'Replaced with the TorchNeuron package set, torch-neuronx "transformers>=5.23" "trl>=1.16" peft accelerate, '
+    "plus what an optimum-neuron extra pulled in (`[diffusers]`: diffusers), with the replaced line's marker; "
+    "`--extra-index-url https://pip.repos.neuron.amazonaws.com` is added: torch-neuronx comes from the Neuron pip "
+    "repository, not PyPI. Uninstall torch-xla from existing environments: Transformers still takes the XLA path "
+    "when it is importable.",
     examples=(
         _example(
-            "#!/bin/bash\npip install optimum-neuron==0.3.0 datasets\n",
+            '#!/bin/bash\npip install "optimum-neuron[diffusers]==0.3.0" datasets\n',
             "#!/bin/bash\n"
-            'pip install torch-neuronx "transformers>=5.23" "trl>=1.16" peft accelerate datasets\n',
+            'pip install torch-neuronx "transformers>=5.23" "trl>=1.16" peft accelerate diffusers datasets --extra-index-url https://pip.repos.neuron.amazonaws.com\n',
         ),
     ),
 )
@@ -344,6 +346,36 @@ PRECISION_MANUAL = Rule(
             "# TODO(neuron-migrate): NM469 `XLA_USE_BF16=1` trained in bf16 under XLA and nothing reads it on TorchNeuron; it reaches `train.py`, whose argument parser is not known: pass --bf16 to a Trainer/TRL script or load the model with dtype=torch.bfloat16, then delete it\n"
             "export XLA_USE_BF16=1\n"
             "torchrun --nproc_per_node=2 train.py\n",
+        ),
+    ),
+)
+INSTALL_CONFLICT = Rule(
+    "NM472",
+    Severity.WARNING,
+    "An install pins transformers / trl to versions the migrated code cannot run with (`transformers==4.52.3`)",
+    "Left in place with a TODO: the migrated code needs transformers>=5.23 and trl>=1.16; relax the pin.",
+    examples=(
+        _example(
+            '#!/bin/bash\npip install optimum-neuron transformers==4.52.3 "trl>=1.16"\n',
+            "#!/bin/bash\n"
+            "# TODO(neuron-migrate): NM472 `transformers==4.52.3` left as it is: it excludes `transformers>=5.23`, which the migrated code needs\n"
+            'pip install torch-neuronx peft accelerate transformers==4.52.3 "trl>=1.16" --extra-index-url https://pip.repos.neuron.amazonaws.com\n',
+        ),
+    ),
+)
+INSTALL_KEPT = Rule(
+    "NM473",
+    Severity.WARNING,
+    "An optimum-neuron / XLA package in an install that the same notebook still imports, or whose extra "
+    "(`optimum-neuron[vllm]`) has no TorchNeuron counterpart",
+    "Left in place with a TODO: uninstalling it would break the code that still uses it; finish that code's "
+    "migration first (or install what the extra stood for), then remove it.",
+    examples=(
+        _example(
+            '#!/bin/bash\npip install "optimum-neuron[vllm]" torch-xla\n',
+            "#!/bin/bash\n"
+            "# TODO(neuron-migrate): NM473 `optimum-neuron[vllm]` left as it is: its `[vllm]` extra has no TorchNeuron counterpart the codemod can name (serving moves to vLLM Neuron: install it as its documentation says)\n"
+            'pip install "optimum-neuron[vllm]" torch-neuronx "transformers>=5.23" "trl>=1.16" peft accelerate --extra-index-url https://pip.repos.neuron.amazonaws.com\n',
         ),
     ),
 )
