@@ -17,6 +17,7 @@ import libcst as cst
 from migrator import notebook
 from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
+from migrator.shell.requirements import migrate_requirements as rewrite_requirements
 from migrator.shell.rewrite import rewrite_shell
 from migrator.sources import SourceFile, Text, read_text, write_atomic
 from migrator.transform import migrate_module
@@ -33,6 +34,7 @@ PYTHON_MARKERS = re.compile(
 )
 # Shell launchers are cheap to scan line by line; optimum-neuron training flags alone mark one too.
 SHELL_HINTS = ("optimum", "neuron", "xla", "XLA_", "NEURON_", "--zero_1")
+REQUIREMENTS_HINTS = ("neuron", "xla")  # lowercased text: optimum-neuron, torch-xla, libneuronxla...
 
 
 class Mode(str, Enum):
@@ -88,6 +90,12 @@ def migrate_shell(
     return migrated, findings
 
 
+def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
+    if not any(hint in content.lower() for hint in REQUIREMENTS_HINTS):
+        return content, []
+    return rewrite_requirements(content)
+
+
 def migrate_notebook(content: str) -> tuple[str, list[Finding]]:
     return notebook.migrate_notebook(content, migrate_python, migrate_shell)
 
@@ -96,12 +104,13 @@ REWRITERS: dict[str, Callable[[str], tuple[str, list[Finding]]]] = {
     "python": migrate_python,
     "shell": migrate_shell,
     "notebook": migrate_notebook,
+    "requirements": migrate_requirements,
 }
 
 
 def rewriter(kind: str, directory: Path | None) -> Callable[[str], tuple[str, list[Finding]]]:
     """The rewriter of a file of `kind` in `directory`: launchers there read the scripts they launch."""
-    if directory is None or kind == "python":
+    if directory is None or kind not in ("shell", "notebook"):
         return REWRITERS[kind]
     shell = partial(migrate_shell, directory=directory)
     if kind == "shell":

@@ -25,6 +25,8 @@ import nbformat
 from nbformat.validator import MissingIDFieldWarning
 
 from migrator.rules import Finding, Severity, define
+from migrator.shell.requirements import migrate_requirements
+from migrator.sources import is_requirements
 from migrator.transform import TODO_PREFIX
 from migrator.verify import MigrationError
 
@@ -179,6 +181,10 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
     elif name in ("writefile", "file"):
         target = next((a for a in reversed(arguments) if not a.startswith("-")), "").strip("'\"")
         kind = "python" if target.endswith(".py") else "shell" if target.endswith((".sh", ".bash")) else None
+        if is_requirements(target.rsplit("/", 1)[-1]):
+            migrated, body_findings = migrate_requirements(body)
+            findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
+            return f"{header}{newline}{migrated}"
         if kind is None:
             _flag_config(target, body, number, findings)
             return None

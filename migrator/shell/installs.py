@@ -82,6 +82,18 @@ def _url(text: str) -> Parsed | None:
     return Parsed(canonicalize_name(name), url=text) if name else None
 
 
+def stale(requirement: Parsed) -> bool:
+    """A torch-neuronx pin from the XLA era (TorchNeuron is torch-neuronx 2.14+): it goes, the current one comes."""
+    return requirement.name == "torch-neuronx" and (
+        requirement.url is not None or not _admits(requirement.specifier, SpecifierSet(">=2.14"))
+    )
+
+
+def concerns_torchneuron(requirements: list[Parsed]) -> bool:
+    """An install of the legacy stack, or of TorchNeuron (whose other pins must fit the migrated code)."""
+    return any(replaced(r) or r.name == "torch-neuronx" for r in requirements)
+
+
 def replaced(requirement: Parsed) -> bool:
     """TorchNeuron replaces it (`optimum[neuronx]` is optimum-neuron too)."""
     if requirement.name == "optimum":
@@ -96,6 +108,11 @@ class Plan:
     added: list[str]  # requirement texts to install instead (markers of the replaced lines carried over)
     kept: list[tuple[Parsed, str]]  # legacy requirements left in place, with why
     conflicts: list[tuple[Parsed, str]]  # other requirements whose pin conflicts with the target, with why
+
+    @property
+    def needs_neuron_index(self) -> bool:
+        """torch-neuronx is added: the install needs the Neuron pip repository."""
+        return any(Requirement(text).name == "torch-neuronx" for text in self.added)
 
 
 def plan(requirements: list[Parsed], imported: frozenset[str] = frozenset()) -> Plan:

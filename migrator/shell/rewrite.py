@@ -507,10 +507,10 @@ class ShellRewriter:
             if parsed is not None:
                 requirements.append((words[position], parsed))
             position += 1
-        if not any(installs.replaced(parsed) for _, parsed in requirements):
+        if not installs.concerns_torchneuron([parsed for _, parsed in requirements]):
             return
         # An XLA-era torch-neuronx pin goes: TorchNeuron is the current torch-neuronx.
-        stale = [w for w, p in requirements if p.name == "torch-neuronx" and (p.specifier or p.url)]
+        stale = [w for w, p in requirements if installs.stale(p)]
         current = [(w, p) for w, p in requirements if w not in stale]
         plan = installs.plan([p for _, p in current], self.imported)
         for item, parsed in current:
@@ -524,7 +524,7 @@ class ShellRewriter:
             return
         self.report(ctx.start + legacy[0].start, r.PIP_INSTALL)
         self.edit(ctx, legacy[0].start, legacy[0].end, " ".join(_shell_quoted(text) for text in plan.added))
-        if "torch-neuronx" in plan.added and not any(installs.NEURON_INDEX in value for value in values):
+        if plan.needs_neuron_index and not any(installs.NEURON_INDEX in value for value in values):
             self.edit(ctx, words[-1].end, words[-1].end, f" --extra-index-url {installs.NEURON_INDEX}")
         for item in [*legacy[1:], *stale]:
             self.remove_word(ctx, item, siblings)
