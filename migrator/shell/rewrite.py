@@ -330,8 +330,8 @@ class ShellRewriter:
                     run.node,
                     r.PARALLEL_COMPILE,
                     "compile-only run (`neuron_parallel_compile`) with no identical launch after it; "
-                    "TorchNeuron compiles just in time: delete this line, or drop only the prefix if it is "
-                    "the only run",
+                    "TorchNeuron compiles just in time, in the training run itself: delete this job (dropping "
+                    "only the prefix would make it a training run)",
                 )
 
     def variables(

@@ -14,13 +14,12 @@ PARALLEL_COMPILE = Rule(
     Severity.ERROR,
     "`neuron_parallel_compile <launch>` (a compile-only run) that no identical launch follows",
     "Left in place with a TODO: TorchNeuron compiles just in time and caches graphs, so there is no separate "
-    "pre-compilation run; removing only the prefix would turn it into a second real run. Delete the command, "
-    "or keep its launch without the prefix if it is the only run.",
+    "pre-compilation run; removing only the prefix would turn it into a second real run. Delete the job.",
     examples=(
         _example(
             "#!/bin/bash\nneuron_parallel_compile torchrun --nproc_per_node=32 train.py --bf16\n",
             "#!/bin/bash\n"
-            "# TODO(neuron-migrate): NM450 compile-only run (`neuron_parallel_compile`) with no identical launch after it; TorchNeuron compiles just in time: delete this line, or drop only the prefix if it is the only run\n"
+            "# TODO(neuron-migrate): NM450 compile-only run (`neuron_parallel_compile`) with no identical launch after it; TorchNeuron compiles just in time, in the training run itself: delete this job (dropping only the prefix would make it a training run)\n"
             "neuron_parallel_compile torchrun --nproc_per_node=32 train.py --bf16\n",
         ),
     ),
