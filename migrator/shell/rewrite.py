@@ -357,6 +357,20 @@ class ShellRewriter:
                 if self.keep_precision(ctx, node, item, launch):
                     dropped.append(item)
                 continue
+            value = item.text.partition("=")[2]
+            held = next((v for v in sorted(BF16_VARIABLES) if f"{v}=" in value), None)
+            if (
+                held is not None and not unset
+            ):  # `ENV_OPTS="XLA_USE_BF16=1 ..."`, expanded into a command later
+                self.todo(
+                    ctx,
+                    node,
+                    r.PRECISION_MANUAL,
+                    f"`{name}` holds `{held}`, which trained in bf16 under XLA and which nothing reads on "
+                    "TorchNeuron: remove it from this string and pass --bf16 to the Trainer/TRL launch (or load the "
+                    "model with dtype=torch.bfloat16)",
+                    at=item.start,
+                )
             if name in PRECOMPILE_VARIABLES and not unset:
                 # Whatever this runs reads it as "compile only" (a Slurm compile job exports it before
                 # running the training script): without it the job would become a second real run.

@@ -193,3 +193,34 @@ def test_renamed_flag_message_has_no_empty_note():
     _, findings = rewrite_shell("torchrun run_clm.py --per_gpu_train_batch_size 8 --zero_1 true\n")
     (renamed,) = [f for f in findings if f.code == "NM462"]
     assert renamed.message == "`--per_gpu_train_batch_size` renamed to `--per_device_train_batch_size`."
+
+
+def test_requirements_lines_are_read_as_pip_reads_them():
+    from migrator.shell.installs import parse, plan, replaced, stale
+
+    git = parse("git+https://github.com/huggingface/optimum-neuron.git@v0.3.0#egg=optimum-neuron")
+    assert git.name == "optimum-neuron" and replaced(git)
+    assert replaced(parse("optimum[neuronx]>=1.20")) and not replaced(parse("optimum[onnxruntime]"))
+    assert stale(parse("torch-neuronx==2.1.2.2.3.0")) and not stale(parse("torch-neuronx>=2.14"))
+    pins = [parse("optimum-neuron[diffusers]"), parse("transformers>=4.40,<6"), parse("trl==0.19.1")]
+    result = plan(pins)
+    assert [why for owner, why in result.conflicts] == [
+        "it excludes `trl>=1.16`, which the migrated code needs"
+    ]
+    assert result.added == ["torch-neuronx", "peft", "accelerate", "diffusers"] and result.needs_neuron_index
+
+
+def test_a_requirements_file_in_a_tree_is_migrated_by_the_cli(tmp_path):
+    from click.testing import CliRunner
+
+    from migrator.cli import main
+
+    (tmp_path / "requirements-train.txt").write_text("optimum-neuron==0.3.0\ndatasets\n")
+    (tmp_path / "notes.txt").write_text("optimum-neuron==0.3.0\n")
+    result = CliRunner().invoke(main, [str(tmp_path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "requirements-train.txt").read_text() == (
+        "--extra-index-url https://pip.repos.neuron.amazonaws.com\n"
+        "torch-neuronx\ntransformers>=5.23\ntrl>=1.16\npeft\naccelerate\ndatasets\n"
+    )
+    assert (tmp_path / "notes.txt").read_text() == "optimum-neuron==0.3.0\n"  # not a requirements file
