@@ -24,7 +24,7 @@ from functools import partial
 import nbformat
 from nbformat.validator import MissingIDFieldWarning
 
-from migrator.rules import Finding, Severity, define
+from migrator.rules import Example, Finding, Rule, Severity
 from migrator.shell.requirements import migrate_requirements
 from migrator.sources import is_requirements
 from migrator.transform import TODO_PREFIX
@@ -32,18 +32,42 @@ from migrator.verify import MigrationError
 
 Rewriter = Callable[[str], tuple[str, list[Finding]]]
 
-CELL_ERROR = define(
+
+def _example(*cells: str) -> Example:
+    """A notebook of code cells, as Jupyter writes it (the rule only reports: it stays byte-identical)."""
+    document = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": f"cell-{number}",
+                "metadata": {},
+                "outputs": [],
+            }
+            | {"source": source.splitlines(keepends=True)}
+            for number, source in enumerate(cells, start=1)
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    return Example(json.dumps(document, indent=1) + "\n", kind="notebook")
+
+
+CELL_ERROR = Rule(
     "NM470",
     Severity.ERROR,
     "A notebook code cell that IPython cannot parse, or whose rewrite would not parse",
     "Left unchanged (the other cells are migrated): fix the cell so that it runs, then migrate again.",
+    examples=(_example(">>> import torch_xla.core.xla_model as xm\n>>> device = xm.xla_device()"),),
 )
-WRITEFILE_CONFIG = define(
+WRITEFILE_CONFIG = Rule(
     "NM471",
     Severity.WARNING,
     "A `%%writefile` cell writes a configuration file that names optimum-neuron / XLA settings",
     "Left unchanged: review these keys by hand (the launcher-flag and environment rules say what each "
-    "becomes on TorchNeuron; for a requirements file, NM460 gives the TorchNeuron package set).",
+    "becomes on TorchNeuron).",
+    examples=(_example("%%writefile config.yaml\ntraining:\n  zero_1: true\n  tensor_parallel_size: 8"),),
 )
 
 _CELL_MARKER = "import __neuron_migrate_cell_{}__"

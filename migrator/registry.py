@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from migrator import risks
+from migrator import notebook, risks
 from migrator.families.environment import (
     nm400_variables,
     nm402_precompile,
@@ -139,10 +139,14 @@ SHELL_RULES: tuple[Rule, ...] = (
 )
 
 
+# Notebook-level rules (a cell as a whole); `migrator/notebook.py` decides them.
+NOTEBOOK_RULES: tuple[Rule, ...] = (notebook.CELL_ERROR, notebook.WRITEFILE_CONFIG)
+
+
 def _table() -> dict[str, Rule]:
     rules: dict[str, Rule] = {}
     python = (rule for module in PYTHON_RULE_MODULES for rule in module.RULES)
-    for rule in (*python, *SHELL_RULES, *risks.RULES):
+    for rule in (*python, *SHELL_RULES, *NOTEBOOK_RULES, *risks.RULES):
         if rules.setdefault(rule.code, rule) is not rule:
             raise ValueError(f"rule {rule.code} defined twice")
     return dict(sorted(rules.items()))

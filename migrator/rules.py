@@ -37,7 +37,7 @@ class Example:
 
     before: str
     after: str | None = None
-    kind: str = "python"  # or "shell"
+    kind: str = "python"  # or "shell", "notebook"
 
 
 @dataclass(frozen=True)
@@ -58,11 +58,6 @@ class Rule:
     @property
     def family(self) -> str:
         return FAMILY_BY_PREFIX[self.code[:3]]
-
-
-def define(code: str, severity: Severity, title: str, action: str) -> Rule:
-    """A rule without examples (the shell family's form); the registry lists it explicitly."""
-    return Rule(code, severity, title, action)
 
 
 @dataclass(frozen=True)
