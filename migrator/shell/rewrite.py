@@ -44,7 +44,7 @@ PythonRewriter = Callable[[str], tuple[str, list[Finding]]]
 # `--use_cpu True` (and the older `--no_cuda True`) kept XLA runs off CUDA; on TorchNeuron they select the CPU.
 _CPU_FLAGS = frozenset({"use_cpu", "no_cuda"})
 BF16_VARIABLES = frozenset({"XLA_USE_BF16", "XLA_DOWNCAST_BF16"})
-_LAUNCHERS = {"torchrun", "python", "python3", "accelerate", "deepspeed"}
+_LAUNCHERS = {"torchrun", "python", "python3", "accelerate", "deepspeed", "trl"}
 _SHELLS = {"bash", "sh", "zsh"}
 # Wrappers that run the rest of their words as a command. Those with options of their own are looked
 # through up to the first word that names a program we know.
@@ -418,8 +418,7 @@ class ShellRewriter:
         unknown = [
             words[_script_index(words)].value
             for words in targets
-            if not _has_bf16(words)
-            and script_parser(words[_script_index(words)].value, self.directory).table is None
+            if not _has_bf16(words) and self.parser_of(words).table is None
         ]
         if not targets or unknown:
             reaches = (
@@ -443,6 +442,13 @@ class ShellRewriter:
             "(bf16 autocast keeps float32 master weights, where XLA_USE_BF16 cast the weights themselves).",
         )
         return True
+
+    def parser_of(self, words: list[Word]) -> ScriptParser:
+        """The argument parser of a launch (`trl sft` parses into the config of TRL's sft.py)."""
+        script = words[_script_index(words)].value
+        if words[0].value == "trl":
+            return script_parser(f"{script}.py", None)
+        return script_parser(script, self.directory)
 
     def add_bf16(self, ctx: Context, words: list[Word]) -> None:
         """`--bf16` (or `--bf16 true`, like the launch's other boolean flags) at the end of a launch."""
@@ -549,7 +555,7 @@ class ShellRewriter:
             return
         if self.owner == 0:  # a compile-only run is not a run on TorchNeuron
             ctx.launchers.append((self.command_start, node.end_byte))
-        parser = script_parser(words[script].value, self.directory)
+        parser = self.parser_of(words)
         arguments = words[script + 1 :]
         unknown: list[tuple[Word, str]] = []
         for position, item in enumerate(arguments):
@@ -956,6 +962,9 @@ def _is_launcher(program: str) -> bool:
 
 
 def _script_index(words: list[Word]) -> int | None:
+    """Where the launched script is: its `.py` word, or the subcommand of the TRL command line (`trl sft`)."""
+    if words[0].value == "trl":
+        return 1 if len(words) > 1 and not words[1].value.startswith("-") else None
     return next((i for i, w in enumerate(words) if w.value.endswith(".py")), None)
 
 

@@ -224,3 +224,12 @@ def test_a_requirements_file_in_a_tree_is_migrated_by_the_cli(tmp_path):
         "torch-neuronx\ntransformers>=5.23\ntrl>=1.16\npeft\naccelerate\ndatasets\n"
     )
     assert (tmp_path / "notes.txt").read_text() == "optimum-neuron==0.3.0\n"  # not a requirements file
+
+
+def test_the_trl_command_line_parses_flags_into_the_config_of_its_subcommand():
+    script = "export XLA_USE_BF16=1\ntrl sft --model_name_or_path Qwen/Qwen3-0.6B --max_seq_length 1024 --zero_1 true\n"
+    migrated, findings = rewrite_shell(script)
+    assert migrated == (
+        "export HF_DEACTIVATE_ASYNC_LOAD=1\ntrl sft --model_name_or_path Qwen/Qwen3-0.6B --max_length 1024 --bf16 true\n"
+    )
+    assert sorted(f.code for f in findings) == ["NM461", "NM462", "NM465", "NM468"]
