@@ -150,8 +150,10 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
 
     shell_lines = [line for cell in python_cells for line in _placeholders(cell)]
     migrated_cells = _migrate_python_cells(python_cells, migrate_python, findings)
-    # An install must not remove a package that a cell still imports once migrated (a symbol left with a TODO).
-    imported = _imports("\n".join(text for _, text, _ in migrated_cells))
+    # An install must not remove a package that a cell still imports once migrated (a symbol left with a TODO),
+    # nor one a script written by a `%%writefile` cell imports (a shell cell body is no Python: no imports).
+    written = (text.partition("\n")[2] for text in new_sources.values())
+    imported = _imports("\n".join(text for _, text, _ in migrated_cells)).union(*map(_imports, written))
     _migrate_shell_lines(shell_lines, partial(migrate_shell, imported=imported), findings)
     for cell, text, cell_findings in migrated_cells:
         findings += cell_findings
