@@ -25,6 +25,7 @@ import nbformat
 from nbformat.validator import MissingIDFieldWarning
 
 from migrator.rules import Example, Finding, Rule, Severity
+from migrator.shell.installs import python_imports
 from migrator.shell.requirements import migrate_requirements
 from migrator.sources import is_requirements
 from migrator.transform import TODO_PREFIX
@@ -153,7 +154,9 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     # An install must not remove a package that a cell still imports once migrated (a symbol left with a TODO),
     # nor one a script written by a `%%writefile` cell imports (a shell cell body is no Python: no imports).
     written = (text.partition("\n")[2] for text in new_sources.values())
-    imported = _imports("\n".join(text for _, text, _ in migrated_cells)).union(*map(_imports, written))
+    imported = python_imports("\n".join(text for _, text, _ in migrated_cells)).union(
+        *map(python_imports, written)
+    )
     _migrate_shell_lines(shell_lines, partial(migrate_shell, imported=imported), findings)
     for cell, text, cell_findings in migrated_cells:
         findings += cell_findings
@@ -473,21 +476,6 @@ def _split_cells(migrated: str) -> list[tuple[int, str]]:
             text = head + text
         cells.append((index, text))
     return cells
-
-
-def _imports(python: str) -> frozenset[str]:
-    """The modules a (placeholder) Python text imports."""
-    try:
-        tree = ast.parse(python)
-    except SyntaxError:
-        return frozenset()
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module)
-    return frozenset(names)
 
 
 def _in_cell(finding: Finding, cell_number: int, line_offset: int) -> Finding:

@@ -8,6 +8,7 @@ carry over to the replacement, and pins that cannot hold the versions migrated c
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -172,3 +173,18 @@ def _admits(pin: SpecifierSet, needed: SpecifierSet) -> bool:
         except InvalidVersion:
             return True  # a pin the codemod cannot read is not called a conflict
     return any(pin.contains(v, prereleases=True) and needed.contains(v, prereleases=True) for v in bounds)
+
+
+def python_imports(python: str) -> frozenset[str]:
+    """The modules a Python text imports (none when it does not parse): what an install must keep."""
+    try:
+        tree = ast.parse(python)
+    except SyntaxError:
+        return frozenset()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return frozenset(names)

@@ -25,6 +25,7 @@ from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Finding, Rule
 from migrator.shell import installs
 from migrator.shell import rules as r
+from migrator.shell.installs import python_imports
 from migrator.shell.scripts import ScriptParser, script_parser
 from migrator.shell.syntax import (
     BLOCKS,
@@ -136,7 +137,8 @@ class ShellRewriter:
     ) -> None:
         self.inline = inline
         self.directory = directory
-        self.imported = imported
+        self.imported = imported  # grows with what the file's Python heredocs import once migrated
+        self.installs: list[tuple[Context, Node, list[Word], list[Word], int]] = []
         self.bf16_added: set[int] = set()
         self.data = text.encode()
         self.newline = "\r\n" if "\r\n" in text else "\n"
@@ -197,6 +199,10 @@ class ShellRewriter:
     def run(self) -> tuple[str, list[Finding]]:
         top = Context(0, len(self.data), _escape_for(None), standalone=True)
         self.script(top)
+        for ctx, node, words, siblings, owner in self.installs:
+            self.owner = owner
+            self.pip(ctx, node, words, siblings)
+        self.owner = 0
         self.resolve_compile_runs()
         for ctx in self.contexts:
             self.async_load(ctx)
@@ -278,7 +284,8 @@ class ShellRewriter:
         if program == "optimum-cli":
             self.optimum_cli(ctx, node, words)
         elif program in ("pip", "pip3") or [w.value for w in words[1:3]] == ["-m", "pip"]:
-            self.pip(ctx, node, words, siblings)
+            # After the walk: a Python heredoc further down may still import what the install would remove.
+            self.installs.append((ctx, node, words, siblings, self.owner))
         elif _is_launcher(program):
             self.launcher(ctx, node, words, siblings)
         elif program in _SHELLS or program == "eval" or program == "sbatch":
@@ -703,6 +710,7 @@ class ShellRewriter:
         source, where = _unescape(raw) if escape("`") != "`" else (raw, list(range(len(raw) + 1)))
         try:
             migrated, findings = self.migrate_python(source)
+            self.imported = self.imported | python_imports(migrated)
         except MigrationError:
             return  # not Python after all (or shell expansions in it): leave it as it is
         line, _ = self.position(ctx.start + content.start_byte)

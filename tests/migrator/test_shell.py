@@ -233,3 +233,15 @@ def test_the_trl_command_line_parses_flags_into_the_config_of_its_subcommand():
         "export HF_DEACTIVATE_ASYNC_LOAD=1\ntrl sft --model_name_or_path Qwen/Qwen3-0.6B --max_length 1024 --bf16 true\n"
     )
     assert sorted(f.code for f in findings) == ["NM461", "NM462", "NM465", "NM468"]
+
+
+def test_an_install_keeps_a_package_that_a_python_heredoc_further_down_still_imports():
+    from migrator.engine import migrate_python
+
+    script = (
+        "pip install optimum-neuron datasets\n"
+        "cat > check.py <<EOF\nfrom optimum.neuron.utils import is_neuronx_available\nEOF\n"
+    )
+    migrated, findings = rewrite_shell(script, migrate_python)
+    assert "pip install optimum-neuron datasets\n" in migrated
+    assert "NM473" in {f.code for f in findings} and "NM460" not in {f.code for f in findings}
