@@ -366,9 +366,8 @@ class ShellRewriter:
                 continue
             value = item.text.partition("=")[2]
             held = next((v for v in sorted(BF16_VARIABLES) if f"{v}=" in value), None)
-            if (
-                held is not None and not unset
-            ):  # `ENV_OPTS="XLA_USE_BF16=1 ..."`, expanded into a command later
+            # `ENV_OPTS="XLA_USE_BF16=1 ..."`, expanded into a command later.
+            if held is not None and not unset:
                 self.todo(
                     ctx,
                     node,
@@ -971,6 +970,8 @@ def _is_launcher(program: str) -> bool:
 
 def _script_index(words: list[Word]) -> int | None:
     """Where the launched script is: its `.py` word, or the subcommand of the TRL command line (`trl sft`)."""
+    if not words:
+        return None
     if words[0].value == "trl":
         return 1 if len(words) > 1 and not words[1].value.startswith("-") else None
     return next((i for i, w in enumerate(words) if w.value.endswith(".py")), None)

@@ -187,6 +187,8 @@ def test_bf16_variable_goes_only_where_every_launch_it_reaches_takes_bf16():
     assert rewrite_shell("XLA_USE_BF16=0 torchrun run_clm.py\n")[0] == (
         "HF_DEACTIVATE_ASYNC_LOAD=1 torchrun run_clm.py\n"
     )  # a false value only goes away
+    # A prefix on a command that launches nothing (`env` alone lists the environment) keeps it, with a TODO.
+    assert [f.code for f in rewrite_shell("XLA_USE_BF16=1 env\n")[1]] == ["NM469"]
 
 
 def test_renamed_flag_message_has_no_empty_note():
