@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 # torch-neuronx is published on the Neuron pip repository, not on PyPI.
@@ -79,7 +79,13 @@ def _url(text: str) -> Parsed | None:
         return None
     parts = urlsplit(text.split("+", 1)[1] if text.startswith(("git+", "hg+")) else text)
     egg = dict(item.partition("=")[::2] for item in parts.fragment.split("&") if item).get("egg")
-    name = egg or parts.path.rstrip("/").rsplit("/", 1)[-1].split("@", 1)[0].removesuffix(".git")
+    last = parts.path.rstrip("/").rsplit("/", 1)[-1]
+    if egg is None and last.endswith(".whl"):
+        try:
+            return Parsed(parse_wheel_filename(last)[0], url=text)
+        except InvalidWheelFilename:
+            return None
+    name = egg or last.split("@", 1)[0].removesuffix(".git")
     return Parsed(canonicalize_name(name), url=text) if name else None
 
 
@@ -109,11 +115,6 @@ class Plan:
     added: list[str]  # requirement texts to install instead (markers of the replaced lines carried over)
     kept: list[tuple[Parsed, str]]  # legacy requirements left in place, with why
     conflicts: list[tuple[Parsed, str]]  # other requirements whose pin conflicts with the target, with why
-
-    @property
-    def needs_neuron_index(self) -> bool:
-        """torch-neuronx is added: the install needs the Neuron pip repository."""
-        return any(Requirement(text).name == "torch-neuronx" for text in self.added)
 
 
 def plan(requirements: list[Parsed], imported: frozenset[str] = frozenset()) -> Plan:

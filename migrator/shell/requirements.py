@@ -19,12 +19,16 @@ from migrator.transform import TODO_PREFIX
 from migrator.verify import MigrationError
 
 _OPTION = re.compile(r"\s*-")
+_EDITABLE = re.compile(r"\s*(?:-e|--editable)(?:\s+|=)(\S+)")
 _COMMENT = re.compile(r"(^|\s)#.*$")
 
 
 def _requirement_text(line: str) -> str | None:
     """The requirement a line holds, without its comment; None for comments, blanks and options."""
     text = _COMMENT.sub("", line).strip()
+    editable = _EDITABLE.fullmatch(text)
+    if editable:  # `-e git+...optimum-neuron`: an install of that package
+        return editable[1]
     if not text or _OPTION.match(text) or text.endswith("\\"):
         return None  # a continued line is left as it is
     return text
@@ -62,7 +66,7 @@ def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
         ]
         if legacy and number == legacy[0]:
             findings.append(Finding(r.PIP_INSTALL, number + 1, 1, r.PIP_INSTALL.action, True))
-            if plan.needs_neuron_index and installs.NEURON_INDEX not in content:
+            if installs.NEURON_INDEX not in content:  # where torch-neuronx comes from
                 out.append(f"--extra-index-url {installs.NEURON_INDEX}{newline}")
             out += [f"{text}{newline}" for text in plan.added]
         elif number not in removed:

@@ -523,9 +523,17 @@ class ShellRewriter:
         if "install" not in values:
             return
         requirements: list[tuple[Word, installs.Parsed]] = []
+        editable: dict[int, Word] = {}  # `-e URL`: the option word, by the start of its value
         position = values.index("install") + 1
         while position < len(words):
             value = values[position]
+            if value in ("-e", "--editable") and position + 1 < len(words):
+                parsed = installs.parse(values[position + 1])
+                if parsed is not None:
+                    requirements.append((words[position + 1], parsed))
+                    editable[words[position + 1].start] = words[position]
+                position += 2
+                continue
             if value in _PIP_VALUE_OPTIONS:  # `-r requirements.txt` is migrated as a file of its own
                 position += 2
                 continue
@@ -549,11 +557,14 @@ class ShellRewriter:
         if not legacy:
             return
         self.report(ctx.start + legacy[0].start, r.PIP_INSTALL)
-        self.edit(ctx, legacy[0].start, legacy[0].end, " ".join(_shell_quoted(text) for text in plan.added))
-        if plan.needs_neuron_index and not any(installs.NEURON_INDEX in value for value in values):
+        first = editable.get(legacy[0].start, legacy[0])  # an editable install goes with its `-e`
+        self.edit(ctx, first.start, legacy[0].end, " ".join(_shell_quoted(text) for text in plan.added))
+        if not any(installs.NEURON_INDEX in value for value in values):  # where torch-neuronx comes from
             self.edit(ctx, words[-1].end, words[-1].end, f" --extra-index-url {installs.NEURON_INDEX}")
         for item in [*legacy[1:], *stale]:
             self.remove_word(ctx, item, siblings)
+            if item.start in editable:
+                self.remove_word(ctx, editable[item.start], siblings)
 
     def launcher(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> None:
         script = _script_index(words)

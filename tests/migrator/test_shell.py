@@ -209,7 +209,7 @@ def test_requirements_lines_are_read_as_pip_reads_them():
     assert [why for owner, why in result.conflicts] == [
         "it excludes `trl>=1.16`, which the migrated code needs"
     ]
-    assert result.added == ["torch-neuronx", "peft", "accelerate", "diffusers"] and result.needs_neuron_index
+    assert result.added == ["torch-neuronx", "peft", "accelerate", "diffusers"]
 
 
 def test_a_requirements_file_in_a_tree_is_migrated_by_the_cli(tmp_path):
@@ -247,3 +247,16 @@ def test_an_install_keeps_a_package_that_a_python_heredoc_further_down_still_imp
     migrated, findings = rewrite_shell(script, migrate_python)
     assert "pip install optimum-neuron datasets\n" in migrated
     assert "NM473" in {f.code for f in findings} and "NM460" not in {f.code for f in findings}
+
+
+def test_editable_and_wheel_installs_of_optimum_neuron_are_replaced_with_their_option():
+    from migrator.engine import migrate_requirements
+
+    url = "git+https://github.com/huggingface/optimum-neuron.git"
+    migrated, _ = rewrite_shell(f"pip install torch-xla -e {url} -e .\n")
+    assert migrated.startswith('pip install torch-neuronx "transformers>=5.23"') and "optimum" not in migrated
+    assert " -e . --extra-index-url https://pip.repos.neuron.amazonaws.com\n" in migrated
+    wheel = "https://example.com/optimum_neuron-0.3.0-py3-none-any.whl"
+    assert "optimum" not in rewrite_shell(f"pip install {wheel}\n")[0]
+    migrated, _ = migrate_requirements(f"-e {url}#egg=optimum-neuron\n-e .\n")
+    assert migrated.endswith("accelerate\n-e .\n") and "optimum" not in migrated
