@@ -78,13 +78,17 @@ def migrate_python(content: str) -> tuple[str, list[Finding]]:
 
 
 def migrate_shell(
-    content: str, inline: bool = False, directory: Path | None = None, imported: frozenset[str] = frozenset()
+    content: str,
+    inline: bool = False,
+    directory: Path | None = None,
+    imported: frozenset[str] = frozenset(),
+    written: dict[str, str] | None = None,
 ) -> tuple[str, list[Finding]]:
-    """`inline`: notebook command lines; `directory`: where the file is; `imported`: modules the notebook
-    still imports (see `rewrite_shell`)."""
+    """`inline`: notebook command lines; `directory`: where the file is; `imported`, `written`: modules the
+    notebook still imports, scripts it writes (see `rewrite_shell`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
-    migrated, findings = rewrite_shell(content, migrate_python, inline, directory, imported)
+    migrated, findings = rewrite_shell(content, migrate_python, inline, directory, imported, written)
     if migrated != content:
         verify_shell(content, migrated)
     return migrated, findings

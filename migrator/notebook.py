@@ -130,6 +130,10 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     new_sources: dict[int, str] = {}
     python_cells: list[PythonCell] = []
     code_cells = [(i, c) for i, c in enumerate(document.get("cells", [])) if c.get("cell_type") == "code"]
+    # A launch of a script the notebook writes (`%%writefile train.py`) reads that script's argument parser.
+    written = dict(map(_written_script, (_source_text(cell) for _, cell in code_cells)))
+    written.pop(None, None)
+    migrate_shell = partial(migrate_shell, written=written)
     for number, (index, cell) in enumerate(code_cells, start=1):
         source = _source_text(cell)
         try:
@@ -153,9 +157,9 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     migrated_cells = _migrate_python_cells(python_cells, migrate_python, findings)
     # An install must not remove a package that a cell still imports once migrated (a symbol left with a TODO),
     # nor one a script written by a `%%writefile` cell imports (a shell cell body is no Python: no imports).
-    written = (text.partition("\n")[2] for text in new_sources.values())
+    bodies = (text.partition("\n")[2] for text in new_sources.values())
     imported = python_imports("\n".join(text for _, text, _ in migrated_cells)).union(
-        *map(python_imports, written)
+        *map(python_imports, bodies)
     )
     _migrate_shell_lines(shell_lines, partial(migrate_shell, imported=imported), findings)
     for cell, text, cell_findings in migrated_cells:
@@ -222,6 +226,16 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
     migrated, body_findings = (migrate_python if kind == "python" else migrate_shell)(body)
     findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
     return f"{header}{newline}{migrated}"
+
+
+def _written_script(source: str) -> tuple[str | None, str]:
+    """(PATH, body) of a `%%writefile PATH` cell that writes a Python script, else (None, "")."""
+    header, _, body = source.partition("\n")
+    words = header.split()
+    if not words or words[0] not in ("%%writefile", "%%file"):
+        return None, ""
+    target = next((w for w in reversed(words[1:]) if not w.startswith("-")), "").strip("'\"")
+    return (target, body) if target.endswith(".py") else (None, "")
 
 
 def _flag_config(target: str, body: str, number: int, findings: list[Finding]) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -134,8 +134,10 @@ class ShellRewriter:
         inline: bool = False,
         directory: Path | None = None,
         imported: frozenset[str] = frozenset(),
+        written: Mapping[str, str] | None = None,
     ) -> None:
         self.inline = inline
+        self.written = written  # scripts the notebook writes, by path (their parsers are read there)
         self.directory = directory
         self.imported = imported  # grows with what the file's Python heredocs import once migrated
         self.installs: list[tuple[Context, Node, list[Word], list[Word], int]] = []
@@ -422,14 +424,19 @@ class ShellRewriter:
             targets = [words for offset, words in self.survey(ctx) if offset > node.end_byte]
         # A launch that passes --bf16 already keeps bf16 whatever parses it; another needs a known parser.
         unknown = [
-            words[_script_index(words)].value
-            for words in targets
-            if not _has_bf16(words) and self.parser_of(words).table is None
+            parser
+            for parser in (self.parser_of(words) for words in targets if not _has_bf16(words))
+            if parser.table is None
         ]
         if not targets or unknown:
-            reaches = (
-                f"`{unknown[0]}`, whose argument parser is not known" if unknown else "no launch in this file"
-            )
+            reaches = "no launch in this file"
+            if unknown:
+                how = (
+                    "which builds no TrainingArguments/SFTConfig"
+                    if unknown[0].read
+                    else "whose argument parser is not known"
+                )
+                reaches = f"`{unknown[0].script}`, {how}"
             self.todo(
                 ctx,
                 node,
@@ -454,7 +461,7 @@ class ShellRewriter:
         script = words[_script_index(words)].value
         if words[0].value == "trl":
             return script_parser(f"{script}.py", None)
-        return script_parser(script, self.directory)
+        return script_parser(script, self.directory, self.written)
 
     def add_bf16(self, ctx: Context, words: list[Word]) -> None:
         """`--bf16` (or `--bf16 true`, like the launch's other boolean flags) at the end of a launch."""
@@ -1133,6 +1140,7 @@ def rewrite_shell(
     inline: bool = False,
     directory: Path | None = None,
     imported: frozenset[str] = frozenset(),
+    written: Mapping[str, str] | None = None,
 ) -> tuple[str, list[Finding]]:
     """Migrate a shell script; `migrate_python` rewrites Python heredoc bodies (left alone without it).
 
@@ -1140,5 +1148,6 @@ def rewrite_shell(
     is set as a prefix of the command, not exported on a line of its own. `directory`: where the file is, to
     read the scripts it launches (None: scripts are known by name only). `imported`: modules the file (the
     notebook) still imports after its migration; the packages that provide them are not uninstalled.
+    `written`: the scripts a notebook writes (`%%writefile`), by path, read for their argument parsers.
     """
-    return ShellRewriter(text, migrate_python, inline, directory, imported).run()
+    return ShellRewriter(text, migrate_python, inline, directory, imported, written).run()

@@ -9,6 +9,7 @@ A script's own arguments (`add_argument("--name")`, fields of its own dataclasse
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,17 +82,24 @@ class ScriptParser:
         return self.table.get(flag)
 
 
-def script_parser(script: str, directory: Path | None) -> ScriptParser:
-    """The parser of `script` (a launcher's word) for a launcher in `directory` (None: not on disk)."""
+def script_parser(
+    script: str, directory: Path | None, written: Mapping[str, str] | None = None
+) -> ScriptParser:
+    """The parser of `script` (a launcher's word) for a launcher in `directory` (None: not on disk).
+    `written`: scripts the same notebook writes (`%%writefile PATH` cells), by PATH: read first."""
     name = script.rsplit("/", 1)[-1]
-    source = _find(script, directory)
+    text = next((body for path, body in (written or {}).items() if path.rsplit("/", 1)[-1] == name), None)
+    source = _find(script, directory) if text is None else None
     if source is not None:
         try:
-            tree = ast.parse(source.read_bytes())
-        except (OSError, SyntaxError, ValueError):
-            tree = None
-        if tree is not None:
-            return _read(script, tree)
+            text = source.read_bytes()
+        except OSError:
+            text = None
+    if text is not None:
+        try:
+            return _read(script, ast.parse(text), read=True)
+        except (SyntaxError, ValueError):
+            pass
     if name in _TRANSFORMERS_EXAMPLES:
         return ScriptParser(script, TRAINING_ARGUMENTS)
     return ScriptParser(script, _TRL_EXAMPLES.get(name))
@@ -112,7 +120,7 @@ def _find(script: str, directory: Path | None) -> Path | None:
     return None
 
 
-def _read(script: str, tree: ast.Module) -> ScriptParser:
+def _read(script: str, tree: ast.Module, read: bool) -> ScriptParser:
     names: set[str] = set()
     own: set[str] = set()
     for node in ast.walk(tree):
@@ -147,7 +155,7 @@ def _read(script: str, tree: ast.Module) -> ScriptParser:
             if names & _TRAINING_CONFIGS
             else None
         )
-    return ScriptParser(script, table, frozenset(own), read=True)
+    return ScriptParser(script, table, frozenset(own), read=read)
 
 
 def _is_dataclass(node: ast.ClassDef) -> bool:

@@ -177,3 +177,29 @@ def test_an_install_keeps_a_package_that_a_written_script_still_imports():
     )
     migrated, _ = REWRITERS["notebook"](original)
     assert "optimum-neuron" not in "".join(json.loads(migrated)["cells"][0]["source"])
+
+
+def test_a_launch_of_a_script_the_notebook_writes_reads_that_scripts_parser():
+    def cell(number, source):
+        return {
+            "cell_type": "code",
+            "execution_count": None,
+            "id": f"c{number}",
+            "metadata": {},
+            "outputs": [],
+        } | {"source": source.splitlines(keepends=True)}
+
+    script = (
+        "%%writefile scripts/train.py\nfrom transformers import HfArgumentParser, TrainingArguments\n"
+        "parser = HfArgumentParser(TrainingArguments)\n"
+    )
+    launch = "!XLA_USE_BF16=1 torchrun --nproc_per_node 2 scripts/train.py --warmup_ratio 0.1 --zero_1 true"
+    cells = [cell(1, script), cell(2, launch)]
+    original = (
+        json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+    )
+    migrated, findings = REWRITERS["notebook"](original)
+    assert "".join(json.loads(migrated)["cells"][1]["source"]) == (
+        "!HF_DEACTIVATE_ASYNC_LOAD=1 torchrun --nproc_per_node 2 scripts/train.py --warmup_steps 0.1 --bf16 true"
+    )
+    assert sorted(f.code for f in findings) == ["NM461", "NM462", "NM465", "NM468"]
