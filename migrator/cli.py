@@ -60,7 +60,7 @@ def main() -> None:
 )
 @click.option("-q", "--quiet", is_flag=True, help="Only the summary line (and manual items) in text mode.")
 def migrate(paths, show_diff, check, output_dir, fmt, report_file, exclude, jobs, quiet):
-    """Migrate PATH... (.py, .ipynb, .sh files or directories, searched recursively) in place."""
+    """Migrate PATH... (.py, .ipynb, .sh, requirements*.txt files or directories, searched recursively) in place."""
     from migrator.engine import Job, Mode, run
     from migrator.report import render, summary_line, text_lines
     from migrator.sources import UsageError, discover

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
 from pathlib import Path
 
 import libcst as cst
@@ -16,6 +17,7 @@ import libcst as cst
 from migrator import notebook
 from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
+from migrator.shell.requirements import migrate_requirements as rewrite_requirements
 from migrator.shell.rewrite import rewrite_shell
 from migrator.sources import SourceFile, Text, read_text, write_atomic
 from migrator.transform import migrate_module
@@ -32,6 +34,7 @@ PYTHON_MARKERS = re.compile(
 )
 # Shell launchers are cheap to scan line by line; optimum-neuron training flags alone mark one too.
 SHELL_HINTS = ("optimum", "neuron", "xla", "XLA_", "NEURON_", "--zero_1")
+REQUIREMENTS_HINTS = ("neuron", "xla")  # lowercased text: optimum-neuron, torch-xla, libneuronxla...
 
 
 class Mode(str, Enum):
@@ -74,14 +77,27 @@ def migrate_python(content: str) -> tuple[str, list[Finding]]:
     return result.code, result.findings
 
 
-def migrate_shell(content: str, inline: bool = False) -> tuple[str, list[Finding]]:
-    """`inline`: one notebook command line (see `rewrite_shell`)."""
+def migrate_shell(
+    content: str,
+    inline: bool = False,
+    directory: Path | None = None,
+    imported: frozenset[str] = frozenset(),
+    written: dict[str, str] | None = None,
+) -> tuple[str, list[Finding]]:
+    """`inline`: notebook command lines; `directory`: where the file is; `imported`, `written`: modules the
+    notebook still imports, scripts it writes (see `rewrite_shell`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
-    migrated, findings = rewrite_shell(content, migrate_python, inline)
+    migrated, findings = rewrite_shell(content, migrate_python, inline, directory, imported, written)
     if migrated != content:
         verify_shell(content, migrated)
     return migrated, findings
+
+
+def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
+    if not any(hint in content.lower() for hint in REQUIREMENTS_HINTS):
+        return content, []
+    return rewrite_requirements(content)
 
 
 def migrate_notebook(content: str) -> tuple[str, list[Finding]]:
@@ -92,7 +108,18 @@ REWRITERS: dict[str, Callable[[str], tuple[str, list[Finding]]]] = {
     "python": migrate_python,
     "shell": migrate_shell,
     "notebook": migrate_notebook,
+    "requirements": migrate_requirements,
 }
+
+
+def rewriter(kind: str, directory: Path | None) -> Callable[[str], tuple[str, list[Finding]]]:
+    """The rewriter of a file of `kind` in `directory`: launchers there read the scripts they launch."""
+    if directory is None or kind not in ("shell", "notebook"):
+        return REWRITERS[kind]
+    shell = partial(migrate_shell, directory=directory)
+    if kind == "shell":
+        return shell
+    return partial(notebook.migrate_notebook, migrate_python=migrate_python, migrate_shell=shell)
 
 
 @dataclass(frozen=True)
@@ -113,7 +140,7 @@ def process(job: Job) -> FileResult:
         result.error = f"cannot read: {error}"
         return result
     try:
-        migrated, result.findings = REWRITERS[source.kind](text.content)
+        migrated, result.findings = rewriter(source.kind, source.path.parent)(text.content)
     except MigrationError as error:
         result.error = str(error)
         return result

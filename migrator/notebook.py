@@ -18,29 +18,57 @@ import json
 import re
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 
 import nbformat
 from nbformat.validator import MissingIDFieldWarning
 
-from migrator.rules import Finding, Severity, define
+from migrator.rules import Example, Finding, Rule, Severity
+from migrator.shell.installs import python_imports
+from migrator.shell.requirements import migrate_requirements
+from migrator.sources import is_requirements
 from migrator.transform import TODO_PREFIX
 from migrator.verify import MigrationError
 
 Rewriter = Callable[[str], tuple[str, list[Finding]]]
 
-CELL_ERROR = define(
+
+def _example(*cells: str) -> Example:
+    """A notebook of code cells, as Jupyter writes it (the rule only reports: it stays byte-identical)."""
+    document = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": f"cell-{number}",
+                "metadata": {},
+                "outputs": [],
+            }
+            | {"source": source.splitlines(keepends=True)}
+            for number, source in enumerate(cells, start=1)
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    return Example(json.dumps(document, indent=1) + "\n", kind="notebook")
+
+
+CELL_ERROR = Rule(
     "NM470",
     Severity.ERROR,
     "A notebook code cell that IPython cannot parse, or whose rewrite would not parse",
     "Left unchanged (the other cells are migrated): fix the cell so that it runs, then migrate again.",
+    examples=(_example(">>> import torch_xla.core.xla_model as xm\n>>> device = xm.xla_device()"),),
 )
-WRITEFILE_CONFIG = define(
+WRITEFILE_CONFIG = Rule(
     "NM471",
     Severity.WARNING,
     "A `%%writefile` cell writes a configuration file that names optimum-neuron / XLA settings",
     "Left unchanged: review these keys by hand (the launcher-flag and environment rules say what each "
-    "becomes on TorchNeuron; for a requirements file, NM460 gives the TorchNeuron package set).",
+    "becomes on TorchNeuron).",
+    examples=(_example("%%writefile config.yaml\ntraining:\n  zero_1: true\n  tensor_parallel_size: 8"),),
 )
 
 _CELL_MARKER = "import __neuron_migrate_cell_{}__"
@@ -90,17 +118,22 @@ class PythonCell:
 
 
 def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> tuple[str, list[Finding]]:
-    """`migrate_shell(text, inline=True)` rewrites one shell command as a notebook line runs it."""
+    """`migrate_shell(text, inline=True, imported=modules)` rewrites shell commands as notebook lines run them."""
     try:
         document = json.loads(content)
         _validate(document)
     except (json.JSONDecodeError, nbformat.ValidationError) as error:
         raise MigrationError(f"not a valid notebook: {str(error).splitlines()[0]}") from error
     style = _json_style(content, document)
+    file_lines = _cell_file_lines(content, document)
     findings: list[Finding] = []
     new_sources: dict[int, str] = {}
     python_cells: list[PythonCell] = []
     code_cells = [(i, c) for i, c in enumerate(document.get("cells", [])) if c.get("cell_type") == "code"]
+    # A launch of a script the notebook writes (`%%writefile train.py`) reads that script's argument parser.
+    written = dict(map(_written_script, (_source_text(cell) for _, cell in code_cells)))
+    written.pop(None, None)
+    migrate_shell = partial(migrate_shell, written=written)
     for number, (index, cell) in enumerate(code_cells, start=1):
         source = _source_text(cell)
         try:
@@ -120,10 +153,16 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
         except MigrationError as error:
             findings.append(Finding(CELL_ERROR, 1, 1, f"{CELL_ERROR.action} ({error})", False, number))
 
-    _migrate_shell_lines(
-        [line for cell in python_cells for line in _placeholders(cell)], migrate_shell, findings
+    shell_lines = [line for cell in python_cells for line in _placeholders(cell)]
+    migrated_cells = _migrate_python_cells(python_cells, migrate_python, findings)
+    # An install must not remove a package that a cell still imports once migrated (a symbol left with a TODO),
+    # nor one a script written by a `%%writefile` cell imports (a shell cell body is no Python: no imports).
+    bodies = (text.partition("\n")[2] for text in new_sources.values())
+    imported = python_imports("\n".join(text for _, text, _ in migrated_cells)).union(
+        *map(python_imports, bodies)
     )
-    for cell, text, cell_findings in _migrate_python_cells(python_cells, migrate_python, findings):
+    _migrate_shell_lines(shell_lines, partial(migrate_shell, imported=imported), findings)
+    for cell, text, cell_findings in migrated_cells:
         findings += cell_findings
         new_sources[cell.index] = _restore(text, cell.magics)
 
@@ -145,6 +184,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
         old_sources[index] = cell["source"]
         cell["source"] = text.splitlines(keepends=True) if isinstance(cell["source"], list) else text
     findings.sort(key=lambda f: (f.cell or 0, f.line, f.column, f.code))
+    findings = [_at_file_line(finding, file_lines) for finding in findings]
     if not old_sources:
         return content, findings
     _validate(document)
@@ -174,6 +214,10 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
     elif name in ("writefile", "file"):
         target = next((a for a in reversed(arguments) if not a.startswith("-")), "").strip("'\"")
         kind = "python" if target.endswith(".py") else "shell" if target.endswith((".sh", ".bash")) else None
+        if is_requirements(target.rsplit("/", 1)[-1]):
+            migrated, body_findings = migrate_requirements(body)
+            findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
+            return f"{header}{newline}{migrated}"
         if kind is None:
             _flag_config(target, body, number, findings)
             return None
@@ -182,6 +226,16 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
     migrated, body_findings = (migrate_python if kind == "python" else migrate_shell)(body)
     findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
     return f"{header}{newline}{migrated}"
+
+
+def _written_script(source: str) -> tuple[str | None, str]:
+    """(PATH, body) of a `%%writefile PATH` cell that writes a Python script, else (None, "")."""
+    header, _, body = source.partition("\n")
+    words = header.split()
+    if not words or words[0] not in ("%%writefile", "%%file"):
+        return None, ""
+    target = next((w for w in reversed(words[1:]) if not w.startswith("-")), "").strip("'\"")
+    return (target, body) if target.endswith(".py") else (None, "")
 
 
 def _flag_config(target: str, body: str, number: int, findings: list[Finding]) -> None:
@@ -442,6 +496,37 @@ def _in_cell(finding: Finding, cell_number: int, line_offset: int) -> Finding:
     return Finding(
         finding.rule, finding.line + line_offset, finding.column, finding.message, finding.fixed, cell_number
     )
+
+
+def _cell_file_lines(content: str, document: dict) -> dict[int, list[int]]:
+    """For each code cell (by number), the line of the .ipynb file that holds each of its source lines:
+    what a SARIF location points at. A source written as one JSON string sits on one line."""
+    match = re.match(r"\{\r?\n([ \t]+)\"", content)
+    unit = match[1] if match else None
+    newline = "\r\n" if "\r\n" in content else "\n"
+    lines: dict[int, list[int]] = {}
+    position = 0
+    code_cells = [cell for cell in document.get("cells", []) if cell.get("cell_type") == "code"]
+    for number, cell in enumerate(code_cells, start=1):
+        source = cell.get("source", "")
+        candidates = [_value_text(source, unit, ascii_only, newline) for ascii_only in (False, True)]
+        candidates.append('"source":' + json.dumps(source, separators=(",", ":")))  # minified
+        found = next((at for at in (content.find(c, position) for c in candidates) if at >= 0), -1)
+        if found < 0:
+            continue  # a writer whose layout we cannot find: the finding keeps the cell and its line only
+        position = found
+        first = content.count("\n", 0, found) + 1
+        many = isinstance(source, list) and unit is not None and len(source) > 0
+        count = len(_source_text(cell).splitlines()) or 1
+        lines[number] = [first + 1 + i if many else first for i in range(count)]
+    return lines
+
+
+def _at_file_line(finding: Finding, file_lines: dict[int, list[int]]) -> Finding:
+    lines = file_lines.get(finding.cell or 0)
+    if not lines:
+        return finding
+    return replace(finding, file_line=lines[min(finding.line, len(lines)) - 1])
 
 
 def _source_text(cell: dict) -> str:

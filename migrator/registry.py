@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from migrator import risks
+from migrator import notebook, risks
 from migrator.families.environment import (
     nm400_variables,
     nm402_precompile,
@@ -111,14 +111,42 @@ PYTHON_HANDLERS: tuple[type[Handler], ...] = tuple(
 )
 
 
-# The shell family declares its rules as module constants (it is not yet split into rule modules).
-SHELL_RULES: tuple[Rule, ...] = tuple(value for value in vars(shell).values() if isinstance(value, Rule))
+# The shell family's rules: its rewriter (`migrator/shell/rewrite.py`) walks each launcher once on
+# tree-sitter's tree and decides them; their texts and examples are in `migrator/shell/rules.py`.
+SHELL_RULES: tuple[Rule, ...] = (
+    shell.PARALLEL_COMPILE,
+    shell.PRECOMPILE_RUN,
+    shell.EXPORT_COMMAND,
+    shell.CONSOLIDATE_COMMAND,
+    shell.CACHE_COMMAND,
+    shell.OPTIMUM_CLI_MANUAL,
+    shell.DROPPED_VARIABLE,
+    shell.MANUAL_VARIABLE,
+    shell.PRECOMPILE_BRANCH,
+    shell.PRECOMPILE_USE,
+    shell.PIP_INSTALL,
+    shell.FLAG_REMOVED,
+    shell.FLAG_RENAMED,
+    shell.FLAG_DISTRIBUTED,
+    shell.FLAG_MANUAL,
+    shell.ASYNC_LOAD_EXPORT,
+    shell.FLAG_UNKNOWN_SCRIPT,
+    shell.CPU_FLAG,
+    shell.PRECISION_FLAG,
+    shell.PRECISION_MANUAL,
+    shell.INSTALL_CONFLICT,
+    shell.INSTALL_KEPT,
+)
+
+
+# Notebook-level rules (a cell as a whole); `migrator/notebook.py` decides them.
+NOTEBOOK_RULES: tuple[Rule, ...] = (notebook.CELL_ERROR, notebook.WRITEFILE_CONFIG)
 
 
 def _table() -> dict[str, Rule]:
     rules: dict[str, Rule] = {}
     python = (rule for module in PYTHON_RULE_MODULES for rule in module.RULES)
-    for rule in (*python, *SHELL_RULES, *risks.RULES):
+    for rule in (*python, *SHELL_RULES, *NOTEBOOK_RULES, *risks.RULES):
         if rules.setdefault(rule.code, rule) is not rule:
             raise ValueError(f"rule {rule.code} defined twice")
     return dict(sorted(rules.items()))

@@ -88,7 +88,11 @@ def sarif_report(results: list[FileResult]) -> dict:
                 }
             )
         for finding in result.findings:
-            message = finding.message if finding.cell is None else f"cell {finding.cell}: {finding.message}"
+            message = (
+                finding.message
+                if finding.cell is None
+                else f"cell {finding.cell}, line {finding.line}: {finding.message}"
+            )
             sarif_results.append(
                 {
                     "ruleId": finding.code,
@@ -100,12 +104,15 @@ def sarif_report(results: list[FileResult]) -> dict:
                         {
                             "physicalLocation": {
                                 **location,
-                                "region": {"startLine": finding.line, "startColumn": finding.column},
+                                # In a notebook, the JSON line that holds the cell's line (code scanning
+                                # shows the .ipynb file); the cell and its own line are in the message.
+                                "region": {"startLine": finding.file_line or finding.line}
+                                | ({"startColumn": finding.column} if finding.file_line is None else {}),
                             }
                         }
                     ],
                     "properties": {"fixed": finding.fixed}
-                    | ({"cell": finding.cell} if finding.cell is not None else {}),
+                    | ({"cell": finding.cell, "cellLine": finding.line} if finding.cell is not None else {}),
                 }
             )
     return {

@@ -37,7 +37,7 @@ class Example:
 
     before: str
     after: str | None = None
-    kind: str = "python"  # or "shell"
+    kind: str = "python"  # or "shell", "notebook"
 
 
 @dataclass(frozen=True)
@@ -60,11 +60,6 @@ class Rule:
         return FAMILY_BY_PREFIX[self.code[:3]]
 
 
-def define(code: str, severity: Severity, title: str, action: str) -> Rule:
-    """A rule without examples (the shell family's form); the registry lists it explicitly."""
-    return Rule(code, severity, title, action)
-
-
 @dataclass(frozen=True)
 class Finding:
     rule: Rule
@@ -77,6 +72,7 @@ class Finding:
     why: str | None = None
     todo: str | None = None
     subject: str | None = None  # the argument, variable or symbol the finding is about, when it has one
+    file_line: int | None = None  # notebooks: the line of the .ipynb file that holds the cell's line
 
     @property
     def code(self) -> str:

@@ -18,7 +18,7 @@ FAMILY_TITLES = {
     "risk": "Compile risks the checklist finds (NM8xx)",
     "manual": "Manual work (NM9xx)",
 }
-FENCES = {"python": "python", "shell": "bash"}
+FENCES = {"python": "python", "shell": "bash", "notebook": "json"}
 
 
 def render() -> str:

@@ -21,6 +21,8 @@ SUFFIXES = {
     ".sbatch": "shell",  # Slurm batch scripts
     ".slurm": "shell",
 }
+# pip requirements files: requirements.txt, requirements-dev.txt, dev_requirements.txt...
+_REQUIREMENTS = re.compile(r"(?:.*[-_.])?requirements(?:[-_.].*)?\.txt", re.IGNORECASE)
 _SHELL_SHEBANG = re.compile(rb"#![ \t]*\S*(?:/|env[ \t]+)(?:ba|z|da)?sh\b")
 SKIP_DIRS = {
     ".git",
@@ -44,11 +46,17 @@ class UsageError(Exception):
 class SourceFile:
     path: Path  # where it is read from
     relative: Path  # its place under the input root, for --output-dir mirroring
-    kind: str  # python | notebook | shell
+    kind: str  # python | notebook | shell | requirements
 
 
 def file_kind(path: Path) -> str | None:
+    if is_requirements(path.name):
+        return "requirements"
     return SUFFIXES.get(path.suffix.lower())
+
+
+def is_requirements(name: str) -> bool:
+    return _REQUIREMENTS.fullmatch(name) is not None
 
 
 def named_file_kind(path: Path) -> str | None:
@@ -75,7 +83,7 @@ def discover(paths: Iterable[Path], exclude: Iterable[str] = ()) -> list[SourceF
             if kind is None:
                 raise UsageError(
                     f"{root}: unsupported file type (expected .py, .ipynb, .sh, .bash, .sbatch, .slurm, "
-                    "or a script starting with a #!/bin/bash-like line)"
+                    "requirements*.txt, or a script starting with a #!/bin/bash-like line)"
                 )
             found.setdefault(root.resolve(), SourceFile(root, Path(root.name), kind))
             continue

@@ -16,13 +16,17 @@ from __future__ import annotations
 import bisect
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from migrator.families.environment import MANUAL_VARIABLES, PRECOMPILE_VARIABLES, dropped_reason
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Finding, Rule
+from migrator.shell import installs
 from migrator.shell import rules as r
+from migrator.shell.installs import python_imports
+from migrator.shell.scripts import ScriptParser, script_parser
 from migrator.shell.syntax import (
     BLOCKS,
     Node,
@@ -38,21 +42,31 @@ from migrator.transform import TODO_PREFIX
 
 PythonRewriter = Callable[[str], tuple[str, list[Finding]]]
 
-_LAUNCHERS = {"torchrun", "python", "python3", "accelerate", "deepspeed"}
+# `--use_cpu True` (and the older `--no_cuda True`) kept XLA runs off CUDA; on TorchNeuron they select the CPU.
+_CPU_FLAGS = frozenset({"use_cpu", "no_cuda"})
+BF16_VARIABLES = frozenset({"XLA_USE_BF16", "XLA_DOWNCAST_BF16"})
+_LAUNCHERS = {"torchrun", "python", "python3", "accelerate", "deepspeed", "trl"}
 _SHELLS = {"bash", "sh", "zsh"}
 # Wrappers that run the rest of their words as a command. Those with options of their own are looked
 # through up to the first word that names a program we know.
 _PLAIN_WRAPPERS = {"nohup", "exec", "command", "builtin"}
 _OPTION_WRAPPERS = {"srun", "mpirun", "mpiexec", "timeout", "numactl", "taskset", "stdbuf", "nice", "xargs"}
-_LEGACY_PACKAGES = {
-    "optimum-neuron",
-    "torch-xla",
-    "neuronx-distributed",
-    "neuronx-distributed-training",
-    "libneuronxla",
-    "transformers-neuronx",
-}
-TORCHNEURON_PACKAGES = ("torch-neuronx", '"transformers>=5.23"', '"trl>=1.16"', "peft", "accelerate")
+# pip options that take a value (the value is not a requirement).
+_PIP_VALUE_OPTIONS = frozenset(
+    {
+        "-r",
+        "--requirement",
+        "-c",
+        "--constraint",
+        "-i",
+        "--index-url",
+        "--extra-index-url",
+        "-f",
+        "--find-links",
+    }
+    | {"-t", "--target", "--prefix", "--root", "--platform", "--python-version", "--implementation", "--abi"}
+    | {"--src", "--upgrade-strategy", "--trusted-host", "--cache-dir", "--log", "-e", "--editable"}
+)
 ASYNC_LOAD = "HF_DEACTIVATE_ASYNC_LOAD"
 _DIRECTIVE = re.compile(rb"^#(?:SBATCH|PBS|BSUB|FLUX|COBALT|\$)[^\n]*\n", re.MULTILINE)
 _PRECOMPILE_ASSIGNMENT = re.compile(rb"\b(?:" + "|".join(sorted(PRECOMPILE_VARIABLES)).encode() + rb")=")
@@ -83,6 +97,7 @@ class Context:
     host_context: Context | None = None
     anchor: int | None = None  # where TODOs go, for pieces nested in the file
     launchers: list[tuple[int, int]] = field(default_factory=list)  # byte ranges of its Python launches
+    survey: list[tuple[int, list[Word]]] | None = None  # every Python launch in it (see `survey`)
 
 
 @dataclass
@@ -112,8 +127,21 @@ class Edit:
 
 
 class ShellRewriter:
-    def __init__(self, text: str, migrate_python: PythonRewriter | None = None, inline: bool = False) -> None:
+    def __init__(
+        self,
+        text: str,
+        migrate_python: PythonRewriter | None = None,
+        inline: bool = False,
+        directory: Path | None = None,
+        imported: frozenset[str] = frozenset(),
+        written: Mapping[str, str] | None = None,
+    ) -> None:
         self.inline = inline
+        self.written = written  # scripts the notebook writes, by path (their parsers are read there)
+        self.directory = directory
+        self.imported = imported  # grows with what the file's Python heredocs import once migrated
+        self.installs: list[tuple[Context, Node, list[Word], list[Word], int]] = []
+        self.bf16_added: set[int] = set()
         self.data = text.encode()
         self.newline = "\r\n" if "\r\n" in text else "\n"
         self.migrate_python = migrate_python
@@ -173,6 +201,10 @@ class ShellRewriter:
     def run(self) -> tuple[str, list[Finding]]:
         top = Context(0, len(self.data), _escape_for(None), standalone=True)
         self.script(top)
+        for ctx, node, words, siblings, owner in self.installs:
+            self.owner = owner
+            self.pip(ctx, node, words, siblings)
+        self.owner = 0
         self.resolve_compile_runs()
         for ctx in self.contexts:
             self.async_load(ctx)
@@ -222,15 +254,7 @@ class ShellRewriter:
 
     def command(self, ctx: Context, node: Node, data: bytes) -> None:
         marks = (len(self.findings), len(self.edits), len(self.todos))
-        children = [c for c in node.named_children if c.type != "comment"]
-        # tree-sitter-bash reads `A=1 B=2<newline>cmd` as one command: split at unescaped newlines.
-        parts: list[list[Node]] = [[]]
-        for previous, child in zip([None, *children], children, strict=False):
-            if previous is not None and b"\n" in _CONTINUATION.sub(
-                b"", data[previous.end_byte : child.start_byte]
-            ):
-                parts.append([])
-            parts[-1].append(child)
+        parts = _command_parts(node, data)
         for part in parts[:-1]:
             self.variables(ctx, part[0], [word(c, data) for c in part], data, whole=True, span=part)
         part = parts[-1]
@@ -241,29 +265,10 @@ class ShellRewriter:
         if not words:
             self.variables(ctx, node, prefix, data, whole=True)
             return
-        self.variables(ctx, node, prefix, data, whole=False, siblings=removable)
-        start = 0
-        while True:  # look through wrappers to the program they launch
-            name = words[start].value if start < len(words) else ""
-            if name in ("time", "env"):
-                start += 1
-                while start < len(words) and words[start].text.startswith("-"):
-                    start += 2 if words[start].text == "-u" else 1
-                assignments = []
-                while start < len(words) and words[start].assignment:
-                    assignments.append(words[start])
-                    start += 1
-                self.variables(ctx, node, assignments, data, whole=False, siblings=removable)
-            elif name in _PLAIN_WRAPPERS:
-                start += 1
-            elif name in _OPTION_WRAPPERS:
-                program = next((i for i in range(start + 1, len(words)) if _is_program(words[i].value)), None)
-                if program is None:
-                    break
-                start = program
-            else:
-                break
-        words = words[start:]
+        words, assignments = _look_through(words)
+        self.variables(
+            ctx, node, [*prefix, *assignments], data, whole=False, siblings=removable, launch=words
+        )
         if not words:
             return
         program = words[0].value
@@ -281,8 +286,9 @@ class ShellRewriter:
         if program == "optimum-cli":
             self.optimum_cli(ctx, node, words)
         elif program in ("pip", "pip3") or [w.value for w in words[1:3]] == ["-m", "pip"]:
-            self.pip(ctx, words, siblings)
-        elif program in _LAUNCHERS or program.endswith(("/python", "/python3", "/torchrun")):
+            # After the walk: a Python heredoc further down may still import what the install would remove.
+            self.installs.append((ctx, node, words, siblings, self.owner))
+        elif _is_launcher(program):
             self.launcher(ctx, node, words, siblings)
         elif program in _SHELLS or program == "eval" or program == "sbatch":
             self.nested_strings(ctx, node, words)
@@ -333,8 +339,8 @@ class ShellRewriter:
                     run.node,
                     r.PARALLEL_COMPILE,
                     "compile-only run (`neuron_parallel_compile`) with no identical launch after it; "
-                    "TorchNeuron compiles just in time: delete this line, or drop only the prefix if it is "
-                    "the only run",
+                    "TorchNeuron compiles just in time, in the training run itself: delete this job (dropping "
+                    "only the prefix would make it a training run)",
                 )
 
     def variables(
@@ -347,13 +353,32 @@ class ShellRewriter:
         span: list[Node] | None = None,
         siblings: list[Word] | None = None,
         unset: bool = False,
+        launch: list[Word] | None = None,
     ) -> None:
-        """Drop XLA-only variables, flag the ones that need a person. `whole`: the words are the statement."""
+        """Drop XLA-only variables, flag the ones that need a person. `whole`: the words are the statement;
+        `launch`: the words of the program the variables prefix (else they reach every later command)."""
         dropped = []
         for item in words:
             name = item.assignment or (item.text if unset else None)
             if name is None:
                 continue
+            if name in BF16_VARIABLES and not unset and _truthy(item.value.partition("=")[2]):
+                if self.keep_precision(ctx, node, item, launch):
+                    dropped.append(item)
+                continue
+            value = item.text.partition("=")[2]
+            held = next((v for v in sorted(BF16_VARIABLES) if f"{v}=" in value), None)
+            # `ENV_OPTS="XLA_USE_BF16=1 ..."`, expanded into a command later.
+            if held is not None and not unset:
+                self.todo(
+                    ctx,
+                    node,
+                    r.PRECISION_MANUAL,
+                    f"`{name}` holds `{held}`, which trained in bf16 under XLA and which nothing reads on "
+                    "TorchNeuron: remove it from this string and pass --bf16 to the Trainer/TRL launch (or load the "
+                    "model with dtype=torch.bfloat16)",
+                    at=item.start,
+                )
             if name in PRECOMPILE_VARIABLES and not unset:
                 # Whatever this runs reads it as "compile only" (a Slurm compile job exports it before
                 # running the training script): without it the job would become a second real run.
@@ -388,6 +413,89 @@ class ShellRewriter:
         for item in dropped:
             self.remove_word(ctx, item, siblings or words)
 
+    def keep_precision(self, ctx: Context, node: Node, item: Word, launch: list[Word] | None) -> bool:
+        """`XLA_USE_BF16=1` made every float32 tensor bf16. It goes only where `--bf16` can take over: on
+        each Trainer/TRL launch it reaches (the prefixed command, or every launch after an `export`) whose
+        argument parser is known. Otherwise it stays with a TODO: dropping it would train in float32."""
+        name = item.assignment
+        if launch is not None:
+            targets = [launch] if _script_index(launch) is not None else []
+        else:
+            targets = [words for offset, words in self.survey(ctx) if offset > node.end_byte]
+        # A launch that passes --bf16 already keeps bf16 whatever parses it; another needs a known parser.
+        unknown = [
+            parser
+            for parser in (self.parser_of(words) for words in targets if not _has_bf16(words))
+            if parser.table is None
+        ]
+        if not targets or unknown:
+            reaches = "no launch in this file"
+            if unknown:
+                how = (
+                    "which builds no TrainingArguments/SFTConfig"
+                    if unknown[0].read
+                    else "whose argument parser is not known"
+                )
+                reaches = f"`{unknown[0].script}`, {how}"
+            self.todo(
+                ctx,
+                node,
+                r.PRECISION_MANUAL,
+                f"`{name}=1` trained in bf16 under XLA and nothing reads it on TorchNeuron; it reaches {reaches}: "
+                "pass --bf16 to a Trainer/TRL script or load the model with dtype=torch.bfloat16, then delete it",
+                at=item.start,
+            )
+            return False
+        for words in targets:
+            self.add_bf16(ctx, words)
+        self.report(
+            ctx.start + item.start,
+            r.PRECISION_FLAG,
+            f"`{name}` removed; `--bf16` added to the Trainer launch{'es' if len(targets) > 1 else ''} it reached "
+            "(bf16 autocast keeps float32 master weights, where XLA_USE_BF16 cast the weights themselves).",
+        )
+        return True
+
+    def parser_of(self, words: list[Word]) -> ScriptParser:
+        """The argument parser of a launch (`trl sft` parses into the config of TRL's sft.py)."""
+        script = words[_script_index(words)].value
+        if words[0].value == "trl":
+            return script_parser(f"{script}.py", None)
+        return script_parser(script, self.directory, self.written)
+
+    def add_bf16(self, ctx: Context, words: list[Word]) -> None:
+        """`--bf16` (or `--bf16 true`, like the launch's other boolean flags) at the end of a launch."""
+        if _has_bf16(words):
+            return
+        arguments = [w.value for w in words[_script_index(words) + 1 :]]
+        if ctx.start + words[-1].start in self.bf16_added:
+            return
+        self.bf16_added.add(ctx.start + words[-1].start)
+        spelled = next((v for v in arguments if v.lower() in ("true", "false")), None)
+        value = "" if spelled is None else " True" if spelled[0] == "T" else " true"
+        self.edit(ctx, words[-1].end, words[-1].end, f" --bf16{value}")
+
+    def survey(self, ctx: Context) -> list[tuple[int, list[Word]]]:
+        """Every Python launch of the context (offset of its end, launched words), compile runs excluded."""
+        if ctx.survey is None:
+            data = self.data[ctx.start : ctx.end]
+            ctx.survey = []
+            stack = [parse(data).root_node]
+            while stack:
+                node = stack.pop()
+                if node.type == "command":
+                    part = _command_parts(node, data)[-1]
+                    words = [
+                        word(c, data)
+                        for c in part
+                        if c.type != "variable_assignment" and "redirect" not in c.type
+                    ]
+                    words, _ = _look_through(words)
+                    if words and _is_launcher(words[0].value) and _script_index(words) is not None:
+                        ctx.survey.append((node.start_byte, words))
+                stack.extend(c for c in node.children if c.type != "heredoc_body")
+        return ctx.survey
+
     def declaration(self, ctx: Context, node: Node, data: bytes) -> None:
         keyword = node.children[0].type if node.children else ""
         if keyword not in ("export", "unset"):
@@ -417,49 +525,99 @@ class ShellRewriter:
                 + (rule or r.OPTIMUM_CLI_MANUAL).action.split(": ", 1)[-1],
             )
 
-    def pip(self, ctx: Context, words: list[Word], siblings: list[Word]) -> None:
-        if "install" not in [w.value for w in words]:
+    def pip(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> None:
+        values = [w.value for w in words]
+        if "install" not in values:
             return
-        legacy = [w for w in words if _package_name(w.value) in _LEGACY_PACKAGES]
+        requirements: list[tuple[Word, installs.Parsed]] = []
+        editable: dict[int, Word] = {}  # `-e URL`: the option word, by the start of its value
+        position = values.index("install") + 1
+        while position < len(words):
+            value = values[position]
+            if value in ("-e", "--editable") and position + 1 < len(words):
+                parsed = installs.parse(values[position + 1])
+                if parsed is not None:
+                    requirements.append((words[position + 1], parsed))
+                    editable[words[position + 1].start] = words[position]
+                position += 2
+                continue
+            if value in _PIP_VALUE_OPTIONS:  # `-r requirements.txt` is migrated as a file of its own
+                position += 2
+                continue
+            parsed = installs.parse(value) if not value.startswith("-") else None
+            if parsed is not None:
+                requirements.append((words[position], parsed))
+            position += 1
+        if not installs.concerns_torchneuron([parsed for _, parsed in requirements]):
+            return
+        # An XLA-era torch-neuronx pin goes: TorchNeuron is the current torch-neuronx.
+        stale = [w for w, p in requirements if installs.stale(p)]
+        current = [(w, p) for w, p in requirements if w not in stale]
+        plan = installs.plan([p for _, p in current], self.imported)
+        for item, parsed in current:
+            for rule, reasons in ((r.INSTALL_KEPT, plan.kept), (r.INSTALL_CONFLICT, plan.conflicts)):
+                for why in (why for owner, why in reasons if owner is parsed):
+                    message = f"`{item.value}` left as it is: {why}"
+                    self.todo(ctx, node, rule, message, at=item.start)
+        kept = {id(owner) for owner, _ in plan.kept}
+        legacy = [w for w, p in current if installs.replaced(p) and id(p) not in kept]
         if not legacy:
             return
-        present = {_package_name(w.value) for w in words}
-        pinned = [
-            w for w in words if _package_name(w.value) == "torch-neuronx" and w.value != "torch-neuronx"
-        ]
-        added = [
-            package
-            for package in TORCHNEURON_PACKAGES
-            if _package_name(package.strip('"')) not in present or package == "torch-neuronx" and pinned
-        ]
         self.report(ctx.start + legacy[0].start, r.PIP_INSTALL)
-        self.edit(ctx, legacy[0].start, legacy[0].end, " ".join(added))
-        for item in [*legacy[1:], *pinned]:
+        first = editable.get(legacy[0].start, legacy[0])  # an editable install goes with its `-e`
+        self.edit(ctx, first.start, legacy[0].end, " ".join(_shell_quoted(text) for text in plan.added))
+        if not any(installs.NEURON_INDEX in value for value in values):  # where torch-neuronx comes from
+            self.edit(ctx, words[-1].end, words[-1].end, f" --extra-index-url {installs.NEURON_INDEX}")
+        for item in [*legacy[1:], *stale]:
             self.remove_word(ctx, item, siblings)
+            if item.start in editable:
+                self.remove_word(ctx, editable[item.start], siblings)
 
     def launcher(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> None:
-        script = next((i for i, w in enumerate(words) if w.value.endswith(".py")), None)
+        script = _script_index(words)
         if script is None:
             return
         if self.owner == 0:  # a compile-only run is not a run on TorchNeuron
             ctx.launchers.append((self.command_start, node.end_byte))
+        parser = self.parser_of(words)
         arguments = words[script + 1 :]
+        unknown: list[tuple[Word, str]] = []
         for position, item in enumerate(arguments):
             if not item.text.startswith("--"):
                 continue
-            name, equals, _ = item.text[2:].partition("=")
-            action = SFT_CONFIG_ARGUMENTS.get(name)
-            if action is None or action.kind == "keep":
-                continue
+            name, equals, given = item.text[2:].partition("=")
             following = arguments[position + 1] if position + 1 < len(arguments) else None
             value = following if not equals and following and not following.text.startswith("--") else None
             flag = f"`--{name}`"
             offset = ctx.start + item.start
+            if (
+                name in _CPU_FLAGS
+                and name not in parser.own
+                and _truthy(given if equals else value.value if value else "1")
+            ):
+                self.todo(
+                    ctx,
+                    node,
+                    r.CPU_FLAG,
+                    f"{flag} made sense under XLA (the XLA device is not CUDA), but on TorchNeuron it makes the "
+                    "Trainer run on the CPU instead of the neuron device: remove it",
+                    at=item.start,
+                )
+                continue
+            action = parser.action(name)
+            if parser.table is None and name not in parser.own:
+                legacy = SFT_CONFIG_ARGUMENTS.get(name)
+                if legacy is not None and legacy.kind != "keep":
+                    unknown.append((item, name))
+                continue
+            if action is None or action.kind == "keep":
+                continue
             if action.kind == "drop" or (action.kind == "distributed" and action.target != "tp_size"):
                 self.report(offset, r.FLAG_REMOVED, f"{flag} removed: {action.note}.")
                 self.remove_word(ctx, item, siblings, through=value)
             elif action.kind == "rename":
-                self.report(offset, r.FLAG_RENAMED, f"{flag} renamed to `--{action.target}`: {action.note}.")
+                note = f": {action.note}" if action.note else ""
+                self.report(offset, r.FLAG_RENAMED, f"{flag} renamed to `--{action.target}`{note}.")
                 self.edit(ctx, item.start, item.start + 2 + len(name), f"--{action.target}")
             elif action.kind == "distributed":
                 self.todo(
@@ -472,6 +630,35 @@ class ShellRewriter:
                 )
             else:
                 self.todo(ctx, node, r.FLAG_MANUAL, f"{flag} {action.note}", at=item.start)
+        if unknown:
+            self.unknown_parser(ctx, node, parser, unknown)
+
+    def unknown_parser(
+        self, ctx: Context, node: Node, parser: ScriptParser, flags: list[tuple[Word, str]]
+    ) -> None:
+        """Training flags on a script whose parser is not known: a finding each, one TODO for the launch."""
+        how = (
+            "builds no TrainingArguments/SFTConfig from its command line"
+            if parser.read
+            else "is neither in this tree nor a known Transformers/TRL example script"
+        )
+        changes = []
+        for item, name in flags:
+            change = _legacy_change(name)
+            changes.append(change)
+            note = SFT_CONFIG_ARGUMENTS[name].note
+            message = f"`--{name}` left as it is: `{parser.script}` {how}; if it reaches TrainingArguments/SFTConfig, {change}"
+            self.report(
+                ctx.start + item.start,
+                r.FLAG_UNKNOWN_SCRIPT,
+                message + (f" ({note})" if note else ""),
+                fixed=False,
+            )
+        text = (
+            f"{TODO_PREFIX} {r.FLAG_UNKNOWN_SCRIPT.code} `{parser.script}` {how}, so its optimum-neuron training "
+            f"flags are left as they are; if they reach TrainingArguments/SFTConfig: {'; '.join(changes)}"
+        )
+        self.todos.append((self.anchor(ctx, node), text, self.owner))
 
     # -- code inside strings and heredocs -----------------------------------------------------------------
 
@@ -540,6 +727,7 @@ class ShellRewriter:
         source, where = _unescape(raw) if escape("`") != "`" else (raw, list(range(len(raw) + 1)))
         try:
             migrated, findings = self.migrate_python(source)
+            self.imported = self.imported | python_imports(migrated)
         except MigrationError:
             return  # not Python after all (or shell expansions in it): leave it as it is
         line, _ = self.position(ctx.start + content.start_byte)
@@ -782,6 +970,79 @@ def _shifted(finding: Finding, lines: int) -> Finding:
     return Finding(finding.rule, finding.line + lines, finding.column, finding.message, finding.fixed)
 
 
+def _legacy_change(name: str) -> str:
+    """What becomes of `--name` in a Transformers/TRL launch, in a few words (the table has the why)."""
+    action = SFT_CONFIG_ARGUMENTS[name]
+    if action.kind == "rename":
+        return f"rename `--{name}` to `--{action.target}`"
+    if action.kind == "drop" or (action.kind == "distributed" and action.target != "tp_size"):
+        return f"remove `--{name}`"
+    if action.kind == "distributed":
+        return f"`--{name}` feeds DistributedConfig({action.target}=...) at the model load"
+    return f"`--{name}`: {action.note}"
+
+
+def _is_launcher(program: str) -> bool:
+    return program in _LAUNCHERS or program.endswith(("/python", "/python3", "/torchrun"))
+
+
+def _script_index(words: list[Word]) -> int | None:
+    """Where the launched script is: its `.py` word, or the subcommand of the TRL command line (`trl sft`)."""
+    if not words:
+        return None
+    if words[0].value == "trl":
+        return 1 if len(words) > 1 and not words[1].value.startswith("-") else None
+    return next((i for i, w in enumerate(words) if w.value.endswith(".py")), None)
+
+
+def _has_bf16(words: list[Word]) -> bool:
+    return any(
+        w.value == "--bf16" or w.value.startswith("--bf16=") for w in words[_script_index(words) + 1 :]
+    )
+
+
+def _truthy(value: str) -> bool:
+    return value.strip("\"'").lower() in ("1", "true", "yes", "on")
+
+
+def _command_parts(node: Node, data: bytes) -> list[list[Node]]:
+    """The children of a command node, split where tree-sitter-bash merged `A=1 B=2<newline>cmd` into one."""
+    children = [c for c in node.named_children if c.type != "comment"]
+    parts: list[list[Node]] = [[]]
+    for previous, child in zip([None, *children], children, strict=False):
+        if previous is not None and b"\n" in _CONTINUATION.sub(
+            b"", data[previous.end_byte : child.start_byte]
+        ):
+            parts.append([])
+        parts[-1].append(child)
+    return parts
+
+
+def _look_through(words: list[Word]) -> tuple[list[Word], list[Word]]:
+    """The words from the program that wrappers (`time`, `env A=1`, `srun ...`) launch, and the variables
+    that `env` sets for it."""
+    start, assignments = 0, []
+    while True:
+        name = words[start].value if start < len(words) else ""
+        if name in ("time", "env"):
+            start += 1
+            while start < len(words) and words[start].text.startswith("-"):
+                start += 2 if words[start].text == "-u" else 1
+            while start < len(words) and words[start].assignment:
+                assignments.append(words[start])
+                start += 1
+        elif name in _PLAIN_WRAPPERS:
+            start += 1
+        elif name in _OPTION_WRAPPERS:
+            program = next((i for i in range(start + 1, len(words)) if _is_program(words[i].value)), None)
+            if program is None:
+                break
+            start = program
+        else:
+            break
+    return words[start:], assignments
+
+
 def _is_program(value: str) -> bool:
     return (
         value in _LAUNCHERS
@@ -844,12 +1105,9 @@ def _descendants(node: Node):
         stack.extend(current.children)
 
 
-def _package_name(requirement: str) -> str:
-    match = re.match(r"[A-Za-z0-9_.\-]+", requirement)
-    name = match[0].lower().replace("_", "-") if match else ""
-    if name == "optimum" and re.match(r"optimum\[[^\]]*neuron", requirement.lower()):
-        return "optimum-neuron"
-    return name
+def _shell_quoted(requirement: str) -> str:
+    """A requirement as a shell word: quoted when it holds characters the shell would read."""
+    return f'"{requirement}"' if re.search(r"[<>;=!\[\] ()*~'$]", requirement) else requirement
 
 
 def _test_value(condition: str) -> bool | None:
@@ -877,11 +1135,19 @@ def _operand(operand: str) -> str | None:
 
 
 def rewrite_shell(
-    text: str, migrate_python: PythonRewriter | None = None, inline: bool = False
+    text: str,
+    migrate_python: PythonRewriter | None = None,
+    inline: bool = False,
+    directory: Path | None = None,
+    imported: frozenset[str] = frozenset(),
+    written: Mapping[str, str] | None = None,
 ) -> tuple[str, list[Finding]]:
     """Migrate a shell script; `migrate_python` rewrites Python heredoc bodies (left alone without it).
 
     `inline`: the text is one command line of a notebook, run in a shell of its own; a variable it needs
-    is set as a prefix of the command, not exported on a line of its own.
+    is set as a prefix of the command, not exported on a line of its own. `directory`: where the file is, to
+    read the scripts it launches (None: scripts are known by name only). `imported`: modules the file (the
+    notebook) still imports after its migration; the packages that provide them are not uninstalled.
+    `written`: the scripts a notebook writes (`%%writefile`), by path, read for their argument parsers.
     """
-    return ShellRewriter(text, migrate_python, inline).run()
+    return ShellRewriter(text, migrate_python, inline, directory, imported, written).run()

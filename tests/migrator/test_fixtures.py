@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from migrator.engine import REWRITERS
+from migrator.engine import rewriter
 from migrator.sources import file_kind, read_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
@@ -36,7 +36,8 @@ def finding_lines(findings) -> list[str]:
 
 
 def migrate(case: Path, content: str):
-    return REWRITERS[file_kind(case)](content)
+    # In the fixture's directory, as the CLI runs it: a launcher reads the scripts it launches from there.
+    return rewriter(file_kind(case), case.parent)(content)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: str(p.relative_to(FIXTURES)))

@@ -143,10 +143,10 @@ def test_unparseable_file_exits_2_with_path_and_line(tree):
 
 def test_slurm_batch_files_and_shebang_scripts_are_shell(tmp_path):
     job = tmp_path / "train.sbatch"
-    job.write_text("#!/bin/bash\n#SBATCH --nodes=1\nexport XLA_USE_BF16=1\nsrun torchrun train.py\n")
+    job.write_text("#!/bin/bash\n#SBATCH --nodes=1\nexport NEURON_FUSE_SOFTMAX=1\nsrun torchrun train.py\n")
     launcher = tmp_path / "launch"
-    launcher.write_text("#!/usr/bin/env bash\nexport XLA_USE_BF16=1\n")
+    launcher.write_text("#!/usr/bin/env bash\nexport NEURON_FUSE_SOFTMAX=1\n")
     result = invoke(str(job), str(launcher))
     assert result.exit_code == 0, result.output
-    assert "XLA_USE_BF16" not in job.read_text() and "XLA_USE_BF16" not in launcher.read_text()
+    assert "NEURON_FUSE_SOFTMAX" not in job.read_text() and "NEURON_FUSE_SOFTMAX" not in launcher.read_text()
     assert job.read_text().startswith("#!/bin/bash\n#SBATCH --nodes=1\nexport HF_DEACTIVATE_ASYNC_LOAD=1\n")

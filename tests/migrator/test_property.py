@@ -17,6 +17,7 @@ import pytest
 
 from migrator.engine import REWRITERS, MigrationError, migrate_python
 from migrator.notebook import CELL_ERROR, _python_of
+from migrator.shell.installs import parse
 from migrator.shell.syntax import problems
 from migrator.sources import discover, file_kind, read_text
 
@@ -59,6 +60,9 @@ def test_fixture_outputs_parse_with_the_parser_of_their_kind(case):
     elif kind == "shell":
         assert problems(migrated.encode()) <= problems(source.encode())
         assert subprocess.run(["bash", "-n"], input=migrated.encode(), capture_output=True).returncode == 0
+    elif kind == "requirements":  # every requirement line is one pip reads
+        lines = [line.split(" #")[0].strip() for line in migrated.splitlines()]
+        assert all(parse(line) is not None for line in lines if line and not line.startswith(("#", "-")))
     else:
         broken = {f.cell for f in findings if f.rule is CELL_ERROR}
         code_cells = [c for c in json.loads(migrated)["cells"] if c["cell_type"] == "code"]

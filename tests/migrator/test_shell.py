@@ -39,7 +39,7 @@ def test_python_heredoc_is_migrated_and_bash_writes_exactly_the_rewrite(tmp_path
 
 @needs_bash
 def test_text_inserted_in_a_double_quoted_command_string_reads_back_as_the_shell_rewrite(tmp_path):
-    inner = "pip install optimum-neuron datasets && XLA_USE_BF16=1 ./train.sh"
+    inner = "pip install optimum-neuron datasets && NEURON_FUSE_SOFTMAX=1 ./train.sh"
     script = f'bash -c "{inner}"\n'
     migrated, _ = rewrite_shell(script)
     assert '\\"transformers>=5.23\\"' in migrated
@@ -52,14 +52,14 @@ def test_flag_removed_inside_a_heredoc_keeps_the_continuation_of_the_line_above(
     script = textwrap.dedent(
         """\
         cat > run.sh <<EOF
-        torchrun train.py \\
+        torchrun run_clm.py \\
           --zero_1 true \\
           --output_dir out
         EOF
         """
     )
     migrated, _ = rewrite_shell(script)
-    assert "torchrun train.py \\\n  --output_dir out\nEOF" in migrated
+    assert "torchrun run_clm.py \\\n  --output_dir out\nEOF" in migrated
     assert problems(migrated.encode()) == 0
 
 
@@ -96,14 +96,14 @@ def test_wrapper_options_go_with_the_wrapper():
 
 
 def test_assignments_tree_sitter_joins_to_the_next_command_are_separate_statements():
-    script = "A=1 XLA_USE_BF16=1\nNEURON_FUSE_SOFTMAX=1\npython train.py\n"
+    script = "A=1 NEURON_FUSE_SOFTMAX=1\nNEURON_FUSE_SOFTMAX=1\npython train.py\n"
     migrated, _ = rewrite_shell(script)
     assert migrated == "export HF_DEACTIVATE_ASYNC_LOAD=1\nA=1\npython train.py\n"
 
 
 def test_write_refuses_output_that_parses_worse(tmp_path, monkeypatch):
     path = tmp_path / "run.sh"
-    original = b"#!/bin/bash\nexport XLA_USE_BF16=1\ntorchrun train.py\n"
+    original = b"#!/bin/bash\nexport NEURON_FUSE_SOFTMAX=1\ntorchrun train.py\n"
     path.write_bytes(original)
     monkeypatch.setattr(engine, "rewrite_shell", lambda text, *_: (text + "if then fi (\n", []))
     (source,) = discover([path])
@@ -114,7 +114,7 @@ def test_write_refuses_output_that_parses_worse(tmp_path, monkeypatch):
 
 def test_overlapping_edits_are_an_error_not_a_corrupt_file(tmp_path, monkeypatch):
     path = tmp_path / "run.sh"
-    original = b"export XLA_USE_BF16=1\n"
+    original = b"export NEURON_FUSE_SOFTMAX=1\n"
     path.write_bytes(original)
 
     def clash(self):
@@ -129,11 +129,15 @@ def test_overlapping_edits_are_an_error_not_a_corrupt_file(tmp_path, monkeypatch
 
 
 def test_what_tree_sitter_cannot_parse_is_left_alone():
-    unclosed = "export XLA_USE_BF16=1\nif [ -n x ]; then\n  torchrun train.py --zero_1 true\n  ( echo\n"
+    unclosed = (
+        "export NEURON_FUSE_SOFTMAX=1\nif [ -n x ]; then\n  torchrun run_clm.py --zero_1 true\n  ( echo\n"
+    )
     assert rewrite_shell(unclosed) == (unclosed, [])  # the whole file is one ERROR node: nothing is a guess
-    stray = "export XLA_USE_BF16=1\necho ok )\ntorchrun train.py --zero_1 true\n"
+    stray = "export NEURON_FUSE_SOFTMAX=1\necho ok )\ntorchrun run_clm.py --zero_1 true\n"
     migrated, findings = rewrite_shell(stray)
-    assert "echo ok )\n" in migrated and "XLA_USE_BF16=1" not in migrated and "--zero_1" not in migrated
+    assert (
+        "echo ok )\n" in migrated and "NEURON_FUSE_SOFTMAX=1" not in migrated and "--zero_1" not in migrated
+    )
 
 
 def test_branch_on_the_compile_variable_is_not_folded_where_the_file_sets_it():
@@ -144,3 +148,115 @@ def test_branch_on_the_compile_variable_is_not_folded_where_the_file_sets_it():
     migrated, findings = rewrite_shell(script)
     assert "STEPS=10\n" in migrated and "STEPS=1000\n" in migrated
     assert [f.code for f in findings] == ["NM459", "NM459"]
+
+
+def test_flags_follow_the_parser_of_the_script_read_from_the_tree(tmp_path):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "train_hf.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from transformers import HfArgumentParser\n"
+        "from optimum.neuron import NeuronTrainingArguments\n\n"
+        "@dataclass\nclass DataArguments:\n    max_seq_length: int = 512\n\n"
+        "parser = HfArgumentParser((DataArguments, NeuronTrainingArguments))\n"
+    )
+    (tmp_path / "train_own.py").write_text(
+        "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--warmup-ratio', type=float)\n"
+    )
+    script = (
+        "torchrun train_hf.py --max_seq_length 128 --warmup_ratio 0.1 --zero_1 true\n"
+        "python train_own.py --warmup_ratio 0.1 --overwrite_output_dir\n"
+    )
+    # Launched from a sub-directory: the scripts are found one level up.
+    migrated, findings = rewrite_shell(script, directory=tmp_path / "scripts")
+    assert "torchrun train_hf.py --max_seq_length 128 --warmup_steps 0.1\n" in migrated  # its own field stays
+    assert "python train_own.py --warmup_ratio 0.1 --overwrite_output_dir\n" in migrated
+    assert sorted(f.code for f in findings) == ["NM461", "NM462", "NM465", "NM466"]
+    unknown = next(f for f in findings if f.code == "NM466")
+    assert "--overwrite_output_dir" in unknown.message and "builds no TrainingArguments" in unknown.message
+
+
+def test_bf16_variable_goes_only_where_every_launch_it_reaches_takes_bf16():
+    both = "export XLA_USE_BF16=1\ntorchrun run_clm.py --do_train\npython sft.py --packing True\n"
+    migrated, findings = rewrite_shell(both)
+    assert "XLA_USE_BF16" not in migrated
+    assert "run_clm.py --do_train --bf16\n" in migrated and "sft.py --packing True --bf16 True\n" in migrated
+    mixed = "export XLA_USE_BF16=1\ntorchrun run_clm.py --do_train\npython my_loop.py\n"
+    migrated, findings = rewrite_shell(mixed)
+    assert "export XLA_USE_BF16=1\n" in migrated and "run_clm.py --do_train\n" in migrated
+    assert [f.code for f in findings if not f.fixed] == ["NM469"]
+    assert rewrite_shell("XLA_USE_BF16=0 torchrun run_clm.py\n")[0] == (
+        "HF_DEACTIVATE_ASYNC_LOAD=1 torchrun run_clm.py\n"
+    )  # a false value only goes away
+    # A prefix on a command that launches nothing (`env` alone lists the environment) keeps it, with a TODO.
+    assert [f.code for f in rewrite_shell("XLA_USE_BF16=1 env\n")[1]] == ["NM469"]
+
+
+def test_renamed_flag_message_has_no_empty_note():
+    _, findings = rewrite_shell("torchrun run_clm.py --per_gpu_train_batch_size 8 --zero_1 true\n")
+    (renamed,) = [f for f in findings if f.code == "NM462"]
+    assert renamed.message == "`--per_gpu_train_batch_size` renamed to `--per_device_train_batch_size`."
+
+
+def test_requirements_lines_are_read_as_pip_reads_them():
+    from migrator.shell.installs import parse, plan, replaced, stale
+
+    git = parse("git+https://github.com/huggingface/optimum-neuron.git@v0.3.0#egg=optimum-neuron")
+    assert git.name == "optimum-neuron" and replaced(git)
+    assert replaced(parse("optimum[neuronx]>=1.20")) and not replaced(parse("optimum[onnxruntime]"))
+    assert stale(parse("torch-neuronx==2.1.2.2.3.0")) and not stale(parse("torch-neuronx>=2.14"))
+    pins = [parse("optimum-neuron[diffusers]"), parse("transformers>=4.40,<6"), parse("trl==0.19.1")]
+    result = plan(pins)
+    assert [why for owner, why in result.conflicts] == [
+        "it excludes `trl>=1.16`, which the migrated code needs"
+    ]
+    assert result.added == ["torch-neuronx", "peft", "accelerate", "diffusers"]
+
+
+def test_a_requirements_file_in_a_tree_is_migrated_by_the_cli(tmp_path):
+    from click.testing import CliRunner
+
+    from migrator.cli import main
+
+    (tmp_path / "requirements-train.txt").write_text("optimum-neuron==0.3.0\ndatasets\n")
+    (tmp_path / "notes.txt").write_text("optimum-neuron==0.3.0\n")
+    result = CliRunner().invoke(main, [str(tmp_path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "requirements-train.txt").read_text() == (
+        "--extra-index-url https://pip.repos.neuron.amazonaws.com\n"
+        "torch-neuronx\ntransformers>=5.23\ntrl>=1.16\npeft\naccelerate\ndatasets\n"
+    )
+    assert (tmp_path / "notes.txt").read_text() == "optimum-neuron==0.3.0\n"  # not a requirements file
+
+
+def test_the_trl_command_line_parses_flags_into_the_config_of_its_subcommand():
+    script = "export XLA_USE_BF16=1\ntrl sft --model_name_or_path Qwen/Qwen3-0.6B --max_seq_length 1024 --zero_1 true\n"
+    migrated, findings = rewrite_shell(script)
+    assert migrated == (
+        "export HF_DEACTIVATE_ASYNC_LOAD=1\ntrl sft --model_name_or_path Qwen/Qwen3-0.6B --max_length 1024 --bf16 true\n"
+    )
+    assert sorted(f.code for f in findings) == ["NM461", "NM462", "NM465", "NM468"]
+
+
+def test_an_install_keeps_a_package_that_a_python_heredoc_further_down_still_imports():
+    from migrator.engine import migrate_python
+
+    script = (
+        "pip install optimum-neuron datasets\n"
+        "cat > check.py <<EOF\nfrom optimum.neuron.utils import is_neuronx_available\nEOF\n"
+    )
+    migrated, findings = rewrite_shell(script, migrate_python)
+    assert "pip install optimum-neuron datasets\n" in migrated
+    assert "NM473" in {f.code for f in findings} and "NM460" not in {f.code for f in findings}
+
+
+def test_editable_and_wheel_installs_of_optimum_neuron_are_replaced_with_their_option():
+    from migrator.engine import migrate_requirements
+
+    url = "git+https://github.com/huggingface/optimum-neuron.git"
+    migrated, _ = rewrite_shell(f"pip install torch-xla -e {url} -e .\n")
+    assert migrated.startswith('pip install torch-neuronx "transformers>=5.23"') and "optimum" not in migrated
+    assert " -e . --extra-index-url https://pip.repos.neuron.amazonaws.com\n" in migrated
+    wheel = "https://example.com/optimum_neuron-0.3.0-py3-none-any.whl"
+    assert "optimum" not in rewrite_shell(f"pip install {wheel}\n")[0]
+    migrated, _ = migrate_requirements(f"-e {url}#egg=optimum-neuron\n-e .\n")
+    assert migrated.endswith("accelerate\n-e .\n") and "optimum" not in migrated

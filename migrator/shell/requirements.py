@@ -1,0 +1,92 @@
+"""Migrate a requirements file (`requirements*.txt`), line by line as pip reads it.
+
+Each requirement line is parsed with `packaging` (see `installs.py`); comments, blank lines and option lines
+(`-r other.txt`, which is migrated as a file of its own when it is in the tree, `--extra-index-url ...`,
+`-e ...`) are kept. The first replaced line becomes the TorchNeuron package set, one requirement per line with
+its marker, preceded by the Neuron pip repository's `--extra-index-url` when the file lacks it; the other
+replaced lines go. Lines left for a person get a TODO comment above them. Every requirement line of the output
+must parse again, or nothing is written.
+"""
+
+from __future__ import annotations
+
+import re
+
+from migrator.rules import Finding
+from migrator.shell import installs
+from migrator.shell import rules as r
+from migrator.transform import TODO_PREFIX
+from migrator.verify import MigrationError
+
+_OPTION = re.compile(r"\s*-")
+_EDITABLE = re.compile(r"\s*(?:-e|--editable)(?:\s+|=)(\S+)")
+_COMMENT = re.compile(r"(^|\s)#.*$")
+
+
+def _requirement_text(line: str) -> str | None:
+    """The requirement a line holds, without its comment; None for comments, blanks and options."""
+    text = _COMMENT.sub("", line).strip()
+    editable = _EDITABLE.fullmatch(text)
+    if editable:  # `-e git+...optimum-neuron`: an install of that package
+        return editable[1]
+    if not text or _OPTION.match(text) or text.endswith("\\"):
+        return None  # a continued line is left as it is
+    return text
+
+
+def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
+    newline = "\r\n" if "\r\n" in content else "\n"
+    lines = content.splitlines(keepends=True)
+    parsed: dict[int, installs.Parsed] = {}
+    for number, line in enumerate(lines):
+        text = _requirement_text(line)
+        requirement = installs.parse(text) if text is not None else None
+        if requirement is not None:
+            parsed[number] = requirement
+    if not installs.concerns_torchneuron(list(parsed.values())):
+        return content, []
+    stale = {n for n, p in parsed.items() if installs.stale(p)}
+    current = {n: p for n, p in parsed.items() if n not in stale}
+    plan = installs.plan(list(current.values()))
+    findings: list[Finding] = []
+    todos: dict[int, list[str]] = {}
+    for number, requirement in current.items():
+        for rule, reasons in ((r.INSTALL_KEPT, plan.kept), (r.INSTALL_CONFLICT, plan.conflicts)):
+            for why in (why for owner, why in reasons if owner is requirement):
+                message = f"`{_requirement_text(lines[number])}` left as it is: {why}"
+                findings.append(Finding(rule, number + 1, 1, message, False))
+                todos.setdefault(number, []).append(f"{TODO_PREFIX} {rule.code} {message}")
+    kept = {id(owner) for owner, _ in plan.kept}
+    legacy = [n for n, p in current.items() if installs.replaced(p) and id(p) not in kept]
+    removed = set(legacy[1:]) | stale
+    out: list[str] = []
+    for number, line in enumerate(lines):
+        out += [
+            f"{todo}{newline}" for todo in todos.get(number, []) if todo not in _comments_above(lines, number)
+        ]
+        if legacy and number == legacy[0]:
+            findings.append(Finding(r.PIP_INSTALL, number + 1, 1, r.PIP_INSTALL.action, True))
+            if installs.NEURON_INDEX not in content:  # where torch-neuronx comes from
+                out.append(f"--extra-index-url {installs.NEURON_INDEX}{newline}")
+            out += [f"{text}{newline}" for text in plan.added]
+        elif number not in removed:
+            out.append(line)
+    migrated = "".join(out)
+    if _unparsed(migrated) > _unparsed(content):
+        raise MigrationError("internal error: the migrated requirements file has a line pip could not read")
+    findings.sort(key=lambda f: (f.line, f.column, f.code))
+    return migrated, findings
+
+
+def _comments_above(lines: list[str], number: int) -> set[str]:
+    """The comment lines right above line `number` (a TODO already there is not added again)."""
+    above = set()
+    while number > 0 and lines[number - 1].lstrip().startswith("#"):
+        number -= 1
+        above.add(lines[number].strip())
+    return above
+
+
+def _unparsed(content: str) -> int:
+    texts = (_requirement_text(line) for line in content.splitlines())
+    return sum(1 for text in texts if text is not None and installs.parse(text) is None)

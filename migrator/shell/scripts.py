@@ -1,0 +1,169 @@
+"""What parses the command line of a Python script a launcher runs: which training-flag table applies.
+
+A flag is renamed or removed only when the script's parser is known: a script in the same tree is read
+(with Python's `ast`), otherwise the script must be one of the Transformers / TRL example scripts by name.
+A script's own arguments (`add_argument("--name")`, fields of its own dataclasses) are never touched: on
+`run_glue.py`, `--max_seq_length` is the script's own field, not TRL's renamed one.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from migrator.families.training_args import SFT_CONFIG_ARGUMENTS, TRAINING_ARGUMENTS, ArgAction
+
+# Transformers' `examples/pytorch/*/run_*.py` (and optimum-neuron's copies of them): HfArgumentParser over
+# their own ModelArguments / DataTrainingArguments and `TrainingArguments` / `Seq2SeqTrainingArguments`.
+_TRANSFORMERS_EXAMPLES = frozenset(
+    {
+        "run_clm.py",
+        "run_mlm.py",
+        "run_plm.py",
+        "run_fim.py",
+        "run_glue.py",
+        "run_xnli.py",
+        "run_classification.py",
+        "run_ner.py",
+        "run_qa.py",
+        "run_seq2seq_qa.py",
+        "run_swag.py",
+        "run_summarization.py",
+        "run_translation.py",
+        "run_image_classification.py",
+        "run_audio_classification.py",
+        "run_speech_recognition_ctc.py",
+        "run_speech_recognition_seq2seq.py",
+        "run_semantic_segmentation.py",
+        "run_object_detection.py",
+    }
+)
+# TRL's `trl/scripts/*.py` (`examples/scripts/` in older releases), parsed by TrlParser into their config.
+_TRL_EXAMPLES = {
+    "sft.py": SFT_CONFIG_ARGUMENTS,
+    "dpo.py": TRAINING_ARGUMENTS,
+    "orpo.py": TRAINING_ARGUMENTS,
+    "kto.py": TRAINING_ARGUMENTS,
+    "grpo.py": TRAINING_ARGUMENTS,
+    "reward_modeling.py": TRAINING_ARGUMENTS,
+}
+_SFT_CONFIGS = frozenset({"SFTConfig", "NeuronSFTConfig"})
+_TRAINING_CONFIGS = frozenset(
+    {
+        "TrainingArguments",
+        "Seq2SeqTrainingArguments",
+        "NeuronTrainingArguments",
+        "Seq2SeqNeuronTrainingArguments",
+        "DPOConfig",
+        "ORPOConfig",
+        "KTOConfig",
+        "GRPOConfig",
+        "RewardConfig",
+    }
+)
+_PARSERS = frozenset({"HfArgumentParser", "TrlParser"})
+
+
+@dataclass(frozen=True)
+class ScriptParser:
+    """How a script reads its flags. `table` is None when it is not known to build training arguments."""
+
+    script: str
+    table: dict[str, ArgAction] | None
+    own: frozenset[str] = frozenset()  # flags the script declares itself
+    read: bool = False  # True when the script's source was read, not recognised by its name
+
+    def action(self, flag: str) -> ArgAction | None:
+        """What becomes of `--flag`: None when it is the script's own or the table keeps it."""
+        if self.table is None or flag in self.own:
+            return None
+        return self.table.get(flag)
+
+
+def script_parser(
+    script: str, directory: Path | None, written: Mapping[str, str] | None = None
+) -> ScriptParser:
+    """The parser of `script` (a launcher's word) for a launcher in `directory` (None: not on disk).
+    `written`: scripts the same notebook writes (`%%writefile PATH` cells), by PATH: read first."""
+    name = script.rsplit("/", 1)[-1]
+    text = next((body for path, body in (written or {}).items() if path.rsplit("/", 1)[-1] == name), None)
+    source = _find(script, directory) if text is None else None
+    if source is not None:
+        try:
+            text = source.read_bytes()
+        except OSError:
+            text = None
+    if text is not None:
+        try:
+            return _read(script, ast.parse(text), read=True)
+        except (SyntaxError, ValueError):
+            pass
+    if name in _TRANSFORMERS_EXAMPLES:
+        return ScriptParser(script, TRAINING_ARGUMENTS)
+    return ScriptParser(script, _TRL_EXAMPLES.get(name))
+
+
+def _find(script: str, directory: Path | None) -> Path | None:
+    """The script's file: relative to the launcher's directory or one of its three parents (a launcher in
+    `scripts/` often runs `train.py` from the project root). A path with an expansion is looked up by name."""
+    if directory is None:
+        return None
+    relative = Path(script if "$" not in script else script.rsplit("/", 1)[-1])
+    if relative.is_absolute():
+        return None
+    for base in (directory, *list(directory.parents)[:3]):
+        candidate = base / relative
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _read(script: str, tree: ast.Module, read: bool) -> ScriptParser:
+    names: set[str] = set()
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.rsplit(".", 1)[-1])
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "add_argument"
+        ):
+            own.update(
+                arg.value.lstrip("-").replace("-", "_")
+                for arg in node.args
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--")
+            )
+        if isinstance(node, ast.ClassDef) and _is_dataclass(node):
+            own.update(
+                item.target.id
+                for item in node.body
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+            )
+    table = None
+    if names & _PARSERS:
+        table = (
+            SFT_CONFIG_ARGUMENTS
+            if names & _SFT_CONFIGS
+            else TRAINING_ARGUMENTS
+            if names & _TRAINING_CONFIGS
+            else None
+        )
+    return ScriptParser(script, table, frozenset(own), read=read)
+
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    """Decorated `@dataclass` / `@dataclasses.dataclass(...)`: its fields are the script's own flags."""
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if (isinstance(target, ast.Name) and target.id == "dataclass") or (
+            isinstance(target, ast.Attribute) and target.attr == "dataclass"
+        ):
+            return True
+    return False
