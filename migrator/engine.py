@@ -35,6 +35,7 @@ PYTHON_MARKERS = re.compile(
     r"|\bneuronx_distributed|\bXLA_\w|\bNEURON_\w|[\"']xla[\"']"
     r"|\bneuron_parallel_compile\b|\boptimum-(?:cli|neuron)\b|\bHF_NUM_CORES\b"
     r"|\b(?:ml\.)?(?:inf1|inf2|trn1n?)\.\w*large\b|\b(?:huggingface|pytorch)-[\w.:-]*neuronx\b"
+    r"|# TODO\(neuron-migrate\)"  # manual work an earlier run left: still reported
 )
 # Shell launchers are cheap to scan line by line; optimum-neuron training flags alone mark one too.
 SHELL_HINTS = ("optimum", "neuron", "xla", "XLA_", "NEURON_", "--zero_1", *PLATFORM_HINTS)
