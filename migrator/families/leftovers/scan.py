@@ -44,34 +44,42 @@ class _Hit:
 
 def scan_python(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
     """`after` (the migrated module) with TODOs on its leftovers, and `findings` with theirs added."""
-    masked, strings = _python_code(after)
+    masked, strings, todo_comments = _python_code(after)
     if masked is None:
         return after, findings
-    tree = ast.parse(after)
-    starts = _statement_starts(tree, after.count("\n") + 1)
-    lines = after.splitlines(keepends=True)
+    lines = _split_lines(after)
+    findings = findings + _unreported_todos(before, lines, todo_comments, findings)
+    parsed: list = []  # the AST and statement starts, computed for the first hit only
 
     def statement_of(line: int, offset: int) -> int:
+        if not parsed:
+            tree = ast.parse(after)
+            parsed.extend((tree, _statement_starts(tree, len(lines) + 1)))
+        starts = parsed[1]
         return starts[min(line, len(starts) - 1)]
 
     hits = _hits(masked, strings, statement_of)
-    findings = findings + _unreported_todos(before, after, lines, findings)
-    return _apply(before, after, lines, hits, findings, _import_users(tree, starts))
+    if not hits:
+        return after, findings
+    return _apply(before, after, lines, hits, findings, _import_users(*parsed))
 
 
-def _unreported_todos(before: str, after: str, lines: list[str], findings: list[Finding]) -> list[Finding]:
+def _unreported_todos(
+    before: str, lines: list[str], todo_comments: list[tuple[int, str]], findings: list[Finding]
+) -> list[Finding]:
     """A TODO a Python rule left in an earlier run is manual work still there, even when that rule has
     nothing left to match (its rewrite is done, e.g. NM504): one finding per such code."""
+    if not todo_comments:
+        return []
     from migrator.registry import PYTHON_RULE_MODULES
 
     python_rules = {rule.code: rule for module in PYTHON_RULE_MODULES for rule in module.RULES}
     reported = {finding.code for finding in findings if not finding.fixed}
     found: dict[str, tuple[int, str]] = {}
-    for token in tokenize.generate_tokens(io.StringIO(after).readline):
-        if token.type == tokenize.COMMENT and token.string.startswith(TODO_PREFIX):
-            code, _, text = token.string[len(TODO_PREFIX) :].strip().partition(" ")
-            if code in python_rules and code not in reported and code not in _SCAN_CODES:
-                found.setdefault(code, (token.start[0] - 1, text))
+    for line, comment in todo_comments:
+        code, _, text = comment[len(TODO_PREFIX) :].strip().partition(" ")
+        if code in python_rules and code not in reported and code not in _SCAN_CODES:
+            found.setdefault(code, (line, text))
     if not found:
         return []
     to_input = _line_map(before, lines)
@@ -79,6 +87,12 @@ def _unreported_todos(before: str, after: str, lines: list[str], findings: list[
         Finding(python_rules[code], to_input(line) + 1, 1, text, False)
         for code, (line, text) in found.items()
     ]
+
+
+def _split_lines(text: str) -> list[str]:
+    """Lines as tokenize and tree-sitter count them (`str.splitlines` also breaks at form feeds)."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def scan_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
@@ -105,19 +119,20 @@ def scan_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, l
         statement = block_statement(node) if node is not None else None
         return statement.start_point[0] if statement is not None else line
 
-    return _apply(before, after, after.splitlines(keepends=True), _hits(text, None, statement_of), findings)
+    return _apply(before, after, _split_lines(after), _hits(text, None, statement_of), findings)
 
 
-def _python_code(code: str) -> tuple[str | None, list[tuple[int, int]]]:
+def _python_code(code: str) -> tuple[str | None, list[tuple[int, int]], list[tuple[int, str]]]:
     """The module with its comments and docstrings blanked (a string that is a statement of its own does
-    nothing: it is documentation), and the character ranges of its other string literals."""
+    nothing: it is documentation), the character ranges of its other string literals, and its
+    neuron-migrate TODO comments (0-based line, text)."""
     line_starts = [0]
-    for line in code.splitlines(keepends=True):
+    for line in _split_lines(code):
         line_starts.append(line_starts[-1] + len(line))
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
     except (tokenize.TokenError, SyntaxError):
-        return None, []
+        return None, [], []
     significant = [token for token in tokens if token.type not in (tokenize.NL, tokenize.COMMENT)]
     chars = list(code)
     strings = []
@@ -132,11 +147,14 @@ def _python_code(code: str) -> tuple[str | None, list[tuple[int, int]]]:
             chars[start:end] = [char if char == "\n" else " " for char in chars[start:end]]
         else:
             strings.append((start, end))
+    todo_comments = []
     for token in tokens:
         if token.type == tokenize.COMMENT:
             start = line_starts[token.start[0] - 1] + token.start[1]
             chars[start : start + len(token.string)] = " " * len(token.string)
-    return "".join(chars), strings
+            if token.string.startswith(TODO_PREFIX):
+                todo_comments.append((token.start[0] - 1, token.string))
+    return "".join(chars), strings, todo_comments
 
 
 _LINE_STARTS = (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
@@ -271,7 +289,7 @@ def _is_scan_todo(todo: str) -> bool:
 
 def _line_map(before: str, after_lines: list[str]) -> Callable[[int], int]:
     """0-based output line -> the input line it came from (an added line: where its block was)."""
-    before_lines = before.splitlines(keepends=True)
+    before_lines = _split_lines(before)
     if before_lines == after_lines:
         return lambda line: line
     blocks = difflib.SequenceMatcher(None, before_lines, after_lines, autojunk=False).get_opcodes()
