@@ -59,6 +59,12 @@ def test_shell_strings_count_comments_do_not():
     assert migrate_shell(migrated)[0] == migrated
 
 
+def test_uninstalling_a_legacy_package_is_not_a_leftover():
+    script = "#!/bin/bash\npip uninstall -y torch-xla neuronx-distributed\ngit clone https://github.com/aws-neuron/neuronx-distributed\n"
+    migrated, findings = migrate_shell(script)
+    assert [(f.line, f.subject) for f in manual(findings, "NM501")] == [(3, "neuronx_distributed")]
+
+
 def test_notebook_cells_are_scanned_once_per_reference():
     import json
 

@@ -25,6 +25,7 @@ from migrator.transform import TODO_PREFIX
 
 PATTERNS: tuple[Pattern, ...] = (*nm501_legacy_reference.PATTERNS, *nm502_platform.PATTERNS)
 _SCAN_CODES = frozenset(pattern.rule.code for pattern in PATTERNS)
+_UNINSTALL = re.compile(r"\bpip3?\W+uninstall\b")
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,8 @@ def _hits(
                 if index < 0 or match.end() > strings[index][1]:
                     continue
             line = bisect_right(line_starts, match.start()) - 1
+            if _UNINSTALL.search(text, line_starts[line], match.start()):
+                continue  # `pip uninstall torch-xla`: removing the legacy package is the migration
             column = match.start() - line_starts[line] + 1
             statement = statement_of(line, match.start())
             hits.append(_Hit(pattern, match.group(0), match.start(), line, column, statement))
