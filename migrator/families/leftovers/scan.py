@@ -46,7 +46,7 @@ class _Hit:
 def scan_python(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
     """`after` (the migrated module) with TODOs on its leftovers, and `findings` with theirs added."""
     masked, strings, todo_comments = _python_code(after)
-    if masked is None:
+    if masked is None:  # not Python that tokenize reads (libcst parsed it): nothing to place TODOs by
         return after, findings
     lines = _split_lines(after)
     findings = findings + _unreported_todos(before, lines, todo_comments, findings)
@@ -54,7 +54,10 @@ def scan_python(before: str, after: str, findings: list[Finding]) -> tuple[str, 
 
     def statement_of(line: int, offset: int) -> int:
         if not parsed:
-            tree = ast.parse(after)
+            try:
+                tree = ast.parse(after)
+            except SyntaxError:  # code libcst reads and Python's parser does not: TODOs go on the line itself
+                tree = ast.Module(body=[], type_ignores=[])
             parsed.extend((tree, _statement_starts(tree, len(lines) + 1)))
         starts = parsed[1]
         return starts[min(line, len(starts) - 1)]
