@@ -23,7 +23,7 @@ from migrator.families.inference.loads import (
 )
 from migrator.families.inference.nm108_neuron_config_pair import NEURON_CONFIG_PAIR, UNPAIRED_NEURON_CONFIG
 from migrator.families.inference.state import HINTS, LOAD_METHODS, TRIGGERS, InferenceFile, PendingLoad
-from migrator.families.leftovers.nm504_core_count import CORE_COUNT, core_count_why
+from migrator.families.leftovers.nm504_core_count import CORE_COUNT, LEGACY_TARGETS, core_count_why
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
@@ -311,8 +311,10 @@ class CausalLM(Handler):
                         f"`torchrun --nproc_per_node=N` where N = {source_code(new.value)} (all ranks run generate; "
                         "print on rank 0).",
                     )
-                    if name == "num_cores":
-                        why = core_count_why(literal_value(new.value), source_code(new.value))
+                    instance = args.keywords.get("instance_type")
+                    target = literal_value(instance[1].value) if instance is not None else None
+                    if name == "num_cores" or target in LEGACY_TARGETS:
+                        why = core_count_why(name, literal_value(new.value), source_code(new.value), target)
                         file.todo(old, CORE_COUNT, why, "choose tp_size for the trn2 / trn3 instance")
                 else:
                     file.report(old, EXPORT_ONLY, subject=name)
