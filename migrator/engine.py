@@ -15,6 +15,7 @@ from pathlib import Path
 import libcst as cst
 
 from migrator import notebook
+from migrator.families.leftovers.scan import scan_python, scan_shell
 from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
 from migrator.shell.requirements import migrate_requirements as rewrite_requirements
@@ -27,13 +28,23 @@ from migrator.verify import MigrationError, syntax_error_message, verify_python,
 # content, is never parsed and never rewritten (a script that already targets TorchNeuron included).
 # Module names match at a word start: `is_torch_xla_available()` alone is nothing to migrate.
 # Plain substring tests come first: they run at memory speed, a regex alternation does not.
-PYTHON_HINTS = ("optimum", "xla", "XLA_", "neuron", "NEURON_")
+# Targets TorchNeuron cannot run on (NM502): an inf2 SageMaker notebook names no module.
+PLATFORM_HINTS = ("inf1.", "inf2.", "trn1", "HF_NUM_CORES")
+PYTHON_HINTS = ("optimum", "xla", "XLA_", "neuron", "NEURON_", *PLATFORM_HINTS)
 PYTHON_MARKERS = re.compile(
     r"optimum\.(?:neuron|exporters\.neuron)|from optimum import neuron|\btorch_xla|\btorch_neuronx"
     r"|\bneuronx_distributed|\bXLA_\w|\bNEURON_\w|[\"']xla[\"']"
 )
+# What only the leftovers family reports (pre-compile and export commands, platforms, TODOs an earlier run
+# left) marks a file too, tested behind substrings of its own so that the common case stays one regex.
+LEFTOVER_HINTS = ("neuron_parallel_compile", "optimum-", "neuronx", "neuron-migrate", *PLATFORM_HINTS)
+LEFTOVER_MARKERS = re.compile(
+    r"\bneuron_parallel_compile\b|\boptimum-(?:cli|neuron)\b|\bHF_NUM_CORES\b"
+    r"|\b(?:ml\.)?(?:inf1|inf2|trn1n?)\.\w*large\b|\b(?:huggingface|pytorch)-[\w.:-]*neuronx\b"
+    r"|# TODO\(neuron-migrate\)"
+)
 # Shell launchers are cheap to scan line by line; optimum-neuron training flags alone mark one too.
-SHELL_HINTS = ("optimum", "neuron", "xla", "XLA_", "NEURON_", "--zero_1")
+SHELL_HINTS = ("optimum", "neuron", "xla", "XLA_", "NEURON_", "--zero_1", *PLATFORM_HINTS)
 REQUIREMENTS_HINTS = ("neuron", "xla")  # lowercased text: optimum-neuron, torch-xla, libneuronxla...
 
 
@@ -65,16 +76,29 @@ class FileResult:
         }
 
 
-def migrate_python(content: str) -> tuple[str, list[Finding]]:
-    if not any(hint in content for hint in PYTHON_HINTS) or not PYTHON_MARKERS.search(content):
+def _marked(content: str) -> bool:
+    if not any(hint in content for hint in PYTHON_HINTS):
+        return False
+    if PYTHON_MARKERS.search(content):
+        return True
+    return any(hint in content for hint in LEFTOVER_HINTS) and LEFTOVER_MARKERS.search(content) is not None
+
+
+def migrate_python(content: str, scan: bool = True) -> tuple[str, list[Finding]]:
+    """`scan=False`: without the leftover scan (a heredoc body, which the scan of its script covers)."""
+    if not _marked(content):
         return content, []
     try:
         result = migrate_module(content, PYTHON_HANDLERS)
     except cst.ParserSyntaxError as error:
         raise MigrationError(syntax_error_message(content, error)) from None
-    if result.code != content:
-        verify_python(result.code)
-    return result.code, result.findings
+    # After every rewrite, before verification: what legacy code is left gets a TODO and a finding.
+    code, findings = result.code, result.findings
+    if scan:
+        code, findings = scan_python(content, code, findings)
+    if code != content:
+        verify_python(code)
+    return code, findings
 
 
 def migrate_shell(
@@ -88,7 +112,10 @@ def migrate_shell(
     notebook still imports, scripts it writes (see `rewrite_shell`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
-    migrated, findings = rewrite_shell(content, migrate_python, inline, directory, imported, written)
+    migrated, findings = rewrite_shell(
+        content, partial(migrate_python, scan=False), inline, directory, imported, written
+    )
+    migrated, findings = scan_shell(content, migrated, findings)
     if migrated != content:
         verify_shell(content, migrated)
     return migrated, findings

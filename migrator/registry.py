@@ -29,6 +29,12 @@ from migrator.families.inference import (
     nm115_manual_symbol,
 )
 from migrator.families.inference import state as inference_state
+from migrator.families.leftovers import (
+    nm501_legacy_reference,
+    nm502_platform,
+    nm503_command_string,
+    nm504_core_count,
+)
 from migrator.families.manual import nm901_unknown_symbol
 from migrator.families.training import (
     nm201_renames,
@@ -105,6 +111,11 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = (
     nm113_diffusion,
     nm114_pipeline,
     loads,
+    nm503_command_string,
+    nm504_core_count,
+    # Found by the scan of each output after the walk (`families/leftovers/scan.py`), not in it.
+    nm501_legacy_reference,
+    nm502_platform,
 )
 PYTHON_HANDLERS: tuple[type[Handler], ...] = tuple(
     module.HANDLER for module in PYTHON_RULE_MODULES if module.HANDLER is not None

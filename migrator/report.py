@@ -57,7 +57,11 @@ def summary_line(results: list[FileResult], verb: str) -> str:
     ]
     if totals["errors"]:
         parts.append(f"{totals['errors']} error{'s' if totals['errors'] != 1 else ''}")
-    return ", ".join(parts)
+    line = ", ".join(parts)
+    if totals["manual"]:
+        # Not migrated yet: legacy code or behaviour changes remain (the exit code is 1).
+        line += "; manual work remains (see the TODO(neuron-migrate) comments)"
+    return line
 
 
 def sarif_report(results: list[FileResult]) -> dict:

@@ -2,7 +2,8 @@
 
 A rule lives in its own module with its matcher (see `docs/writing-rules.md`); `migrator.registry` lists
 those modules in dispatch order and builds the table `docs/rules.md` is generated from. Codes by family:
-NM1xx inference, NM2xx training, NM3xx PyTorch/XLA, NM4xx environment and shell, NM8xx compile risks that
+NM1xx inference, NM2xx training, NM3xx PyTorch/XLA, NM4xx environment and shell, NM5xx legacy
+references, platforms and commands in strings, NM8xx compile risks that
 the checklist's scan finds, NM9xx manual work that no family can rewrite.
 """
 
@@ -16,6 +17,7 @@ FAMILY_BY_PREFIX = {
     "NM2": "training",
     "NM3": "xla",
     "NM4": "environment",
+    "NM5": "leftovers",
     "NM8": "risk",
     "NM9": "manual",
 }
@@ -53,7 +55,7 @@ class Rule:
 
     def __post_init__(self) -> None:
         if self.code[:3] not in FAMILY_BY_PREFIX or len(self.code) != 5 or not self.code[2:].isdigit():
-            raise ValueError(f"bad rule code {self.code!r}: expected NM1xx..NM4xx, NM8xx or NM9xx")
+            raise ValueError(f"bad rule code {self.code!r}: expected NM1xx..NM5xx, NM8xx or NM9xx")
 
     @property
     def family(self) -> str:

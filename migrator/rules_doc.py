@@ -15,6 +15,7 @@ FAMILY_TITLES = {
     "training": "Training (NM2xx)",
     "xla": "PyTorch/XLA idioms (NM3xx)",
     "environment": "Environment variables and shell launchers (NM4xx)",
+    "leftovers": "Leftovers, platforms and commands in strings (NM5xx)",
     "risk": "Compile risks the checklist finds (NM8xx)",
     "manual": "Manual work (NM9xx)",
 }

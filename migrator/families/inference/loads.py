@@ -145,7 +145,7 @@ import os
 
 os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
-# TODO(neuron-migrate): NM116 no TorchNeuron equivalent known for continuous_batching (continuous batching and speculation belong to vLLM Neuron); rewrite this load by hand
+# TODO(neuron-migrate): NM116 `continuous_batching` is a serving feature of vLLM Neuron, not of Transformers generate(); rewrite this load by hand
 model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, continuous_batching=True)
 """,
         ),

@@ -23,6 +23,7 @@ from migrator.families.inference.loads import (
 )
 from migrator.families.inference.nm108_neuron_config_pair import NEURON_CONFIG_PAIR, UNPAIRED_NEURON_CONFIG
 from migrator.families.inference.state import HINTS, LOAD_METHODS, TRIGGERS, InferenceFile, PendingLoad
+from migrator.families.leftovers.nm504_core_count import CORE_COUNT, LEGACY_TARGETS, core_count_why
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
@@ -281,12 +282,15 @@ class CausalLM(Handler):
             and name not in t.TP_ARGS + t.DTYPE_ARGS + ("config",)
         ]
         if unknown:
-            raise Unmapped(
-                UNMAPPED_ARGUMENTS,
-                f"no TorchNeuron equivalent known for {', '.join(unknown)} (continuous batching and speculation "
-                "belong to vLLM Neuron)",
-                "rewrite this load by hand",
-            )
+            explained = [
+                f"`{name}` is {t.UNMAPPED_DECODER_ARGS[name]}"
+                for name in unknown
+                if name in t.UNMAPPED_DECODER_ARGS
+            ]
+            others = [name for name in unknown if name not in t.UNMAPPED_DECODER_ARGS]
+            if others:
+                explained.append(f"no TorchNeuron equivalent known for {', '.join(others)}")
+            raise Unmapped(UNMAPPED_ARGUMENTS, "; ".join(explained), "rewrite this load by hand")
         dtype = None
         for name, (old, new) in args.keywords.items():
             if name in t.KEPT_LOAD_ARGS or name == "config":
@@ -308,6 +312,11 @@ class CausalLM(Handler):
                         f"`torchrun --nproc_per_node=N` where N = {source_code(new.value)} (all ranks run generate; "
                         "print on rank 0).",
                     )
+                    instance = args.keywords.get("instance_type")
+                    target = literal_value(instance[1].value) if instance is not None else None
+                    if name == "num_cores" or target in LEGACY_TARGETS:
+                        why = core_count_why(name, literal_value(new.value), source_code(new.value), target)
+                        file.todo(old, CORE_COUNT, why, "choose tp_size for the trn2 / trn3 instance")
                 else:
                     file.report(old, EXPORT_ONLY, subject=name)
             elif name in t.DTYPE_ARGS:

@@ -108,6 +108,10 @@ class InferenceFile:
     ) -> None:
         self.effects.append(lambda: self.ctx.report(node, rule, message, subject=subject))
 
+    def todo(self, node: cst.CSTNode, rule: Rule, why: str, action: str) -> None:
+        """A manual finding and TODO that take effect with the rewrite, like `report`."""
+        self.effects.append(lambda: self.ctx.todo(node, rule, why, action))
+
     def add_import(self, module: str, obj: str | None = None) -> None:
         self.effects.append(lambda: self.ctx.add_import(module, obj))
 

@@ -228,6 +228,14 @@ TRACED_SHAPE_ARGS = frozenset(
     }
 )
 TP_ARGS = ("tensor_parallel_size", "num_cores")
+# What a decoder load argument without a mapping is (NM116 says it); others: no equivalent known.
+UNMAPPED_DECODER_ARGS = {
+    "n_positions": "the old optimum-neuron name of the sequence length (not a vLLM argument): pass its value "
+    "as sequence_length and run neuron-migrate again, it becomes generation_config.max_cache_len",
+    "continuous_batching": "a serving feature of vLLM Neuron, not of Transformers generate()",
+    "speculation_length": "speculative decoding, a serving feature of vLLM Neuron",
+    "on_device_sampling": "an NxD Inference setting; generate() samples on the device already",
+}
 DTYPE_ARGS = ("auto_cast_type", "torch_dtype")
 # Export-time fusing of adapters / data parallelism over cores: no load-time equivalent.
 DIFFUSION_MANUAL_ARGS = {

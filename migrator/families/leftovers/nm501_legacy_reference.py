@@ -1,0 +1,148 @@
+"""NM501: a reference to optimum-neuron / PyTorch-XLA / NxD that is still there after every rewrite."""
+
+from __future__ import annotations
+
+import re
+
+from migrator.families.environment.variables import DROPPED_VARIABLES
+from migrator.families.leftovers.patterns import Pattern
+from migrator.rules import Example, Rule, Severity
+
+LEGACY_REFERENCE = Rule(
+    "NM501",
+    Severity.ERROR,
+    "A legacy reference left in the migrated code or its strings (not its comments): `optimum.neuron`, "
+    "`optimum-neuron`, `torch_xla`, `neuronx_distributed`, `neuron_parallel_compile`, `optimum-cli ... neuron`, "
+    'an XLA-only variable, an `"xla"` device, `model.neuron_config`, `config.neuron_batch_size`, '
+    "`push_to_hub(..., repository_id=...)`, `TasksManager`",
+    "A TODO on its statement (once; a rerun adds none) and one manual finding per distinct reference: "
+    "nothing on TorchNeuron provides it, so the file is not migrated until a person removes or replaces it.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForCausalLM
+
+model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, batch_size=1, sequence_length=512)
+print(model.neuron_config.batch_size)
+""",
+            after="""\
+import os
+from transformers import AutoModelForCausalLM
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
+model.generation_config.cache_implementation = "static"
+model.generation_config.max_cache_len = 512
+# TODO(neuron-migrate): NM501 `.neuron_config` is an optimum-neuron attribute that Transformers models do not have; read the value from model.config / model.generation_config or from your own settings
+print(model.neuron_config.batch_size)
+""",
+        ),
+        Example(
+            before="""\
+#!/bin/bash
+git clone https://github.com/aws-neuron/neuronx-distributed.git
+""",
+            after="""\
+#!/bin/bash
+# TODO(neuron-migrate): NM501 `neuronx-distributed` is NeuronX Distributed, the XLA-flow parallel library; use DistributedConfig(tp_size=..., fsdp_size=...) / DTensor with torchrun
+git clone https://github.com/aws-neuron/neuronx-distributed.git
+""",
+            kind="shell",
+        ),
+    ),
+)
+RULES = (LEGACY_REFERENCE,)
+HANDLER = None  # found by the scan of each output (`scan.py`), after every rule has run
+
+_XLA_VARIABLES = "|".join(sorted(name for name in DROPPED_VARIABLES if not name.startswith("XLA_")))
+
+PATTERNS = (
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\boptimum\.(?:exporters\.)?neuron\b|\bfrom\s+optimum\s+import\s+neuron\b"),
+        "`{0}` is optimum-neuron, which TorchNeuron replaces",
+        'use the Transformers / TRL / Diffusers class on device "neuron" (docs/rules.md lists the targets)',
+        subject="optimum.neuron",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\boptimum[-_]neuron\b(?:\[\w+(?:,\w+)*\])?"),
+        "`{0}` installs or names optimum-neuron, which TorchNeuron replaces",
+        "install torch-neuronx from the Neuron pip repository with transformers>=5.23 and trl>=1.16 instead",
+        subject="optimum-neuron",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\btorch[-_]xla\b"),
+        "`{0}` is PyTorch/XLA, which TorchNeuron does not use (Transformers takes the XLA path when it is importable)",
+        'remove it; the device is "neuron" and torch.distributed / torch.compile replace its APIs',
+        subject="torch_xla",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\bneuronx[-_]distributed\b"),
+        "`{0}` is NeuronX Distributed, the XLA-flow parallel library",
+        "use DistributedConfig(tp_size=..., fsdp_size=...) / DTensor with torchrun",
+        subject="neuronx_distributed",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\bneuron_parallel_compile\b"),
+        "`{0}` pre-compiles graphs for the XLA flow; TorchNeuron compiles just in time",
+        "delete the compile-only run and keep the training run once",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\boptimum-cli\s+(?:export\s+)?neuron\b"),
+        "`{0}` exports or manages optimum-neuron artifacts",
+        'load the original checkpoint with Transformers on device "neuron" (see NM452-NM455)',
+        subject="optimum-cli neuron",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\bXLA_(?:USE|DOWNCAST)_BF16\b"),
+        "`{0}` is the XLA flow's bf16 switch, which nothing reads on TorchNeuron",
+        "load with dtype=torch.bfloat16 or train with bf16=True (--bf16) instead",
+        strings_only=True,
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(rf"\b(?:PT_)?XLA_(?!(?:USE|DOWNCAST)_BF16\b)[A-Z0-9_]+\b|\b(?:{_XLA_VARIABLES})\b"),
+        "`{0}` is read only by the XLA / NxD flow",
+        "remove it: nothing reads it on TorchNeuron",
+        strings_only=True,
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"""(?<![\w"'])[rRuU]?(["'])(?:xla(?::\d+)?|(?:pjrt|xla)://[^"']*)\1"""),
+        "{0} is a PyTorch/XLA device or rendezvous",
+        'use "neuron" for the device and drop the init_method (torchrun sets the rendezvous)',
+        subject='"xla"',
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\.neuron_config\b"),
+        "`.neuron_config` is an optimum-neuron attribute that Transformers models do not have",
+        "read the value from model.config / model.generation_config or from your own settings",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\.neuron_(?:batch_size|sequence_length|num_cores)\b"),
+        "`{0}` is a config attribute only optimum-neuron sets",
+        "use the batch size / max_cache_len your script sets itself",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\bpush_to_hub\s*\((?:[^()]|\([^()]*\))*?\brepository_id\s*="),
+        "`push_to_hub(save_dir, repository_id=...)` is optimum-neuron's exported-model upload",
+        "call model.push_to_hub(repo_id) on the Transformers model (its first argument is the repo id)",
+        subject="push_to_hub(repository_id=...)",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\bTasksManager\b"),
+        "`TasksManager` resolves optimum export tasks, which TorchNeuron does not need",
+        "load the Transformers Auto class for the task directly",
+    ),
+)

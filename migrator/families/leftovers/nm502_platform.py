@@ -1,0 +1,94 @@
+"""NM502: a target TorchNeuron cannot run on: inf1/inf2/trn1 instances, neuronx containers, HF_NUM_CORES."""
+
+from __future__ import annotations
+
+import re
+
+from migrator.families.leftovers.patterns import Pattern
+from migrator.rules import Example, Rule, Severity
+
+TRN2 = "TorchNeuron runs on trn2 and trn3 only"
+
+PLATFORM = Rule(
+    "NM502",
+    Severity.ERROR,
+    "A target TorchNeuron cannot run on, in code or strings of any file kind: an inf1 / inf2 / trn1 instance "
+    "type (SageMaker `ml.inf2.8xlarge`, EC2 `trn1.32xlarge`), a `huggingface-*-neuronx` / `pytorch-*-neuronx` "
+    "container image, `HF_NUM_CORES`, a compiler `--target` of those chips",
+    "A TODO on its statement and a blocking finding per distinct target: TorchNeuron runs on trn2 and trn3 only. "
+    "Pick a trn2 / trn3 instance (`ml.trn2.48xlarge`, `trn2.48xlarge`: 64 logical NeuronCores), a container "
+    "with torch-neuronx 2.14 and Transformers >= 5.23, and set the parallel degree with "
+    "`DistributedConfig(tp_size=N)` + `torchrun --nproc_per_node=N`.",
+    examples=(
+        Example(
+            before="""\
+import os
+
+from sagemaker.huggingface import HuggingFaceModel
+
+model = HuggingFaceModel(
+    image_uri="763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-tgi-inference:2.1.2-optimum0.0.27-neuronx-py310-ubuntu22.04",
+    env={"HF_MODEL_ID": "Qwen/Qwen3-0.6B", "HF_NUM_CORES": "2"},
+    role=os.environ["SAGEMAKER_ROLE"],
+)
+predictor = model.deploy(initial_instance_count=1, instance_type="ml.inf2.xlarge")
+""",
+            after="""\
+import os
+
+from sagemaker.huggingface import HuggingFaceModel
+
+# TODO(neuron-migrate): NM502 `huggingface-pytorch-tgi-inference:2.1.2-optimum0.0.27-neuronx-py310-ubuntu22.04` is a Neuron container of the XLA flow (TorchNeuron runs on trn2 and trn3 only); use an image with torch-neuronx 2.14 and Transformers >= 5.23 on a trn2 / trn3 instance
+# TODO(neuron-migrate): NM502 `HF_NUM_CORES` sets the cores of an optimum-neuron / TGI Neuron container (TorchNeuron runs on trn2 and trn3 only); set the degree with DistributedConfig(tp_size=N) and torchrun --nproc_per_node=N on trn2 / trn3
+model = HuggingFaceModel(
+    image_uri="763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-tgi-inference:2.1.2-optimum0.0.27-neuronx-py310-ubuntu22.04",
+    env={"HF_MODEL_ID": "Qwen/Qwen3-0.6B", "HF_NUM_CORES": "2"},
+    role=os.environ["SAGEMAKER_ROLE"],
+)
+# TODO(neuron-migrate): NM502 `ml.inf2.xlarge` is an instance TorchNeuron cannot run on (TorchNeuron runs on trn2 and trn3 only); use a trn2 / trn3 instance (trn2.48xlarge, ml.trn2.48xlarge)
+predictor = model.deploy(initial_instance_count=1, instance_type="ml.inf2.xlarge")
+""",
+        ),
+        Example(
+            before="""\
+#!/bin/bash
+aws ec2 run-instances --image-id "$NEURON_DLAMI" --instance-type trn1.32xlarge --count 1
+""",
+            after="""\
+#!/bin/bash
+# TODO(neuron-migrate): NM502 `trn1.32xlarge` is an instance TorchNeuron cannot run on (TorchNeuron runs on trn2 and trn3 only); use a trn2 / trn3 instance (trn2.48xlarge, ml.trn2.48xlarge)
+aws ec2 run-instances --image-id "$NEURON_DLAMI" --instance-type trn1.32xlarge --count 1
+""",
+            kind="shell",
+        ),
+    ),
+)
+RULES = (PLATFORM,)
+HANDLER = None  # found by the scan of each output (`scan.py`), after every rule has run
+
+PATTERNS = (
+    Pattern(
+        PLATFORM,
+        re.compile(r"\b(?:ml\.)?(?:inf1|inf2|trn1n?)\.(?:\d*xlarge|large|medium)\b"),
+        "`{0}` is an instance TorchNeuron cannot run on (" + TRN2 + ")",
+        "use a trn2 / trn3 instance (trn2.48xlarge, ml.trn2.48xlarge)",
+    ),
+    Pattern(
+        PLATFORM,
+        re.compile(r"\b(?:huggingface|pytorch)-[a-z0-9-]*(?::[\w.-]*)?neuronx\b[\w.-]*"),
+        "`{0}` is a Neuron container of the XLA flow (" + TRN2 + ")",
+        "use an image with torch-neuronx 2.14 and Transformers >= 5.23 on a trn2 / trn3 instance",
+    ),
+    Pattern(
+        PLATFORM,
+        re.compile(r"\bHF_NUM_CORES\b"),
+        "`HF_NUM_CORES` sets the cores of an optimum-neuron / TGI Neuron container (" + TRN2 + ")",
+        "set the degree with DistributedConfig(tp_size=N) and torchrun --nproc_per_node=N on trn2 / trn3",
+    ),
+    Pattern(
+        PLATFORM,
+        re.compile(r"--target[= ](?:inf1|inf2|trn1n?)\b"),
+        "`{0}` compiles for a chip TorchNeuron does not support (" + TRN2 + ")",
+        "drop the target: TorchNeuron compiles for the device it runs on",
+    ),
+)

@@ -1,0 +1,26 @@
+"""What the leftover scan looks for: a `Pattern` names one kind of legacy reference, the rule it reports,
+and what the TODO on its line says. The tables live in the rule modules (NM501, NM502)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from migrator.rules import Rule
+
+
+@dataclass(frozen=True)
+class Pattern:
+    rule: Rule
+    regex: re.Pattern[str]
+    why: str  # the TODO's reason; `{0}` is the text found
+    action: str  # what to do instead
+    # Python: match only inside string literals (an environment variable or a device is a string there;
+    # a Python variable named `XLA_AVAILABLE` is not a leftover).
+    strings_only: bool = False
+    # The "distinct thing" a finding is about: the text found (`ml.inf2.xlarge`), or a fixed name for
+    # patterns whose spellings are one thing (`torch_xla.core.xla_model` and `torch_xla` are both torch_xla).
+    subject: str | None = None
+
+    def subject_of(self, found: str) -> str:
+        return self.subject or found

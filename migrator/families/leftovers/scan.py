@@ -1,0 +1,309 @@
+"""The leftover scan: after every rewrite of a file, what legacy references remain in its output.
+
+Code and strings count, comments do not: Python is read with `tokenize` (its COMMENT tokens are blanked,
+its STRING tokens mark where strings are), shell with tree-sitter's bash grammar (its `comment` nodes are
+blanked). Each remaining reference gets a TODO above its statement, unless a TODO of neuron-migrate is
+already there (a rule's, which reports it, or this scan's from a previous run, which adds none), and each
+distinct reference one manual finding, placed on the input line the statement came from.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import io
+import re
+import tokenize
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from migrator.families.leftovers import nm501_legacy_reference, nm502_platform
+from migrator.families.leftovers.patterns import Pattern
+from migrator.rules import Finding
+from migrator.transform import TODO_PREFIX
+
+PATTERNS: tuple[Pattern, ...] = (*nm501_legacy_reference.PATTERNS, *nm502_platform.PATTERNS)
+_SCAN_CODES = frozenset(pattern.rule.code for pattern in PATTERNS)
+_UNINSTALL = re.compile(r"\bpip3?\W+uninstall\b")
+
+
+@dataclass(frozen=True)
+class _Hit:
+    pattern: Pattern
+    found: str
+    offset: int  # in the output
+    line: int  # 0-based line of the reference in the output
+    column: int  # 1-based column of the reference
+    statement: int  # 0-based first line of the statement that holds it (where its TODO goes)
+
+    @property
+    def todo(self) -> str:
+        why = self.pattern.why.format(self.found)
+        return f"{TODO_PREFIX} {self.pattern.rule.code} {why}; {self.pattern.action}"
+
+
+def scan_python(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
+    """`after` (the migrated module) with TODOs on its leftovers, and `findings` with theirs added."""
+    masked, strings, todo_comments = _python_code(after)
+    if masked is None:  # not Python that tokenize reads (libcst parsed it): nothing to place TODOs by
+        return after, findings
+    lines = _split_lines(after)
+    findings = findings + _unreported_todos(before, lines, todo_comments, findings)
+    parsed: list = []  # the AST and statement starts, computed for the first hit only
+
+    def statement_of(line: int, offset: int) -> int:
+        if not parsed:
+            try:
+                tree = ast.parse(after)
+            except SyntaxError:  # code libcst reads and Python's parser does not: TODOs go on the line itself
+                tree = ast.Module(body=[], type_ignores=[])
+            parsed.extend((tree, _statement_starts(tree, len(lines) + 1)))
+        starts = parsed[1]
+        return starts[min(line, len(starts) - 1)]
+
+    hits = _hits(masked, strings, statement_of)
+    if not hits:
+        return after, findings
+    return _apply(before, after, lines, hits, findings, _import_users(*parsed))
+
+
+def _unreported_todos(
+    before: str, lines: list[str], todo_comments: list[tuple[int, str]], findings: list[Finding]
+) -> list[Finding]:
+    """A TODO a Python rule left in an earlier run is manual work still there, even when that rule has
+    nothing left to match (its rewrite is done, e.g. NM504): one finding per such code."""
+    if not todo_comments:
+        return []
+    from migrator.registry import PYTHON_RULE_MODULES
+
+    python_rules = {rule.code: rule for module in PYTHON_RULE_MODULES for rule in module.RULES}
+    reported = {finding.code for finding in findings if not finding.fixed}
+    found: dict[str, tuple[int, str]] = {}
+    for line, comment in todo_comments:
+        code, _, text = comment[len(TODO_PREFIX) :].strip().partition(" ")
+        if code in python_rules and code not in reported and code not in _SCAN_CODES:
+            found.setdefault(code, (line, text))
+    if not found:
+        return []
+    to_input = _line_map(before, lines)
+    return [
+        Finding(python_rules[code], to_input(line) + 1, 1, text, False)
+        for code, (line, text) in found.items()
+    ]
+
+
+def _split_lines(text: str) -> list[str]:
+    """Lines as tokenize and tree-sitter count them (`str.splitlines` also breaks at form feeds)."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def scan_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
+    """The same for a shell script (a notebook's commands arrive as one script)."""
+    from migrator.shell.syntax import block_statement, parse
+
+    data = after.encode()
+    tree = parse(data)
+    masked = bytearray(data)
+    stack = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        if node.type == "comment":
+            masked[node.start_byte : node.end_byte] = b" " * (node.end_byte - node.start_byte)
+        stack.extend(node.children)
+    # Offsets of the masked text are characters; tree-sitter's are bytes: identical for ASCII scripts,
+    # mapped through the encoded prefix otherwise.
+    text = masked.decode()
+    ascii_only = text.isascii()
+
+    def statement_of(line: int, offset: int) -> int:
+        byte = offset if ascii_only else len(text[:offset].encode())
+        node = tree.root_node.descendant_for_byte_range(byte, byte)
+        statement = block_statement(node) if node is not None else None
+        return statement.start_point[0] if statement is not None else line
+
+    return _apply(before, after, _split_lines(after), _hits(text, None, statement_of), findings)
+
+
+def _python_code(code: str) -> tuple[str | None, list[tuple[int, int]], list[tuple[int, str]]]:
+    """The module with its comments and docstrings blanked (a string that is a statement of its own does
+    nothing: it is documentation), the character ranges of its other string literals, and its
+    neuron-migrate TODO comments (0-based line, text)."""
+    line_starts = [0]
+    for line in _split_lines(code):
+        line_starts.append(line_starts[-1] + len(line))
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None, [], []
+    significant = [token for token in tokens if token.type not in (tokenize.NL, tokenize.COMMENT)]
+    chars = list(code)
+    strings = []
+    for index, token in enumerate(significant):
+        if token.type != tokenize.STRING:
+            continue
+        start = line_starts[token.start[0] - 1] + token.start[1]
+        end = line_starts[token.end[0] - 1] + token.end[1]
+        if (index == 0 or significant[index - 1].type in _LINE_STARTS) and (
+            index + 1 == len(significant) or significant[index + 1].type in _LINE_ENDS
+        ):
+            chars[start:end] = [char if char == "\n" else " " for char in chars[start:end]]
+        else:
+            strings.append((start, end))
+    todo_comments = []
+    for token in tokens:
+        if token.type == tokenize.COMMENT:
+            start = line_starts[token.start[0] - 1] + token.start[1]
+            chars[start : start + len(token.string)] = " " * len(token.string)
+            if token.string.startswith(TODO_PREFIX):
+                todo_comments.append((token.start[0] - 1, token.string))
+    return "".join(chars), strings, todo_comments
+
+
+_LINE_STARTS = (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+_LINE_ENDS = (tokenize.NEWLINE, tokenize.ENDMARKER)
+
+
+def _statement_starts(tree: ast.Module, count: int) -> list[int]:
+    """For each 0-based line of the module, the first line of the innermost statement that holds it."""
+    starts = list(range(count))
+    # Outer statements first, inner ones overwrite: each line ends with its innermost statement.
+    stack = [(node, 0) for node in tree.body]
+    ordered = []
+    while stack:
+        node, depth = stack.pop()
+        ordered.append((depth, node))
+        stack.extend(
+            (child, depth + 1) for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)
+        )
+    for _, node in sorted(ordered, key=lambda item: item[0]):
+        for line in range(node.lineno - 1, min(node.end_lineno or node.lineno, count)):
+            starts[line] = node.lineno - 1
+    return starts
+
+
+def _import_users(tree: ast.Module, starts: list[int]) -> dict[int, list[int]]:
+    """First line of each import statement -> first lines of the statements that use a name it binds.
+
+    An import is kept because code that uses it is kept: when every such statement carries a TODO, the
+    import needs none of its own (the imports machinery drops it once those statements are rewritten).
+    """
+    bound: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                name = alias.asname or alias.name.split(".")[0]
+                bound[name] = node.lineno - 1
+    users: dict[int, list[int]] = {line: [] for line in bound.values()}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in bound:
+            users[bound[node.id]].append(starts[min(node.lineno - 1, len(starts) - 1)])
+    return users
+
+
+def _hits(
+    text: str, strings: list[tuple[int, int]] | None, statement_of: Callable[[int, int], int]
+) -> list[_Hit]:
+    """Every match of every pattern, with the first line of its statement (`statement_of(line, offset)`)."""
+    line_starts = [0] + [match.end() for match in re.finditer("\n", text)]
+    string_starts = [start for start, _ in strings] if strings is not None else []
+    hits = []
+    for pattern in PATTERNS:
+        for match in pattern.regex.finditer(text):
+            if pattern.strings_only and strings is not None:
+                index = bisect_right(string_starts, match.start()) - 1
+                if index < 0 or match.end() > strings[index][1]:
+                    continue
+            line = bisect_right(line_starts, match.start()) - 1
+            if _UNINSTALL.search(text, line_starts[line], match.start()):
+                continue  # `pip uninstall torch-xla`: removing the legacy package is the migration
+            column = match.start() - line_starts[line] + 1
+            statement = statement_of(line, match.start())
+            hits.append(_Hit(pattern, match.group(0), match.start(), line, column, statement))
+    return sorted(hits, key=lambda hit: hit.offset)
+
+
+def _apply(
+    before: str,
+    after: str,
+    lines: list[str],
+    hits: list[_Hit],
+    findings: list[Finding],
+    import_users: dict[int, list[int]] | None = None,
+) -> tuple[str, list[Finding]]:
+    if not hits:
+        return after, findings
+    # A TODO of another rule above the statement covers it, provided that rule reported manual work.
+    manual_reported = any(not finding.fixed for finding in findings)
+    inserts: dict[int, list[str]] = {}
+    reported: dict[tuple[str, str], _Hit] = {}
+    import_users = import_users or {}
+    # Imports last: whether the statements that use them carry a TODO includes the ones added here.
+    for hit in sorted(hits, key=lambda hit: hit.statement in import_users):
+        users = import_users.get(hit.statement)
+        if users and all(_todos_above(lines, user) or inserts.get(user) for user in users):
+            continue
+        above = _todos_above(lines, hit.statement)
+        if hit.todo not in above:
+            if manual_reported and any(not _is_scan_todo(todo) for todo in above):
+                continue
+            if hit.todo not in inserts.setdefault(hit.statement, []):
+                inserts[hit.statement].append(hit.todo)
+        reported.setdefault((hit.pattern.rule.code, hit.pattern.subject_of(hit.found)), hit)
+    if not reported:
+        return after, findings
+    to_input = _line_map(before, lines)
+    added = [
+        Finding(
+            hit.pattern.rule,
+            to_input(hit.line) + 1,
+            hit.column,
+            f"{hit.pattern.why.format(hit.found)}; {hit.pattern.action}",
+            False,
+            why=hit.pattern.why.format(hit.found),
+            todo=hit.pattern.action,
+            subject=subject,
+        )
+        for (_, subject), hit in sorted(reported.items(), key=lambda item: item[1].offset)
+    ]
+    out = []
+    for number, line in enumerate(lines):
+        if number in inserts:
+            indent = line[: len(line) - len(line.lstrip(" \t"))]
+            newline = "\r\n" if line.endswith("\r\n") else "\n"
+            out += [f"{indent}{todo}{newline}" for todo in inserts[number]]
+        out.append(line)
+    merged = sorted([*findings, *added], key=lambda f: (f.line, f.column, f.code))
+    return "".join(out), merged
+
+
+def _todos_above(lines: list[str], line: int) -> set[str]:
+    above = set()
+    for number in range(line - 1, -1, -1):
+        text = lines[number].strip()
+        if not text.startswith("#"):
+            break
+        above.add(text)
+    return {text for text in above if text.startswith(TODO_PREFIX)}
+
+
+def _is_scan_todo(todo: str) -> bool:
+    code = todo[len(TODO_PREFIX) :].split(None, 1)[0] if len(todo) > len(TODO_PREFIX) else ""
+    return code in _SCAN_CODES
+
+
+def _line_map(before: str, after_lines: list[str]) -> Callable[[int], int]:
+    """0-based output line -> the input line it came from (an added line: where its block was)."""
+    before_lines = _split_lines(before)
+    if before_lines == after_lines:
+        return lambda line: line
+    blocks = difflib.SequenceMatcher(None, before_lines, after_lines, autojunk=False).get_opcodes()
+
+    def to_input(line: int) -> int:
+        for tag, i1, _, j1, j2 in blocks:
+            if j1 <= line < j2:
+                return i1 + (line - j1) if tag == "equal" else min(i1, max(len(before_lines) - 1, 0))
+        return max(len(before_lines) - 1, 0)
+
+    return to_input

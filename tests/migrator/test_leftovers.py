@@ -1,0 +1,97 @@
+"""The leftover scan (NM501/NM502): what it reads (code and strings, not comments or docstrings), one
+finding per distinct reference, one TODO per statement that survives reruns, and the exit code it forces."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from migrator.cli import main
+from migrator.engine import migrate_notebook, migrate_python, migrate_shell
+
+
+def manual(findings, code):
+    return [finding for finding in findings if finding.code == code and not finding.fixed]
+
+
+def test_comments_and_docstrings_are_not_leftovers():
+    source = '''"""Trained with torch_xla on trn1.32xlarge before."""
+import torch_xla_free_module  # torch_xla was here; XLA_USE_BF16=1
+
+def train():
+    """Formerly `model.neuron_config`."""
+    return "neuron"  # "xla"
+'''
+    migrated, findings = migrate_python(source + 'DEVICE = "neuron"  # optimum.neuron\n')
+    assert findings == []
+
+
+def test_each_distinct_reference_is_one_finding_and_each_statement_one_todo():
+    source = """import os
+from optimum.exporters import TasksManager
+
+a = TasksManager.infer_task_from_model("gpt2")
+b = TasksManager.infer_task_from_model("bert")
+os.environ.setdefault("XLA_FLAGS", "--xla_dump_to=/tmp"); batch = a.neuron_batch_size + b.neuron_batch_size
+"""
+    migrated, findings = migrate_python(source)
+    subjects = [(finding.line, finding.subject) for finding in manual(findings, "NM501")]
+    assert subjects == [(4, "TasksManager"), (6, ".neuron_batch_size")]
+    assert migrated.count("NM501 `TasksManager`") == 2  # one TODO above each use, none on the import
+    assert migrated.count("NM501 `.neuron_batch_size`") == 1  # one TODO for the statement
+    again, again_findings = migrate_python(migrated)
+    assert again == migrated
+    assert sorted(f.code for f in again_findings) == sorted(f.code for f in findings if not f.fixed)
+
+
+def test_import_kept_for_an_unflagged_use_gets_a_todo():
+    # `xm` is used in a statement no rule marked: the import is the only sign that torch_xla remains.
+    source = "import torch_xla.core.xla_model as xm\n\nprint(xm)\n"
+    migrated, findings = migrate_python(source)
+    assert migrated.startswith("# TODO(neuron-migrate): NM501 `torch_xla`")
+    assert [f.line for f in manual(findings, "NM501")] == [1]
+
+
+def test_shell_strings_count_comments_do_not():
+    script = "#!/bin/bash\n# we used trn1.32xlarge\necho 'deploy on ml.inf2.xlarge'\n"
+    migrated, findings = migrate_shell(script)
+    assert [(f.line, f.subject) for f in manual(findings, "NM502")] == [(3, "ml.inf2.xlarge")]
+    assert migrated.splitlines()[2].startswith("# TODO(neuron-migrate): NM502 `ml.inf2.xlarge`")
+    assert migrate_shell(migrated)[0] == migrated
+
+
+def test_uninstalling_a_legacy_package_is_not_a_leftover():
+    script = "#!/bin/bash\npip uninstall -y torch-xla neuronx-distributed\ngit clone https://github.com/aws-neuron/neuronx-distributed\n"
+    migrated, findings = migrate_shell(script)
+    assert [(f.line, f.subject) for f in manual(findings, "NM501")] == [(3, "neuronx_distributed")]
+
+
+def test_notebook_cells_are_scanned_once_per_reference():
+    import json
+
+    cells = [
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": None,
+            "id": str(i),
+            "source": src,
+        }
+        for i, src in enumerate(
+            ['TYPE = "ml.inf2.xlarge"\n', "!aws ec2 describe-instances --filter inf2.xlarge\n"]
+        )
+    ]
+    notebook = json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+    migrated, findings = migrate_notebook(notebook)
+    assert [(f.cell, f.line) for f in manual(findings, "NM502")] == [(1, 1), (2, 1)]
+    assert "# TODO(neuron-migrate): NM502 `inf2.xlarge`" in migrated
+    assert migrate_notebook(migrated)[0] == migrated
+
+
+def test_cli_exits_1_and_says_manual_work_remains(tmp_path):
+    (tmp_path / "deploy.py").write_text('INSTANCE = "ml.trn1.32xlarge"\n')
+    (tmp_path / "plain.py").write_text('print("nothing to migrate")\n')
+    result = CliRunner().invoke(main, [str(tmp_path)], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert "1 manual item; manual work remains" in result.stderr
+    assert "NM502" in result.output + result.stderr
