@@ -56,6 +56,8 @@ from migrator.families.xla import (
     nm311_compile_backend,
     nm313_checkpoint,
     nm314_manual,
+    nm319_data_parallel,
+    nm320_device_string,
 )
 from migrator.families.xla import state as xla_state
 from migrator.rules import Rule
@@ -80,6 +82,8 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = (
     nm311_compile_backend,
     nm313_checkpoint,
     nm314_manual,
+    nm319_data_parallel,
+    nm320_device_string,
     environment_state,
     nm400_variables,
     nm402_precompile,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from migrator.cst_helpers import string_value
 from migrator.families.xla.names import DEVICE_CALLS, LOCAL_RANK
@@ -65,6 +66,10 @@ class NeuronDevice(Handler):
         self.ctx.add_import("torch")
         if self.file.distributed:
             self.ctx.add_import("os")
+            line = self.ctx.line
+            assignment = m.Assign(targets=[m.AssignTarget(m.Name())])
+            if line is not None and m.matches(line.body[0], assignment) and line.body[0].value is original:
+                self.file.local_devices.add(line.body[0].targets[0].target.value)
             return self.file.expression(f'torch.device("neuron", {LOCAL_RANK})')
         return self.file.expression('torch.device("neuron")')
 

@@ -171,7 +171,7 @@ class ManualXla(Handler):
                     "call it as a statement or rewrite it by hand",
                 )
             return updated
-        if name in DECIDED_CALLS:
+        if name in DECIDED_CALLS or original in self.file.synced_by_ddp:
             return updated
         for prefix, rule in MANUAL_PREFIXES:
             if name == prefix or name.startswith(prefix + "."):

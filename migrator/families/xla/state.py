@@ -10,12 +10,12 @@ import libcst.matchers as m
 from libcst.helpers import parse_template_expression
 
 from migrator.cst_helpers import dotted_name, imports_end
-from migrator.families.xla.names import DISTRIBUTED_NAMES, METRICS_CALLS, XM
+from migrator.families.xla.names import DISTRIBUTED_NAMES, METRICS_CALLS, TORCHRUN_VARIABLES, XM
 from migrator.transform import FileContext, Handler
 
 # torch_xla / Neuron names (through their imports), "xla" strings (devices, backends, autocast, process
-# groups), and the loader method called on a ParallelLoader.
-HINTS = frozenset({"xla", "neuron", "per_device_loader"})
+# groups, the pjrt:// rendezvous), and the loader method called on a ParallelLoader.
+HINTS = frozenset({"xla", "neuron", "per_device_loader", "pjrt"})
 
 _TO_DEVICE_SOURCE = '''
 def _to_device(data, device):
@@ -49,7 +49,17 @@ class XlaFile:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         # A script that runs several processes: its device gets the LOCAL_RANK index.
-        self.distributed = not DISTRIBUTED_NAMES.isdisjoint(ctx.source.identifiers)
+        self.distributed = not DISTRIBUTED_NAMES.isdisjoint(
+            ctx.source.identifiers
+        ) or not TORCHRUN_VARIABLES.isdisjoint(ctx.source.strings)
+        # Names bound to the neuron device of this process (`torch.device("neuron", LOCAL_RANK)`).
+        self.local_devices: set[str] = set()
+        # Names that held the "xla" device string (`device = "xla"`): `init_process_group(device)` used it.
+        self.xla_device_names: set[str] = set()
+        # Gradient-sync calls whose all-reduce DistributedDataParallel takes over (nm319 decides).
+        self.synced_by_ddp: set[cst.Call] = set()
+        # ... and those that stay, with a TODO, since the model to wrap could not be located.
+        self.sync_unlocated: set[cst.Call] = set()
         self.statement_calls: set[cst.Call] = set()  # calls that are a whole expression statement
         self.called: set[cst.BaseExpression] = set()  # the `func` of every call
         self.string_quotes: list[str] = []  # quotes of the f-strings around the current node
