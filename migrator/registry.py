@@ -40,6 +40,7 @@ from migrator.families.training import (
     nm213_accelerator,
     nm215_trn_config_assignment,
     nm217_neuron_config,
+    nm218_bf16,
 )
 from migrator.families.training import state as training_state
 from migrator.families.xla import (
@@ -97,6 +98,7 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = (
     nm202_arguments,
     nm206_added_arguments,
     nm217_neuron_config,
+    nm218_bf16,
     nm213_accelerator,
     nm209_model_load,
     nm211_lazy_load,

@@ -25,7 +25,7 @@ CELLS = [
         "id": "setup",
         "metadata": {"scrolled": True},
         "outputs": [{"name": "stdout", "output_type": "stream", "text": ["déjà\n"]}],
-        "source": ["import os\n", "\n", 'os.environ["XLA_USE_BF16"] = "1"\n', 'print("prêt")'],
+        "source": ["import os\n", "\n", 'os.environ["NEURON_FUSE_SOFTMAX"] = "1"\n', 'print("prêt")'],
     },
     {
         "cell_type": "code",
