@@ -41,6 +41,7 @@ from migrator.families.training import (
     nm215_trn_config_assignment,
     nm217_neuron_config,
     nm218_bf16,
+    nm219_stack_names,
 )
 from migrator.families.training import state as training_state
 from migrator.families.xla import (
@@ -99,6 +100,7 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = (
     nm206_added_arguments,
     nm217_neuron_config,
     nm218_bf16,
+    nm219_stack_names,
     nm213_accelerator,
     nm209_model_load,
     nm211_lazy_load,
