@@ -74,6 +74,7 @@ DISTRIBUTED_NAMES = frozenset(
         "xla_multiprocessing",
         "xmp",
         "DistributedSampler",
+        "neuronx_distributed",  # tensor / pipeline parallel: always several processes
     }
 )
 # Variables torchrun sets: a script that reads one runs as several processes.

@@ -129,6 +129,7 @@ class DataParallel(Handler):
         self.file = ctx.state(XlaFile)
         self.wraps: dict[cst.SimpleStatementLine, str] = {}  # move statement -> model it wraps
         self.unwrapped: set[cst.Attribute] = set()
+        self.model_parallel = False  # a neuronx_distributed script: its data-parallel group is not everyone
         identifiers = ctx.source.identifiers
         if self.file.distributed and "DistributedDataParallel" not in identifiers:
             self._plan(ctx.module)
@@ -136,6 +137,12 @@ class DataParallel(Handler):
     def _plan(self, module: cst.Module) -> None:
         plan = _Plan(self.TRIGGERS)
         module.visit(plan)
+        if "neuronx_distributed" in self.ctx.source.identifiers:
+            # Tensor/pipeline parallel: the all-reduce ran over the data-parallel group only, and DDP over
+            # every process would average different shards.
+            self.model_parallel = True
+            self.file.sync_unlocated.update(plan.sync_calls)
+            return
         for call in plan.sync_calls:
             optimizer = call.args[0].value if call.args and not call.args[0].keyword else None
             owners = plan.optimizers.get(optimizer.value, set()) if isinstance(optimizer, cst.Name) else set()
@@ -160,15 +167,27 @@ class DataParallel(Handler):
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         # An unlocated `xm.reduce_gradients` keeps NM314's TODO (rewrite the collective or wrap the model).
-        if original in self.file.sync_unlocated and self.ctx.qualified(original.func) == OPTIMIZER_STEP:
-            self.ctx.todo(
-                original,
-                DATA_PARALLEL,
-                "xm.optimizer_step all-reduces the gradients of this multi-process script, and the model "
-                "its optimizer steps could not be located to wrap it in DistributedDataParallel",
-                "wrap the model in torch.nn.parallel.DistributedDataParallel after it is moved to the device, "
-                "then call optimizer.step()",
+        if original not in self.file.sync_unlocated or self.ctx.qualified(original.func) != OPTIMIZER_STEP:
+            return updated
+        if self.model_parallel:
+            why = (
+                "xm.optimizer_step all-reduces the gradients over the data-parallel group of this "
+                "neuronx_distributed (model-parallel) script"
             )
+            action = (
+                "build a DeviceMesh (dp, tp), shard the model over tp and wrap it with FSDP2 fully_shard or "
+                "DistributedDataParallel over the dp mesh, then call optimizer.step()"
+            )
+        else:
+            why = (
+                "xm.optimizer_step all-reduces the gradients of this multi-process script, and the model "
+                "its optimizer steps could not be located to wrap it in DistributedDataParallel"
+            )
+            action = (
+                "wrap the model in torch.nn.parallel.DistributedDataParallel after it is moved to the device, "
+                "then call optimizer.step()"
+            )
+        self.ctx.todo(original, DATA_PARALLEL, why, action)
         return updated
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):

@@ -61,6 +61,8 @@ class XlaFile:
         # ... and those that stay, with a TODO, since the model to wrap could not be located.
         self.sync_unlocated: set[cst.Call] = set()
         self.statement_calls: set[cst.Call] = set()  # calls that are a whole expression statement
+        # Calls that are a statement sharing its line: a one-line `if`/`for`/`with` body, or after a `;`.
+        self.inline_statement_calls: set[cst.Call] = set()
         self.called: set[cst.BaseExpression] = set()  # the `func` of every call
         self.string_quotes: list[str] = []  # quotes of the f-strings around the current node
         self.helpers: set[str] = set()  # "_to_device", "_DeviceLoader": added to the file at the end
@@ -152,6 +154,16 @@ class XlaTracker(Handler):
             self.file.statement_calls.add(call)
             if self.file.prints_metrics(call):
                 self.file.statement_calls.update(arg.value for arg in call.args)
+        elif len(node.body) > 1:
+            self._inline_calls(node.body)
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self._inline_calls(node.body)
+
+    def _inline_calls(self, statements) -> None:
+        self.file.inline_statement_calls.update(
+            statement.value for statement in statements if m.matches(statement, m.Expr(m.Call()))
+        )
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         self.file.string_quotes.append(node.quote)
