@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import descendants, find_keyword, keyword_arg, with_appended
+from migrator.cst_helpers import descendants, find_keyword, keyword_arg, string_value, with_appended
 from migrator.families.training.targets import MODEL_CLASS_SUFFIXES
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -133,13 +133,42 @@ def _targets(module: cst.Module) -> tuple[bool, tuple[str, list[cst.Call]]]:
     return len(moves) == 1, ("move", moves)
 
 
+def _sets_bf16(module: cst.Module) -> bool:
+    """The file sets a bf16 variable itself (`os.environ[K] = ...`, `setdefault(K, ...)`, `putenv(K, ...)`,
+    `update({K: ...})` / `update(K=...)`); one that only reads it leaves the choice to its launcher."""
+    for node in descendants(module, (cst.AssignTarget, cst.Call)):
+        if isinstance(node, cst.AssignTarget):
+            if m.matches(node.target, m.Subscript()) and len(node.target.slice) == 1:
+                index = node.target.slice[0].slice
+                if isinstance(index, cst.Index) and string_value(index.value) in BF16_VARIABLES:
+                    return True
+            continue
+        method = _last_name(node.func)
+        if (
+            method in ("setdefault", "putenv")
+            and node.args
+            and string_value(node.args[0].value) in BF16_VARIABLES
+        ):
+            return True
+        if method == "update":
+            keys = {arg.keyword.value for arg in node.args if arg.keyword}
+            for arg in node.args:
+                if isinstance(arg.value, cst.Dict):
+                    keys.update(
+                        string_value(e.key) for e in arg.value.elements if isinstance(e, cst.DictElement)
+                    )
+            if not keys.isdisjoint(BF16_VARIABLES):
+                return True
+    return False
+
+
 class Bf16Plan:
     """Per file (`ctx.state`): whether bf16 has a place in it, and the calls that get bf16 instead. NM400
     reads it to keep the variable, with a TODO, when there is nowhere to put bf16."""
 
     def __init__(self, ctx) -> None:
         self.placed, (self.kind, calls) = False, ("", [])
-        if not BF16_VARIABLES.isdisjoint(ctx.source.strings):
+        if not BF16_VARIABLES.isdisjoint(ctx.source.strings) and _sets_bf16(ctx.module):
             self.placed, (self.kind, calls) = _targets(ctx.module)
         self.targets = set(calls) if self.placed else set()
 

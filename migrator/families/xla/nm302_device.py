@@ -66,10 +66,7 @@ class NeuronDevice(Handler):
         self.ctx.add_import("torch")
         if self.file.distributed:
             self.ctx.add_import("os")
-            line = self.ctx.line
-            assignment = m.Assign(targets=[m.AssignTarget(m.Name())])
-            if line is not None and m.matches(line.body[0], assignment) and line.body[0].value is original:
-                self.file.local_devices.add(line.body[0].targets[0].target.value)
+            self._record_local_device(original)
             return self.file.expression(f'torch.device("neuron", {LOCAL_RANK})')
         return self.file.expression('torch.device("neuron")')
 
@@ -77,8 +74,19 @@ class NeuronDevice(Handler):
         if not updated.args or string_value(updated.args[0].value) != "xla":
             return updated
         self.ctx.report(original, XLA_DEVICE)
+        if self.file.distributed and len(updated.args) == 1:  # the XLA runtime gave each process its device
+            self._record_local_device(original)
+            self.ctx.add_import("os")
+            return self.file.expression(f'torch.device("neuron", {LOCAL_RANK})')
         first = updated.args[0].with_changes(value=cst.SimpleString('"neuron"'))
         return updated.with_changes(args=[first, *updated.args[1:]])
+
+    def _record_local_device(self, call: cst.Call) -> None:
+        """`device = <call>`: `device` is this process's device (NM319 gives DDP its index)."""
+        line = self.ctx.line
+        assignment = m.Assign(targets=[m.AssignTarget(m.Name())])
+        if line is not None and m.matches(line.body[0], assignment) and line.body[0].value is call:
+            self.file.local_devices.add(line.body[0].targets[0].target.value)
 
 
 HANDLER = NeuronDevice
