@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from migrator.cst_helpers import descendants
 from migrator.families.xla.names import GRADIENT_SYNC_CALLS, LOCAL_RANK, OPTIMIZER_STEP, REDUCE_GRADIENTS
 from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
 from migrator.rules import Example, Rule, Severity
@@ -19,8 +20,8 @@ DATA_PARALLEL = Rule(
     "device (DDP now all-reduces the gradients; `xm.reduce_gradients` is removed), with `device_ids` from "
     "LOCAL_RANK when the device is this process's; where the model cannot be located, the call stays with a "
     "TODO. "
-    "The wrapper's `state_dict()` keys gain a `module.` prefix: the same function's `state_dict()` / "
-    "`save_pretrained()` calls go through `model.module`.",
+    "In that function the model's other attributes (`state_dict()`, whose keys would gain a `module.` "
+    "prefix, `save_pretrained()`, `config`...) are then read through `model.module`.",
     examples=(
         Example(
             before="""\
@@ -55,8 +56,35 @@ for x, y in loader:
 )
 RULES = (DATA_PARALLEL,)
 
-# Calls through the model whose result differs once it is wrapped: they go through `model.module`.
-UNWRAPPED_METHODS = frozenset({"state_dict", "save_pretrained", "push_to_hub", "load_state_dict"})
+# What DistributedDataParallel serves like the model it wraps (nn.Module's own API); every other attribute
+# (`state_dict`, whose keys would gain a `module.` prefix, `save_pretrained`, `config`, `tie_weights`...) is
+# read through `model.module`.
+DDP_SERVED = frozenset(
+    {
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "modules",
+        "named_modules",
+        "children",
+        "named_children",
+        "train",
+        "eval",
+        "training",
+        "zero_grad",
+        "requires_grad_",
+        "to",
+        "no_sync",
+        "forward",
+        "module",  # the wrapper's own: the script already unwraps it
+    }
+)
+# `.to(device)`: a positional target that is not a dtype (`model.to(torch.bfloat16)` casts, it does not move).
+_DEVICE_MOVE = m.Call(
+    func=m.Attribute(attr=m.Name("to")),
+    args=[m.Arg(keyword=None, value=~m.Attribute(value=m.Name("torch"))), m.ZeroOrMore()],
+)
 _PARAMETERS = m.Call(func=m.Attribute(value=m.Name(), attr=m.Name("parameters") | m.Name("named_parameters")))
 
 
@@ -74,6 +102,9 @@ class _Plan(cst.CSTVisitor):
             tuple[str, cst.CSTNode], list[cst.Attribute]
         ] = {}  # model.state_dict... after it
         self.sync_calls: list[cst.Call] = []
+        self.holders: dict[
+            tuple[str, cst.CSTNode], set[tuple[str, cst.CSTNode]]
+        ] = {}  # var -> its params' models
 
     def visit_Module(self, node: cst.Module) -> None:
         self.scopes.append(node)
@@ -87,22 +118,27 @@ class _Plan(cst.CSTVisitor):
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         statement = node.body[0]
         model = None
-        if m.matches(
-            statement,
-            m.Assign(targets=[m.AssignTarget(m.Name())], value=m.Call(func=m.Attribute(attr=m.Name("to")))),
-        ):
+        if m.matches(statement, m.Assign(targets=[m.AssignTarget(m.Name())], value=_DEVICE_MOVE)):
             model = statement.targets[0].target.value
-        elif m.matches(statement, m.Expr(m.Call(func=m.Attribute(value=m.Name(), attr=m.Name("to"))))):
+        elif m.matches(statement, m.Expr(_DEVICE_MOVE)) and m.matches(statement.value.func.value, m.Name()):
             model = statement.value.func.value.value
         if model is not None:
             self.moves.setdefault((model, self.scopes[-1]), node)
-        if m.matches(statement, m.Assign(targets=[m.AssignTarget(m.Name())], value=m.Call())):
-            for arg in statement.value.args:
-                if m.matches(arg.value, _PARAMETERS):
-                    optimizer = statement.targets[0].target.value
-                    self.optimizers.setdefault(optimizer, set()).add(
-                        (arg.value.func.value.value, self.scopes[-1])
-                    )
+        if m.matches(statement, m.Assign(targets=[m.AssignTarget(m.Name())])):
+            # Whose parameters the value holds: `model.parameters()` in it, or a variable that holds them
+            # (`groups = [... model.named_parameters() ...]; optimizer = AdamW(groups)`).
+            scope = self.scopes[-1]
+            owners = set()
+            for node_ in descendants(statement.value, (cst.Call, cst.Name)):
+                if isinstance(node_, cst.Call) and m.matches(node_, _PARAMETERS):
+                    owners.add((node_.func.value.value, scope))
+                elif isinstance(node_, cst.Name):
+                    owners.update(self.holders.get((node_.value, scope), ()))
+            if owners:
+                target = statement.targets[0].target.value
+                self.holders[(target, scope)] = owners
+                if isinstance(statement.value, cst.Call):
+                    self.optimizers.setdefault(target, set()).update(owners)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -111,10 +147,7 @@ class _Plan(cst.CSTVisitor):
             self.sync_calls.append(node)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if (
-            m.matches(node, m.Attribute(value=m.Name(), attr=m.Name()))
-            and node.attr.value in UNWRAPPED_METHODS
-        ):
+        if m.matches(node, m.Attribute(value=m.Name(), attr=m.Name())) and node.attr.value not in DDP_SERVED:
             key = (node.value.value, self.scopes[-1])
             if key in self.moves:
                 self.unwrapped.setdefault(key, []).append(node)
