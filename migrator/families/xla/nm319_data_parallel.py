@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import descendants
+from migrator.cst_helpers import descendants, dotted_name
 from migrator.families.xla.names import GRADIENT_SYNC_CALLS, LOCAL_RANK, OPTIMIZER_STEP, REDUCE_GRADIENTS
 from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
 from migrator.rules import Example, Rule, Severity
@@ -92,9 +92,9 @@ class _Plan(cst.CSTVisitor):
     """One look at the input: which model each gradient-sync call steps, and where that model is moved to
     the device (in the function that builds its optimizer)."""
 
-    def __init__(self, sync_names: frozenset[str]) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.sync_names = sync_names  # attribute/function names of the sync calls (`optimizer_step`...)
+        self.imported: dict[str, str] = {}  # local name -> qualified name, as the walk records them
         self.scopes: list[cst.CSTNode] = []
         self.optimizers: dict[str, set[tuple[str, cst.CSTNode]]] = {}  # optimizer -> {(model, scope)}
         self.moves: dict[tuple[str, cst.CSTNode], cst.SimpleStatementLine] = {}  # first move per scope
@@ -140,10 +140,24 @@ class _Plan(cst.CSTVisitor):
                 if isinstance(statement.value, cst.Call):
                     self.optimizers.setdefault(target, set()).update(owners)
 
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            if alias.asname is not None:
+                self.imported[alias.asname.name.value] = dotted_name(alias.name)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            local = alias.asname.name.value if alias.asname else alias.name.value
+            self.imported[local] = f"{dotted_name(node.module)}.{alias.name.value}"
+
     def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
-        if name in self.sync_names:
+        # Resolved through the imports like the walk does (`trainer.optimizer_step` is not torch_xla's).
+        name = dotted_name(node.func)
+        head, _, rest = (name or "").partition(".")
+        qualified = self.imported.get(head, head) + (f".{rest}" if rest else "")
+        if qualified in GRADIENT_SYNC_CALLS:
             self.sync_calls.append(node)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -168,7 +182,7 @@ class DataParallel(Handler):
             self._plan(ctx.module)
 
     def _plan(self, module: cst.Module) -> None:
-        plan = _Plan(self.TRIGGERS)
+        plan = _Plan()
         module.visit(plan)
         if "neuronx_distributed" in self.ctx.source.identifiers:
             # Tensor/pipeline parallel: the all-reduce ran over the data-parallel group only, and DDP over
