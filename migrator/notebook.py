@@ -429,7 +429,7 @@ def _rebuild(line: ShellLine, migrated: str, own: list[Finding], findings: list[
 def _shell_finding(finding: Finding, line: ShellLine, line_in_command: int) -> Finding:
     column = finding.column + line.span.column + line.columns if line_in_command == 1 else finding.column
     cell_line = line.span.first + line_in_command
-    return Finding(finding.rule, cell_line, column, finding.message, finding.fixed, line.cell.number)
+    return replace(finding, line=cell_line, column=column, cell=line.cell.number)
 
 
 def _migrate_python_cells(cells: list[PythonCell], migrate_python, findings):
@@ -462,7 +462,7 @@ def _migrate_one(cell: PythonCell, migrate_python, findings):
 def _in_python_cell(finding: Finding, cell: PythonCell, python_line: int) -> Finding:
     """A finding on line `python_line` (0-based) of the placeholder text, moved to the cell's own lines."""
     line = cell.line_of[python_line] + 1 if 0 <= python_line < len(cell.line_of) else python_line + 1
-    return Finding(finding.rule, line, finding.column, finding.message, finding.fixed, cell.number)
+    return replace(finding, line=line, cell=cell.number)
 
 
 def _restore(text: str, magics: list[str | None]) -> str:
@@ -493,9 +493,7 @@ def _split_cells(migrated: str) -> list[tuple[int, str]]:
 
 
 def _in_cell(finding: Finding, cell_number: int, line_offset: int) -> Finding:
-    return Finding(
-        finding.rule, finding.line + line_offset, finding.column, finding.message, finding.fixed, cell_number
-    )
+    return replace(finding, line=finding.line + line_offset, cell=cell_number)
 
 
 def _cell_file_lines(content: str, document: dict) -> dict[int, list[int]]:

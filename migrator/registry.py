@@ -46,6 +46,8 @@ from migrator.families.training import (
     nm213_accelerator,
     nm215_trn_config_assignment,
     nm217_neuron_config,
+    nm218_bf16,
+    nm219_stack_names,
 )
 from migrator.families.training import state as training_state
 from migrator.families.xla import (
@@ -62,6 +64,8 @@ from migrator.families.xla import (
     nm311_compile_backend,
     nm313_checkpoint,
     nm314_manual,
+    nm319_data_parallel,
+    nm320_device_string,
 )
 from migrator.families.xla import state as xla_state
 from migrator.rules import Rule
@@ -86,6 +90,8 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = (
     nm311_compile_backend,
     nm313_checkpoint,
     nm314_manual,
+    nm319_data_parallel,
+    nm320_device_string,
     environment_state,
     nm400_variables,
     nm402_precompile,
@@ -99,6 +105,8 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = (
     nm202_arguments,
     nm206_added_arguments,
     nm217_neuron_config,
+    nm218_bf16,
+    nm219_stack_names,
     nm213_accelerator,
     nm209_model_load,
     nm211_lazy_load,

@@ -288,7 +288,24 @@ class MigrationTransformer(cst.CSTTransformer):
                 if len(self.ctx.pending_todos) > mark:
                     # Comments above a file's first statement are the module's header, not the statement's.
                     first = self.ctx.module.body[0] is original
-                    result = self._attach_todos(result, mark, self.ctx.module.header if first else ())
+                    result = self._attach_todos(
+                        self._guarded_line(original, result, mark),
+                        mark,
+                        self.ctx.module.header if first else (),
+                    )
+        return result
+
+    def _guarded_line(self, original: cst.CSTNode, result, mark: int):
+        """A line a rule put under an `if` (`if rank == 0: print(...)`): its TODOs go on the line itself,
+        where the next run, which walks the `if`, finds them."""
+        if (
+            isinstance(original, cst.SimpleStatementLine)
+            and isinstance(result, cst.If)
+            and isinstance(result.body, cst.IndentedBlock)
+            and isinstance(result.body.body[0], cst.SimpleStatementLine)
+        ):
+            inner = self._attach_todos(result.body.body[0], mark)
+            return result.with_changes(body=result.body.with_changes(body=[inner, *result.body.body[1:]]))
         return result
 
     def _attach_todos(self, result, mark: int, header: Iterable[cst.EmptyLine] = ()):

@@ -25,7 +25,7 @@ CELLS = [
         "id": "setup",
         "metadata": {"scrolled": True},
         "outputs": [{"name": "stdout", "output_type": "stream", "text": ["déjà\n"]}],
-        "source": ["import os\n", "\n", 'os.environ["XLA_USE_BF16"] = "1"\n', 'print("prêt")'],
+        "source": ["import os\n", "\n", 'os.environ["NEURON_FUSE_SOFTMAX"] = "1"\n', 'print("prêt")'],
     },
     {
         "cell_type": "code",
@@ -203,3 +203,22 @@ def test_a_launch_of_a_script_the_notebook_writes_reads_that_scripts_parser():
         "!HF_DEACTIVATE_ASYNC_LOAD=1 torchrun --nproc_per_node 2 scripts/train.py --warmup_steps 0.1 --bf16 true"
     )
     assert sorted(f.code for f in findings) == ["NM461", "NM462", "NM465", "NM468"]
+
+
+def test_a_finding_moved_into_a_cell_keeps_its_why_action_and_subject():
+    script = (
+        "from optimum.neuron import NeuronTrainingArguments\n"
+        'args = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=2)\n'
+    )
+    cell = {"cell_type": "code", "execution_count": None, "id": "a", "metadata": {}, "outputs": []}
+    document = {"cells": [dict(cell, source=script)], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    _, in_script = REWRITERS["python"](script)
+    _, in_notebook = REWRITERS["notebook"](json.dumps(document, indent=1))
+
+    def structured(findings):
+        fields = ("code", "fixed", "why", "action", "subject")
+        return [{name: f.to_dict().get(name) for name in fields} for f in findings]
+
+    assert any(f.why for f in in_script)  # the case has a manual finding with structured texts
+    assert structured(in_notebook) == structured(in_script)
+    assert all(f.cell == 1 for f in in_notebook)

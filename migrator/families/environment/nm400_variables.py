@@ -4,10 +4,12 @@ when their TorchNeuron replacement is unverified (tables in `variables.py`)."""
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from migrator.cst_helpers import string_value, tidy_args
 from migrator.families.environment.state import HINTS, EnvironmentFile
 from migrator.families.environment.variables import MANUAL_VARIABLES, dropped_reason
+from migrator.families.training.nm218_bf16 import BF16_PRECISION, BF16_VARIABLES, Bf16Plan
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -15,13 +17,13 @@ DROPPED_VARIABLE = Rule(
     "NM400",
     Severity.INFO,
     "An XLA/NxD-only environment variable set from Python (`XLA_USE_BF16`, `NEURON_FUSE_SOFTMAX`, ...)",
-    "Removed: nothing reads it on TorchNeuron (express bf16 with `dtype=torch.bfloat16` or `bf16=True`).",
+    "Removed: nothing reads it on TorchNeuron (the bf16 variables only where NM218 puts bf16 elsewhere).",
     examples=(
         Example(
             before="""\
 import os
 
-os.environ["XLA_USE_BF16"] = "1"
+os.environ["NEURON_FUSE_SOFTMAX"] = "1"
 """,
             after="""\
 import os
@@ -89,12 +91,33 @@ class VariableWrites(Handler):
 
     def _write(self, original, variable: str, updated):
         reason = dropped_reason(variable)
+        if variable in BF16_VARIABLES and self._bf16_nowhere(original):
+            return updated
         if reason is not None:
             self.ctx.report(original, DROPPED_VARIABLE, f"`{variable}` removed: {reason}.", subject=variable)
             return cst.RemoveFromParent()
         if variable in MANUAL_VARIABLES:
             self._manual(original, variable)
         return updated
+
+    def _bf16_nowhere(self, node: cst.CSTNode) -> bool:
+        """A bf16 variable set where the script has no place for bf16 (NM218): it stays, with a TODO."""
+        plan = self.ctx.state(Bf16Plan)
+        sets = not isinstance(node, (cst.Del, cst.Expr)) or m.matches(
+            node,
+            m.Expr(m.Call(func=m.Attribute(attr=m.Name("setdefault")) | m.Attribute(attr=m.Name("putenv")))),
+        )
+        if not sets or plan.placed:
+            return False
+        self.ctx.todo(
+            node,
+            BF16_PRECISION,
+            "this variable made the XLA flow compute in bf16, and the script has no TrainingArguments, model "
+            "from_pretrained or single model move where bf16 can be asked for",
+            "load or cast the model in torch.bfloat16 (or pass bf16=True / --bf16 to the trainer), then delete "
+            "this line",
+        )
+        return True
 
     def _manual(self, node: cst.CSTNode, variable: str) -> None:
         self.ctx.todo(
@@ -114,6 +137,9 @@ class VariableWrites(Handler):
             keys = [arg.keyword.value if arg.keyword else None for arg in call.args]
         kept = []
         for element, new_element, key in zip(elements, new_elements, keys, strict=True):
+            if key in BF16_VARIABLES and self._bf16_nowhere(element):
+                kept.append(new_element)
+                continue
             if key is not None and dropped_reason(key) is not None:
                 self.ctx.report(
                     element, DROPPED_VARIABLE, f"`{key}` removed: {dropped_reason(key)}.", subject=key

@@ -35,6 +35,9 @@ PROCESS_GROUP_INIT = "torch.distributed.init_process_group"
 XLA_CHECKPOINT = "torch_xla.utils.checkpoint.checkpoint"
 IS_MASTER = f"{XM}.is_master_ordinal"
 OPTIMIZER_STEP = f"{XM}.optimizer_step"
+REDUCE_GRADIENTS = f"{XM}.reduce_gradients"
+# Calls that all-reduced the gradients across processes: once rewritten, DistributedDataParallel does it.
+GRADIENT_SYNC_CALLS = frozenset({OPTIMIZER_STEP, REDUCE_GRADIENTS})
 SPAWN = f"{XMP}.spawn"
 
 # Functions some rule rewrites: used as a value instead of called, they get a TODO.
@@ -70,5 +73,9 @@ DISTRIBUTED_NAMES = frozenset(
         "DistributedDataParallel",
         "xla_multiprocessing",
         "xmp",
+        "DistributedSampler",
+        "neuronx_distributed",  # tensor / pipeline parallel: always several processes
     }
 )
+# Variables torchrun sets: a script that reads one runs as several processes.
+TORCHRUN_VARIABLES = frozenset({"LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from migrator.cst_helpers import string_value
 from migrator.families.xla.names import DEVICE_CALLS, LOCAL_RANK
@@ -66,6 +67,7 @@ class NeuronDevice(Handler):
         self.ctx.add_import("torch")
         if self.file.distributed:
             self.ctx.add_import("os")
+            self._record_local_device(original)
             return self.file.expression(f'torch.device("neuron", {LOCAL_RANK})')
         return self.file.expression('torch.device("neuron")')
 
@@ -73,8 +75,19 @@ class NeuronDevice(Handler):
         if not updated.args or string_value(updated.args[0].value) != "xla":
             return updated
         self.ctx.report(original, XLA_DEVICE)
+        if self.file.distributed and len(updated.args) == 1:  # the XLA runtime gave each process its device
+            self._record_local_device(original)
+            self.ctx.add_import("os")
+            return self.file.expression(f'torch.device("neuron", {LOCAL_RANK})')
         first = updated.args[0].with_changes(value=cst.SimpleString('"neuron"'))
         return updated.with_changes(args=[first, *updated.args[1:]])
+
+    def _record_local_device(self, call: cst.Call) -> None:
+        """`device = <call>`: `device` is this process's device (NM319 gives DDP its index)."""
+        line = self.ctx.line
+        assignment = m.Assign(targets=[m.AssignTarget(m.Name())])
+        if line is not None and m.matches(line.body[0], assignment) and line.body[0].value is call:
+            self.file.local_devices.add(line.body[0].targets[0].target.value)
 
 
 HANDLER = NeuronDevice

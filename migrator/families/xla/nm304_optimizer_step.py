@@ -6,7 +6,7 @@ import libcst as cst
 from libcst.helpers import parse_template_expression
 
 from migrator.families.xla.names import OPTIMIZER_STEP as OPTIMIZER_STEP_CALL
-from migrator.families.xla.state import HINTS
+from migrator.families.xla.state import HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -39,8 +39,13 @@ class OptimizerStep(Handler):
     CALLS = frozenset({OPTIMIZER_STEP_CALL})
     HINTS = HINTS
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(XlaFile)
+
     def leave_Call(self, original: cst.Call, updated: cst.Call):
-        if self.ctx.qualified(original.func) != OPTIMIZER_STEP_CALL:
+        # A multi-process script whose model NM319 cannot wrap keeps the all-reduce it needs (and a TODO).
+        if self.ctx.qualified(original.func) != OPTIMIZER_STEP_CALL or original in self.file.sync_unlocated:
             return updated
         positional = [arg for arg in updated.args if not arg.keyword and not arg.star]
         options = {arg.keyword.value for arg in updated.args if arg.keyword}

@@ -146,6 +146,8 @@ class ManualXla(Handler):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.file = ctx.state(XlaFile)
+        self.scopes: list[frozenset[str]] = []  # names each enclosing function binds
+        self.first_use: dict[str, tuple] = {}  # neuronx_distributed API -> (its finding, lines of other uses)
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
         name = self.ctx.qualified(original)
@@ -163,7 +165,15 @@ class ManualXla(Handler):
         if name is None:
             return updated
         if name in STATEMENT_CALLS:
-            if original not in self.file.statement_calls:
+            if original in self.file.inline_statement_calls:
+                self.ctx.todo(
+                    original,
+                    UNSUPPORTED_XLA,
+                    f"`{name}` shares its line with other code (a one-line `if`/`for` body, or `;`), where "
+                    "its rewrite into statements does not fit",
+                    "put the call on its own line and run neuron-migrate again",
+                )
+            elif original not in self.file.statement_calls:
                 self.ctx.todo(
                     original,
                     UNSUPPORTED_XLA,
@@ -171,14 +181,93 @@ class ManualXla(Handler):
                     "call it as a statement or rewrite it by hand",
                 )
             return updated
-        if name in DECIDED_CALLS:
+        if name in DECIDED_CALLS or original in self.file.synced_by_ddp:
+            return updated
+        if self._shadowed(original.func):
             return updated
         for prefix, rule in MANUAL_PREFIXES:
             if name == prefix or name.startswith(prefix + "."):
-                what = rule.action.removeprefix("Left in place with a TODO: ")
-                self.ctx.todo(original, rule, f"`{name}` has no direct TorchNeuron equivalent", what)
+                self._manual(original, rule, name)
                 break
         return updated
+
+    def _manual(self, call: cst.Call, rule: Rule, name: str) -> None:
+        """A TODO at the first use; a neuronx_distributed API used again is the same finding, which lists
+        the lines of its other uses (model code calls the same parallel layer dozens of times)."""
+        if rule is NEURONX_DISTRIBUTED and name in self.first_use:
+            report, lines = self.first_use[name]
+            lines.append((self.ctx.source_map.position(call) or (0,))[0])
+            report.message = f"{report.why} (also used on line{'s' if len(lines) > 1 else ''} " + (
+                f"{', '.join(map(str, lines))}); {report.todo}"
+            )
+            return
+        what = rule.action.removeprefix("Left in place with a TODO: ")
+        self.ctx.todo(call, rule, f"`{name}` has no direct TorchNeuron equivalent", what)
+        if rule is NEURONX_DISTRIBUTED:
+            self.first_use[name] = (self.ctx.reports[-1], [])
+
+    # -- a local variable named like an import is not the import -------------------------------------------
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scopes.append(_bound_names(node))
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        self.scopes.pop()
+        return updated
+
+    def _shadowed(self, func: cst.BaseExpression) -> bool:
+        head = func
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        return isinstance(head, cst.Name) and bool(self.scopes) and head.value in self.scopes[-1]
+
+
+class _Bindings(cst.CSTVisitor):
+    def __init__(self, function: cst.FunctionDef) -> None:
+        super().__init__()
+        self.function = function
+        self.names: set[str] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.function  # a nested function's names are its own
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False  # binds the import itself, which `qualified` reads
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self.names.add(node.name.value)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._targets(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._targets(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._targets(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._targets(node.name)
+
+    def _targets(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            self.names.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._targets(element.value)
+
+
+def _bound_names(function: cst.FunctionDef) -> frozenset[str]:
+    """Names a function binds itself (parameters, assignments, loop and `as` targets), its imports aside."""
+    bindings = _Bindings(function)
+    function.visit(bindings)
+    return frozenset(bindings.names)
 
 
 HANDLER = ManualXla

@@ -9,12 +9,12 @@ import libcst as cst
 from libcst.helpers import parse_template_expression
 
 from migrator.cst_helpers import dotted_name, imports_end
-from migrator.families.xla.names import DISTRIBUTED_NAMES, METRICS_CALLS, XM
+from migrator.families.xla.names import DISTRIBUTED_NAMES, METRICS_CALLS, TORCHRUN_VARIABLES, XM
 from migrator.transform import FileContext, Handler
 
 # torch_xla / Neuron names (through their imports), "xla" strings (devices, backends, autocast, process
-# groups), and the loader method called on a ParallelLoader.
-HINTS = frozenset({"xla", "neuron", "per_device_loader"})
+# groups, the pjrt:// rendezvous), and the loader method called on a ParallelLoader.
+HINTS = frozenset({"xla", "neuron", "per_device_loader", "pjrt"})
 
 _TO_DEVICE_SOURCE = '''
 def _to_device(data, device):
@@ -48,8 +48,20 @@ class XlaFile:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         # A script that runs several processes: its device gets the LOCAL_RANK index.
-        self.distributed = not DISTRIBUTED_NAMES.isdisjoint(ctx.source.identifiers)
+        self.distributed = not DISTRIBUTED_NAMES.isdisjoint(
+            ctx.source.identifiers
+        ) or not TORCHRUN_VARIABLES.isdisjoint(ctx.source.strings)
+        # Names bound to the neuron device of this process (`torch.device("neuron", LOCAL_RANK)`).
+        self.local_devices: set[str] = set()
+        # Names that held the "xla" device string (`device = "xla"`): `init_process_group(device)` used it.
+        self.xla_device_names: set[str] = set()
+        # Gradient-sync calls whose all-reduce DistributedDataParallel takes over (nm319 decides).
+        self.synced_by_ddp: set[cst.Call] = set()
+        # ... and those that stay, with a TODO, since the model to wrap could not be located.
+        self.sync_unlocated: set[cst.Call] = set()
         self.statement_calls: set[cst.Call] = set()  # calls that are a whole expression statement
+        # Calls that are a statement sharing its line: a one-line `if`/`for`/`with` body, or after a `;`.
+        self.inline_statement_calls: set[cst.Call] = set()
         self.called: set[cst.BaseExpression] = set()  # the `func` of every call
         self.string_quotes: list[str] = []  # quotes of the f-strings around the current node
         self.helpers: set[str] = set()  # "_to_device", "_DeviceLoader": added to the file at the end
@@ -139,6 +151,18 @@ class XlaTracker(Handler):
             self.file.statement_calls.add(call)
             if self.file.prints_metrics(call):
                 self.file.statement_calls.update(arg.value for arg in call.args)
+        elif len(node.body) > 1:
+            self._inline_calls(node.body)
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self._inline_calls(node.body)
+
+    def _inline_calls(self, statements) -> None:
+        self.file.inline_statement_calls.update(
+            statement.value
+            for statement in statements
+            if type(statement) is cst.Expr and type(statement.value) is cst.Call
+        )
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         self.file.string_quotes.append(node.quote)

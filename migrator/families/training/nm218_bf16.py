@@ -1,0 +1,206 @@
+"""NM218: `XLA_USE_BF16` / `XLA_DOWNCAST_BF16` made the XLA flow compute in bf16; when NM400 removes the
+variable, the script asks for bf16 where TorchNeuron reads it."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from migrator.cst_helpers import descendants, find_keyword, keyword_arg, string_value, with_appended
+from migrator.families.training.targets import MODEL_CLASS_SUFFIXES
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import Handler
+
+BF16_VARIABLES = frozenset({"XLA_USE_BF16", "XLA_DOWNCAST_BF16"})
+# Arguments classes whose `bf16=True` trains in bf16 (the optimum-neuron names, before NM201 renames them).
+ARGUMENTS_CLASSES = frozenset(
+    {
+        "TrainingArguments",
+        "Seq2SeqTrainingArguments",
+        "SFTConfig",
+        "ORPOConfig",
+        "DPOConfig",
+        "GRPOConfig",
+        "NeuronTrainingArguments",
+        "Seq2SeqNeuronTrainingArguments",
+        "NeuronSFTConfig",
+        "NeuronORPOConfig",
+        "TrainiumTrainingArguments",
+        "Seq2SeqTrainiumTrainingArguments",
+    }
+)
+PRECISION_KEYWORDS = frozenset({"bf16", "fp16"})
+DTYPE_KEYWORDS = frozenset({"dtype", "torch_dtype"})
+
+BF16_PRECISION = Rule(
+    "NM218",
+    Severity.WARNING,
+    "`XLA_USE_BF16=1` / `XLA_DOWNCAST_BF16=1` set in Python made the XLA flow compute in bf16",
+    "The variable goes (NM400) and bf16 is asked for where the script says how it trains: `bf16=True` in "
+    "its `TrainingArguments` / `SFTConfig`, else `dtype=torch.bfloat16` at its model `from_pretrained`, else "
+    "`dtype=torch.bfloat16` where a plain loop moves the optimized model to the device. With none of "
+    "those, the variable stays with a TODO: choose bf16 there by hand.",
+    examples=(
+        Example(
+            before="""\
+import os
+
+from transformers import TrainingArguments
+
+os.environ["XLA_USE_BF16"] = "1"
+args = TrainingArguments(output_dir="out", learning_rate=2e-5)
+""",
+            after="""\
+import os
+
+from transformers import TrainingArguments
+args = TrainingArguments(output_dir="out", learning_rate=2e-5, bf16=True)
+""",
+        ),
+        Example(
+            before="""\
+import os
+
+import torch
+import torch_xla.core.xla_model as xm
+
+os.environ["XLA_DOWNCAST_BF16"] = "1"
+device = xm.xla_device()
+model = Net().to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+""",
+            after="""\
+import os
+
+import torch
+device = torch.device("neuron")
+model = Net().to(device, dtype=torch.bfloat16)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+""",
+        ),
+    ),
+)
+RULES = (BF16_PRECISION,)
+
+_MOVE = m.Call(func=m.Attribute(attr=m.Name("to")), args=[m.Arg(keyword=None)])
+_PARAMETERS = m.Call(func=m.Attribute(value=m.Name(), attr=m.Name("parameters") | m.Name("named_parameters")))
+
+
+def _last_name(func: cst.BaseExpression) -> str | None:
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
+def _model_load(call: cst.Call) -> bool:
+    """`<ModelClass>.from_pretrained(...)` (a model, not a tokenizer or config)."""
+    func = call.func
+    return (
+        isinstance(func, cst.Attribute)
+        and func.attr.value == "from_pretrained"
+        and (_last_name(func.value) or "").endswith(MODEL_CLASS_SUFFIXES)
+    )
+
+
+def _targets(module: cst.Module) -> tuple[bool, tuple[str, list[cst.Call]]]:
+    """Whether bf16 has a place in this file, and where it goes: ("arguments" | "load" | "move", the calls
+    that get it)."""
+    calls = descendants(module, cst.Call)
+    arguments = [call for call in calls if _last_name(call.func) in ARGUMENTS_CLASSES]
+    if arguments:
+        # `bf16=True` already there is kept; `bf16=False` or `fp16=...` chose otherwise: a person decides.
+        chosen = [c for c in arguments if any(find_keyword(c, k) for k in PRECISION_KEYWORDS)]
+        if any(not m.matches(find_keyword(c, "bf16"), m.Arg(value=m.Name("True"))) for c in chosen):
+            return False, ("", [])
+        return True, ("arguments", [c for c in arguments if c not in chosen])
+    loads = [call for call in calls if _model_load(call)]
+    if loads:
+        free = [c for c in loads if not any(find_keyword(c, k) for k in DTYPE_KEYWORDS)]
+        return len(free) == len(loads), ("load", free)
+    # A plain loop: the model whose parameters an optimizer gets, where it is moved to the device.
+    models = {call.func.value.value for call in calls if m.matches(call, _PARAMETERS)}
+    moves = []
+    for line in descendants(module, cst.SimpleStatementLine):
+        statement = line.body[0]
+        if m.matches(statement, m.Assign(targets=[m.AssignTarget(m.Name())], value=_MOVE)):
+            moved = statement.targets[0].target.value
+        elif m.matches(statement, m.Expr(_MOVE)) and m.matches(statement.value.func.value, m.Name()):
+            moved = statement.value.func.value.value
+        else:
+            continue
+        if moved in models:
+            moves.append(statement.value)
+    return len(moves) == 1, ("move", moves)
+
+
+def _sets_bf16(module: cst.Module) -> bool:
+    """The file sets a bf16 variable itself (`os.environ[K] = ...`, `setdefault(K, ...)`, `putenv(K, ...)`,
+    `update({K: ...})` / `update(K=...)`); one that only reads it leaves the choice to its launcher."""
+    for node in descendants(module, (cst.AssignTarget, cst.Call)):
+        if isinstance(node, cst.AssignTarget):
+            if m.matches(node.target, m.Subscript()) and len(node.target.slice) == 1:
+                index = node.target.slice[0].slice
+                if isinstance(index, cst.Index) and string_value(index.value) in BF16_VARIABLES:
+                    return True
+            continue
+        method = _last_name(node.func)
+        if (
+            method in ("setdefault", "putenv")
+            and node.args
+            and string_value(node.args[0].value) in BF16_VARIABLES
+        ):
+            return True
+        if method == "update":
+            keys = {arg.keyword.value for arg in node.args if arg.keyword}
+            for arg in node.args:
+                if isinstance(arg.value, cst.Dict):
+                    keys.update(
+                        string_value(e.key) for e in arg.value.elements if isinstance(e, cst.DictElement)
+                    )
+            if not keys.isdisjoint(BF16_VARIABLES):
+                return True
+    return False
+
+
+class Bf16Plan:
+    """Per file (`ctx.state`): whether bf16 has a place in it, and the calls that get bf16 instead. NM400
+    reads it to keep the variable, with a TODO, when there is nowhere to put bf16."""
+
+    def __init__(self, ctx) -> None:
+        self.placed, (self.kind, calls) = False, ("", [])
+        if not BF16_VARIABLES.isdisjoint(ctx.source.strings) and _sets_bf16(ctx.module):
+            self.placed, (self.kind, calls) = _targets(ctx.module)
+        self.targets = set(calls) if self.placed else set()
+
+
+class Bf16Precision(Handler):
+    """Adds bf16 to the calls `Bf16Plan` chose; the variable's removal (or its TODO) is NM400's."""
+
+    HINTS = BF16_VARIABLES
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.plan = ctx.state(Bf16Plan)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        # The walk's hints exist once every handler does: from here on it enters the chosen calls' statements.
+        for call in self.plan.targets:
+            self.ctx.watch(_last_name(call.func) or "")
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        if original not in self.plan.targets or not isinstance(updated, cst.Call):
+            return updated
+        if self.plan.kind == "arguments":
+            added, what = keyword_arg("bf16", cst.Name("True")), "`bf16=True` added"
+        else:
+            self.ctx.add_import("torch")
+            added = keyword_arg("dtype", cst.parse_expression("torch.bfloat16"))
+            what = "`dtype=torch.bfloat16` added"
+        message = f"{what}: the removed XLA bf16 variable made the XLA flow compute in bf16."
+        if self.plan.kind == "move":  # XLA also cast the inputs; the bf16 model now expects them in bf16
+            message += " Cast the float inputs to torch.bfloat16 as well."
+        self.ctx.report(original, BF16_PRECISION, message)
+        return updated.with_changes(args=with_appended(list(updated.args), [added]))
+
+
+HANDLER = Bf16Precision

@@ -1,0 +1,129 @@
+"""NM219: names imported from transformers / trl / peft that the pinned target stack no longer has are
+rewritten to their replacement, or keep a TODO (tables in `stack_names.py`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.cst_helpers import dotted_name
+from migrator.families.training.stack_names import NAMES, RENAMED, STACK_MODULES, Replacement, removed_reason
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import Handler
+
+STACK_NAME = Rule(
+    "NM219",
+    Severity.WARNING,
+    "A name imported from transformers / trl / peft that the migrated stack (Transformers 5, TRL 1.x) no "
+    "longer has (`transformers.AdamW`, `trl.DataCollatorForCompletionOnlyLM`, `TFAutoModel...`)",
+    "Rewritten to its replacement where it takes the same arguments (`transformers.AdamW` -> "
+    "`torch.optim.AdamW`, TRL's ORPO/CPO/online-DPO/GKD trainers -> `trl.experimental`); otherwise the "
+    "import stays with a TODO saying what replaces it.",
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+from transformers import AdamW, get_linear_schedule_with_warmup
+
+optimizer = AdamW(model.parameters(), lr=5e-5)
+scheduler = get_linear_schedule_with_warmup(optimizer, 100, 1000)
+""",
+            after="""\
+from transformers import get_linear_schedule_with_warmup
+from torch.optim import AdamW
+
+optimizer = AdamW(model.parameters(), lr=5e-5)
+scheduler = get_linear_schedule_with_warmup(optimizer, 100, 1000)
+""",
+        ),
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+from trl import DataCollatorForCompletionOnlyLM
+
+collator = DataCollatorForCompletionOnlyLM("### Answer:", tokenizer=tokenizer)
+""",
+            after="""\
+# TODO(neuron-migrate): NM219 `trl.DataCollatorForCompletionOnlyLM` is not in the migrated stack; removed in TRL 1.x; train on prompt-completion data with SFTConfig(completion_only_loss=True), or on conversations with assistant_only_loss=True
+from trl import DataCollatorForCompletionOnlyLM
+
+collator = DataCollatorForCompletionOnlyLM("### Answer:", tokenizer=tokenizer)
+""",
+        ),
+    ),
+)
+RULES = (STACK_NAME,)
+
+
+class StackNames(Handler):
+    HINTS = NAMES | {"TF", "Flax"}
+    TRIGGERS = frozenset(STACK_MODULES)
+
+    def _replacement(self, qualified: str | None) -> Replacement | None:
+        target = RENAMED.get(qualified or "")
+        if target is None or not target.unsupported_keywords.isdisjoint(self.ctx.source.identifiers):
+            return None
+        return target
+
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom):
+        if original.relative or original.module is None or isinstance(original.names, cst.ImportStar):
+            return updated
+        module = dotted_name(original.module)
+        if module is None or module.split(".")[0] not in STACK_MODULES:
+            return updated
+        kept = []
+        for alias, new_alias in zip(original.names, updated.names, strict=True):
+            qualified = f"{module}.{alias.name.value}"
+            target = self._replacement(qualified)
+            if target is not None:
+                asname = alias.asname.name.value if alias.asname else None
+                self.ctx.add_import(target.module, target.name, asname)
+                self.ctx.report(alias, STACK_NAME, f"`{qualified}` -> `{target.module}.{target.name}`.")
+                continue
+            self._check_removed(alias, qualified)
+            kept.append(new_alias)
+        if len(kept) == len(updated.names):
+            return updated
+        if not kept:
+            return cst.RemoveFromParent()
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(names=kept)
+
+    def _check_removed(self, node: cst.CSTNode, qualified: str) -> None:
+        reason = removed_reason(qualified)
+        if reason is None and qualified in RENAMED:  # a replacement that does not take the script's keywords
+            target = RENAMED[qualified]
+            keywords = ", ".join(sorted(target.unsupported_keywords))
+            reason = f"`{target.module}.{target.name}` replaces it but takes none of {keywords}"
+        if reason is not None:
+            self.ctx.todo(
+                node, STACK_NAME, f"`{qualified}` is not in the migrated stack", reason, subject=qualified
+            )
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name):
+        """Uses of a renamed import bound without an alias take the new name."""
+        if self.ctx.line is None or isinstance(self.ctx.line.body[0], (cst.Import, cst.ImportFrom)):
+            return updated
+        if original.value not in self.ctx.imported:
+            return updated
+        target = self._replacement(self.ctx.imported[original.value])
+        if target is None or target.name == original.value:
+            return updated
+        return updated.with_changes(value=target.name)
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
+        """`transformers.AdamW` through a module import."""
+        if not isinstance(original.value, (cst.Name, cst.Attribute)):
+            return updated
+        qualified = self.ctx.qualified(original)
+        if qualified is None or qualified.split(".")[0] not in STACK_MODULES:
+            return updated
+        target = self._replacement(qualified)
+        if target is not None:
+            self.ctx.report(original, STACK_NAME, f"`{qualified}` -> `{target.module}.{target.name}`.")
+            self.ctx.add_import(target.module, target.name)
+            return cst.Name(target.name)
+        self._check_removed(original, qualified)
+        return updated
+
+
+HANDLER = StackNames

@@ -1,0 +1,128 @@
+"""Names scripts import from transformers / trl / peft that the pinned stack (constraints.txt:
+transformers 5.23, trl 1.16, peft 0.21) no longer has, and what replaces them (data only).
+`tests/migrator/test_stack_names.py` checks every entry against the installed packages: the old name is
+gone, the replacement resolves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Replacement:
+    module: str
+    name: str
+    # Keywords of the old call the replacement does not take: a script using one keeps the name, with a TODO.
+    unsupported_keywords: frozenset[str] = frozenset()
+
+
+def _from(modules: tuple[str, ...], names: dict[str, Replacement]) -> dict[str, Replacement]:
+    return {f"{module}.{name}": target for module in modules for name, target in names.items()}
+
+
+_TRANSFORMERS = ("transformers",)
+_TRL = ("trl",)
+
+RENAMED: dict[str, Replacement] = {
+    **_from(
+        ("transformers", "transformers.optimization"),
+        {"AdamW": Replacement("torch.optim", "AdamW", frozenset({"correct_bias", "no_deprecation_warning"}))},
+    ),
+    **_from(
+        _TRANSFORMERS, {"AutoModelForVision2Seq": Replacement("transformers", "AutoModelForImageTextToText")}
+    ),
+    **_from(
+        ("peft",),
+        {
+            "prepare_model_for_int8_training": Replacement(
+                "peft",
+                "prepare_model_for_kbit_training",
+                frozenset({"output_embedding_layer_name", "layer_norm_names"}),
+            )
+        },
+    ),
+    # TRL 1.x moved these trainers out of the stable API into trl.experimental.
+    **_from(
+        _TRL,
+        {
+            name: Replacement(f"trl.experimental.{package}", name)
+            for package, names in (
+                ("orpo", ("ORPOTrainer", "ORPOConfig")),
+                ("cpo", ("CPOTrainer", "CPOConfig")),
+                ("online_dpo", ("OnlineDPOTrainer", "OnlineDPOConfig")),
+                ("gkd", ("GKDTrainer", "GKDConfig")),
+            )
+            for name in names
+        },
+    ),
+    **_from(_TRL, {"DataCollatorForChatML": Replacement("trl.experimental.utils", "DataCollatorForChatML")}),
+}
+
+_DATASETS = "removed from Transformers; build the dataset with the `datasets` library"
+_TRL_REMOVED = "removed in TRL 1.x with no replacement in the pinned stack; pin an older TRL for this script"
+# Removed names with no faithful replacement: qualified name -> what to do.
+REMOVED: dict[str, str] = {
+    "transformers.AutoModelWithLMHead": "removed in Transformers 5; use AutoModelForCausalLM, "
+    "AutoModelForMaskedLM or AutoModelForSeq2SeqLM, whichever head the checkpoint has",
+    "transformers.TextDataset": _DATASETS,
+    "transformers.LineByLineTextDataset": _DATASETS,
+    "transformers.GlueDataset": _DATASETS,
+    "transformers.GlueDataTrainingArguments": _DATASETS,
+    "transformers.SquadDataset": _DATASETS,
+    "transformers.top_k_top_p_filtering": "removed from Transformers; filter logits with TopKLogitsWarper and "
+    "TopPLogitsWarper, or pass top_k / top_p to generate()",
+    "transformers.is_torch_tpu_available": 'removed from Transformers; on TorchNeuron the device is "neuron"',
+    "transformers.create_optimizer": "TensorFlow support was removed in Transformers 5; use torch.optim",
+    "transformers.AdamWeightDecay": "TensorFlow support was removed in Transformers 5; use torch.optim.AdamW",
+    "trl.DataCollatorForCompletionOnlyLM": "removed in TRL 1.x; train on prompt-completion data with "
+    "SFTConfig(completion_only_loss=True), or on conversations with assistant_only_loss=True",
+    "trl.setup_chat_format": "removed in TRL 1.x; trl.clone_chat_template(model, tokenizer, source) copies a "
+    "chat template from another tokenizer",
+    "trl.get_kbit_device_map": 'removed in TRL 1.x; on TorchNeuron place the model with device_map="neuron"',
+    "trl.is_xpu_available": "removed in TRL 1.x",
+    **dict.fromkeys(
+        [
+            f"trl.{name}"
+            for name in (
+                "PPOTrainer",
+                "PPOConfig",
+                "AutoModelForCausalLMWithValueHead",
+                "AutoModelForSeq2SeqLMWithValueHead",
+                "XPOTrainer",
+                "XPOConfig",
+                "NashMDTrainer",
+                "NashMDConfig",
+                "BCOTrainer",
+                "BCOConfig",
+                "PRMTrainer",
+                "PRMConfig",
+                "AlignPropTrainer",
+                "AlignPropConfig",
+                "DDPOTrainer",
+                "DDPOConfig",
+                "IterativeSFTTrainer",
+            )
+        ],
+        _TRL_REMOVED,
+    ),
+}
+# TensorFlow and Flax classes (`TFAutoModel...`, `FlaxAutoModel...`): Transformers 5 has none.
+REMOVED_PREFIXES: dict[str, str] = {
+    "transformers.TF": "TensorFlow support was removed in Transformers 5; use the PyTorch class (no `TF` prefix)",
+    "transformers.Flax": "Flax support was removed in Transformers 5; use the PyTorch class (no `Flax` prefix)",
+}
+STACK_MODULES = ("transformers", "trl", "peft")
+
+
+def removed_reason(qualified: str) -> str | None:
+    if qualified in REMOVED:
+        return REMOVED[qualified]
+    for prefix, reason in REMOVED_PREFIXES.items():
+        rest = qualified.removeprefix(prefix)
+        if rest != qualified and rest[:1].isupper():
+            return reason
+    return None
+
+
+# Last names of everything above: the rule's triggers and hints.
+NAMES = frozenset(name.rpartition(".")[2] for name in (*RENAMED, *REMOVED)) | {"TF", "Flax"}

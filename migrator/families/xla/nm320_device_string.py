@@ -1,0 +1,85 @@
+"""NM320: the `"xla"` device written as a string (`device = "xla"`, `.to("xla")`, `device="xla"`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.cst_helpers import dotted_name, string_value
+from migrator.families.xla.names import LOCAL_RANK
+from migrator.families.xla.state import HINTS, XlaFile
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import Handler
+
+DEVICE_STRING = Rule(
+    "NM320",
+    Severity.INFO,
+    '`"xla"` as a device string (`device = "xla"`, `.to("xla")`, `torch.zeros(..., device="xla")`)',
+    'Rewritten to `"neuron"`; in a script that runs several processes, to `torch.device("neuron", '
+    "LOCAL_RANK)` (the XLA runtime gave each process its own device).",
+    examples=(
+        Example(
+            before="""\
+import torch
+
+device = "xla"
+model = Net().to(device)
+mask = torch.ones(8, device="xla")
+""",
+            after="""\
+import torch
+
+device = "neuron"
+model = Net().to(device)
+mask = torch.ones(8, device="neuron")
+""",
+        ),
+    ),
+)
+RULES = (DEVICE_STRING,)
+
+
+class DeviceString(Handler):
+    HINTS = HINTS
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(XlaFile)
+
+    def _device(self, original: cst.CSTNode) -> cst.BaseExpression:
+        self.ctx.report(original, DEVICE_STRING)
+        if not self.file.distributed:
+            return cst.SimpleString('"neuron"')
+        self.ctx.add_import("torch")
+        self.ctx.add_import("os")
+        return self.file.expression(f'torch.device("neuron", {LOCAL_RANK})')
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
+        if string_value(original.value) != "xla" or len(original.targets) != 1:
+            return updated
+        target = dotted_name(original.targets[0].target)
+        if target is None or "device" not in target.rpartition(".")[2].lower():
+            return updated
+        self.file.xla_device_names.add(target)
+        self.ctx.watch(target.rpartition(".")[2])  # its use as a backend, `init_process_group(device)`
+        if self.file.distributed:
+            self.file.local_devices.add(target)
+        return updated.with_changes(value=self._device(original.value))
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        if not isinstance(updated, cst.Call):  # an earlier rule replaced the call
+            return updated
+        args = list(updated.args)
+        for index, arg in enumerate(original.args):
+            on_device = (
+                arg.keyword.value == "device"
+                if arg.keyword
+                else index == 0
+                and isinstance(original.func, cst.Attribute)
+                and original.func.attr.value == "to"
+            )
+            if on_device and string_value(arg.value) == "xla":
+                args[index] = args[index].with_changes(value=self._device(arg.value))
+        return updated.with_changes(args=args) if args != list(updated.args) else updated
+
+
+HANDLER = DeviceString
