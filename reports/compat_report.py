@@ -22,6 +22,7 @@ from reports.results import (
     INTEGER_FIELDS,
     LIST_FIELDS,
     OK_BUCKETS,
+    OPTIONAL_BUCKETS,
     TEXT_FIELDS,
     VERDICT_MEANINGS,
     VERDICTS,
@@ -188,11 +189,10 @@ def _context(paths: list[Path], merge: bool = False) -> dict:
         "merged": merge,
         "changes": _change_summary(rows, runs),
         "buckets": BUCKETS,
-        # Failures without a cause exist only in rows of the older schema: shown when there are some.
         "shown_buckets": [
             bucket
             for bucket in BUCKETS
-            if bucket != "fails-unattributed" or any(view["headline"].counts[bucket] for view in run_views)
+            if bucket not in OPTIONAL_BUCKETS or any(view["headline"].counts[bucket] for view in run_views)
         ],
         "bucket_labels": BUCKET_LABELS,
         "ok_buckets": OK_BUCKETS,

@@ -37,8 +37,10 @@ VERDICTS = (
 OK_VERDICTS = frozenset(verdict.value for verdict in OK_VERDICT_ENUMS)
 NOT_MEASURED_VERDICTS = frozenset({"not-measured", "harness-error", "timeout"})
 # Headline buckets follow the harness's causes: a failure is the device's or Transformers' own; rows the
-# harness could not measure (simulator, harness, time limit) say nothing about the architecture. Rows of
-# the older schema carry no cause, so their failures are counted apart rather than blamed on either.
+# harness could not measure say nothing about the architecture, and are split by why (the simulator's own
+# graph execution, a tiny model the harness could not build, anything else: a time limit, a listed
+# architecture without a row). Rows of the older schema carry no cause, so their failures are counted apart
+# rather than blamed on either.
 BUCKETS = (
     "works",
     "works-eager",
@@ -46,17 +48,24 @@ BUCKETS = (
     "fails-device",
     "fails-transformers",
     "fails-unattributed",
+    "not-measured-simulator",
+    "not-measured-harness",
     "not-measured",
 )
 BUCKET_LABELS = {
-    "works": "works",
-    "works-eager": "works, eager generation",
+    "works": "works (compiled)",
+    "works-eager": "works (eager generation)",
     "works-with-caveats": "works with caveats",
     "fails-device": "fails on device",
-    "fails-transformers": "Transformers bug",
+    "fails-transformers": "fails: Transformers bug",
     "fails-unattributed": "fails, cause not recorded",
-    "not-measured": "not measured",
+    "not-measured-simulator": "not measured: simulator",
+    "not-measured-harness": "not measured: harness error",
+    "not-measured": "not measured: time limit or no row",
 }
+NOT_MEASURED_BUCKETS = ("not-measured-simulator", "not-measured-harness", "not-measured")
+# Shown only where a run has some: they exist only in older rows, timeouts, or rows missing from a run.
+OPTIONAL_BUCKETS = ("fails-unattributed", "not-measured")
 OK_BUCKETS = ("works", "works-eager", "works-with-caveats")
 VERDICT_MEANINGS = {
     "works": "every stage passed (eager reference, compiled generation with a static cache, comparison with "
@@ -143,7 +152,11 @@ def bucket_of(verdict: str, cause: str | None) -> str:
     """The headline bucket of one row."""
     if verdict in OK_BUCKETS:
         return verdict
-    if verdict in NOT_MEASURED_VERDICTS or cause in ("simulator", "harness"):
+    if cause == "simulator":
+        return "not-measured-simulator"
+    if cause == "harness" or verdict == "harness-error":
+        return "not-measured-harness"
+    if verdict in NOT_MEASURED_VERDICTS:
         return "not-measured"
     if cause == "transformers":
         return "fails-transformers"

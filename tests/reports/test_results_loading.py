@@ -147,7 +147,10 @@ def test_headline_without_a_list_uses_ranks_from_the_rows(tmp_path, rows):
     ranked = [row for row in rows["results-sim"] if row["rank"] is not None]
     assert figures.total == 100
     assert figures.counts["not-measured"] == 100 - len(ranked) + sum(
-        row["verdict"] in ("timeout", "harness-error") for row in ranked
+        row["verdict"] == "timeout" for row in ranked
+    )
+    assert (
+        figures.counts["not-measured-harness"] == sum(row["verdict"] == "harness-error" for row in ranked) > 0
     )
     assert figures.documented_inference == sum(row["optimum_neuron_inference"] is True for row in ranked)
 
@@ -236,8 +239,9 @@ def test_nulls_stay_unmeasured_in_every_table(data, rows):
         ("fails", "device", "fails-device"),
         ("crash", "device", "fails-device"),
         ("fails", "transformers", "fails-transformers"),
-        ("not-measured", "simulator", "not-measured"),
-        ("harness-error", "harness", "not-measured"),
+        ("not-measured", "simulator", "not-measured-simulator"),
+        ("harness-error", "harness", "not-measured-harness"),
+        ("harness-error", None, "not-measured-harness"),  # older rows carry no cause
         ("timeout", None, "not-measured"),
         ("fails", None, "fails-unattributed"),
     ],
