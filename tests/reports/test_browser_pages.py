@@ -6,12 +6,13 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from reports.checklist import build_checklist, write_checklist
-from reports.compat_report import write_report
+from reports.compat_report import reason_parts, write_report
 from reports.results import bucket_of
 from tests.reports.test_checklist import INFERENCE_SCRIPT, fake_analyze, finding
 
@@ -136,7 +137,8 @@ def test_numbers_verdicts_and_nulls_shown_equal_the_results(open_page, compat_ht
                 assert shown == (DASH if row[field] is None else str(row[field])), (model_type, field)
             why = body.locator(f'td.why[data-run="{run_index}"]')
             assert why.get_attribute("data-cause") == (row["cause"] or "")
-            assert (row["reason"] or "") in why.inner_text()
+            # Each stage's part of the reason on its own line, in full.
+            assert why.locator(".reason .part").all_inner_texts() == reason_parts(row["reason"] or "")
     # Not measured is never shown as 0, in the table or in the evidence.
     gemma = page.locator("#arch-gemma")
     gemma.locator('td.verdict[data-run="0"] button').click()
@@ -361,8 +363,9 @@ def test_print_hides_controls_and_prints_every_row_with_its_reason(open_page, co
     assert all(page.eval_on_selector_all("#matrix tbody.arch", "bs => bs.map(b => b.offsetHeight > 0)"))
     reasons = page.locator("td.why .reason")
     assert reasons.count() > 10
-    clipped = reasons.evaluate_all(
-        "rs => rs.filter(r => r.scrollWidth > r.clientWidth + 1).map(r => r.textContent)"
+    clipped = page.locator("td.why .reason .part").evaluate_all(
+        "ps => ps.filter(p => p.scrollWidth > p.clientWidth + 1 || p.scrollHeight > p.clientHeight + 1)"
+        ".map(p => p.textContent)"
     )
     assert clipped == []
     assert page.locator("#arch-gemma3_text td.why[data-run='0']").is_visible()
@@ -503,3 +506,48 @@ def test_reference_run_nulls_filters_and_chart_agree(open_page, tmp_path):
     )
     page.select_option("#f-recompiles", "null")
     assert int(page.inner_text("#shown")) == sum(row.get("recompile_count") is None for row in rows.values())
+
+
+@pytest.mark.skipif(not REFERENCE.is_file(), reason="the reference run is not committed")
+def test_reference_run_headline_reasons_and_time_read_from_the_file(open_page, tmp_path):
+    """The committed reference run as `make demo` shows it: every headline figure, the band chart and the
+    measured time range equal what the file says, and a two-stage reason shows both stages."""
+    output = tmp_path / "compat.html"
+    assert write_report([REFERENCE], output, "html") == 0
+    rows = {row["model_type"]: row for row in map(json.loads, REFERENCE.read_text().splitlines())}
+    with (REFERENCE.parent / "top100.csv").open() as handle:
+        listed = {
+            record["model_type"] for record in csv.DictReader(handle) if (record.get("rank") or "").isdigit()
+        }
+    page = open_page(output)
+    headline = page.locator('.headline[data-run="0"]')
+    shown = dict(
+        headline.locator(".figure").evaluate_all(
+            "fs => fs.map(f => [f.dataset.bucket, Number(f.querySelector('.count').textContent)])"
+        )
+    )
+    expected = Counter(
+        bucket_of(rows[name]["verdict"], rows[name]["cause"]) for name in listed if name in rows
+    )
+    expected["not-measured"] += len(listed - set(rows))
+    assert {bucket: count for bucket, count in shown.items() if count} == +expected
+    assert sum(shown.values()) == len(listed)
+    for bucket in ("works", "works-eager", "fails-device", "fails-transformers", "not-measured-simulator"):
+        assert bucket in shown  # always shown, also when 0 (fails on device is the figure people look for)
+    bands = page.eval_on_selector_all(
+        "#charts rect[data-segment]",
+        "rs => rs.filter(r => r.dataset.band !== 'unranked').map(r => [r.dataset.segment, Number(r.dataset.count)])",
+    )
+    by_segment = Counter()
+    for segment, count in bands:
+        by_segment["not-measured" if segment == "no row" else segment] += count
+    assert by_segment == +expected
+    stamps = sorted(row["measured_at"] for row in rows.values())
+    measured = page.inner_text('#env td.measured[data-run="0"]')
+    assert measured.startswith(stamps[0][:10] + " " + stamps[0][11:16]) and measured.endswith(
+        stamps[-1][11:16] + " UTC"
+    )
+    two_stage = next(name for name, row in rows.items() if len(reason_parts(row["reason"] or "")) == 2)
+    parts = page.locator(f'#arch-{two_stage} td.why[data-run="0"] .reason .part')
+    assert parts.all_inner_texts() == reason_parts(rows[two_stage]["reason"])
+    assert all(part.is_visible() for part in parts.all())
