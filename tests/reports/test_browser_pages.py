@@ -352,6 +352,12 @@ def test_narrow_screen_has_no_sideways_page_scroll(open_page, compat_html):
     chart = page.locator("#charts svg.chart").first.bounding_box()
     assert chart["x"] + chart["width"] <= 420
     screenshot(page, "compat-420px.png")
+    # Opened evidence fits the screen: long guards and op names wrap instead of running off the right edge.
+    page.locator('#arch-qwen3 td.verdict[data-run="0"] button').click()
+    evidence = page.locator("#arch-qwen3 .evidence-run").first
+    assert evidence.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+    box = evidence.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 420
 
 
 def test_print_hides_controls_and_prints_every_row_with_its_reason(open_page, compat_html):
