@@ -358,6 +358,12 @@ def test_narrow_screen_has_no_sideways_page_scroll(open_page, compat_html):
     assert evidence.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
     box = evidence.bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= 420
+    # A row anchor shows the row's own line, not hidden under the sticky header above its tall evidence.
+    anchored = open_page(compat_html, "#arch-qwen3", width=420)
+    assert anchored.locator("#arch-qwen3 th.model").evaluate(
+        "th => { const r = th.getBoundingClientRect();"
+        " return th.contains(document.elementFromPoint(r.left + 8, r.top + r.height / 2)); }"
+    )
 
 
 def test_print_hides_controls_and_prints_every_row_with_its_reason(open_page, compat_html):
