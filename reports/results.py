@@ -135,6 +135,8 @@ TEXT_FIELDS = (
     "sim_device",
     "measured_at",
 )
+# Figures of compiled generation, unmeasured when generation was not compiled (`compiled_generation` false).
+GENERATION_COMPILE_FIGURES = ("recompile_count", "graph_breaks", "recompile_reasons", "graph_break_reasons")
 FLAG_FIELDS = ("outputs_match", "tokens_match", "compiled_generation", "recompiles_every_step")
 ENV_KEY_FIELDS = ("backend", "simulated", "torch", "transformers", "settings_id")
 # The committed reference run and the top-100 list the harness writes next to it.
@@ -290,6 +292,11 @@ def _parse_line(path: Path, number: int, line: str) -> dict:
         raise ResultsError(f"{path}:{number}: not a results row ({error})") from None
     record = row.to_dict()
     record["upgraded_from"] = row.upgraded_from
+    if record.get("compiled_generation") is False:
+        # Generation that never went through torch.compile cannot recompile or break a graph: the harness's
+        # 0 there was not measured, and is shown as "–" (compile_count 0 is a measurement and stays).
+        for name in GENERATION_COMPILE_FIGURES:
+            record[name] = None
     return record
 
 

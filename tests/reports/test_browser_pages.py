@@ -14,6 +14,7 @@ import pytest
 from reports.checklist import build_checklist, write_checklist
 from reports.compat_report import reason_parts, write_report
 from reports.results import bucket_of
+from tests.reports.conftest import measured
 from tests.reports.test_checklist import INFERENCE_SCRIPT, fake_analyze, finding
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
@@ -134,7 +135,10 @@ def test_numbers_verdicts_and_nulls_shown_equal_the_results(open_page, compat_ht
                 ("compiles", "compile_count"),
             ):
                 shown = body.locator(f'td.{column}[data-run="{run_index}"]').inner_text().split(" ")[0]
-                assert shown == (DASH if row[field] is None else str(row[field])), (model_type, field)
+                assert shown == (DASH if measured(row, field) is None else str(row[field])), (
+                    model_type,
+                    field,
+                )
             why = body.locator(f'td.why[data-run="{run_index}"]')
             assert why.get_attribute("data-cause") == (row["cause"] or "")
             # Each stage's part of the reason on its own line, in full.
@@ -192,14 +196,16 @@ def test_headline_chart_and_filters_agree_with_the_results(open_page, single_run
         assert count == len(visible_models(page))
         return count
 
-    measured = [row for row in rows.values() if row["recompile_count"] is not None]
-    assert shown_for("0") == bins["0"] == sum(row["recompile_count"] == 0 for row in measured)
+    counted = [row for row in rows.values() if measured(row, "recompile_count") is not None]
+    assert shown_for("0") == bins["0"] == sum(row["recompile_count"] == 0 for row in counted)
     assert shown_for("1") == sum(count for label, count in bins.items() if label != "0")
-    assert shown_for("null") == len(rows) - len(measured) > 0
+    assert shown_for("null") == len(rows) - len(counted) > 0
     assert shown_for("step") == sum(bool(row["recompiles_every_step"]) for row in rows.values())
     page.select_option("#f-recompiles", "")
     page.select_option("#f-breaks", "0")
-    assert set(visible_models(page)) == {model for model, row in rows.items() if row["graph_breaks"] == 0}
+    assert set(visible_models(page)) == {
+        model for model, row in rows.items() if measured(row, "graph_breaks") == 0
+    }
     page.click("#reset-filters")
     page.select_option("#f-bucket", "fails-transformers")
     assert visible_models(page) == ["gemma3_text"]
@@ -514,10 +520,18 @@ def test_reference_run_nulls_filters_and_chart_agree(open_page, tmp_path):
     assert (
         int(page.inner_text("#shown"))
         == bins["0"]
-        == sum(row.get("recompile_count") == 0 for row in rows.values())
+        == sum(measured(row, "recompile_count") == 0 for row in rows.values())
     )
     page.select_option("#f-recompiles", "null")
-    assert int(page.inner_text("#shown")) == sum(row.get("recompile_count") is None for row in rows.values())
+    assert int(page.inner_text("#shown")) == sum(
+        measured(row, "recompile_count") is None for row in rows.values()
+    )
+    # Generation Transformers does not compile has no recompile figure: "–", marked "not compiled".
+    uncompiled = [model for model, row in rows.items() if row.get("compiled_generation") is False]
+    assert uncompiled
+    for model in uncompiled:
+        cell = page.inner_text(f'#arch-{model} td.recompiles[data-run="0"]')
+        assert cell.startswith(DASH) and "not compiled" in cell, (model, cell)
 
 
 @pytest.mark.skipif(not REFERENCE.is_file(), reason="the reference run is not committed")
