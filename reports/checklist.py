@@ -259,7 +259,9 @@ def _result_item(row: ModelRow, run: Run | None) -> Item | None:
         )
         return Item(
             "check",
-            f"{subject} works with caveats: {recompiles} recompile(s), {breaks} graph break(s)",
+            f"{subject} works with caveats: {recompiles} recompile(s)"
+            + (" (at every decode step)" if result.get("recompiles_every_step") else "")
+            + f", {breaks} graph break(s)",
             steps,
             where,
             code="model",

@@ -357,3 +357,18 @@ def test_slurm_jobs_and_shebang_launchers_are_scanned_as_shell(tmp_path, results
     assert references["Qwen/Qwen3-0.6B"] == "qwen3"
     assert references["meta-llama/Llama-3.2-1B"] == "llama"
     assert references["mistralai/Mistral-7B-v0.1"] == "mistral"
+
+
+def test_a_model_that_recompiles_at_every_decode_step_says_what_happens_on_a_device(tmp_path):
+    """With the committed reference run, the bundled tiny-mistral checkpoint (mistral: a guard on the cache
+    length fails at every decode step) gets the device consequence, not "one compilation per cache length"."""
+    reference = EXAMPLES.parents[1] / "fixtures" / "compat" / "results-neuron-sim.jsonl"
+    mistral = next(
+        json.loads(line) for line in reference.read_text().splitlines() if '"model_type": "mistral"' in line
+    )
+    assert mistral["recompiles_every_step"] is True
+    output = tmp_path / "checklist.md"
+    assert write_checklist([EXAMPLES], output, reference, False) == 0
+    text = output.read_text()
+    assert f"works with caveats: {mistral['recompile_count']} recompile(s) (at every decode step)" in text
+    assert "recompile_limit (8)" in text and "one compilation per cache length" not in text

@@ -128,6 +128,15 @@ def test_format_follows_the_output_suffix(tmp_path, name, fmt):
             },
             ["2 recompile(s) guard on the KV cache", "padding the inputs does not remove them"],
         ),
+        (
+            {
+                "verdict": "works-with-caveats",
+                "recompile_count": 7,
+                "recompiles_every_step": True,
+                "recompile_guard": "kwargs['past_key_values'].layers[N].cumulative_length_int == N",
+            },
+            ["every decode step", "cumulative_length_int", "recompile_limit (8)", "runs eagerly"],
+        ),
         ({"verdict": "fails", "stage": "compare", "outputs_match": False}, ["float32"]),
         ({"verdict": "works"}, []),
     ],
