@@ -401,6 +401,12 @@ def test_evidence_expands_and_screenshot(open_page, compat_html):
     assert gpt2["error"] in text and gpt2["unsupported_ops"][0] in text and "What to do" in text
     assert "device" in text and "results-v2-sim.jsonl:5" in text
     assert page.locator("#arch-llama button.evidence-toggle").count() == 0  # green in both runs
+    # The pointer still rests on the row just opened: its stage cells keep their colour (white text).
+    stage = page.locator('#arch-gpt2 td.stage.generate[data-run="0"]')
+    page.mouse.move(0, 0)
+    colour = stage.evaluate("td => getComputedStyle(td).backgroundColor")
+    stage.hover()
+    assert stage.evaluate("td => getComputedStyle(td).backgroundColor") == colour
     screenshot(page, "compat-report.png")
 
 
