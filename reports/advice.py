@@ -70,7 +70,16 @@ def advice(row: dict) -> list[str]:
         if stage != "compare":
             steps.append(f"Outputs differ from the CPU reference{detail}: {STAGE_ADVICE['compare']}")
     recompiles = row.get("recompile_count") or 0
-    if recompiles:
+    if row.get("recompiles_every_step"):
+        guard = row.get("recompile_guard")
+        steps.append(
+            "Recompiles at every decode step"
+            + (f" (the guard that fails: {guard})" if guard else "")
+            + ": with Dynamo's default recompile_limit (8), as on a device, the decode step compiles 8 times "
+            "and then runs eagerly for the rest of the generation. Padding the inputs does not remove it; "
+            "expect eager decode speed after 8 tokens until the cache is compile-friendly in Transformers."
+        )
+    elif recompiles:
         steps += _recompile_advice(recompiles, row.get("recompile_reasons") or [])
     breaks = row.get("graph_breaks") or 0
     if breaks:
@@ -101,8 +110,8 @@ def _recompile_advice(recompiles: int, reasons: list[str]) -> list[str]:
     if on_cache:
         steps.append(
             f"{len(on_cache)} recompile(s) guard on the KV cache's own state (past_key_values), which changes "
-            "at every decode step: padding the inputs does not remove them. Expect one compilation per "
-            "cache length with this architecture's cache, or generate eagerly, until the cache is "
-            "compile-friendly in Transformers."
+            "at every decode step: padding the inputs does not remove them. Past Dynamo's recompile_limit "
+            "(8 by default) the decode step runs eagerly, until the cache is compile-friendly in "
+            "Transformers."
         )
     return steps

@@ -15,12 +15,14 @@ BUCKET_COLORS = {
     "fails-device": "#c62828",
     "fails-transformers": "#7b1fa2",
     "fails-unattributed": "#8d4b4b",
-    "not-measured": "#9e9e9e",
+    "not-measured-simulator": "#9e9e9e",
+    "not-measured-harness": "#607d8b",
+    "not-measured": "#bdbdbd",
     NOT_RUN: "#e3e7ed",
 }
 SEGMENT_LABELS = {**BUCKET_LABELS, NOT_RUN: "no row (not measured)"}
 # Light segments get dark numbers.
-LABEL_COLORS = {"works-with-caveats": "#3d2c00", NOT_RUN: "#333"}
+LABEL_COLORS = {"works-with-caveats": "#3d2c00", "not-measured": "#333", NOT_RUN: "#333"}
 FONT = 'font-family="system-ui, sans-serif" font-size="12"'
 
 

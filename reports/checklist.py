@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 
-from migrator.sources import UsageError
+from migrator.sources import UsageError, named_file_kind
 from reports.advice import STAGE_MEANINGS, advice
 from reports.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
 from reports.render import NULL, asset, fail, render, write_output
@@ -40,7 +40,6 @@ SEVERITY_LABELS = {
     "compile-risk": "compile risk",
     "check": "check",
 }
-KINDS = {".py": "python", ".ipynb": "notebook", ".sh": "shell", ".bash": "shell"}
 FAMILIES = ("inference", "training", "xla", "environment", "shell", "manual")
 
 # What the migrated code needs (TorchNeuron public beta; see docs and the migration map's platform table).
@@ -260,7 +259,9 @@ def _result_item(row: ModelRow, run: Run | None) -> Item | None:
         )
         return Item(
             "check",
-            f"{subject} works with caveats: {recompiles} recompile(s), {breaks} graph break(s)",
+            f"{subject} works with caveats: {recompiles} recompile(s)"
+            + (" (at every decode step)" if result.get("recompiles_every_step") else "")
+            + f", {breaks} graph break(s)",
             steps,
             where,
             code="model",
@@ -414,7 +415,9 @@ def build_checklist(
     for file in report.get("files", []):
         source = Path(file["path"])
         display = show(source)
-        kind = KINDS.get(source.suffix.lower(), "python")
+        # The kind the migrator read the file as (suffix, else a shell `#!` line): a Slurm job or a
+        # suffix-less launcher is scanned as shell, never parsed as Python.
+        kind = named_file_kind(source) or "other"
         scan = scan_file(source, display, kind)
         scans.append(scan)
         uses |= scan.uses

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from reports.results import (
     INTEGER_FIELDS,
     LIST_FIELDS,
     OK_BUCKETS,
+    OPTIONAL_BUCKETS,
     TEXT_FIELDS,
     VERDICT_MEANINGS,
     VERDICTS,
@@ -45,6 +47,8 @@ PUBLISHED_CLAIM = {
     "torchneuron_percent": 89,
     "optimum_neuron_percent": 46,
 }
+# The harness joins the stages' reasons with "; " ("generate: ...; train: ..."); each is shown on its own line.
+STAGE_REASON_BOUNDARY = re.compile(r";\s+(?=(?:build|eager|generate|compare|train):\s)")
 CHANGE_KINDS = ("fixed", "regressed", "changed", "new", "missing")
 ENV_FIELDS = (
     "backend",
@@ -83,10 +87,16 @@ def _cell(record: dict) -> dict:
     cell["advice"] = advice(cell)
     # The one-line reason: the harness's own; rows of the older schema have only their first error line.
     cell["reason_text"] = cell.get("reason") or cell.get("error") or ""
+    cell["reason_parts"] = reason_parts(cell["reason_text"])
     cell["cause_label"] = CAUSE_LABELS.get(cell.get("cause") or "", "")
     cell["cause_meaning"] = CAUSE_MEANINGS.get(cell.get("cause") or "", "")
     cell["bucket_label"] = BUCKET_LABELS[cell["bucket"]]
     return cell
+
+
+def reason_parts(reason: str) -> list[str]:
+    """A row's one-line reason split per stage: the failing stage's part is never hidden behind another's."""
+    return [part for part in STAGE_REASON_BOUNDARY.split(reason) if part]
 
 
 def _search_text(model_type: str, cells: list[dict], hub_ids: list[str]) -> str:
@@ -188,11 +198,10 @@ def _context(paths: list[Path], merge: bool = False) -> dict:
         "merged": merge,
         "changes": _change_summary(rows, runs),
         "buckets": BUCKETS,
-        # Failures without a cause exist only in rows of the older schema: shown when there are some.
         "shown_buckets": [
             bucket
             for bucket in BUCKETS
-            if bucket != "fails-unattributed" or any(view["headline"].counts[bucket] for view in run_views)
+            if bucket not in OPTIONAL_BUCKETS or any(view["headline"].counts[bucket] for view in run_views)
         ],
         "bucket_labels": BUCKET_LABELS,
         "ok_buckets": OK_BUCKETS,

@@ -37,8 +37,10 @@ VERDICTS = (
 OK_VERDICTS = frozenset(verdict.value for verdict in OK_VERDICT_ENUMS)
 NOT_MEASURED_VERDICTS = frozenset({"not-measured", "harness-error", "timeout"})
 # Headline buckets follow the harness's causes: a failure is the device's or Transformers' own; rows the
-# harness could not measure (simulator, harness, time limit) say nothing about the architecture. Rows of
-# the older schema carry no cause, so their failures are counted apart rather than blamed on either.
+# harness could not measure say nothing about the architecture, and are split by why (the simulator's own
+# graph execution, a tiny model the harness could not build, anything else: a time limit, a listed
+# architecture without a row). Rows of the older schema carry no cause, so their failures are counted apart
+# rather than blamed on either.
 BUCKETS = (
     "works",
     "works-eager",
@@ -46,17 +48,24 @@ BUCKETS = (
     "fails-device",
     "fails-transformers",
     "fails-unattributed",
+    "not-measured-simulator",
+    "not-measured-harness",
     "not-measured",
 )
 BUCKET_LABELS = {
-    "works": "works",
-    "works-eager": "works, eager generation",
+    "works": "works (compiled)",
+    "works-eager": "works (eager generation)",
     "works-with-caveats": "works with caveats",
     "fails-device": "fails on device",
-    "fails-transformers": "Transformers bug",
+    "fails-transformers": "fails: Transformers bug",
     "fails-unattributed": "fails, cause not recorded",
-    "not-measured": "not measured",
+    "not-measured-simulator": "not measured: simulator",
+    "not-measured-harness": "not measured: harness error",
+    "not-measured": "not measured: time limit or no row",
 }
+NOT_MEASURED_BUCKETS = ("not-measured-simulator", "not-measured-harness", "not-measured")
+# Shown only where a run has some: they exist only in older rows, timeouts, or rows missing from a run.
+OPTIONAL_BUCKETS = ("fails-unattributed", "not-measured")
 OK_BUCKETS = ("works", "works-eager", "works-with-caveats")
 VERDICT_MEANINGS = {
     "works": "every stage passed (eager reference, compiled generation with a static cache, comparison with "
@@ -126,6 +135,8 @@ TEXT_FIELDS = (
     "sim_device",
     "measured_at",
 )
+# Figures of compiled generation, unmeasured when generation was not compiled (`compiled_generation` false).
+GENERATION_COMPILE_FIGURES = ("recompile_count", "graph_breaks", "recompile_reasons", "graph_break_reasons")
 FLAG_FIELDS = ("outputs_match", "tokens_match", "compiled_generation", "recompiles_every_step")
 ENV_KEY_FIELDS = ("backend", "simulated", "torch", "transformers", "settings_id")
 # The committed reference run and the top-100 list the harness writes next to it.
@@ -143,7 +154,11 @@ def bucket_of(verdict: str, cause: str | None) -> str:
     """The headline bucket of one row."""
     if verdict in OK_BUCKETS:
         return verdict
-    if verdict in NOT_MEASURED_VERDICTS or cause in ("simulator", "harness"):
+    if cause == "simulator":
+        return "not-measured-simulator"
+    if cause == "harness" or verdict == "harness-error":
+        return "not-measured-harness"
+    if verdict in NOT_MEASURED_VERDICTS:
         return "not-measured"
     if cause == "transformers":
         return "fails-transformers"
@@ -277,6 +292,11 @@ def _parse_line(path: Path, number: int, line: str) -> dict:
         raise ResultsError(f"{path}:{number}: not a results row ({error})") from None
     record = row.to_dict()
     record["upgraded_from"] = row.upgraded_from
+    if record.get("compiled_generation") is False:
+        # Generation that never went through torch.compile cannot recompile or break a graph: the harness's
+        # 0 there was not measured, and is shown as "–" (compile_count 0 is a measurement and stays).
+        for name in GENERATION_COMPILE_FIGURES:
+            record[name] = None
     return record
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from migrator import risks
 from migrator.families.environment.nm404_async_load import ASYNC_LOAD_VARIABLE
 from migrator.rules import Rule
+from migrator.sources import SKIP_DIRS
 from reports.model_ids import looks_like_model_reference, table_entry
 
 MODEL_KEYWORDS = {
@@ -81,7 +82,6 @@ RISK_KINDS = {
     risks.AUTOMATIC_DYNAMIC.code: "dynamic-shapes",
     risks.ASYNC_LOAD.code: "async-load",
 }
-SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "site-packages", "build", "dist"}
 
 
 @dataclass(frozen=True)
@@ -480,6 +480,8 @@ def _scan_notebook(scan: FileScan, text: str) -> None:
 
 
 def scan_file(path: Path, display: str, kind: str) -> FileScan:
+    """`kind` as the migrator reads the file (python, notebook, shell); any other kind is scanned for
+    instance targets only, never parsed as code of another language."""
     scan = FileScan(path=path, display=display, kind=kind)
     text = path.read_text(encoding="utf-8", errors="replace")
     if kind == "notebook":
@@ -488,7 +490,7 @@ def scan_file(path: Path, display: str, kind: str) -> FileScan:
         _scan_targets(scan, text)
         if kind == "shell":
             _scan_shell(scan, text)
-        else:
+        elif kind == "python":
             _scan_python(scan, text)
     if scan.first_load is not None and not scan.sets_async_load:
         scan.risks.append(

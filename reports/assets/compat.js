@@ -127,7 +127,11 @@
     if (!body) return true;
     body.hidden = false;
     toggle(body, true);
-    body.scrollIntoView({ block: "center" });
+    // The row's own line goes to the top, just under the sticky header (its evidence may be taller than
+    // the box, and centring it would scroll the row itself out of sight). The margin also holds for the
+    // browser's own jump to the fragment, which may come after this.
+    body.style.scrollMarginTop = table.tHead.offsetHeight + "px";
+    body.scrollIntoView({ block: "start" });
     return true;
   }
 

@@ -30,3 +30,12 @@ def rows(data) -> dict[str, list[dict]]:
 def write_jsonl(path: Path, records: list[dict]) -> Path:
     path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
     return path
+
+
+def measured(row: dict, name: str):
+    """A row's figure as measured: recompiles and graph breaks of generation that was not compiled are not."""
+    from reports.results import GENERATION_COMPILE_FIGURES
+
+    if name in GENERATION_COMPILE_FIGURES and row.get("compiled_generation") is False:
+        return None
+    return row.get(name)

@@ -6,13 +6,15 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from reports.checklist import build_checklist, write_checklist
-from reports.compat_report import write_report
+from reports.compat_report import reason_parts, write_report
 from reports.results import bucket_of
+from tests.reports.conftest import measured
 from tests.reports.test_checklist import INFERENCE_SCRIPT, fake_analyze, finding
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
@@ -133,10 +135,14 @@ def test_numbers_verdicts_and_nulls_shown_equal_the_results(open_page, compat_ht
                 ("compiles", "compile_count"),
             ):
                 shown = body.locator(f'td.{column}[data-run="{run_index}"]').inner_text().split(" ")[0]
-                assert shown == (DASH if row[field] is None else str(row[field])), (model_type, field)
+                assert shown == (DASH if measured(row, field) is None else str(row[field])), (
+                    model_type,
+                    field,
+                )
             why = body.locator(f'td.why[data-run="{run_index}"]')
             assert why.get_attribute("data-cause") == (row["cause"] or "")
-            assert (row["reason"] or "") in why.inner_text()
+            # Each stage's part of the reason on its own line, in full.
+            assert why.locator(".reason .part").all_inner_texts() == reason_parts(row["reason"] or "")
     # Not measured is never shown as 0, in the table or in the evidence.
     gemma = page.locator("#arch-gemma")
     gemma.locator('td.verdict[data-run="0"] button').click()
@@ -190,19 +196,25 @@ def test_headline_chart_and_filters_agree_with_the_results(open_page, single_run
         assert count == len(visible_models(page))
         return count
 
-    measured = [row for row in rows.values() if row["recompile_count"] is not None]
-    assert shown_for("0") == bins["0"] == sum(row["recompile_count"] == 0 for row in measured)
+    counted = [row for row in rows.values() if measured(row, "recompile_count") is not None]
+    assert shown_for("0") == bins["0"] == sum(row["recompile_count"] == 0 for row in counted)
     assert shown_for("1") == sum(count for label, count in bins.items() if label != "0")
-    assert shown_for("null") == len(rows) - len(measured) > 0
+    assert shown_for("null") == len(rows) - len(counted) > 0
     assert shown_for("step") == sum(bool(row["recompiles_every_step"]) for row in rows.values())
     page.select_option("#f-recompiles", "")
     page.select_option("#f-breaks", "0")
-    assert set(visible_models(page)) == {model for model, row in rows.items() if row["graph_breaks"] == 0}
+    assert set(visible_models(page)) == {
+        model for model, row in rows.items() if measured(row, "graph_breaks") == 0
+    }
     page.click("#reset-filters")
     page.select_option("#f-bucket", "fails-transformers")
     assert visible_models(page) == ["gemma3_text"]
+    page.select_option("#f-bucket", "not-measured-simulator")
+    assert visible_models(page) == ["qwen3_moe"]
+    page.select_option("#f-bucket", "not-measured-harness")
+    assert visible_models(page) == ["gemma"]
     page.select_option("#f-bucket", "not-measured")
-    assert set(visible_models(page)) == {"phi3", "qwen3_moe", "gemma"}
+    assert visible_models(page) == ["phi3"]  # timeout
 
 
 def test_runs_side_by_side_with_changes_replacements_and_time(open_page, compat_html):
@@ -346,6 +358,18 @@ def test_narrow_screen_has_no_sideways_page_scroll(open_page, compat_html):
     chart = page.locator("#charts svg.chart").first.bounding_box()
     assert chart["x"] + chart["width"] <= 420
     screenshot(page, "compat-420px.png")
+    # Opened evidence fits the screen: long guards and op names wrap instead of running off the right edge.
+    page.locator('#arch-qwen3 td.verdict[data-run="0"] button').click()
+    evidence = page.locator("#arch-qwen3 .evidence-run").first
+    assert evidence.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+    box = evidence.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 420
+    # A row anchor shows the row's own line, not hidden under the sticky header above its tall evidence.
+    anchored = open_page(compat_html, "#arch-qwen3", width=420)
+    assert anchored.locator("#arch-qwen3 th.model").evaluate(
+        "th => { const r = th.getBoundingClientRect();"
+        " return th.contains(document.elementFromPoint(r.left + 8, r.top + r.height / 2)); }"
+    )
 
 
 def test_print_hides_controls_and_prints_every_row_with_its_reason(open_page, compat_html):
@@ -357,8 +381,9 @@ def test_print_hides_controls_and_prints_every_row_with_its_reason(open_page, co
     assert all(page.eval_on_selector_all("#matrix tbody.arch", "bs => bs.map(b => b.offsetHeight > 0)"))
     reasons = page.locator("td.why .reason")
     assert reasons.count() > 10
-    clipped = reasons.evaluate_all(
-        "rs => rs.filter(r => r.scrollWidth > r.clientWidth + 1).map(r => r.textContent)"
+    clipped = page.locator("td.why .reason .part").evaluate_all(
+        "ps => ps.filter(p => p.scrollWidth > p.clientWidth + 1 || p.scrollHeight > p.clientHeight + 1)"
+        ".map(p => p.textContent)"
     )
     assert clipped == []
     assert page.locator("#arch-gemma3_text td.why[data-run='0']").is_visible()
@@ -376,6 +401,12 @@ def test_evidence_expands_and_screenshot(open_page, compat_html):
     assert gpt2["error"] in text and gpt2["unsupported_ops"][0] in text and "What to do" in text
     assert "device" in text and "results-v2-sim.jsonl:5" in text
     assert page.locator("#arch-llama button.evidence-toggle").count() == 0  # green in both runs
+    # The pointer still rests on the row just opened: its stage cells keep their colour (white text).
+    stage = page.locator('#arch-gpt2 td.stage.generate[data-run="0"]')
+    page.mouse.move(0, 0)
+    colour = stage.evaluate("td => getComputedStyle(td).backgroundColor")
+    stage.hover()
+    assert stage.evaluate("td => getComputedStyle(td).backgroundColor") == colour
     screenshot(page, "compat-report.png")
 
 
@@ -495,7 +526,60 @@ def test_reference_run_nulls_filters_and_chart_agree(open_page, tmp_path):
     assert (
         int(page.inner_text("#shown"))
         == bins["0"]
-        == sum(row.get("recompile_count") == 0 for row in rows.values())
+        == sum(measured(row, "recompile_count") == 0 for row in rows.values())
     )
     page.select_option("#f-recompiles", "null")
-    assert int(page.inner_text("#shown")) == sum(row.get("recompile_count") is None for row in rows.values())
+    assert int(page.inner_text("#shown")) == sum(
+        measured(row, "recompile_count") is None for row in rows.values()
+    )
+    # Generation Transformers does not compile has no recompile figure: "–", marked "not compiled".
+    uncompiled = [model for model, row in rows.items() if row.get("compiled_generation") is False]
+    assert uncompiled
+    for model in uncompiled:
+        cell = page.inner_text(f'#arch-{model} td.recompiles[data-run="0"]')
+        assert cell.startswith(DASH) and "not compiled" in cell, (model, cell)
+
+
+@pytest.mark.skipif(not REFERENCE.is_file(), reason="the reference run is not committed")
+def test_reference_run_headline_reasons_and_time_read_from_the_file(open_page, tmp_path):
+    """The committed reference run as `make demo` shows it: every headline figure, the band chart and the
+    measured time range equal what the file says, and a two-stage reason shows both stages."""
+    output = tmp_path / "compat.html"
+    assert write_report([REFERENCE], output, "html") == 0
+    rows = {row["model_type"]: row for row in map(json.loads, REFERENCE.read_text().splitlines())}
+    with (REFERENCE.parent / "top100.csv").open() as handle:
+        listed = {
+            record["model_type"] for record in csv.DictReader(handle) if (record.get("rank") or "").isdigit()
+        }
+    page = open_page(output)
+    headline = page.locator('.headline[data-run="0"]')
+    shown = dict(
+        headline.locator(".figure").evaluate_all(
+            "fs => fs.map(f => [f.dataset.bucket, Number(f.querySelector('.count').textContent)])"
+        )
+    )
+    expected = Counter(
+        bucket_of(rows[name]["verdict"], rows[name]["cause"]) for name in listed if name in rows
+    )
+    expected["not-measured"] += len(listed - set(rows))
+    assert {bucket: count for bucket, count in shown.items() if count} == +expected
+    assert sum(shown.values()) == len(listed)
+    for bucket in ("works", "works-eager", "fails-device", "fails-transformers", "not-measured-simulator"):
+        assert bucket in shown  # always shown, also when 0 (fails on device is the figure people look for)
+    bands = page.eval_on_selector_all(
+        "#charts rect[data-segment]",
+        "rs => rs.filter(r => r.dataset.band !== 'unranked').map(r => [r.dataset.segment, Number(r.dataset.count)])",
+    )
+    by_segment = Counter()
+    for segment, count in bands:
+        by_segment["not-measured" if segment == "no row" else segment] += count
+    assert by_segment == +expected
+    stamps = sorted(row["measured_at"] for row in rows.values())
+    measured = page.inner_text('#env td.measured[data-run="0"]')
+    assert measured.startswith(stamps[0][:10] + " " + stamps[0][11:16]) and measured.endswith(
+        stamps[-1][11:16] + " UTC"
+    )
+    two_stage = next(name for name, row in rows.items() if len(reason_parts(row["reason"] or "")) == 2)
+    parts = page.locator(f'#arch-{two_stage} td.why[data-run="0"] .reason .part')
+    assert parts.all_inner_texts() == reason_parts(rows[two_stage]["reason"])
+    assert all(part.is_visible() for part in parts.all())

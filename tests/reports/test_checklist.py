@@ -341,3 +341,34 @@ def test_a_risk_is_handled_only_by_the_codes_and_subject_its_rule_names(tmp_path
         (section,) = build_checklist([tmp_path], results, online=False, analyze=analyze)["sections"]
         (risk,) = [item for item in section.items if item.title.startswith("NM803:")]
         assert risk.severity == severity
+
+
+def test_slurm_jobs_and_shebang_launchers_are_scanned_as_shell(tmp_path, results):
+    """The file kinds are the migrator's: .sbatch / .slurm and a suffix-less `#!/bin/bash` script are shell."""
+    job = "#!/bin/bash\n#SBATCH --nodes=1\nsrun python train.py --model_name_or_path {model} --bf16\n"
+    (tmp_path / "train.sbatch").write_text(job.format(model="Qwen/Qwen3-0.6B"))
+    (tmp_path / "finetune.slurm").write_text(job.format(model="meta-llama/Llama-3.2-1B"))
+    launcher = tmp_path / "launch"
+    launcher.write_text(job.format(model="mistralai/Mistral-7B-v0.1"))
+    context = build_checklist([tmp_path, launcher], results, online=False)
+    kinds = {Path(section.display).name: section.kind for section in context["sections"]}
+    assert kinds == {"train.sbatch": "shell", "finetune.slurm": "shell", "launch": "shell"}, kinds
+    references = {row.reference: row.architecture.model_type for row in context["models"]}
+    assert references["Qwen/Qwen3-0.6B"] == "qwen3"
+    assert references["meta-llama/Llama-3.2-1B"] == "llama"
+    assert references["mistralai/Mistral-7B-v0.1"] == "mistral"
+
+
+def test_a_model_that_recompiles_at_every_decode_step_says_what_happens_on_a_device(tmp_path):
+    """With the committed reference run, the bundled tiny-mistral checkpoint (mistral: a guard on the cache
+    length fails at every decode step) gets the device consequence, not "one compilation per cache length"."""
+    reference = EXAMPLES.parents[1] / "fixtures" / "compat" / "results-neuron-sim.jsonl"
+    mistral = next(
+        json.loads(line) for line in reference.read_text().splitlines() if '"model_type": "mistral"' in line
+    )
+    assert mistral["recompiles_every_step"] is True
+    output = tmp_path / "checklist.md"
+    assert write_checklist([EXAMPLES], output, reference, False) == 0
+    text = output.read_text()
+    assert f"works with caveats: {mistral['recompile_count']} recompile(s) (at every decode step)" in text
+    assert "recompile_limit (8)" in text and "one compilation per cache length" not in text

@@ -16,7 +16,7 @@ from reports.results import (
     recompile_histogram,
     verdict_matrix,
 )
-from tests.reports.conftest import write_jsonl
+from tests.reports.conftest import measured, write_jsonl
 
 
 def test_rows_with_different_environments_are_different_runs(data, rows):
@@ -147,7 +147,10 @@ def test_headline_without_a_list_uses_ranks_from_the_rows(tmp_path, rows):
     ranked = [row for row in rows["results-sim"] if row["rank"] is not None]
     assert figures.total == 100
     assert figures.counts["not-measured"] == 100 - len(ranked) + sum(
-        row["verdict"] in ("timeout", "harness-error") for row in ranked
+        row["verdict"] == "timeout" for row in ranked
+    )
+    assert (
+        figures.counts["not-measured-harness"] == sum(row["verdict"] == "harness-error" for row in ranked) > 0
     )
     assert figures.documented_inference == sum(row["optimum_neuron_inference"] is True for row in ranked)
 
@@ -205,11 +208,12 @@ def test_nulls_stay_unmeasured_in_every_table(data, rows):
     for model_type, row in kept.items():
         for name in ("compile_count", "recompile_count", "graph_breaks", "train_compile_count"):
             shown = frame.loc[model_type, name]
-            assert pd.isna(shown) if row[name] is None else shown == row[name], (model_type, name)
+            figure = measured(row, name)
+            assert pd.isna(shown) if figure is None else shown == figure, (model_type, name)
     histogram = dict(recompile_histogram(frame.reset_index(), 0))
-    measured = [row for row in kept.values() if row["recompile_count"] is not None]
-    assert sum(histogram.values()) == len(measured) < len(kept)
-    assert histogram["0"] == sum(row["recompile_count"] == 0 for row in measured)
+    counted = [row for row in kept.values() if measured(row, "recompile_count") is not None]
+    assert sum(histogram.values()) == len(counted) < len(kept)
+    assert histogram["0"] == sum(row["recompile_count"] == 0 for row in counted)
     figures = headline(frame.reset_index(), 0, top100)
     listed = {entry.model_type for entry in top100}
     for bucket in figures.counts:
@@ -236,8 +240,9 @@ def test_nulls_stay_unmeasured_in_every_table(data, rows):
         ("fails", "device", "fails-device"),
         ("crash", "device", "fails-device"),
         ("fails", "transformers", "fails-transformers"),
-        ("not-measured", "simulator", "not-measured"),
-        ("harness-error", "harness", "not-measured"),
+        ("not-measured", "simulator", "not-measured-simulator"),
+        ("harness-error", "harness", "not-measured-harness"),
+        ("harness-error", None, "not-measured-harness"),  # older rows carry no cause
         ("timeout", None, "not-measured"),
         ("fails", None, "fails-unattributed"),
     ],
@@ -275,3 +280,21 @@ def test_every_schema_verdict_has_a_place_and_a_meaning():
     from reports.results import VERDICT_MEANINGS, VERDICTS
 
     assert set(VERDICTS) == {verdict.value for verdict in Verdict} == set(VERDICT_MEANINGS)
+
+
+def test_generation_that_was_not_compiled_has_no_recompile_or_graph_break_figures(tmp_path):
+    """The harness writes 0 recompiles / graph breaks for generation Transformers never compiled; the report
+    reads them as not measured (a 0 there would count in the chart's and the filter's "none")."""
+    common = {"backend": "neuron-sim", "simulated": True, "schema_version": 2, "compile_count": 0}
+    rows = [
+        {**common, "model_type": "mpt", "verdict": "works-eager", "compiled_generation": False,
+         "recompile_count": 0, "graph_breaks": 0, "recompile_reasons": [], "graph_break_reasons": []},
+        {**common, "model_type": "llama", "verdict": "works", "compiled_generation": True,
+         "compile_count": 1, "recompile_count": 0, "graph_breaks": 0},
+    ]  # fmt: skip
+    frame = long_frame(load_runs([write_jsonl(tmp_path / "results.jsonl", rows)]), []).set_index("model_type")
+    assert frame.loc["mpt", "compile_count"] == 0  # measured: nothing compiled
+    for name in ("recompile_count", "graph_breaks", "recompile_reasons", "graph_break_reasons"):
+        assert frame.loc["mpt", name] is None or pd.isna(frame.loc["mpt", name]), name
+    assert frame.loc["llama", "recompile_count"] == 0 and frame.loc["llama", "graph_breaks"] == 0
+    assert dict(recompile_histogram(frame.reset_index(), 0))["0"] == 1
