@@ -21,7 +21,11 @@ from migrator.families.inference.loads import (
     split_args,
     string,
 )
-from migrator.families.inference.nm108_neuron_config_pair import NEURON_CONFIG_PAIR, UNPAIRED_NEURON_CONFIG
+from migrator.families.inference.nm108_neuron_config_pair import (
+    CONFIG_ARGS,
+    NEURON_CONFIG_PAIR,
+    UNPAIRED_NEURON_CONFIG,
+)
 from migrator.families.inference.state import HINTS, LOAD_METHODS, TRIGGERS, InferenceFile, PendingLoad
 from migrator.families.leftovers.nm504_core_count import CORE_COUNT, LEGACY_TARGETS, core_count_why
 from migrator.rules import Example, Rule, Severity
@@ -156,7 +160,6 @@ NO_CACHE_LEN = (
     "cache is sized per generate() call from prompt + max_new_tokens, so each new size recompiles. Set "
     "`generation_config.max_cache_len` to a fixed length."
 )
-_CONFIG_ARGS = ("batch_size", "sequence_length", "tensor_parallel_size", "instance_type")
 
 
 def _without_config(call: cst.Call, method: str, paired: bool) -> cst.Call:
@@ -234,8 +237,9 @@ class CausalLM(Handler):
             return
         raise Unmapped(
             UNPAIRED_NEURON_CONFIG,
-            "this neuron config is not consumed by a NeuronModelForCausalLM.export call in the same scope "
-            "(or is used elsewhere)",
+            "this neuron config cannot be paired with a load: no later NeuronModelForCausalLM.export / "
+            "from_pretrained in the same function consumes it, it is used elsewhere, or it passes arguments "
+            "the codemod does not map (it maps " + ", ".join(CONFIG_ARGS) + ")",
             "carry sequence_length to generation_config.max_cache_len and tensor_parallel_size to "
             "DistributedConfig(tp_size=...) by hand",
         )
@@ -262,7 +266,7 @@ class CausalLM(Handler):
             )
         if config_call is not None:
             config_args = split_args(config_call, config_call, "get_neuron_config")
-            for name in _CONFIG_ARGS:
+            for name in CONFIG_ARGS:
                 if name in config_args.keywords:
                     args.keywords[name] = config_args.keywords[name]
             if "tensor_parallel_size" not in config_args.keywords:

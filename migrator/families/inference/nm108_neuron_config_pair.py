@@ -109,8 +109,9 @@ def compile_model(neuron_config, output_dir):
     ),
 )
 RULES = (NEURON_CONFIG_PAIR, UNPAIRED_NEURON_CONFIG)
-# What a get_neuron_config/export pair may pass for the pair to be rewritten in one go (never half-way).
-_PAIRED_CONFIG_ARGS = frozenset({"batch_size", "sequence_length", "tensor_parallel_size", "instance_type"})
+# What a get_neuron_config/export pair may pass for the pair to be rewritten in one go (never half-way); the
+# load rewrite (NM101) moves each of these config arguments into the load (auto_cast_type becomes its dtype).
+CONFIG_ARGS = ("batch_size", "sequence_length", "tensor_parallel_size", "instance_type", "auto_cast_type")
 _PAIRED_EXPORT_ARGS = frozenset({"load_weights", "token", "revision"})
 
 
@@ -159,10 +160,7 @@ class NeuronConfigPairs(Handler):
                 and arg.keyword.value in _PAIRED_EXPORT_ARGS | {"neuron_config", "export"}
                 for arg in value.args[1:]
                 if arg.value is not passed
-            ) and all(
-                arg.keyword is not None and arg.keyword.value in _PAIRED_CONFIG_ARGS
-                for arg in config.args[1:]
-            )
+            ) and all(arg.keyword is not None and arg.keyword.value in CONFIG_ARGS for arg in config.args[1:])
             if uses == 2 and same_model and known and isinstance(target, (cst.Name, cst.Attribute)):
                 self.file.config_pairs[value] = config
                 self.file.paired_configs.add(config)
