@@ -69,7 +69,14 @@ from migrator.families.xla import (
 )
 from migrator.families.xla import state as xla_state
 from migrator.rules import Rule
-from migrator.shell import rules as shell
+from migrator.shell import (
+    nm450_precompile,
+    nm452_optimum_cli,
+    nm456_variables,
+    nm460_installs,
+    nm461_flags,
+    nm465_async_load,
+)
 from migrator.transform import Handler
 
 # Rule modules of the Python families, in dispatch order. Each has `RULES` (its rules, none for a
@@ -130,32 +137,18 @@ PYTHON_HANDLERS: tuple[type[Handler], ...] = tuple(
 )
 
 
-# The shell family's rules: its rewriter (`migrator/shell/rewrite.py`) walks each launcher once on
-# tree-sitter's tree and decides them; their texts and examples are in `migrator/shell/rules.py`.
-SHELL_RULES: tuple[Rule, ...] = (
-    shell.PARALLEL_COMPILE,
-    shell.PRECOMPILE_RUN,
-    shell.EXPORT_COMMAND,
-    shell.CONSOLIDATE_COMMAND,
-    shell.CACHE_COMMAND,
-    shell.OPTIMUM_CLI_MANUAL,
-    shell.DROPPED_VARIABLE,
-    shell.MANUAL_VARIABLE,
-    shell.PRECOMPILE_BRANCH,
-    shell.PRECOMPILE_USE,
-    shell.PIP_INSTALL,
-    shell.FLAG_REMOVED,
-    shell.FLAG_RENAMED,
-    shell.FLAG_DISTRIBUTED,
-    shell.FLAG_MANUAL,
-    shell.ASYNC_LOAD_EXPORT,
-    shell.FLAG_UNKNOWN_SCRIPT,
-    shell.CPU_FLAG,
-    shell.PRECISION_FLAG,
-    shell.PRECISION_MANUAL,
-    shell.INSTALL_CONFLICT,
-    shell.INSTALL_KEPT,
+# Rule modules of the shell family (`migrator/shell/nm*.py`). Each has `RULES` and `MATCHER`, a mixin of
+# `shell.rewrite.ShellRewriter`: one walk of each launcher on tree-sitter's tree decides them all (in the
+# order the walk reaches commands, not this one), on the edit list of `shell/edits.py`.
+SHELL_RULE_MODULES: tuple[ModuleType, ...] = (
+    nm450_precompile,
+    nm452_optimum_cli,
+    nm456_variables,
+    nm460_installs,
+    nm461_flags,
+    nm465_async_load,
 )
+SHELL_RULES: tuple[Rule, ...] = tuple(rule for module in SHELL_RULE_MODULES for rule in module.RULES)
 
 
 # Notebook-level rules (a cell as a whole); `migrator/notebook.py` decides them.

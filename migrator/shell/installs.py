@@ -116,6 +116,10 @@ class Plan:
     kept: list[tuple[Parsed, str]]  # legacy requirements left in place, with why
     conflicts: list[tuple[Parsed, str]]  # other requirements whose pin conflicts with the target, with why
 
+    def keeps(self, requirement: Parsed) -> bool:
+        """Whether this very requirement is left in place (an equal one elsewhere in the install may go)."""
+        return any(owner is requirement for owner, _ in self.kept)
+
 
 def plan(requirements: list[Parsed], imported: frozenset[str] = frozenset()) -> Plan:
     """`requirements`: every requirement of the install; `imported`: modules the same file still imports."""

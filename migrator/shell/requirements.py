@@ -14,7 +14,7 @@ import re
 
 from migrator.rules import Finding
 from migrator.shell import installs
-from migrator.shell import rules as r
+from migrator.shell.nm460_installs import INSTALL_CONFLICT, INSTALL_KEPT, PIP_INSTALL
 from migrator.transform import TODO_PREFIX
 from migrator.verify import MigrationError
 
@@ -51,13 +51,12 @@ def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
     findings: list[Finding] = []
     todos: dict[int, list[str]] = {}
     for number, requirement in current.items():
-        for rule, reasons in ((r.INSTALL_KEPT, plan.kept), (r.INSTALL_CONFLICT, plan.conflicts)):
+        for rule, reasons in ((INSTALL_KEPT, plan.kept), (INSTALL_CONFLICT, plan.conflicts)):
             for why in (why for owner, why in reasons if owner is requirement):
                 message = f"`{_requirement_text(lines[number])}` left as it is: {why}"
                 findings.append(Finding(rule, number + 1, 1, message, False))
                 todos.setdefault(number, []).append(f"{TODO_PREFIX} {rule.code} {message}")
-    kept = {id(owner) for owner, _ in plan.kept}
-    legacy = [n for n, p in current.items() if installs.replaced(p) and id(p) not in kept]
+    legacy = [n for n, p in current.items() if installs.replaced(p) and not plan.keeps(p)]
     removed = set(legacy[1:]) | stale
     out: list[str] = []
     for number, line in enumerate(lines):
@@ -65,7 +64,7 @@ def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
             f"{todo}{newline}" for todo in todos.get(number, []) if todo not in _comments_above(lines, number)
         ]
         if legacy and number == legacy[0]:
-            findings.append(Finding(r.PIP_INSTALL, number + 1, 1, r.PIP_INSTALL.action, True))
+            findings.append(Finding(PIP_INSTALL, number + 1, 1, PIP_INSTALL.action, True))
             if installs.NEURON_INDEX not in content:  # where torch-neuronx comes from
                 out.append(f"--extra-index-url {installs.NEURON_INDEX}{newline}")
             out += [f"{text}{newline}" for text in plan.added]

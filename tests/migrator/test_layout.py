@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from migrator.registry import PYTHON_RULE_MODULES
+from migrator.registry import PYTHON_RULE_MODULES, SHELL_RULE_MODULES
+from migrator.shell.rewrite import ShellRewriter
 
 PACKAGE = Path(__file__).resolve().parents[2] / "migrator"
 
@@ -20,6 +21,22 @@ def test_every_rule_module_is_registered_and_named_after_its_code() -> None:
         if name.startswith("nm"):
             assert name.startswith(module.RULES[0].code.lower() + "_"), name
         assert hasattr(module, "HANDLER"), name
+
+
+def test_every_shell_rule_module_is_registered_named_after_its_code_and_matched() -> None:
+    registered = {Path(module.__file__).resolve() for module in SHELL_RULE_MODULES}
+    on_disk = set(PACKAGE.glob("shell/nm*.py"))
+    assert sorted(str(path) for path in on_disk ^ registered) == []
+    for module in SHELL_RULE_MODULES:
+        name = Path(module.__file__).stem
+        assert name.startswith(module.RULES[0].code.lower() + "_"), name
+        # Its matcher is part of the one walk: a module whose MATCHER the rewriter lacks decides nothing.
+        assert module.MATCHER in ShellRewriter.__mro__, name
+    # No two matchers define the same method: one would silently shadow the other.
+    methods = [
+        name for module in SHELL_RULE_MODULES for name in vars(module.MATCHER) if not name.startswith("__")
+    ]
+    assert sorted({name for name in methods if methods.count(name) > 1}) == []
 
 
 def _imports(path: Path) -> set[str]:

@@ -1,0 +1,255 @@
+"""NM456/NM457/NM468/NM469: environment variables in launchers (`export`, `unset`, `VAR=1 cmd`): XLA-only
+ones go, compiler/cache ones get a TODO, `XLA_USE_BF16=1` becomes `--bf16` on the launches it reached."""
+
+from __future__ import annotations
+
+from migrator.families.environment import MANUAL_VARIABLES, PRECOMPILE_VARIABLES, dropped_reason
+from migrator.rules import Rule, Severity
+from migrator.shell import example
+from migrator.shell.commands import _command_parts, _is_launcher, _look_through, _script_index, _truthy
+from migrator.shell.edits import Context
+from migrator.shell.nm450_precompile import PRECOMPILE_USE
+from migrator.shell.syntax import Node, Word, parse, word
+
+DROPPED_VARIABLE = Rule(
+    "NM456",
+    Severity.INFO,
+    "An XLA/NxD-only environment variable in a launcher (`export XLA_USE_BF16=1`, `NEURON_FUSE_SOFTMAX=1 cmd`)",
+    "Removed: nothing reads it on TorchNeuron.",
+    examples=(
+        example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "export NEURON_FUSE_SOFTMAX=1\n"
+            "torchrun --nproc_per_node=2 train.py\n",
+            "#!/bin/bash\nexport HF_DEACTIVATE_ASYNC_LOAD=1\ntorchrun --nproc_per_node=2 train.py\n",
+        ),
+    ),
+)
+MANUAL_VARIABLE = Rule(
+    "NM457",
+    Severity.WARNING,
+    "`NEURON_CC_FLAGS` / `NEURON_COMPILE_CACHE_URL` in a launcher",
+    "Left in place with a TODO: these configured the XLA-flow compiler and cache; check the TorchNeuron "
+    "environment variable reference and remove or replace them.",
+    examples=(
+        example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            'export NEURON_CC_FLAGS="--model-type transformer -O1"\n'
+            "torchrun --nproc_per_node=2 train.py\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "# TODO(neuron-migrate): NM457 `NEURON_CC_FLAGS` holds compiler flags tuned for the XLA/NxD graph flow, and whether TorchNeuron's neuron backend reads them is not documented; remove them, or keep only flags the TorchNeuron compiler reference lists\n"
+            'export NEURON_CC_FLAGS="--model-type transformer -O1"\n'
+            "torchrun --nproc_per_node=2 train.py\n",
+        ),
+    ),
+)
+PRECISION_FLAG = Rule(
+    "NM468",
+    Severity.WARNING,
+    "`XLA_USE_BF16=1` / `XLA_DOWNCAST_BF16=1` (prefix or `export`) before a Trainer/TRL launch",
+    "Removed, and `--bf16` added to each Trainer/TRL launch it reached (`--bf16 true` where the launch spells "
+    "its booleans): bf16 autocast with float32 master weights, where XLA cast the weights themselves.",
+    examples=(
+        example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "export XLA_USE_BF16=1\n"
+            "torchrun --nproc_per_node=32 sft.py --model_name_or_path Qwen/Qwen3-0.6B --packing true\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "torchrun --nproc_per_node=32 sft.py --model_name_or_path Qwen/Qwen3-0.6B --packing true --bf16 true\n",
+        ),
+    ),
+)
+PRECISION_MANUAL = Rule(
+    "NM469",
+    Severity.WARNING,
+    "`XLA_USE_BF16=1` / `XLA_DOWNCAST_BF16=1` where no Trainer/TRL launch with a known parser follows",
+    "Left in place with a TODO: nothing reads it on TorchNeuron, and dropping it alone would train in float32. "
+    "Pass --bf16 to a Trainer/TRL script or load the model with dtype=torch.bfloat16, then delete it.",
+    examples=(
+        example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "export XLA_USE_BF16=1\n"
+            "torchrun --nproc_per_node=2 train.py\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "# TODO(neuron-migrate): NM469 `XLA_USE_BF16=1` trained in bf16 under XLA and nothing reads it on TorchNeuron; it reaches `train.py`, whose argument parser is not known: pass --bf16 to a Trainer/TRL script or load the model with dtype=torch.bfloat16, then delete it\n"
+            "export XLA_USE_BF16=1\n"
+            "torchrun --nproc_per_node=2 train.py\n",
+        ),
+    ),
+)
+RULES: tuple[Rule, ...] = (DROPPED_VARIABLE, MANUAL_VARIABLE, PRECISION_FLAG, PRECISION_MANUAL)
+BF16_VARIABLES = frozenset({"XLA_USE_BF16", "XLA_DOWNCAST_BF16"})
+
+
+class VariablesMatcher:
+    """The matcher: methods of `rewrite.ShellRewriter`, on its walk, edit list and findings."""
+
+    def variables(
+        self,
+        ctx: Context,
+        node: Node,
+        words: list[Word],
+        data: bytes,
+        whole: bool,
+        span: list[Node] | None = None,
+        siblings: list[Word] | None = None,
+        unset: bool = False,
+        launch: list[Word] | None = None,
+    ) -> None:
+        """Drop XLA-only variables, flag the ones that need a person. `whole`: the words are the statement;
+        `launch`: the words of the program the variables prefix (else they reach every later command)."""
+        dropped = []
+        for item in words:
+            name = item.assignment or (item.text if unset else None)
+            if name is None:
+                continue
+            if name in BF16_VARIABLES and not unset and _truthy(item.value.partition("=")[2]):
+                if self.keep_precision(ctx, node, item, launch):
+                    dropped.append(item)
+                continue
+            value = item.text.partition("=")[2]
+            held = next((v for v in sorted(BF16_VARIABLES) if f"{v}=" in value), None)
+            # `ENV_OPTS="XLA_USE_BF16=1 ..."`, expanded into a command later.
+            if held is not None and not unset:
+                self.todo(
+                    ctx,
+                    node,
+                    PRECISION_MANUAL,
+                    f"`{name}` holds `{held}`, which trained in bf16 under XLA and which nothing reads on "
+                    "TorchNeuron: remove it from this string and pass --bf16 to the Trainer/TRL launch (or load the "
+                    "model with dtype=torch.bfloat16)",
+                    at=item.start,
+                )
+            if name in PRECOMPILE_VARIABLES and not unset:
+                # Whatever this runs reads it as "compile only" (a Slurm compile job exports it before
+                # running the training script): without it the job would become a second real run.
+                self.todo(
+                    ctx,
+                    node,
+                    PRECOMPILE_USE,
+                    f"`{name}` is set here so that what runs next only compiles (as under neuron_parallel_compile); "
+                    "TorchNeuron has no compile-only run and dropping the variable would make this a second real "
+                    "run: delete this compile step by hand",
+                    at=item.start,
+                )
+                continue
+            reason = dropped_reason(name)
+            if reason is not None:
+                self.report(ctx.start + item.start, DROPPED_VARIABLE, f"`{name}` removed: {reason}.")
+                dropped.append(item)
+            elif name in MANUAL_VARIABLES:
+                self.todo(
+                    ctx, node, MANUAL_VARIABLE, f"`{name}` holds {MANUAL_VARIABLES[name]}", at=item.start
+                )
+        if not dropped:
+            return
+        if whole and len(dropped) == len(words):
+            if span is not None:  # a statement tree-sitter merged into the next one: its own lines
+                self.remove_lines(ctx, span[0].start_byte, span[-1].end_byte, data)
+            elif self.remove_statement(ctx, node):
+                return
+            else:
+                self.edit(ctx, node.start_byte, node.end_byte, ":")
+            return
+        for item in dropped:
+            self.remove_word(ctx, item, siblings or words)
+
+    def keep_precision(self, ctx: Context, node: Node, item: Word, launch: list[Word] | None) -> bool:
+        """`XLA_USE_BF16=1` made every float32 tensor bf16. It goes only where `--bf16` can take over: on
+        each Trainer/TRL launch it reaches (the prefixed command, or every launch after an `export`) whose
+        argument parser is known. Otherwise it stays with a TODO: dropping it would train in float32."""
+        name = item.assignment
+        if launch is not None:
+            targets = [launch] if _script_index(launch) is not None else []
+        else:
+            targets = [words for offset, words in self.survey(ctx) if offset > node.end_byte]
+        # A launch that passes --bf16 already keeps bf16 whatever parses it; another needs a known parser.
+        unknown = [
+            parser
+            for parser in (self.parser_of(words) for words in targets if not _has_bf16(words))
+            if parser.table is None
+        ]
+        if not targets or unknown:
+            reaches = "no launch in this file"
+            if unknown:
+                how = (
+                    "which builds no TrainingArguments/SFTConfig"
+                    if unknown[0].read
+                    else "whose argument parser is not known"
+                )
+                reaches = f"`{unknown[0].script}`, {how}"
+            self.todo(
+                ctx,
+                node,
+                PRECISION_MANUAL,
+                f"`{name}=1` trained in bf16 under XLA and nothing reads it on TorchNeuron; it reaches {reaches}: "
+                "pass --bf16 to a Trainer/TRL script or load the model with dtype=torch.bfloat16, then delete it",
+                at=item.start,
+            )
+            return False
+        for words in targets:
+            self.add_bf16(ctx, words)
+        self.report(
+            ctx.start + item.start,
+            PRECISION_FLAG,
+            f"`{name}` removed; `--bf16` added to the Trainer launch{'es' if len(targets) > 1 else ''} it reached "
+            "(bf16 autocast keeps float32 master weights, where XLA_USE_BF16 cast the weights themselves).",
+        )
+        return True
+
+    def add_bf16(self, ctx: Context, words: list[Word]) -> None:
+        """`--bf16` (or `--bf16 true`, like the launch's other boolean flags) at the end of a launch."""
+        if _has_bf16(words):
+            return
+        arguments = [w.value for w in words[_script_index(words) + 1 :]]
+        if ctx.start + words[-1].start in self.bf16_added:
+            return
+        self.bf16_added.add(ctx.start + words[-1].start)
+        spelled = next((v for v in arguments if v.lower() in ("true", "false")), None)
+        value = "" if spelled is None else " True" if spelled[0] == "T" else " true"
+        self.edit(ctx, words[-1].end, words[-1].end, f" --bf16{value}")
+
+    def survey(self, ctx: Context) -> list[tuple[int, list[Word]]]:
+        """Every Python launch of the context (offset of its end, launched words), compile runs excluded."""
+        if ctx.survey is None:
+            data = self.data[ctx.start : ctx.end]
+            ctx.survey = []
+            stack = [parse(data).root_node]
+            while stack:
+                node = stack.pop()
+                if node.type == "command":
+                    part = _command_parts(node, data)[-1]
+                    words = [
+                        word(c, data)
+                        for c in part
+                        if c.type != "variable_assignment" and "redirect" not in c.type
+                    ]
+                    words, _ = _look_through(words)
+                    if words and _is_launcher(words[0].value) and _script_index(words) is not None:
+                        ctx.survey.append((node.start_byte, words))
+                stack.extend(c for c in node.children if c.type != "heredoc_body")
+        return ctx.survey
+
+    def declaration(self, ctx: Context, node: Node, data: bytes) -> None:
+        keyword = node.children[0].type if node.children else ""
+        if keyword not in ("export", "unset"):
+            return
+        items = [word(c, data) for c in node.named_children if c.type != "comment"]
+        everything = [word(node.children[0], data), *items]
+        self.variables(ctx, node, items, data, whole=True, siblings=everything, unset=keyword == "unset")
+
+
+def _has_bf16(words: list[Word]) -> bool:
+    return any(
+        w.value == "--bf16" or w.value.startswith("--bf16=") for w in words[_script_index(words) + 1 :]
+    )
+
+
+MATCHER = VariablesMatcher

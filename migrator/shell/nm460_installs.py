@@ -1,0 +1,134 @@
+"""NM460/NM472/NM473: `pip install` commands (migration map §3.4; requirements files: `requirements.py`)."""
+
+from __future__ import annotations
+
+import re
+
+from migrator.rules import Rule, Severity
+from migrator.shell import example, installs
+from migrator.shell.edits import Context
+from migrator.shell.syntax import Node, Word
+
+PIP_INSTALL = Rule(
+    "NM460",
+    Severity.WARNING,
+    "An install (`pip install`, `%pip`, a requirements file) of optimum-neuron / torch-xla / neuronx-distributed",
+    'Replaced with the TorchNeuron package set, torch-neuronx "transformers>=5.23" "trl>=1.16" peft accelerate, '
+    "plus what an optimum-neuron extra pulled in (`[diffusers]`: diffusers), with the replaced line's marker; "
+    "`--extra-index-url https://pip.repos.neuron.amazonaws.com` is added: torch-neuronx comes from the Neuron pip "
+    "repository, not PyPI. Uninstall torch-xla from existing environments: Transformers still takes the XLA path "
+    "when it is importable.",
+    examples=(
+        example(
+            '#!/bin/bash\npip install "optimum-neuron[diffusers]==0.3.0" datasets\n',
+            "#!/bin/bash\n"
+            'pip install torch-neuronx "transformers>=5.23" "trl>=1.16" peft accelerate diffusers datasets --extra-index-url https://pip.repos.neuron.amazonaws.com\n',
+        ),
+    ),
+)
+INSTALL_CONFLICT = Rule(
+    "NM472",
+    Severity.WARNING,
+    "An install pins transformers / trl to versions the migrated code cannot run with (`transformers==4.52.3`)",
+    "Left in place with a TODO: the migrated code needs transformers>=5.23 and trl>=1.16; relax the pin.",
+    examples=(
+        example(
+            '#!/bin/bash\npip install optimum-neuron transformers==4.52.3 "trl>=1.16"\n',
+            "#!/bin/bash\n"
+            "# TODO(neuron-migrate): NM472 `transformers==4.52.3` left as it is: it excludes `transformers>=5.23`, which the migrated code needs\n"
+            'pip install torch-neuronx peft accelerate transformers==4.52.3 "trl>=1.16" --extra-index-url https://pip.repos.neuron.amazonaws.com\n',
+        ),
+    ),
+)
+INSTALL_KEPT = Rule(
+    "NM473",
+    Severity.WARNING,
+    "An optimum-neuron / XLA package in an install that the same notebook still imports, or whose extra "
+    "(`optimum-neuron[vllm]`) has no TorchNeuron counterpart",
+    "Left in place with a TODO: uninstalling it would break the code that still uses it; finish that code's "
+    "migration first (or install what the extra stood for), then remove it.",
+    examples=(
+        example(
+            '#!/bin/bash\npip install "optimum-neuron[vllm]" torch-xla\n',
+            "#!/bin/bash\n"
+            "# TODO(neuron-migrate): NM473 `optimum-neuron[vllm]` left as it is: its `[vllm]` extra has no TorchNeuron counterpart the codemod can name (serving moves to vLLM Neuron: install it as its documentation says)\n"
+            'pip install "optimum-neuron[vllm]" torch-neuronx "transformers>=5.23" "trl>=1.16" peft accelerate --extra-index-url https://pip.repos.neuron.amazonaws.com\n',
+        ),
+    ),
+)
+RULES: tuple[Rule, ...] = (PIP_INSTALL, INSTALL_CONFLICT, INSTALL_KEPT)
+# pip options that take a value (the value is not a requirement).
+_PIP_VALUE_OPTIONS = frozenset(
+    {
+        "-r",
+        "--requirement",
+        "-c",
+        "--constraint",
+        "-i",
+        "--index-url",
+        "--extra-index-url",
+        "-f",
+        "--find-links",
+    }
+    | {"-t", "--target", "--prefix", "--root", "--platform", "--python-version", "--implementation", "--abi"}
+    | {"--src", "--upgrade-strategy", "--trusted-host", "--cache-dir", "--log", "-e", "--editable"}
+)
+
+
+class InstallsMatcher:
+    """The matcher: methods of `rewrite.ShellRewriter`, on its walk, edit list and findings."""
+
+    def pip(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> None:
+        values = [w.value for w in words]
+        if "install" not in values:
+            return
+        requirements: list[tuple[Word, installs.Parsed]] = []
+        editable: dict[int, Word] = {}  # `-e URL`: the option word, by the start of its value
+        position = values.index("install") + 1
+        while position < len(words):
+            value = values[position]
+            if value in ("-e", "--editable") and position + 1 < len(words):
+                parsed = installs.parse(values[position + 1])
+                if parsed is not None:
+                    requirements.append((words[position + 1], parsed))
+                    editable[words[position + 1].start] = words[position]
+                position += 2
+                continue
+            if value in _PIP_VALUE_OPTIONS:  # `-r requirements.txt` is migrated as a file of its own
+                position += 2
+                continue
+            parsed = installs.parse(value) if not value.startswith("-") else None
+            if parsed is not None:
+                requirements.append((words[position], parsed))
+            position += 1
+        if not installs.concerns_torchneuron([parsed for _, parsed in requirements]):
+            return
+        # An XLA-era torch-neuronx pin goes: TorchNeuron is the current torch-neuronx.
+        stale = [w for w, p in requirements if installs.stale(p)]
+        current = [(w, p) for w, p in requirements if w not in stale]
+        plan = installs.plan([p for _, p in current], self.imported)
+        for item, parsed in current:
+            for rule, reasons in ((INSTALL_KEPT, plan.kept), (INSTALL_CONFLICT, plan.conflicts)):
+                for why in (why for owner, why in reasons if owner is parsed):
+                    message = f"`{item.value}` left as it is: {why}"
+                    self.todo(ctx, node, rule, message, at=item.start)
+        legacy = [w for w, p in current if installs.replaced(p) and not plan.keeps(p)]
+        if not legacy:
+            return
+        self.report(ctx.start + legacy[0].start, PIP_INSTALL)
+        first = editable.get(legacy[0].start, legacy[0])  # an editable install goes with its `-e`
+        self.edit(ctx, first.start, legacy[0].end, " ".join(_shell_quoted(text) for text in plan.added))
+        if not any(installs.NEURON_INDEX in value for value in values):  # where torch-neuronx comes from
+            self.edit(ctx, words[-1].end, words[-1].end, f" --extra-index-url {installs.NEURON_INDEX}")
+        for item in [*legacy[1:], *stale]:
+            self.remove_word(ctx, item, siblings)
+            if item.start in editable:
+                self.remove_word(ctx, editable[item.start], siblings)
+
+
+def _shell_quoted(requirement: str) -> str:
+    """A requirement as a shell word: quoted when it holds characters the shell would read."""
+    return f'"{requirement}"' if re.search(r"[<>;=!\[\] ()*~'$]", requirement) else requirement
+
+
+MATCHER = InstallsMatcher

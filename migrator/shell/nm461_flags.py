@@ -1,0 +1,233 @@
+"""NM461-NM464/NM466/NM467: training flags on a Python launch, by the argument parser of the launched script."""
+
+from __future__ import annotations
+
+from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
+from migrator.rules import Rule, Severity
+from migrator.shell import example
+from migrator.shell.commands import _script_index, _truthy
+from migrator.shell.edits import Context
+from migrator.shell.scripts import ScriptParser
+from migrator.shell.syntax import Node, Word
+from migrator.transform import TODO_PREFIX
+
+FLAG_REMOVED = Rule(
+    "NM461",
+    Severity.INFO,
+    "A training flag Transformers 5 / TRL 1.16 rejects (`--overwrite_output_dir`, `--zero_1`, `--async_save`...)",
+    "Removed from the launcher line (HfArgumentParser raises on unknown flags).",
+    examples=(
+        example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "torchrun --nproc_per_node=32 run_clm.py --zero_1 true --bf16\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "torchrun --nproc_per_node=32 run_clm.py --bf16\n",
+        ),
+    ),
+)
+FLAG_RENAMED = Rule(
+    "NM462",
+    Severity.INFO,
+    "A training flag renamed in Transformers 5 / TRL 1.16 (`--warmup_ratio`, `--max_seq_length`...)",
+    "Renamed on the launcher line (`--warmup_ratio r` -> `--warmup_steps r`...).",
+    examples=(
+        example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "torchrun --nproc_per_node=32 sft.py --max_seq_length 2048 --zero_1 true\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "torchrun --nproc_per_node=32 sft.py --max_length 2048\n",
+        ),
+    ),
+)
+FLAG_DISTRIBUTED = Rule(
+    "NM463",
+    Severity.WARNING,
+    "`--tensor_parallel_size` on a launcher line",
+    "Kept as a script argument with a TODO: it now feeds `DistributedConfig(tp_size=...)` when the script "
+    "loads the model; torchrun --nproc_per_node must equal tp_size x fsdp_size.",
+    examples=(
+        example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "torchrun --nproc_per_node=32 run_clm.py --tensor_parallel_size 8 --zero_1 true\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "# TODO(neuron-migrate): NM463 `--tensor_parallel_size` is kept as a script argument and now feeds DistributedConfig(tp_size=...); tensor parallelism is set when the model is loaded: from_pretrained(..., distributed_config=DistributedConfig(tp_size=...)), and torchrun --nproc_per_node must equal tp_size x fsdp_size\n"
+            "torchrun --nproc_per_node=32 run_clm.py --tensor_parallel_size 8\n",
+        ),
+    ),
+)
+FLAG_MANUAL = Rule(
+    "NM464",
+    Severity.ERROR,
+    "A training flag with no faithful rewrite (`--logging_dir`, `--pipeline_parallel_size`...)",
+    "Left in place with a TODO that says what to do instead.",
+    examples=(
+        example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "torchrun --nproc_per_node=32 run_clm.py --logging_dir logs --zero_1 true\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "# TODO(neuron-migrate): NM464 `--logging_dir` removed in Transformers 5 (TrainingArguments raises on it); set the environment variable TENSORBOARD_LOGGING_DIR to this directory before the Trainer is created\n"
+            "torchrun --nproc_per_node=32 run_clm.py --logging_dir logs\n",
+        ),
+    ),
+)
+FLAG_UNKNOWN_SCRIPT = Rule(
+    "NM466",
+    Severity.WARNING,
+    "An optimum-neuron training flag (`--zero_1`, `--max_seq_length`...) on a launch of a script whose argument "
+    "parser is not known",
+    "Left in place with a TODO that says what the flag becomes if the script builds TrainingArguments/SFTConfig "
+    "from it: flags are renamed or removed only for Transformers/TRL example scripts and scripts of the same "
+    "tree whose parser was read (a script's own `--max_seq_length`, as on `run_glue.py`, is its own).",
+    examples=(
+        example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "torchrun --nproc_per_node=32 train.py --zero_1 true --warmup_ratio 0.03\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "# TODO(neuron-migrate): NM466 `train.py` is neither in this tree nor a known Transformers/TRL example script, so its optimum-neuron training flags are left as they are; if they reach TrainingArguments/SFTConfig: remove `--zero_1`; rename `--warmup_ratio` to `--warmup_steps`\n"
+            "torchrun --nproc_per_node=32 train.py --zero_1 true --warmup_ratio 0.03\n",
+        ),
+    ),
+)
+CPU_FLAG = Rule(
+    "NM467",
+    Severity.ERROR,
+    "`--use_cpu True` / `--no_cuda True` on a training launch",
+    "Left in place with a TODO: under XLA it kept the run off CUDA; on TorchNeuron it trains on the CPU. Remove it.",
+    examples=(
+        example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "torchrun --nproc_per_node=32 run_clm.py --use_cpu True --zero_1 True\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "# TODO(neuron-migrate): NM467 `--use_cpu` made sense under XLA (the XLA device is not CUDA), but on TorchNeuron it makes the Trainer run on the CPU instead of the neuron device: remove it\n"
+            "torchrun --nproc_per_node=32 run_clm.py --use_cpu True\n",
+        ),
+    ),
+)
+RULES: tuple[Rule, ...] = (
+    FLAG_REMOVED,
+    FLAG_RENAMED,
+    FLAG_DISTRIBUTED,
+    FLAG_MANUAL,
+    FLAG_UNKNOWN_SCRIPT,
+    CPU_FLAG,
+)
+# `--use_cpu True` (and the older `--no_cuda True`) kept XLA runs off CUDA; on TorchNeuron they select the CPU.
+_CPU_FLAGS = frozenset({"use_cpu", "no_cuda"})
+
+
+class FlagsMatcher:
+    """The matcher: methods of `rewrite.ShellRewriter`, on its walk, edit list and findings."""
+
+    def launcher(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> None:
+        script = _script_index(words)
+        if script is None:
+            return
+        if self.owner == 0:  # a compile-only run is not a run on TorchNeuron
+            ctx.launchers.append((self.command_start, node.end_byte))
+        parser = self.parser_of(words)
+        arguments = words[script + 1 :]
+        unknown: list[tuple[Word, str]] = []
+        for position, item in enumerate(arguments):
+            if not item.text.startswith("--"):
+                continue
+            name, equals, given = item.text[2:].partition("=")
+            following = arguments[position + 1] if position + 1 < len(arguments) else None
+            value = following if not equals and following and not following.text.startswith("--") else None
+            flag = f"`--{name}`"
+            offset = ctx.start + item.start
+            if (
+                name in _CPU_FLAGS
+                and name not in parser.own
+                and _truthy(given if equals else value.value if value else "1")
+            ):
+                self.todo(
+                    ctx,
+                    node,
+                    CPU_FLAG,
+                    f"{flag} made sense under XLA (the XLA device is not CUDA), but on TorchNeuron it makes the "
+                    "Trainer run on the CPU instead of the neuron device: remove it",
+                    at=item.start,
+                )
+                continue
+            action = parser.action(name)
+            if parser.table is None and name not in parser.own:
+                legacy = SFT_CONFIG_ARGUMENTS.get(name)
+                if legacy is not None and legacy.kind != "keep":
+                    unknown.append((item, name))
+                continue
+            if action is None or action.kind == "keep":
+                continue
+            if action.kind == "drop" or (action.kind == "distributed" and action.target != "tp_size"):
+                self.report(offset, FLAG_REMOVED, f"{flag} removed: {action.note}.")
+                self.remove_word(ctx, item, siblings, through=value)
+            elif action.kind == "rename":
+                note = f": {action.note}" if action.note else ""
+                self.report(offset, FLAG_RENAMED, f"{flag} renamed to `--{action.target}`{note}.")
+                self.edit(ctx, item.start, item.start + 2 + len(name), f"--{action.target}")
+            elif action.kind == "distributed":
+                self.todo(
+                    ctx,
+                    node,
+                    FLAG_DISTRIBUTED,
+                    f"{flag} is kept as a script argument and now feeds DistributedConfig({action.target}=...); "
+                    f"{action.note}, and torchrun --nproc_per_node must equal tp_size x fsdp_size",
+                    at=item.start,
+                )
+            else:
+                self.todo(ctx, node, FLAG_MANUAL, f"{flag} {action.note}", at=item.start)
+        if unknown:
+            self.unknown_parser(ctx, node, parser, unknown)
+
+    def unknown_parser(
+        self, ctx: Context, node: Node, parser: ScriptParser, flags: list[tuple[Word, str]]
+    ) -> None:
+        """Training flags on a script whose parser is not known: a finding each, one TODO for the launch."""
+        how = (
+            "builds no TrainingArguments/SFTConfig from its command line"
+            if parser.read
+            else "is neither in this tree nor a known Transformers/TRL example script"
+        )
+        changes = []
+        for item, name in flags:
+            change = _legacy_change(name)
+            changes.append(change)
+            note = SFT_CONFIG_ARGUMENTS[name].note
+            message = f"`--{name}` left as it is: `{parser.script}` {how}; if it reaches TrainingArguments/SFTConfig, {change}"
+            self.report(
+                ctx.start + item.start,
+                FLAG_UNKNOWN_SCRIPT,
+                message + (f" ({note})" if note else ""),
+                fixed=False,
+            )
+        text = (
+            f"{TODO_PREFIX} {FLAG_UNKNOWN_SCRIPT.code} `{parser.script}` {how}, so its optimum-neuron training "
+            f"flags are left as they are; if they reach TrainingArguments/SFTConfig: {'; '.join(changes)}"
+        )
+        self.todos.append((self.anchor(ctx, node), text, self.owner))
+
+
+def _legacy_change(name: str) -> str:
+    """What becomes of `--name` in a Transformers/TRL launch, in a few words (the table has the why)."""
+    action = SFT_CONFIG_ARGUMENTS[name]
+    if action.kind == "rename":
+        return f"rename `--{name}` to `--{action.target}`"
+    if action.kind == "drop" or (action.kind == "distributed" and action.target != "tp_size"):
+        return f"remove `--{name}`"
+    if action.kind == "distributed":
+        return f"`--{name}` feeds DistributedConfig({action.target}=...) at the model load"
+    return f"`--{name}`: {action.note}"
+
+
+MATCHER = FlagsMatcher
