@@ -105,7 +105,8 @@ class CompileRun:
 
 
 class PrecompileMatcher:
-    """The matcher: methods of `rewrite.ShellRewriter`, on its walk, edit list and findings."""
+    """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.command` hands it `neuron_parallel_compile` runs, `walk` every `if`, `script` the
+    expansions of a piece; `run` resolves the compile runs once every launch is known."""
 
     def compile_run(self, ctx: Context, node: Node, words: list[Word], data: bytes, siblings, marks) -> None:
         position = 1

@@ -69,7 +69,7 @@ RULES: tuple[Rule, ...] = (EXPORT_COMMAND, CONSOLIDATE_COMMAND, CACHE_COMMAND, O
 
 
 class OptimumCliMatcher:
-    """The matcher: methods of `rewrite.ShellRewriter`, on its walk, edit list and findings."""
+    """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.launched` hands it every `optimum-cli` command."""
 
     def optimum_cli(self, ctx: Context, node: Node, words: list[Word]) -> None:
         arguments = [w.value for w in words[1:3]]

@@ -89,7 +89,7 @@ BF16_VARIABLES = frozenset({"XLA_USE_BF16", "XLA_DOWNCAST_BF16"})
 
 
 class VariablesMatcher:
-    """The matcher: methods of `rewrite.ShellRewriter`, on its walk, edit list and findings."""
+    """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.walk`/`command` hand it assignments, `export`/`unset` and env prefixes."""
 
     def variables(
         self,

@@ -76,7 +76,8 @@ _PIP_VALUE_OPTIONS = frozenset(
 
 
 class InstallsMatcher:
-    """The matcher: methods of `rewrite.ShellRewriter`, on its walk, edit list and findings."""
+    """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.run` hands it every pip command after the walk (a Python heredoc further down
+    may still import what the install would remove)."""
 
     def pip(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> None:
         values = [w.value for w in words]

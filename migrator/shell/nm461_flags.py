@@ -128,7 +128,7 @@ _CPU_FLAGS = frozenset({"use_cpu", "no_cuda"})
 
 
 class FlagsMatcher:
-    """The matcher: methods of `rewrite.ShellRewriter`, on its walk, edit list and findings."""
+    """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.launched` hands it every Python launch (`torchrun`, `python`, `accelerate`, `trl`...)."""
 
     def launcher(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> None:
         script = _script_index(words)

@@ -29,7 +29,7 @@ _DIRECTIVE = re.compile(rb"^#(?:SBATCH|PBS|BSUB|FLUX|COBALT|\$)[^\n]*\n", re.MUL
 
 
 class AsyncLoadMatcher:
-    """The matcher: methods of `rewrite.ShellRewriter`, on its walk, edit list and findings."""
+    """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.run` hands it each piece parsed as a script, once the walk is done."""
 
     def async_load(self, ctx: Context) -> None:
         """A script that launches Python gets `export HF_DEACTIVATE_ASYNC_LOAD=1` near the top."""

@@ -8,7 +8,9 @@ scripts (fed to bash/python, or written to a .sh/.py file) are parsed and rewrit
 inserted there is escaped for the quoting around it. A heredoc of data is left alone. TODO comments go
 above the statement that holds the command, at the top level of the file.
 
-Everything outside the edited ranges stays byte-identical.
+Everything outside the edited ranges stays byte-identical. The rules' matchers are mixins of `ShellRewriter`,
+one module per rule group (`nm<code>_<what>.py`, listed in `registry.SHELL_RULE_MODULES`); the edit list is
+`edits.py`.
 """
 
 from __future__ import annotations
