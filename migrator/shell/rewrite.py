@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from migrator.families.environment import MANUAL_VARIABLES, PRECOMPILE_VARIABLES, dropped_reason
+from migrator.families.leftovers.nm504_core_count import core_count_why
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Finding, Rule
 from migrator.shell import installs
@@ -514,7 +515,12 @@ class ShellRewriter:
         elif arguments == ["neuron", "cache"]:
             rule = r.CACHE_COMMAND
         if rule is not None and self.owner == 0 and self.remove_statement(ctx, node, placeholder=False):
-            self.report(ctx.start + words[0].start, rule)
+            core_count = _export_core_count(words) if rule is r.EXPORT_COMMAND else None
+            self.report(
+                ctx.start + words[0].start,
+                rule,
+                f"{r.EXPORT_REMOVED} {core_count}: {r.EXPORT_TP_SIZE}" if core_count else None,
+            )
         elif rule is not None or arguments[:1] == ["neuron"]:
             subcommand = " ".join(arguments)
             self.todo(
@@ -1151,3 +1157,19 @@ def rewrite_shell(
     `written`: the scripts a notebook writes (`%%writefile`), by path, read for their argument parsers.
     """
     return ShellRewriter(text, migrate_python, inline, directory, imported, written).run()
+
+
+def _export_core_count(words: list[Word]) -> str | None:
+    """What the core count of an `optimum-cli export neuron` command counted (NM504's words), if it has one."""
+    options: dict[str, str] = {}
+    for index, item in enumerate(words):
+        name, equals, given = item.value.partition("=")
+        if name.startswith("--"):
+            value = given if equals else words[index + 1].value if index + 1 < len(words) else ""
+            options.setdefault(name[2:], value)
+    for name in ("num_cores", "tensor_parallel_size"):
+        written = options.get(name)
+        if written and not written.startswith("-"):
+            target = options.get("instance_type")
+            return core_count_why(f"--{name}", int(written) if written.isdigit() else None, written, target)
+    return None

@@ -43,14 +43,22 @@ PRECOMPILE_RUN = Rule(
         ),
     ),
 )
+EXPORT_REMOVED = (
+    "Removed: TorchNeuron loads the original checkpoint. Carry --sequence_length into max_cache_len (LLMs) or a "
+    "fixed padding length, --batch_size into a fixed batch size, --auto_cast_type into dtype, and load the model "
+    "id instead of the export directory."
+)
+# A core count of the export is not a trn2 tensor-parallel degree (NM504 says the same of Python loads).
+EXPORT_TP_SIZE = (
+    "choose DistributedConfig(tp_size=...) for the trn2 / trn3 instance (a divisor of its NeuronCores and of the "
+    "model's attention heads) and launch with torchrun."
+)
 EXPORT_COMMAND = Rule(
     "NM452",
     Severity.WARNING,
     "`optimum-cli export neuron ...` ahead-of-time export",
-    "Removed: TorchNeuron loads the original checkpoint. Carry --sequence_length into max_cache_len (LLMs) or a "
-    "fixed padding length, --batch_size into a fixed batch size, --num_cores/--tensor_parallel_size into "
-    "DistributedConfig(tp_size=...) with torchrun, --auto_cast_type into dtype, and load the model id instead "
-    "of the export directory.",
+    f"{EXPORT_REMOVED} --num_cores/--tensor_parallel_size counted the compile target's (inf2 / trn1) "
+    f"NeuronCores, not trn2 NeuronCores: {EXPORT_TP_SIZE}",
     examples=(
         _example(
             "#!/bin/bash\n"

@@ -197,6 +197,34 @@ def test_renamed_flag_message_has_no_empty_note():
     assert renamed.message == "`--per_gpu_train_batch_size` renamed to `--per_device_train_batch_size`."
 
 
+@pytest.mark.parametrize(
+    ("command", "counted"),
+    [
+        (
+            "--num_cores 24",
+            "--num_cores=24 counted the compile target's (inf2 / trn1) NeuronCores, not trn2 "
+            "NeuronCores; 24 does not divide the 64 logical NeuronCores of a trn2.48xlarge",
+        ),
+        (
+            "--tensor_parallel_size=2 --instance_type trn1",
+            "--tensor_parallel_size=2 counted trn1 NeuronCores, not trn2 NeuronCores",
+        ),
+    ],
+)
+def test_export_core_count_is_not_handed_to_tp_size_as_is(command, counted):
+    """An inf2/trn1 core count is not a trn2 tensor-parallel degree: NM452 says so, with the count (NM504)."""
+    script = f"optimum-cli export neuron --model Qwen/Qwen3-8B --batch_size 1 {command} --sequence_length 4096 out/\n"
+    migrated, findings = rewrite_shell(script)
+    assert migrated == ""
+    (export,) = findings
+    assert export.code == "NM452" and export.fixed
+    assert f" {counted}: choose DistributedConfig(tp_size=...) for the trn2 / trn3 instance" in export.message
+    # Without a core count the rule's own text, which never maps --num_cores straight to tp_size.
+    (plain,) = rewrite_shell("optimum-cli export neuron --model Qwen/Qwen3-8B out/\n")[1]
+    assert plain.message == rewrite.r.EXPORT_COMMAND.action
+    assert "--num_cores/--tensor_parallel_size into" not in plain.message
+
+
 def test_requirements_lines_are_read_as_pip_reads_them():
     from migrator.shell.installs import parse, plan, replaced, stale
 
