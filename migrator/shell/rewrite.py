@@ -382,14 +382,19 @@ class ShellRewriter:
                 )
             if name in PRECOMPILE_VARIABLES and not unset:
                 # Whatever this runs reads it as "compile only" (a Slurm compile job exports it before
-                # running the training script): without it the job would become a second real run.
+                # running the training script): without it the job would become a second real run. Set to
+                # 0 (the training job of the same pipeline) it picks the real run, which stays as it is:
+                # the launched script may still test the variable.
                 self.todo(
                     ctx,
                     node,
                     r.PRECOMPILE_USE,
-                    f"`{name}` is set here so that what runs next only compiles (as under neuron_parallel_compile); "
-                    "TorchNeuron has no compile-only run and dropping the variable would make this a second real "
-                    "run: delete this compile step by hand",
+                    f"`{name}={value}` selects the real run of what runs next (its compile-only branch off); "
+                    "TorchNeuron has no compile-only run: remove it once the scripts it reaches no longer read it"
+                    if _falsy(value)
+                    else f"`{name}` is set here so that what runs next only compiles (as under "
+                    "neuron_parallel_compile); TorchNeuron has no compile-only run and dropping the variable would "
+                    "make this a second real run: delete this compile step by hand",
                     at=item.start,
                 )
                 continue
@@ -1009,6 +1014,10 @@ def _has_bf16(words: list[Word]) -> bool:
 
 def _truthy(value: str) -> bool:
     return value.strip("\"'").lower() in ("1", "true", "yes", "on")
+
+
+def _falsy(value: str) -> bool:
+    return value.strip("\"'").lower() in ("0", "false", "no", "off")
 
 
 def _command_parts(node: Node, data: bytes) -> list[list[Node]]:

@@ -225,6 +225,18 @@ def test_export_core_count_is_not_handed_to_tp_size_as_is(command, counted):
     assert "--num_cores/--tensor_parallel_size into" not in plain.message
 
 
+def test_compile_variable_set_to_zero_is_the_real_run_not_a_compile_step():
+    """A Slurm pipeline's training job exports NEURON_EXTRACT_GRAPHS_ONLY=0: its TODO must not call it a
+    compile step to delete (that job is the training run), and it stays for the script that reads it."""
+    job = "#!/bin/bash\n#SBATCH --nodes=1\nexport NEURON_EXTRACT_GRAPHS_ONLY={value}\nsrun bash finetune.sh\n"
+    real, findings = rewrite_shell(job.format(value=0))
+    assert "export NEURON_EXTRACT_GRAPHS_ONLY=0\n" in real
+    (kept,) = [f for f in findings if f.code == "NM459"]
+    assert "selects the real run" in kept.message and "delete this compile step" not in kept.message
+    (compile_only,) = [f for f in rewrite_shell(job.format(value=1))[1] if f.code == "NM459"]
+    assert "delete this compile step by hand" in compile_only.message
+
+
 def test_requirements_lines_are_read_as_pip_reads_them():
     from migrator.shell.installs import parse, plan, replaced, stale
 
