@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from migrator.families.environment import MANUAL_VARIABLES, PRECOMPILE_VARIABLES, dropped_reason
-from migrator.families.leftovers.nm504_core_count import core_count_why
+from migrator.families.leftovers.nm504_core_count import LEGACY_TARGETS, core_count_why
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Finding, Rule
 from migrator.shell import installs
@@ -1176,9 +1176,11 @@ def _export_core_count(words: list[Word]) -> str | None:
         if name.startswith("--"):
             value = given if equals else words[index + 1].value if index + 1 < len(words) else ""
             options.setdefault(name[2:], value)
+    target = options.get("instance_type")
+    if target is not None and target not in LEGACY_TARGETS:
+        return None  # compiled for trn2 / trn3: the count is one of their NeuronCores
     for name in ("num_cores", "tensor_parallel_size"):
         written = options.get(name)
         if written and not written.startswith("-"):
-            target = options.get("instance_type")
             return core_count_why(f"--{name}", int(written) if written.isdigit() else None, written, target)
     return None
