@@ -222,7 +222,7 @@ def test_export_core_count_is_not_handed_to_tp_size_as_is(command, counted):
     # Compiled for trn2, the count is of trn2 NeuronCores: nothing to add. Without a core count the rule's own
     # text, which never maps --num_cores straight to tp_size either.
     (trn2,) = rewrite_shell(
-        f"optimum-cli export neuron --model Qwen/Qwen3-8B {command} --instance_type trn2 o/\n"
+        "optimum-cli export neuron --model Qwen/Qwen3-8B --num_cores 4 --instance_type trn2 o/\n"
     )[1]
     assert trn2.message == rewrite.r.EXPORT_COMMAND.action
     (plain,) = rewrite_shell("optimum-cli export neuron --model Qwen/Qwen3-8B out/\n")[1]
