@@ -14,7 +14,6 @@ from migrator.cst_helpers import (
     without_args,
 )
 from migrator.families.training.nm201_renames import renamed_func
-from migrator.families.training.nm220_cpu_argument import selects_cpu
 from migrator.families.training.state import (
     DISTRIBUTED_CONFIG_BY_HAND,
     ArgumentsCall,
@@ -226,8 +225,8 @@ class TrainingArguments(Handler):
         args = list(updated.args)
         for index, (before, arg) in enumerate(zip(original.args, updated.args, strict=True)):
             action = table.get(before.keyword.value) if before.keyword else None
-            if action is None or action.kind == "keep" or selects_cpu(before):
-                continue  # a CPU switch stays as it is, under NM220's TODO
+            if action is None or action.kind == "keep":
+                continue
             name = before.keyword.value
             if action.kind == "rename":
                 if find_keyword(original, action.target) is not None:

@@ -14,8 +14,8 @@ CPU_ARGUMENT = Rule(
     "NM220",
     Severity.ERROR,
     "`use_cpu=True` / `no_cuda=True` in `TrainingArguments` / `SFTConfig` (or their optimum-neuron classes)",
-    "Left in place with a TODO: under XLA it kept the run off CUDA; on TorchNeuron it trains on the CPU. "
-    "Remove it (Transformers 5 also rejects `no_cuda`).",
+    "Left in place (`no_cuda` renamed to `use_cpu`, NM202) with a TODO: under XLA it kept the run off CUDA; on "
+    "TorchNeuron it trains on the CPU. Remove it.",
     examples=(
         Example(
             before="""\
@@ -53,14 +53,14 @@ class CpuArgument(Handler):
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         for arg in original.args:
             if selects_cpu(arg):
-                name = arg.keyword.value
+                # Named as Transformers 5 spells it (NM202 renames no_cuda), so a rerun finds the same TODO.
                 self.ctx.todo(
                     arg,
                     CPU_ARGUMENT,
-                    f"`{name}={source_code(arg.value)}` made sense under XLA (the XLA device is "
-                    "not CUDA), but on TorchNeuron it makes the Trainer run on the CPU instead of the neuron device",
+                    f"`use_cpu={source_code(arg.value)}` made sense under XLA (the XLA device is not CUDA), but on "
+                    "TorchNeuron it makes the Trainer run on the CPU instead of the neuron device",
                     "remove it",
-                    subject=name,
+                    subject="use_cpu",
                 )
         return updated
 
