@@ -438,7 +438,7 @@ class ShellRewriter:
             reaches = "no launch in this file"
             if unknown:
                 how = (
-                    "which builds no TrainingArguments/SFTConfig"
+                    "which builds no TrainingArguments/SFTConfig from its command line"
                     if unknown[0].read
                     else "whose argument parser is not known"
                 )

@@ -175,6 +175,22 @@ def test_flags_follow_the_parser_of_the_script_read_from_the_tree(tmp_path):
     assert "--overwrite_output_dir" in unknown.message and "builds no TrainingArguments" in unknown.message
 
 
+def test_bf16_todo_on_a_script_that_builds_its_arguments_in_code_says_so(tmp_path):
+    """A notebook's training script may build TrainingArguments in code: --bf16 cannot reach it, and the TODO
+    must not claim it builds none."""
+    (tmp_path / "train_in_code.py").write_text(
+        "from transformers import Trainer, TrainingArguments\n"
+        "args = TrainingArguments(output_dir='out', num_train_epochs=3)\n"
+    )
+    _, findings = rewrite_shell(
+        "XLA_USE_BF16=1 torchrun --nproc_per_node=2 train_in_code.py\n", directory=tmp_path
+    )
+    (precision,) = [f for f in findings if f.code == "NM469"]
+    assert "`train_in_code.py`, which builds no TrainingArguments/SFTConfig from its command line:" in (
+        precision.message
+    )
+
+
 def test_bf16_variable_goes_only_where_every_launch_it_reaches_takes_bf16():
     both = "export XLA_USE_BF16=1\ntorchrun run_clm.py --do_train\npython sft.py --packing True\n"
     migrated, findings = rewrite_shell(both)
