@@ -72,6 +72,7 @@ ASYNC_LOAD = "HF_DEACTIVATE_ASYNC_LOAD"
 _DIRECTIVE = re.compile(rb"^#(?:SBATCH|PBS|BSUB|FLUX|COBALT|\$)[^\n]*\n", re.MULTILINE)
 _PRECOMPILE_ASSIGNMENT = re.compile(rb"\b(?:" + "|".join(sorted(PRECOMPILE_VARIABLES)).encode() + rb")=")
 _CONTINUATION = re.compile(rb"\\\r?\n")
+_TIME_KEYWORD = re.compile(rb"time(?:[ \t]+-p)?[ \t]+")
 _SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".slurm", ".sbatch")
 
 
@@ -894,8 +895,12 @@ class ShellRewriter:
             )
             for start, end in launchers:
                 if ASYNC_LOAD.encode() not in data[start:end]:
+                    # After the `time` keyword: an assignment before it makes `time` /usr/bin/time, which
+                    # then tries to run the command's own `VAR=1` words as a program.
+                    keyword = _TIME_KEYWORD.match(data, start, end)
+                    at = keyword.end() if keyword else start
                     self.report(ctx.start + start, r.ASYNC_LOAD_EXPORT, message)
-                    self.edit(ctx, start, start, f"{ASYNC_LOAD}=1 ")
+                    self.edit(ctx, at, at, f"{ASYNC_LOAD}=1 ")
             return
         if ASYNC_LOAD.encode() in data:
             return

@@ -191,6 +191,20 @@ def test_bf16_todo_on_a_script_that_builds_its_arguments_in_code_says_so(tmp_pat
     )
 
 
+def test_async_load_prefix_goes_after_the_time_keyword():
+    """`VAR=1 time X=1 cmd` runs /usr/bin/time, which execs `X=1` as a program (exit 127): a notebook's
+    `!time XLA_USE_BF16=1 torchrun ...` line gets the prefix after `time`."""
+    migrated, _ = rewrite_shell(
+        "time XLA_USE_BF16=1 torchrun --nproc_per_node=1 bert_train.py\n", inline=True
+    )
+    assert migrated.endswith(
+        "time HF_DEACTIVATE_ASYNC_LOAD=1 XLA_USE_BF16=1 torchrun --nproc_per_node=1 bert_train.py\n"
+    )
+    if shutil.which("bash"):
+        runs = migrated.splitlines()[-1].replace("torchrun", "true")
+        assert subprocess.run(["bash", "-c", runs], capture_output=True).returncode == 0
+
+
 def test_bf16_variable_goes_only_where_every_launch_it_reaches_takes_bf16():
     both = "export XLA_USE_BF16=1\ntorchrun run_clm.py --do_train\npython sft.py --packing True\n"
     migrated, findings = rewrite_shell(both)
