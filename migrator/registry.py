@@ -48,6 +48,7 @@ from migrator.families.training import (
     nm217_neuron_config,
     nm218_bf16,
     nm219_stack_names,
+    nm220_cpu_argument,
 )
 from migrator.families.training import state as training_state
 from migrator.families.xla import (
@@ -114,6 +115,7 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = (
     nm217_neuron_config,
     nm218_bf16,
     nm219_stack_names,
+    nm220_cpu_argument,
     nm213_accelerator,
     nm209_model_load,
     nm211_lazy_load,

@@ -124,6 +124,7 @@ TRAINING_ARGUMENTS: dict[str, ArgAction] = {
     "evaluation_strategy": ArgAction("rename", "eval_strategy", "renamed in Transformers 4.46"),
     "per_gpu_train_batch_size": ArgAction("rename", "per_device_train_batch_size"),
     "per_gpu_eval_batch_size": ArgAction("rename", "per_device_eval_batch_size"),
+    # A true value trains on the CPU on TorchNeuron: NM220 / NM467 leave a TODO on it as well.
     "no_cuda": ArgAction("rename", "use_cpu"),
     "push_to_hub_token": ArgAction("rename", "hub_token"),
     "save_safetensors": _drop("removed in Transformers 5, which always saves safetensors"),

@@ -40,6 +40,10 @@ def _truthy(value: str) -> bool:
     return value.strip("\"'").lower() in ("1", "true", "yes", "on")
 
 
+def _falsy(value: str) -> bool:
+    return value.strip("\"'").lower() in ("0", "false", "no", "off")
+
+
 def _command_parts(node: Node, data: bytes) -> list[list[Node]]:
     """The children of a command node, split where tree-sitter-bash merged `A=1 B=2<newline>cmd` into one."""
     children = [c for c in node.named_children if c.type != "comment"]

@@ -3,19 +3,28 @@
 
 from __future__ import annotations
 
+from migrator.families.leftovers.nm504_core_count import LEGACY_TARGETS, core_count_why
 from migrator.rules import Rule, Severity
 from migrator.shell import example
 from migrator.shell.edits import Context
 from migrator.shell.syntax import Node, Word
 
+EXPORT_REMOVED = (
+    "Removed: TorchNeuron loads the original checkpoint. Carry --sequence_length into max_cache_len (LLMs) or a "
+    "fixed padding length, --batch_size into a fixed batch size, --auto_cast_type into dtype, and load the model "
+    "id instead of the export directory."
+)
+# A core count of the export is not a trn2 tensor-parallel degree (NM504 says the same of Python loads).
+EXPORT_TP_SIZE = (
+    "choose DistributedConfig(tp_size=...) for the trn2 / trn3 instance (a divisor of its NeuronCores and of the "
+    "model's attention heads) and launch with torchrun."
+)
 EXPORT_COMMAND = Rule(
     "NM452",
     Severity.WARNING,
     "`optimum-cli export neuron ...` ahead-of-time export",
-    "Removed: TorchNeuron loads the original checkpoint. Carry --sequence_length into max_cache_len (LLMs) or a "
-    "fixed padding length, --batch_size into a fixed batch size, --num_cores/--tensor_parallel_size into "
-    "DistributedConfig(tp_size=...) with torchrun, --auto_cast_type into dtype, and load the model id instead "
-    "of the export directory.",
+    f"{EXPORT_REMOVED} --num_cores/--tensor_parallel_size counted the compile target's (inf2 / trn1) "
+    f"NeuronCores, not trn2 NeuronCores: {EXPORT_TP_SIZE}",
     examples=(
         example(
             "#!/bin/bash\n"
@@ -81,7 +90,12 @@ class OptimumCliMatcher:
         elif arguments == ["neuron", "cache"]:
             rule = CACHE_COMMAND
         if rule is not None and self.owner == 0 and self.remove_statement(ctx, node, placeholder=False):
-            self.report(ctx.start + words[0].start, rule)
+            core_count = _export_core_count(words) if rule is EXPORT_COMMAND else None
+            self.report(
+                ctx.start + words[0].start,
+                rule,
+                f"{EXPORT_REMOVED} {core_count}: {EXPORT_TP_SIZE}" if core_count else None,
+            )
         elif rule is not None or arguments[:1] == ["neuron"]:
             subcommand = " ".join(arguments)
             self.todo(
@@ -94,3 +108,21 @@ class OptimumCliMatcher:
 
 
 MATCHER = OptimumCliMatcher
+
+
+def _export_core_count(words: list[Word]) -> str | None:
+    """What the core count of an `optimum-cli export neuron` command counted (NM504's words), if it has one."""
+    options: dict[str, str] = {}
+    for index, item in enumerate(words):
+        name, equals, given = item.value.partition("=")
+        if name.startswith("--"):
+            value = given if equals else words[index + 1].value if index + 1 < len(words) else ""
+            options.setdefault(name[2:], value)
+    target = options.get("instance_type")
+    if target is not None and target not in LEGACY_TARGETS:
+        return None  # compiled for trn2 / trn3: the count is one of their NeuronCores
+    for name in ("num_cores", "tensor_parallel_size"):
+        written = options.get(name)
+        if written and not written.startswith("-"):
+            return core_count_why(f"--{name}", int(written) if written.isdigit() else None, written, target)
+    return None

@@ -6,7 +6,14 @@ from __future__ import annotations
 from migrator.families.environment import MANUAL_VARIABLES, PRECOMPILE_VARIABLES, dropped_reason
 from migrator.rules import Rule, Severity
 from migrator.shell import example
-from migrator.shell.commands import _command_parts, _is_launcher, _look_through, _script_index, _truthy
+from migrator.shell.commands import (
+    _command_parts,
+    _falsy,
+    _is_launcher,
+    _look_through,
+    _script_index,
+    _truthy,
+)
 from migrator.shell.edits import Context
 from migrator.shell.nm450_precompile import PRECOMPILE_USE
 from migrator.shell.syntax import Node, Word, parse, word
@@ -129,14 +136,19 @@ class VariablesMatcher:
                 )
             if name in PRECOMPILE_VARIABLES and not unset:
                 # Whatever this runs reads it as "compile only" (a Slurm compile job exports it before
-                # running the training script): without it the job would become a second real run.
+                # running the training script): without it the job would become a second real run. Set to
+                # 0 (the training job of the same pipeline) it picks the real run, which stays as it is:
+                # the launched script may still test the variable.
                 self.todo(
                     ctx,
                     node,
                     PRECOMPILE_USE,
-                    f"`{name}` is set here so that what runs next only compiles (as under neuron_parallel_compile); "
-                    "TorchNeuron has no compile-only run and dropping the variable would make this a second real "
-                    "run: delete this compile step by hand",
+                    f"`{name}={value}` selects the real run of what runs next (its compile-only branch off); "
+                    "TorchNeuron has no compile-only run: remove it once the scripts it reaches no longer read it"
+                    if _falsy(value)
+                    else f"`{name}` is set here so that what runs next only compiles (as under "
+                    "neuron_parallel_compile); TorchNeuron has no compile-only run and dropping the variable would "
+                    "make this a second real run: delete this compile step by hand",
                     at=item.start,
                 )
                 continue
@@ -180,7 +192,7 @@ class VariablesMatcher:
             reaches = "no launch in this file"
             if unknown:
                 how = (
-                    "which builds no TrainingArguments/SFTConfig"
+                    "which builds no TrainingArguments/SFTConfig from its command line"
                     if unknown[0].read
                     else "whose argument parser is not known"
                 )

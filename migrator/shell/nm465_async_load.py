@@ -10,6 +10,8 @@ from migrator.shell.commands import _CONTINUATION
 from migrator.shell.edits import Context
 from migrator.shell.syntax import parse, statements
 
+_TIME_KEYWORD = re.compile(rb"time(?:[ \t]+-p)?[ \t]+")
+
 ASYNC_LOAD_EXPORT = Rule(
     "NM465",
     Severity.INFO,
@@ -44,8 +46,12 @@ class AsyncLoadMatcher:
             )
             for start, end in launchers:
                 if ASYNC_LOAD.encode() not in data[start:end]:
+                    # After the `time` keyword: an assignment before it makes `time` /usr/bin/time, which
+                    # then tries to run the command's own `VAR=1` words as a program.
+                    keyword = _TIME_KEYWORD.match(data, start, end)
+                    at = keyword.end() if keyword else start
                     self.report(ctx.start + start, ASYNC_LOAD_EXPORT, message)
-                    self.edit(ctx, start, start, f"{ASYNC_LOAD}=1 ")
+                    self.edit(ctx, at, at, f"{ASYNC_LOAD}=1 ")
             return
         if ASYNC_LOAD.encode() in data:
             return

@@ -12,6 +12,7 @@ import pytest
 from migrator import engine
 from migrator.engine import Job, Mode, migrate_python, migrate_shell, process
 from migrator.shell import rewrite
+from migrator.shell.nm452_optimum_cli import EXPORT_COMMAND
 from migrator.shell.rewrite import rewrite_shell
 from migrator.shell.syntax import problems
 from migrator.sources import discover
@@ -175,6 +176,36 @@ def test_flags_follow_the_parser_of_the_script_read_from_the_tree(tmp_path):
     assert "--overwrite_output_dir" in unknown.message and "builds no TrainingArguments" in unknown.message
 
 
+def test_bf16_todo_on_a_script_that_builds_its_arguments_in_code_says_so(tmp_path):
+    """A notebook's training script may build TrainingArguments in code: --bf16 cannot reach it, and the TODO
+    must not claim it builds none."""
+    (tmp_path / "train_in_code.py").write_text(
+        "from transformers import Trainer, TrainingArguments\n"
+        "args = TrainingArguments(output_dir='out', num_train_epochs=3)\n"
+    )
+    _, findings = rewrite_shell(
+        "XLA_USE_BF16=1 torchrun --nproc_per_node=2 train_in_code.py\n", directory=tmp_path
+    )
+    (precision,) = [f for f in findings if f.code == "NM469"]
+    assert "`train_in_code.py`, which builds no TrainingArguments/SFTConfig from its command line:" in (
+        precision.message
+    )
+
+
+def test_async_load_prefix_goes_after_the_time_keyword():
+    """`VAR=1 time X=1 cmd` runs /usr/bin/time, which execs `X=1` as a program (exit 127): a notebook's
+    `!time XLA_USE_BF16=1 torchrun ...` line gets the prefix after `time`."""
+    migrated, _ = rewrite_shell(
+        "time XLA_USE_BF16=1 torchrun --nproc_per_node=1 bert_train.py\n", inline=True
+    )
+    assert migrated.endswith(
+        "time HF_DEACTIVATE_ASYNC_LOAD=1 XLA_USE_BF16=1 torchrun --nproc_per_node=1 bert_train.py\n"
+    )
+    if shutil.which("bash"):
+        runs = migrated.splitlines()[-1].replace("torchrun", "true")
+        assert subprocess.run(["bash", "-c", runs], capture_output=True).returncode == 0
+
+
 def test_bf16_variable_goes_only_where_every_launch_it_reaches_takes_bf16():
     both = "export XLA_USE_BF16=1\ntorchrun run_clm.py --do_train\npython sft.py --packing True\n"
     migrated, findings = rewrite_shell(both)
@@ -195,6 +226,51 @@ def test_renamed_flag_message_has_no_empty_note():
     _, findings = rewrite_shell("torchrun run_clm.py --per_gpu_train_batch_size 8 --zero_1 true\n")
     (renamed,) = [f for f in findings if f.code == "NM462"]
     assert renamed.message == "`--per_gpu_train_batch_size` renamed to `--per_device_train_batch_size`."
+
+
+@pytest.mark.parametrize(
+    ("command", "counted"),
+    [
+        (
+            "--num_cores 24",
+            "--num_cores=24 counted the compile target's (inf2 / trn1) NeuronCores, not trn2 "
+            "NeuronCores; 24 does not divide the 64 logical NeuronCores of a trn2.48xlarge",
+        ),
+        (
+            "--tensor_parallel_size=2 --instance_type trn1",
+            "--tensor_parallel_size=2 counted trn1 NeuronCores, not trn2 NeuronCores",
+        ),
+    ],
+)
+def test_export_core_count_is_not_handed_to_tp_size_as_is(command, counted):
+    """An inf2/trn1 core count is not a trn2 tensor-parallel degree: NM452 says so, with the count (NM504)."""
+    script = f"optimum-cli export neuron --model Qwen/Qwen3-8B --batch_size 1 {command} --sequence_length 4096 out/\n"
+    migrated, findings = rewrite_shell(script)
+    assert migrated == ""
+    (export,) = findings
+    assert export.code == "NM452" and export.fixed
+    assert f" {counted}: choose DistributedConfig(tp_size=...) for the trn2 / trn3 instance" in export.message
+    # Compiled for trn2, the count is of trn2 NeuronCores: nothing to add. Without a core count the rule's own
+    # text, which never maps --num_cores straight to tp_size either.
+    (trn2,) = rewrite_shell(
+        "optimum-cli export neuron --model Qwen/Qwen3-8B --num_cores 4 --instance_type trn2 o/\n"
+    )[1]
+    assert trn2.message == EXPORT_COMMAND.action
+    (plain,) = rewrite_shell("optimum-cli export neuron --model Qwen/Qwen3-8B out/\n")[1]
+    assert plain.message == EXPORT_COMMAND.action
+    assert "--num_cores/--tensor_parallel_size into" not in plain.message
+
+
+def test_compile_variable_set_to_zero_is_the_real_run_not_a_compile_step():
+    """A Slurm pipeline's training job exports NEURON_EXTRACT_GRAPHS_ONLY=0: its TODO must not call it a
+    compile step to delete (that job is the training run), and it stays for the script that reads it."""
+    job = "#!/bin/bash\n#SBATCH --nodes=1\nexport NEURON_EXTRACT_GRAPHS_ONLY={value}\nsrun bash finetune.sh\n"
+    real, findings = rewrite_shell(job.format(value=0))
+    assert "export NEURON_EXTRACT_GRAPHS_ONLY=0\n" in real
+    (kept,) = [f for f in findings if f.code == "NM459"]
+    assert "selects the real run" in kept.message and "delete this compile step" not in kept.message
+    (compile_only,) = [f for f in rewrite_shell(job.format(value=1))[1] if f.code == "NM459"]
+    assert "delete this compile step by hand" in compile_only.message
 
 
 def test_requirements_lines_are_read_as_pip_reads_them():

@@ -187,7 +187,9 @@ class InferenceTracker(Handler):
         if len(original.body) != 1 or not isinstance(updated, cst.SimpleStatementLine):
             return updated
         value = getattr(original.body[0], "value", None)
-        if value in self.file.paired_configs:
+        # Only NM101's loads (causal LMs) take a paired config's values; an embedding or diffusion export
+        # stays (with its TODO) and still reads the config variable.
+        if value in self.file.paired_configs and self.ctx.qualified(value.func.value) in t.CAUSAL_LM:
             return cst.RemoveFromParent()
         load = self.file.loads.pop(value, None)
         if load is None:

@@ -174,9 +174,10 @@ def _statement_starts(tree: ast.Module, count: int) -> list[int]:
     while stack:
         node, depth = stack.pop()
         ordered.append((depth, node))
-        stack.extend(
-            (child, depth + 1) for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)
-        )
+        for child in ast.iter_child_nodes(node):
+            # The statements of an `except` / `case` block sit one level down, in the handler or case.
+            inner = child.body if isinstance(child, (ast.excepthandler, ast.match_case)) else [child]
+            stack.extend((statement, depth + 1) for statement in inner if isinstance(statement, ast.stmt))
     for _, node in sorted(ordered, key=lambda item: item[0]):
         for line in range(node.lineno - 1, min(node.end_lineno or node.lineno, count)):
             starts[line] = node.lineno - 1

@@ -106,14 +106,21 @@ def _targets(module: cst.Module) -> tuple[bool, tuple[str, list[cst.Call]]]:
     """Whether bf16 has a place in this file, and where it goes: ("arguments" | "load" | "move", the calls
     that get it)."""
     calls = descendants(module, cst.Call)
-    arguments = [call for call in calls if _last_name(call.func) in ARGUMENTS_CLASSES]
+    run = _run_by_the_script(module)
+
+    def run_here(found: list[cst.Call]) -> list[cst.Call]:
+        # The variable reached what this process runs; a function only a framework calls (SageMaker's
+        # `model_fn` in an inference container) never saw it. None of them run here: the old choice.
+        return [call for call in found if call in run] or found
+
+    arguments = run_here([call for call in calls if _last_name(call.func) in ARGUMENTS_CLASSES])
     if arguments:
         # `bf16=True` already there is kept; `bf16=False` or `fp16=...` chose otherwise: a person decides.
         chosen = [c for c in arguments if any(find_keyword(c, k) for k in PRECISION_KEYWORDS)]
         if any(not m.matches(find_keyword(c, "bf16"), m.Arg(value=m.Name("True"))) for c in chosen):
             return False, ("", [])
         return True, ("arguments", [c for c in arguments if c not in chosen])
-    loads = [call for call in calls if _model_load(call)]
+    loads = run_here([call for call in calls if _model_load(call)])
     if loads:
         free = [c for c in loads if not any(find_keyword(c, k) for k in DTYPE_KEYWORDS)]
         return len(free) == len(loads), ("load", free)
@@ -131,6 +138,28 @@ def _targets(module: cst.Module) -> tuple[bool, tuple[str, list[cst.Call]]]:
         if moved in models:
             moves.append(statement.value)
     return len(moves) == 1, ("move", moves)
+
+
+def _run_by_the_script(module: cst.Module) -> set[cst.Call]:
+    """The calls that running the file executes: its top-level code and, transitively, the module-level
+    functions and classes that code names (called, or handed over as `xmp.spawn(_mp_fn)` does)."""
+    defined = {
+        statement.name.value: statement
+        for statement in module.body
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef))
+    }
+    definitions = {id(statement) for statement in defined.values()}
+    pending = [statement for statement in module.body if id(statement) not in definitions]
+    seen: set[str] = set()
+    run: set[cst.Call] = set()
+    while pending:
+        node = pending.pop()
+        run.update(descendants(node, cst.Call))
+        for name in descendants(node, cst.Name):
+            if name.value in defined and name.value not in seen:
+                seen.add(name.value)
+                pending.append(defined[name.value])
+    return run
 
 
 def _sets_bf16(module: cst.Module) -> bool:
