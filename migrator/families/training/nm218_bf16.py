@@ -148,17 +148,19 @@ def _run_by_the_script(module: cst.Module) -> set[cst.Call]:
         for statement in module.body
         if isinstance(statement, (cst.FunctionDef, cst.ClassDef))
     }
-    definitions = {id(statement) for statement in defined.values()}
-    pending = [statement for statement in module.body if id(statement) not in definitions]
+    pending = [
+        statement for statement in module.body if not isinstance(statement, (cst.FunctionDef, cst.ClassDef))
+    ]
     seen: set[str] = set()
     run: set[cst.Call] = set()
     while pending:
         node = pending.pop()
-        run.update(descendants(node, cst.Call))
-        for name in descendants(node, cst.Name):
-            if name.value in defined and name.value not in seen:
-                seen.add(name.value)
-                pending.append(defined[name.value])
+        for found in descendants(node, (cst.Call, cst.Name)):  # one walk for both
+            if isinstance(found, cst.Call):
+                run.add(found)
+            elif found.value in defined and found.value not in seen:
+                seen.add(found.value)
+                pending.append(defined[found.value])
     return run
 
 
