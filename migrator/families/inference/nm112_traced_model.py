@@ -18,9 +18,8 @@ from migrator.families.inference.loads import (
     split_args,
     string,
 )
-from migrator.families.inference.state import HINTS, TRIGGERS, InferenceFile
+from migrator.families.inference.state import FromPretrainedRule
 from migrator.rules import Example, Rule, Severity
-from migrator.transform import FileContext, Handler
 
 TRACED_MODEL = Rule(
     "NM112",
@@ -52,22 +51,8 @@ model = AutoModelForSequenceClassification.from_pretrained(
 RULES = (TRACED_MODEL,)
 
 
-class TracedModel(Handler):
-    CALLS = frozenset(f"{owner}.from_pretrained" for owner in t.TRANSFORMERS_MODELS)
-    HINTS = HINTS
-    TRIGGERS = TRIGGERS
-
-    def __init__(self, ctx: FileContext) -> None:
-        super().__init__(ctx)
-        self.file = ctx.state(InferenceFile)
-
-    def leave_Call(self, original: cst.Call, updated: cst.Call):
-        if not (isinstance(original.func, cst.Attribute) and original.func.attr.value == "from_pretrained"):
-            return updated
-        owner = self.ctx.qualified(original.func.value)
-        if owner not in t.TRANSFORMERS_MODELS:
-            return updated
-        return self.file.guarded(self._rewrite, original, updated, owner)
+class TracedModel(FromPretrainedRule):
+    OWNERS = frozenset(t.TRANSFORMERS_MODELS)
 
     def _rewrite(self, original: cst.Call, updated: cst.Call, owner: str) -> cst.Call:
         file = self.file

@@ -20,9 +20,8 @@ from migrator.families.inference.loads import (
     split_args,
     string,
 )
-from migrator.families.inference.state import HINTS, TRIGGERS, InferenceFile
+from migrator.families.inference.state import FromPretrainedRule
 from migrator.rules import Example, Rule, Severity
-from migrator.transform import FileContext, Handler
 
 DIFFUSION_PIPELINE = Rule(
     "NM113",
@@ -62,22 +61,8 @@ _PIPELINE_CALL_SHAPES = {
 }
 
 
-class DiffusionPipeline(Handler):
-    CALLS = frozenset(f"{owner}.from_pretrained" for owner in t.DIFFUSERS_PIPELINES)
-    HINTS = HINTS
-    TRIGGERS = TRIGGERS
-
-    def __init__(self, ctx: FileContext) -> None:
-        super().__init__(ctx)
-        self.file = ctx.state(InferenceFile)
-
-    def leave_Call(self, original: cst.Call, updated: cst.Call):
-        if not (isinstance(original.func, cst.Attribute) and original.func.attr.value == "from_pretrained"):
-            return updated
-        owner = self.ctx.qualified(original.func.value)
-        if owner not in t.DIFFUSERS_PIPELINES:
-            return updated
-        return self.file.guarded(self._rewrite, original, updated, owner)
+class DiffusionPipeline(FromPretrainedRule):
+    OWNERS = frozenset(t.DIFFUSERS_PIPELINES)
 
     def _rewrite(self, original: cst.Call, updated: cst.Call, owner: str) -> cst.Call:
         file = self.file

@@ -224,3 +224,31 @@ class InferenceTracker(Handler):
 
 RULES = ()  # reports nothing itself
 HANDLER = InferenceTracker
+
+
+class FromPretrainedRule(Handler):
+    """A rule that rewrites `<Owner>.from_pretrained(...)` for the qualified owners in `OWNERS`: subclasses
+    set `OWNERS` and define `_rewrite(original, updated, owner)`, run under the family's guard."""
+
+    OWNERS: frozenset[str] = frozenset()
+    HINTS = HINTS
+    TRIGGERS = TRIGGERS
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.CALLS = frozenset(f"{owner}.from_pretrained" for owner in cls.OWNERS)
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(InferenceFile)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        if not (isinstance(original.func, cst.Attribute) and original.func.attr.value == "from_pretrained"):
+            return updated
+        owner = self.ctx.qualified(original.func.value)
+        if owner not in self.OWNERS:
+            return updated
+        return self.file.guarded(self._rewrite, original, updated, owner)
+
+    def _rewrite(self, original: cst.Call, updated: cst.Call, owner: str) -> cst.Call:
+        raise NotImplementedError
