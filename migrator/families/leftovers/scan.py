@@ -45,27 +45,26 @@ class _Hit:
 
 def scan_python(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
     """`after` (the migrated module) with TODOs on its leftovers, and `findings` with theirs added."""
+    # Blanking comments and docstrings only takes matches away: without one in the raw text (or an old
+    # TODO to account for), there is nothing to tokenize for.
+    if TODO_PREFIX not in after and not any(pattern.regex.search(after) for pattern in PATTERNS):
+        return after, findings
     masked, strings, todo_comments = _python_code(after)
     if masked is None:  # not Python that tokenize reads (libcst parsed it): nothing to place TODOs by
         return after, findings
     lines = _split_lines(after)
     findings = findings + _unreported_todos(before, lines, todo_comments, findings)
-    parsed: list = []  # the AST and statement starts, computed for the first hit only
+    statements: list[_Statements] = []  # read from the AST for the first hit only
 
     def statement_of(line: int, offset: int) -> int:
-        if not parsed:
-            try:
-                tree = ast.parse(after)
-            except SyntaxError:  # code libcst reads and Python's parser does not: TODOs go on the line itself
-                tree = ast.Module(body=[], type_ignores=[])
-            parsed.extend((tree, _statement_starts(tree, len(lines) + 1)))
-        starts = parsed[1]
-        return starts[min(line, len(starts) - 1)]
+        if not statements:
+            statements.append(_Statements.of(after, len(lines) + 1))
+        return statements[0].start_of(line)
 
     hits = _hits(masked, strings, statement_of)
     if not hits:
         return after, findings
-    return _apply(before, after, lines, hits, findings, _import_users(*parsed))
+    return _apply(before, after, lines, hits, findings, statements[0].import_users(hits))
 
 
 def _unreported_todos(
@@ -165,42 +164,61 @@ _LINE_STARTS = (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
 _LINE_ENDS = (tokenize.NEWLINE, tokenize.ENDMARKER)
 
 
-def _statement_starts(tree: ast.Module, count: int) -> list[int]:
-    """For each 0-based line of the module, the first line of the innermost statement that holds it."""
-    starts = list(range(count))
-    # Outer statements first, inner ones overwrite: each line ends with its innermost statement.
-    stack = [(node, 0) for node in tree.body]
-    ordered = []
-    while stack:
-        node, depth = stack.pop()
-        ordered.append((depth, node))
-        for child in ast.iter_child_nodes(node):
-            # The statements of an `except` / `case` block sit one level down, in the handler or case.
-            inner = child.body if isinstance(child, (ast.excepthandler, ast.match_case)) else [child]
-            stack.extend((statement, depth + 1) for statement in inner if isinstance(statement, ast.stmt))
-    for _, node in sorted(ordered, key=lambda item: item[0]):
-        for line in range(node.lineno - 1, min(node.end_lineno or node.lineno, count)):
-            starts[line] = node.lineno - 1
-    return starts
+class _Statements:
+    """The statements of the migrated module, from its AST: where each line's statement starts, and the
+    import statements."""
 
+    def __init__(self, tree: ast.Module, count: int) -> None:
+        self.tree = tree
+        # For each 0-based line of the module, the first line of the innermost statement that holds it.
+        self.starts = list(range(count))
+        self.imports: dict[int, ast.Import | ast.ImportFrom] = {}  # first line -> import statement
+        # Outer statements first, inner ones overwrite: each line ends with its innermost statement.
+        stack = [(node, 0) for node in tree.body]
+        ordered = []
+        while stack:
+            node, depth = stack.pop()
+            ordered.append((depth, node))
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.imports[node.lineno - 1] = node
+            for child in ast.iter_child_nodes(node):
+                # The statements of an `except` / `case` block sit one level down, in the handler or case.
+                inner = child.body if isinstance(child, (ast.excepthandler, ast.match_case)) else [child]
+                stack.extend((statement, depth + 1) for statement in inner if isinstance(statement, ast.stmt))
+        for _, node in sorted(ordered, key=lambda item: item[0]):
+            for line in range(node.lineno - 1, min(node.end_lineno or node.lineno, count)):
+                self.starts[line] = node.lineno - 1
 
-def _import_users(tree: ast.Module, starts: list[int]) -> dict[int, list[int]]:
-    """First line of each import statement -> first lines of the statements that use a name it binds.
+    @classmethod
+    def of(cls, code: str, count: int) -> _Statements:
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:  # code libcst reads and Python's parser does not: TODOs go on the line itself
+            tree = ast.Module(body=[], type_ignores=[])
+        return cls(tree, count)
 
-    An import is kept because code that uses it is kept: when every such statement carries a TODO, the
-    import needs none of its own (the imports machinery drops it once those statements are rewritten).
-    """
-    bound: dict[str, int] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                name = alias.asname or alias.name.split(".")[0]
-                bound[name] = node.lineno - 1
-    users: dict[int, list[int]] = {line: [] for line in bound.values()}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in bound:
-            users[bound[node.id]].append(starts[min(node.lineno - 1, len(starts) - 1)])
-    return users
+    def start_of(self, line: int) -> int:
+        return self.starts[min(line, len(self.starts) - 1)]
+
+    def import_users(self, hits: list[_Hit]) -> dict[int, list[int]]:
+        """First line of each import statement a hit is on -> first lines of the statements that use a
+        name it binds.
+
+        An import is kept because code that uses it is kept: when every such statement carries a TODO, the
+        import needs none of its own (the imports machinery drops it once those statements are rewritten).
+        """
+        bound: dict[str, int] = {}
+        for hit in hits:
+            node = self.imports.get(hit.statement)
+            for alias in node.names if node is not None else ():
+                bound[alias.asname or alias.name.split(".")[0]] = hit.statement
+        if not bound:
+            return {}
+        users: dict[int, list[int]] = {line: [] for line in bound.values()}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in bound:
+                users[bound[node.id]].append(self.start_of(node.lineno - 1))
+        return users
 
 
 def _hits(

@@ -146,7 +146,8 @@ class ManualXla(Handler):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.file = ctx.state(XlaFile)
-        self.scopes: list[frozenset[str]] = []  # names each enclosing function binds
+        # Enclosing functions, with the names each binds once a call needs them (most files never ask).
+        self.scopes: list[tuple[cst.FunctionDef, frozenset[str] | None]] = []
         self.first_use: dict[str, tuple] = {}  # neuronx_distributed API -> (its finding, lines of other uses)
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
@@ -209,7 +210,7 @@ class ManualXla(Handler):
     # -- a local variable named like an import is not the import -------------------------------------------
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.scopes.append(_bound_names(node))
+        self.scopes.append((node, None))
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
         self.scopes.pop()
@@ -219,7 +220,13 @@ class ManualXla(Handler):
         head = func
         while isinstance(head, cst.Attribute):
             head = head.value
-        return isinstance(head, cst.Name) and bool(self.scopes) and head.value in self.scopes[-1]
+        if not isinstance(head, cst.Name) or not self.scopes:
+            return False
+        function, bound = self.scopes[-1]
+        if bound is None:
+            bound = _bound_names(function)
+            self.scopes[-1] = (function, bound)
+        return head.value in bound
 
 
 class _Bindings(cst.CSTVisitor):
