@@ -95,3 +95,28 @@ def test_cli_exits_1_and_says_manual_work_remains(tmp_path):
     assert result.exit_code == 1
     assert "1 manual item; manual work remains" in result.stderr
     assert "NM502" in result.output + result.stderr
+
+
+def test_every_match_holds_one_of_its_patterns_needles():
+    """A pattern's needles decide whether its regex runs at all: a match without one would go unseen."""
+    from pathlib import Path
+
+    from migrator.families.leftovers.scan import PATTERNS
+    from migrator.registry import PYTHON_RULE_MODULES, SHELL_RULE_MODULES
+
+    texts = [path.read_text(errors="replace") for path in Path("fixtures").rglob("*") if path.is_file()]
+    texts += ["batch = model.neuron_batch_size", "neuronx-cc compile model.hlo --target inf2"]  # not in fixtures
+    texts += [
+        text
+        for module in (*PYTHON_RULE_MODULES, *SHELL_RULE_MODULES)
+        for rule in module.RULES
+        for example in rule.examples
+        for text in (example.before, example.after)
+    ]
+    matched = set()
+    for pattern in PATTERNS:
+        for text in texts:
+            for match in pattern.regex.finditer(text):
+                assert any(needle in match.group(0) for needle in pattern.needles), (pattern.regex, match)
+                matched.add(pattern.regex.pattern)
+    assert len(matched) == len(PATTERNS)  # every pattern met at least once

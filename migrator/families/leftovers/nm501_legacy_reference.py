@@ -55,12 +55,13 @@ git clone https://github.com/aws-neuron/neuronx-distributed.git
 RULES = (LEGACY_REFERENCE,)
 HANDLER = None  # found by the scan of each output (`scan.py`), after every rule has run
 
-_XLA_VARIABLES = "|".join(sorted(name for name in DROPPED_VARIABLES if not name.startswith("XLA_")))
+_NON_XLA_NAMES = sorted(name for name in DROPPED_VARIABLES if not name.startswith("XLA_"))
 
 PATTERNS = (
     Pattern(
         LEGACY_REFERENCE,
         re.compile(r"\boptimum\.(?:exporters\.)?neuron\b|\bfrom\s+optimum\s+import\s+neuron\b"),
+        ("optimum",),
         "`{0}` is optimum-neuron, which TorchNeuron replaces",
         'use the Transformers / TRL / Diffusers class on device "neuron" (docs/rules.md lists the targets)',
         subject="optimum.neuron",
@@ -68,6 +69,7 @@ PATTERNS = (
     Pattern(
         LEGACY_REFERENCE,
         re.compile(r"\boptimum[-_]neuron\b(?:\[\w+(?:,\w+)*\])?"),
+        ("optimum",),
         "`{0}` installs or names optimum-neuron, which TorchNeuron replaces",
         "install torch-neuronx from the Neuron pip repository with transformers>=5.23 and trl>=1.16 instead",
         subject="optimum-neuron",
@@ -75,6 +77,7 @@ PATTERNS = (
     Pattern(
         LEGACY_REFERENCE,
         re.compile(r"\btorch[-_]xla\b"),
+        ("torch_xla", "torch-xla"),
         "`{0}` is PyTorch/XLA, which TorchNeuron does not use (Transformers takes the XLA path when it is importable)",
         'remove it; the device is "neuron" and torch.distributed / torch.compile replace its APIs',
         subject="torch_xla",
@@ -82,6 +85,7 @@ PATTERNS = (
     Pattern(
         LEGACY_REFERENCE,
         re.compile(r"\bneuronx[-_]distributed\b"),
+        ("neuronx",),
         "`{0}` is NeuronX Distributed, the XLA-flow parallel library",
         "use DistributedConfig(tp_size=..., fsdp_size=...) / DTensor with torchrun",
         subject="neuronx_distributed",
@@ -89,12 +93,14 @@ PATTERNS = (
     Pattern(
         LEGACY_REFERENCE,
         re.compile(r"\bneuron_parallel_compile\b"),
+        ("neuron_parallel_compile",),
         "`{0}` pre-compiles graphs for the XLA flow; TorchNeuron compiles just in time",
         "delete the compile-only run and keep the training run once",
     ),
     Pattern(
         LEGACY_REFERENCE,
         re.compile(r"\boptimum-cli\s+(?:export\s+)?neuron\b"),
+        ("optimum-cli",),
         "`{0}` exports or manages optimum-neuron artifacts",
         'load the original checkpoint with Transformers on device "neuron" (see NM452-NM455)',
         subject="optimum-cli neuron",
@@ -102,13 +108,17 @@ PATTERNS = (
     Pattern(
         LEGACY_REFERENCE,
         re.compile(r"\bXLA_(?:USE|DOWNCAST)_BF16\b"),
+        ("_BF16",),
         "`{0}` is the XLA flow's bf16 switch, which nothing reads on TorchNeuron",
         "load with dtype=torch.bfloat16 or train with bf16=True (--bf16) instead",
         strings_only=True,
     ),
     Pattern(
         LEGACY_REFERENCE,
-        re.compile(rf"\b(?:PT_)?XLA_(?!(?:USE|DOWNCAST)_BF16\b)[A-Z0-9_]+\b|\b(?:{_XLA_VARIABLES})\b"),
+        re.compile(
+            rf"\b(?:PT_)?XLA_(?!(?:USE|DOWNCAST)_BF16\b)[A-Z0-9_]+\b|\b(?:{'|'.join(_NON_XLA_NAMES)})\b"
+        ),
+        ("XLA_", *_NON_XLA_NAMES),
         "`{0}` is read only by the XLA / NxD flow",
         "remove it: nothing reads it on TorchNeuron",
         strings_only=True,
@@ -116,6 +126,7 @@ PATTERNS = (
     Pattern(
         LEGACY_REFERENCE,
         re.compile(r"""(?<![\w"'])[rRuU]?(["'])(?:xla(?::\d+)?|(?:pjrt|xla)://[^"']*)\1"""),
+        ("xla", "pjrt"),
         "{0} is a PyTorch/XLA device or rendezvous",
         'use "neuron" for the device and drop the init_method (torchrun sets the rendezvous)',
         subject='"xla"',
@@ -123,18 +134,21 @@ PATTERNS = (
     Pattern(
         LEGACY_REFERENCE,
         re.compile(r"\.neuron_config\b"),
+        (".neuron_config",),
         "`.neuron_config` is an optimum-neuron attribute that Transformers models do not have",
         "read the value from model.config / model.generation_config or from your own settings",
     ),
     Pattern(
         LEGACY_REFERENCE,
         re.compile(r"\.neuron_(?:batch_size|sequence_length|num_cores)\b"),
+        (".neuron_",),
         "`{0}` is a config attribute only optimum-neuron sets",
         "use the batch size / max_cache_len your script sets itself",
     ),
     Pattern(
         LEGACY_REFERENCE,
         re.compile(r"\bpush_to_hub\s*\((?:[^()]|\([^()]*\))*?\brepository_id\s*="),
+        ("repository_id",),
         "`push_to_hub(save_dir, repository_id=...)` is optimum-neuron's exported-model upload",
         "call model.push_to_hub(repo_id) on the Transformers model (its first argument is the repo id)",
         subject="push_to_hub(repository_id=...)",
@@ -142,6 +156,7 @@ PATTERNS = (
     Pattern(
         LEGACY_REFERENCE,
         re.compile(r"\bTasksManager\b"),
+        ("TasksManager",),
         "`TasksManager` resolves optimum export tasks, which TorchNeuron does not need",
         "load the Transformers Auto class for the task directly",
     ),

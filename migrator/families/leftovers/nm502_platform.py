@@ -70,24 +70,28 @@ PATTERNS = (
     Pattern(
         PLATFORM,
         re.compile(r"\b(?:ml\.)?(?:inf1|inf2|trn1n?)\.(?:\d*xlarge|large|medium)\b"),
+        ("inf1", "inf2", "trn1"),
         "`{0}` is an instance TorchNeuron cannot run on (" + TRN2 + ")",
         "use a trn2 / trn3 instance (trn2.48xlarge, ml.trn2.48xlarge)",
     ),
     Pattern(
         PLATFORM,
         re.compile(r"\b(?:huggingface|pytorch)-[a-z0-9-]*(?::[\w.-]*)?neuronx\b[\w.-]*"),
+        ("neuronx",),
         "`{0}` is a Neuron container of the XLA flow (" + TRN2 + ")",
         "use an image with torch-neuronx 2.14 and Transformers >= 5.23 on a trn2 / trn3 instance",
     ),
     Pattern(
         PLATFORM,
         re.compile(r"\bHF_NUM_CORES\b"),
+        ("HF_NUM_CORES",),
         "`HF_NUM_CORES` sets the cores of an optimum-neuron / TGI Neuron container (" + TRN2 + ")",
         "set the degree with DistributedConfig(tp_size=N) and torchrun --nproc_per_node=N on trn2 / trn3",
     ),
     Pattern(
         PLATFORM,
         re.compile(r"--target[= ](?:inf1|inf2|trn1n?)\b"),
+        ("--target",),
         "`{0}` compiles for a chip TorchNeuron does not support (" + TRN2 + ")",
         "drop the target: TorchNeuron compiles for the device it runs on",
     ),

@@ -4,6 +4,7 @@ and what the TODO on its line says. The tables live in the rule modules (NM501, 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from migrator.rules import Rule
@@ -13,6 +14,9 @@ from migrator.rules import Rule
 class Pattern:
     rule: Rule
     regex: re.Pattern[str]
+    # Text of which every match holds one: `re` cannot skip ahead to a pattern that starts with `\b`, so
+    # a file without any of these is not searched at all (most files are not).
+    needles: tuple[str, ...]
     why: str  # the TODO's reason; `{0}` is the text found
     action: str  # what to do instead
     # Python: match only inside string literals (an environment variable or a device is a string there;
@@ -21,6 +25,10 @@ class Pattern:
     # The "distinct thing" a finding is about: the text found (`ml.inf2.xlarge`), or a fixed name for
     # patterns whose spellings are one thing (`torch_xla.core.xla_model` and `torch_xla` are both torch_xla).
     subject: str | None = None
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        if any(needle in text for needle in self.needles):
+            yield from self.regex.finditer(text)
 
     def subject_of(self, found: str) -> str:
         return self.subject or found

@@ -47,7 +47,7 @@ def scan_python(before: str, after: str, findings: list[Finding]) -> tuple[str, 
     """`after` (the migrated module) with TODOs on its leftovers, and `findings` with theirs added."""
     # Blanking comments and docstrings only takes matches away: without one in the raw text (or an old
     # TODO to account for), there is nothing to tokenize for.
-    if TODO_PREFIX not in after and not any(pattern.regex.search(after) for pattern in PATTERNS):
+    if TODO_PREFIX not in after and not any(next(pattern.finditer(after), None) for pattern in PATTERNS):
         return after, findings
     masked, strings, todo_comments = _python_code(after)
     if masked is None:  # not Python that tokenize reads (libcst parsed it): nothing to place TODOs by
@@ -229,7 +229,7 @@ def _hits(
     string_starts = [start for start, _ in strings] if strings is not None else []
     hits = []
     for pattern in PATTERNS:
-        for match in pattern.regex.finditer(text):
+        for match in pattern.finditer(text):
             if pattern.strings_only and strings is not None:
                 index = bisect_right(string_starts, match.start()) - 1
                 if index < 0 or match.end() > strings[index][1]:
