@@ -105,7 +105,10 @@ def test_every_match_holds_one_of_its_patterns_needles():
     from migrator.registry import PYTHON_RULE_MODULES, SHELL_RULE_MODULES
 
     texts = [path.read_text(errors="replace") for path in Path("fixtures").rglob("*") if path.is_file()]
-    texts += ["batch = model.neuron_batch_size", "neuronx-cc compile model.hlo --target inf2"]  # not in fixtures
+    texts += [
+        "batch = model.neuron_batch_size",
+        "neuronx-cc compile model.hlo --target inf2",
+    ]  # not in fixtures
     texts += [
         text
         for module in (*PYTHON_RULE_MODULES, *SHELL_RULE_MODULES)
