@@ -3,6 +3,8 @@ the import block, and comment re-homing for removed statements (applied by the d
 
 from __future__ import annotations
 
+import dataclasses
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -37,34 +39,62 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _child_fields(node: cst.CSTNode) -> tuple[str, ...]:
-    """The fields of a node class that hold nodes, in the order libcst visits them (learnt once per class)."""
+    """The fields of a node class that hold nodes, in the order libcst visits them (learnt once per class):
+    libcst's own visit rebuilds every node it passes, reading these fields does not."""
     fields = _CHILD_FIELDS.get(type(node))
     if fields is None:
         recorder = _FieldOrder()
         node._visit_and_replace_children(recorder)
-        fields = _CHILD_FIELDS[type(node)] = tuple(dict.fromkeys(recorder.fields))
+        fields = list(dict.fromkeys(recorder.fields))
+        # A field libcst does not visit when it is None (an f-string's `format_spec`) is its last one.
+        fields += [
+            field.name
+            for field in dataclasses.fields(node)
+            if field.name not in fields and getattr(node, field.name) is None
+        ]
+        _CHILD_FIELDS[type(node)] = fields = tuple(fields)
     return fields
+
+
+def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The node's children in source order, read from its fields."""
+    children = []
+    for name in _child_fields(node):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            children.append(value)
+        elif isinstance(value, (tuple, list)):
+            children.extend(value)
+    return children
 
 
 def descendants(node: cst.CSTNode, kinds: type | tuple[type, ...]) -> list:
     """Nodes of the given types in `node` (itself included), in source order: `m.findall` for a bare
-    node type; several types gather in one walk. It reads the child fields instead of calling
-    `node.visit`, which rebuilds every node it passes: a search then costs a fraction of a libcst walk."""
+    node type; several types gather in one walk."""
     found = []
     stack = [node]
     while stack:
         current = stack.pop()
         if isinstance(current, kinds):
             found.append(current)
-        children = []
-        for name in _child_fields(current):
-            value = getattr(current, name)
-            if isinstance(value, cst.CSTNode):
-                children.append(value)
-            elif isinstance(value, (tuple, list)):
-                children.extend(value)
-        stack.extend(reversed(children))
+        stack.extend(reversed(_children(current)))
     return found
+
+
+def visit_read_only(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """`node.visit(visitor)` for a visitor that only reads: the same `visit_<Node>` / `leave_<Node>` calls
+    in the same order (field handlers such as `visit_Call_func` aside), reading the child fields instead
+    of rebuilding every node passed, which makes libcst's visit cost as much as a transform."""
+    stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+    while stack:
+        current, leaving = stack.pop()
+        if leaving:
+            visitor.on_leave(current)
+        elif visitor.on_visit(current):
+            stack.append((current, True))
+            stack.extend((child, False) for child in reversed(_children(current)))
+        else:
+            visitor.on_leave(current)
 
 
 def is_method_call(node: cst.CSTNode, method: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.cst_helpers import visit_read_only
 from migrator.families.xla.names import DECIDED_CALLS, REWRITTEN_CALLS, STATEMENT_CALLS, XM
 from migrator.families.xla.state import HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
@@ -273,7 +274,7 @@ class _Bindings(cst.CSTVisitor):
 def _bound_names(function: cst.FunctionDef) -> frozenset[str]:
     """Names a function binds itself (parameters, assignments, loop and `as` targets), its imports aside."""
     bindings = _Bindings(function)
-    function.visit(bindings)
+    visit_read_only(function, bindings)
     return frozenset(bindings.names)
 
 

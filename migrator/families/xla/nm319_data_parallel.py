@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import descendants, dotted_name
+from migrator.cst_helpers import descendants, dotted_name, visit_read_only
 from migrator.families.xla.names import GRADIENT_SYNC_CALLS, LOCAL_RANK, OPTIMIZER_STEP, REDUCE_GRADIENTS
 from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
 from migrator.rules import Example, Rule, Severity
@@ -183,7 +183,7 @@ class DataParallel(Handler):
 
     def _plan(self, module: cst.Module) -> None:
         plan = _Plan()
-        module.visit(plan)
+        visit_read_only(module, plan)
         if "neuronx_distributed" in self.ctx.source.identifiers:
             # Tensor/pipeline parallel: the all-reduce ran over the data-parallel group only, and DDP over
             # every process would average different shards.
