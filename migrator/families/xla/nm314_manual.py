@@ -236,6 +236,11 @@ class _Bindings(cst.CSTVisitor):
         self.function = function
         self.names: set[str] = set()
 
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # Names are bound by statements, read at the statement: an expression binds none here (a lambda's
+        # parameters are its own).
+        return not isinstance(node, cst.BaseExpression) and super().on_visit(node)
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return node is self.function  # a nested function's names are its own
 
