@@ -254,6 +254,26 @@ def imports_end(module: cst.Module) -> int:
     return index
 
 
+# Nodes that hold statements: a transform of import statements descends through these only.
+_STATEMENT_CONTAINERS = (
+    cst.Module,
+    cst.BaseCompoundStatement,
+    cst.BaseSuite,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.Finally,
+    cst.MatchCase,
+)
+
+
+def may_hold_imports(node: cst.CSTNode) -> bool:
+    """Whether a transform that edits import statements must enter `node` (never an expression)."""
+    if isinstance(node, cst.SimpleStatementLine):
+        return any(isinstance(small, (cst.Import, cst.ImportFrom)) for small in node.body)
+    return isinstance(node, (*_STATEMENT_CONTAINERS, cst.Import, cst.ImportFrom))
+
+
 def with_leading_lines(statement, lines: list[cst.EmptyLine]):
     return statement.with_changes(leading_lines=[*lines, *statement.leading_lines])
 

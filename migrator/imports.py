@@ -14,6 +14,8 @@ import ast
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
+from migrator.cst_helpers import may_hold_imports
+
 ImportRequest = tuple[str, str | None, str | None]  # module, imported object (None: the module), alias
 
 
@@ -187,17 +189,6 @@ def _bound_name(request: ImportRequest) -> str:
     return asname or obj or module_name.split(".")[0]  # `import a.b` binds `a`
 
 
-# Nodes that hold statements: the remover descends through these only (never into expressions).
-_STATEMENT_CONTAINERS = (
-    cst.Module,
-    cst.BaseCompoundStatement,
-    cst.BaseSuite,
-    cst.Else,
-    cst.ExceptHandler,
-    cst.ExceptStarHandler,
-    cst.Finally,
-    cst.MatchCase,
-)
 _STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 
 
@@ -213,9 +204,7 @@ class _UnusedImportRemover(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.Module, cst.IndentedBlock)):
             self.orphan_lines.append([])
-        if isinstance(node, cst.SimpleStatementLine):
-            return any(isinstance(small, (cst.Import, cst.ImportFrom)) for small in node.body)
-        return isinstance(node, (*_STATEMENT_CONTAINERS, cst.Import, cst.ImportFrom))
+        return may_hold_imports(node)
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
         if isinstance(original, cst.Import):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.cst_helpers import dotted_name
+from migrator.cst_helpers import dotted_name, may_hold_imports
 from migrator.families.training.state import TrainingFile
 from migrator.families.training.targets import HINTS, RENAMES, SYMBOLS, TRAINING_MODELS, TRIGGERS, Target
 from migrator.rules import Example, Rule, Severity
@@ -133,6 +133,9 @@ class _AliasRemover(cst.CSTTransformer):
     def __init__(self, aliases: set[tuple[str, str, str]]) -> None:
         super().__init__()
         self.aliases = aliases
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return may_hold_imports(node) and super().on_visit(node)
 
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom):
         if updated.module is None or isinstance(updated.names, cst.ImportStar):

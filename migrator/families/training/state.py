@@ -188,8 +188,9 @@ def trn_config_source(value: cst.BaseExpression | None, scope: cst.CSTNode) -> s
         return value.value.value
     if isinstance(value, cst.Name):
         assigned = m.Assign(targets=[m.AssignTarget(m.Name(value.value))], value=source)
-        for assign in m.findall(scope, assigned):
-            return assign.value.value.value
+        for assign in descendants(scope, cst.Assign):
+            if m.matches(assign, assigned):
+                return assign.value.value.value
     return None
 
 
