@@ -31,7 +31,7 @@ from torch._dynamo.utils import counters, get_compilation_metrics
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from compat_matrix import sim_backend
-from compat_matrix.schema import Cause, Stage, Verdict
+from compat_matrix.schema import GENERATION_COMPILE_FIGURES, Cause, Stage, Verdict
 from compat_matrix.settings import ProbeSettings
 from compat_matrix.tiny import VOCAB, build_tiny_model
 
@@ -401,6 +401,8 @@ def run_compiled_generate(model, settings: ProbeSettings, device, references: li
     row["recompile_guard"] = guard if row["recompiles_every_step"] else None
     row["graph_breaks"] = sum(breaks.values())
     row["graph_break_reasons"] = sorted({graph_break_reason(m) for m in breaks})
+    if not compilations:
+        row.update(dict.fromkeys(GENERATION_COMPILE_FIGURES))  # nothing compiled: nothing of these measured
     row["unique_graphs"] = stats.unique_graphs()
     row["eager_new_op_signatures"] = len(eager_signatures[-1] - set().union(*eager_signatures[:-1]))
     row["eager_op_signatures"] = len(eager_signatures[0])

@@ -64,6 +64,11 @@ class Cause(str, Enum):
 OK_VERDICTS = frozenset({Verdict.WORKS, Verdict.WORKS_EAGER, Verdict.WORKS_WITH_CAVEATS})
 
 
+# Figures of compiled generation: not measured (null) when generation was not compiled
+# (`compiled_generation` false), since it can then neither recompile nor break a graph.
+GENERATION_COMPILE_FIGURES = ("recompile_count", "graph_breaks", "recompile_reasons", "graph_break_reasons")
+
+
 @dataclass
 class Row:
     """One results line. Field order is the JSON key order."""

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from compat_matrix.schema import GENERATION_COMPILE_FIGURES, Cause, Row, Stage, Verdict
 from compat_matrix.schema import OK_VERDICTS as OK_VERDICT_ENUMS
-from compat_matrix.schema import Cause, Row, Stage, Verdict
 
 # Display order of the schema's verdicts (the overall one and each stage's).
 VERDICTS = (
@@ -135,8 +135,6 @@ TEXT_FIELDS = (
     "sim_device",
     "measured_at",
 )
-# Figures of compiled generation, unmeasured when generation was not compiled (`compiled_generation` false).
-GENERATION_COMPILE_FIGURES = ("recompile_count", "graph_breaks", "recompile_reasons", "graph_break_reasons")
 FLAG_FIELDS = ("outputs_match", "tokens_match", "compiled_generation", "recompiles_every_step")
 ENV_KEY_FIELDS = ("backend", "simulated", "torch", "transformers", "settings_id")
 # The committed reference run and the top-100 list the harness writes next to it.
@@ -293,8 +291,8 @@ def _parse_line(path: Path, number: int, line: str) -> dict:
     record = row.to_dict()
     record["upgraded_from"] = row.upgraded_from
     if record.get("compiled_generation") is False:
-        # Generation that never went through torch.compile cannot recompile or break a graph: the harness's
-        # 0 there was not measured, and is shown as "–" (compile_count 0 is a measurement and stays).
+        # Harness 0.2.0 wrote 0 there, which was not measured: read as the harness now writes it, null
+        # (compile_count 0 is a measurement and stays).
         for name in GENERATION_COMPILE_FIGURES:
             record[name] = None
     return record

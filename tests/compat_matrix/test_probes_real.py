@@ -6,6 +6,7 @@ import signal
 import pytest
 
 from compat_matrix.runner import run_one_isolated
+from compat_matrix.schema import GENERATION_COMPILE_FIGURES
 
 pytestmark = pytest.mark.slow
 
@@ -77,6 +78,8 @@ def test_generation_transformers_does_not_compile_is_works_eager(settings):
     assert (row["verdict"], row["generate_verdict"], row["compiled_generation"]) == (
         "works-eager", "works-eager", False)  # fmt: skip
     assert row["compile_count"] == 0 and "never compiles llama4" in row["reason"]
+    # Nothing compiled: recompiles and graph breaks were not measured, so they are null, not 0.
+    assert [row[name] for name in GENERATION_COMPILE_FIGURES] == [None] * 4
 
 
 def test_unbuildable_tiny_model_is_a_harness_error_not_a_failure(settings):

@@ -34,7 +34,7 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
 
 def measured(row: dict, name: str):
     """A row's figure as measured: recompiles and graph breaks of generation that was not compiled are not."""
-    from reports.results import GENERATION_COMPILE_FIGURES
+    from compat_matrix.schema import GENERATION_COMPILE_FIGURES
 
     if name in GENERATION_COMPILE_FIGURES and row.get("compiled_generation") is False:
         return None
