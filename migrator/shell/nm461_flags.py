@@ -113,6 +113,14 @@ CPU_FLAG = Rule(
             "# TODO(neuron-migrate): NM467 `--use_cpu` made sense under XLA (the XLA device is not CUDA), but on TorchNeuron it makes the Trainer run on the CPU instead of the neuron device: remove it\n"
             "torchrun --nproc_per_node=32 run_clm.py --use_cpu True\n",
         ),
+        example(
+            "#!/bin/bash\n"
+            "torchrun --nproc_per_node=2 run_clm.py --model_name_or_path Qwen/Qwen3-0.6B --no_cuda True --zero_1 True\n",
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "# TODO(neuron-migrate): NM467 `--use_cpu` made sense under XLA (the XLA device is not CUDA), but on TorchNeuron it makes the Trainer run on the CPU instead of the neuron device: remove it\n"
+            "torchrun --nproc_per_node=2 run_clm.py --model_name_or_path Qwen/Qwen3-0.6B --use_cpu True\n",
+        ),
     ),
 )
 RULES: tuple[Rule, ...] = (
@@ -152,6 +160,11 @@ class FlagsMatcher:
                 and name not in parser.own
                 and _truthy(given if equals else value.value if value else "1")
             ):
+                renamed = parser.action(name)
+                if renamed is not None and renamed.kind == "rename":  # `--no_cuda` is gone from Transformers 5
+                    self.report(offset, FLAG_RENAMED, f"{flag} renamed to `--{renamed.target}`.")
+                    self.edit(ctx, item.start, item.start + 2 + len(name), f"--{renamed.target}")
+                    flag = f"`--{renamed.target}`"
                 self.todo(
                     ctx,
                     node,
