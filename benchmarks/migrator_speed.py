@@ -149,6 +149,8 @@ def main() -> None:
         if floor:
             figures[label]["noop_transform_s"] = round(floor[0], 3)
             figures[label]["noop_transform_over_round_trip"] = round(floor[0] / round_trip, 3)
+            # The target: migrating costs at most 2x this floor.
+            figures[label]["migrate_over_noop_transform"] = round(migrate / floor[0], 3)
 
     jobs = [Job(source, Mode.CHECK) for source in sources]
     scaling = speedup(args.jobs_repeat, lambda: run(jobs, workers=1), lambda: run(jobs, workers=2))

@@ -161,7 +161,9 @@ class FlagsMatcher:
                 and _truthy(given if equals else value.value if value else "1")
             ):
                 renamed = parser.action(name)
-                if renamed is not None and renamed.kind == "rename":  # `--no_cuda` is gone from Transformers 5
+                if (
+                    renamed is not None and renamed.kind == "rename"
+                ):  # `--no_cuda` is gone from Transformers 5
                     self.report(offset, FLAG_RENAMED, f"{flag} renamed to `--{renamed.target}`.")
                     self.edit(ctx, item.start, item.start + 2 + len(name), f"--{renamed.target}")
                     flag = f"`--{renamed.target}`"
