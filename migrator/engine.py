@@ -33,7 +33,7 @@ PLATFORM_HINTS = ("inf1.", "inf2.", "trn1", "HF_NUM_CORES")
 PYTHON_HINTS = ("optimum", "xla", "XLA_", "neuron", "NEURON_", *PLATFORM_HINTS)
 PYTHON_MARKERS = re.compile(
     r"optimum\.(?:neuron|exporters\.neuron)|from optimum import neuron|\btorch_xla|\btorch_neuronx"
-    r"|\bneuronx_distributed|\bXLA_\w|\bNEURON_\w|[\"']xla[\"']"
+    r"|\bneuronx_distributed|\btransformers[-_]neuronx|\bXLA_\w|\bNEURON_\w|[\"']xla[\"']"
 )
 # What only the leftovers family reports (pre-compile and export commands, platforms, TODOs an earlier run
 # left) marks a file too, tested behind substrings of its own so that the common case stays one regex.

@@ -170,8 +170,18 @@ class VariablesMatcher:
             else:
                 self.edit(ctx, node.start_byte, node.end_byte, ":")
             return
+        # Adjacent dropped words go as one range (`PT_XLA_DEBUG=1 PT_XLA_DEBUG_FILE=x cmd`): removed one by
+        # one, the first would take the blank after it and the second the blank before it.
+        line = siblings or words
+        position = {w.start: i for i, w in enumerate(line)}
+        runs: list[list[Word]] = []
         for item in dropped:
-            self.remove_word(ctx, item, siblings or words)
+            if runs and position[item.start] == position[runs[-1][-1].start] + 1:
+                runs[-1].append(item)
+            else:
+                runs.append([item])
+        for run in runs:
+            self.remove_word(ctx, run[0], line, through=run[-1])
 
     def keep_precision(self, ctx: Context, node: Node, item: Word, launch: list[Word] | None) -> bool:
         """`XLA_USE_BF16=1` made every float32 tensor bf16. It goes only where `--bf16` can take over: on

@@ -12,7 +12,8 @@ from migrator.shell.syntax import Node, Word
 PIP_INSTALL = Rule(
     "NM460",
     Severity.WARNING,
-    "An install (`pip install`, `%pip`, a requirements file) of optimum-neuron / torch-xla / neuronx-distributed",
+    "An install (`pip install`, `%pip`, a requirements file) of optimum-neuron / torch-xla / neuronx-distributed, "
+    "or of an XLA-era torch-neuronx (below 2.14)",
     'Replaced with the TorchNeuron package set, torch-neuronx "transformers>=5.23" "trl>=1.16" peft accelerate, '
     "plus what an optimum-neuron extra pulled in (`[diffusers]`: diffusers), with the replaced line's marker; "
     "`--extra-index-url https://pip.repos.neuron.amazonaws.com` is added: torch-neuronx comes from the Neuron pip "
@@ -29,7 +30,8 @@ PIP_INSTALL = Rule(
 INSTALL_CONFLICT = Rule(
     "NM472",
     Severity.WARNING,
-    "An install pins transformers / trl to versions the migrated code cannot run with (`transformers==4.52.3`)",
+    "An install pins transformers / trl to versions the migrated code cannot run with (`transformers==4.52.3`), "
+    "in the install of the TorchNeuron stack or in any other install of a file that installs it",
     "Left in place with a TODO: the migrated code needs transformers>=5.23 and trl>=1.16; relax the pin.",
     examples=(
         example(
@@ -79,30 +81,36 @@ class InstallsMatcher:
     """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.run` hands it every pip command after the walk (a Python heredoc further down
     may still import what the install would remove)."""
 
-    def pip(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> None:
-        values = [w.value for w in words]
-        if "install" not in values:
-            return
-        requirements: list[tuple[Word, installs.Parsed]] = []
-        editable: dict[int, Word] = {}  # `-e URL`: the option word, by the start of its value
-        position = values.index("install") + 1
-        while position < len(words):
-            value = values[position]
-            if value in ("-e", "--editable") and position + 1 < len(words):
-                parsed = installs.parse(values[position + 1])
-                if parsed is not None:
-                    requirements.append((words[position + 1], parsed))
-                    editable[words[position + 1].start] = words[position]
-                position += 2
-                continue
-            if value in _PIP_VALUE_OPTIONS:  # `-r requirements.txt` is migrated as a file of its own
-                position += 2
-                continue
-            parsed = installs.parse(value) if not value.startswith("-") else None
-            if parsed is not None:
-                requirements.append((words[position], parsed))
-            position += 1
+    def pips(self) -> None:
+        """Every pip command of the file, in order. A transformers/trl pin conflicts with the migrated code
+        wherever it is installed once the file installs TorchNeuron: a later `pip install transformers==4.48.3`
+        downgrades what the stack install brought."""
+        commands = [(entry, _requirements(entry[2])) for entry in self.installs]
+        stack = any(installs.concerns_torchneuron([p for _, p in found]) for _, (found, _) in commands)
+        for (ctx, node, words, siblings, owner), (requirements, editable) in commands:
+            self.owner = owner
+            self.pip(ctx, node, words, siblings, requirements, editable, stack)
+        self.owner = 0
+
+    def pip(
+        self,
+        ctx: Context,
+        node: Node,
+        words: list[Word],
+        siblings: list[Word],
+        requirements: list[tuple[Word, installs.Parsed]],
+        editable: dict[int, Word],
+        stack: bool,
+    ) -> None:
         if not installs.concerns_torchneuron([parsed for _, parsed in requirements]):
+            if stack:
+                for item, parsed in requirements:
+                    for why in (why for owner, why in installs.plan([parsed]).conflicts):
+                        message = (
+                            f"`{item.value}` left as it is: {why}, and it replaces the version the TorchNeuron "
+                            "install of this file brings"
+                        )
+                        self.todo(ctx, node, INSTALL_CONFLICT, message, at=item.start)
             return
         # An XLA-era torch-neuronx pin goes: TorchNeuron is the current torch-neuronx.
         stale = [w for w, p in requirements if installs.stale(p)]
@@ -114,17 +122,48 @@ class InstallsMatcher:
                     message = f"`{item.value}` left as it is: {why}"
                     self.todo(ctx, node, rule, message, at=item.start)
         legacy = [w for w, p in current if installs.replaced(p) and not plan.keeps(p)]
-        if not legacy:
+        # An install of an XLA-era torch-neuronx alone is replaced too: it would keep the whole XLA stack.
+        replaced = sorted([*legacy, *stale], key=lambda w: w.start)
+        if not replaced:
             return
-        self.report(ctx.start + legacy[0].start, PIP_INSTALL)
-        first = editable.get(legacy[0].start, legacy[0])  # an editable install goes with its `-e`
-        self.edit(ctx, first.start, legacy[0].end, " ".join(_shell_quoted(text) for text in plan.added))
+        self.report(ctx.start + replaced[0].start, PIP_INSTALL)
+        first = editable.get(replaced[0].start, replaced[0])  # an editable install goes with its `-e`
+        self.edit(ctx, first.start, replaced[0].end, " ".join(_shell_quoted(text) for text in plan.added))
+        values = [w.value for w in words]
         if not any(installs.NEURON_INDEX in value for value in values):  # where torch-neuronx comes from
             self.edit(ctx, words[-1].end, words[-1].end, f" --extra-index-url {installs.NEURON_INDEX}")
-        for item in [*legacy[1:], *stale]:
+        for item in replaced[1:]:
             self.remove_word(ctx, item, siblings)
             if item.start in editable:
                 self.remove_word(ctx, editable[item.start], siblings)
+
+
+def _requirements(words: list[Word]) -> tuple[list[tuple[Word, installs.Parsed]], dict[int, Word]]:
+    """The requirements a `pip install` names (none for another pip command), and the `-e` option word of
+    each editable one, by the start of its value."""
+    values = [w.value for w in words]
+    requirements: list[tuple[Word, installs.Parsed]] = []
+    editable: dict[int, Word] = {}
+    if "install" not in values:
+        return requirements, editable
+    position = values.index("install") + 1
+    while position < len(words):
+        value = values[position]
+        if value in ("-e", "--editable") and position + 1 < len(words):
+            parsed = installs.parse(values[position + 1])
+            if parsed is not None:
+                requirements.append((words[position + 1], parsed))
+                editable[words[position + 1].start] = words[position]
+            position += 2
+            continue
+        if value in _PIP_VALUE_OPTIONS:  # `-r requirements.txt` is migrated as a file of its own
+            position += 2
+            continue
+        parsed = installs.parse(value) if not value.startswith("-") else None
+        if parsed is not None:
+            requirements.append((words[position], parsed))
+        position += 1
+    return requirements, editable
 
 
 def _shell_quoted(requirement: str) -> str:

@@ -57,13 +57,15 @@ def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
                 findings.append(Finding(rule, number + 1, 1, message, False))
                 todos.setdefault(number, []).append(f"{TODO_PREFIX} {rule.code} {message}")
     legacy = [n for n, p in current.items() if installs.replaced(p) and not plan.keeps(p)]
-    removed = set(legacy[1:]) | stale
+    # An XLA-era torch-neuronx alone is replaced too (removed without a replacement, torch-neuronx would go).
+    replaced = sorted({*legacy, *stale})
+    removed = set(replaced[1:])
     out: list[str] = []
     for number, line in enumerate(lines):
         out += [
             f"{todo}{newline}" for todo in todos.get(number, []) if todo not in _comments_above(lines, number)
         ]
-        if legacy and number == legacy[0]:
+        if replaced and number == replaced[0]:
             findings.append(Finding(PIP_INSTALL, number + 1, 1, PIP_INSTALL.action, True))
             if installs.NEURON_INDEX not in content:  # where torch-neuronx comes from
                 out.append(f"--extra-index-url {installs.NEURON_INDEX}{newline}")

@@ -90,10 +90,7 @@ class ShellRewriter(
     def run(self) -> tuple[str, list[Finding]]:
         top = Context(0, len(self.data), _escape_for(None), standalone=True)
         self.script(top)
-        for ctx, node, words, siblings, owner in self.installs:
-            self.owner = owner
-            self.pip(ctx, node, words, siblings)
-        self.owner = 0
+        self.pips()
         self.resolve_compile_runs()
         for ctx in self.contexts:
             self.async_load(ctx)

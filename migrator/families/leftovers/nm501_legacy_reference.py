@@ -12,7 +12,8 @@ LEGACY_REFERENCE = Rule(
     "NM501",
     Severity.ERROR,
     "A legacy reference left in the migrated code or its strings (not its comments): `optimum.neuron`, "
-    "`optimum-neuron`, `torch_xla`, `neuronx_distributed`, `neuron_parallel_compile`, `optimum-cli ... neuron`, "
+    "`optimum-neuron`, `torch_xla`, `neuronx_distributed`, `transformers_neuronx`, `neuron_parallel_compile`, "
+    "`optimum-cli ... neuron`, "
     'an XLA-only variable, an `"xla"` device, `model.neuron_config`, `config.neuron_batch_size`, '
     "`push_to_hub(..., repository_id=...)`, `TasksManager`",
     "A TODO on its statement (once; a rerun adds none) and one manual finding per distinct reference: "
@@ -89,6 +90,16 @@ PATTERNS = (
         "`{0}` is NeuronX Distributed, the XLA-flow parallel library",
         "use DistributedConfig(tp_size=..., fsdp_size=...) / DTensor with torchrun",
         subject="neuronx_distributed",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\btransformers[-_]neuronx\b"),
+        ("transformers_neuronx", "transformers-neuronx"),
+        "`{0}` is transformers-neuronx, the XLA-era inference library (`LlamaForSampling`, `to_neuron()`), "
+        "which TorchNeuron does not use",
+        'load the original checkpoint with transformers.AutoModelForCausalLM on device "neuron" with a static '
+        "cache (NM101), or serve it with vLLM Neuron",
+        subject="transformers_neuronx",
     ),
     Pattern(
         LEGACY_REFERENCE,

@@ -39,10 +39,12 @@ REDUCE_GRADIENTS = f"{XM}.reduce_gradients"
 # Calls that all-reduced the gradients across processes: once rewritten, DistributedDataParallel does it.
 GRADIENT_SYNC_CALLS = frozenset({OPTIMIZER_STEP, REDUCE_GRADIENTS})
 SPAWN = f"{XMP}.spawn"
+LAUNCH = "torch_xla.launch"  # xmp.spawn over every device (or fn(LOCAL_RANK) when torchrun started it)
+SPAWNS = frozenset({SPAWN, LAUNCH})
 
 # Functions some rule rewrites: used as a value instead of called, they get a TODO.
 REWRITTEN_CALLS = frozenset(
-    {*CALL_RENAMES, *DEVICE_CALLS, *STATEMENT_CALLS, IS_MASTER, OPTIMIZER_STEP, SPAWN}
+    {*CALL_RENAMES, *DEVICE_CALLS, *STATEMENT_CALLS, IS_MASTER, OPTIMIZER_STEP, *SPAWNS}
 )
 # Calls some rule decides on (rewrites, or leaves as they are on purpose); the others under torch_xla /
 # neuronx_distributed / torch_neuronx get the manual rules' TODO.

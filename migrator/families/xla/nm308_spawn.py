@@ -1,12 +1,11 @@
-"""NM308: `xmp.spawn(fn, ...)` becomes a direct call; torchrun starts the processes."""
+"""NM308: `xmp.spawn(fn, ...)` / `torch_xla.launch(fn, ...)` becomes a direct call; torchrun starts the processes."""
 
 from __future__ import annotations
 
 import libcst as cst
 
 from migrator.cst_helpers import source_code
-from migrator.families.xla.names import LOCAL_RANK
-from migrator.families.xla.names import SPAWN as SPAWN_CALL
+from migrator.families.xla.names import LAUNCH, LOCAL_RANK, SPAWNS
 from migrator.families.xla.state import HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -14,7 +13,7 @@ from migrator.transform import Handler
 SPAWN = Rule(
     "NM308",
     Severity.WARNING,
-    "`xmp.spawn(fn, args=..., nprocs=N)` starts one process per device",
+    "`xmp.spawn(fn, args=..., nprocs=N)` / `torch_xla.launch(fn, args=...)` starts one process per device",
     'Rewritten to a direct call `fn(int(os.environ.get("LOCAL_RANK", 0)), *args)`: launch the script with '
     "`torchrun --nproc_per_node N` to get the processes back.",
     examples=(
@@ -32,13 +31,27 @@ if __name__ == "__main__":
     train(int(os.environ.get("LOCAL_RANK", 0)), config)
 """,
         ),
+        Example(
+            before="""\
+import torch_xla
+
+if __name__ == "__main__":
+    torch_xla.launch(train, args=(config,))
+""",
+            after="""\
+import os
+
+if __name__ == "__main__":
+    train(int(os.environ.get("LOCAL_RANK", 0)), config)
+""",
+        ),
     ),
 )
 RULES = (SPAWN,)
 
 
 class Spawn(Handler):
-    CALLS = frozenset({SPAWN_CALL})
+    CALLS = SPAWNS
     HINTS = HINTS
 
     def __init__(self, ctx) -> None:
@@ -46,15 +59,19 @@ class Spawn(Handler):
         self.file = ctx.state(XlaFile)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
-        if self.ctx.qualified(original.func) != SPAWN_CALL:
+        name = self.ctx.qualified(original.func)
+        if name not in SPAWNS:
             return updated
+        spelled = "torch_xla.launch" if name == LAUNCH else "xmp.spawn"
         positional = [arg for arg in updated.args if not arg.keyword and not arg.star]
         options = {arg.keyword.value: arg.value for arg in updated.args if arg.keyword}
-        if len(positional) != 1 or not set(options) <= {"args", "nprocs", "start_method"}:
+        # `torch_xla.launch(..., debug_single_process=True)` ran one process: not what torchrun gives back.
+        known = {"args", "start_method"} | ({"nprocs"} if name != LAUNCH else set())
+        if len(positional) != 1 or not set(options) <= known:
             self.ctx.todo(
                 original,
                 SPAWN,
-                "xmp.spawn with these arguments",
+                f"{spelled} with these arguments",
                 "call the function with LOCAL_RANK and launch the script with torchrun --nproc_per_node N",
             )
             return updated
@@ -63,7 +80,7 @@ class Spawn(Handler):
         self.ctx.report(
             original,
             SPAWN,
-            "xmp.spawn rewritten to a direct call: launch the script with "
+            f"{spelled} rewritten to a direct call: launch the script with "
             f"`torchrun --nproc_per_node {count}` "
             '(the function must init_process_group("neuron") before any collective).',
         )

@@ -48,9 +48,12 @@ class XlaFile:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         # A script that runs several processes: its device gets the LOCAL_RANK index.
-        self.distributed = not DISTRIBUTED_NAMES.isdisjoint(
-            ctx.source.identifiers
-        ) or not TORCHRUN_VARIABLES.isdisjoint(ctx.source.strings)
+        identifiers = ctx.source.identifiers
+        self.distributed = (
+            not DISTRIBUTED_NAMES.isdisjoint(identifiers)
+            or not TORCHRUN_VARIABLES.isdisjoint(ctx.source.strings)
+            or {"torch_xla", "launch"} <= identifiers  # `torch_xla.launch(fn)`: one process per device
+        )
         # Names bound to the neuron device of this process (`torch.device("neuron", LOCAL_RANK)`).
         self.local_devices: set[str] = set()
         # Names that held the "xla" device string (`device = "xla"`): `init_process_group(device)` used it.
