@@ -21,17 +21,21 @@ from migrator.verify import MigrationError
 _OPTION = re.compile(r"\s*-")
 _EDITABLE = re.compile(r"\s*(?:-e|--editable)(?:\s+|=)(\S+)")
 _COMMENT = re.compile(r"(^|\s)#.*$")
+_LINE_OPTIONS = re.compile(r"\s+-.*$")
 
 
 def _requirement_text(line: str) -> str | None:
-    """The requirement a line holds, without its comment; None for comments, blanks and options."""
+    """The requirement a line holds, without its comment or its options; None for comments, blanks and
+    option lines."""
     text = _COMMENT.sub("", line).strip()
     editable = _EDITABLE.fullmatch(text)
     if editable:  # `-e git+...optimum-neuron`: an install of that package
         return editable[1]
     if not text or _OPTION.match(text) or text.endswith("\\"):
         return None  # a continued line is left as it is
-    return text
+    # pip ends the requirement at the first word that starts with `-` (`pkg --hash=...`, `pkg --extra-index-url
+    # URL`): the rest are options of that line.
+    return _LINE_OPTIONS.sub("", text)
 
 
 def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
@@ -58,6 +62,9 @@ def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
                 todos.setdefault(number, []).append(f"{TODO_PREFIX} {rule.code} {message}")
     legacy = [n for n, p in current.items() if installs.replaced(p) and not plan.keeps(p)]
     removed = set(legacy[1:]) | stale
+    # Where torch-neuronx comes from, unless a line that stays names it (a replaced line may hold it as an option).
+    replaced_lines = removed | set(legacy[:1])
+    has_index = any(installs.NEURON_INDEX in line for n, line in enumerate(lines) if n not in replaced_lines)
     out: list[str] = []
     for number, line in enumerate(lines):
         out += [
@@ -65,7 +72,7 @@ def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
         ]
         if legacy and number == legacy[0]:
             findings.append(Finding(PIP_INSTALL, number + 1, 1, PIP_INSTALL.action, True))
-            if installs.NEURON_INDEX not in content:  # where torch-neuronx comes from
+            if not has_index:
                 out.append(f"--extra-index-url {installs.NEURON_INDEX}{newline}")
             out += [f"{text}{newline}" for text in plan.added]
         elif number not in removed:
