@@ -38,7 +38,9 @@ def _requirement_text(line: str) -> str | None:
     return _LINE_OPTIONS.sub("", text)
 
 
-def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
+def migrate_requirements(content: str, imported: frozenset[str] = frozenset()) -> tuple[str, list[Finding]]:
+    """`imported`: modules the code that this file installs for still imports (a notebook's cells and the
+    scripts it writes), whose packages stay."""
     newline = "\r\n" if "\r\n" in content else "\n"
     lines = content.splitlines(keepends=True)
     parsed: dict[int, installs.Parsed] = {}
@@ -51,7 +53,7 @@ def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
         return content, []
     stale = {n for n, p in parsed.items() if installs.stale(p)}
     current = {n: p for n, p in parsed.items() if n not in stale}
-    plan = installs.plan(list(current.values()))
+    plan = installs.plan(list(current.values()), imported)
     findings: list[Finding] = []
     todos: dict[int, list[str]] = {}
     for number, requirement in current.items():
