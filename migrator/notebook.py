@@ -134,7 +134,8 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     written = dict(map(_written_script, (_source_text(cell) for _, cell in code_cells)))
     written.pop(None, None)
     migrate_shell = partial(migrate_shell, written=written)
-    requirement_cells: list[tuple[int, int, str]] = []  # (index, number, source): migrated once imports are known
+    # (index, number, source) of `%%writefile requirements.txt` cells: migrated once the imports are known.
+    requirement_cells: list[tuple[int, int, str]] = []
     for number, (index, cell) in enumerate(code_cells, start=1):
         source = _source_text(cell)
         try:
@@ -168,7 +169,9 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     _migrate_shell_lines(shell_lines, partial(migrate_shell, imported=imported), findings)
     for index, number, source in requirement_cells:
         header, newline, body = source.partition("\n")
-        migrated, body_findings = migrate_requirements(body, _imported_beside(header, code_cells, new_sources))
+        migrated, body_findings = migrate_requirements(
+            body, _imported_beside(header, code_cells, new_sources)
+        )
         findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
         new_sources[index] = f"{header}{newline}{migrated}"
     for cell, text, cell_findings in migrated_cells:
