@@ -134,9 +134,14 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     written = dict(map(_written_script, (_source_text(cell) for _, cell in code_cells)))
     written.pop(None, None)
     migrate_shell = partial(migrate_shell, written=written)
+    # (index, number, source) of `%%writefile requirements.txt` cells: migrated once the imports are known.
+    requirement_cells: list[tuple[int, int, str]] = []
     for number, (index, cell) in enumerate(code_cells, start=1):
         source = _source_text(cell)
         try:
+            if _writes_requirements(source):
+                requirement_cells.append((index, number, source))
+                continue
             if source.startswith("%%"):
                 migrated = _cell_magic(source, number, migrate_python, migrate_shell, findings)
                 if migrated is not None:
@@ -162,6 +167,13 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
         *map(python_imports, bodies)
     )
     _migrate_shell_lines(shell_lines, partial(migrate_shell, imported=imported), findings)
+    for index, number, source in requirement_cells:
+        header, newline, body = source.partition("\n")
+        migrated, body_findings = migrate_requirements(
+            body, _imported_beside(header, code_cells, new_sources)
+        )
+        findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
+        new_sources[index] = f"{header}{newline}{migrated}"
     for cell, text, cell_findings in migrated_cells:
         findings += cell_findings
         new_sources[cell.index] = _restore(text, cell.magics)
@@ -212,12 +224,8 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
     ):
         kind = "shell"
     elif name in ("writefile", "file"):
-        target = next((a for a in reversed(arguments) if not a.startswith("-")), "").strip("'\"")
+        target = _writefile_target(header)
         kind = "python" if target.endswith(".py") else "shell" if target.endswith((".sh", ".bash")) else None
-        if is_requirements(target.rsplit("/", 1)[-1]):
-            migrated, body_findings = migrate_requirements(body)
-            findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
-            return f"{header}{newline}{migrated}"
         if kind is None:
             _flag_config(target, body, number, findings)
             return None
@@ -228,13 +236,38 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
     return f"{header}{newline}{migrated}"
 
 
+def _writes_requirements(source: str) -> bool:
+    """Whether the cell is `%%writefile .../requirements*.txt` (a pip requirements file, as a SageMaker
+    `code/requirements.txt`)."""
+    target = _writefile_target(source.partition("\n")[0])
+    return bool(target) and is_requirements(target.rsplit("/", 1)[-1])
+
+
+def _imported_beside(header: str, code_cells, new_sources: dict[int, str]) -> frozenset[str]:
+    """What the scripts the notebook writes next to a `%%writefile DIR/requirements.txt` import once migrated:
+    the packages that file installs for them (a SageMaker `code/` or `scripts/` directory) must stay."""
+    directory = _writefile_target(header).rpartition("/")[0]
+    imported: set[str] = set()
+    for index, cell in code_cells:
+        source = new_sources.get(index, _source_text(cell))
+        path, body = _written_script(source)
+        if path is not None and path.rpartition("/")[0] == directory:
+            imported |= python_imports(body)
+    return frozenset(imported)
+
+
+def _writefile_target(header: str) -> str:
+    """The path a `%%writefile [-a] PATH` line writes ("" for another line)."""
+    words = header.split()
+    if not words or words[0] not in ("%%writefile", "%%file"):
+        return ""
+    return next((w for w in reversed(words[1:]) if not w.startswith("-")), "").strip("'\"")
+
+
 def _written_script(source: str) -> tuple[str | None, str]:
     """(PATH, body) of a `%%writefile PATH` cell that writes a Python script, else (None, "")."""
     header, _, body = source.partition("\n")
-    words = header.split()
-    if not words or words[0] not in ("%%writefile", "%%file"):
-        return None, ""
-    target = next((w for w in reversed(words[1:]) if not w.startswith("-")), "").strip("'\"")
+    target = _writefile_target(header)
     return (target, body) if target.endswith(".py") else (None, "")
 
 

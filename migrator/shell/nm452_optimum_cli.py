@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from migrator.families.leftovers.nm504_core_count import LEGACY_TARGETS, core_count_why
 from migrator.rules import Rule, Severity
 from migrator.shell import example
@@ -14,6 +16,10 @@ EXPORT_REMOVED = (
     "fixed padding length, --batch_size into a fixed batch size, --auto_cast_type into dtype, and load the model "
     "id instead of the export directory."
 )
+EXPORT_KEPT = (
+    "make what uses the export directory load the model id instead (its --sequence_length becomes max_cache_len or "
+    "a fixed padding length, --auto_cast_type the dtype), then remove this export"
+)
 # A core count of the export is not a trn2 tensor-parallel degree (NM504 says the same of Python loads).
 EXPORT_TP_SIZE = (
     "choose DistributedConfig(tp_size=...) for the trn2 / trn3 instance (a divisor of its NeuronCores and of the "
@@ -24,12 +30,23 @@ EXPORT_COMMAND = Rule(
     Severity.WARNING,
     "`optimum-cli export neuron ...` ahead-of-time export",
     f"{EXPORT_REMOVED} --num_cores/--tensor_parallel_size counted the compile target's (inf2 / trn1) "
-    f"NeuronCores, not trn2 NeuronCores: {EXPORT_TP_SIZE}",
+    f"NeuronCores, not trn2 NeuronCores: {EXPORT_TP_SIZE} When the file uses the export directory again (a "
+    "run, an upload, a copy), the export stays with a TODO: what uses it must change first.",
     examples=(
         example(
             "#!/bin/bash\n"
             "optimum-cli export neuron --model Qwen/Qwen3-0.6B --sequence_length 1024 --batch_size 1 qwen3_neuron/\n",
             "#!/bin/bash\n",
+        ),
+        example(
+            "#!/bin/bash\n"
+            "optimum-cli export neuron --model Qwen/Qwen3-0.6B --sequence_length 1024 --batch_size 1 qwen3_neuron/\n"
+            "hf upload my-org/qwen3-neuron qwen3_neuron/\n",
+            "#!/bin/bash\n"
+            f"# TODO(neuron-migrate): NM452 `optimum-cli export neuron` writes `qwen3_neuron`, which a later command "
+            f"of this file uses; TorchNeuron loads the original checkpoint: {EXPORT_KEPT}\n"
+            "optimum-cli export neuron --model Qwen/Qwen3-0.6B --sequence_length 1024 --batch_size 1 qwen3_neuron/\n"
+            "hf upload my-org/qwen3-neuron qwen3_neuron/\n",
         ),
     ),
 )
@@ -89,7 +106,18 @@ class OptimumCliMatcher:
             rule = CONSOLIDATE_COMMAND
         elif arguments == ["neuron", "cache"]:
             rule = CACHE_COMMAND
-        if rule is not None and self.owner == 0 and self.remove_statement(ctx, node, placeholder=False):
+        reused = (
+            _output_reused(self.data, ctx.start + node.end_byte, words) if rule is EXPORT_COMMAND else None
+        )
+        if reused is not None:
+            self.todo(
+                ctx,
+                node,
+                EXPORT_COMMAND,
+                f"`optimum-cli export neuron` writes `{reused}`, which a later command of this file uses; "
+                f"TorchNeuron loads the original checkpoint: {EXPORT_KEPT}",
+            )
+        elif rule is not None and self.owner == 0 and self.remove_statement(ctx, node, placeholder=False):
             core_count = _export_core_count(words) if rule is EXPORT_COMMAND else None
             self.report(
                 ctx.start + words[0].start,
@@ -108,6 +136,20 @@ class OptimumCliMatcher:
 
 
 MATCHER = OptimumCliMatcher
+
+
+def _output_reused(data: bytes, after: int, words: list[Word]) -> str | None:
+    """The export's output directory (its last word) when a command after it names it again: a load, an
+    upload or a copy of the exported model needs the export."""
+    output = words[-1].value.removeprefix("./").rstrip("/") if len(words) > 3 else ""
+    if output in ("", ".") or output.startswith("-"):
+        return None
+    mention = re.compile(rb"(?<![\w.$/-])(?:\./)?" + re.escape(output.encode()) + rb"(?![\w-])")
+    for found in mention.finditer(data, after):
+        line = data[data.rfind(b"\n", 0, found.start()) + 1 : found.start()]
+        if not line.lstrip().startswith(b"#"):  # a comment that names it needs nothing
+            return output
+    return None
 
 
 def _export_core_count(words: list[Word]) -> str | None:

@@ -21,20 +21,26 @@ from migrator.verify import MigrationError
 _OPTION = re.compile(r"\s*-")
 _EDITABLE = re.compile(r"\s*(?:-e|--editable)(?:\s+|=)(\S+)")
 _COMMENT = re.compile(r"(^|\s)#.*$")
+_LINE_OPTIONS = re.compile(r"\s+-.*$")
 
 
 def _requirement_text(line: str) -> str | None:
-    """The requirement a line holds, without its comment; None for comments, blanks and options."""
+    """The requirement a line holds, without its comment or its options; None for comments, blanks and
+    option lines."""
     text = _COMMENT.sub("", line).strip()
     editable = _EDITABLE.fullmatch(text)
     if editable:  # `-e git+...optimum-neuron`: an install of that package
         return editable[1]
     if not text or _OPTION.match(text) or text.endswith("\\"):
         return None  # a continued line is left as it is
-    return text
+    # pip ends the requirement at the first word that starts with `-` (`pkg --hash=...`, `pkg --extra-index-url
+    # URL`): the rest are options of that line.
+    return _LINE_OPTIONS.sub("", text)
 
 
-def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
+def migrate_requirements(content: str, imported: frozenset[str] = frozenset()) -> tuple[str, list[Finding]]:
+    """`imported`: modules the code that this file installs for still imports (a notebook's cells and the
+    scripts it writes), whose packages stay."""
     newline = "\r\n" if "\r\n" in content else "\n"
     lines = content.splitlines(keepends=True)
     parsed: dict[int, installs.Parsed] = {}
@@ -47,7 +53,7 @@ def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
         return content, []
     stale = {n for n, p in parsed.items() if installs.stale(p)}
     current = {n: p for n, p in parsed.items() if n not in stale}
-    plan = installs.plan(list(current.values()))
+    plan = installs.plan(list(current.values()), imported)
     findings: list[Finding] = []
     todos: dict[int, list[str]] = {}
     for number, requirement in current.items():
@@ -60,6 +66,8 @@ def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
     # An XLA-era torch-neuronx alone is replaced too (removed without a replacement, torch-neuronx would go).
     replaced = sorted({*legacy, *stale})
     removed = set(replaced[1:])
+    # Where torch-neuronx comes from, unless a line that stays names it (a replaced line may hold it as an option).
+    has_index = any(installs.NEURON_INDEX in line for n, line in enumerate(lines) if n not in set(replaced))
     out: list[str] = []
     for number, line in enumerate(lines):
         out += [
@@ -67,7 +75,7 @@ def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
         ]
         if replaced and number == replaced[0]:
             findings.append(Finding(PIP_INSTALL, number + 1, 1, PIP_INSTALL.action, True))
-            if installs.NEURON_INDEX not in content:  # where torch-neuronx comes from
+            if not has_index:
                 out.append(f"--extra-index-url {installs.NEURON_INDEX}{newline}")
             out += [f"{text}{newline}" for text in plan.added]
         elif number not in removed:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from migrator.families.environment.variables import DROPPED_VARIABLES
+from migrator.families.environment.variables import DROPPED_VARIABLES, MANUAL_VARIABLES
 from migrator.families.leftovers.patterns import Pattern
 from migrator.rules import Example, Rule, Severity
 
@@ -14,7 +14,8 @@ LEGACY_REFERENCE = Rule(
     "A legacy reference left in the migrated code or its strings (not its comments): `optimum.neuron`, "
     "`optimum-neuron`, `torch_xla`, `neuronx_distributed`, `transformers_neuronx`, `neuron_parallel_compile`, "
     "`optimum-cli ... neuron`, "
-    'an XLA-only variable, an `"xla"` device, `model.neuron_config`, `config.neuron_batch_size`, '
+    "an XLA-only variable (also in a SageMaker job's `environment`: `RUN_NEURON_PARALLEL_COMPILE`), "
+    'an `"xla"` device, `model.neuron_config`, `config.neuron_batch_size`, '
     "`push_to_hub(..., repository_id=...)`, `TasksManager`",
     "A TODO on its statement (once; a rerun adds none) and one manual finding per distinct reference: "
     "nothing on TorchNeuron provides it, so the file is not migrated until a person removes or replaces it.",
@@ -132,6 +133,23 @@ PATTERNS = (
         ("XLA_", *_NON_XLA_NAMES),
         "`{0}` is read only by the XLA / NxD flow",
         "remove it: nothing reads it on TorchNeuron",
+        strings_only=True,
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\bRUN_NEURON_PARALLEL_COMPILE\b"),
+        ("RUN_NEURON_PARALLEL_COMPILE",),
+        "`{0}` makes the Neuron training container run the job under neuron_parallel_compile, a compile-only "
+        "run whose results are placeholders; TorchNeuron compiles just in time, so this job would now train in full",
+        "remove the compile-only job (this environment and its fit()) and keep the training job once",
+        strings_only=True,
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(rf"\b(?:{'|'.join(MANUAL_VARIABLES)})\b"),
+        tuple(MANUAL_VARIABLES),
+        "`{0}` is a setting of the XLA-flow compiler (as in a SageMaker job's environment)",
+        "remove it, or set what TorchNeuron reads instead (see the TorchNeuron environment variable reference)",
         strings_only=True,
     ),
     Pattern(
