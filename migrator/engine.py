@@ -84,12 +84,13 @@ def _marked(content: str) -> bool:
     return any(hint in content for hint in LEFTOVER_HINTS) and LEFTOVER_MARKERS.search(content) is not None
 
 
-def migrate_python(content: str, scan: bool = True) -> tuple[str, list[Finding]]:
-    """`scan=False`: without the leftover scan (a heredoc body, which the scan of its script covers)."""
+def migrate_python(content: str, scan: bool = True, notebook: bool = False) -> tuple[str, list[Finding]]:
+    """`scan=False`: without the leftover scan (a heredoc body, which the scan of its script covers);
+    `notebook`: the code is a notebook's Python cells, which run in one kernel process."""
     if not _marked(content):
         return content, []
     try:
-        result = migrate_module(content, PYTHON_HANDLERS)
+        result = migrate_module(content, PYTHON_HANDLERS, notebook)
     except cst.ParserSyntaxError as error:
         raise MigrationError(syntax_error_message(content, error)) from None
     # After every rewrite, before verification: what legacy code is left gets a TODO and a finding.

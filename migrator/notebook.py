@@ -159,7 +159,8 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
             findings.append(Finding(CELL_ERROR, 1, 1, f"{CELL_ERROR.action} ({error})", False, number))
 
     shell_lines = [line for cell in python_cells for line in _placeholders(cell)]
-    migrated_cells = _migrate_python_cells(python_cells, migrate_python, findings)
+    # The kernel runs these cells as one process; a `%%writefile` script is launched (torchrun included).
+    migrated_cells = _migrate_python_cells(python_cells, partial(migrate_python, notebook=True), findings)
     # An install must not remove a package that a cell still imports once migrated (a symbol left with a TODO),
     # nor one a script written by a `%%writefile` cell imports (a shell cell body is no Python: no imports).
     bodies = (text.partition("\n")[2] for text in new_sources.values())

@@ -67,6 +67,8 @@ class FileContext:
     imports_to_remove: list[ImportRequest] = field(default_factory=list)
     # Strings that send the walk into a statement mentioning one; None: every statement is walked.
     hints: set[str] | None = None
+    # The code runs in a notebook kernel: one process, which torchrun cannot start (see `launch`).
+    notebook: bool = False
     _hint_pattern: re.Pattern[str] | None = None
     _states: dict[type, object] = field(default_factory=dict)
 
@@ -147,6 +149,35 @@ class FileContext:
         text = f"{why}; {action}" if why and action else why or rule.action
         self.reports.append(_Report(node, rule, text, False, why, action, subject))
         self.pending_todos.append(f"{TODO_PREFIX} {rule.code} {text}")
+
+    def launch(self, processes: str = "N", script: str = "train.py") -> str:
+        """What to do so that a rewrite runs as `processes` processes (one per rank, as Transformers'
+        DistributedConfig and DistributedDataParallel need). A notebook kernel is a single process that
+        torchrun cannot start: the code has to move into a script the notebook runs with `!torchrun`."""
+        if self.notebook:
+            return (
+                f"a notebook kernel is one process, so move this code into a script (a `%%writefile {script}` "
+                f"cell) and run it with `!torchrun --nproc_per_node={processes} {script}`"
+            )
+        return f"launch the script with `torchrun --nproc_per_node={processes}`"
+
+    def report_launch(
+        self,
+        node: cst.CSTNode,
+        rule: Rule,
+        done: str,
+        processes: str = "N",
+        note: str = "",
+        *,
+        script: str = "train.py",
+        subject: str | None = None,
+    ) -> None:
+        """A rewrite (`done`) that needs `processes` processes: a finding with the launch in a script; in a
+        notebook cell, where it cannot run as it is, a TODO that says where it can (`note` follows both)."""
+        if self.notebook:
+            self.todo(node, rule, done, self.launch(processes, script) + note, subject=subject)
+        else:
+            self.report(node, rule, f"{done}; {self.launch(processes)}{note}.", subject=subject)
 
     def add_import(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
         self.imports_to_add.append((module, obj, asname))
@@ -361,13 +392,14 @@ class PythonResult:
     findings: list[Finding]
 
 
-def migrate_module(code: str, handlers: Iterable[type[Handler]]) -> PythonResult:
+def migrate_module(code: str, handlers: Iterable[type[Handler]], notebook: bool = False) -> PythonResult:
     """Parse a module and run all handlers over it; return the new code and findings placed on the input.
+    `notebook`: the module is the Python cells of a notebook (see `FileContext.notebook`).
 
     Raises libcst's ParserSyntaxError when the code does not parse.
     """
     module = cst.parse_module(code)
-    ctx = FileContext(module, code)
+    ctx = FileContext(module, code, notebook=notebook)
     transformer = MigrationTransformer(ctx, handlers)
     updated = module.visit(transformer)
     if ctx.imports_to_add:

@@ -222,3 +222,40 @@ def test_a_finding_moved_into_a_cell_keeps_its_why_action_and_subject():
     assert any(f.why for f in in_script)  # the case has a manual finding with structured texts
     assert structured(in_notebook) == structured(in_script)
     assert all(f.cell == 1 for f in in_notebook)
+
+
+def _code_cell(number: int, source: str) -> dict:
+    return {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": f"c{number}",
+        "metadata": {},
+        "outputs": [],
+    } | {"source": source.splitlines(keepends=True)}
+
+
+def _notebook_of(*sources: str) -> str:
+    cells = [_code_cell(number, source) for number, source in enumerate(sources, start=1)]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+
+
+TP_LOAD = (
+    "from optimum.neuron import NeuronModelForCausalLM\n"
+    'model = NeuronModelForCausalLM.from_pretrained("m", export=True, tensor_parallel_size=2)\n'
+)
+
+
+def test_a_tensor_parallel_load_in_a_cell_says_how_a_notebook_runs_it_and_a_script_keeps_torchrun():
+    _, in_script = REWRITERS["python"](TP_LOAD)
+    _, in_cell = REWRITERS["notebook"](_notebook_of(TP_LOAD))
+    _, in_written = REWRITERS["notebook"](_notebook_of("%%writefile generate.py\n" + TP_LOAD))
+    [script] = [f for f in in_script if f.code == "NM103"]
+    [cell] = [f for f in in_cell if f.code == "NM103"]
+    [written] = [f for f in in_written if f.code == "NM103"]
+    # A kernel is one process, and DistributedConfig(tp_size=2) needs two: the cell cannot run as it is.
+    assert not cell.fixed and "`!torchrun --nproc_per_node=2 generate.py`" in cell.message
+    assert "%%writefile generate.py" in cell.message
+    # A script, and a script that a `%%writefile` cell writes, are launched with torchrun.
+    for finding in (script, written):
+        assert finding.fixed and "`torchrun --nproc_per_node=2`" in finding.message
+        assert "notebook" not in finding.message

@@ -119,12 +119,15 @@ model.generation_config.max_cache_len = 4096
         ),
     ),
 )
+ONE_CORE = (
+    'Rewritten for one NeuronCore (`device_map="neuron"`); for tensor parallelism pass '
+    "`distributed_config=DistributedConfig(tp_size=N)` and "
+)
 DEFAULT_ALL_CORES = Rule(
     "NM117",
     Severity.WARNING,
     "`get_neuron_config` without `tensor_parallel_size` (optimum-neuron then sharded over all visible cores)",
-    'Rewritten for one NeuronCore (`device_map="neuron"`); for tensor parallelism pass '
-    "`distributed_config=DistributedConfig(tp_size=N)` and launch with torchrun.",
+    f"{ONE_CORE}launch with `torchrun --nproc_per_node=N`.",
     examples=(
         Example(
             before="""\
@@ -270,7 +273,9 @@ class CausalLM(Handler):
                 if name in config_args.keywords:
                     args.keywords[name] = config_args.keywords[name]
             if "tensor_parallel_size" not in config_args.keywords:
-                file.report(config_call, DEFAULT_ALL_CORES)
+                file.report(
+                    config_call, DEFAULT_ALL_CORES, f"{ONE_CORE}{self.ctx.launch(script='generate.py')}."
+                )
         if method != "export":
             check_not_compiled(args, "a decoder")
         check_hub_id(args)
@@ -309,12 +314,12 @@ class CausalLM(Handler):
             elif name in t.TP_ARGS:
                 if literal_value(new.value) != 1:
                     tp_size = new.value
-                    file.report(
+                    file.report_launch(
                         old,
                         TENSOR_PARALLEL,
-                        f"Rewritten to DistributedConfig(tp_size={source_code(new.value)}); launch the script with "
-                        f"`torchrun --nproc_per_node=N` where N = {source_code(new.value)} (all ranks run generate; "
-                        "print on rank 0).",
+                        f"Rewritten to DistributedConfig(tp_size={source_code(new.value)})",
+                        source_code(new.value),
+                        " (all ranks run generate; print on rank 0)",
                     )
                     instance = args.keywords.get("instance_type")
                     target = literal_value(instance[1].value) if instance is not None else None

@@ -94,7 +94,7 @@ class Pipeline(Handler):
             check_not_compiled(probe, "a model")
             check_hub_id(probe)
         settings = self._settings(args)
-        _check_settings(settings, task_name)
+        _check_settings(settings, task_name, self.ctx.launch(script="generate.py"))
         extra = [] if model_object else [keyword_arg("device", string("neuron"))]
         for name, (old, value) in settings.items():
             if name in t.DTYPE_ARGS:
@@ -158,8 +158,9 @@ class Pipeline(Handler):
         return settings
 
 
-def _check_settings(settings: dict, task_name) -> None:
-    """Every setting has a transformers.pipeline equivalent the codemod can write; raises `Unmapped`."""
+def _check_settings(settings: dict, task_name, launch: str) -> None:
+    """Every setting has a transformers.pipeline equivalent the codemod can write; raises `Unmapped`.
+    `launch`: how to start the processes a tensor-parallel model needs (`FileContext.launch`)."""
     unknown = [
         name
         for name in settings
@@ -176,7 +177,7 @@ def _check_settings(settings: dict, task_name) -> None:
                 UNMAPPED_ARGUMENTS,
                 f"{name}={source_code(settings[name][1])} needs a tensor-parallel model",
                 "load it with AutoModelForCausalLM.from_pretrained(id, distributed_config=DistributedConfig("
-                "tp_size=N)), pass the model object to transformers.pipeline and launch with torchrun",
+                f"tp_size=N)) and pass the model object to transformers.pipeline; {launch}",
             )
     if "sequence_length" in settings and task_name is ...:
         raise Unmapped(

@@ -112,6 +112,12 @@ class InferenceFile:
         """A manual finding and TODO that take effect with the rewrite, like `report`."""
         self.effects.append(lambda: self.ctx.todo(node, rule, why, action))
 
+    def report_launch(self, node: cst.CSTNode, rule: Rule, done: str, processes: str, note: str) -> None:
+        """`FileContext.report_launch`, taking effect with the rewrite."""
+        self.effects.append(
+            lambda: self.ctx.report_launch(node, rule, done, processes, note, script="generate.py")
+        )
+
     def add_import(self, module: str, obj: str | None = None) -> None:
         self.effects.append(lambda: self.ctx.add_import(module, obj))
 

@@ -242,14 +242,12 @@ class TrainingArguments(Handler):
                 self.ctx.report(before, ARGUMENT_DROPPED, f"`{name}` removed: {action.note}.", subject=name)
             elif action.kind == "distributed":
                 removed.add(arg)
-                self.ctx.report(
-                    before,
-                    MOVED_TO_DISTRIBUTED_CONFIG,
-                    f"`{name}` -> DistributedConfig: {action.note}."
-                    if parallelism is not None and parallelism.sharded
-                    else f"`{name}` removed: it does not shard the model, so there is nothing to move.",
-                    subject=name,
-                )
+                if parallelism is not None and parallelism.sharded:
+                    done = f"`{name}` -> DistributedConfig: {action.note}"
+                    self.ctx.report_launch(before, MOVED_TO_DISTRIBUTED_CONFIG, done, subject=name)
+                else:
+                    message = f"`{name}` removed: it does not shard the model, so there is nothing to move."
+                    self.ctx.report(before, MOVED_TO_DISTRIBUTED_CONFIG, message, subject=name)
             elif action.kind == "environment":
                 removed.add(arg)
                 self.ctx.report(before, LOGGING_DIR, subject=name)

@@ -72,17 +72,17 @@ class Spawn(Handler):
                 original,
                 SPAWN,
                 f"{spelled} with these arguments",
-                "call the function with LOCAL_RANK and launch the script with torchrun --nproc_per_node N",
+                f"call the function with LOCAL_RANK; {self.ctx.launch()}",
             )
             return updated
         nprocs = options.get("nprocs")
         count = source_code(nprocs) if nprocs is not None else "<number of devices>"
-        self.ctx.report(
+        self.ctx.report_launch(
             original,
             SPAWN,
-            f"{spelled} rewritten to a direct call: launch the script with "
-            f"`torchrun --nproc_per_node {count}` "
-            '(the function must init_process_group("neuron") before any collective).',
+            f"{spelled} rewritten to a direct call",
+            count,
+            ' (the function must init_process_group("neuron") before any collective)',
         )
         self.ctx.add_import("os")
         call_args = [cst.Arg(self.file.expression(LOCAL_RANK))]

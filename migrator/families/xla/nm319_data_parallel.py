@@ -249,11 +249,12 @@ class DataParallel(Handler):
         model = self.wraps.get(original)
         if model is None:
             return updated
-        self.ctx.report(
+        self.ctx.report_launch(
             original,
             DATA_PARALLEL,
             f"`{model}` wrapped in DistributedDataParallel: `xm.optimizer_step` / `xm.reduce_gradients` no "
-            f"longer all-reduce its gradients. Launch with torchrun; `{model}.module` is the bare model.",
+            "longer all-reduce its gradients",
+            note=f" (`{model}.module` is the bare model)",
             subject=model,
         )
         self.ctx.add_import("torch")
