@@ -185,7 +185,9 @@ def process(job: Job) -> FileResult:
 
 def _emit(job: Job, text: Text, migrated: str, result: FileResult) -> None:
     source = job.source
-    if job.mode is Mode.DIFF and result.changed:
+    if job.mode is Mode.DIFF and result.changed and source.kind == "notebook":
+        result.diff = notebook.cell_diff(text.content, migrated, result.path)
+    elif job.mode is Mode.DIFF and result.changed:
         result.diff = "".join(
             difflib.unified_diff(
                 text.content.splitlines(keepends=True),

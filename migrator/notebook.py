@@ -14,6 +14,7 @@ one-line rewrite is a one-line diff.
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 import re
 import warnings
@@ -202,6 +203,28 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
         return content, findings
     _validate(document)
     return _write_back(content, document, style, old_sources), findings
+
+
+def cell_diff(before: str, after: str, path: str) -> str:
+    """A unified diff of each code cell whose source the migration changed, headed `a/PATH (cell N)` with N
+    counted among the code cells as the findings count them: what a reviewer reads, where a diff of the
+    JSON text would shift every quoted line of a cell around a removed one."""
+    cells = [
+        [cell for cell in json.loads(text).get("cells", []) if cell.get("cell_type") == "code"]
+        for text in (before, after)
+    ]
+    hunks: list[str] = []
+    for number, (old, new) in enumerate(zip(*cells, strict=True), start=1):
+        old_lines, new_lines = (_diff_lines(_source_text(cell)) for cell in (old, new))
+        if old_lines != new_lines:
+            names = (f"{side}/{path.lstrip('/')} (cell {number})" for side in "ab")
+            hunks += difflib.unified_diff(old_lines, new_lines, *names)
+    return "".join(hunks)
+
+
+def _diff_lines(source: str) -> list[str]:
+    """A cell's lines, each ending with a newline (a cell's last line has none; a diff line needs one)."""
+    return [line if line.endswith("\n") else line + "\n" for line in source.splitlines(keepends=True)]
 
 
 def _validate(document: dict) -> None:

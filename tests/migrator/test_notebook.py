@@ -259,3 +259,23 @@ def test_a_tensor_parallel_load_in_a_cell_says_how_a_notebook_runs_it_and_a_scri
     for finding in (script, written):
         assert finding.fixed and "`torchrun --nproc_per_node=2`" in finding.message
         assert "notebook" not in finding.message
+
+
+def test_diff_of_a_notebook_shows_the_changed_cells_sources_and_writes_nothing(tmp_path):
+    path = tmp_path / "nb.ipynb"
+    original = _notebook_of(
+        "import torch\nprint(torch.__version__)",
+        "# compile once\n!optimum-cli export neuron --model gpt2 --sequence_length 128 gpt2-neuron\n!ls",
+        'import torch_xla.core.xla_model as xm\ndevice = xm.xla_device()\nprint("done")',
+    )
+    path.write_text(original)
+    [source] = discover([path], ())
+    result = process(Job(source, Mode.DIFF, display=str(path)))
+    assert path.read_text() == original
+    shown = str(path).lstrip("/")
+    # Cell 1 is unchanged; the JSON quoting and the cell metadata never show.
+    assert result.diff.startswith(f"--- a/{shown} (cell 2)\n+++ b/{shown} (cell 2)\n@@ -1,3 +1,2 @@\n")
+    assert "-!optimum-cli export neuron --model gpt2 --sequence_length 128 gpt2-neuron\n" in result.diff
+    assert f"--- a/{shown} (cell 3)\n" in result.diff and "(cell 1)" not in result.diff
+    assert '+device = torch.device("neuron")\n' in result.diff and '"source"' not in result.diff
+    assert result.diff.endswith(' print("done")\n')
