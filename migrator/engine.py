@@ -108,13 +108,14 @@ def migrate_shell(
     directory: Path | None = None,
     imported: frozenset[str] = frozenset(),
     written: dict[str, str] | None = None,
+    python_cells: tuple[tuple[int, str], ...] = (),
 ) -> tuple[str, list[Finding]]:
-    """`inline`: notebook command lines; `directory`: where the file is; `imported`, `written`: modules the
-    notebook still imports, scripts it writes (see `rewrite_shell`)."""
+    """`inline`: notebook command lines; `directory`: where the file is; `imported`, `written`,
+    `python_cells`: modules the notebook still imports, scripts it writes, its Python cells (see `rewrite_shell`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
     migrated, findings = rewrite_shell(
-        content, partial(migrate_python, scan=False), inline, directory, imported, written
+        content, partial(migrate_python, scan=False), inline, directory, imported, written, python_cells
     )
     migrated, findings = scan_shell(content, migrated, findings)
     if migrated != content:

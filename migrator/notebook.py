@@ -168,7 +168,10 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     imported = python_imports("\n".join(text for _, text, _ in migrated_cells)).union(
         *map(python_imports, bodies)
     )
-    _migrate_shell_lines(shell_lines, partial(migrate_shell, imported=imported), findings)
+    # An export whose output folder a Python cell loads must stay until that load changes (NM452).
+    python_code = tuple((cell.number, cell.python) for cell in python_cells)
+    migrate_lines = partial(migrate_shell, imported=imported, python_cells=python_code)
+    _migrate_shell_lines(shell_lines, migrate_lines, findings)
     for index, number, source in requirement_cells:
         header, newline, body = source.partition("\n")
         migrated, body_findings = migrate_requirements(

@@ -31,7 +31,8 @@ EXPORT_COMMAND = Rule(
     "`optimum-cli export neuron ...` ahead-of-time export",
     f"{EXPORT_REMOVED} --num_cores/--tensor_parallel_size counted the compile target's (inf2 / trn1) "
     f"NeuronCores, not trn2 NeuronCores: {EXPORT_TP_SIZE} When the file uses the export directory again (a "
-    "run, an upload, a copy), the export stays with a TODO: what uses it must change first.",
+    "run, an upload, a copy, a notebook cell that loads it), the export stays with a TODO: what uses it must "
+    "change first (for a cell: load the model id with the export's settings).",
     examples=(
         example(
             "#!/bin/bash\n"
@@ -109,6 +110,9 @@ class OptimumCliMatcher:
         reused = (
             _output_reused(self.data, ctx.start + node.end_byte, words) if rule is EXPORT_COMMAND else None
         )
+        loading_cell = (
+            _cell_using(self.python_cells, words) if rule is EXPORT_COMMAND and reused is None else None
+        )
         if reused is not None:
             self.todo(
                 ctx,
@@ -116,6 +120,15 @@ class OptimumCliMatcher:
                 EXPORT_COMMAND,
                 f"`optimum-cli export neuron` writes `{reused}`, which a later command of this file uses; "
                 f"TorchNeuron loads the original checkpoint: {EXPORT_KEPT}",
+            )
+        elif loading_cell is not None:
+            number, output = loading_cell
+            self.todo(
+                ctx,
+                node,
+                EXPORT_COMMAND,
+                f"`optimum-cli export neuron` writes `{output}`, which Python cell {number} of this notebook "
+                f"loads; TorchNeuron loads the original checkpoint: {_load_instead(words, number)}",
             )
         elif rule is not None and self.owner == 0 and self.remove_statement(ctx, node, placeholder=False):
             core_count = _export_core_count(words) if rule is EXPORT_COMMAND else None
@@ -141,25 +154,74 @@ MATCHER = OptimumCliMatcher
 def _output_reused(data: bytes, after: int, words: list[Word]) -> str | None:
     """The export's output directory (its last word) when a command after it names it again: a load, an
     upload or a copy of the exported model needs the export."""
-    output = words[-1].value.removeprefix("./").rstrip("/") if len(words) > 3 else ""
+    output = _output(words)
     if output in ("", ".") or output.startswith("-"):
         return None
-    mention = re.compile(rb"(?<![\w.$/-])(?:\./)?" + re.escape(output.encode()) + rb"(?![\w-])")
-    for found in mention.finditer(data, after):
+    for found in _mentions(output).finditer(data, after):
         line = data[data.rfind(b"\n", 0, found.start()) + 1 : found.start()]
         if not line.lstrip().startswith(b"#"):  # a comment that names it needs nothing
             return output
     return None
 
 
-def _export_core_count(words: list[Word]) -> str | None:
-    """What the core count of an `optimum-cli export neuron` command counted (NM504's words), if it has one."""
+def _output(words: list[Word]) -> str:
+    """The export's output directory (its last word), as a later command or cell would spell it."""
+    return words[-1].value.removeprefix("./").rstrip("/") if len(words) > 3 else ""
+
+
+def _mentions(output: str) -> re.Pattern[bytes]:
+    return re.compile(rb"(?<![\w.$/-])(?:\./)?" + re.escape(output.encode()) + rb"(?![\w-])")
+
+
+def _cell_using(cells, words: list[Word]) -> tuple[int, str] | None:
+    """(number, output directory) of the first Python cell that names the export's output outside a comment:
+    a `from_pretrained("./out")` of the compiled model, which the export must stay for."""
+    output = _output(words)
+    if output in ("", ".") or output.startswith("-"):
+        return None
+    mention = _mentions(output)
+    for number, code in cells:
+        for line in code.encode().splitlines():
+            if mention.search(line) and not line.lstrip().startswith(b"#"):
+                return number, output
+    return None
+
+
+# What each export setting becomes where the model id is loaded instead (the migration map's §2.1).
+_LOAD_SETTINGS = {
+    "sequence_length": "max_cache_len={} (a decoder) or a fixed padding length of {} (an encoder)",
+    "batch_size": "a fixed batch size of {}",
+    "auto_cast_type": "dtype {}",
+}
+
+
+def _load_instead(words: list[Word], number: int) -> str:
+    """What cell `number` must load instead of the export's output: the model id and the export's settings."""
+    options = _options(words)
+    model = options.get("model") or options.get("m") or "the model id the export read"
+    settings = [
+        form.format(options[name], options[name])
+        for name, form in _LOAD_SETTINGS.items()
+        if options.get(name)
+    ]
+    carried = f" with {', '.join(settings)}" if settings else ""
+    return f"make cell {number} load `{model}`{carried} instead, then remove this export"
+
+
+def _options(words: list[Word]) -> dict[str, str]:
+    """`--name value` / `--name=value` / `-m value` options of a command, by name (the first of each)."""
     options: dict[str, str] = {}
     for index, item in enumerate(words):
         name, equals, given = item.value.partition("=")
-        if name.startswith("--"):
+        if name.startswith("-") and len(name) > 1:
             value = given if equals else words[index + 1].value if index + 1 < len(words) else ""
-            options.setdefault(name[2:], value)
+            options.setdefault(name.lstrip("-"), value)
+    return options
+
+
+def _export_core_count(words: list[Word]) -> str | None:
+    """What the core count of an `optimum-cli export neuron` command counted (NM504's words), if it has one."""
+    options = _options(words)
     target = options.get("instance_type")
     if target is not None and target not in LEGACY_TARGETS:
         return None  # compiled for trn2 / trn3: the count is one of their NeuronCores

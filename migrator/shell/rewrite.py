@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from migrator.rules import Finding
@@ -64,9 +64,11 @@ class ShellRewriter(
         directory: Path | None = None,
         imported: frozenset[str] = frozenset(),
         written: Mapping[str, str] | None = None,
+        python_cells: Sequence[tuple[int, str]] = (),
     ) -> None:
         self.inline = inline
         self.written = written  # scripts the notebook writes, by path (their parsers are read there)
+        self.python_cells = python_cells  # the notebook's Python cells (number, code): what they load
         self.directory = directory
         self.imported = imported  # grows with what the file's Python heredocs import once migrated
         self.installs: list[tuple[Context, Node, list[Word], list[Word], int]] = []
@@ -339,6 +341,7 @@ def rewrite_shell(
     directory: Path | None = None,
     imported: frozenset[str] = frozenset(),
     written: Mapping[str, str] | None = None,
+    python_cells: Sequence[tuple[int, str]] = (),
 ) -> tuple[str, list[Finding]]:
     """Migrate a shell script; `migrate_python` rewrites Python heredoc bodies (left alone without it).
 
@@ -347,5 +350,6 @@ def rewrite_shell(
     read the scripts it launches (None: scripts are known by name only). `imported`: modules the file (the
     notebook) still imports after its migration; the packages that provide them are not uninstalled.
     `written`: the scripts a notebook writes (`%%writefile`), by path, read for their argument parsers.
+    `python_cells`: the notebook's Python cells (number, code), where an export's output may be loaded.
     """
-    return ShellRewriter(text, migrate_python, inline, directory, imported, written).run()
+    return ShellRewriter(text, migrate_python, inline, directory, imported, written, python_cells).run()
