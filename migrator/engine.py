@@ -34,8 +34,8 @@ PYTHON_HINTS = ("optimum", "xla", "XLA_", "neuron", "NEURON_", *PLATFORM_HINTS)
 PYTHON_MARKERS = re.compile(
     r"optimum\.(?:neuron|exporters\.neuron)|from optimum import neuron|\btorch_xla|\btorch_neuronx?"
     r"|\bneuronx_distributed|\btransformers[-_]neuronx|\bXLA_\w|\bNEURON_\w|[\"']xla[\"']"
-    # inf1's torch-neuron APIs (TorchNeuron's own `torch.neuron` device module is not a marker)
-    r"|\btorch\.neuron\.(?:trace|DataParallel|analyze_model|experimental)\b"
+    # inf1's torch-neuron (TorchNeuron's own `torch.neuron` device module, which needs no import, is not one)
+    r"|\btorch\.neuron\.(?:trace|DataParallel|analyze_model|experimental)\b|\bimport torch\.neuron\b"
 )
 # What only the leftovers family reports (pre-compile and export commands, platforms, TODOs an earlier run
 # left) marks a file too, tested behind substrings of its own so that the common case stays one regex.

@@ -63,6 +63,19 @@ aws ec2 run-instances --image-id "$NEURON_DLAMI" --instance-type trn1.32xlarge -
 """,
             kind="shell",
         ),
+        Example(
+            before="""\
+#!/bin/bash
+pip install torch-neuron neuron-cc[tensorflow] --extra-index-url=https://pip.repos.neuron.amazonaws.com
+""",
+            after="""\
+#!/bin/bash
+# TODO(neuron-migrate): NM502 `torch-neuron` installs or names torch-neuron, the PyTorch package of inf1 (Inferentia 1), which TorchNeuron does not run on (TorchNeuron runs on trn2 and trn3 only); install torch-neuronx 2.14 from the Neuron pip repository on a trn2 / trn3 instance, and load the original checkpoint on device "neuron" instead of a model traced for inf1
+# TODO(neuron-migrate): NM502 `neuron-cc[tensorflow]` is the inf1 (Inferentia 1) compiler, which TorchNeuron does not use (TorchNeuron runs on trn2 and trn3 only); remove it: TorchNeuron compiles on the device with torch.compile(backend="neuron")
+pip install torch-neuron neuron-cc[tensorflow] --extra-index-url=https://pip.repos.neuron.amazonaws.com
+""",
+            kind="shell",
+        ),
     ),
 )
 RULES = (PLATFORM,)
@@ -101,7 +114,7 @@ PATTERNS = (
         PLATFORM,
         re.compile(r"\btorch[-_]neuron\b"),
         ("torch-neuron", "torch_neuron"),
-        "`{0}` is torch-neuron, the PyTorch package of inf1 (Inferentia 1), which TorchNeuron does not run on ("
+        "`{0}` installs or names torch-neuron, the PyTorch package of inf1 (Inferentia 1), which TorchNeuron does not run on ("
         + TRN2
         + ")",
         "install torch-neuronx 2.14 from the Neuron pip repository on a trn2 / trn3 instance, and load the original "

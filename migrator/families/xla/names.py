@@ -108,13 +108,14 @@ NEURON_CORE_PLACEMENT = ("neuron_cores_context", "multicore_context", "set_neuro
 # import registers: API (after `torch.neuron.` / `torch_neuron.`) -> what to do instead. On TorchNeuron
 # `torch.neuron` is the device module (`is_available`, `device_count`, like `torch.cuda`): not these.
 INF1_PACKAGE = "torch_neuron"
+INF1_NAMESPACE = "torch.neuron"
 INF1_APIS: dict[str, str] = {
     "trace": RUN_ON_NEURON,
     "DataParallel": PER_PROCESS_CORES,
     "analyze_model": ANALYZE,
     **{f"experimental.{name}": PLACEMENT for name in NEURON_CORE_PLACEMENT},
 }
-INF1_CALLS = frozenset(f"{prefix}.{api}" for prefix in ("torch.neuron", INF1_PACKAGE) for api in INF1_APIS)
+INF1_CALLS = frozenset(f"{prefix}.{api}" for prefix in (INF1_NAMESPACE, INF1_PACKAGE) for api in INF1_APIS)
 
 # torch_neuronx helpers that serve a model traced with `torch_neuronx.trace` (inf2/trn1 inference): qualified
 # name -> what to do instead (the trace itself is NM317).

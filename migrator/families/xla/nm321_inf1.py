@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.cst_helpers import dotted_name
-from migrator.families.xla.names import INF1_APIS, INF1_CALLS, INF1_PACKAGE
+from migrator.families.xla.names import INF1_APIS, INF1_CALLS, INF1_NAMESPACE, INF1_PACKAGE
 from migrator.families.xla.state import HINTS
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -15,7 +15,7 @@ from migrator.transform import Handler
 INF1 = Rule(
     "NM321",
     Severity.ERROR,
-    "The inf1 (Inferentia 1) toolchain: `import torch_neuron`, `torch.neuron.trace`, `torch.neuron.DataParallel`, "
+    "The inf1 (Inferentia 1) toolchain: `import torch_neuron` / `import torch.neuron`, `torch.neuron.trace`, `torch.neuron.DataParallel`, "
     "`torch.neuron.analyze_model`, `torch_neuron.experimental` core placement",
     "Left in place with a TODO: TorchNeuron does not run on inf1 (trn2 and trn3 only), and models traced with "
     'torch-neuron load only there. Load the original checkpoint with Transformers on device "neuron" on a trn2 / '
@@ -52,27 +52,33 @@ class Inf1Toolchain(Handler):
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
-            if _is_inf1(dotted_name(alias.name)):
-                self._package(alias)
+            module = dotted_name(alias.name)
+            if module == INF1_NAMESPACE:
+                # inf1 code's usual spelling (`import torch.neuron`): TorchNeuron code needs no import.
+                self._package(
+                    alias, f"`import {INF1_NAMESPACE}` loads torch-neuron", " (PyTorch loads TorchNeuron)"
+                )
+            elif _is_inf1(module):
+                self._package(alias, f"`{INF1_PACKAGE}` is torch-neuron")
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if not node.relative and node.module is not None and _is_inf1(dotted_name(node.module)):
-            self._package(node)
+            self._package(node, f"`{INF1_PACKAGE}` is torch-neuron")
 
-    def _package(self, node: cst.CSTNode) -> None:
+    def _package(self, node: cst.CSTNode, what: str, no_import: str = "") -> None:
         self.ctx.todo(
             node,
             INF1,
-            f"`{INF1_PACKAGE}` is torch-neuron, the inf1 (Inferentia 1) toolchain, {_NOT_ON_TRN}; the models it "
-            "traces (which torch.jit.load reads once it is imported) run only on inf1",
-            "remove it once the code that uses it is migrated, and load the original checkpoint on device "
-            '"neuron" instead of a traced model',
+            f"{what}, the inf1 (Inferentia 1) toolchain, {_NOT_ON_TRN}; the models it traces (which "
+            "torch.jit.load reads once it is imported) run only on inf1",
+            f"remove it{no_import} once the code that uses it is migrated, and load the original checkpoint on "
+            'device "neuron" instead of a traced model',
             subject=INF1_PACKAGE,
         )
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         name = self.ctx.qualified(original.func)
-        api = name.split(".", 2)[-1] if name.startswith("torch.neuron.") else name.partition(".")[2]
+        api = name.removeprefix(f"{INF1_NAMESPACE}.").removeprefix(f"{INF1_PACKAGE}.")
         self.ctx.todo(
             original,
             INF1,

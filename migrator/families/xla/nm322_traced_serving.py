@@ -32,7 +32,7 @@ model = torch_neuronx.DataParallel(torch.jit.load("model.pt"))
 import torch
 import torch_neuronx
 
-# TODO(neuron-migrate): NM322 `torch_neuronx.DataParallel` serves a model traced with torch_neuronx.trace; on TorchNeuron the model itself runs on device "neuron"; to use several NeuronCores, run one process per core with torchrun (each on `torch.device("neuron", LOCAL_RANK)`) and split the inputs between them; pad batches to one fixed size (no dynamic shapes)
+# TODO(neuron-migrate): NM322 `torch_neuronx.DataParallel` works on models compiled ahead of time by torch_neuronx.trace; on TorchNeuron the model itself runs on device "neuron"; to use several NeuronCores, run one process per core with torchrun (each on `torch.device("neuron", LOCAL_RANK)`) and split the inputs between them; pad batches to one fixed size (no dynamic shapes)
 model = torch_neuronx.DataParallel(torch.jit.load("model.pt"))
 """,
         ),
@@ -52,8 +52,8 @@ class TracedServing(Handler):
         self.ctx.todo(
             original,
             TRACED_SERVING_HELPER,
-            f"`{name}` serves a model traced with torch_neuronx.trace; on TorchNeuron the model itself runs on "
-            'device "neuron"',
+            f"`{name}` works on models compiled ahead of time by torch_neuronx.trace; on TorchNeuron the model "
+            'itself runs on device "neuron"',
             TRACED_SERVING[name],
             subject=name,
         )
