@@ -105,3 +105,29 @@ model = DataParallel(torch.jit.load("model.pt"))
     migrated, findings = migrate_python(source)
     assert codes(findings) == ["NM322"]
     assert "torch_neuronx.DataParallel` works on models compiled ahead of time" in migrated
+
+
+def test_inf1_namespace_import_alone_resolves_its_calls():
+    source = """import torch.neuron
+
+model_neuron = torch.neuron.trace(model, example_inputs=[image])
+model_neuron.save("resnet50_neuron.pt")
+loaded = torch.jit.load("resnet50_neuron.pt")
+"""
+    assert sorted(codes(migrate_python(source)[1])) == ["NM321", "NM321", "NM323"]
+
+
+def test_inf1_targets_in_strings_are_platform_leftovers():
+    source = """import sagemaker
+
+packages = ["torch-neuron==1.13.1.*", "neuron-cc[tensorflow]"]
+neo_model = pytorch_model.compile(target_instance_family="ml_inf1", framework="pytorch")
+"""
+    migrated, findings = migrate_python(source)
+    assert [(finding.code, finding.subject) for finding in findings] == [
+        ("NM502", "torch-neuron"),
+        ("NM502", "neuron-cc"),
+        ("NM502", "ml_inf1"),
+    ]
+    again, again_findings = migrate_python(migrated)
+    assert again == migrated and codes(again_findings) == codes(findings)
