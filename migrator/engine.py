@@ -29,18 +29,29 @@ from migrator.verify import MigrationError, syntax_error_message, verify_python,
 # Module names match at a word start: `is_torch_xla_available()` alone is nothing to migrate.
 # Plain substring tests come first: they run at memory speed, a regex alternation does not.
 # Targets TorchNeuron cannot run on (NM502): an inf2 SageMaker notebook names no module.
-PLATFORM_HINTS = ("inf1.", "inf2.", "trn1", "HF_NUM_CORES")
+PLATFORM_HINTS = ("inf1.", "inf2.", "trn1", "ml_inf", "HF_NUM_CORES", "NEURONCORE_GROUP_SIZES")
 PYTHON_HINTS = ("optimum", "xla", "XLA_", "neuron", "NEURON_", *PLATFORM_HINTS)
 PYTHON_MARKERS = re.compile(
-    r"optimum\.(?:neuron|exporters\.neuron)|from optimum import neuron|\btorch_xla|\btorch_neuronx"
+    r"optimum\.(?:neuron|exporters\.neuron)|from optimum import neuron|\btorch_xla|\btorch_neuronx?"
     r"|\bneuronx_distributed|\btransformers[-_]neuronx|\bXLA_\w|\bNEURON_\w|[\"']xla[\"']"
+    # inf1's torch-neuron (TorchNeuron's own `torch.neuron` device module, which needs no import, is not one)
+    r"|\btorch\.neuron\.(?:trace|DataParallel|analyze_model|experimental)\b|\bimport torch\.neuron\b"
 )
 # What only the leftovers family reports (pre-compile and export commands, platforms, TODOs an earlier run
 # left) marks a file too, tested behind substrings of its own so that the common case stays one regex.
-LEFTOVER_HINTS = ("neuron_parallel_compile", "optimum-", "neuronx", "neuron-migrate", *PLATFORM_HINTS)
+LEFTOVER_HINTS = (
+    "neuron_parallel_compile",
+    "optimum-",
+    "neuronx",
+    "neuron-migrate",
+    "torch-neuron",
+    "neuron-cc",
+    *PLATFORM_HINTS,
+)
 LEFTOVER_MARKERS = re.compile(
     r"\bneuron_parallel_compile\b|\boptimum-(?:cli|neuron)\b|\bHF_NUM_CORES\b"
     r"|\b(?:ml\.)?(?:inf1|inf2|trn1n?)\.\w*large\b|\b(?:huggingface|pytorch)-[\w.:-]*neuronx\b"
+    r"|\btorch-neuron\b|\bneuron-cc\b|\bml_(?:inf[12]|trn1)\b|\bNEURONCORE_GROUP_SIZES\b"
     r"|# TODO\(neuron-migrate\)"
 )
 # Shell launchers are cheap to scan line by line; optimum-neuron training flags alone mark one too.

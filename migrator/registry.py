@@ -67,6 +67,9 @@ from migrator.families.xla import (
     nm314_manual,
     nm319_data_parallel,
     nm320_device_string,
+    nm321_inf1,
+    nm322_traced_serving,
+    nm323_traced_load,
 )
 from migrator.families.xla import state as xla_state
 from migrator.rules import Rule
@@ -100,6 +103,9 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = (
     nm314_manual,
     nm319_data_parallel,
     nm320_device_string,
+    nm321_inf1,
+    nm322_traced_serving,
+    nm323_traced_load,
     environment_state,
     nm400_variables,
     nm402_precompile,

@@ -1,4 +1,5 @@
-"""NM502: a target TorchNeuron cannot run on: inf1/inf2/trn1 instances, neuronx containers, HF_NUM_CORES."""
+"""NM502: a target TorchNeuron cannot run on: inf1/inf2/trn1 instances, neuronx containers, HF_NUM_CORES, the
+inf1 toolchain (torch-neuron, neuron-cc)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ PLATFORM = Rule(
     "NM502",
     Severity.ERROR,
     "A target TorchNeuron cannot run on, in code or strings of any file kind: an inf1 / inf2 / trn1 instance "
-    "type (SageMaker `ml.inf2.8xlarge`, EC2 `trn1.32xlarge`), a `huggingface-*-neuronx` / `pytorch-*-neuronx` "
-    "container image, `HF_NUM_CORES`, a compiler `--target` of those chips",
+    "type (SageMaker `ml.inf2.8xlarge`, EC2 `trn1.32xlarge`, a Neo `ml_inf1` target), a `huggingface-*-neuronx` / "
+    "`pytorch-*-neuronx` container image, `HF_NUM_CORES`, a compiler `--target` of those chips, the inf1 toolchain "
+    "(`torch-neuron`, `neuron-cc` installs and names, `NEURONCORE_GROUP_SIZES`)",
     "A TODO on its statement and a blocking finding per distinct target: TorchNeuron runs on trn2 and trn3 only. "
     "Pick a trn2 / trn3 instance (`ml.trn2.48xlarge`, `trn2.48xlarge`: 64 logical NeuronCores), a container "
     "with torch-neuronx 2.14 and Transformers >= 5.23, and set the parallel degree with "
@@ -61,6 +63,19 @@ aws ec2 run-instances --image-id "$NEURON_DLAMI" --instance-type trn1.32xlarge -
 """,
             kind="shell",
         ),
+        Example(
+            before="""\
+#!/bin/bash
+pip install torch-neuron neuron-cc[tensorflow] --extra-index-url=https://pip.repos.neuron.amazonaws.com
+""",
+            after="""\
+#!/bin/bash
+# TODO(neuron-migrate): NM502 `torch-neuron` installs or names torch-neuron, the PyTorch package of inf1 (Inferentia 1), which TorchNeuron does not run on (TorchNeuron runs on trn2 and trn3 only); install torch-neuronx 2.14 from the Neuron pip repository on a trn2 / trn3 instance, and load the original checkpoint on device "neuron" instead of a model traced for inf1
+# TODO(neuron-migrate): NM502 `neuron-cc[tensorflow]` is the inf1 (Inferentia 1) compiler, which TorchNeuron does not use (TorchNeuron runs on trn2 and trn3 only); remove it: TorchNeuron compiles on the device with torch.compile(backend="neuron")
+pip install torch-neuron neuron-cc[tensorflow] --extra-index-url=https://pip.repos.neuron.amazonaws.com
+""",
+            kind="shell",
+        ),
     ),
 )
 RULES = (PLATFORM,)
@@ -87,6 +102,40 @@ PATTERNS = (
         ("HF_NUM_CORES",),
         "`HF_NUM_CORES` sets the cores of an optimum-neuron / TGI Neuron container (" + TRN2 + ")",
         "set the degree with DistributedConfig(tp_size=N) and torchrun --nproc_per_node=N on trn2 / trn3",
+    ),
+    Pattern(
+        PLATFORM,
+        re.compile(r"\bml_(?:inf[12]|trn1)\b"),
+        ("ml_inf", "ml_trn1"),
+        "`{0}` is a SageMaker Neo target TorchNeuron cannot run on (" + TRN2 + ")",
+        "drop the compilation job and deploy the original model on a trn2 / trn3 instance",
+    ),
+    Pattern(
+        PLATFORM,
+        re.compile(r"\btorch[-_]neuron\b"),
+        ("torch-neuron", "torch_neuron"),
+        "`{0}` installs or names torch-neuron, the PyTorch package of inf1 (Inferentia 1), which TorchNeuron does not run on ("
+        + TRN2
+        + ")",
+        "install torch-neuronx 2.14 from the Neuron pip repository on a trn2 / trn3 instance, and load the original "
+        'checkpoint on device "neuron" instead of a model traced for inf1',
+        subject="torch-neuron",
+    ),
+    Pattern(
+        PLATFORM,
+        re.compile(r"\bneuron-cc\b(?:\[\w+(?:,\w+)*\])?"),
+        ("neuron-cc",),
+        "`{0}` is the inf1 (Inferentia 1) compiler, which TorchNeuron does not use (" + TRN2 + ")",
+        'remove it: TorchNeuron compiles on the device with torch.compile(backend="neuron")',
+        subject="neuron-cc",
+    ),
+    Pattern(
+        PLATFORM,
+        re.compile(r"\bNEURONCORE_GROUP_SIZES\b"),
+        ("NEURONCORE_GROUP_SIZES",),
+        "`{0}` groups NeuronCores for torch-neuron models on inf1 (" + TRN2 + ")",
+        "remove it; to use several NeuronCores, run one process per core with torchrun",
+        strings_only=True,
     ),
     Pattern(
         PLATFORM,

@@ -81,3 +81,66 @@ DISTRIBUTED_NAMES = frozenset(
 )
 # Variables torchrun sets: a script that reads one runs as several processes.
 TORCHRUN_VARIABLES = frozenset({"LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"})
+
+# --- Ahead-of-time traced Neuron models (torch-neuron on inf1, torch_neuronx.trace on inf2/trn1) ----------
+
+RUN_ON_NEURON = (
+    'load the original checkpoint (`from_pretrained(..., device_map="neuron")`) or move the model to device '
+    '"neuron" on trn2 / trn3, and compile it with `torch.compile(model, backend="neuron", fullgraph=True, '
+    "dynamic=False)`; nothing is traced or saved ahead of time"
+)
+PER_PROCESS_CORES = (
+    'to use several NeuronCores, run one process per core with torchrun (each on `torch.device("neuron", '
+    "LOCAL_RANK)`) and split the inputs between them; pad batches to one fixed size (no dynamic shapes)"
+)
+PLACEMENT = 'place the model with `model.to(torch.device("neuron", index))` instead'
+ANALYZE = (
+    'remove it: run the model on device "neuron" and compile it with `torch.compile(model, backend="neuron", '
+    "fullgraph=True)`, which stops at what it cannot compile"
+)
+NO_ARTIFACT = (
+    'remove it: there is no traced artifact to load; the model is loaded on device "neuron" and compiled when '
+    "it first runs"
+)
+NEURON_CORE_PLACEMENT = ("neuron_cores_context", "multicore_context", "set_neuron_cores", "set_multicore")
+
+# The inf1 package `torch_neuron` (torch-neuron, compiler neuron-cc) and the `torch.neuron.*` APIs its
+# import registers: API (after `torch.neuron.` / `torch_neuron.`) -> what to do instead. On TorchNeuron
+# `torch.neuron` is the device module (`is_available`, `device_count`, like `torch.cuda`): not these.
+INF1_PACKAGE = "torch_neuron"
+INF1_NAMESPACE = "torch.neuron"
+INF1_APIS: dict[str, str] = {
+    "trace": RUN_ON_NEURON,
+    "DataParallel": PER_PROCESS_CORES,
+    "analyze_model": ANALYZE,
+    **{f"experimental.{name}": PLACEMENT for name in NEURON_CORE_PLACEMENT},
+}
+INF1_CALLS = frozenset(f"{prefix}.{api}" for prefix in (INF1_NAMESPACE, INF1_PACKAGE) for api in INF1_APIS)
+
+# torch_neuronx helpers that serve a model traced with `torch_neuronx.trace` (inf2/trn1 inference): qualified
+# name -> what to do instead (the trace itself is NM317).
+TRACED_SERVING: dict[str, str] = {
+    "torch_neuronx.DataParallel": PER_PROCESS_CORES,
+    "torch_neuronx.dynamic_batch": (
+        "pad each batch to one fixed size (TorchNeuron has no dynamic shapes: each new shape compiles again)"
+    ),
+    "torch_neuronx.async_load": NO_ARTIFACT,
+    "torch_neuronx.lazy_load": NO_ARTIFACT,
+    "torch_neuronx.replace_weights": (
+        "load the new weights into the model itself (`model.load_state_dict(...)`): a model compiled with "
+        "torch.compile reads its current parameters"
+    ),
+    "torch_neuronx.move_trace_to_device": 'place the model with `model.to(torch.device("neuron", index))`',
+    "torch_neuronx.analyze": ANALYZE,
+    **{f"torch_neuronx.experimental.{name}": PLACEMENT for name in NEURON_CORE_PLACEMENT},
+}
+
+# Calls that return a traced Neuron model (a TorchScript module with compiled Neuron graphs in it).
+TRACE_CALLS = frozenset(
+    {
+        "torch_neuronx.trace",
+        "torch_neuronx.xla_impl.trace.trace",
+        "torch.neuron.trace",
+        f"{INF1_PACKAGE}.trace",
+    }
+)

@@ -1,0 +1,96 @@
+"""NM321: the inf1 package `torch_neuron` (torch-neuron) and the `torch.neuron.trace` / `DataParallel` /
+`analyze_model` / core-placement APIs its import registers: a toolchain for a chip TorchNeuron does not run
+on. TorchNeuron's own `torch.neuron` device module (`is_available`, `device_count`) is not matched."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.cst_helpers import dotted_name
+from migrator.families.xla.names import INF1_APIS, INF1_CALLS, INF1_NAMESPACE, INF1_PACKAGE
+from migrator.families.xla.state import HINTS
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import Handler
+
+INF1 = Rule(
+    "NM321",
+    Severity.ERROR,
+    "The inf1 (Inferentia 1) toolchain: `import torch_neuron` / `import torch.neuron`, `torch.neuron.trace`, `torch.neuron.DataParallel`, "
+    "`torch.neuron.analyze_model`, `torch_neuron.experimental` core placement",
+    "Left in place with a TODO: TorchNeuron does not run on inf1 (trn2 and trn3 only), and models traced with "
+    'torch-neuron load only there. Load the original checkpoint with Transformers on device "neuron" on a trn2 / '
+    'trn3 instance and compile it with `torch.compile(model, backend="neuron")`; the TODO of each API says what '
+    "replaces it.",
+    examples=(
+        Example(
+            before="""\
+import torch
+import torch_neuron
+
+model_neuron = torch.neuron.trace(model, example_inputs=[input_ids, attention_mask])
+""",
+            after="""\
+import torch
+# TODO(neuron-migrate): NM321 `torch_neuron` is torch-neuron, the inf1 (Inferentia 1) toolchain, which TorchNeuron does not run on (trn2 and trn3 only); the models it traces (which torch.jit.load reads once it is imported) run only on inf1; remove it once the code that uses it is migrated, and load the original checkpoint on device "neuron" instead of a traced model
+import torch_neuron
+
+# TODO(neuron-migrate): NM321 `torch.neuron.trace` is an API of torch-neuron, the inf1 (Inferentia 1) toolchain, which TorchNeuron does not run on (trn2 and trn3 only); load the original checkpoint (`from_pretrained(..., device_map="neuron")`) or move the model to device "neuron" on trn2 / trn3, and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
+model_neuron = torch.neuron.trace(model, example_inputs=[input_ids, attention_mask])
+""",
+        ),
+    ),
+)
+RULES = (INF1,)
+
+_NOT_ON_TRN = "which TorchNeuron does not run on (trn2 and trn3 only)"
+
+
+class Inf1Toolchain(Handler):
+    HINTS = HINTS
+    TRIGGERS = frozenset({INF1_PACKAGE, "neuron"})
+    CALLS = INF1_CALLS
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            module = dotted_name(alias.name)
+            if module == INF1_NAMESPACE:
+                # inf1 code's usual spelling (`import torch.neuron`): TorchNeuron code needs no import.
+                self._package(
+                    alias, f"`import {INF1_NAMESPACE}` loads torch-neuron", " (PyTorch loads TorchNeuron)"
+                )
+            elif _is_inf1(module):
+                self._package(alias, f"`{INF1_PACKAGE}` is torch-neuron")
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if not node.relative and node.module is not None and _is_inf1(dotted_name(node.module)):
+            self._package(node, f"`{INF1_PACKAGE}` is torch-neuron")
+
+    def _package(self, node: cst.CSTNode, what: str, no_import: str = "") -> None:
+        self.ctx.todo(
+            node,
+            INF1,
+            f"{what}, the inf1 (Inferentia 1) toolchain, {_NOT_ON_TRN}; the models it traces (which "
+            "torch.jit.load reads once it is imported) run only on inf1",
+            f"remove it{no_import} once the code that uses it is migrated, and load the original checkpoint on "
+            'device "neuron" instead of a traced model',
+            subject=INF1_PACKAGE,
+        )
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        name = self.ctx.qualified(original.func)
+        api = name.removeprefix(f"{INF1_NAMESPACE}.").removeprefix(f"{INF1_PACKAGE}.")
+        self.ctx.todo(
+            original,
+            INF1,
+            f"`{name}` is an API of torch-neuron, the inf1 (Inferentia 1) toolchain, {_NOT_ON_TRN}",
+            INF1_APIS[api],
+            subject=name,
+        )
+        return updated
+
+
+def _is_inf1(module: str | None) -> bool:
+    return module is not None and (module == INF1_PACKAGE or module.startswith(INF1_PACKAGE + "."))
+
+
+HANDLER = Inf1Toolchain

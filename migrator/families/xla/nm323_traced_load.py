@@ -1,0 +1,147 @@
+"""NM323: `torch.jit.load` of a file this same file saved a traced Neuron model to (`torch.jit.save(traced,
+path)` or `traced.save(path)` of a `torch_neuronx.trace` / `torch.neuron.trace` result, by the same literal
+path, the same variable, or a variable holding that literal). Other `torch.jit.load` calls are not matched:
+nothing in the file proves what they read."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.cst_helpers import descendants, find_keyword, is_method_call, source_code, string_value
+from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import Handler
+
+TRACED_LOAD = Rule(
+    "NM323",
+    Severity.ERROR,
+    "`torch.jit.load` of the file the same script saved a traced Neuron model to (`torch_neuronx.trace`, "
+    "`torch.neuron.trace`)",
+    'Left in place with a TODO: load the original model on device "neuron" and compile it with '
+    '`torch.compile(backend="neuron")` instead of the traced artifact. A `torch.jit.load` whose file the script '
+    "does not trace and save itself is left alone.",
+    examples=(
+        Example(
+            before="""\
+import torch
+import torch_neuronx
+
+traced = torch_neuronx.trace(model, example_inputs)
+torch.jit.save(traced, "model_neuron.pt")
+loaded = torch.jit.load("model_neuron.pt")
+""",
+            after="""\
+import torch
+import torch_neuronx
+
+# TODO(neuron-migrate): NM317 `torch_neuronx.trace` has no direct TorchNeuron equivalent; run the model on device "neuron" and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`.
+traced = torch_neuronx.trace(model, example_inputs)
+torch.jit.save(traced, "model_neuron.pt")
+# TODO(neuron-migrate): NM323 `"model_neuron.pt"` holds the model this file traced with `torch_neuronx.trace` and saved, compiled ahead of time for the XLA-era flow (fixed shapes); load the original checkpoint (`from_pretrained(..., device_map="neuron")`) or move the model to device "neuron" on trn2 / trn3, and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
+loaded = torch.jit.load("model_neuron.pt")
+""",
+        ),
+    ),
+)
+RULES = (TRACED_LOAD,)
+
+JIT_LOAD = "torch.jit.load"
+JIT_SAVE = "torch.jit.save"
+
+
+class TracedLoad(Handler):
+    HINTS = frozenset({"jit"})
+    TRIGGERS = frozenset(name.rsplit(".", 1)[1] for name in TRACE_CALLS)
+    CALLS = frozenset({JIT_LOAD})
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.saved: dict[str, str] | None = None  # key of a path a traced model was saved to -> its trace API
+        self.literals: dict[
+            str, set[str | None]
+        ] = {}  # variable -> what is assigned to it (None: not a literal)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        path = _argument(original, 0, "f")
+        if path is None:
+            return updated
+        if self.saved is None:
+            self.saved = self._saved_paths()
+        trace = next((self.saved[key] for key in self._keys(path) if key in self.saved), None)
+        if trace is None:
+            return updated
+        if trace in INF1_CALLS:
+            what = "compiled for inf1 (Inferentia 1), which TorchNeuron does not run on"
+        else:
+            what = "compiled ahead of time for the XLA-era flow (fixed shapes)"
+        code = source_code(path)
+        self.ctx.todo(
+            original,
+            TRACED_LOAD,
+            f"`{code}` holds the model this file traced with `{trace}` and saved, {what}",
+            RUN_ON_NEURON,
+            subject=code,
+        )
+        return updated
+
+    def _saved_paths(self) -> dict[str, str]:
+        """Once per file, on its first `torch.jit.load`: the paths traced models are saved to, wherever the
+        save is (a function that loads may come before the code that traces)."""
+        nodes = descendants(self.ctx.module, (cst.Assign, cst.Call))
+        traced: dict[str, str] = {}  # code of a variable / attribute holding a traced model -> its trace API
+        for node in nodes:
+            if not isinstance(node, cst.Assign):
+                continue
+            trace = self._trace(node.value)
+            value = string_value(node.value)
+            for target in node.targets:
+                if trace is not None:
+                    traced[source_code(target.target)] = trace
+                if isinstance(target.target, cst.Name):
+                    self.literals.setdefault(target.target.value, set()).add(value)
+        saved: dict[str, str] = {}
+        for call in nodes:
+            if not isinstance(call, cst.Call):
+                continue
+            if self.ctx.qualified(call.func) == JIT_SAVE:
+                model, path = _argument(call, 0, "m"), _argument(call, 1, "f")
+            elif is_method_call(call, "save"):
+                model, path = call.func.value, _argument(call, 0, "f")
+            else:
+                continue
+            if model is None or path is None:
+                continue
+            trace = self._trace(model) or traced.get(source_code(model))
+            if trace is not None:
+                saved.update(dict.fromkeys(self._keys(path), trace))
+        return saved
+
+    def _trace(self, node: cst.BaseExpression) -> str | None:
+        if isinstance(node, cst.Call):
+            name = self.ctx.qualified(node.func)
+            if name in TRACE_CALLS:
+                return name
+        return None
+
+    def _keys(self, path: cst.BaseExpression) -> set[str]:
+        """The ways one file is named: the expression's code, and the literal it is or that its variable
+        only ever holds."""
+        keys = {f"code:{source_code(path)}"}
+        literal = string_value(path)
+        if literal is None and isinstance(path, cst.Name):
+            values = self.literals.get(path.value, set())
+            literal = next(iter(values)) if len(values) == 1 else None
+        if literal is not None:
+            keys.add(f"str:{literal}")
+        return keys
+
+
+def _argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:
+    found = find_keyword(call, keyword)
+    if found is not None:
+        return found.value
+    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    return positional[index].value if len(positional) > index else None
+
+
+HANDLER = TracedLoad

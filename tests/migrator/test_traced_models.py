@@ -1,0 +1,133 @@
+"""Ahead-of-time traced Neuron models (NM321 inf1 torch-neuron, NM322 torch_neuronx serving helpers, NM323
+`torch.jit.load` of a traced artifact): what is matched, and what is not (TorchNeuron's own `torch.neuron`
+device module, TorchScript the script did not trace with Neuron)."""
+
+from __future__ import annotations
+
+import pytest
+
+from migrator import engine
+from migrator.engine import migrate_python
+
+
+def codes(findings) -> list[str]:
+    return [finding.code for finding in findings]
+
+
+def test_torchneuron_device_module_is_not_a_marker_and_not_flagged():
+    source = """import torch
+
+if torch.neuron.is_available():
+    print(torch.neuron.device_count(), torch.neuron.get_device_name())
+model = torch.jit.load("scripted.pt")
+"""
+    assert not engine._marked(source)  # skipped before parsing
+    marked = "import torch_neuronx\n" + source
+    assert engine._marked(marked)
+    assert migrate_python(marked) == (marked, [])
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import torch_neuron",
+        "import torch.neuron",
+        "from torch_neuron import trace",
+        "traced = torch.neuron.trace(model, example)",
+        "with torch.neuron.experimental.neuron_cores_context(2):\n    pass",
+    ],
+)
+def test_inf1_code_is_marked_and_flagged(line):
+    source = f"import torch\n{line}\n"
+    assert engine._marked(source)
+    migrated, findings = migrate_python(source)
+    assert "NM321" in codes(findings)
+    assert migrate_python(migrated)[0] == migrated
+
+
+def test_load_before_the_code_that_traces_and_saves_is_flagged():
+    source = """import torch
+import torch_neuronx
+
+PATH = "model.pt"
+
+
+def serve():
+    return torch.jit.load("model.pt")
+
+
+def build(model, example):
+    torch.jit.save(torch_neuronx.trace(model, example), PATH)
+"""
+    migrated, findings = migrate_python(source)
+    assert sorted(codes(findings)) == ["NM317", "NM323"]
+    assert (
+        '# TODO(neuron-migrate): NM323 `"model.pt"` holds the model this file traced with `torch_neuronx.trace`'
+        in (migrated)
+    )
+
+
+def test_only_loads_of_traced_artifacts_are_flagged():
+    source = """import torch
+import torch_neuronx
+
+name = "encoder.pt"
+traced = torch_neuronx.trace(model, example)
+traced.save(name)
+baseline = torch.jit.trace(model, example)
+torch.jit.save(baseline, "baseline.pt")
+cpu = torch.jit.load("baseline.pt")
+other = torch.jit.load(other_path)
+neuron = torch.jit.load(name, map_location="cpu")
+"""
+    migrated, findings = migrate_python(source)
+    flagged = [(finding.line, finding.subject) for finding in findings if finding.code == "NM323"]
+    assert flagged == [(11, "name")]
+
+
+def test_a_variable_holding_two_paths_is_not_proof():
+    source = """import torch
+import torch_neuronx
+
+path = "a.pt"
+torch.jit.save(torch_neuronx.trace(model, example), path)
+path = "b.pt"
+loaded = torch.jit.load("b.pt")
+"""
+    assert "NM323" not in codes(migrate_python(source)[1])
+
+
+def test_serving_helper_imported_by_name_gets_its_todo_not_nm901():
+    source = """from torch_neuronx import DataParallel
+
+model = DataParallel(torch.jit.load("model.pt"))
+"""
+    migrated, findings = migrate_python(source)
+    assert codes(findings) == ["NM322"]
+    assert "torch_neuronx.DataParallel` works on models compiled ahead of time" in migrated
+
+
+def test_inf1_namespace_import_alone_resolves_its_calls():
+    source = """import torch.neuron
+
+model_neuron = torch.neuron.trace(model, example_inputs=[image])
+model_neuron.save("resnet50_neuron.pt")
+loaded = torch.jit.load("resnet50_neuron.pt")
+"""
+    assert sorted(codes(migrate_python(source)[1])) == ["NM321", "NM321", "NM323"]
+
+
+def test_inf1_targets_in_strings_are_platform_leftovers():
+    source = """import sagemaker
+
+packages = ["torch-neuron==1.13.1.*", "neuron-cc[tensorflow]"]
+neo_model = pytorch_model.compile(target_instance_family="ml_inf1", framework="pytorch")
+"""
+    migrated, findings = migrate_python(source)
+    assert [(finding.code, finding.subject) for finding in findings] == [
+        ("NM502", "torch-neuron"),
+        ("NM502", "neuron-cc"),
+        ("NM502", "ml_inf1"),
+    ]
+    again, again_findings = migrate_python(migrated)
+    assert again == migrated and codes(again_findings) == codes(findings)
