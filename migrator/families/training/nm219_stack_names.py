@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.cst_helpers import dotted_name
+from migrator.cst_helpers import dotted_name, find_keyword, keyword_arg, with_appended
 from migrator.families.training.stack_names import NAMES, RENAMED, STACK_MODULES, Replacement, removed_reason
 from migrator.rules import Example, Rule, Severity
-from migrator.transform import Handler
+from migrator.transform import FileContext, Handler
 
 STACK_NAME = Rule(
     "NM219",
@@ -17,7 +17,9 @@ STACK_NAME = Rule(
     "longer has (`transformers.AdamW`, `trl.DataCollatorForCompletionOnlyLM`, `TFAutoModel...`)",
     "Rewritten to its replacement where it takes the same arguments (`transformers.AdamW` -> "
     "`torch.optim.AdamW`, TRL's ORPO/CPO/online-DPO/GKD trainers -> `trl.experimental`); otherwise the "
-    "import stays with a TODO saying what replaces it.",
+    "import stays with a TODO saying what replaces it. Where the old defaults differ (AdamW's eps=1e-6, "
+    "weight_decay=0.0 against torch's 1e-8, 0.01), each call passes them; a use that is not a call (a class "
+    "handed to a helper) gets a TODO.",
     examples=(
         Example(
             before="""\
@@ -31,7 +33,7 @@ scheduler = get_linear_schedule_with_warmup(optimizer, 100, 1000)
 from transformers import get_linear_schedule_with_warmup
 from torch.optim import AdamW
 
-optimizer = AdamW(model.parameters(), lr=5e-5)
+optimizer = AdamW(model.parameters(), lr=5e-5, eps=1e-6, weight_decay=0.0)
 scheduler = get_linear_schedule_with_warmup(optimizer, 100, 1000)
 """,
         ),
@@ -57,6 +59,12 @@ RULES = (STACK_NAME,)
 class StackNames(Handler):
     HINTS = NAMES | {"TF", "Flax"}
     TRIGGERS = frozenset(STACK_MODULES)
+    CALLS = frozenset(name for name, target in RENAMED.items() if target.old_defaults)
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        # Renamed uses whose replacement has other defaults, until a call of theirs is seen in the statement.
+        self.uncalled: dict[cst.BaseExpression, tuple[str, Replacement]] = {}
 
     def _replacement(self, qualified: str | None) -> Replacement | None:
         target = RENAMED.get(qualified or "")
@@ -105,8 +113,13 @@ class StackNames(Handler):
             return updated
         if original.value not in self.ctx.imported:
             return updated
-        target = self._replacement(self.ctx.imported[original.value])
-        if target is None or target.name == original.value:
+        qualified = self.ctx.imported[original.value]
+        target = self._replacement(qualified)
+        if target is None:
+            return updated
+        if target.old_defaults:
+            self.uncalled[original] = (qualified, target)
+        if target.name == original.value:
             return updated
         return updated.with_changes(value=target.name)
 
@@ -118,12 +131,57 @@ class StackNames(Handler):
         if qualified is None or qualified.split(".")[0] not in STACK_MODULES:
             return updated
         target = self._replacement(qualified)
+        self.uncalled.pop(original.attr, None)  # its name alone, when the file also imports it
         if target is not None:
             self.ctx.report(original, STACK_NAME, f"`{qualified}` -> `{target.module}.{target.name}`.")
             self.ctx.add_import(target.module, target.name)
+            if target.old_defaults:
+                self.uncalled[original] = (qualified, target)
             return cst.Name(target.name)
         self._check_removed(original, qualified)
         return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        """A call of a replacement whose defaults differ passes the old defaults it relied on."""
+        found = self.uncalled.pop(original.func, None)
+        if found is None:
+            return updated
+        qualified, target = found
+        positional = sum(1 for arg in original.args if arg.keyword is None and not arg.star)
+        if any(arg.star for arg in original.args) or (
+            target.same_positions is not None and positional > target.same_positions
+        ):
+            self.ctx.todo(
+                original,
+                STACK_NAME,
+                f"`{target.module}.{target.name}` replaces `{qualified}`, and this call's arguments (unpacked, or "
+                "positional past the ones both take alike) cannot be checked against its other defaults",
+                f"pass {_defaults_text(target)} by keyword unless the call already sets them",
+            )
+            return updated
+        missing = [
+            keyword_arg(keyword, cst.parse_expression(value))
+            for keyword, position, value in target.old_defaults
+            if positional <= position and find_keyword(original, keyword) is None
+        ]
+        return updated.with_changes(args=with_appended(list(updated.args), missing)) if missing else updated
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        """A renamed class used but not called here (handed to a helper) is built with the new defaults."""
+        for node, (qualified, target) in self.uncalled.items():
+            self.ctx.todo(
+                node,
+                STACK_NAME,
+                f"`{target.module}.{target.name}` replaces `{qualified}`, and this statement hands the class on "
+                f"instead of calling it: where it is built, the defaults differ",
+                f"pass {_defaults_text(target)} where the optimizer is built (the old defaults)",
+            )
+        self.uncalled.clear()
+        return updated
+
+
+def _defaults_text(target: Replacement) -> str:
+    return ", ".join(f"{keyword}={value}" for keyword, _, value in target.old_defaults)
 
 
 HANDLER = StackNames

@@ -14,6 +14,11 @@ class Replacement:
     name: str
     # Keywords of the old call the replacement does not take: a script using one keeps the name, with a TODO.
     unsupported_keywords: frozenset[str] = frozenset()
+    # Defaults of the old callable that the replacement does not share, as (keyword, position, value): a call
+    # that passes none of them gets them written out, so that it computes what it did before.
+    old_defaults: tuple[tuple[str, int, str], ...] = ()
+    # How many positional arguments mean the same in both signatures; a call with more keeps a TODO.
+    same_positions: int | None = None
 
 
 def _from(modules: tuple[str, ...], names: dict[str, Replacement]) -> dict[str, Replacement]:
@@ -26,7 +31,17 @@ _TRL = ("trl",)
 RENAMED: dict[str, Replacement] = {
     **_from(
         ("transformers", "transformers.optimization"),
-        {"AdamW": Replacement("torch.optim", "AdamW", frozenset({"correct_bias", "no_deprecation_warning"}))},
+        {
+            # transformers.AdamW(params, lr, betas, eps=1e-6, weight_decay=0.0, correct_bias) against
+            # torch.optim.AdamW(params, lr, betas, eps=1e-8, weight_decay=1e-2, amsgrad).
+            "AdamW": Replacement(
+                "torch.optim",
+                "AdamW",
+                frozenset({"correct_bias", "no_deprecation_warning"}),
+                old_defaults=(("eps", 3, "1e-6"), ("weight_decay", 4, "0.0")),
+                same_positions=5,
+            )
+        },
     ),
     **_from(
         _TRANSFORMERS, {"AutoModelForVision2Seq": Replacement("transformers", "AutoModelForImageTextToText")}
