@@ -19,13 +19,20 @@ PARALLEL_COMPILE = Rule(
     Severity.ERROR,
     "`neuron_parallel_compile <launch>` (a compile-only run) that no identical launch follows",
     "Left in place with a TODO: TorchNeuron compiles just in time and caches graphs, so there is no separate "
-    "pre-compilation run; removing only the prefix would turn it into a second real run. Delete the job.",
+    "pre-compilation run; removing only the prefix would turn it into a second real run. Delete the job. A "
+    "cache command (`--command clean|clear-locks|analyze`) launches nothing: delete it.",
     examples=(
         example(
             "#!/bin/bash\nneuron_parallel_compile torchrun --nproc_per_node=32 train.py --bf16\n",
             "#!/bin/bash\n"
             "# TODO(neuron-migrate): NM450 compile-only run (`neuron_parallel_compile`) with no identical launch after it; TorchNeuron compiles just in time, in the training run itself: delete this job (dropping only the prefix would make it a training run)\n"
             "neuron_parallel_compile torchrun --nproc_per_node=32 train.py --bf16\n",
+        ),
+        example(
+            "#!/bin/bash\nneuron_parallel_compile --command clear-locks\n",
+            "#!/bin/bash\n"
+            "# TODO(neuron-migrate): NM450 `neuron_parallel_compile --command clear-locks` manages the compile cache of the XLA flow and launches nothing; TorchNeuron does not use that cache: delete this command\n"
+            "neuron_parallel_compile --command clear-locks\n",
         ),
     ),
 )
@@ -102,6 +109,8 @@ class CompileRun:
     offset: int
     signature: tuple[str, ...]
     owner: int
+    # `--command clean|clear-locks|analyze` with nothing launched: it manages the XLA flow's compile cache.
+    cache_command: str | None = None
 
 
 class PrecompileMatcher:
@@ -110,8 +119,12 @@ class PrecompileMatcher:
 
     def compile_run(self, ctx: Context, node: Node, words: list[Word], data: bytes, siblings, marks) -> None:
         position = 1
+        command = None
         while position < len(words) and words[position].text.startswith("-"):
             takes_value = "=" not in words[position].text and position + 1 < len(words)
+            option, _, value = words[position].value.partition("=")
+            if option == "--command":
+                command = value or (words[position + 1].value if takes_value else None)
             position += 2 if takes_value and not _is_program(words[position + 1].value) else 1
         inner = words[position:]
         self.owner = len(self.compile_runs) + 1
@@ -120,7 +133,8 @@ class PrecompileMatcher:
         self.findings[findings:] = [(f, self.owner) for f, _ in self.findings[findings:]]
         self.edits[edits:] = [replace(e, owner=self.owner) for e in self.edits[edits:]]
         self.todos[todos:] = [(o, t, self.owner) for o, t, _ in self.todos[todos:]]
-        run = CompileRun(node, ctx, ctx.start + node.start_byte, _signature(inner), self.owner)
+        cache_command = command if not inner and command not in (None, "compile") else None
+        run = CompileRun(node, ctx, ctx.start + node.start_byte, _signature(inner), self.owner, cache_command)
         self.compile_runs.append(run)
         if inner:
             self.launched(ctx, node, inner, data, siblings)
@@ -137,6 +151,14 @@ class PrecompileMatcher:
                 self.todos = [t for t in self.todos if t[2] != run.owner]
                 self.findings = [f for f in self.findings if f[1] != run.owner]
                 self.report(run.offset, PRECOMPILE_RUN)
+            elif run.cache_command is not None:
+                self.todo(
+                    run.context,
+                    run.node,
+                    PARALLEL_COMPILE,
+                    f"`neuron_parallel_compile --command {run.cache_command}` manages the compile cache of the "
+                    "XLA flow and launches nothing; TorchNeuron does not use that cache: delete this command",
+                )
             else:
                 self.todo(
                     run.context,
