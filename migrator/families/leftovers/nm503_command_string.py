@@ -7,6 +7,7 @@ import re
 
 import libcst as cst
 
+from migrator.cst_helpers import dotted_name
 from migrator.rules import Example, Rule, Severity
 from migrator.shell.rewrite import rewrite_shell
 from migrator.transform import Handler
@@ -94,14 +95,40 @@ def _action_for(text: str) -> str:
     return "; ".join(action for pattern, action in _ACTIONS if pattern.search(text))
 
 
+# Calls whose string arguments are messages to a person (`print(f"NEURON_CC_FLAGS={flags}")`), not commands.
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})
+
+
+def _is_message_call(call: cst.Call) -> bool:
+    """`print(...)`, `warnings.warn(...)`, `logger.info(...)` / `logging.warning(...)` / `self.log.debug(...)`."""
+    name = dotted_name(call.func) or ""
+    owner, _, method = name.rpartition(".")
+    if not owner:
+        return name == "print"
+    holder = owner.rpartition(".")[2].lower()
+    return method in _LOG_METHODS and ("log" in holder or holder == "warnings")
+
+
 class CommandString(Handler):
     HINTS = frozenset({"neuron_parallel_compile", "optimum-cli", "XLA_", "NEURON_", "--use_cpu"})
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.messages = 0  # message calls (print, logging) the walk is inside
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.messages += _is_message_call(node)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        self.messages -= _is_message_call(original)
+        return updated
+
     def _is_documentation(self, node: cst.BaseExpression) -> bool:
-        """A string that is a statement of its own (a docstring) runs nothing."""
+        """A string that is a statement of its own (a docstring) or a message printed or logged runs nothing."""
         line = self.ctx.line
-        return line is not None and any(
-            isinstance(small, cst.Expr) and small.value is node for small in line.body
+        return self.messages > 0 or (
+            line is not None
+            and any(isinstance(small, cst.Expr) and small.value is node for small in line.body)
         )
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
