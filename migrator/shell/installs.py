@@ -9,6 +9,7 @@ carry over to the replacement, and pins that cannot hold the versions migrated c
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -121,8 +122,14 @@ class Plan:
         return any(owner is requirement for owner, _ in self.kept)
 
 
-def plan(requirements: list[Parsed], imported: frozenset[str] = frozenset()) -> Plan:
-    """`requirements`: every requirement of the install; `imported`: modules the same file still imports."""
+def plan(
+    requirements: list[Parsed],
+    imported: frozenset[str] = frozenset(),
+    beside: Callable[[], Mapping[str, str]] | None = None,
+) -> Plan:
+    """`requirements`: every requirement of the install; `imported`: modules the same file still imports;
+    `beside`: asked only when a legacy package would go, the legacy modules that the code the install serves
+    still imports once migrated, each with a file that does (see `migrator.beside`)."""
     legacy = [r for r in requirements if replaced(r)]
     present = {r.name for r in requirements}
     kept: list[tuple[Parsed, str]] = []
@@ -132,6 +139,8 @@ def plan(requirements: list[Parsed], imported: frozenset[str] = frozenset()) -> 
         module = REPLACED.get(requirement.name, "optimum.neuron")
         if any(name == module or name.startswith(module + ".") for name in imported):
             kept.append((requirement, f"`{module}` is still imported here"))
+        elif beside is not None and module in beside():
+            kept.append((requirement, f"`{module}` is still imported by `{beside()[module]}`"))
         for extra in sorted(requirement.extras):
             if extra in EXTRAS:
                 added_names += [name for name in EXTRAS[extra] if name not in present]
@@ -191,5 +200,6 @@ def python_imports(python: str) -> frozenset[str]:
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module)
+            names.add(node.module)  # and what may be a submodule: `from optimum import neuron`
+            names.update(f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*")
     return frozenset(names)

@@ -115,7 +115,7 @@ class InstallsMatcher:
         # An XLA-era torch-neuronx pin goes: TorchNeuron is the current torch-neuronx.
         stale = [w for w, p in requirements if installs.stale(p)]
         current = [(w, p) for w, p in requirements if w not in stale]
-        plan = installs.plan([p for _, p in current], self.imported)
+        plan = installs.plan([p for _, p in current], self.imported, self.beside)
         for item, parsed in current:
             for rule, reasons in ((INSTALL_KEPT, plan.kept), (INSTALL_CONFLICT, plan.conflicts)):
                 for why in (why for owner, why in reasons if owner is parsed):

@@ -11,6 +11,7 @@ must parse again, or nothing is written.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 
 from migrator.rules import Finding
 from migrator.shell import installs
@@ -38,9 +39,14 @@ def _requirement_text(line: str) -> str | None:
     return _LINE_OPTIONS.sub("", text)
 
 
-def migrate_requirements(content: str, imported: frozenset[str] = frozenset()) -> tuple[str, list[Finding]]:
+def migrate_requirements(
+    content: str,
+    imported: frozenset[str] = frozenset(),
+    beside: Callable[[], Mapping[str, str]] | None = None,
+) -> tuple[str, list[Finding]]:
     """`imported`: modules the code that this file installs for still imports (a notebook's cells and the
-    scripts it writes), whose packages stay."""
+    scripts it writes), whose packages stay; `beside`: the same for the code of the file's folder, asked only
+    when a legacy package would go (see `installs.plan`)."""
     newline = "\r\n" if "\r\n" in content else "\n"
     lines = content.splitlines(keepends=True)
     parsed: dict[int, installs.Parsed] = {}
@@ -53,7 +59,7 @@ def migrate_requirements(content: str, imported: frozenset[str] = frozenset()) -
         return content, []
     stale = {n for n, p in parsed.items() if installs.stale(p)}
     current = {n: p for n, p in parsed.items() if n not in stale}
-    plan = installs.plan(list(current.values()), imported)
+    plan = installs.plan(list(current.values()), imported, beside)
     findings: list[Finding] = []
     todos: dict[int, list[str]] = {}
     for number, requirement in current.items():

@@ -64,10 +64,14 @@ class ShellRewriter(
         directory: Path | None = None,
         imported: frozenset[str] = frozenset(),
         written: Mapping[str, str] | None = None,
+        root: Path | None = None,
+        beside: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self.inline = inline
         self.written = written  # scripts the notebook writes, by path (their parsers are read there)
         self.directory = directory
+        self.root = root
+        self.beside = beside  # what the code of the file's folder still imports (see `installs.plan`)
         self.imported = imported  # grows with what the file's Python heredocs import once migrated
         self.installs: list[tuple[Context, Node, list[Word], list[Word], int]] = []
         self.bf16_added: set[int] = set()
@@ -195,7 +199,7 @@ class ShellRewriter(
         script = words[_script_index(words)].value
         if words[0].value == "trl":
             return script_parser(f"{script}.py", None)
-        return script_parser(script, self.directory, self.written)
+        return script_parser(script, self.directory, self.written, self.root)
 
     # -- code inside strings and heredocs -----------------------------------------------------------------
 
@@ -339,6 +343,8 @@ def rewrite_shell(
     directory: Path | None = None,
     imported: frozenset[str] = frozenset(),
     written: Mapping[str, str] | None = None,
+    root: Path | None = None,
+    beside: Callable[[], Mapping[str, str]] | None = None,
 ) -> tuple[str, list[Finding]]:
     """Migrate a shell script; `migrate_python` rewrites Python heredoc bodies (left alone without it).
 
@@ -347,5 +353,7 @@ def rewrite_shell(
     read the scripts it launches (None: scripts are known by name only). `imported`: modules the file (the
     notebook) still imports after its migration; the packages that provide them are not uninstalled.
     `written`: the scripts a notebook writes (`%%writefile`), by path, read for their argument parsers.
+    `root`: the top of the tree being migrated (a launched script's path may start there); `beside`: what the
+    code of the file's folder still imports once migrated, asked only when an install would remove a package.
     """
-    return ShellRewriter(text, migrate_python, inline, directory, imported, written).run()
+    return ShellRewriter(text, migrate_python, inline, directory, imported, written, root, beside).run()
