@@ -63,7 +63,7 @@ _TRAINING_CONFIGS = frozenset(
         "RewardConfig",
     }
 )
-_PARSERS = frozenset({"HfArgumentParser", "TrlParser"})
+_PARSERS = frozenset({"HfArgumentParser", "NeuronHfArgumentParser", "TrlParser"})
 
 
 @dataclass(frozen=True)
