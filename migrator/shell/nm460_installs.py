@@ -45,8 +45,9 @@ INSTALL_CONFLICT = Rule(
 INSTALL_KEPT = Rule(
     "NM473",
     Severity.WARNING,
-    "An optimum-neuron / XLA package in an install that the same notebook still imports, or whose extra "
-    "(`optimum-neuron[vllm]`) has no TorchNeuron counterpart",
+    "An optimum-neuron / XLA package in an install whose code still imports it once migrated (the same notebook "
+    "or the scripts it writes; for a requirements file or a shell script, the Python files and notebooks of its "
+    "folder and subfolders), or whose extra (`optimum-neuron[vllm]`) has no TorchNeuron counterpart",
     "Left in place with a TODO: uninstalling it would break the code that still uses it; finish that code's "
     "migration first (or install what the extra stood for), then remove it.",
     examples=(
