@@ -73,7 +73,7 @@ def _still_imported(path: Path, known, migrate: Migrate) -> frozenset[str]:
             if any(root in data for root in _ROOT_BYTES):
                 before = _legacy(_imports(kind, read_text(path, kind).content))
         except (OSError, UnicodeDecodeError, SyntaxError):
-            return frozenset()
+            before = frozenset()
         cached = (stamp, before, None if before else frozenset())
         _file_cache[path] = cached
     _, before, after = cached

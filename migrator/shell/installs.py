@@ -196,10 +196,19 @@ def python_imports(python: str) -> frozenset[str]:
     except SyntaxError:
         return frozenset()
     names: set[str] = set()
-    for node in ast.walk(tree):
+    # Imports are statements: only statement blocks are walked (`ast.walk` over every expression costs ~5x).
+    statements = list(tree.body)
+    while statements:
+        node = statements.pop()
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module)  # and what may be a submodule: `from optimum import neuron`
             names.update(f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*")
+        for block in _BLOCKS:
+            statements.extend(getattr(node, block, ()))
     return frozenset(names)
+
+
+# The fields that hold statements: compound statements' bodies, `except` handlers, `match` cases.
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
