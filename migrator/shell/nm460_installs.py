@@ -47,7 +47,8 @@ INSTALL_KEPT = Rule(
     Severity.WARNING,
     "An optimum-neuron / XLA package in an install whose code still imports it once migrated (the same notebook "
     "or the scripts it writes; for a requirements file or a shell script, the Python files and notebooks of its "
-    "folder and subfolders), or whose extra (`optimum-neuron[vllm]`) has no TorchNeuron counterpart",
+    "folder and subfolders), whose extra (`optimum-neuron[vllm]`) has no TorchNeuron counterpart, or in a "
+    "requirements file that pins hashes (pip's hash-checking mode)",
     "Left in place with a TODO: uninstalling it would break the code that still uses it; finish that code's "
     "migration first (or install what the extra stood for), then remove it.",
     examples=(
