@@ -3,9 +3,10 @@
 Files are migrated one at a time, so a requirements file (or a launcher's `pip install`) would drop
 optimum-neuron while the `train.py` it installs for still imports `optimum.neuron` after its own migration (a
 symbol the codemod could only mark with a TODO). The code an install serves is the Python files and notebooks
-of its folder and subfolders. They are read as text; only those that import a legacy module (read with Python's
-`ast`) are migrated, in memory, and only while they could add a module not yet known to stay. Results are cached
-per file and per folder, so a run over a big tree reads each file at most once per process for all its installs.
+of its folder and subfolders. They are read as text, until one answers the question (does any file still import
+`optimum.neuron`?); only those that import a legacy module (read with Python's `ast`) are migrated, in memory, and
+only when they could add a module not yet known to stay. Results are cached per file and per folder, so a run over
+a big tree reads each file at most once per process for all its installs.
 """
 
 from __future__ import annotations
@@ -27,20 +28,35 @@ Migrate = Callable[[str, str], str]  # (kind, text) -> the migrated text (the te
 
 # path -> (its stamp, the legacy modules it imports, those it still imports once migrated: None until asked)
 _file_cache: dict[Path, tuple[tuple[int, int], frozenset[str], frozenset[str] | None]] = {}
-_folder_cache: dict[Path, dict[str, str]] = {}
 
 
-def still_imported(directory: Path, migrate: Migrate) -> dict[str, str]:
-    """The legacy packages' modules (`optimum.neuron`, `torch_xla`: values of `installs.REPLACED`) that files
-    under `directory` import once migrated, each with the first file that does (relative to `directory`)."""
-    key = directory.resolve()
-    if key not in _folder_cache:
-        found: dict[str, str] = {}
-        for path in _code_files(directory):
-            for module in sorted(_still_imported(path, found.keys(), migrate)):
-                found.setdefault(module, path.relative_to(directory).as_posix())
-        _folder_cache[key] = found
-    return _folder_cache[key]
+class _Folder:
+    """A folder read as far as the questions asked so far needed: its files are walked in order, once."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.files = _code_files(directory)
+        self.found: dict[str, str] = {}  # module -> the first file that still imports it once migrated
+
+    def importer(self, module: str, migrate: Migrate) -> str | None:
+        while module not in self.found:
+            path = next(self.files, None)
+            if path is None:
+                return None
+            for name in sorted(_still_imported(path, self.found.keys(), migrate)):
+                self.found.setdefault(name, path.relative_to(self.directory).as_posix())
+        return self.found[module]
+
+
+_folders: dict[Path, _Folder] = {}
+
+
+def importer(directory: Path, migrate: Migrate, module: str) -> str | None:
+    """The first file under `directory` (a path relative to it) that imports `module` (a legacy package's module,
+    `optimum.neuron`: a value of `installs.REPLACED`) once migrated; None when none does. Files are read only
+    until one does."""
+    folder = _folders.setdefault(directory.resolve(), _Folder(directory))
+    return folder.importer(module, migrate)
 
 
 def _code_files(directory: Path):

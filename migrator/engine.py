@@ -15,7 +15,7 @@ from pathlib import Path
 import libcst as cst
 
 from migrator import notebook
-from migrator.beside import still_imported
+from migrator.beside import importer
 from migrator.families.leftovers.scan import scan_python, scan_shell
 from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
@@ -115,7 +115,7 @@ def migrate_shell(
     A script's installs serve the code of its folder; a notebook's, the notebook (`imported`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
-    code_beside = None if inline or directory is None else partial(still_imported, directory, _migrated)
+    code_beside = None if inline or directory is None else partial(importer, directory, _migrated)
     migrated, findings = rewrite_shell(
         content, partial(migrate_python, scan=False), inline, directory, imported, written, root, code_beside
     )
@@ -130,7 +130,7 @@ def migrate_requirements(content: str, directory: Path | None = None) -> tuple[s
     if not any(hint in content.lower() for hint in REQUIREMENTS_HINTS):
         return content, []
     return rewrite_requirements(
-        content, beside=None if directory is None else partial(still_imported, directory, _migrated)
+        content, beside=None if directory is None else partial(importer, directory, _migrated)
     )
 
 

@@ -9,7 +9,7 @@ carry over to the replacement, and pins that cannot hold the versions migrated c
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -48,6 +48,10 @@ EXTRAS = {
     "neuron": (),
     "neuronx-cc": (),
 }
+
+
+# A module -> the file (a path) of the code an install serves that still imports it once migrated, or None.
+Importer = Callable[[str], str | None]
 
 
 @dataclass(frozen=True)
@@ -125,11 +129,11 @@ class Plan:
 def plan(
     requirements: list[Parsed],
     imported: frozenset[str] = frozenset(),
-    beside: Callable[[], Mapping[str, str]] | None = None,
+    beside: Importer | None = None,
 ) -> Plan:
     """`requirements`: every requirement of the install; `imported`: modules the same file still imports;
-    `beside`: asked only when a legacy package would go, the legacy modules that the code the install serves
-    still imports once migrated, each with a file that does (see `migrator.beside`)."""
+    `beside`: asked only when a legacy package would go, which file of the code the install serves still imports
+    its module once migrated (see `migrator.beside`)."""
     legacy = [r for r in requirements if replaced(r)]
     present = {r.name for r in requirements}
     kept: list[tuple[Parsed, str]] = []
@@ -139,8 +143,8 @@ def plan(
         module = REPLACED.get(requirement.name, "optimum.neuron")
         if any(name == module or name.startswith(module + ".") for name in imported):
             kept.append((requirement, f"`{module}` is still imported here"))
-        elif beside is not None and module in beside():
-            kept.append((requirement, f"`{module}` is still imported by `{beside()[module]}`"))
+        elif beside is not None and (where := beside(module)) is not None:
+            kept.append((requirement, f"`{module}` is still imported by `{where}`"))
         for extra in sorted(requirement.extras):
             if extra in EXTRAS:
                 added_names += [name for name in EXTRAS[extra] if name not in present]

@@ -11,7 +11,6 @@ must parse again, or nothing is written.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
 
 from migrator.rules import Finding
 from migrator.shell import installs
@@ -48,7 +47,7 @@ def _requirement_text(line: str) -> str | None:
 def migrate_requirements(
     content: str,
     imported: frozenset[str] = frozenset(),
-    beside: Callable[[], Mapping[str, str]] | None = None,
+    beside: installs.Importer | None = None,
 ) -> tuple[str, list[Finding]]:
     """`imported`: modules the code that this file installs for still imports (a notebook's cells and the
     scripts it writes), whose packages stay; `beside`: the same for the code of the file's folder, asked only

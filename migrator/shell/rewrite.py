@@ -32,7 +32,7 @@ from migrator.shell.commands import (
     _signature,
 )
 from migrator.shell.edits import Context, Edit, EditList, _escape_for
-from migrator.shell.installs import python_imports
+from migrator.shell.installs import Importer, python_imports
 from migrator.shell.nm450_precompile import _PRECOMPILE_ASSIGNMENT, CompileRun, PrecompileMatcher
 from migrator.shell.nm452_optimum_cli import OptimumCliMatcher
 from migrator.shell.nm456_variables import VariablesMatcher
@@ -65,7 +65,7 @@ class ShellRewriter(
         imported: frozenset[str] = frozenset(),
         written: Mapping[str, str] | None = None,
         root: Path | None = None,
-        beside: Callable[[], Mapping[str, str]] | None = None,
+        beside: Importer | None = None,
     ) -> None:
         self.inline = inline
         self.written = written  # scripts the notebook writes, by path (their parsers are read there)
@@ -344,7 +344,7 @@ def rewrite_shell(
     imported: frozenset[str] = frozenset(),
     written: Mapping[str, str] | None = None,
     root: Path | None = None,
-    beside: Callable[[], Mapping[str, str]] | None = None,
+    beside: Importer | None = None,
 ) -> tuple[str, list[Finding]]:
     """Migrate a shell script; `migrate_python` rewrites Python heredoc bodies (left alone without it).
 
