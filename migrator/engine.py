@@ -15,6 +15,7 @@ from pathlib import Path
 import libcst as cst
 
 from migrator import notebook
+from migrator.beside import importer
 from migrator.families.leftovers.scan import scan_python, scan_shell
 from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
@@ -120,13 +121,25 @@ def migrate_shell(
     imported: frozenset[str] = frozenset(),
     written: dict[str, str] | None = None,
     python_cells: tuple[tuple[int, str], ...] = (),
+    root: Path | None = None,
 ) -> tuple[str, list[Finding]]:
-    """`inline`: notebook command lines; `directory`: where the file is; `imported`, `written`,
-    `python_cells`: modules the notebook still imports, scripts it writes, its Python cells (see `rewrite_shell`)."""
+    """`inline`: notebook command lines; `directory`: where the file is; `imported`, `written`, `python_cells`:
+    modules the notebook still imports, scripts it writes, its Python cells; `root`: the top of the tree being
+    migrated (see `rewrite_shell`). A script's installs serve the code of its folder; a notebook's, the
+    notebook (`imported`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
+    code_beside = None if inline or directory is None else partial(importer, directory, _migrated)
     migrated, findings = rewrite_shell(
-        content, partial(migrate_python, scan=False), inline, directory, imported, written, python_cells
+        content,
+        partial(migrate_python, scan=False),
+        inline,
+        directory,
+        imported,
+        written,
+        python_cells=python_cells,
+        root=root,
+        beside=code_beside,
     )
     migrated, findings = scan_shell(content, migrated, findings)
     if migrated != content:
@@ -134,14 +147,25 @@ def migrate_shell(
     return migrated, findings
 
 
-def migrate_requirements(content: str) -> tuple[str, list[Finding]]:
+def migrate_requirements(content: str, directory: Path | None = None) -> tuple[str, list[Finding]]:
+    """`directory`: where the file is; a legacy package stays while the code of that folder imports it."""
     if not any(hint in content.lower() for hint in REQUIREMENTS_HINTS):
         return content, []
-    return rewrite_requirements(content)
+    return rewrite_requirements(
+        content, beside=None if directory is None else partial(importer, directory, _migrated)
+    )
 
 
 def migrate_notebook(content: str) -> tuple[str, list[Finding]]:
     return notebook.migrate_notebook(content, migrate_python, migrate_shell)
+
+
+def _migrated(kind: str, content: str) -> str:
+    """`content` migrated, or as it is when it cannot be: what code beside an install imports once migrated."""
+    try:
+        return REWRITERS[kind](content)[0]
+    except Exception:  # a file that cannot be migrated keeps its imports (a rule's bug included)
+        return content
 
 
 REWRITERS: dict[str, Callable[[str], tuple[str, list[Finding]]]] = {
@@ -152,11 +176,16 @@ REWRITERS: dict[str, Callable[[str], tuple[str, list[Finding]]]] = {
 }
 
 
-def rewriter(kind: str, directory: Path | None) -> Callable[[str], tuple[str, list[Finding]]]:
-    """The rewriter of a file of `kind` in `directory`: launchers there read the scripts they launch."""
-    if directory is None or kind not in ("shell", "notebook"):
+def rewriter(
+    kind: str, directory: Path | None, root: Path | None = None
+) -> Callable[[str], tuple[str, list[Finding]]]:
+    """The rewriter of a file of `kind` in `directory`, under `root` (the top of the tree being migrated):
+    launchers there read the scripts they launch, installs keep what the code beside them still imports."""
+    if directory is None or kind == "python":
         return REWRITERS[kind]
-    shell = partial(migrate_shell, directory=directory)
+    if kind == "requirements":
+        return partial(migrate_requirements, directory=directory)
+    shell = partial(migrate_shell, directory=directory, root=root)
     if kind == "shell":
         return shell
     return partial(notebook.migrate_notebook, migrate_python=migrate_python, migrate_shell=shell)
@@ -180,7 +209,8 @@ def process(job: Job) -> FileResult:
         result.error = f"cannot read: {error}"
         return result
     try:
-        migrated, result.findings = rewriter(source.kind, source.path.parent)(text.content)
+        root = source.path.parents[len(source.relative.parts) - 1]
+        migrated, result.findings = rewriter(source.kind, source.path.parent, root)(text.content)
     except MigrationError as error:
         result.error = str(error)
         return result

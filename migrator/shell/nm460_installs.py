@@ -45,8 +45,10 @@ INSTALL_CONFLICT = Rule(
 INSTALL_KEPT = Rule(
     "NM473",
     Severity.WARNING,
-    "An optimum-neuron / XLA package in an install that the same notebook still imports, or whose extra "
-    "(`optimum-neuron[vllm]`) has no TorchNeuron counterpart",
+    "An optimum-neuron / XLA package in an install whose code still imports it once migrated (the same notebook "
+    "or the scripts it writes; for a requirements file or a shell script, the Python files and notebooks of its "
+    "folder and subfolders), whose extra (`optimum-neuron[vllm]`) has no TorchNeuron counterpart, or in a "
+    "requirements file that pins hashes (pip's hash-checking mode)",
     "Left in place with a TODO: uninstalling it would break the code that still uses it; finish that code's "
     "migration first (or install what the extra stood for), then remove it.",
     examples=(
@@ -115,7 +117,7 @@ class InstallsMatcher:
         # An XLA-era torch-neuronx pin goes: TorchNeuron is the current torch-neuronx.
         stale = [w for w, p in requirements if installs.stale(p)]
         current = [(w, p) for w, p in requirements if w not in stale]
-        plan = installs.plan([p for _, p in current], self.imported)
+        plan = installs.plan([p for _, p in current], self.imported, self.beside)
         for item, parsed in current:
             for rule, reasons in ((INSTALL_KEPT, plan.kept), (INSTALL_CONFLICT, plan.conflicts)):
                 for why in (why for owner, why in reasons if owner is parsed):

@@ -22,6 +22,12 @@ _OPTION = re.compile(r"\s*-")
 _EDITABLE = re.compile(r"\s*(?:-e|--editable)(?:\s+|=)(\S+)")
 _COMMENT = re.compile(r"(^|\s)#.*$")
 _LINE_OPTIONS = re.compile(r"\s+-.*$")
+_COMMENT_LINE = re.compile(r"\s*#")
+_HASH = re.compile(r"(?:^|\s)--hash[=\s]")
+_HASHED = (
+    "the file is in pip's hash-checking mode (`--hash`), where a requirement without hashes does not install; "
+    "regenerate it with hashes (`pip-compile --generate-hashes`) from requirements with the TorchNeuron set"
+)
 
 
 def _requirement_text(line: str) -> str | None:
@@ -32,19 +38,25 @@ def _requirement_text(line: str) -> str | None:
     if editable:  # `-e git+...optimum-neuron`: an install of that package
         return editable[1]
     if not text or _OPTION.match(text) or text.endswith("\\"):
-        return None  # a continued line is left as it is
+        return None  # a continuation at the end of the file
     # pip ends the requirement at the first word that starts with `-` (`pkg --hash=...`, `pkg --extra-index-url
     # URL`): the rest are options of that line.
     return _LINE_OPTIONS.sub("", text)
 
 
-def migrate_requirements(content: str, imported: frozenset[str] = frozenset()) -> tuple[str, list[Finding]]:
+def migrate_requirements(
+    content: str,
+    imported: frozenset[str] = frozenset(),
+    beside: installs.Importer | None = None,
+) -> tuple[str, list[Finding]]:
     """`imported`: modules the code that this file installs for still imports (a notebook's cells and the
-    scripts it writes), whose packages stay."""
+    scripts it writes), whose packages stay; `beside`: the same for the code of the file's folder, asked only
+    when a legacy package would go (see `installs.plan`)."""
     newline = "\r\n" if "\r\n" in content else "\n"
     lines = content.splitlines(keepends=True)
+    logical = _logical_lines(lines)  # first physical line -> the requirement line pip reads, and its lines
     parsed: dict[int, installs.Parsed] = {}
-    for number, line in enumerate(lines):
+    for number, (line, _) in logical.items():
         text = _requirement_text(line)
         requirement = installs.parse(text) if text is not None else None
         if requirement is not None:
@@ -53,38 +65,64 @@ def migrate_requirements(content: str, imported: frozenset[str] = frozenset()) -
         return content, []
     stale = {n for n, p in parsed.items() if installs.stale(p)}
     current = {n: p for n, p in parsed.items() if n not in stale}
-    plan = installs.plan(list(current.values()), imported)
+    plan = installs.plan(list(current.values()), imported, beside)
+    # pip checks every requirement's hashes once one has `--hash`: a replacement without hashes would not install.
+    hashed = any(_HASH.search(line) for line, _ in logical.values())
     findings: list[Finding] = []
     todos: dict[int, list[str]] = {}
+
+    def todo(rule, number: int, why: str) -> None:
+        message = f"`{_requirement_text(logical[number][0])}` left as it is: {why}"
+        findings.append(Finding(rule, number + 1, 1, message, False))
+        todos.setdefault(number, []).append(f"{TODO_PREFIX} {rule.code} {message}")
+
     for number, requirement in current.items():
         for rule, reasons in ((INSTALL_KEPT, plan.kept), (INSTALL_CONFLICT, plan.conflicts)):
             for why in (why for owner, why in reasons if owner is requirement):
-                message = f"`{_requirement_text(lines[number])}` left as it is: {why}"
-                findings.append(Finding(rule, number + 1, 1, message, False))
-                todos.setdefault(number, []).append(f"{TODO_PREFIX} {rule.code} {message}")
+                todo(rule, number, why)
     legacy = [n for n, p in current.items() if installs.replaced(p) and not plan.keeps(p)]
     # An XLA-era torch-neuronx alone is replaced too (removed without a replacement, torch-neuronx would go).
     replaced = sorted({*legacy, *stale})
-    removed = set(replaced[1:])
+    if hashed:
+        for number in replaced:
+            todo(INSTALL_KEPT, number, _HASHED)
+        replaced = []
+    removed = {line for number in replaced[1:] for line in logical[number][1]}
     # Where torch-neuronx comes from, unless a line that stays names it (a replaced line may hold it as an option).
-    has_index = any(installs.NEURON_INDEX in line for n, line in enumerate(lines) if n not in set(replaced))
+    gone = {line for number in replaced for line in logical[number][1]}
+    has_index = any(installs.NEURON_INDEX in line for n, line in enumerate(lines) if n not in gone)
     out: list[str] = []
     for number, line in enumerate(lines):
         out += [
-            f"{todo}{newline}" for todo in todos.get(number, []) if todo not in _comments_above(lines, number)
+            f"{text}{newline}" for text in todos.get(number, []) if text not in _comments_above(lines, number)
         ]
         if replaced and number == replaced[0]:
             findings.append(Finding(PIP_INSTALL, number + 1, 1, PIP_INSTALL.action, True))
             if not has_index:
                 out.append(f"--extra-index-url {installs.NEURON_INDEX}{newline}")
             out += [f"{text}{newline}" for text in plan.added]
-        elif number not in removed:
+        elif number not in removed and not (replaced and number in logical[replaced[0]][1]):
             out.append(line)
     migrated = "".join(out)
     if _unparsed(migrated) > _unparsed(content):
         raise MigrationError("internal error: the migrated requirements file has a line pip could not read")
     findings.sort(key=lambda f: (f.line, f.column, f.code))
     return migrated, findings
+
+
+def _logical_lines(lines: list[str]) -> dict[int, tuple[str, range]]:
+    """The lines pip reads, by their first physical line: a line ending with `\\` (not a comment line) is
+    joined with the next, as pip's `join_lines` does (`pkg==1.0 \\` then `--hash=sha256:...` lines)."""
+    logical: dict[int, tuple[str, range]] = {}
+    start, parts = 0, []
+    for number, line in enumerate(lines):
+        text = line.rstrip("\r\n")
+        if text.endswith("\\") and not _COMMENT_LINE.match(text) and number < len(lines) - 1:
+            parts.append(text[:-1])
+            continue
+        logical[start] = ("".join(parts) + text, range(start, number + 1))
+        start, parts = number + 1, []
+    return logical
 
 
 def _comments_above(lines: list[str], number: int) -> set[str]:
@@ -97,5 +135,7 @@ def _comments_above(lines: list[str], number: int) -> set[str]:
 
 
 def _unparsed(content: str) -> int:
-    texts = (_requirement_text(line) for line in content.splitlines())
+    texts = (
+        _requirement_text(line) for line, _ in _logical_lines(content.splitlines(keepends=True)).values()
+    )
     return sum(1 for text in texts if text is not None and installs.parse(text) is None)

@@ -32,7 +32,7 @@ from migrator.shell.commands import (
     _signature,
 )
 from migrator.shell.edits import Context, Edit, EditList, _escape_for
-from migrator.shell.installs import python_imports
+from migrator.shell.installs import Importer, python_imports
 from migrator.shell.nm450_precompile import _PRECOMPILE_ASSIGNMENT, CompileRun, PrecompileMatcher
 from migrator.shell.nm452_optimum_cli import OptimumCliMatcher
 from migrator.shell.nm456_variables import VariablesMatcher
@@ -65,11 +65,15 @@ class ShellRewriter(
         imported: frozenset[str] = frozenset(),
         written: Mapping[str, str] | None = None,
         python_cells: Sequence[tuple[int, str]] = (),
+        root: Path | None = None,
+        beside: Importer | None = None,
     ) -> None:
         self.inline = inline
         self.written = written  # scripts the notebook writes, by path (their parsers are read there)
         self.python_cells = python_cells  # the notebook's Python cells (number, code): what they load
         self.directory = directory
+        self.root = root
+        self.beside = beside  # what the code of the file's folder still imports (see `installs.plan`)
         self.imported = imported  # grows with what the file's Python heredocs import once migrated
         self.installs: list[tuple[Context, Node, list[Word], list[Word], int]] = []
         self.bf16_added: set[int] = set()
@@ -197,7 +201,7 @@ class ShellRewriter(
         script = words[_script_index(words)].value
         if words[0].value == "trl":
             return script_parser(f"{script}.py", None)
-        return script_parser(script, self.directory, self.written)
+        return script_parser(script, self.directory, self.written, self.root)
 
     # -- code inside strings and heredocs -----------------------------------------------------------------
 
@@ -342,6 +346,8 @@ def rewrite_shell(
     imported: frozenset[str] = frozenset(),
     written: Mapping[str, str] | None = None,
     python_cells: Sequence[tuple[int, str]] = (),
+    root: Path | None = None,
+    beside: Importer | None = None,
 ) -> tuple[str, list[Finding]]:
     """Migrate a shell script; `migrate_python` rewrites Python heredoc bodies (left alone without it).
 
@@ -351,5 +357,9 @@ def rewrite_shell(
     notebook) still imports after its migration; the packages that provide them are not uninstalled.
     `written`: the scripts a notebook writes (`%%writefile`), by path, read for their argument parsers.
     `python_cells`: the notebook's Python cells (number, code), where an export's output may be loaded.
+    `root`: the top of the tree being migrated (a launched script's path may start there); `beside`: what the
+    code of the file's folder still imports once migrated, asked only when an install would remove a package.
     """
-    return ShellRewriter(text, migrate_python, inline, directory, imported, written, python_cells).run()
+    return ShellRewriter(
+        text, migrate_python, inline, directory, imported, written, python_cells, root, beside
+    ).run()

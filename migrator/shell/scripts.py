@@ -63,7 +63,7 @@ _TRAINING_CONFIGS = frozenset(
         "RewardConfig",
     }
 )
-_PARSERS = frozenset({"HfArgumentParser", "TrlParser"})
+_PARSERS = frozenset({"HfArgumentParser", "NeuronHfArgumentParser", "TrlParser"})
 
 
 @dataclass(frozen=True)
@@ -83,13 +83,17 @@ class ScriptParser:
 
 
 def script_parser(
-    script: str, directory: Path | None, written: Mapping[str, str] | None = None
+    script: str,
+    directory: Path | None,
+    written: Mapping[str, str] | None = None,
+    root: Path | None = None,
 ) -> ScriptParser:
     """The parser of `script` (a launcher's word) for a launcher in `directory` (None: not on disk).
-    `written`: scripts the same notebook writes (`%%writefile PATH` cells), by PATH: read first."""
+    `written`: scripts the same notebook writes (`%%writefile PATH` cells), by PATH: read first. `root`: the
+    top of the tree being migrated, an ancestor of `directory` (see `_find`)."""
     name = script.rsplit("/", 1)[-1]
     text = next((body for path, body in (written or {}).items() if path.rsplit("/", 1)[-1] == name), None)
-    source = _find(script, directory) if text is None else None
+    source = _find(script, directory, root) if text is None else None
     if source is not None:
         try:
             text = source.read_bytes()
@@ -105,15 +109,19 @@ def script_parser(
     return ScriptParser(script, _TRL_EXAMPLES.get(name))
 
 
-def _find(script: str, directory: Path | None) -> Path | None:
-    """The script's file: relative to the launcher's directory or one of its three parents (a launcher in
-    `scripts/` often runs `train.py` from the project root). A path with an expansion is looked up by name."""
+def _find(script: str, directory: Path | None, root: Path | None = None) -> Path | None:
+    """The script's file: relative to the launcher's directory or one of its ancestors, nearest first, up to
+    three levels or up to `root` when that is higher (a launcher is often run from the repository root:
+    `torchrun notebooks/ec2/sft/train.py` in `notebooks/ec2/sft/run.sh`). A path with an expansion is looked
+    up by name."""
     if directory is None:
         return None
     relative = Path(script if "$" not in script else script.rsplit("/", 1)[-1])
     if relative.is_absolute():
         return None
-    for base in (directory, *list(directory.parents)[:3]):
+    parents = list(directory.parents)
+    levels = parents.index(root) + 1 if root in parents else 0
+    for base in (directory, *parents[: max(3, levels)]):
         candidate = base / relative
         if candidate.is_file():
             return candidate

@@ -8,6 +8,7 @@ must come out byte-identical), `<case>.findings` (one `LINE CODE fixed|manual` p
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -35,15 +36,30 @@ def finding_lines(findings) -> list[str]:
     return lines
 
 
-def migrate(case: Path, content: str):
-    # In the fixture's directory, as the CLI runs it: a launcher reads the scripts it launches from there.
-    return rewriter(file_kind(case), case.parent)(content)
+def migrate(case: Path, content: str, tree: Path):
+    """In the fixture's directory, as the CLI runs it: a launcher reads the scripts it launches from there, an
+    install keeps what the code of its folder still imports. A case in a subfolder of its family is one file of
+    a repository: it is migrated in a copy of that repository without the expected files, from its top (as
+    `neuron-migrate REPOSITORY` would)."""
+    family_dir = FIXTURES / case.relative_to(FIXTURES).parts[0]
+    if case.parent == family_dir:
+        return rewriter(file_kind(case), case.parent)(content)
+    repository = family_dir / case.relative_to(family_dir).parts[0]
+    copy = tree / repository.name
+    if not copy.exists():
+        shutil.copytree(repository, copy, ignore=lambda _, names: [n for n in names if _expectation(n)])
+    where = copy / case.relative_to(repository)
+    return rewriter(file_kind(case), where.parent, copy)(content)
+
+
+def _expectation(name: str) -> bool:
+    return ".expected." in name or name.endswith(".findings")
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: str(p.relative_to(FIXTURES)))
-def test_fixture(case: Path) -> None:
+def test_fixture(case: Path, tmp_path: Path) -> None:
     source = read_text(case, file_kind(case)).content
-    migrated, findings = migrate(case, source)
+    migrated, findings = migrate(case, source, tmp_path)
     if case.name.startswith("unchanged_"):
         assert migrated == source
     else:
@@ -52,7 +68,7 @@ def test_fixture(case: Path) -> None:
     assert findings_file.exists(), f"missing {findings_file.name}"
     assert finding_lines(findings) == findings_file.read_text().splitlines()
     # Second run: the migrated file is stable; manual items are still reported, nothing is fixed twice.
-    again, again_findings = migrate(case, migrated)
+    again, again_findings = migrate(case, migrated, tmp_path)
     assert again == migrated
     assert [f.code for f in again_findings if f.fixed] == []
     assert sorted(f.code for f in again_findings) == sorted(f.code for f in findings if not f.fixed)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -60,8 +61,9 @@ def test_fixture_outputs_parse_with_the_parser_of_their_kind(case):
     elif kind == "shell":
         assert problems(migrated.encode()) <= problems(source.encode())
         assert subprocess.run(["bash", "-n"], input=migrated.encode(), capture_output=True).returncode == 0
-    elif kind == "requirements":  # every requirement line is one pip reads
-        lines = [line.split(" #")[0].strip() for line in migrated.splitlines()]
+    elif kind == "requirements":  # every requirement line pip reads (a `\` continues a line)
+        joined = re.sub(r"\\\n", " ", migrated)
+        lines = [re.sub(r"\s-.*", "", line.split(" #")[0]).strip() for line in joined.splitlines()]
         assert all(parse(line) is not None for line in lines if line and not line.startswith(("#", "-")))
     else:
         broken = {f.cell for f in findings if f.rule is CELL_ERROR}

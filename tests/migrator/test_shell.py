@@ -106,7 +106,7 @@ def test_write_refuses_output_that_parses_worse(tmp_path, monkeypatch):
     path = tmp_path / "run.sh"
     original = b"#!/bin/bash\nexport NEURON_FUSE_SOFTMAX=1\ntorchrun train.py\n"
     path.write_bytes(original)
-    monkeypatch.setattr(engine, "rewrite_shell", lambda text, *_: (text + "if then fi (\n", []))
+    monkeypatch.setattr(engine, "rewrite_shell", lambda text, *_, **__: (text + "if then fi (\n", []))
     (source,) = discover([path])
     result = process(Job(source, Mode.WRITE))
     assert "more syntax error" in result.error
