@@ -10,8 +10,6 @@ import ast
 import inspect
 import re
 from bisect import bisect_right
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -91,25 +89,37 @@ class _TokenSpans(CodegenState):
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         span = (self.open.pop(), len(self.tokens))
-        if node not in self.spans:
-            self.spans[node] = span
+        self.spans.setdefault(node, span)  # a syntactic range noted while it printed stays
         if type(node) in STATEMENT_CLASSES:
             self.statements[node] = span
 
-    @contextmanager
-    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> Iterator[None]:
-        start = len(self.tokens)
-        yield
-        end = len(self.tokens)
-        self.spans[node] = (
-            self.spans[start_node][0] if start_node is not None else start,
-            self.spans[end_node][1] if end_node is not None else end,
-        )
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> _SyntacticSpan:
+        return _SyntacticSpan(self, node, start_node, end_node)
 
     def pop_trailing_newline(self) -> None:
         # Kept aside, not dropped: the token indices already noted must still map to offsets.
         if self.tokens:
             self.popped.append(self.tokens.pop())
+
+
+class _SyntacticSpan:
+    """`with state.record_syntactic_position(node)`: notes the node's syntactic range (a plain class: libcst
+    enters one per node it prints, and a generator context manager costs several times more)."""
+
+    __slots__ = ("state", "node", "start_node", "end_node", "start")
+
+    def __init__(self, state: _TokenSpans, node, start_node, end_node) -> None:
+        self.state, self.node, self.start_node, self.end_node = state, node, start_node, end_node
+
+    def __enter__(self) -> None:
+        self.start = len(self.state.tokens)
+
+    def __exit__(self, *exc_info) -> None:
+        spans = self.state.spans
+        spans[self.node] = (
+            spans[self.start_node][0] if self.start_node is not None else self.start,
+            spans[self.end_node][1] if self.end_node is not None else len(self.state.tokens),
+        )
 
 
 _NEWLINE = re.compile(r"\r\n?|\n")
