@@ -153,52 +153,25 @@ def test_a_writer_json_cannot_reproduce_still_gets_a_diff_as_small_as_the_rewrit
 
 
 def test_an_install_keeps_a_package_that_a_written_script_still_imports():
-    def cell(number, source):
-        return {
-            "cell_type": "code",
-            "execution_count": None,
-            "id": f"c{number}",
-            "metadata": {},
-            "outputs": [],
-        } | {"source": source.splitlines(keepends=True)}
-
     writefile = "%%writefile train.py\nfrom optimum.neuron.utils import is_neuronx_available\nprint(is_neuronx_available())\n"
-    cells = [cell(1, "%pip install optimum-neuron datasets"), cell(2, writefile)]
-    original = (
-        json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+    migrated, findings = REWRITERS["notebook"](
+        _notebook_of("%pip install optimum-neuron datasets", writefile)
     )
-    migrated, findings = REWRITERS["notebook"](original)
     install = "".join(json.loads(migrated)["cells"][0]["source"])
     assert install.endswith("\n%pip install optimum-neuron datasets")  # under its TODO, not uninstalled
     assert ("NM473", 1) in [(f.code, f.cell) for f in findings]
-    cells[1] = cell(2, "%%writefile train.py\nimport torch\n")
-    original = (
-        json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
-    )
-    migrated, _ = REWRITERS["notebook"](original)
+    writefile = "%%writefile train.py\nimport torch\n"
+    migrated, _ = REWRITERS["notebook"](_notebook_of("%pip install optimum-neuron datasets", writefile))
     assert "optimum-neuron" not in "".join(json.loads(migrated)["cells"][0]["source"])
 
 
 def test_a_launch_of_a_script_the_notebook_writes_reads_that_scripts_parser():
-    def cell(number, source):
-        return {
-            "cell_type": "code",
-            "execution_count": None,
-            "id": f"c{number}",
-            "metadata": {},
-            "outputs": [],
-        } | {"source": source.splitlines(keepends=True)}
-
     script = (
         "%%writefile scripts/train.py\nfrom transformers import HfArgumentParser, TrainingArguments\n"
         "parser = HfArgumentParser(TrainingArguments)\n"
     )
     launch = "!XLA_USE_BF16=1 torchrun --nproc_per_node 2 scripts/train.py --warmup_ratio 0.1 --zero_1 true"
-    cells = [cell(1, script), cell(2, launch)]
-    original = (
-        json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
-    )
-    migrated, findings = REWRITERS["notebook"](original)
+    migrated, findings = REWRITERS["notebook"](_notebook_of(script, launch))
     assert "".join(json.loads(migrated)["cells"][1]["source"]) == (
         "!HF_DEACTIVATE_ASYNC_LOAD=1 torchrun --nproc_per_node 2 scripts/train.py --warmup_steps 0.1 --bf16 true"
     )
