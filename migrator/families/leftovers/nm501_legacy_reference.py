@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from migrator.families.environment.variables import DROPPED_VARIABLES, MANUAL_VARIABLES
+from migrator.families.environment.variables import DROPPED_VARIABLES, MANUAL_VARIABLES, other_xla_frontend
 from migrator.families.leftovers.patterns import Pattern
 from migrator.rules import Example, Rule, Severity
 
@@ -134,6 +134,7 @@ PATTERNS = (
         "`{0}` is read only by the XLA / NxD flow",
         "remove it: nothing reads it on TorchNeuron",
         strings_only=True,
+        foreign=other_xla_frontend,
     ),
     Pattern(
         LEGACY_REFERENCE,
