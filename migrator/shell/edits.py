@@ -88,6 +88,8 @@ class EditList:
             start = self.line_start(first.start_byte)
             if not self.data[start : first.start_byte].strip() or block is None:
                 return start
+            if block.type == "case_item" and self.line_start(block.start_byte) == start:
+                return start  # `train) cmd ;;`: a comment may stand above the case item
             statement = block_statement(block) or block  # mid-line (`then cmd`): go one level out
 
     def remove_word(self, ctx: Context, item: Word, words: list[Word], through: Word | None = None) -> None:

@@ -152,7 +152,7 @@ class VariablesMatcher:
                     at=item.start,
                 )
                 continue
-            reason = dropped_reason(name)
+            reason = dropped_reason(name, self.text)
             if reason is not None:
                 self.report(ctx.start + item.start, DROPPED_VARIABLE, f"`{name}` removed: {reason}.")
                 dropped.append(item)

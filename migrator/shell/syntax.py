@@ -18,7 +18,16 @@ Node = tree_sitter.Node
 
 # Nodes whose children are statements run one after the other.
 BLOCKS = frozenset(
-    {"program", "compound_statement", "do_group", "if_statement", "elif_clause", "else_clause", "subshell"}
+    {
+        "program",
+        "compound_statement",
+        "do_group",
+        "if_statement",
+        "elif_clause",
+        "else_clause",
+        "subshell",
+        "case_item",
+    }
 )
 # Children of a block that are not statements of it.
 _NOT_STATEMENTS = frozenset({"comment", "heredoc_body"})

@@ -90,7 +90,7 @@ class VariableWrites(Handler):
         return self._write(original, variable, updated)
 
     def _write(self, original, variable: str, updated):
-        reason = dropped_reason(variable)
+        reason = dropped_reason(variable, self.ctx.code)
         if variable in BF16_VARIABLES and self._bf16_nowhere(original):
             return updated
         if reason is not None:
@@ -140,10 +140,9 @@ class VariableWrites(Handler):
             if key in BF16_VARIABLES and self._bf16_nowhere(element):
                 kept.append(new_element)
                 continue
-            if key is not None and dropped_reason(key) is not None:
-                self.ctx.report(
-                    element, DROPPED_VARIABLE, f"`{key}` removed: {dropped_reason(key)}.", subject=key
-                )
+            reason = dropped_reason(key, self.ctx.code) if key is not None else None
+            if reason is not None:
+                self.ctx.report(element, DROPPED_VARIABLE, f"`{key}` removed: {reason}.", subject=key)
                 continue
             if key in MANUAL_VARIABLES:
                 self._manual(element, key)

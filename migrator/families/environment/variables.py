@@ -3,6 +3,8 @@ the Python rules and the shell family."""
 
 from __future__ import annotations
 
+import re
+
 # Variables only the XLA / NxD flow reads (migration map §3.3); any XLA_* / PT_XLA_* is torch_xla's.
 DROPPED_VARIABLES: dict[str, str] = {
     "XLA_USE_BF16": "XLA-only casting flag; load the model with dtype=torch.bfloat16 or train with bf16=True",
@@ -28,7 +30,24 @@ MANUAL_VARIABLES: dict[str, str] = {
 PRECOMPILE_VARIABLES = frozenset({"NEURON_EXTRACT_GRAPHS_ONLY", "NEURON_PARALLEL_COMPILE"})
 
 
-def dropped_reason(variable: str) -> str | None:
+# Other XLA frontends read some XLA_* variables too: XLA_PYTHON_CLIENT_* is JAX's client (torch_xla does not
+# read it), XLA_FLAGS is read by every frontend. A file that is JAX or TensorFlow code, or passes flags of
+# XLA's GPU backend, sets XLA_FLAGS for that frontend (a GPU job in the same repository), not for Neuron.
+_OTHER_FRONTEND_ONLY = "XLA_PYTHON_CLIENT_"
+_OTHER_FRONTEND = re.compile(r"\b(?:jax|jaxlib|flax|tensorflow)\b|--xla_gpu_")
+
+
+def other_xla_frontend(variable: str, code: str) -> bool:
+    """Whether `variable`, in a file of text `code`, is set for JAX / TensorFlow rather than PyTorch/XLA."""
+    if variable.startswith(_OTHER_FRONTEND_ONLY):
+        return True
+    return variable == "XLA_FLAGS" and _OTHER_FRONTEND.search(code) is not None
+
+
+def dropped_reason(variable: str, code: str) -> str | None:
+    """Why `variable`, set in a file of text `code`, goes (None: it stays)."""
+    if other_xla_frontend(variable, code):
+        return None
     if variable in DROPPED_VARIABLES:
         return DROPPED_VARIABLES[variable]
     if variable.startswith(DROPPED_PREFIXES):

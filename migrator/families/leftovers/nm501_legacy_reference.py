@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from migrator.families.environment.variables import DROPPED_VARIABLES, MANUAL_VARIABLES
+from migrator.families.environment.variables import DROPPED_VARIABLES, MANUAL_VARIABLES, other_xla_frontend
 from migrator.families.leftovers.patterns import Pattern
 from migrator.rules import Example, Rule, Severity
 
@@ -16,7 +16,7 @@ LEGACY_REFERENCE = Rule(
     "`optimum-cli ... neuron`, "
     "an XLA-only variable (also in a SageMaker job's `environment`: `RUN_NEURON_PARALLEL_COMPILE`), "
     'an `"xla"` device, `model.neuron_config`, `config.neuron_batch_size`, '
-    "`push_to_hub(..., repository_id=...)`, `TasksManager`",
+    "`push_to_hub(..., repository_id=...)`, `TasksManager`, Ray Train's `TorchXLAConfig`",
     "A TODO on its statement (once; a rerun adds none) and one manual finding per distinct reference: "
     "nothing on TorchNeuron provides it, so the file is not migrated until a person removes or replaces it.",
     examples=(
@@ -134,6 +134,7 @@ PATTERNS = (
         "`{0}` is read only by the XLA / NxD flow",
         "remove it: nothing reads it on TorchNeuron",
         strings_only=True,
+        foreign=other_xla_frontend,
     ),
     Pattern(
         LEGACY_REFERENCE,
@@ -181,6 +182,15 @@ PATTERNS = (
         "`push_to_hub(save_dir, repository_id=...)` is optimum-neuron's exported-model upload",
         "call model.push_to_hub(repo_id) on the Transformers model (its first argument is the repo id)",
         subject="push_to_hub(repository_id=...)",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\bray\.train\.torch\.xla\b|\bTorchXLAConfig\b"),
+        ("TorchXLAConfig", "torch.xla"),
+        "`{0}` is Ray Train's PyTorch/XLA backend (an `xla` process group, neuron_parallel_compile runs)",
+        'use ray.train.torch.TorchConfig(backend="neuron") (the process group TorchNeuron registers; check that '
+        "your Ray version passes it through) and run the training once",
+        subject="TorchXLAConfig",
     ),
     Pattern(
         LEGACY_REFERENCE,

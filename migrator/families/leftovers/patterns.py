@@ -4,7 +4,7 @@ and what the TODO on its line says. The tables live in the rule modules (NM501, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from migrator.rules import Rule
@@ -25,6 +25,8 @@ class Pattern:
     # The "distinct thing" a finding is about: the text found (`ml.inf2.xlarge`), or a fixed name for
     # patterns whose spellings are one thing (`torch_xla.core.xla_model` and `torch_xla` are both torch_xla).
     subject: str | None = None
+    # Whether a text found belongs to something else in this file (`found`, the file's text): not reported.
+    foreign: Callable[[str, str], bool] | None = None
 
     def finditer(self, text: str) -> Iterator[re.Match[str]]:
         if any(needle in text for needle in self.needles):

@@ -234,6 +234,8 @@ def _hits(
                 index = bisect_right(string_starts, match.start()) - 1
                 if index < 0 or match.end() > strings[index][1]:
                     continue
+            if pattern.foreign is not None and pattern.foreign(match.group(0), text):
+                continue
             line = bisect_right(line_starts, match.start()) - 1
             if _UNINSTALL.search(text, line_starts[line], match.start()):
                 continue  # `pip uninstall torch-xla`: removing the legacy package is the migration
