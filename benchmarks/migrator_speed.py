@@ -98,6 +98,26 @@ def parallel_ceiling(repeat: int, iterations: int = 5_000_000) -> dict:
         )
 
 
+def per_file_ratios(paths: list[Path], texts: dict[Path, str], repeat: int) -> dict:
+    """Each file's migration over its own floor (best of `repeat` each): how the ratio spreads over files."""
+    ratios = sorted(
+        migrate / floor
+        for path in paths
+        for floor, migrate in [
+            best_of_each(
+                repeat,
+                lambda path=path: cst.parse_module(texts[path]).visit(cst.CSTTransformer()).code,
+                lambda path=path: REWRITERS["python"](texts[path]),
+            )
+        ]
+    )
+    return {
+        "median_migrate_over_noop_transform": round(statistics.median(ratios), 2),
+        "max_migrate_over_noop_transform": round(ratios[-1], 2),
+        "files_over_2x": sum(ratio > 2 for ratio in ratios),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=1500, help="library files in the corpus")
@@ -151,6 +171,8 @@ def main() -> None:
             figures[label]["noop_transform_over_round_trip"] = round(floor[0] / round_trip, 3)
             # The issue's target: migrating costs at most 2x this floor.
             figures[label]["migrate_over_noop_transform"] = round(migrate / floor[0], 3)
+            if label == "to_migrate":
+                figures[label]["per_file"] = per_file_ratios(paths, texts, args.repeat)
 
     jobs = [Job(source, Mode.CHECK) for source in sources]
     scaling = speedup(args.jobs_repeat, lambda: run(jobs, workers=1), lambda: run(jobs, workers=2))
