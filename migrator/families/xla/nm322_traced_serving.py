@@ -32,7 +32,6 @@ model = torch_neuronx.DataParallel(torch.jit.load("model.pt"))
 import torch
 import torch_neuronx
 
-# TODO(neuron-migrate): NM323 `"model.pt"` is read in a script that imports torch_neuronx (which registers the ops of a model traced with `torch_neuronx.trace`): a traced Neuron model, compiled ahead of time for the XLA-era flow (fixed shapes); load the original checkpoint (`from_pretrained(..., device_map="neuron")`) or move the model to device "neuron" on trn2 / trn3, and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
 # TODO(neuron-migrate): NM322 `torch_neuronx.DataParallel` works on models compiled ahead of time by torch_neuronx.trace; on TorchNeuron the model itself runs on device "neuron"; to use several NeuronCores, run one process per core with torchrun (each on `torch.device("neuron", LOCAL_RANK)`) and split the inputs between them; pad batches to one fixed size (no dynamic shapes)
 model = torch_neuronx.DataParallel(torch.jit.load("model.pt"))
 """,

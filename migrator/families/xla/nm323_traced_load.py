@@ -1,16 +1,17 @@
 """NM323: `torch.jit.load` of a traced Neuron model: a file this same file saved a traced model to
 (`torch.jit.save(traced, path)` or `traced.save(path)` of a `torch_neuronx.trace` / `torch.neuron.trace` result,
-by the same literal path, the same variable, or a variable holding that literal), or, in a script that saves no
-TorchScript model itself, any file it reads while it imports `torch_neuronx` (the import registers the Neuron ops
-a traced model is made of: a serving script imports it for `torch.jit.load` alone). Other `torch.jit.load` calls
-are not matched: nothing in the file proves what they read (a script that saves its models names them)."""
+by the same literal path, the same variable, or a variable holding that literal), or, in a legacy script that saves
+no TorchScript model itself, any file it reads while it does `import torch_neuronx` (the import registers the
+Neuron ops a traced model is made of: a serving script imports it for `torch.jit.load` alone). Other
+`torch.jit.load` calls are not matched: nothing in the file proves what they read (a script that saves its models
+names them; TorchNeuron code may import torch_neuronx and load plain TorchScript)."""
 
 from __future__ import annotations
 
 import libcst as cst
 
 from migrator.cst_helpers import descendants, find_keyword, is_method_call, source_code, string_value
-from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS
+from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS, TRACED_SERVING
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -94,7 +95,7 @@ class TracedLoad(Handler):
             why = f"`{code}` holds the model this file traced with `{trace}` and saved, {INF1_WHAT}"
         elif trace is not None:
             why = f"`{code}` holds the model this file traced with `{trace}` and saved, {XLA_WHAT}"
-        elif not self.saves and self._imports_neuronx():
+        elif not self.saves and self._serves_traced_models():
             why = (
                 f"`{code}` is read in a script that imports torch_neuronx (which registers the ops of a model "
                 f"traced with `torch_neuronx.trace`): a traced Neuron model, {XLA_WHAT}"
@@ -104,8 +105,16 @@ class TracedLoad(Handler):
         self.ctx.todo(original, TRACED_LOAD, why, RUN_ON_NEURON, subject=code)
         return updated
 
-    def _imports_neuronx(self) -> bool:
-        return any(name == NEURONX or name.startswith(f"{NEURONX}.") for name in self.ctx.imported.values())
+    def _serves_traced_models(self) -> bool:
+        """`import torch_neuronx` in a script that is not TorchNeuron code already (no `torch.neuron` device
+        module, no "neuron" device) and calls none of the serving helpers NM322 already flags."""
+        source = self.ctx.source
+        return (
+            NEURONX in self.ctx.imported.values()
+            and "neuron" not in source.identifiers
+            and "neuron" not in source.strings
+            and not any(name.rsplit(".", 1)[1] in source.identifiers for name in TRACED_SERVING)
+        )
 
     def _saved_paths(self) -> dict[str, str]:
         """Once per file, on its first `torch.jit.load`: the paths traced models are saved to, wherever the
