@@ -38,12 +38,18 @@ class SourceIndex:
 
     identifiers: frozenset[str]  # names, attributes, keywords, parameters, definitions, imports
     strings: frozenset[str]  # string literals, f-string text included
+    # (name, string) for each name or attribute compared to a string literal (`device == "xla"`,
+    # `mode in ("xla", "cuda")`): a rule that rewrites the string a variable holds must see these too.
+    compared: frozenset[tuple[str, str]] = frozenset()
 
     @classmethod
     def of(cls, code: str) -> SourceIndex:
         identifiers: set[str] = set()
         strings: set[str] = set()
+        compared: set[tuple[str, str]] = set()
         for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Compare):
+                compared.update(_compared(node))
             if isinstance(node, ast.Name):
                 identifiers.add(node.id)
             elif isinstance(node, ast.Attribute):
@@ -69,7 +75,21 @@ class SourceIndex:
             elif isinstance(node, ast.MatchClass):
                 identifiers.update(node.kwd_attrs)
         identifiers.discard("")
-        return cls(frozenset(identifiers), frozenset(strings))
+        return cls(frozenset(identifiers), frozenset(strings), frozenset(compared))
+
+
+def _compared(node: ast.Compare) -> set[tuple[str, str]]:
+    names: list[str] = []
+    literals: list[str] = []
+    for operand in (node.left, *node.comparators):
+        if isinstance(operand, ast.Name):
+            names.append(operand.id)
+        elif isinstance(operand, ast.Attribute):
+            names.append(operand.attr)
+        for value in operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else (operand,):
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                literals.append(value.value)
+    return {(name, literal) for name in names for literal in literals}
 
 
 class _TokenSpans(CodegenState):

@@ -15,7 +15,8 @@ DEVICE_STRING = Rule(
     Severity.INFO,
     '`"xla"` as a device string (`device = "xla"`, `.to("xla")`, `torch.zeros(..., device="xla")`)',
     'Rewritten to `"neuron"`; in a script that runs several processes, to `torch.device("neuron", '
-    "LOCAL_RANK)` (the XLA runtime gave each process its own device).",
+    "LOCAL_RANK)` (the XLA runtime gave each process its own device). A variable the file also compares to "
+    '`"xla"` is left with a TODO: its value and its tests change together.',
     examples=(
         Example(
             before="""\
@@ -31,6 +32,30 @@ import torch
 device = "neuron"
 model = Net().to(device)
 mask = torch.ones(8, device="neuron")
+""",
+        ),
+        Example(
+            before="""\
+import torch
+
+if torch.cuda.is_available():
+    device = "cuda"
+else:
+    device = "xla"
+if device == "xla":
+    batch_size = 8
+""",
+            after="""\
+import torch
+
+if torch.cuda.is_available():
+    device = "cuda"
+else:
+    # TODO(neuron-migrate): NM320 `device` is compared to "xla" in this file, so rewriting this value alone would send it down another branch; rewrite this value and each `== "xla"` test of it to "neuron" together, with the XLA-only code of that branch
+    device = "xla"
+# TODO(neuron-migrate): NM501 "xla" is a PyTorch/XLA device or rendezvous; use "neuron" for the device and drop the init_method (torchrun sets the rendezvous)
+if device == "xla":
+    batch_size = 8
 """,
         ),
     ),
@@ -58,6 +83,18 @@ class DeviceString(Handler):
             return updated
         target = dotted_name(original.targets[0].target)
         if target is None or "device" not in target.rpartition(".")[2].lower():
+            return updated
+        if (target.rpartition(".")[2], "xla") in self.ctx.source.compared:
+            # `device == "xla"` further on picks the XLA branch: rewriting the value alone changes the path.
+            self.ctx.todo(
+                original.value,
+                DEVICE_STRING,
+                f'`{target}` is compared to "xla" in this file, so rewriting this value alone would send it '
+                "down another branch",
+                'rewrite this value and each `== "xla"` test of it to "neuron" together, with the XLA-only '
+                "code of that branch",
+                subject=target,
+            )
             return updated
         self.file.xla_device_names.add(target)
         self.ctx.watch(target.rpartition(".")[2])  # its use as a backend, `init_process_group(device)`

@@ -1,14 +1,17 @@
-"""NM323: `torch.jit.load` of a file this same file saved a traced Neuron model to (`torch.jit.save(traced,
-path)` or `traced.save(path)` of a `torch_neuronx.trace` / `torch.neuron.trace` result, by the same literal
-path, the same variable, or a variable holding that literal). Other `torch.jit.load` calls are not matched:
-nothing in the file proves what they read."""
+"""NM323: `torch.jit.load` of a traced Neuron model: a file this same file saved a traced model to
+(`torch.jit.save(traced, path)` or `traced.save(path)` of a `torch_neuronx.trace` / `torch.neuron.trace` result,
+by the same literal path, the same variable, or a variable holding that literal), or, in a legacy script that saves
+no TorchScript model itself, any file it reads while it does `import torch_neuronx` (the import registers the
+Neuron ops a traced model is made of: a serving script imports it for `torch.jit.load` alone). Other
+`torch.jit.load` calls are not matched: nothing in the file proves what they read (a script that saves its models
+names them; TorchNeuron code may import torch_neuronx and load plain TorchScript)."""
 
 from __future__ import annotations
 
 import libcst as cst
 
 from migrator.cst_helpers import descendants, find_keyword, is_method_call, source_code, string_value
-from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS
+from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS, TRACED_SERVING
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -16,10 +19,10 @@ TRACED_LOAD = Rule(
     "NM323",
     Severity.ERROR,
     "`torch.jit.load` of the file the same script saved a traced Neuron model to (`torch_neuronx.trace`, "
-    "`torch.neuron.trace`)",
+    "`torch.neuron.trace`), or in a script that saves no TorchScript model but imports `torch_neuronx`",
     'Left in place with a TODO: load the original model on device "neuron" and compile it with '
-    '`torch.compile(backend="neuron")` instead of the traced artifact. A `torch.jit.load` whose file the script '
-    "does not trace and save itself is left alone.",
+    '`torch.compile(backend="neuron")` instead of the traced artifact. Other `torch.jit.load` calls of a script '
+    "that saves TorchScript models, or that does not import `torch_neuronx`, are left alone.",
     examples=(
         Example(
             before="""\
@@ -41,22 +44,41 @@ torch.jit.save(traced, "model_neuron.pt")
 loaded = torch.jit.load("model_neuron.pt")
 """,
         ),
+        Example(
+            before="""\
+import torch
+import torch_neuronx
+
+model = torch.jit.load("/opt/ml/model/encoder_neuron.pt")
+""",
+            after="""\
+import torch
+import torch_neuronx
+
+# TODO(neuron-migrate): NM323 `"/opt/ml/model/encoder_neuron.pt"` is read in a script that imports torch_neuronx (which registers the ops of a model traced with `torch_neuronx.trace`): a traced Neuron model, compiled ahead of time for the XLA-era flow (fixed shapes); load the original checkpoint (`from_pretrained(..., device_map="neuron")`) or move the model to device "neuron" on trn2 / trn3, and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
+model = torch.jit.load("/opt/ml/model/encoder_neuron.pt")
+""",
+        ),
     ),
 )
 RULES = (TRACED_LOAD,)
 
 JIT_LOAD = "torch.jit.load"
+INF1_WHAT = "compiled for inf1 (Inferentia 1), which TorchNeuron does not run on"
+XLA_WHAT = "compiled ahead of time for the XLA-era flow (fixed shapes)"
 JIT_SAVE = "torch.jit.save"
+NEURONX = "torch_neuronx"
 
 
 class TracedLoad(Handler):
     HINTS = frozenset({"jit"})
-    TRIGGERS = frozenset(name.rsplit(".", 1)[1] for name in TRACE_CALLS)
+    TRIGGERS = frozenset({*(name.rsplit(".", 1)[1] for name in TRACE_CALLS), NEURONX})
     CALLS = frozenset({JIT_LOAD})
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.saved: dict[str, str] | None = None  # key of a path a traced model was saved to -> its trace API
+        self.saves = False  # the file saves a TorchScript model itself: it knows what each load reads
         self.literals: dict[
             str, set[str | None]
         ] = {}  # variable -> what is assigned to it (None: not a literal)
@@ -68,21 +90,31 @@ class TracedLoad(Handler):
         if self.saved is None:
             self.saved = self._saved_paths()
         trace = next((self.saved[key] for key in self._keys(path) if key in self.saved), None)
-        if trace is None:
-            return updated
-        if trace in INF1_CALLS:
-            what = "compiled for inf1 (Inferentia 1), which TorchNeuron does not run on"
-        else:
-            what = "compiled ahead of time for the XLA-era flow (fixed shapes)"
         code = source_code(path)
-        self.ctx.todo(
-            original,
-            TRACED_LOAD,
-            f"`{code}` holds the model this file traced with `{trace}` and saved, {what}",
-            RUN_ON_NEURON,
-            subject=code,
-        )
+        if trace in INF1_CALLS:
+            why = f"`{code}` holds the model this file traced with `{trace}` and saved, {INF1_WHAT}"
+        elif trace is not None:
+            why = f"`{code}` holds the model this file traced with `{trace}` and saved, {XLA_WHAT}"
+        elif not self.saves and self._serves_traced_models():
+            why = (
+                f"`{code}` is read in a script that imports torch_neuronx (which registers the ops of a model "
+                f"traced with `torch_neuronx.trace`): a traced Neuron model, {XLA_WHAT}"
+            )
+        else:
+            return updated
+        self.ctx.todo(original, TRACED_LOAD, why, RUN_ON_NEURON, subject=code)
         return updated
+
+    def _serves_traced_models(self) -> bool:
+        """`import torch_neuronx` in a script that is not TorchNeuron code already (no `torch.neuron` device
+        module, no "neuron" device) and calls none of the serving helpers NM322 already flags."""
+        source = self.ctx.source
+        return (
+            NEURONX in self.ctx.imported.values()
+            and "neuron" not in source.identifiers
+            and "neuron" not in source.strings
+            and not any(name.rsplit(".", 1)[1] in source.identifiers for name in TRACED_SERVING)
+        )
 
     def _saved_paths(self) -> dict[str, str]:
         """Once per file, on its first `torch.jit.load`: the paths traced models are saved to, wherever the
@@ -104,6 +136,7 @@ class TracedLoad(Handler):
             if not isinstance(call, cst.Call):
                 continue
             if self.ctx.qualified(call.func) == JIT_SAVE:
+                self.saves = True
                 model, path = _argument(call, 0, "m"), _argument(call, 1, "f")
             elif is_method_call(call, "save"):
                 model, path = call.func.value, _argument(call, 0, "f")
@@ -113,6 +146,7 @@ class TracedLoad(Handler):
                 continue
             trace = self._trace(model) or traced.get(source_code(model))
             if trace is not None:
+                self.saves = True
                 saved.update(dict.fromkeys(self._keys(path), trace))
         return saved
 
