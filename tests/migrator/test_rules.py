@@ -26,3 +26,18 @@ def test_every_rule_is_reported_by_some_fixture() -> None:
 def test_rules_are_documented() -> None:
     for rule in RULES.values():
         assert rule.title and rule.action and rule.family in rules_doc.FAMILY_TITLES
+
+
+def test_each_dropped_static_shape_is_named_with_its_value():
+    """Two shapes dropped through one `**kwargs` are two findings that say which is which."""
+    from migrator.engine import migrate_python
+
+    source = (
+        "from optimum.neuron import NeuronModelForSequenceClassification\n\n"
+        'export_kwargs = {"batch_size": 1, "sequence_length": 128}\n'
+        'model = NeuronModelForSequenceClassification.from_pretrained("distilbert-base-uncased", export=True, '
+        "**export_kwargs)\n"
+    )
+    _, findings = migrate_python(source)
+    shapes = [(f.subject, f.message.split(" dropped")[0]) for f in findings if f.code == "NM104"]
+    assert shapes == [("batch_size", "`batch_size=1`"), ("sequence_length", "`sequence_length=128`")]

@@ -41,6 +41,15 @@ model = AutoModelForSequenceClassification.from_pretrained(
         ),
     ),
 )
+
+
+def shape_dropped(name: str, value: cst.BaseExpression) -> str:
+    """NM104's message naming the shape that was dropped (a load can drop several, through `**kwargs` too)."""
+    return f"`{name}={source_code(value)}` dropped from the loader." + STATIC_SHAPES.action.removeprefix(
+        "Dropped from the loader."
+    )
+
+
 EXPORT_ONLY = Rule(
     "NM105",
     Severity.INFO,

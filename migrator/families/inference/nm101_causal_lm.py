@@ -18,6 +18,7 @@ from migrator.families.inference.loads import (
     assemble,
     check_hub_id,
     check_not_compiled,
+    shape_dropped,
     split_args,
     string,
 )
@@ -307,7 +308,7 @@ class CausalLM(Handler):
             elif name in t.EXPORT_ONLY_ARGS:
                 file.report(old, EXPORT_ONLY, subject=name)
             elif name == "batch_size":
-                file.report(old, STATIC_SHAPES)
+                file.report(old, STATIC_SHAPES, shape_dropped(name, new.value), subject=name)
             elif name == "sequence_length":
                 cache_len = new.value
                 file.report(old, SEQUENCE_LENGTH)

@@ -15,6 +15,7 @@ from migrator.families.inference.loads import (
     check_hub_id,
     check_known,
     check_not_compiled,
+    shape_dropped,
     split_args,
     string,
 )
@@ -66,7 +67,7 @@ class TracedModel(FromPretrainedRule):
             if name in t.EXPORT_ONLY_ARGS:
                 file.report(old, EXPORT_ONLY, subject=name)
             elif name in t.TRACED_SHAPE_ARGS:
-                file.report(old, STATIC_SHAPES)
+                file.report(old, STATIC_SHAPES, shape_dropped(name, new.value), subject=name)
             elif name == "torch_dtype" or (name == "auto_cast_type" and casts):
                 # optimum ignores auto_cast_type unless auto_cast is set (modeling_traced.py `_export`)
                 dtype = file.dtype(name, old, new)

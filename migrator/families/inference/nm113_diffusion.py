@@ -17,6 +17,7 @@ from migrator.families.inference.loads import (
     check_hub_id,
     check_known,
     check_not_compiled,
+    shape_dropped,
     split_args,
     string,
 )
@@ -95,7 +96,7 @@ class DiffusionPipeline(FromPretrainedRule):
                     "and keep it constant (each new shape compiles again on neuron).",
                 )
             elif name in t.TRACED_SHAPE_ARGS:
-                file.report(old, STATIC_SHAPES)
+                file.report(old, STATIC_SHAPES, shape_dropped(name, new.value), subject=name)
             elif name == "torch_dtype" or (name == "auto_cast_type" and casts):
                 dtype = file.dtype(name, old, new)
             elif name == "auto_cast_type":

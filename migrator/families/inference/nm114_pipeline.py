@@ -17,6 +17,7 @@ from migrator.families.inference.loads import (
     assemble,
     check_hub_id,
     check_not_compiled,
+    shape_dropped,
     split_args,
     string,
 )
@@ -102,7 +103,7 @@ class Pipeline(Handler):
             elif name == "sequence_length" and task_name == "text-generation":
                 file.report(old, SEQUENCE_LENGTH)
             elif name == "sequence_length" or (name == "batch_size" and old.keyword.value == "input_shapes"):
-                file.report(old, STATIC_SHAPES)
+                file.report(old, STATIC_SHAPES, shape_dropped(name, value), subject=name)
             elif name == "batch_size":
                 file.report(
                     old,
