@@ -70,6 +70,7 @@ from migrator.families.xla import (
     nm321_inf1,
     nm322_traced_serving,
     nm323_traced_load,
+    nm324_import_probe,
 )
 from migrator.families.xla import state as xla_state
 from migrator.rules import Rule
@@ -106,6 +107,7 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = (
     nm321_inf1,
     nm322_traced_serving,
     nm323_traced_load,
+    nm324_import_probe,
     environment_state,
     nm400_variables,
     nm402_precompile,
