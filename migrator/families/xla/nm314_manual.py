@@ -1,5 +1,5 @@
-"""NM314-NM318: torch_xla / neuronx_distributed / torch_neuronx APIs with no faithful rewrite get a TODO
-naming the replacement; one prefix table decides which rule applies."""
+"""NM314-NM318, NM325: torch_xla / neuronx_distributed / torch_neuronx APIs with no faithful rewrite get a
+TODO naming the replacement; one prefix table decides which rule applies."""
 
 from __future__ import annotations
 
@@ -122,7 +122,32 @@ xm.set_rng_state(1234)
         ),
     ),
 )
-RULES = (COLLECTIVE, XLA_SHARDING, NEURONX_DISTRIBUTED, NEURON_TRACE, UNSUPPORTED_XLA)
+NXD_LIGHTNING = Rule(
+    "NM325",
+    Severity.ERROR,
+    "NeuronX Distributed's PyTorch Lightning classes (`NeuronXLAStrategy`, `NeuronXLAPrecisionPlugin`, "
+    "`NeuronTQDMProgressBar`, `NeuronTensorBoardLogger`)",
+    "Left in place with a TODO: NeuronX Distributed's Lightning classes target the XLA device; use Lightning's own classes "
+    '(`TQDMProgressBar`, `TensorBoardLogger`) on device "neuron", bf16 with '
+    '`torch.autocast(device_type="neuron", dtype=torch.bfloat16)` instead of the precision plugin, and the '
+    "strategy's parallel degrees (`tensor_parallel_size`...) with DTensor / FSDP2 under torchrun.",
+    examples=(
+        Example(
+            before="""\
+from neuronx_distributed.lightning import NeuronTQDMProgressBar
+
+callbacks = [NeuronTQDMProgressBar()]
+""",
+            after="""\
+from neuronx_distributed.lightning import NeuronTQDMProgressBar
+
+# TODO(neuron-migrate): NM325 `neuronx_distributed.lightning.NeuronTQDMProgressBar` has no direct TorchNeuron equivalent; NeuronX Distributed's Lightning classes target the XLA device; use Lightning's own classes (`TQDMProgressBar`, `TensorBoardLogger`) on device "neuron", bf16 with `torch.autocast(device_type="neuron", dtype=torch.bfloat16)` instead of the precision plugin, and the strategy's parallel degrees (`tensor_parallel_size`...) with DTensor / FSDP2 under torchrun.
+callbacks = [NeuronTQDMProgressBar()]
+""",
+        ),
+    ),
+)
+RULES = (COLLECTIVE, XLA_SHARDING, NEURONX_DISTRIBUTED, NEURON_TRACE, UNSUPPORTED_XLA, NXD_LIGHTNING)
 
 # Qualified-name prefix -> rule for what has no faithful rewrite (longest prefix first).
 MANUAL_PREFIXES: tuple[tuple[str, Rule], ...] = (
@@ -134,6 +159,8 @@ MANUAL_PREFIXES: tuple[tuple[str, Rule], ...] = (
     (f"{XM}.reduce_gradients", COLLECTIVE),
     ("torch_xla.distributed.fsdp", XLA_SHARDING),
     ("torch_xla.distributed.zero_redundancy_optimizer", XLA_SHARDING),
+    ("neuronx_distributed.lightning", NXD_LIGHTNING),
+    ("neuronx_distributed.plugins.lightning", NXD_LIGHTNING),
     ("neuronx_distributed", NEURONX_DISTRIBUTED),
     ("torch_neuronx.trace", NEURON_TRACE),
     ("torch_neuronx.xla_impl.trace", NEURON_TRACE),
