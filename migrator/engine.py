@@ -42,6 +42,7 @@ PYTHON_MARKERS = re.compile(
 # left) marks a file too, tested behind substrings of its own so that the common case stays one regex.
 LEFTOVER_HINTS = (
     "neuron_parallel_compile",
+    "neuron_multi_node",
     "optimum-",
     "neuronx",
     "neuron-migrate",
@@ -50,7 +51,7 @@ LEFTOVER_HINTS = (
     *PLATFORM_HINTS,
 )
 LEFTOVER_MARKERS = re.compile(
-    r"\bneuron_parallel_compile\b|\boptimum-(?:cli|neuron)\b|\bHF_NUM_CORES\b"
+    r"\bneuron_parallel_compile\b|\bneuron_multi_node\b|\boptimum-(?:cli|neuron)\b|\bHF_NUM_CORES\b"
     r"|\b(?:ml\.)?(?:inf1|inf2|trn1n?)\.\w*large\b|\b(?:huggingface|pytorch)-[\w.:-]*neuronx\b"
     r"|\btorch-neuron\b|\bneuron-cc\b|\bml_(?:inf[12]|trn1)\b|\bNEURONCORE_GROUP_SIZES\b"
     r"|# TODO\(neuron-migrate\)"

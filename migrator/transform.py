@@ -408,6 +408,10 @@ def migrate_module(code: str, handlers: Iterable[type[Handler]], notebook: bool 
         new_code = code_without_unused_imports(updated, ctx.imports_to_remove)
     else:
         new_code = updated.code
+    if new_code != code and not ctx.reports and new_code == module.code:
+        # libcst does not round-trip every input (it drops a whitespace-only line before trailing comments):
+        # with nothing rewritten, the input stands as it was.
+        new_code = code
     return PythonResult(new_code, _place(ctx))
 
 

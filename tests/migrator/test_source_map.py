@@ -27,6 +27,9 @@ CASES = {
         if ".expected." not in path.name
     },
 }
+# PositionProvider places nodes in libcst's own rendering, which differs from inputs libcst does not round-trip
+# (a whitespace-only line before trailing comments): there it is no reference.
+CASES = {name: code for name, code in CASES.items() if cst.parse_module(code).code == code}
 
 
 class _AllNodes(cst.CSTVisitor):

@@ -13,7 +13,7 @@ LEGACY_REFERENCE = Rule(
     Severity.ERROR,
     "A legacy reference left in the migrated code or its strings (not its comments): `optimum.neuron`, "
     "`optimum-neuron`, `torch_xla`, `neuronx_distributed`, `transformers_neuronx`, `neuron_parallel_compile`, "
-    "`optimum-cli ... neuron`, "
+    "`optimum-cli ... neuron`, vLLM's `vllm.entrypoints.neuron_multi_node` / `NEURON_MULTI_NODE`, "
     "an XLA-only variable (also in a SageMaker job's `environment`: `RUN_NEURON_PARALLEL_COMPILE`), "
     'an `"xla"` device, `model.neuron_config`, `config.neuron_batch_size`, '
     "`push_to_hub(..., repository_id=...)`, `TasksManager`, Ray Train's `TorchXLAConfig`",
@@ -101,6 +101,16 @@ PATTERNS = (
         'load the original checkpoint with transformers.AutoModelForCausalLM on device "neuron" with a static '
         "cache (NM101), or serve it with vLLM Neuron",
         subject="transformers_neuronx",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\bvllm\.entrypoints\.neuron_multi_node\b|\bNEURON_MULTI_NODE\b"),
+        ("neuron_multi_node", "NEURON_MULTI_NODE"),
+        "`{0}` belongs to the multi-node launch of vLLM's former in-tree Neuron worker (transformers-neuronx / NxD "
+        "Inference), which vLLM no longer ships",
+        "serve with the vLLM Neuron plugin (`vllm serve` on trn2 / trn3) and set up multi-node serving as its "
+        "documentation describes",
+        subject="vllm.entrypoints.neuron_multi_node",
     ),
     Pattern(
         LEGACY_REFERENCE,
