@@ -52,7 +52,7 @@ LEFTOVER_HINTS = (
 )
 LEFTOVER_MARKERS = re.compile(
     r"\bneuron_parallel_compile\b|\bneuron_multi_node\b|\boptimum-(?:cli|neuron)\b|\bHF_NUM_CORES\b"
-    r"|\b(?:ml\.)?(?:inf1|inf2|trn1n?)\.\w*large\b|\b(?:huggingface|pytorch)-[\w.:-]*neuronx\b"
+    r"|\b(?:ml\.)?(?:inf1|inf2|trn1n?)\.\w*large\b|\b(?:huggingface|pytorch)-[\w.:-]*neuronx\b|\bneuronx-tgi\b"
     r"|\btorch-neuron\b|\bneuron-cc\b|\bml_(?:inf[12]|trn1)\b|\bNEURONCORE_GROUP_SIZES\b"
     r"|# TODO\(neuron-migrate\)"
 )

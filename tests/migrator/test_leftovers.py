@@ -123,3 +123,14 @@ def test_every_match_holds_one_of_its_patterns_needles():
                 assert any(needle in match.group(0) for needle in pattern.needles), (pattern.regex, match)
                 matched.add(pattern.regex.pattern)
     assert len(matched) == len(PATTERNS)  # every pattern met at least once
+
+
+def test_the_tgi_neuron_image_is_a_platform_leftover():
+    script = (
+        "#!/bin/bash\n"
+        "docker run -p 8080:80 --device=/dev/neuron0 -e HF_BATCH_SIZE=4 "
+        "ghcr.io/huggingface/neuronx-tgi:latest --model-id Qwen/Qwen3-0.6B\n"
+    )
+    migrated, findings = migrate_shell(script)
+    assert [f.subject for f in manual(findings, "NM502")] == ["huggingface/neuronx-tgi:latest"]
+    assert migrate_shell(migrated)[0] == migrated  # one TODO, kept on a rerun

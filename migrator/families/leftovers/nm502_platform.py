@@ -41,7 +41,7 @@ import os
 from sagemaker.huggingface import HuggingFaceModel
 
 # TODO(neuron-migrate): NM502 `huggingface-pytorch-tgi-inference:2.1.2-optimum0.0.27-neuronx-py310-ubuntu22.04` is a Neuron container of the XLA flow (TorchNeuron runs on trn2 and trn3 only); use an image with torch-neuronx 2.14 and Transformers >= 5.23 on a trn2 / trn3 instance
-# TODO(neuron-migrate): NM502 `HF_NUM_CORES` sets the cores of an optimum-neuron / TGI Neuron container (TorchNeuron runs on trn2 and trn3 only); set the degree with DistributedConfig(tp_size=N) and torchrun --nproc_per_node=N on trn2 / trn3
+# TODO(neuron-migrate): NM502 `HF_NUM_CORES` sets the cores of an optimum-neuron / TGI Neuron container (TorchNeuron runs on trn2 and trn3 only); on trn2 / trn3, serve with vLLM Neuron (`vllm serve MODEL --tensor-parallel-size N`), or in your own code set the degree with DistributedConfig(tp_size=N) and torchrun --nproc_per_node=N
 model = HuggingFaceModel(
     image_uri="763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-tgi-inference:2.1.2-optimum0.0.27-neuronx-py310-ubuntu22.04",
     env={"HF_MODEL_ID": "Qwen/Qwen3-0.6B", "HF_NUM_CORES": "2"},
@@ -91,7 +91,10 @@ PATTERNS = (
     ),
     Pattern(
         PLATFORM,
-        re.compile(r"\b(?:huggingface|pytorch)-[a-z0-9-]*(?::[\w.-]*)?neuronx\b[\w.-]*"),
+        # DLC names (`huggingface-pytorch-tgi-inference:...-neuronx-...`) and TGI Neuron's own image.
+        re.compile(
+            r"\b(?:huggingface|pytorch)-[a-z0-9-]*(?::[\w.-]*)?neuronx\b[\w.-]*|\bhuggingface/neuronx-tgi\b[\w.:-]*"
+        ),
         ("neuronx",),
         "`{0}` is a Neuron container of the XLA flow (" + TRN2 + ")",
         "use an image with torch-neuronx 2.14 and Transformers >= 5.23 on a trn2 / trn3 instance",
@@ -101,7 +104,8 @@ PATTERNS = (
         re.compile(r"\bHF_NUM_CORES\b"),
         ("HF_NUM_CORES",),
         "`HF_NUM_CORES` sets the cores of an optimum-neuron / TGI Neuron container (" + TRN2 + ")",
-        "set the degree with DistributedConfig(tp_size=N) and torchrun --nproc_per_node=N on trn2 / trn3",
+        "on trn2 / trn3, serve with vLLM Neuron (`vllm serve MODEL --tensor-parallel-size N`), or in your own code set "
+        "the degree with DistributedConfig(tp_size=N) and torchrun --nproc_per_node=N",
     ),
     Pattern(
         PLATFORM,
