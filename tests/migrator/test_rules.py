@@ -41,3 +41,18 @@ def test_each_dropped_static_shape_is_named_with_its_value():
     _, findings = migrate_python(source)
     shapes = [(f.subject, f.message.split(" dropped")[0]) for f in findings if f.code == "NM104"]
     assert shapes == [("batch_size", "`batch_size=1`"), ("sequence_length", "`sequence_length=128`")]
+
+
+def test_a_spawn_of_an_xla_function_is_left_with_a_todo_and_stays_stable():
+    """`torch_xla.launch(xm.xla_device)` called directly would be XLA code that its own rules mark again."""
+    from migrator.engine import migrate_python
+
+    source = (
+        "import torch_xla\nimport torch_xla.core.xla_model as xm\n\n\n"
+        "def spawn_error():\n    torch_xla.launch(xm.xla_device)\n"
+    )
+    migrated, findings = migrate_python(source)
+    assert "torch_xla.launch(xm.xla_device)" in migrated
+    assert ("NM308", False) in [(f.code, f.fixed) for f in findings]
+    again, again_findings = migrate_python(migrated)
+    assert again == migrated and not [f for f in again_findings if f.fixed]

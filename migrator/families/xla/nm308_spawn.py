@@ -8,7 +8,7 @@ from migrator.cst_helpers import source_code
 from migrator.families.xla.names import LAUNCH, LOCAL_RANK, SPAWNS
 from migrator.families.xla.state import HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
-from migrator.transform import Handler
+from migrator.transform import SOURCE_MODULES, Handler
 
 SPAWN = Rule(
     "NM308",
@@ -67,11 +67,15 @@ class Spawn(Handler):
         options = {arg.keyword.value: arg.value for arg in updated.args if arg.keyword}
         # `torch_xla.launch(..., debug_single_process=True)` ran one process: not what torchrun gives back.
         known = {"args", "start_method"} | ({"nprocs"} if name != LAUNCH else set())
-        if len(positional) != 1 or not set(options) <= known:
+        # `torch_xla.launch(xm.xla_device)`: a direct call would be XLA code again, which its own rules then
+        # mark differently on the next run.
+        spawned = [arg.value for arg in original.args if not arg.keyword and not arg.star]
+        legacy = len(spawned) == 1 and (self.ctx.qualified(spawned[0]) or "").startswith(SOURCE_MODULES)
+        if len(positional) != 1 or not set(options) <= known or legacy:
             self.ctx.todo(
                 original,
                 SPAWN,
-                f"{spelled} with these arguments",
+                f"{spelled} of a PyTorch/XLA function" if legacy else f"{spelled} with these arguments",
                 f"call the function with LOCAL_RANK; {self.ctx.launch()}",
             )
             return updated
