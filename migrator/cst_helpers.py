@@ -154,6 +154,15 @@ def find_keyword(call: cst.Call, name: str) -> cst.Arg | None:
     return next((arg for arg in call.args if arg.keyword is not None and arg.keyword.value == name), None)
 
 
+def argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:
+    """The value of a parameter given by keyword or as the `index`-th positional argument (None: not given)."""
+    found = find_keyword(call, keyword)
+    if found is not None:
+        return found.value
+    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    return positional[index].value if len(positional) > index else None
+
+
 def tidy_args(args: list[cst.Arg]) -> list[cst.Arg]:
     """Drop the trailing comma left on the new last argument after removing some (one-line calls only)."""
     if args and args[-1].comma is not cst.MaybeSentinel.DEFAULT:

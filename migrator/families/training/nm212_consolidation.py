@@ -6,7 +6,7 @@ import ast
 
 import libcst as cst
 
-from migrator.cst_helpers import find_keyword, source_code
+from migrator.cst_helpers import argument, source_code
 from migrator.families.training.state import TrainingFile
 from migrator.families.training.targets import CONSOLIDATION_FUNCTIONS, HINTS, TRIGGERS
 from migrator.rules import Example, Rule, Severity
@@ -89,13 +89,13 @@ class Consolidation(Handler):
         qualified = self.ctx.qualified(call.func)
         if qualified not in CONSOLIDATION_FUNCTIONS:
             return updated
-        output = find_keyword(call, "output_dir") or (call.args[1] if len(call.args) > 1 else None)
-        if output is not None and _read_elsewhere(self.ctx.code, output.value):
+        output = argument(call, 1, "output_dir")
+        if output is not None and _read_elsewhere(self.ctx.code, output):
             self.file.kept.add(qualified)
             self.ctx.todo(
                 call,
                 CONSOLIDATION,
-                f"the script reads `{source_code(output.value)}` (the folder this call writes) afterwards, and "
+                f"the script reads `{source_code(output)}` (the folder this call writes) afterwards, and "
                 "nothing else writes it",
                 "save_pretrained / the Trainer's checkpoint is now a standard checkpoint: read that folder "
                 "instead, then delete this call",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.cst_helpers import descendants, find_keyword, is_method_call, source_code, string_value
+from migrator.cst_helpers import argument, descendants, is_method_call, source_code, string_value
 from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS, TRACED_SERVING
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -84,7 +84,7 @@ class TracedLoad(Handler):
         ] = {}  # variable -> what is assigned to it (None: not a literal)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
-        path = _argument(original, 0, "f")
+        path = argument(original, 0, "f")
         if path is None:
             return updated
         if self.saved is None:
@@ -137,9 +137,9 @@ class TracedLoad(Handler):
                 continue
             if self.ctx.qualified(call.func) == JIT_SAVE:
                 self.saves = True
-                model, path = _argument(call, 0, "m"), _argument(call, 1, "f")
+                model, path = argument(call, 0, "m"), argument(call, 1, "f")
             elif is_method_call(call, "save"):
-                model, path = call.func.value, _argument(call, 0, "f")
+                model, path = call.func.value, argument(call, 0, "f")
             else:
                 continue
             if model is None or path is None:
@@ -168,14 +168,6 @@ class TracedLoad(Handler):
         if literal is not None:
             keys.add(f"str:{literal}")
         return keys
-
-
-def _argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:
-    found = find_keyword(call, keyword)
-    if found is not None:
-        return found.value
-    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
-    return positional[index].value if len(positional) > index else None
 
 
 HANDLER = TracedLoad
