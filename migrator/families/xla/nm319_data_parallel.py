@@ -373,8 +373,23 @@ class DataParallel(Handler):
         self.wraps: dict[cst.CSTNode, tuple[str, cst.SimpleStatementLine, bool]] = {}
         self.unwrapped: set[cst.Attribute] = set()
         self.model_parallel = False  # a neuronx_distributed script: its data-parallel group is not everyone
+        self.in_library = False  # a module whose importers decide how many processes run it
         if self.file.distributed:
             self._plan(ctx.module)
+        elif self.file.library:
+            plan = _Plan()
+            visit_read_only(ctx.module, plan)
+            self.in_library = True
+            self.file.sync_unlocated.update(
+                call for call in plan.sync_calls if not self._wrapped_by_script(plan, call)
+            )
+
+    @staticmethod
+    def _wrapped_by_script(plan: _Plan, call: cst.Call) -> bool:
+        """The model the call's optimizer steps is one the script wraps in DDP itself."""
+        optimizer = call.args[0].value if call.args and not call.args[0].keyword else None
+        owners = plan.optimizers.get(optimizer.value, set()) if isinstance(optimizer, cst.Name) else set()
+        return bool(owners) and all(owner[0] in plan.wrapped for owner in owners)
 
     def _plan(self, module: cst.Module) -> None:
         plan = _Plan()
@@ -388,7 +403,7 @@ class DataParallel(Handler):
         for call in plan.sync_calls:
             optimizer = call.args[0].value if call.args and not call.args[0].keyword else None
             owners = plan.optimizers.get(optimizer.value, set()) if isinstance(optimizer, cst.Name) else set()
-            if owners and all(owner[0] in plan.wrapped for owner in owners):
+            if self._wrapped_by_script(plan, call):
                 continue  # the script wraps that model in DDP itself (on a GPU path, say): nothing to add
             moves = {owner: plan.moves.get(owner) for owner in owners}
             if len(owners) != 1 or None in moves.values():
@@ -432,6 +447,15 @@ class DataParallel(Handler):
             action = (
                 "build a DeviceMesh (dp, tp), shard the model over tp and wrap it with FSDP2 fully_shard or "
                 "DistributedDataParallel over the dp mesh, then call optimizer.step()"
+            )
+        elif self.in_library:
+            why = (
+                "xm.optimizer_step all-reduces the gradients over every process that runs this code, and this "
+                "module (no entry point of its own) does not show how many processes its program runs"
+            )
+            action = (
+                "with several (torchrun), wrap the model in torch.nn.parallel.DistributedDataParallel after it is "
+                "moved to the device; then, or with one process, call optimizer.step()"
             )
         else:
             why = (

@@ -72,7 +72,7 @@ class DeviceString(Handler):
 
     def _device(self, original: cst.CSTNode) -> cst.BaseExpression:
         self.ctx.report(original, DEVICE_STRING)
-        if not self.file.distributed:
+        if not self.file.per_process_device:
             return cst.SimpleString('"neuron"')
         self.ctx.add_import("torch")
         self.ctx.add_import("os")
@@ -98,7 +98,7 @@ class DeviceString(Handler):
             return updated
         self.file.xla_device_names.add(target)
         self.ctx.watch(target.rpartition(".")[2])  # its use as a backend, `init_process_group(device)`
-        if self.file.distributed:
+        if self.file.per_process_device:
             self.file.local_devices.add(target)
         return updated.with_changes(value=self._device(original.value))
 

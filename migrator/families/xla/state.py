@@ -8,7 +8,7 @@ import itertools
 import libcst as cst
 from libcst.helpers import parse_template_expression
 
-from migrator.cst_helpers import dotted_name, imports_end
+from migrator.cst_helpers import descendants, dotted_name, imports_end
 from migrator.families.xla.names import DISTRIBUTED_NAMES, METRICS_CALLS, TORCHRUN_VARIABLES, XM
 from migrator.transform import FileContext, Handler
 
@@ -54,6 +54,15 @@ class XlaFile:
             or not TORCHRUN_VARIABLES.isdisjoint(ctx.source.strings)
             or {"torch_xla", "launch"} <= identifiers  # `torch_xla.launch(fn)`: one process per device
         )
+        # A module of definitions without an entry point of its own (a library of its program): the processes
+        # that run it are its importers'. Its device takes the LOCAL_RANK index too (index 0 in one process), so that every
+        # module of a program names the same device.
+        self.library = (
+            not ctx.notebook
+            and any(isinstance(statement, (cst.FunctionDef, cst.ClassDef)) for statement in ctx.module.body)
+            and not runs_itself(ctx.module)
+        )
+        self.per_process_device = self.distributed or self.library
         # Names bound to the neuron device of this process (`torch.device("neuron", LOCAL_RANK)`).
         self.local_devices: set[str] = set()
         # Names that held the "xla" device string (`device = "xla"`): `init_process_group(device)` used it.
@@ -110,6 +119,28 @@ class XlaFile:
         return self.guarded(
             line, f"{dist}.is_initialized()", cst.parse_expression(template.format(dist=dist))
         )
+
+
+def runs_itself(module: cst.Module) -> bool:
+    """Whether running the module does something: an `if __name__ == "__main__":` block, or a call, a loop or a
+    `with` at its top level (in a top-level `if`/`try` too), beyond imports, definitions and assignments."""
+    pending = list(module.body)
+    while pending:
+        statement = pending.pop()
+        if isinstance(statement, (cst.For, cst.While, cst.With)):
+            return True
+        if isinstance(statement, cst.If):
+            if "__name__" in {name.value for name in descendants(statement.test, cst.Name)}:
+                return True
+            pending += [*statement.body.body, *([statement.orelse] if statement.orelse else [])]
+        elif isinstance(statement, (cst.Else, cst.Try)):
+            pending += statement.body.body
+        elif isinstance(statement, cst.SimpleStatementLine) and any(
+            isinstance(small, cst.Expr) and isinstance(small.value, (cst.Call, cst.Await))
+            for small in statement.body
+        ):
+            return True
+    return False
 
 
 def whole_statement_call(line: cst.CSTNode) -> cst.Call | None:
