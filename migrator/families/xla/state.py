@@ -77,6 +77,37 @@ class XlaFile:
         self.called: set[cst.BaseExpression] = set()  # the `func` of every call
         self.string_quotes: list[str] = []  # quotes of the f-strings around the current node
         self.helpers: set[str] = set()  # "_to_device", "_DeviceLoader": added to the file at the end
+        self._parameters_of: dict[str, list[list[str]]] | None = None  # function name -> parameter lists
+
+    def tested_as_xla(self, name: str) -> str | None:
+        """Where the value of the variable `name` (its last part for `args.device`) is compared to "xla": "this
+        file" (`device == "xla"`), or the function of the file it is handed to (`setup(device)` with `def
+        setup(dev): if dev == "xla": ...`); None: nowhere. Its value and those tests must change together."""
+        compared = self.ctx.source.compared
+        if (name, "xla") in compared:
+            return "in this file"
+        if not {parameter for parameter, value in compared if value == "xla"}:
+            return None
+        if self._parameters_of is None:
+            self._parameters_of = {}
+            for function in descendants(self.ctx.module, cst.FunctionDef):
+                parameters = [param.name.value for param in function.params.params]
+                if parameters[:1] in (["self"], ["cls"]):
+                    parameters = parameters[1:]  # called as a method
+                self._parameters_of.setdefault(function.name.value, []).append(parameters)
+        for call in descendants(self.ctx.module, cst.Call):
+            callee = dotted_name(call.func)
+            functions = self._parameters_of.get((callee or "").rpartition(".")[2], [])
+            for index, arg in enumerate(call.args):
+                if (dotted_name(arg.value) or "").rpartition(".")[2] != name:
+                    continue
+                for parameters in functions:
+                    receiving = arg.keyword.value if arg.keyword else None
+                    if receiving is None and not arg.star and index < len(parameters):
+                        receiving = parameters[index]
+                    if (receiving, "xla") in compared:
+                        return f"by `{callee}()`, which it is passed to"
+        return None
 
     def prints_metrics(self, call: cst.Call) -> bool:
         """`print(met.metrics_report())`: goes as a whole."""
