@@ -108,7 +108,8 @@ def scan_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, l
     stack = [tree.root_node]
     while stack:
         node = stack.pop()
-        if node.type == "comment":
+        # An `unset` ends a setting NM456 decided: dropped with it, or kept beside one kept with a TODO.
+        if node.type in ("comment", "unset_command"):
             masked[node.start_byte : node.end_byte] = b" " * (node.end_byte - node.start_byte)
         stack.extend(node.children)
     # Offsets of the masked text are characters; tree-sitter's are bytes: identical for ASCII scripts,
