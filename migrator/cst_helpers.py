@@ -320,11 +320,36 @@ def with_appended(args: list[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
 # --- module layout ---------------------------------------------------------------------------------------
 
 
+_OS_ENVIRON = m.Attribute(value=m.Name("os"), attr=m.Name("environ"))
+# Settings a script makes before the imports that read them: `os.environ["X"] = ...`, `os.environ.setdefault(...)`
+# / `update(...)`, `os.putenv(...)`, `sys.path.insert(...)` / `append(...)`.
+_SETUP = m.Assign(targets=[m.AssignTarget(m.Subscript(value=_OS_ENVIRON))]) | m.Expr(
+    m.Call(
+        func=m.Attribute(value=_OS_ENVIRON)
+        | m.Attribute(value=m.Name("os"), attr=m.Name("putenv"))
+        | m.Attribute(value=m.Attribute(value=m.Name("sys"), attr=m.Name("path")))
+    )
+)
+
+
+def is_import_line(statement: cst.CSTNode) -> bool:
+    return m.matches(statement, m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()]))
+
+
+def is_setup_line(statement: cst.CSTNode) -> bool:
+    """A line of environment settings (`os.environ[...] = ...`, `sys.path.insert(...)`...) only."""
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        m.matches(small, _SETUP) for small in statement.body
+    )
+
+
 def imports_end(module: cst.Module) -> int:
-    """Index in `module.body` just after the leading block of imports (docstring and imports)."""
+    """Index in `module.body` just after its header: the docstring, the imports and the environment settings
+    among and right after them (`os.environ["NEURON_CC_FLAGS"] = ...` written before `import torch` must still
+    come first: what is added to the imports or after them goes below)."""
     index = 0
     for position, statement in enumerate(module.body):
-        if m.matches(statement, m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])):
+        if is_import_line(statement) or is_setup_line(statement):
             index = position + 1
         elif position == 0 and m.matches(statement, m.SimpleStatementLine(body=[m.Expr(m.SimpleString())])):
             index = 1
