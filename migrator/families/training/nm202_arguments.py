@@ -33,7 +33,7 @@ from migrator.families.training.targets import (
 )
 from migrator.families.training_args import ArgAction
 from migrator.rules import Example, Rule, Severity
-from migrator.transform import FileContext, Handler
+from migrator.transform import TODO_PREFIX, FileContext, Handler
 
 ARGUMENT_RENAMED = Rule(
     "NM202",
@@ -168,8 +168,17 @@ class TrainingArguments(Handler):
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         prefix = self.prefixes.pop(original, None)
         if prefix:
-            prefix[0] = prefix[0].with_changes(leading_lines=updated.leading_lines)
-            return cst.FlattenSentinel([*prefix, updated.with_changes(leading_lines=[])])
+            # The statement keeps the TODOs above it (an earlier run's); blank lines and comments open the block.
+            todos = [
+                line
+                for line in updated.leading_lines
+                if line.comment and line.comment.value.startswith(TODO_PREFIX)
+            ]
+            prefix[0] = prefix[0].with_changes(
+                leading_lines=[line for line in updated.leading_lines if line not in todos]
+            )
+            self.ctx.inserted_before.update(prefix)
+            return cst.FlattenSentinel([*prefix, updated.with_changes(leading_lines=todos)])
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
