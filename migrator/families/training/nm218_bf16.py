@@ -15,10 +15,12 @@ from migrator.cst_helpers import (
     source_code,
     string_value,
     unpacked_mapping,
+    visit_read_only,
     with_appended,
 )
 from migrator.families.training.state import unpacked_arguments, unpacked_arguments_call
 from migrator.families.training.targets import ARGUMENTS_CLASSES, MODEL_CLASS_SUFFIXES
+from migrator.families.xla.state import XlaFlowBlocks
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -158,33 +160,51 @@ def _run_by_the_script(module: cst.Module) -> set[cst.Call]:
     return run
 
 
-def _sets_bf16(module: cst.Module) -> bool:
-    """The file sets a bf16 variable itself (`os.environ[K] = ...`, `setdefault(K, ...)`, `putenv(K, ...)`,
-    `update({K: ...})` / `update(K=...)`); one that only reads it leaves the choice to its launcher."""
-    for node in descendants(module, (cst.AssignTarget, cst.Call)):
-        if isinstance(node, cst.AssignTarget):
-            if m.matches(node.target, m.Subscript()) and len(node.target.slice) == 1:
-                index = node.target.slice[0].slice
-                if isinstance(index, cst.Index) and string_value(index.value) in BF16_VARIABLES:
-                    return True
-            continue
-        method = _last_name(node.func)
-        if (
-            method in ("setdefault", "putenv")
-            and node.args
-            and string_value(node.args[0].value) in BF16_VARIABLES
-        ):
-            return True
-        if method == "update":
-            keys = {arg.keyword.value for arg in node.args if arg.keyword}
-            for arg in node.args:
-                if isinstance(arg.value, cst.Dict):
-                    keys.update(
-                        string_value(e.key) for e in arg.value.elements if isinstance(e, cst.DictElement)
-                    )
-            if not keys.isdisjoint(BF16_VARIABLES):
-                return True
+def _sets_bf16(node: cst.CSTNode) -> bool:
+    """`node` sets a bf16 variable (`os.environ[K] = ...`, `setdefault(K, ...)`, `putenv(K, ...)`, `update({K:
+    ...})` / `update(K=...)`)."""
+    if isinstance(node, cst.AssignTarget):
+        if m.matches(node.target, m.Subscript()) and len(node.target.slice) == 1:
+            index = node.target.slice[0].slice
+            return isinstance(index, cst.Index) and string_value(index.value) in BF16_VARIABLES
+        return False
+    if not isinstance(node, cst.Call):
+        return False
+    method = _last_name(node.func)
+    if (
+        method in ("setdefault", "putenv")
+        and node.args
+        and string_value(node.args[0].value) in BF16_VARIABLES
+    ):
+        return True
+    if method == "update":
+        keys = {arg.keyword.value for arg in node.args if arg.keyword}
+        for arg in node.args:
+            if isinstance(arg.value, cst.Dict):
+                keys.update(string_value(e.key) for e in arg.value.elements if isinstance(e, cst.DictElement))
+        return not keys.isdisjoint(BF16_VARIABLES)
     return False
+
+
+class _Bf16Settings(cst.CSTVisitor):
+    """The blocks in which the file sets a bf16 variable itself (one that only reads it leaves the choice to
+    its launcher)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[cst.CSTNode] = []
+        self.blocks: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.Module, cst.IndentedBlock)):
+            self.stack.append(node)
+        elif _sets_bf16(node):
+            self.blocks.append(self.stack[-1])
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if isinstance(original_node, (cst.Module, cst.IndentedBlock)):
+            self.stack.pop()
 
 
 class Bf16Plan:
@@ -193,7 +213,12 @@ class Bf16Plan:
 
     def __init__(self, ctx) -> None:
         self.placed, (self.kind, calls) = False, ("", [])
-        if not BF16_VARIABLES.isdisjoint(ctx.source.strings) and _sets_bf16(ctx.module):
+        settings = _Bf16Settings()
+        if not BF16_VARIABLES.isdisjoint(ctx.source.strings):
+            visit_read_only(ctx.module, settings)
+        # Set only in blocks left on the XLA / NxD flow (NM400 keeps it there): nowhere else to put bf16.
+        flow = ctx.state(XlaFlowBlocks)
+        if any(not flow.runs_xla_flow(block) for block in settings.blocks):
             self.placed, (self.kind, calls) = _targets(ctx.module)
         self.targets = set(calls) if self.placed else set()
         # Targets with `**` arguments that may already pass the keyword: a TODO instead (given twice, TypeError).

@@ -9,7 +9,13 @@ import libcst as cst
 from libcst.helpers import parse_template_expression
 
 from migrator.cst_helpers import descendants, dotted_name, imports_end
-from migrator.families.xla.names import DISTRIBUTED_NAMES, METRICS_CALLS, TORCHRUN_VARIABLES, XM
+from migrator.families.xla.names import (
+    DECIDED_CALLS,
+    DISTRIBUTED_NAMES,
+    METRICS_CALLS,
+    TORCHRUN_VARIABLES,
+    XM,
+)
 from migrator.transform import FileContext, Handler
 
 # torch_xla / Neuron names (through their imports), "xla" strings (devices, backends, autocast, process
@@ -150,6 +156,61 @@ class XlaFile:
         return self.guarded(
             line, f"{dist}.is_initialized()", cst.parse_expression(template.format(dist=dist))
         )
+
+
+# Code the migration leaves on the XLA / NxD flow for manual work (NM314, NM316, NM317).
+_LEFT_ON_XLA = ("neuronx_distributed", "torch_neuronx.xla_impl")
+
+
+class XlaFlowBlocks:
+    """Per file (`ctx.state`): which blocks run code the migration leaves on the XLA / NxD flow (an NxD import or
+    call, a torch_xla call no rule rewrites). The XLA flow's settings there still configure something."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.aliases: dict[str, str] | None = None  # local name -> qualified, from every import of the file
+        self.found: dict[cst.CSTNode, bool] = {}
+
+    def runs_xla_flow(self, block: cst.CSTNode) -> bool:
+        identifiers = self.ctx.source.identifiers
+        if "neuronx_distributed" not in identifiers and "torch_xla" not in identifiers:
+            return False
+        if block not in self.found:
+            self.found[block] = any(
+                self._left(node) for node in descendants(block, (cst.Import, cst.ImportFrom, cst.Call))
+            )
+        return self.found[block]
+
+    def _left(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Import):
+            return any((dotted_name(alias.name) or "").startswith(_LEFT_ON_XLA) for alias in node.names)
+        if isinstance(node, cst.ImportFrom):
+            return node.module is not None and (dotted_name(node.module) or "").startswith(_LEFT_ON_XLA)
+        name = dotted_name(node.func) or ""
+        head, _, rest = name.partition(".")
+        qualified = self._imports().get(head, head) + (f".{rest}" if rest else "")
+        return qualified.startswith(_LEFT_ON_XLA) or (
+            qualified.startswith("torch_xla") and qualified not in DECIDED_CALLS
+        )
+
+    def _imports(self) -> dict[str, str]:
+        if self.aliases is None:
+            self.aliases = {}
+            for node in descendants(self.ctx.module, (cst.Import, cst.ImportFrom)):
+                if isinstance(node, cst.Import):
+                    for alias in node.names:
+                        full = dotted_name(alias.name) or ""
+                        local = alias.asname.name.value if alias.asname else full.partition(".")[0]
+                        self.aliases[local] = full if alias.asname else local
+                elif (
+                    node.module is not None
+                    and not node.relative
+                    and not isinstance(node.names, cst.ImportStar)
+                ):
+                    for alias in node.names:
+                        local = alias.asname.name.value if alias.asname else alias.name.value
+                        self.aliases[local] = f"{dotted_name(node.module)}.{alias.name.value}"
+        return self.aliases
 
 
 def runs_itself(module: cst.Module) -> bool:
