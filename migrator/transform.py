@@ -69,6 +69,8 @@ class FileContext:
     hints: set[str] | None = None
     # The code runs in a notebook kernel: one process, which torchrun cannot start (see `launch`).
     notebook: bool = False
+    # Statements a rule inserts before the statement it rewrites: that statement's TODOs go below them.
+    inserted_before: set[cst.CSTNode] = field(default_factory=set)
     _hint_pattern: re.Pattern[str] | None = None
     _states: dict[type, object] = field(default_factory=dict)
 
@@ -343,8 +345,12 @@ class MigrationTransformer(cst.CSTTransformer):
         """Put the TODOs queued since `mark` above the statement (innermost statement leaves first), unless
         a previous run already did (in its leading lines, or the module `header` of a file's first one)."""
         if isinstance(result, cst.FlattenSentinel):
-            first, *rest = result.nodes
-            return cst.FlattenSentinel([self._attach_todos(first, mark, header), *rest])
+            # The statement itself, not one a rule put before it (`os.environ[...] = ...` ahead of the call
+            # that read it): a TODO above an inserted line would be added again by the next run.
+            nodes = list(result.nodes)
+            index = next((i for i, node in enumerate(nodes) if node not in self.ctx.inserted_before), 0)
+            nodes[index] = self._attach_todos(nodes[index], mark, header)
+            return cst.FlattenSentinel(nodes)
         if not isinstance(result, STATEMENT_TYPES):  # statement removed: the next one carries the TODO
             self._todo_carry = mark
             return result
