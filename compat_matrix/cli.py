@@ -75,8 +75,9 @@ def main() -> None:
     default="cpu",
     show_default=True,
     metavar="DEVICE",
-    help="neuron-sim only: run the compiled probes on this native torch device (e.g. cuda), which takes "
-    "Transformers' non-CPU code paths; the eager references stay on CPU.",
+    help="neuron-sim only: run the compiled probes on this torch device (e.g. cuda), which takes Transformers' "
+    "non-CPU code paths; `neuron` is the neuron stand-in (docs/standin.md), which takes its neuron paths. The "
+    "eager references stay on CPU.",
 )
 @click.option(
     "--memory-mb",
@@ -172,7 +173,7 @@ def run(
         )
     on = f" on {sim_device}" if resolved == "neuron-sim" else ""
     click.echo(
-        f"{len(todo)} architecture(s), backend {resolved}{on} (simulated: {str(resolved == 'neuron-sim').lower()}), "
+        f"{len(todo)} architecture(s), backend {resolved}{on} (simulated: {str(env['simulated']).lower()}), "
         f"{dtype}, torch {env['torch']}, transformers {env['transformers']}, settings {env['settings_id']}, "
         f"{scheduler}" + (f", shard {shard}" if shard is not None else ""),
         err=True,
