@@ -273,6 +273,35 @@ def summary(rows: list[dict], output: Path, csv_path: Path) -> str:
     )
 
 
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def standin(command: tuple[str, ...]) -> None:
+    """Run COMMAND with the neuron stand-in switched on (the `neuron` device on CPU, docs/standin.md), for it
+    and every process it starts; its exit code is this one's. Without COMMAND, print the shell exports that
+    switch it on: eval "$(neuron-compat standin)"."""
+    import os
+    import shlex
+    import subprocess
+
+    from compat_matrix import standin as neuron_standin
+
+    try:
+        neuron_standin.check_supported()
+    except neuron_standin.StandinUnavailable as error:
+        raise BadInput(str(error)) from None
+    env = neuron_standin.activation_env()
+    if not command:
+        for name in sorted(set(env) - set(os.environ) | {n for n in env if env[n] != os.environ.get(n)}):
+            click.echo(f"export {name}={shlex.quote(env[name])}")
+        if "TORCH_DEVICE_BACKEND_AUTOLOAD" in os.environ:
+            click.echo("unset TORCH_DEVICE_BACKEND_AUTOLOAD")
+        return
+    try:
+        sys.exit(subprocess.call(list(command), env=env))
+    except OSError as error:
+        raise BadInput(f"cannot run {command[0]}: {error.strerror}") from None
+
+
 @main.command("list")
 @click.option("--archs", default="all", show_default=True, help="top100, all, or a comma list.")
 def list_architectures(archs: str) -> None:

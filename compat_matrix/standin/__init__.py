@@ -90,9 +90,10 @@ def activate() -> None:
 
     if str(SITE_DIR) not in sys.path:
         sys.path.insert(0, str(SITE_DIR))
-    from compat_matrix.standin import device, distributed, dynamo
+    from compat_matrix.standin import autocast, device, distributed, dynamo
 
     device.register()
+    autocast.register()
     dynamo.register()
     distributed.register()
     # Backward runs on the thread that calls it, as on CPU: no hand-off to an autograd device thread per op
