@@ -31,7 +31,9 @@ _libraries: list[torch.library.Library] = []  # kept alive: the registrations li
 
 def _cast(value, dtype: torch.dtype):
     if isinstance(value, torch.Tensor):
-        eligible = value.is_floating_point() and value.dtype != torch.float64 and value.device.type == DEVICE_TYPE
+        eligible = (
+            value.is_floating_point() and value.dtype != torch.float64 and value.device.type == DEVICE_TYPE
+        )
         return value.to(dtype) if eligible and value.dtype != dtype else value
     if isinstance(value, list | tuple):
         return type(value)(_cast(item, dtype) for item in value)

@@ -165,7 +165,6 @@ def _run(func, info: tuple, args: tuple, kwargs: dict | None):
     return out
 
 
-
 def _rebuild(cpu: torch.Tensor, device: str, requires_grad: bool) -> torch.Tensor:
     return cpu.to(device).requires_grad_(requires_grad)
 

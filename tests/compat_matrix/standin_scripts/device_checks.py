@@ -1,13 +1,12 @@
 """Run under the stand-in (tests/compat_matrix/test_standin.py): the device, its tensors and ops, torch.neuron,
 torch_neuronx, the neuron Dynamo backend. Prints one JSON object of findings; the test asserts on them."""
 
-import json
+import json  # noqa: I001  (torch_neuronx is imported before torch on purpose)
 import sys
 import warnings
 
 import torch_neuronx  # before torch, as a trn2 script may do
-
-import torch  # noqa: I001  (the order is the point)
+import torch
 
 warnings.simplefilter("ignore")
 sockets = []
@@ -31,7 +30,9 @@ cpu = torch.randn(4, 8)
 on_device = cpu.to("neuron")
 found["tensor_device"] = str(on_device.device)
 found["is_neuron"] = on_device.is_neuron
-found["ops_match_cpu"] = torch.equal((on_device @ on_device.T).relu().sum(0).cpu(), (cpu @ cpu.T).relu().sum(0))
+found["ops_match_cpu"] = torch.equal(
+    (on_device @ on_device.T).relu().sum(0).cpu(), (cpu @ cpu.T).relu().sum(0)
+)
 found["repr"] = repr(torch.ones(2, device="neuron"))
 found["dtypes"] = [str((on_device.to(dtype) * 2).dtype) for dtype in (torch.bfloat16, torch.float16)]
 found["second_device"] = str(on_device.to("neuron:1").device)

@@ -23,7 +23,10 @@ common = {"output_dir": out, "report_to": [], "save_strategy": "no", "logging_st
 
 def token_rows(count: int, length: int) -> list[dict]:
     generator = torch.Generator().manual_seed(length)
-    return [{"input_ids": torch.randint(3, VOCAB - 16, (length,), generator=generator).tolist()} for _ in range(count)]
+    return [
+        {"input_ids": torch.randint(3, VOCAB - 16, (length,), generator=generator).tolist()}
+        for _ in range(count)
+    ]
 
 
 class Rows(torch.utils.data.Dataset):
@@ -70,11 +73,15 @@ model.register_forward_pre_hook(lambda module, args, kwargs: shapes.append(list(
 rows = token_rows(2, 40) + token_rows(2, 150)
 config = SFTConfig(max_steps=2, per_device_train_batch_size=2, **common)
 found["sft_pad_to_multiple_of"] = config.pad_to_multiple_of
-SFTTrainer(model=model, args=config, train_dataset=Dataset.from_list(rows), processing_class=tokenizer).train()
+SFTTrainer(
+    model=model, args=config, train_dataset=Dataset.from_list(rows), processing_class=tokenizer
+).train()
 found["sft_batch_shapes"] = shapes
 
 # PEFT LoRA on neuron: the adapters train, the base weights stay.
-model = get_peft_model(build_tiny_model("llama").to("neuron").train(), LoraConfig(r=4, target_modules=["q_proj"]))
+model = get_peft_model(
+    build_tiny_model("llama").to("neuron").train(), LoraConfig(r=4, target_modules=["q_proj"])
+)
 base = model.base_model.model.model.layers[0].self_attn.q_proj
 before = (base.base_layer.weight.detach().cpu().clone(), base.lora_B["default"].weight.detach().cpu().clone())
 optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
