@@ -8,13 +8,12 @@ in a child process (the scripts in standin_scripts/), as a user's script would."
 import json
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
-from packaging.specifiers import SpecifierSet
+from packaging.requirements import Requirement
 
 from compat_matrix import cli, standin
 
@@ -45,7 +44,9 @@ def test_importing_the_project_never_switches_it_on():
 def test_the_switch_is_torchs_device_backend_autoload_entry_point():
     from importlib.metadata import entry_points
 
-    (entry,) = [e for e in entry_points(group="torch.backends") if e.value.startswith("compat_matrix.standin")]
+    (entry,) = [
+        e for e in entry_points(group="torch.backends") if e.value.startswith("compat_matrix.standin")
+    ]
     assert entry.load() is standin.autoload
 
 
@@ -61,12 +62,14 @@ def test_activation_env_switches_it_on_for_children_and_keeps_the_hub_offline():
 def test_the_private_torch_api_is_pinned_to_the_torch_versions_the_project_allows():
     """_setup_privateuseone_for_python_backend is private: the stand-in supports exactly the torch releases
     pyproject.toml allows, and the pinned one is among them."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    (torch_requirement,) = [d for d in project["dependencies"] if d.startswith("torch>=")]
-    allowed = SpecifierSet(torch_requirement.removeprefix("torch"))
+    from importlib.metadata import requires
+
+    (allowed,) = [r.specifier for r in map(Requirement, requires("neuron-migrate")) if r.name == "torch"]
     supported = {f"{major}.{minor}" for major, minor in standin.SUPPORTED_TORCH}
     assert {v for v in ("2.12", "2.13", "2.14", "2.15") if f"{v}.0" in allowed} == supported
-    (pin,) = [line for line in (ROOT / "constraints.txt").read_text().splitlines() if line.startswith("torch==")]
+    (pin,) = [
+        line for line in (ROOT / "constraints.txt").read_text().splitlines() if line.startswith("torch==")
+    ]
     assert ".".join(pin.removeprefix("torch==").split(".")[:2]) in supported
 
 
@@ -98,7 +101,10 @@ def test_a_real_torch_neuronx_keeps_it_off_with_exit_2(tmp_path):
 def test_cli_standin_prints_exports_and_runs_a_command(tmp_path):
     exports = CliRunner().invoke(cli.main, ["standin"])
     assert exports.exit_code == 0
-    assert "export NEURON_STANDIN=1" in exports.output and f"export PYTHONPATH={standin.SITE_DIR}" in exports.output
+    assert (
+        "export NEURON_STANDIN=1" in exports.output
+        and f"export PYTHONPATH={standin.SITE_DIR}" in exports.output
+    )
     marker = tmp_path / "device.txt"
     code = f"import torch; open({str(marker)!r}, 'w').write(str(torch.ones(1, device='neuron').device))"
     result = subprocess.run([sys.executable, "-c", "from compat_matrix.cli import main; main()", "standin", "--",
@@ -140,7 +146,9 @@ def test_trainer_trl_and_peft_take_their_own_neuron_paths():
     assert neuron_losses == pytest.approx(cpu_losses, abs=1e-5)
     assert found["sft_pad_to_multiple_of"] == 128
     assert [shape[1] % 128 for shape in found["sft_batch_shapes"]] == [0, 0]
-    assert found["lora_device"] == "neuron:0" and found["lora_base_unchanged"] and found["lora_adapter_trained"]
+    assert (
+        found["lora_device"] == "neuron:0" and found["lora_base_unchanged"] and found["lora_adapter_trained"]
+    )
 
 
 @pytest.mark.slow
@@ -175,11 +183,18 @@ def test_the_real_device_path_runs_end_to_end_against_the_standins_torch_neuronx
     result = run_python(["-c", "from compat_matrix.cli import main; main()", "run", "--backend", "neuron", "-j", "2",
                          "--archs", "llama,mpt", "-o", str(output)], env=standin.activation_env())  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "the neuron stand-in's torch_neuronx" in result.stderr and "NEURON_RT_VISIBLE_CORES 0, 1" in result.stderr
+    assert (
+        "the neuron stand-in's torch_neuronx" in result.stderr
+        and "NEURON_RT_VISIBLE_CORES 0, 1" in result.stderr
+    )
     rows = {row["model_type"]: row for row in map(json.loads, output.read_text().splitlines())}
     assert sorted(row["neuron_visible_cores"] for row in rows.values()) == ["0", "1"]
     for row in rows.values():
-        assert (row["backend"], row["simulated"], row["env"]["torch_neuronx"]) == ("neuron", True, "0.0.0+standin")
+        assert (row["backend"], row["simulated"], row["env"]["torch_neuronx"]) == (
+            "neuron",
+            True,
+            "0.0.0+standin",
+        )
         assert row["verdict"] in ("works", "works-eager", "works-with-caveats"), row["reason"]
         assert "aten::_local_scalar_dense" in row["cpu_fallback_ops"]
     assert rows["llama"]["verdict"] == "works" and rows["llama"]["graphs_compiled_by_backend"] >= 1

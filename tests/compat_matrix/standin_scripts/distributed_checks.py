@@ -24,7 +24,9 @@ batch = torch.randint(3, VOCAB - 16, (2 * world, 32), generator=torch.Generator(
 # Tensor parallelism as Transformers sets it up on neuron: it initialises the "neuron" process group and
 # binds neuron:LOCAL_RANK itself. The loss equals one process's over the same batch.
 reference = AutoModelForCausalLM.from_pretrained(checkpoint) if rank == 0 else None
-tp_model = AutoModelForCausalLM.from_pretrained(checkpoint, distributed_config=DistributedConfig(tp_size=world))
+tp_model = AutoModelForCausalLM.from_pretrained(
+    checkpoint, distributed_config=DistributedConfig(tp_size=world)
+)
 found["backend"] = dist.get_backend()
 found["tp_device"] = str(tp_model.device)
 device = tp_model.device
