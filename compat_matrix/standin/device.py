@@ -49,13 +49,7 @@ class NeuronTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, cpu: torch.Tensor, device: torch.device, requires_grad: bool = False):
-        # Positional: _make_wrapper_subclass(cls, size, strides, storage_offset, memory_format, dtype, layout,
-        # device, pin_memory, requires_grad) parses faster so.
-        tensor = _make_wrapper(cls, cpu.size(), cpu.stride(), cpu.storage_offset(), None, cpu.dtype, _STRIDED,
-                               device, False, requires_grad)  # fmt: skip
-        tensor._cpu = cpu
-        tensor._device = device  # read per op: cheaper than the .device property, which builds a new object
-        return tensor
+        return _wrap(cpu, device, requires_grad)
 
     def __tensor_flatten__(self):
         return ["_cpu"], self._device
@@ -159,10 +153,21 @@ def _run(func, info: tuple, args: tuple, kwargs: dict | None):
     if info[1] >= 0:  # an in-place or out= op returns the tensor it wrote to
         return args[info[1]] if info[1] < len(args) else kwargs.get("out")
     if type(out) is _Tensor or isinstance(out, _Tensor):
-        return NeuronTensor(out, device)
+        return _wrap(out, device)
     if type(out) is tuple or type(out) is list:
-        return type(out)(NeuronTensor(o, device) if isinstance(o, _Tensor) else o for o in out)
+        return type(out)(_wrap(o, device) if isinstance(o, _Tensor) else o for o in out)
     return out
+
+
+def _wrap(cpu: torch.Tensor, device: torch.device, requires_grad: bool = False) -> NeuronTensor:
+    """A NeuronTensor for ``cpu`` on ``device``; the dispatch calls it directly (no ``type.__call__``)."""
+    # Positional: _make_wrapper_subclass(cls, size, strides, storage_offset, memory_format, dtype, layout,
+    # device, pin_memory, requires_grad) parses faster so.
+    tensor = _make_wrapper(NeuronTensor, cpu.size(), cpu.stride(), cpu.storage_offset(), None, cpu.dtype,
+                           _STRIDED, device, False, requires_grad)  # fmt: skip
+    tensor._cpu = cpu
+    tensor._device = device  # read per op: cheaper than the .device property, which builds a new object
+    return tensor
 
 
 def _rebuild(cpu: torch.Tensor, device: str, requires_grad: bool) -> torch.Tensor:
