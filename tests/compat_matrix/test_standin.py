@@ -96,6 +96,15 @@ def test_a_real_torch_neuronx_keeps_it_off_with_exit_2(tmp_path):
     result = run_python(["-c", "import torch"], env=env)
     assert result.returncode == 2
     assert "a real torch_neuronx is installed" in result.stderr and "Traceback" not in result.stderr
+    env.pop("NEURON_STANDIN")  # asked for by the harness instead
+    output = tmp_path / "rows.jsonl"
+    command = ["-c", "from compat_matrix.cli import main; main()", "run", "--backend", "neuron-sim",
+               "--sim-device", "neuron", "--archs", "llama", "-o", str(output)]  # fmt: skip
+    result = run_python(command, env=env)
+    assert (
+        result.returncode == 2 and "--sim-device neuron: a real torch_neuronx is installed" in result.stderr
+    )
+    assert not output.exists()
 
 
 def test_cli_standin_prints_exports_and_runs_a_command(tmp_path):
