@@ -385,5 +385,13 @@ def register() -> None:
     for name, kernel in (("empty.memory_format", _empty), ("empty_strided", _empty_strided),
                          ("_copy_from", _copy_from), ("_copy_from_and_resize", _copy_from_and_resize)):  # fmt: skip
         _library.impl(name, kernel, "PrivateUse1")
+    # On a device, optimizers and clip_grad_norm_ take the foreach path (device tensors are plain tensors
+    # there); registered the way DTensor registers itself.
+    from torch.optim import optimizer
+    from torch.utils import _foreach_utils
+
+    for supported in (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types):
+        if NeuronTensor not in supported:
+            supported.append(NeuronTensor)
     # DataLoader(pin_memory=True) pins for the current accelerator: for this one, a plain host copy.
     _library.impl("_pin_memory", _pin_memory, "CPU")
