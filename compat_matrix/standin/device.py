@@ -79,12 +79,27 @@ class NeuronTensor(torch.Tensor):
             return text
         return "tensor(" + text[len(prefix) :].replace("\n" + " " * len(prefix), "\n" + " " * len("tensor("))
 
+    # Outside compilation, storage identity and addresses are the data's: libraries tell shared (tied) weights
+    # apart by them (safetensors, save_pretrained). The wrapper has no storage of its own; Dynamo describes
+    # it as such when it fakes the tensor.
+    def untyped_storage(self):
+        if torch.compiler.is_compiling():
+            return super().untyped_storage()
+        return self._cpu.untyped_storage()
+
+    def data_ptr(self) -> int:
+        if torch.compiler.is_compiling():
+            return super().data_ptr()
+        return self._cpu.data_ptr()
+
     def tolist(self):
         return self._cpu.tolist()
 
     def __reduce_ex__(self, protocol):
-        # Saved as its CPU data and device, restored onto the device (where the stand-in is on).
-        return _rebuild, (self._cpu.detach(), str(self.device), self.requires_grad)
+        # As PyTorch saves a device tensor without host storage: its CPU data and device, restored with
+        # torch.load's map_location (and allowed by weights_only loading).
+        rebuild = torch._utils._rebuild_device_tensor_from_cpu_tensor
+        return rebuild, (self._cpu.detach(), self.dtype, str(self.device), self.requires_grad)
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
@@ -168,10 +183,6 @@ def _wrap(cpu: torch.Tensor, device: torch.device, requires_grad: bool = False) 
     tensor._cpu = cpu
     tensor._device = device  # read per op: cheaper than the .device property, which builds a new object
     return tensor
-
-
-def _rebuild(cpu: torch.Tensor, device: str, requires_grad: bool) -> torch.Tensor:
-    return cpu.to(device).requires_grad_(requires_grad)
 
 
 # Ops that take tensors from another device by design (copies, indices for indexing).

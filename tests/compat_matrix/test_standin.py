@@ -142,6 +142,8 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
     assert found["fallback_ops"] == ["aten::nonzero"]
     assert found["generate_tokens_equal_cpu"] and found["generate_graphs"] == 1
     assert found["dynamo_metrics"] and found["dynamo_metrics"][0].endswith("_forward_0")
+    assert found["reloaded"] == ["neuron:0", True]
+    assert found["torch_load_devices"] == ["neuron:0", "cpu"] and found["deepcopy_device"] == "neuron:0"
     assert found["dynamic_shape"] == "DynamicShapeRejected" and found["dynamic_rule"]
     assert found["network_connections"] == 0
 

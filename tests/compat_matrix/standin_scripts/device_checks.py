@@ -1,8 +1,10 @@
 """Run under the stand-in (tests/compat_matrix/test_standin.py): the device, its tensors and ops, torch.neuron,
 torch_neuronx, the neuron Dynamo backend. Prints one JSON object of findings; the test asserts on them."""
 
-import json  # noqa: I001  (torch_neuronx is imported before torch on purpose)
+import copy  # noqa: I001  (torch_neuronx is imported before torch on purpose)
+import json
 import sys
+import tempfile
 import warnings
 
 import torch_neuronx  # before torch, as a trn2 script may do
@@ -13,6 +15,7 @@ sockets = []
 sys.addaudithook(lambda event, args: sockets.append(event) if event == "socket.connect" else None)
 
 from torch._dynamo.utils import counters  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.utils import is_torch_neuron_available  # noqa: E402
 
 from compat_matrix import sim_backend  # noqa: E402
@@ -92,6 +95,22 @@ generated = model.generate(ids.to("neuron"), attention_mask=torch.ones_like(ids)
 found["generate_tokens_equal_cpu"] = torch.equal(generated.cpu(), reference)
 found["generate_graphs"] = counters["neuron"]["compiled_graphs"]
 found["dynamo_metrics"] = [metric.graph_name for metric in torch_neuronx.get_dynamo_metrics()]
+
+# Saving and loading as on a device: save_pretrained (safetensors tells tied weights apart by storage),
+# torch.save / torch.load (map_location), deepcopy.
+with tempfile.TemporaryDirectory() as folder:
+    model.save_pretrained(folder)
+    reloaded = AutoModelForCausalLM.from_pretrained(folder, device_map="neuron")
+    found["reloaded"] = [
+        str(reloaded.device),
+        torch.equal(reloaded.lm_head.weight.cpu(), model.lm_head.weight.cpu()),
+    ]
+    torch.save(model.state_dict(), f"{folder}/state.pt")
+    found["torch_load_devices"] = [
+        str(torch.load(f"{folder}/state.pt")["lm_head.weight"].device),
+        str(torch.load(f"{folder}/state.pt", map_location="cpu")["lm_head.weight"].device),
+    ]
+found["deepcopy_device"] = str(next(copy.deepcopy(model).parameters()).device)
 
 # A dynamic shape is rejected by the neuron backend, as the device rejects it.
 try:
