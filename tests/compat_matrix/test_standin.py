@@ -168,7 +168,7 @@ def test_ddp_tensor_parallelism_and_collectives_on_the_neuron_process_group(tmp_
 
     build_tiny_model("llama").save_pretrained(tmp_path / "checkpoint")
     output = tmp_path / "found.json"
-    result = run_python(["-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=0",
+    result = run_python(["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                          str(SCRIPTS / "distributed_checks.py"), str(output), str(tmp_path / "checkpoint")],
                         env=standin.activation_env())  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
