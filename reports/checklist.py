@@ -20,7 +20,7 @@ from pathlib import Path
 
 from migrator.sources import UsageError, named_file_kind
 from reports.advice import STAGE_MEANINGS, advice
-from reports.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
+from compat_matrix.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
 from reports.render import NULL, asset, fail, render, write_output
 from reports.results import (
     NOT_MEASURED_VERDICTS,
