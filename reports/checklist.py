@@ -18,9 +18,9 @@ from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 
+from compat_matrix.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
 from migrator.sources import UsageError, named_file_kind
 from reports.advice import STAGE_MEANINGS, advice
-from compat_matrix.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
 from reports.render import NULL, asset, fail, render, write_output
 from reports.results import (
     NOT_MEASURED_VERDICTS,
