@@ -7,6 +7,7 @@ the stand-in `neuron` device switched on for it and its children, Hub access off
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -168,6 +169,35 @@ def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[
 
 
 def _serve(facts: scan.CodeFacts, options: TryOptions, env: dict[str, str], run: RunReport) -> dict[str, str]:
+    with _quiet_libraries():
+        return _serve_quietly(facts, options, env, run)
+
+
+@contextlib.contextmanager
+def _quiet_libraries():
+    """Writing stand-ins is the try's own work: no progress bars or deprecation warnings from the libraries."""
+    import warnings
+
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+    verbosity = transformers.utils.logging.get_verbosity()
+    transformers.utils.logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        transformers.utils.logging.set_verbosity(verbosity)
+        transformers.utils.logging.enable_progress_bar()
+        datasets.enable_progress_bars()
+
+
+def _serve_quietly(
+    facts: scan.CodeFacts, options: TryOptions, env: dict[str, str], run: RunReport
+) -> dict[str, str]:
     """Writes the models and datasets the code asks for; returns the model ids it could not serve (with the
     reason, shown if the run then fails on one). Sets run.status = NOT_RUN when a dataset cannot be served."""
     unserved = {}
@@ -182,7 +212,7 @@ def _serve(facts: scan.CodeFacts, options: TryOptions, env: dict[str, str], run:
     datasets_root.mkdir(parents=True, exist_ok=True)
     requests = dict(facts.datasets)
     variable_splits = requests.pop("", data.DatasetRequest("")).splits
-    for dataset_id, path in options.datasets.items():
+    for dataset_id in options.datasets:
         requests.setdefault(dataset_id, data.DatasetRequest(dataset_id, columns=set(facts.columns)))
     for request in requests.values():
         request.splits |= variable_splits
@@ -312,10 +342,8 @@ def _execute(argv, cwd, env, options: TryOptions) -> tuple[int, list[str], bool]
 
 
 def _kill(process: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.wait()
 
 
