@@ -87,10 +87,11 @@ class Launch:
 class Skipped:
     command: str
     reason: str
-    line: int | None = None
+    line: int | None = None  # a launcher's line
+    cell: int | None = None  # a notebook's code cell
 
     def as_report(self) -> dict:
-        return {"command": self.command, "reason": self.reason, "line": self.line}
+        return {"command": self.command, "reason": self.reason, "line": self.line, "cell": self.cell}
 
 
 @dataclass
@@ -255,8 +256,7 @@ def plan_launcher(launcher: Path, sandbox_launcher: Path, arguments: list[str], 
     skipped_file = record / "skipped"
     if skipped_file.is_file():
         for row in skipped_file.read_text(encoding="utf-8").splitlines():
-            line, _, rest = row.partition(" ")
-            command, _, reason = rest.partition("\t") if "\t" in rest else (row, "", "")
+            line, command, reason = (row.split("\t", 2) + ["", ""])[:3]
             skipped.append(Skipped(command, reason, int(line) if line.isdigit() else None))
     launches = [_recorded_launch(path, env) for path in sorted(record.glob("launch-*.argv"))]
     if not launches and result.returncode != 0:
@@ -365,7 +365,7 @@ def plan_notebook(notebook: Path, sandbox_notebook: Path) -> tuple[Plan, list[st
                 continue
             kind = classify(words)
             if kind is not None and kind[0] == "skip":
-                skipped.append(Skipped(command.strip(), kind[1], number))
+                skipped.append(Skipped(command.strip(), kind[1], cell=number))
                 indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
                 note = "neuron-migrate try: not run: " + command.strip()
                 in_bash = lines[0].startswith("%%")

@@ -245,6 +245,7 @@ def text_lines(runs: list[RunReport]) -> list[str]:
             lines.append(f"         launcher capped: {capped}")
         for skipped in run.skipped:
             at = f" (line {skipped['line']})" if skipped.get("line") else ""
+            at = f" (cell {skipped['cell']})" if skipped.get("cell") else at
             lines.append(f"         not run{at}: {skipped['command']}: {skipped['reason']}")
     return lines
 
