@@ -62,7 +62,7 @@ class _State:
             if real == sandbox or real.startswith(sandbox + os.sep):
                 if "site-packages" in real or "dist-packages" in real:
                     return None
-                return {"file": origin + real[len(sandbox) :], "line": line}
+                return {"file": os.path.normpath(origin + real[len(sandbox) :]), "line": line}
         if self.config.get("notebook") and _is_cell_file(filename):
             import linecache
 
@@ -191,12 +191,14 @@ class _AfterImport:
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
             return None
-        del self.hooks[name]
+        # find_spec is also called by availability checks (importlib.util.find_spec) that never import: the
+        # hook is consumed when the module is executed, not when it is found.
         execute = spec.loader.exec_module
 
         def exec_module(module):
             execute(module)
-            hook(module)
+            if self.hooks.pop(name, None) is not None:
+                hook(module)
 
         spec.loader.exec_module = exec_module
         return spec
