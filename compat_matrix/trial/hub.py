@@ -19,7 +19,7 @@ from pathlib import Path
 from compat_matrix import model_ids
 
 REVISION = "0" * 40  # one snapshot per stand-in; refs/main points at it
-CACHE_LAYOUT = 1  # bump when what is written here changes
+CACHE_LAYOUT = 2  # bump when what is written here changes
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<|im_start|>", "<|im_end|>")
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -134,11 +134,11 @@ def build_tokenizer():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    characters = [chr(code) for code in range(33, 127)]
+    characters = ["\n", "\t", *(chr(code) for code in range(33, 127))]
     vocabulary = {token: index for index, token in enumerate([*SPECIAL_TOKENS, "▁", *characters])}
     backend = Tokenizer(models.BPE(vocab=vocabulary, merges=[], unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Metaspace()
-    backend.decoder = decoders.Metaspace()
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="never")
+    backend.decoder = decoders.Metaspace(prepend_scheme="never")
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
         pad_token="<pad>",
