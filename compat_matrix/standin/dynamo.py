@@ -1,0 +1,105 @@
+"""The ``neuron`` Dynamo backend of the stand-in: the neuron-sim rules (``sim_backend``) on the AOT graphs of
+stand-in tensors, with TorchNeuron's compile accounting.
+
+Like TorchNeuron's backend it rejects symbolic sizes, compiles after AOT autograd, counts each backend graph in
+``counters["neuron"]["compiled_graphs"]`` (``graphs_with_collectives`` too) and records one
+``NeuronCompilationMetrics`` per graph for ``get_dynamo_metrics()``. The graphs then run as they are on the CPU
+tensors inside the stand-in's tensors: no Neuron compiler runs, so compile times are the stand-in's own.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass
+
+import torch
+from torch._dynamo.utils import counters
+
+from compat_matrix import sim_backend
+
+BACKEND_NAME = "neuron"
+_lock = threading.Lock()
+_metrics: list[NeuronCompilationMetrics] = []
+_graph_numbers = itertools.count()
+
+
+@dataclass
+class NeuronCompilationMetrics:
+    """Per-graph compilation metrics, with the fields of torch_neuronx's own (times in microseconds)."""
+
+    graph_id: str
+    graph_name: str = ""
+    model_name: str = ""
+    has_collectives: bool = False
+    graph_node_count: int = 0
+    timestamp: str = ""
+    torch_neuronx_fx_passes_us: int = 0
+    torch_neuronx_lower_us: int = 0
+    torch_neuronx_compile_us: int = 0
+
+
+def get_dynamo_metrics() -> list[NeuronCompilationMetrics]:
+    """Every backend graph compiled since the last reset, in compile order."""
+    with _lock:
+        return list(_metrics)
+
+
+def reset_dynamo_metrics() -> None:
+    with _lock:
+        _metrics.clear()
+        counters["neuron"].clear()
+
+
+def _has_collectives(gm: torch.fx.GraphModule) -> bool:
+    return any(
+        node.op == "call_function" and getattr(node.target, "namespace", None) in ("_c10d_functional", "c10d")
+        for node in gm.graph.nodes
+    )
+
+
+def _recording_compiler(model_name: str, graph_type: str):
+    """The AOT forward or backward compiler: the neuron-sim checks, then the graph's metrics."""
+
+    def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list):
+        start = time.perf_counter_ns()
+        compiled = sim_backend._inspect_aten_graph(gm, example_inputs)
+        elapsed_us = (time.perf_counter_ns() - start) // 1000
+        nth = next(_graph_numbers)
+        collectives = _has_collectives(gm)
+        metrics = NeuronCompilationMetrics(
+            graph_id=f"standin-{nth}",
+            graph_name=f"{model_name}_{graph_type}_{nth}",
+            model_name=model_name,
+            has_collectives=collectives,
+            graph_node_count=len(gm.graph.nodes),
+            timestamp=str(nth),
+            torch_neuronx_fx_passes_us=elapsed_us,
+        )
+        with _lock:
+            _metrics.append(metrics)
+            counters["neuron"]["compiled_graphs"] += 1
+            if collectives:
+                counters["neuron"]["graphs_with_collectives"] += 1
+        return compiled
+
+    return compile_aten_graph
+
+
+def neuron(gm: torch.fx.GraphModule, example_inputs: list):
+    """``torch.compile(backend="neuron")`` on the stand-in."""
+    from torch._guards import CompileContext
+
+    compile_id = CompileContext.current_compile_id()
+    model_name = (
+        f"{gm.__class__.__name__}_{compile_id}".replace("/", "_") if compile_id else gm.__class__.__name__
+    )
+    return sim_backend._compile(gm, example_inputs, _recording_compiler(model_name, "forward"),
+                                _recording_compiler(model_name, "backward"))  # fmt: skip
+
+
+def register() -> None:
+    from torch._dynamo import register_backend
+
+    register_backend(neuron, name=BACKEND_NAME)
