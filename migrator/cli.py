@@ -149,11 +149,27 @@ def _usage_error(message: str) -> None:
 )
 @click.option("--online", is_flag=True, help="Look up unknown model ids on the Hugging Face Hub.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files or directories matching GLOB.")
-def checklist(paths, output, results, online, exclude):
+@click.option(
+    "--try-report",
+    "try_reports",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A `neuron-migrate try --format json --report` file: each tried script shows what ran.",
+)
+def checklist(paths, output, results, online, exclude, try_reports):
     """Write a pre-migration checklist for the scripts, notebooks and launchers in PATH..."""
     from reports.checklist import write_checklist
 
-    sys.exit(write_checklist(list(paths), output=output, results=results, online=online, exclude=exclude))
+    sys.exit(
+        write_checklist(
+            list(paths),
+            output=output,
+            results=results,
+            online=online,
+            exclude=exclude,
+            try_reports=list(try_reports),
+        )
+    )
 
 
 @main.command("try", context_settings={"ignore_unknown_options": False})

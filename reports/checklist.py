@@ -32,6 +32,7 @@ from reports.results import (
     load_runs,
 )
 from reports.scan import FileScan, Location, Risk, find_configs, scan_file
+from reports.tries import load_try_reports, match
 
 SEVERITIES = ("blocking", "manual", "compile-risk", "check")
 SEVERITY_LABELS = {
@@ -95,6 +96,7 @@ class FileSection:
     kind: str
     rewrites: dict[str, int]
     items: list[Item] = field(default_factory=list)
+    tries: list[str] = field(default_factory=list)  # what `neuron-migrate try` measured, one line per run
 
 
 @dataclass
@@ -397,6 +399,7 @@ def build_checklist(
     exclude: tuple[str, ...] = (),
     analyze: Callable[..., dict] | None = None,
     output: Path | None = None,
+    try_reports: list[Path] = (),
 ) -> dict:
     """The checklist's content; raises ResultsError or ValueError on bad input."""
     if analyze is None:
@@ -405,6 +408,7 @@ def build_checklist(
         if not path.exists():
             raise ValueError(f"{path}: no such file or directory")
     run, results_label = _load_results(results)
+    tried = load_try_reports(list(try_reports))
     rules_href, compat_href = _links(output)
     show = _shown_under(paths)
     report = analyze(list(paths), exclude)
@@ -434,7 +438,8 @@ def build_checklist(
         blocking += [item for item in items if item.severity == "blocking"]
         section_items = [item for item in items if item.severity != "blocking"]
         rewrites = {family: counts[family] for family in FAMILIES if counts[family]}
-        sections.append(FileSection(display, kind, rewrites, section_items))
+        tries = [line for entry in match(tried, source) for line in entry.lines]
+        sections.append(FileSection(display, kind, rewrites, section_items, tries))
     models = _models(scans, find_configs(list(paths), exclude), online, show)
     model_items = []
     for row in models:
@@ -463,6 +468,7 @@ def build_checklist(
         "rules_href": rules_href,
         "counts": {severity: counts[severity] for severity in SEVERITIES},
         "total_rewrites": sum(sum(section.rewrites.values()) for section in sections),
+        "try_reports": [display_path(path) for path in try_reports],
         "severity_labels": SEVERITY_LABELS,
         "families": FAMILIES,
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -482,13 +488,16 @@ def write_checklist(
     online: bool,
     exclude: tuple[str, ...] = (),
     analyze: Callable[..., dict] | None = None,
+    try_reports: list[Path] = (),
 ) -> int:
     """Writes the checklist as Markdown (stdout or .md) or HTML (.html); returns the exit code."""
     fmt = _format(output)
     if not fmt:
         return fail(f"{output}: the checklist is written as .md or .html")
     try:
-        context = build_checklist([Path(path) for path in paths], results, online, exclude, analyze, output)
+        context = build_checklist(
+            [Path(path) for path in paths], results, online, exclude, analyze, output, list(try_reports)
+        )
     except (ResultsError, UsageError, ValueError) as error:
         return fail(str(error))
     if fmt == "html":

@@ -18,6 +18,7 @@ def device_environment(env: dict[str, str]) -> tuple[dict[str, str], str]:
     except ImportError:
         return dict(env), CPU_DEVICE
     try:
+        standin.check_supported()
         return standin.activation_env(env), STANDIN_DEVICE
     except standin.StandinUnavailable as error:
         raise DeviceUnavailable(f"the neuron stand-in cannot run here: {error}") from error

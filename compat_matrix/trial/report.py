@@ -26,7 +26,8 @@ class RunReport:
     loss_finite: bool | None = None  # None: no loss was computed (an inference run)
     last_loss: float | None = None
     generate_calls: int = 0
-    compile_count: int = 0
+    compile_count: int = 0  # graphs Dynamo compiled (a recompile is one more)
+    device_graphs: int = 0  # graphs the neuron backend compiled after AOT autograd (forward and backward)
     recompile_count: int = 0
     recompile_reasons: list[dict] = field(default_factory=list)  # reason, file, line, code, count
     graph_breaks: list[dict] = field(default_factory=list)  # reason, count
@@ -76,6 +77,7 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
             run.last_loss = None
     run.generate_calls = lead.get("generate_calls", 0)
     run.compile_count = lead.get("unique_graphs", 0)
+    run.device_graphs = lead.get("device_graphs", 0)
     run.recompile_count = len(lead.get("recompiles", []))
     run.recompile_reasons = _recompile_reasons(lead.get("recompiles", []), cell_sources)
     run.graph_breaks = [
@@ -104,16 +106,10 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
     errors = [report["error"] for report in workers if report.get("error")]
     if errors:
         run.error = _error(errors[0], cell_sources)
-    rejected = sum(
+    run.dynamic_shapes_rejected = sum(
         1
         for error in errors
-        if "DynamicShapeRejected" in error.get("chain", [])
-        or "DynamicShapeRejected" in error.get("message", "")
-    )
-    run.dynamic_shapes_rejected = rejected + sum(
-        int(report.get("device_metrics", {}).get("dynamic_shapes_rejected", 0) or 0)
-        for report in workers
-        if isinstance(report.get("device_metrics"), dict)
+        if any("DynamicShapeRejected" in text for text in [*error.get("chain", []), error.get("message", "")])
     )
 
 

@@ -118,7 +118,8 @@ def _is_cell_file(filename: str) -> bool:
 
 
 def _compile_metrics() -> dict:
-    """Dynamo's own counters, and what the neuron backend's rules recorded, when those modules are loaded."""
+    """Dynamo's own counters (graphs, graph breaks, and the graphs the neuron backend compiled, which it
+    counts in counters["neuron"] as TorchNeuron does), and the ops the neuron rules flagged."""
     metrics: dict = {}
     utils = sys.modules.get("torch._dynamo.utils")
     if utils is not None:
@@ -127,17 +128,16 @@ def _compile_metrics() -> dict:
         metrics["graph_breaks"] = {
             str(reason): int(count) for reason, count in counters["graph_break"].items()
         }
+        metrics["device_graphs"] = int(counters["neuron"]["compiled_graphs"])
     rules = sys.modules.get("compat_matrix.sim_backend")
+    fallbacks = set()
     if rules is not None:
         metrics["unsupported_ops"] = rules.STATE.as_list()
-        metrics["cpu_fallback_ops"] = sorted(rules.STATE.cpu_fallbacks)
-        metrics["backend_graphs"] = rules.STATE.graphs
-    neuronx = sys.modules.get("torch_neuronx")
-    if neuronx is not None and hasattr(neuronx, "get_dynamo_metrics"):
-        try:
-            metrics["device_metrics"] = neuronx.get_dynamo_metrics()
-        except Exception as error:  # a metrics failure must not hide the run's own result
-            metrics["device_metrics_error"] = repr(error)
+        fallbacks |= rules.STATE.cpu_fallbacks
+    standin_device = sys.modules.get("compat_matrix.standin.device")
+    if standin_device is not None:
+        fallbacks |= set(getattr(standin_device, "FALLBACK", ()))
+    metrics["cpu_fallback_ops"] = sorted(fallbacks)
     return metrics
 
 
@@ -252,7 +252,10 @@ def _after_torch(torch) -> None:
         guards.recompiles_log.setLevel(logging.DEBUG)
         guards.recompiles_log.propagate = False
 
-    sys.meta_path.insert(0, _AfterImport({"torch._dynamo.guards": after_guards}))
+    if "torch._dynamo.guards" in sys.modules:  # the stand-in's autoload imports Dynamo within `import torch`
+        after_guards(sys.modules["torch._dynamo.guards"])
+    else:
+        sys.meta_path.insert(0, _AfterImport({"torch._dynamo.guards": after_guards}))
 
 
 def _after_trainer(module) -> None:
