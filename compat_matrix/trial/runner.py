@@ -169,6 +169,8 @@ def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[
 
 
 def _serve(facts: scan.CodeFacts, options: TryOptions, env: dict[str, str], run: RunReport) -> dict[str, str]:
+    if not (facts.model_ids or facts.datasets or options.models or options.datasets):
+        return {}
     with _quiet_libraries():
         return _serve_quietly(facts, options, env, run)
 
