@@ -61,6 +61,8 @@ OTHER_MATRICES = {
     "length, with pooled embeddings compared against the CPU reference",
     "classification": "a sequence-classification matrix: a compiled forward pass with its logits compared "
     "against the CPU reference",
+    "seq2seq": "a sequence-to-sequence matrix: encoder and decoder compiled with a static cache, generated tokens "
+    "compared against the CPU reference",
     "diffusion": "a diffusion matrix: the Diffusers pipeline's denoiser, VAE and text encoders compiled at a "
     "fixed image size",
 }
@@ -203,7 +205,12 @@ def _result_item(row: ModelRow, run: Run | None) -> Item | None:
     model_type = row.architecture.model_type
     where = ", ".join(row.locations)
     if row.task:
-        kind = {"embedding": "an embedding", "classification": "a classification", "diffusion": "a diffusion"}
+        kind = {
+            "embedding": "an embedding",
+            "classification": "a classification",
+            "seq2seq": "a sequence-to-sequence",
+            "diffusion": "a diffusion",
+        }
         return Item(
             "check",
             f"`{row.reference}` is {kind[row.task]} model: the causal-LM compatibility matrix does not apply",

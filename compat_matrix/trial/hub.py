@@ -98,8 +98,11 @@ def ensure_model(cache: Path, model_id: str, model_type: str, source: str) -> Mo
 
 def _write(repo: Path, model_type: str) -> int:
     import torch
-    from transformers import CONFIG_MAPPING, AutoModel, AutoModelForCausalLM
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from transformers import CONFIG_MAPPING, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+    )
 
     from compat_matrix.tiny import build_tiny_config
 
@@ -110,7 +113,13 @@ def _write(repo: Path, model_type: str) -> int:
     for name in ("pad_token", "bos_token", "eos_token"):
         setattr(config, f"{name}_id", tokenizer.convert_tokens_to_ids(getattr(tokenizer, name)))
     torch.manual_seed(0)
-    auto = AutoModelForCausalLM if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else AutoModel
+    # The head a checkpoint of that kind carries; a script loading another head initialises it, as with real ones.
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        auto = AutoModelForCausalLM
+    elif model_type in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
+        auto = AutoModelForSeq2SeqLM
+    else:
+        auto = AutoModel
     model = auto.from_config(config)
     if getattr(model, "generation_config", None) is not None:
         model.generation_config.pad_token_id = config.pad_token_id

@@ -39,6 +39,7 @@ class RunReport:
     skipped: list[dict] = field(default_factory=list)  # set-up commands listed, not run
     launcher_capped: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    timings: dict = field(default_factory=dict)  # where the seconds went: see docs/try.md
     exit_code: int | None = None
     output_tail: str = ""
 
@@ -78,6 +79,11 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
     run.generate_calls = lead.get("generate_calls", 0)
     run.compile_count = lead.get("unique_graphs", 0)
     run.device_graphs = lead.get("device_graphs", 0)
+    run.timings = {
+        **lead.get("marks", {}),
+        "compile_seconds": lead.get("compile_seconds", 0.0),
+        "process_seconds": lead.get("seconds"),
+    }
     run.recompile_count = len(lead.get("recompiles", []))
     run.recompile_reasons = _recompile_reasons(lead.get("recompiles", []), cell_sources)
     run.graph_breaks = [

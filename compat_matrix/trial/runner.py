@@ -159,6 +159,8 @@ def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[
             "HF_DATASETS_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "HF_HUB_DISABLE_TELEMETRY": "1",
+            # `token=True` needs a token to exist, even offline; the stand-ins need none.
+            "HF_TOKEN": base.get("HF_TOKEN") or "neuron-migrate-try-offline",
             "WANDB_MODE": "disabled",
             "TOKENIZERS_PARALLELISM": "false",
             "PYTHONUNBUFFERED": "1",
@@ -259,7 +261,9 @@ def _run(launch, index, kind, path, sandbox, work, env, device, cells, options: 
         for line in cells:
             for _, command in plan.notebook_shell_lines(line):
                 facts.merge(_scripts_of(command, sandbox))
+    serving = time.monotonic()
     unserved = _serve(facts, options, env, run)
+    serving = round(time.monotonic() - serving, 2)
     if run.status == NOT_RUN and run.reason:
         return run
     reports = work / "reports" / str(index)
@@ -285,6 +289,7 @@ def _run(launch, index, kind, path, sandbox, work, env, device, cells, options: 
     run.exit_code = exit_code
     run.output_tail = "\n".join(tail)
     merge_processes(run, load_process_reports(reports), cells)
+    run.timings["serving_stand_ins_seconds"] = serving
     _conclude(run, timed_out, unserved, tail, options)
     return run
 

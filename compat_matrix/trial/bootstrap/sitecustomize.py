@@ -53,6 +53,13 @@ class _State:
         self.models: list[dict] = []
         self.error: dict | None = None
         self.launcher_capped: list[str] = []
+        self.marks: dict[
+            str, float
+        ] = {}  # seconds since start-up: torch imported, first load, first/last step
+
+    def mark(self, name: str, first_only: bool = True) -> None:
+        if not first_only or name not in self.marks:
+            self.marks[name] = round(time.time() - self.started, 3)
 
     # -- what the user's own code is -------------------------------------------------------------------
     def user_location(self, filename: str, line: int) -> dict | None:
@@ -96,6 +103,7 @@ class _State:
             "error": self.error,
             "launcher_capped": self.launcher_capped,
             "seconds": round(time.time() - self.started, 3),
+            "marks": self.marks,
         }
         report.update(_compile_metrics())
         return report
@@ -129,6 +137,10 @@ def _compile_metrics() -> dict:
             str(reason): int(count) for reason, count in counters["graph_break"].items()
         }
         metrics["device_graphs"] = int(counters["neuron"]["compiled_graphs"])
+        # Dynamo's own timing of each frame compile (tracing, AOT autograd's forward, the backend).
+        metrics["compile_seconds"] = round(
+            sum(utils.compilation_time_metrics.get("_compile.compile_inner", [])), 3
+        )
     rules = sys.modules.get("compat_matrix.sim_backend")
     fallbacks = set()
     if rules is not None:
@@ -209,8 +221,12 @@ def _after_torch(torch) -> None:
 
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    STATE.mark("torch_imported")
+
     def after_step(optimizer, args, kwargs):
         STATE.steps += 1
+        STATE.mark("first_step")
+        STATE.mark("last_step", first_only=False)
         STATE.write()
         if STATE.steps >= STATE.config["steps"] and not STATE.trainer_running:
             STATE.stopped_at_cap = True
@@ -309,6 +325,7 @@ def _after_modeling(module) -> None:
     load = pretrained.from_pretrained.__func__
 
     def recording_from_pretrained(cls, name_or_path, *args, **kwargs):
+        STATE.mark("first_model_load")
         model = load(cls, name_or_path, *args, **kwargs)
         try:
             parameters = sum(p.numel() for p in model.parameters())
