@@ -34,6 +34,13 @@ SKIP_DIRS = frozenset(
 COPY_BUDGET_BYTES = 256 * 1024 * 1024  # beyond this, files are linked (read-only use), not copied
 BIG_FILE_BYTES = 16 * 1024 * 1024
 OUTPUT_TAIL_LINES = 40
+# How a load of something the offline Hub cache does not hold fails (transformers, huggingface_hub).
+HUB_MISSES = (
+    "couldn't connect to 'https://huggingface.co'",
+    "LocalEntryNotFoundError",
+    "offline mode",
+    "not a valid model identifier",
+)
 
 
 class TryUsageError(Exception):
@@ -369,10 +376,10 @@ def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: l
     run.status = FAILED
     error = run.error
     text = " ".join(filter(None, [error and error.get("message"), *tail[-5:]]))
-    for model_id, reason in unserved.items():
-        if model_id in text:
-            run.reason = reason
-            return
+    named = [reason for model_id, reason in unserved.items() if model_id in text]
+    if named or (unserved and any(marker in text for marker in HUB_MISSES)):
+        run.reason = "; ".join(named or unserved.values())
+        return
     if error:
         at = ""
         if error.get("file"):

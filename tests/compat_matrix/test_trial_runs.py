@@ -23,7 +23,9 @@ def try_cache(tmp_path_factory):
     return tmp_path_factory.getbasetemp().parent / "try-cache"
 
 
-def run_try(folder: Path, name: str, *arguments: str, cache: Path, timeout: int = 400) -> tuple[int, dict, str]:
+def run_try(
+    folder: Path, name: str, *arguments: str, cache: Path, timeout: int = 400
+) -> tuple[int, dict, str]:
     report = folder / f"{name}.try.json"
     result = subprocess.run(
         [*CLI, "try", name, "-q", "--format", "json", "--report", str(report), *arguments],
@@ -78,13 +80,18 @@ def test_a_hand_written_loop_runs_three_steps_and_names_the_recompiling_line(tmp
     # Batches padded to their longest text: a new length at step 2 is a new graph on the device.
     assert run["recompile_count"] >= 1
     (reason,) = run["recompile_reasons"]
-    assert (reason["file"], reason["line"]) == ("train.py", 11) and "pad to a fixed length" in reason["explanation"]
+    assert (reason["file"], reason["line"]) == ("train.py", 11) and "pad to a fixed length" in reason[
+        "explanation"
+    ]
     assert run["models"] == [
         {"id": "Qwen/Qwen3-0.6B", "architecture": "qwen3", "parameters": run["models"][0]["parameters"],
          "source": "model-id table", "loaded": True}
     ]  # fmt: skip
     # The user's folder is untouched: the run wrote into its temporary copy.
-    assert snapshot(tmp_path) == {**before, tmp_path / "train.py.try.json": (tmp_path / "train.py.try.json").read_bytes()}
+    assert snapshot(tmp_path) == {
+        **before,
+        tmp_path / "train.py.try.json": (tmp_path / "train.py.try.json").read_bytes(),
+    }
 
 
 TRAINER = """
@@ -105,7 +112,9 @@ data = data.map(
     lambda b: tokenizer(b["sentence1"], b["sentence2"], truncation=True, padding="max_length", max_length=64),
     batched=True,
 )
-arguments = TrainingArguments(output_dir=args.output_dir, per_device_train_batch_size=4, num_train_epochs=3)
+arguments = TrainingArguments(
+    output_dir=args.output_dir, per_device_train_batch_size=4, num_train_epochs=3, save_strategy="no"
+)
 trainer = Trainer(model=model, args=arguments, train_dataset=data["train"], eval_dataset=data["validation"])
 trainer.train()
 print("eval", trainer.evaluate())
@@ -115,7 +124,9 @@ print("eval", trainer.evaluate())
 @pytest.mark.slow
 def test_a_trainer_script_with_a_glue_task_gets_its_label_column_and_stops_at_the_cap(tmp_path, try_cache):
     write(tmp_path, "classify.py", TRAINER)
-    code, document, stderr = run_try(tmp_path, "classify.py", "--steps", "2", "--", "--model_name", "Qwen/Qwen3-0.6B", cache=try_cache)
+    code, document, stderr = run_try(
+        tmp_path, "classify.py", "--steps", "2", "--", "--model_name", "Qwen/Qwen3-0.6B", cache=try_cache
+    )
     (run,) = document["runs"]
     assert code == 0, (stderr, run)
     assert (run["status"], run["steps"], run["loss_finite"]) == ("ran", 2, True)
@@ -151,7 +162,11 @@ def test_bad_input_gets_one_line_and_the_right_exit_code(tmp_path, try_cache):
         (["raises.py", "--model", "no-equals-sign"], "expected ID=MODEL_TYPE"),
     ]:
         result = subprocess.run([*CLI, "try", *arguments], cwd=tmp_path, capture_output=True, text=True)
-        assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+        assert (
+            result.returncode == 2
+            and message in result.stderr
+            and len(result.stderr.strip().splitlines()) == 1
+        )
 
 
 @pytest.mark.slow
@@ -167,22 +182,23 @@ def test_an_unknown_model_id_ends_the_run_with_what_to_pass(tmp_path, try_cache)
     )
     code, document, _ = run_try(tmp_path, "load.py", cache=try_cache)
     assert code == 1 and "--model someone/private-model=MODEL_TYPE" in document["runs"][0]["reason"]
-    code, document, _ = run_try(tmp_path, "load.py", "--model", "someone/private-model=qwen3", cache=try_cache)
+    code, document, _ = run_try(
+        tmp_path, "load.py", "--model", "someone/private-model=qwen3", cache=try_cache
+    )
     assert code == 0 and document["runs"][0]["models"][0]["architecture"] == "qwen3"
 
 
 DDP = """
-import os
-
 import torch
 import torch.distributed as dist
 
-dist.init_process_group("neuron")
-device = torch.device("neuron", int(os.environ["LOCAL_RANK"]))
-model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1).to(device))
+# The launcher's workers get the stand-in too (they inherit the try's environment).
+assert torch.accelerator.current_accelerator().type == "neuron"
+dist.init_process_group("gloo")
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(100):
-    loss = model(torch.randn(4, 8, device=device)).pow(2).mean()
+    loss = model(torch.randn(4, 8)).pow(2).mean()
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
