@@ -98,7 +98,9 @@ class FileSection:
     kind: str
     rewrites: dict[str, int]
     items: list[Item] = field(default_factory=list)
-    tries: list[str] = field(default_factory=list)  # what `neuron-migrate try` measured, one line per run
+    tries: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # (command, what `neuron-migrate try` measured)
 
 
 @dataclass

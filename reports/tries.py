@@ -1,5 +1,5 @@
-"""`neuron-migrate try` reports (`--format json --report FILE`) read into one line per tried file, for the
-checklist: "ran 3 steps on the stand-in, 2 recompiles at lines 13, 27"."""
+"""`neuron-migrate try` reports (`--format json --report FILE`) read into one line per run of a tried file,
+for the checklist: `python train.py` ran 3 steps on the stand-in, 2 recompiles at lines 13, 27."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class TryReportError(ValueError):
 @dataclass(frozen=True)
 class TriedFile:
     path: Path  # the tried file, resolved
-    lines: tuple[str, ...]  # one per run
+    lines: tuple[tuple[str, str], ...]  # (command, what it did on the stand-in), one per run
     ok: bool  # every run ran
 
 
@@ -36,11 +36,11 @@ def load_try_reports(paths: list[Path]) -> list[TriedFile]:
     return tried
 
 
-def _line(run: dict) -> str:
+def _line(run: dict) -> tuple[str, str]:
     device = "the stand-in" if "stand-in" in str(run.get("device", "")) else str(run.get("device") or "CPU")
     command = run.get("command", "")
     if run.get("status") != "ran":
-        return f"`{command}` {run.get('status', 'failed')} on {device}: {run.get('reason', '')}"
+        return command, f"{run.get('status', 'failed')} on {device}: {run.get('reason', '')}"
     recompiles = run.get("recompile_count", 0)
     places = sorted({_place(reason) for reason in run.get("recompile_reasons", []) if reason.get("line")})
     at = f" at {'lines' if len(places) > 1 else 'line'} {', '.join(places)}" if places else ""
@@ -51,7 +51,7 @@ def _line(run: dict) -> str:
         if run["loss_finite"]
         else ", loss NOT finite"
     )
-    return f"`{command}` ran {run.get('steps', 0)} steps on {device}{loss}, {recompiles} recompiles{at}"
+    return command, f"ran {run.get('steps', 0)} steps on {device}{loss}, {recompiles} recompiles{at}"
 
 
 def _place(reason: dict) -> str:
