@@ -227,6 +227,7 @@ def _serve_quietly(
         requests.setdefault(dataset_id, data.DatasetRequest(dataset_id, columns=set(facts.columns)))
     for request in requests.values():
         request.splits |= variable_splits
+        request.columns |= facts.columns
         try:
             stand_in = data.stand_in(request, options.datasets.get(request.id))
             data.write_cache(stand_in, datasets_root)

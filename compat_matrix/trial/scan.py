@@ -61,6 +61,7 @@ class CodeFacts:
         for dataset_id, request in other.datasets.items():
             mine = self.datasets.setdefault(dataset_id, data.DatasetRequest(dataset_id, request.config))
             mine.splits |= request.splits
+            mine.columns |= request.columns
             mine.config = mine.config or request.config
         self.multi_process = self.multi_process or other.multi_process
 
