@@ -241,7 +241,7 @@ def test_a_notebook_runs_in_a_kernel_and_a_failing_cell_is_named(tmp_path, try_c
         'model = AutoModelForCausalLM.from_pretrained("HuggingFaceTB/SmolLM3-3B").to("neuron")',
         'messages = [{"role": "user", "content": "hi"}]\n'
         'ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt").to("neuron")\n'
-        "out = model.generate(**ids, max_new_tokens=200)\nprint(out.shape)",
+        "out = model.generate(**ids, max_new_tokens=200)\nprint('new tokens:', out.shape[-1] - ids['input_ids'].shape[-1])",
     ]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])
     nbformat.write(notebook, tmp_path / "chat.ipynb")
@@ -249,6 +249,7 @@ def test_a_notebook_runs_in_a_kernel_and_a_failing_cell_is_named(tmp_path, try_c
     (run,) = document["runs"]
     assert code == 0, (stderr, run)
     assert run["generate_calls"] == 1 and run["skipped"][0]["cell"] == 1
+    assert "new tokens: 4" in run["output_tail"]  # generation capped to a few new tokens
 
     notebook.cells.append(nbformat.v4.new_code_cell("x = 1\nraise ValueError('bad cell')"))
     nbformat.write(notebook, tmp_path / "chat.ipynb")
