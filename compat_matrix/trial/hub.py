@@ -19,7 +19,7 @@ from pathlib import Path
 from compat_matrix import model_ids
 
 REVISION = "0" * 40  # one snapshot per stand-in; refs/main points at it
-CACHE_LAYOUT = 2  # bump when what is written here changes
+CACHE_LAYOUT = 4  # bump when what is written here changes
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<|im_start|>", "<|im_end|>")
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -108,10 +108,13 @@ def _write(repo: Path, model_type: str) -> int:
 
     if model_type not in CONFIG_MAPPING:
         raise CannotStandIn(f"architecture {model_type!r} is not one the installed Transformers knows")
-    tokenizer = build_tokenizer()
     config = build_tiny_config(model_type)
+    # BERT-style tokenizers also return the segment ids the model's token_type embeddings take.
+    tokenizer = build_tokenizer(token_type_ids=(getattr(config, "type_vocab_size", 0) or 0) > 1)
     for name in ("pad_token", "bos_token", "eos_token"):
         setattr(config, f"{name}_id", tokenizer.convert_tokens_to_ids(getattr(tokenizer, name)))
+    if getattr(config, "is_encoder_decoder", False):  # released seq2seq checkpoints start decoding at pad
+        config.decoder_start_token_id = config.pad_token_id
     torch.manual_seed(0)
     # The head a checkpoint of that kind carries; a script loading another head initialises it, as with real ones.
     if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
@@ -123,6 +126,7 @@ def _write(repo: Path, model_type: str) -> int:
     model = auto.from_config(config)
     if getattr(model, "generation_config", None) is not None:
         model.generation_config.pad_token_id = config.pad_token_id
+        model.generation_config.decoder_start_token_id = getattr(config, "decoder_start_token_id", None)
     parameters = sum(parameter.numel() for parameter in model.parameters())
     if repo.exists():
         shutil.rmtree(repo)
@@ -137,7 +141,7 @@ def _write(repo: Path, model_type: str) -> int:
     return parameters
 
 
-def build_tokenizer():
+def build_tokenizer(token_type_ids: bool = False):
     """A character-level tokenizer (printable ASCII, specials first) with a pad token and a chat template:
     its ids stay below the tiny models' vocabulary, and decoding gives the text back."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
@@ -155,6 +159,7 @@ def build_tokenizer():
         eos_token="</s>",
         unk_token="<unk>",
         additional_special_tokens=["<|im_start|>", "<|im_end|>"],
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"] if token_type_ids else None,
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer

@@ -13,6 +13,7 @@ the expected-to-run set.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -55,12 +56,36 @@ KNOWN_FAILURES = {
 }
 
 
+def _runs_something(text: str) -> bool:
+    """A program, not a module of functions: a `__main__` block, or top-level code that calls one of its
+    functions or trains or generates itself."""
+    tree = ast.parse(text)
+    defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+    for node in tree.body:
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            return True
+        if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.Import | ast.ImportFrom):
+            continue
+        for call in (child for child in ast.walk(node) if isinstance(child, ast.Call)):
+            function = call.func
+            if isinstance(function, ast.Name) and function.id in defined | {"pipeline"}:
+                return True
+            if isinstance(function, ast.Attribute) and function.attr in (
+                "train",
+                "generate",
+                "backward",
+                "step",
+            ):
+                return True
+    return False
+
+
 def complete_scripts() -> list[str]:
-    """Expected outputs that load a model and train or generate, with no manual work left."""
+    """Expected outputs that are whole programs: they load a model, then train or generate, when run."""
     found = []
     for path in sorted(FIXTURES.glob("*/*.expected.py")):
         text = path.read_text(encoding="utf-8")
-        if LOADS.search(text) and (TRAINS.search(text) or GENERATES.search(text)):
+        if LOADS.search(text) and (TRAINS.search(text) or GENERATES.search(text)) and _runs_something(text):
             found.append(path.relative_to(FIXTURES).as_posix())
     return found
 
