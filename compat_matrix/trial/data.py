@@ -19,7 +19,10 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-ROWS = 64  # per split: enough batches for the step cap, small enough to tokenize in well under a second
+# Rows per split. A training split survives the slices and filters scripts apply (`train[:1%]` keeps 32 rows,
+# four batches of 8); evaluation splits stay small, since a Trainer evaluates all of one.
+TRAIN_ROWS = 3200
+OTHER_ROWS = 64
 WORDS = [
     "the",
     "model",
@@ -173,7 +176,7 @@ def _file_columns(path: Path) -> dict[str, str]:
 
 
 def _value(kind: str, row: int) -> object:
-    length = 3 + (row * 7) % 29  # lengths vary, as real text does: padding to the longest varies with it
+    length = 6 + (row * 7) % 29  # lengths vary, as real text does: padding to the longest varies with it
     text = " ".join(WORDS[(row + i) % len(WORDS)] for i in range(length))
     if kind.startswith("label:"):
         return row % int(kind.split(":")[1])
@@ -218,8 +221,10 @@ def write_cache(stand_in: DatasetStandIn, cache_root: Path) -> None:
             for split in stand_in.splits:
                 path = stand_in.rows_file or scratch_path / f"{config}-{split}.jsonl"
                 if stand_in.rows_file is None:
+                    count = TRAIN_ROWS if split.startswith("train") else OTHER_ROWS
                     rows = (
-                        {column: _value(kind, row) for column, kind in columns.items()} for row in range(ROWS)
+                        {column: _value(kind, row) for column, kind in columns.items()}
+                        for row in range(count)
                     )
                     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
                 data_files[split] = str(path)

@@ -159,7 +159,9 @@ def build_tokenizer(token_type_ids: bool = False):
         eos_token="</s>",
         unk_token="<unk>",
         additional_special_tokens=["<|im_start|>", "<|im_end|>"],
-        model_input_names=["input_ids", "token_type_ids", "attention_mask"] if token_type_ids else None,
+        **(
+            {"model_input_names": ["input_ids", "token_type_ids", "attention_mask"]} if token_type_ids else {}
+        ),
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
