@@ -216,9 +216,15 @@ def _serve_quietly(
     for model_id in sorted(facts.model_ids | set(options.models)):
         try:
             model_type, source = hub.architecture(model_id, options.models)
-            run.models.append(hub.ensure_model(cache, model_id, model_type, source).as_report())
         except hub.CannotStandIn as error:
             unserved[model_id] = str(error)
+            continue
+        try:
+            run.models.append(hub.ensure_model(cache, model_id, model_type, source).as_report())
+        except Exception as error:  # a tiny model of some architectures cannot be built: say so, run on
+            unserved[model_id] = (
+                f"model {model_id}: its tiny {model_type} stand-in could not be built ({error})"
+            )
     datasets_root = Path(env["HF_DATASETS_CACHE"])
     datasets_root.mkdir(parents=True, exist_ok=True)
     requests = dict(facts.datasets)
@@ -233,6 +239,12 @@ def _serve_quietly(
             data.write_cache(stand_in, datasets_root)
         except data.CannotStandIn as error:
             run.status, run.reason = NOT_RUN, str(error)
+            return unserved
+        except Exception as error:  # rows of a user's --dataset file the builder cannot read, ...
+            run.status, run.reason = (
+                NOT_RUN,
+                f"dataset {request.id}: its stand-in could not be written ({error})",
+            )
             return unserved
         run.datasets.append(stand_in.as_report())
     return unserved
