@@ -33,6 +33,7 @@ SKIP_DIRS = frozenset(
 )
 COPY_BUDGET_BYTES = 256 * 1024 * 1024  # beyond this, files are linked (read-only use), not copied
 BIG_FILE_BYTES = 16 * 1024 * 1024
+MIRRORED_FILES = 5000
 OUTPUT_TAIL_LINES = 40
 # How a load of something the offline Hub cache does not hold fails (transformers, huggingface_hub).
 HUB_MISSES = (
@@ -136,12 +137,18 @@ def _plan(kind: str, path: Path, sandboxed: Path, arguments: list[str], env: dic
 
 
 def _mirror(source: Path, target: Path) -> None:
-    """A copy of the user's folder to run in; past the copy budget (or for big files), links to the files."""
-    budget = COPY_BUDGET_BYTES
+    """A copy of the user's folder to run in; past the copy budget (or for big files), links to the files,
+    and past MIRRORED_FILES files, links to whole folders (a script in a home folder must not walk all of it)."""
+    budget, files_seen = COPY_BUDGET_BYTES, 0
     for root, dirs, files in os.walk(source):
         dirs[:] = [name for name in dirs if name not in SKIP_DIRS]
         here = target / Path(root).relative_to(source)
         here.mkdir(parents=True, exist_ok=True)
+        files_seen += len(files)
+        if files_seen > MIRRORED_FILES:
+            for name in dirs:
+                (here / name).symlink_to(Path(root, name).resolve())
+            dirs.clear()
         for name in files:
             origin = Path(root, name)
             try:
