@@ -68,14 +68,10 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
     run.processes = len(ranks) if None not in ranks else max(1, len(workers))
     lead = min(workers, key=lambda report: (report.get("rank") not in ("0", None), report.get("pid", 0)))
     run.steps = max(report.get("steps", 0) for report in workers)
-    losses = [loss for report in workers for loss in report.get("losses", [])]
     if any(report.get("loss_count") for report in workers):
         run.loss_finite = not any(report.get("nonfinite_losses") for report in workers)
-        run.last_loss = (
-            lead.get("losses", [None])[-1] if lead.get("losses") else (losses[-1] if losses else None)
-        )
-        if run.last_loss is not None and not math.isfinite(run.last_loss):
-            run.last_loss = None
+        losses = lead.get("losses") or [loss for report in workers for loss in report.get("losses", [])]
+        run.last_loss = losses[-1] if losses and math.isfinite(losses[-1]) else None
     run.generate_calls = lead.get("generate_calls", 0)
     run.compile_count = lead.get("unique_graphs", 0)
     run.device_graphs = lead.get("device_graphs", 0)
@@ -92,23 +88,20 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
     ]
     run.unsupported_ops = sorted({op for report in workers for op in report.get("unsupported_ops", [])})
     run.cpu_fallback_ops = sorted({op for report in workers for op in report.get("cpu_fallback_ops", [])})
-    seen_models = {model["id"] for model in run.models}
-    for model in lead.get("models", []):
-        if model["id"] not in seen_models and not any(
-            m.get("loaded_as") for m in run.models if m["id"] == model["id"]
-        ):
-            run.models.append(
-                {
-                    "id": model["id"],
-                    "architecture": model.get("model_type"),
-                    "parameters": model.get("parameters"),
-                    "source": "local",
-                }
-            )
-            seen_models.add(model["id"])
-    for model in run.models:
-        loaded = [m for m in lead.get("models", []) if m["id"] == model["id"]]
-        model["loaded"] = bool(loaded)
+    loaded = {model["id"]: model for model in lead.get("models", [])}
+    for model in run.models:  # the stand-ins served, and whether the run loaded them
+        model["loaded"] = model["id"] in loaded
+    served = {model["id"] for model in run.models}
+    run.models += [  # what it loaded from local folders, as they are
+        {
+            "id": model_id,
+            "architecture": model.get("model_type"),
+            "parameters": model.get("parameters"),
+            "source": "local",
+        }
+        for model_id, model in loaded.items()
+        if model_id not in served
+    ]
     errors = [report["error"] for report in workers if report.get("error")]
     if errors:
         run.error = _error(errors[0], cell_sources)
@@ -216,7 +209,8 @@ def text_lines(runs: list[RunReport]) -> list[str]:
                 )
             )
             lines.append(
-                f"         {run.steps} step(s), {run.processes} process(es){loss}, {run.compile_count} graph(s) compiled, "
+                f"         {run.steps} step(s), {run.processes} process(es){loss}, {run.compile_count} graph(s) compiled "
+                f"({run.device_graphs} for the device), "
                 f"{run.recompile_count} recompile(s), {len(run.graph_breaks)} graph break(s), {run.seconds:.1f} s on {run.device}"
             )
         for entry in run.recompile_reasons:

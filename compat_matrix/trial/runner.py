@@ -103,11 +103,12 @@ def try_path(path: Path, arguments: list[str], options: TryOptions) -> list[RunR
             the_plan, cells = _plan(kind, path, sandbox / path.name, arguments, env)
         except plan.PlanError as error:
             raise TryUsageError(str(error)) from error
+        trial = _Trial(path, kind, sandbox, work, env, device, cells, options)
         runs = []
         for index, launch in enumerate(the_plan.launches, start=1):
             if len(the_plan.launches) > 1:
                 options.echo(f"neuron-migrate try: run {index}/{len(the_plan.launches)}: {launch.label}")
-            run = _run(launch, index, kind, path, sandbox, work, env, device, cells, options)
+            run = trial.run(launch, index)
             run.skipped = [skipped.as_report() for skipped in the_plan.skipped]
             runs.append(run)
         return runs
@@ -281,44 +282,55 @@ def _cell_facts(cell: str) -> scan.CodeFacts:
         return scan.CodeFacts()
 
 
-def _run(launch, index, kind, path, sandbox, work, env, device, cells, options: TryOptions) -> RunReport:
-    run = RunReport(launch.label, device=device)
-    facts = _facts(launch, cells)
-    if kind == "notebook":
-        for line in cells:
-            for _, command in plan.notebook_shell_lines(line):
-                facts.merge(_scripts_of(command, sandbox))
-    serving = time.monotonic()
-    unserved = _serve(facts, options, env, run)
-    serving = round(time.monotonic() - serving, 2)
-    if run.status == NOT_RUN and run.reason:
-        return run
-    reports = work / "reports" / str(index)
-    reports.mkdir(parents=True)
-    config = {
-        "report_dir": str(reports),
-        "steps": options.steps,
-        "max_new_tokens": options.max_new_tokens,
-        "output_dir": str(sandbox / "trainer_output"),
-        "roots": {os.path.realpath(sandbox): str(path.parent)},
-        "notebook": kind == "notebook",
-    }
-    child_env = {**env, **launch.env, "NEURON_MIGRATE_TRY": json.dumps(config)}
-    if cells is not None:
-        cells_file = work / "cells.json"
-        cells_file.write_text(json.dumps(cells), encoding="utf-8")
-        argv = [*launch.argv, str(cells_file)]
-    else:
+@dataclass
+class _Trial:
+    """One tried file: where its runs work, with what environment and device."""
+
+    path: Path  # as the user named it
+    kind: str
+    sandbox: Path  # the copy of its folder the runs work in
+    work: Path  # the try's temporary folder (sandbox, datasets cache, process reports)
+    env: dict[str, str]
+    device: str
+    cells: list[str] | None  # a notebook's cells as the kernel gets them
+    options: TryOptions
+
+    def run(self, launch: plan.Launch, index: int) -> RunReport:
+        run = RunReport(launch.label, device=self.device)
+        facts = _facts(launch, self.cells)
+        for cell in self.cells or []:
+            for _, command in plan.notebook_shell_lines(cell):
+                facts.merge(_scripts_of(command, self.sandbox))
+        serving = time.monotonic()
+        unserved = _serve(facts, self.options, self.env, run)
+        serving = round(time.monotonic() - serving, 2)
+        if run.status == NOT_RUN and run.reason:
+            return run
+        reports = self.work / "reports" / str(index)
+        reports.mkdir(parents=True)
+        config = {
+            "report_dir": str(reports),
+            "steps": self.options.steps,
+            "max_new_tokens": self.options.max_new_tokens,
+            "output_dir": str(self.sandbox / "trainer_output"),
+            "roots": {os.path.realpath(self.sandbox): str(self.path.parent)},
+            "notebook": self.kind == "notebook",
+        }
+        child_env = {**self.env, **launch.env, "NEURON_MIGRATE_TRY": json.dumps(config)}
         argv = launch.argv
-    started = time.monotonic()
-    exit_code, tail, timed_out = _execute(argv, launch.cwd, child_env, options)
-    run.seconds = round(time.monotonic() - started, 2)
-    run.exit_code = exit_code
-    run.output_tail = "\n".join(tail)
-    merge_processes(run, load_process_reports(reports), cells)
-    run.timings["serving_stand_ins_seconds"] = serving
-    _conclude(run, timed_out, unserved, tail, options)
-    return run
+        if self.cells is not None:
+            cells_file = self.work / "cells.json"
+            cells_file.write_text(json.dumps(self.cells), encoding="utf-8")
+            argv = [*argv, str(cells_file)]
+        started = time.monotonic()
+        exit_code, tail, timed_out = _execute(argv, launch.cwd, child_env, self.options)
+        run.seconds = round(time.monotonic() - started, 2)
+        run.exit_code = exit_code
+        run.output_tail = "\n".join(tail)
+        merge_processes(run, load_process_reports(reports), self.cells)
+        run.timings["serving_stand_ins_seconds"] = serving
+        _conclude(run, timed_out, unserved, tail, self.options)
+        return run
 
 
 def _scripts_of(command: str, sandbox: Path) -> scan.CodeFacts:
