@@ -296,7 +296,8 @@ def _runnable(words: list[str], cwd: Path) -> tuple[list[str], list[Path], list[
     program = os.path.basename(words[0])
     script_index = next((i for i, w in enumerate(words) if w.endswith(".py")), None)
     scripts = [cwd / words[script_index]] if script_index is not None else []
-    arguments = words[script_index + 1 :] if script_index is not None else []
+    # Without a script (`trl sft --model_name_or_path X`, `python -m pkg`), the command line is the arguments.
+    arguments = words[script_index + 1 :] if script_index is not None else words[1:]
     processes = 1
     for index, w in enumerate(words[: script_index or len(words)]):
         name, _, value = w.partition("=")

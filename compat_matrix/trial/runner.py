@@ -268,6 +268,8 @@ def _facts(launch: plan.Launch, cells: list[str] | None) -> scan.CodeFacts:
             )
         except SyntaxError:
             continue  # the run itself reports it, from the user's own traceback
+    if not launch.scripts and launch.notebook is None:  # a command line only: its Hub ids are arguments
+        facts.merge(scan.read_python("", launch.arguments))
     for cell in cells or []:
         facts.merge(_cell_facts(cell))
     return facts
