@@ -102,7 +102,9 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
         for model_id, model in loaded.items()
         if model_id not in served
     ]
-    errors = [report["error"] for report in workers if report.get("error")]
+    errors = sorted(
+        (report["error"] for report in workers if report.get("error")), key=lambda e: e.get("time", 0)
+    )
     if errors:
         run.error = _error(errors[0], cell_sources)
     run.dynamic_shapes_rejected = sum(

@@ -218,11 +218,15 @@ def test_tiny_models_load_from_the_local_hub_cache(tmp_path):
     assert max(tokenizer(text)["input_ids"]) < model.config.vocab_size
     # A BERT-style tokenizer returns the segment ids the model takes; a seq2seq model starts decoding at pad.
     hub.ensure_model(tmp_path, "google-bert/bert-base-cased", "bert", "model-id table")
-    bert = AutoTokenizer.from_pretrained("google-bert/bert-base-cased", cache_dir=tmp_path, local_files_only=True)
+    bert = AutoTokenizer.from_pretrained(
+        "google-bert/bert-base-cased", cache_dir=tmp_path, local_files_only=True
+    )
     assert "token_type_ids" in bert("a", "b")
     hub.ensure_model(tmp_path, "google/flan-t5-small", "t5", "model-id table")
     snapshot = tmp_path / "models--google--flan-t5-small" / "snapshots" / hub.REVISION
-    assert json.loads((snapshot / "config.json").read_text())["decoder_start_token_id"] == tokenizer.pad_token_id
+    assert (
+        json.loads((snapshot / "config.json").read_text())["decoder_start_token_id"] == tokenizer.pad_token_id
+    )
     # A second request reuses what is there; another architecture for the same id rewrites it.
     assert hub.ensure_model(tmp_path, "meta-llama/Llama-3.2-1B", "llama", source) == stand_in
     assert hub.ensure_model(tmp_path, "meta-llama/Llama-3.2-1B", "mistral", "--model").model_type == "mistral"

@@ -4,11 +4,12 @@ training or inference script is migrated, then run with `neuron-migrate try` on 
 that parses but fails at run time (a wrong keyword, a DDP wrapper at the wrong place, a missing import)
 fails here.
 
-Outputs that do not run today are listed in KNOWN_FAILURES with why: a gap of the stand-in device (issue 17),
-a fixture written to show a rewrite rather than to run (no data shipped with it), a limit of the try (at most
-2 processes), or a rewrite that fails at run time (a migrator bug to fix). They are strict xfails, run only
-with NEURON_MIGRATE_TRY_ALL=1 (a try costs 15-60 s): one that starts to run fails the suite until it moves to
-the expected-to-run set.
+Outputs that do not run today are listed in KNOWN_FAILURES with why, as the tries found it: a gap of the
+stand-in device (issue 17), a fixture written to show a rewrite rather than to run (no data shipped with it),
+a limit of the try (at most 2 processes, no audio stand-ins), manual work the migrator leaves with a TODO, or
+a rewrite that fails at run time (a migrator bug to fix). They are strict xfails, run only with
+NEURON_MIGRATE_TRY_ALL=1 (a try costs 15-60 s): one that starts to run then fails the suite until it moves
+to the expected-to-run set.
 """
 
 from __future__ import annotations
@@ -35,24 +36,67 @@ TRAINS = re.compile(r"\.train\(\)|\.backward\(|optimizer\.step\(")
 GENERATES = re.compile(r"\.generate\(|\bpipeline\(")
 STANDIN = "stand-in gap (issue 17)"
 FIXTURE = "fixture written to show a rewrite, not to run"
-CAP = "try limit"
+LIMIT = "try limit"
+MANUAL = "manual work left by the migrator (its TODO says what)"
+MIGRATOR = "rewrite that fails at run time (migrator bug)"
+UNSURE = "not yet attributed"
+STANDIN_SAVE = "saving a model reads a storage data pointer the stand-in's tensors lack"
+STANDIN_INFERENCE = "generate under torch.inference_mode sets a version counter on a stand-in tensor"
+STANDIN_RANK1 = "autograd's engine has no queue for neuron:1 (rank 1's device)"
+STANDIN_COMPILE = "the Trainer's torch_compile fails making a fake tensor call on the stand-in"
 
 # path (fixture relative to fixtures/migrator, or examples/NAME) -> (kind, what happens)
 KNOWN_FAILURES = {
-    "examples/sft_llama.py": (
-        STANDIN,
-        "saving a model reads a storage data pointer the stand-in's tensors lack",
+    "examples/sft_llama.py": (STANDIN, STANDIN_SAVE),
+    "examples/generate_qwen3.py": (STANDIN, STANDIN_INFERENCE),
+    "examples/launch_sft.sh": (
+        MIGRATOR,
+        "NM463 keeps --tensor_parallel_size for sft_llama.py, whose HfArgumentParser has no such field",
     ),
-    "examples/generate_qwen3.py": (STANDIN, "generate under torch.inference_mode sets a version counter"),
-    "inference/llm_generator_class.expected.py": (STANDIN, "generate under torch.inference_mode"),
-    "training/rejected_transformers_fields.expected.py": (STANDIN, "saving at the end of training"),
+    "examples/chat_smollm3.ipynb": (MANUAL, "NM103: DistributedConfig(tp_size=2) in a one-process kernel"),
+    "inference/llm_chat_template.expected.py": (
+        MIGRATOR,
+        "apply_chat_template(return_tensors='pt') returns a BatchEncoding in Transformers 5; generate(ids) fails",
+    ),
+    "inference/llm_compiled_folder.expected.py": (MANUAL, "keeps an optimum import"),
+    "inference/llm_generator_class.expected.py": (STANDIN, STANDIN_INFERENCE),
+    "inference/llm_neuron_config_keyword_and_manual.expected.py": (MANUAL, "keeps an optimum import"),
+    "inference/llm_neuron_config_later_in_function.expected.py": (
+        UNSURE,
+        "a tp_size=2 load without device_map leaves a CPU tensor next to neuron:0 ones (stand-in or Transformers)",
+    ),
+    "inference/llm_tensor_parallel.expected.py": (LIMIT, "its mesh needs 8 processes; a try runs 2"),
+    "inference/pipeline_encoders.expected.py": (MANUAL, "keeps an optimum import"),
+    "inference/whisper_seq2seq.expected.py": (LIMIT, "no stand-in for an audio feature extractor"),
+    "leftovers/leftover_attributes.expected.py": (MANUAL, "keeps an optimum import"),
+    "shell/finetune_qwen3_sft.expected.py": (MANUAL, "keeps an optimum import"),
+    "training/alias_imports.expected.py": (FIXTURE, "hands untokenized sst2 rows to the Trainer"),
+    "training/classification_trainer.expected.py": (STANDIN, STANDIN_COMPILE),
+    "training/comments_above_removed_statements.expected.py": (FIXTURE, "trains on untokenized alpaca rows"),
     "training/consolidate_checkpoints.expected.py": (FIXTURE, "reads a local `data` folder it does not ship"),
+    "training/cpu_arguments.expected.py": (FIXTURE, "hands untokenized rows to the Trainer"),
     "training/keeps_comments_and_layout.expected.py": (FIXTURE, "reads a local `smol-data` folder"),
     "training/lazy_load_for_parallelism.expected.py": (FIXTURE, "reads a local train.jsonl"),
+    "training/lazy_load_parsed_consolidate.expected.py": (MANUAL, "keeps an optimum import"),
     "training/legacy_trainium_trainer.expected.py": (FIXTURE, "reads a local `lm_dataset` folder"),
-    "training/comments_above_removed_statements.expected.py": (FIXTURE, "trains on untokenized alpaca rows"),
+    "training/neuron_accelerator_loop.expected.py": (MANUAL, "keeps an optimum import"),
+    "training/pipeline_parallel_manual.expected.py": (MANUAL, "keeps an optimum import"),
+    "training/rejected_transformers_fields.expected.py": (STANDIN, STANDIN_SAVE),
+    "training/seq2seq_legacy_summarization.expected.py": (STANDIN, STANDIN_COMPILE),
+    "training/sft_completion_only_legacy_trl.expected.py": (
+        MANUAL,
+        "NM219 keeps transformers.AdamW (correct_bias)",
+    ),
+    "training/sft_lora_llama_tp_zero1.expected.py": (
+        LIMIT,
+        "its parallel degrees need more than 2 processes",
+    ),
+    "training/sft_lora_qwen3_parser.expected.py": (MANUAL, "keeps an optimum import"),
+    "training/tp_load_before_arguments.expected.py": (STANDIN, STANDIN_COMPILE),
     "training/trainer_xla_use_bf16.expected.py": (FIXTURE, "imports `evaluate`, not installed here"),
-    "training/training_neuron_config_qwen3.expected.py": (CAP, "tp_size=4 needs 4 processes; a try runs 2"),
+    "training/training_neuron_config_qwen3.expected.py": (LIMIT, "tp_size=4 needs 4 processes; a try runs 2"),
+    "xla/bert_mrpc_xla_strings.expected.py": (STANDIN, STANDIN_RANK1),
+    "xla/spawn_master_print.expected.py": (FIXTURE, "reads a local train_batches.pt"),
 }
 
 

@@ -358,6 +358,7 @@ def _record_exception(kind, value, tb) -> None:
         "chain": chain,
         "user": STATE.nearest_user_frame(frames),
         "raised_at": {"file": frames[-1].filename, "line": frames[-1].lineno} if frames else None,
+        "time": time.time(),  # among ranks, the first error is the cause; the others see a closed connection
     }
     STATE.write()
 
