@@ -34,7 +34,7 @@ def main() -> None:
 
     \b
     neuron-migrate [OPTIONS] PATH...        migrate files in place (see `neuron-migrate migrate --help`)
-    neuron-migrate try PATH [-- ARGS...]     run a migrated file for a few steps on the stand-in device
+    neuron-migrate try PATH [-- ARGS...]    run a migrated file for a few steps on the stand-in device
     neuron-migrate checklist PATH...        write a pre-migration checklist
     """
 
@@ -205,7 +205,9 @@ def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet
     """Run PATH (a migrated .py, shell launcher or notebook) for a few steps on the stand-in neuron device,
     with tiny models and local data, and report steps, loss and what a trn2 would recompile.
 
-    Arguments for the script go after `--`: neuron-migrate try train.py -- --lr 1e-4
+    \b
+    Arguments for the script go after `--`:
+        neuron-migrate try train.py -- --lr 1e-4
     """
     from compat_matrix.trial import TryOptions, TryUsageError, try_path
     from compat_matrix.trial.report import summary, text_lines
