@@ -194,6 +194,15 @@ def test_stand_in_datasets_load_through_the_offline_cache(tmp_path):
         "prompt_id",
         "messages",
     }
+    rows = tmp_path / "mine.jsonl"
+    rows.write_text('{"question": "why?", "answer": "because", "score": 3}\n' * 5)
+    data.write_cache(data.stand_in(data.DatasetRequest("me/qa", None, {"train", "test"}), rows), cache)
+    mine = load_dataset("me/qa", cache_dir=str(cache))
+    assert set(mine) == {"train", "test"} and mine["test"][0] == {
+        "question": "why?",
+        "answer": "because",
+        "score": 3,
+    }
 
 
 def test_tiny_models_load_from_the_local_hub_cache(tmp_path):
