@@ -48,7 +48,9 @@ def tokenize(rows):
 
 
 data = data.map(tokenize, batched=True, remove_columns=data.column_names)
-arguments = TrainingArguments(output_dir="out", per_device_train_batch_size=4, torch_compile=True, report_to="none")
+arguments = TrainingArguments(
+    output_dir="out", per_device_train_batch_size=4, torch_compile=True, report_to="none", save_strategy="no"
+)
 Trainer(model=model, args=arguments, train_dataset=data).train()
 """
 
