@@ -171,11 +171,10 @@ def plan_script(script: Path, arguments: list[str], multi_process: str | None) -
 
 # -- shell launchers ---------------------------------------------------------------------------------------
 RECORDER = r"""
-__nm_try_count=0
 __nm_try_launch() {
     local line=$1; shift
-    __nm_try_count=$((__nm_try_count + 1))
-    local record="$NM_TRY_RECORD/launch-$(printf %04d "$__nm_try_count")"
+    # Named by time: a launch in a pipeline or $(...) runs in a subshell, where a counter would not advance.
+    local record="$NM_TRY_RECORD/launch-$(date +%s%N)-$BASHPID"
     printf '%s\0' "$line" "$PWD" "$@" > "$record.argv"
     env -0 > "$record.env"
     return 0
@@ -205,7 +204,7 @@ def _command_words(command, data: bytes) -> tuple[list, list[str]]:
     return nodes, [word(node, data).value for node in nodes]
 
 
-def recorder_script(text: str) -> tuple[str, list[Skipped]]:
+def recorder_script(text: str) -> str:
     """A copy of the launcher whose launches record themselves and whose set-up commands are listed."""
     data = text.encode()
     edits: list[tuple[int, int, str]] = []
@@ -227,13 +226,13 @@ def recorder_script(text: str) -> tuple[str, list[Skipped]]:
             )
     for start, end, replacement in sorted(edits, reverse=True):
         data = data[:start] + replacement.encode() + data[end:]
-    return RECORDER + data.decode(), []
+    return RECORDER + data.decode()
 
 
 def plan_launcher(launcher: Path, sandbox_launcher: Path, arguments: list[str], env: dict[str, str]) -> Plan:
     """Runs the recorder copy of `sandbox_launcher` with bash, in its folder, and reads what it recorded."""
     text = sandbox_launcher.read_text(encoding="utf-8", errors="replace")
-    recorder, _ = recorder_script(text)
+    recorder = recorder_script(text)
     record = sandbox_launcher.parent / ".neuron-migrate-try-record"
     record.mkdir(exist_ok=True)
     copy = record / "launcher.sh"

@@ -90,7 +90,7 @@ def test_a_launcher_records_expanded_launches_and_lists_setups(tmp_path):
     launcher = tmp_path / "run.sh"
     launcher.write_text(
         "#!/bin/bash\nset -euo pipefail\npip install trl\nN=8\nexport FLAG=on\n"
-        'for lr in 1 2; do\n  torchrun --nproc_per_node $N train.py --lr "$lr"\ndone\ncd sub\nFOO=1 python x.py\n'
+        'for lr in 1 2; do\n  torchrun --nproc_per_node $N train.py --lr "$lr"\ndone\ncd sub\nFOO=1 python x.py\npython y.py 2>&1 | tee y.log\n'
     )
     (tmp_path / "sub").mkdir()
     the_plan = plan.plan_launcher(launcher, launcher, [], dict(os.environ))
@@ -99,11 +99,12 @@ def test_a_launcher_records_expanded_launches_and_lists_setups(tmp_path):
         "torchrun --nproc_per_node 8 train.py --lr 1",
         "torchrun --nproc_per_node 8 train.py --lr 2",
         "python x.py",
+        "python y.py",
     ]
-    first, _, last = the_plan.launches
+    first, _, last, piped = the_plan.launches
     assert first.env.get("FLAG") == "on" and first.line == 7 and first.processes == 2
     assert first.scripts == [tmp_path / "train.py"] and first.arguments == ["--lr", "1"]
-    assert last.cwd == tmp_path / "sub" and last.env.get("FOO") == "1"
+    assert last.cwd == tmp_path / "sub" and last.env.get("FOO") == "1" and "FOO" not in piped.env
     assert [(s.command, s.line) for s in the_plan.skipped] == [("pip install trl", 3)]
 
 
