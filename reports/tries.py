@@ -40,7 +40,8 @@ def _line(run: dict) -> tuple[str, str]:
     device = "the stand-in" if "stand-in" in str(run.get("device", "")) else str(run.get("device") or "CPU")
     command = run.get("command", "")
     if run.get("status") != "ran":
-        return command, f"{run.get('status', 'failed')} on {device}: {run.get('reason', '')}"
+        after = f" after {run['steps']} steps" if run.get("steps") else ""
+        return command, f"{run.get('status', 'failed')} on {device}{after}: {run.get('reason', '')}"
     recompiles = run.get("recompile_count", 0)
     places = sorted({_place(reason) for reason in run.get("recompile_reasons", []) if reason.get("line")})
     at = f" at {'lines' if len(places) > 1 else 'line'} {', '.join(places)}" if places else ""

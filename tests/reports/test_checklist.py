@@ -397,7 +397,7 @@ def test_try_reports_show_per_script_what_ran_on_the_stand_in(project, results, 
         ],
     }
     failed = {"command": "python infer.py --big", "status": "failed", "device": "neuron (stand-in on CPU)",
-              "reason": "ValueError: bad at infer.py:7"}  # fmt: skip
+              "steps": 2, "reason": "ValueError: bad at infer.py:7"}  # fmt: skip
     report = _try_report(tmp_path / "try.json", migrated / "infer.py", [ran, failed])
     output = tmp_path / "out" / "checklist.md"
     assert (
@@ -409,7 +409,10 @@ def test_try_reports_show_per_script_what_ran_on_the_stand_in(project, results, 
         "Tried: `python infer.py` ran 3 steps on the stand-in, loss finite, 3 recompiles at lines 12, 41."
         in text
     )
-    assert "Tried: `python infer.py --big` failed on the stand-in: ValueError: bad at infer.py:7." in text
+    assert (
+        "Tried: `python infer.py --big` failed on the stand-in after 2 steps: ValueError: bad at infer.py:7."
+        in text
+    )
     html = tmp_path / "out" / "checklist.html"
     assert (
         write_checklist([project], html, results, False, analyze=fake_analyze({}), try_reports=[report]) == 0
