@@ -194,6 +194,11 @@ class Run:
         return str(self.env.get("backend") or "unknown")
 
     @property
+    def device(self) -> str | None:
+        """The device the compiled probes ran on (``sim_device``): ``neuron`` is the neuron stand-in's."""
+        return next((row["sim_device"] for row in self.rows.values() if row.get("sim_device")), None)
+
+    @property
     def measured_range(self) -> tuple[str, str] | None:
         """Earliest and latest `measured_at` of the rows (UTC ISO-8601 sorts as text), None when no row has one."""
         stamps = sorted(row["measured_at"] for row in self.rows.values() if row.get("measured_at"))
@@ -345,12 +350,22 @@ def _label_runs(runs: list[Run]) -> None:
         if len({str(run.env.get(name)) for run in runs}) > 1
     ]
     names = [source.name for run in runs for source in run.sources]
+    # Runs on two devices differ in settings by that alone: the device names them.
+    devices_differ = len({run.device for run in runs}) > 1
     for run in runs:
         files = " + ".join(
             source.name if names.count(source.name) == 1 else display_path(source) for source in run.sources
         )
         parts = [files, run.backend + (" (simulated)" if run.simulated else "")]
-        parts += [f"{name} {run.env.get(name)}" for name in differing]
+        if len({run.device for run in runs}) > 1:
+            parts.append(
+                f"on {run.device or 'the device'}" + (" (stand-in)" if run.device == "neuron" else "")
+            )
+        parts += [
+            f"{name} {run.env.get(name)}"
+            for name in differing
+            if not (name == "settings_id" and devices_differ)
+        ]
         run.label = " · ".join(parts)
     seen: dict[str, int] = {}
     for run in runs:

@@ -86,13 +86,19 @@ def activate() -> None:
     if _active:
         return
     check_supported()
+    import torch
+
     if str(SITE_DIR) not in sys.path:
         sys.path.insert(0, str(SITE_DIR))
-    from compat_matrix.standin import device, distributed, dynamo
+    from compat_matrix.standin import autocast, device, distributed, dynamo
 
     device.register()
+    autocast.register()
     dynamo.register()
     distributed.register()
+    # Backward runs on the thread that calls it, as on CPU: no hand-off to an autograd device thread per op
+    # (the engine would start one thread for the python PrivateUse1 device, with its GIL round trips).
+    torch._C._set_multithreading_enabled(False)
     _active = True
 
 

@@ -25,6 +25,7 @@ DEVICE_TYPE = "neuron"
 aten = torch.ops.aten
 _Tensor = torch.Tensor
 _make_wrapper = torch.Tensor._make_wrapper_subclass
+_STRIDED = torch.strided
 
 
 class _State(threading.local):
@@ -32,9 +33,10 @@ class _State(threading.local):
 
 
 STATE = _State()
-# The ops that ran on the device, for torch_neuronx.get_executed_ops(); and the ops among them that TorchNeuron
-# runs on the CPU in eager mode (neuron_rules.json), by schema name, for torch_neuronx.get_fallback_ops().
-EXECUTED: set = set()
+# The ops that ran on the device (since clear_op_tracking), for torch_neuronx.get_executed_ops(); and the ops
+# among them that TorchNeuron runs on the CPU in eager mode (neuron_rules.json), by schema name, for
+# torch_neuronx.get_fallback_ops().
+EXECUTED: dict = {}
 FALLBACK: set[str] = set()
 
 
@@ -42,28 +44,26 @@ class NeuronTensor(torch.Tensor):
     """A tensor on ``neuron:N`` whose data is the CPU tensor ``_cpu``."""
 
     _cpu: torch.Tensor
+    _device: torch.device
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     @staticmethod
     def __new__(cls, cpu: torch.Tensor, device: torch.device, requires_grad: bool = False):
-        tensor = _make_wrapper(
-            cls,
-            cpu.size(),
-            strides=cpu.stride(),
-            storage_offset=cpu.storage_offset(),
-            dtype=cpu.dtype,
-            device=device,
-            requires_grad=requires_grad,
-        )
-        tensor._cpu = cpu
-        return tensor
+        return _wrap(cpu, device, requires_grad)
 
     def __tensor_flatten__(self):
-        return ["_cpu"], self.device
+        return ["_cpu"], self._device
 
     @staticmethod
     def __tensor_unflatten__(inner, device, outer_size, outer_stride):
         return NeuronTensor(inner["_cpu"], device)
+
+    def __coerce_same_metadata_as_tangent__(self, expected_metadata, expected_type=None):
+        # A compiled graph's output that Dynamo traced as a plain device tensor (made by a factory inside the
+        # graph) comes back as this wrapper; as the tangent of that output, the backward graph gets its data.
+        if expected_type is NeuronTensor or expected_type is None:
+            return self
+        return self._cpu
 
     def __format__(self, format_spec: str) -> str:
         # torch.Tensor formats a 0-dim tensor through .item() only for plain tensors.
@@ -88,72 +88,86 @@ class NeuronTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        info = _OP_INFO.get(func)
+        info = _OP_INFO.get(id(func))  # by id: OpOverload.__hash__ is a Python function
         if info is None:
             info = _op_info(func)
-        handler = info[0]
-        if handler is not None:
-            return handler(func, args, kwargs or {})
-        device = None
-        unwrapped = []
-        for arg in args:
-            kind = type(arg)
-            if kind is NeuronTensor:
-                if device is None:
-                    device = arg.device
-                unwrapped.append(arg._cpu)
-            elif kind is list or kind is tuple:
-                items = []
-                for item in arg:
-                    if type(item) is NeuronTensor:
-                        if device is None:
-                            device = item.device
-                        items.append(item._cpu)
-                    elif isinstance(item, _Tensor):
-                        items.append(_other_tensor(item, func))
-                    else:
-                        items.append(item)
-                unwrapped.append(items)
-            elif isinstance(arg, _Tensor):
-                unwrapped.append(_other_tensor(arg, func))
-            else:
-                unwrapped.append(arg)
-        if kwargs:
-            cpu_kwargs = {}
-            for name, value in kwargs.items():
-                if type(value) is NeuronTensor:
+        if info[0] is not None:
+            return info[0](func, info, args, kwargs or {})
+        return _run(func, info, args, kwargs)
+
+
+def _run(func, info: tuple, args: tuple, kwargs: dict | None):
+    """Run ``func`` on the CPU tensors inside, and wrap what it returns on the device it came from."""
+    device = None
+    unwrapped = []
+    for arg in args:
+        kind = type(arg)
+        if kind is NeuronTensor:
+            if device is None:
+                device = arg._device
+            unwrapped.append(arg._cpu)
+        elif kind is list or kind is tuple:
+            items = []
+            for item in arg:
+                if type(item) is NeuronTensor:
                     if device is None:
-                        device = value.device
-                    value = value._cpu
-                elif name == "device":
-                    # A device argument names where the result goes: neuron keeps it wrapped, cpu does not.
-                    if value is not None and torch.device(value).type == DEVICE_TYPE:
-                        device = torch.device(value)
-                        value = CPU
-                    elif value is not None:
-                        device = CPU
-                elif isinstance(value, _Tensor):
-                    value = _other_tensor(value, func)
-                cpu_kwargs[name] = value
-            if info[2] and cpu_kwargs.get("generator") is None:
-                cpu_kwargs["generator"] = generator(device)
-            out = func._op(*unwrapped, **cpu_kwargs)
-        elif info[2]:
-            out = func._op(*unwrapped, generator=generator(device))
+                        device = item._device
+                    items.append(item._cpu)
+                elif isinstance(item, _Tensor):
+                    items.append(_other_tensor(item, func))
+                else:
+                    items.append(item)
+            unwrapped.append(items)
+        elif isinstance(arg, _Tensor):
+            unwrapped.append(_other_tensor(arg, func))
         else:
-            out = func._op(*unwrapped)
-        EXECUTED.add(func)
-        if info[3] is not None:
-            _record_eager_rule(func, info[3])
-        if device is None or device.type != DEVICE_TYPE:
-            return out
-        if info[1] >= 0:  # an in-place or out= op returns the tensor it wrote to
-            return args[info[1]] if info[1] < len(args) else kwargs.get("out")
-        if type(out) is _Tensor or isinstance(out, _Tensor):
-            return NeuronTensor(out, device)
-        if type(out) is tuple or type(out) is list:
-            return type(out)(NeuronTensor(o, device) if isinstance(o, _Tensor) else o for o in out)
+            unwrapped.append(arg)
+    if kwargs:
+        cpu_kwargs = {}
+        for name, value in kwargs.items():
+            if type(value) is NeuronTensor:
+                if device is None:
+                    device = value._device
+                value = value._cpu
+            elif name == "device":
+                # A device argument names where the result goes: neuron keeps it wrapped, cpu does not.
+                if value is not None and torch.device(value).type == DEVICE_TYPE:
+                    device = torch.device(value)
+                    value = CPU
+                elif value is not None:
+                    device = CPU
+            elif isinstance(value, _Tensor):
+                value = _other_tensor(value, func)
+            cpu_kwargs[name] = value
+        if info[2] and cpu_kwargs.get("generator") is None:
+            cpu_kwargs["generator"] = generator(device)
+        out = func._op(*unwrapped, **cpu_kwargs)
+    elif info[2]:
+        out = func._op(*unwrapped, generator=generator(device))
+    else:
+        out = func._op(*unwrapped)
+    if info[3] is not None:
+        _record_eager_rule(func, info[3])
+    if device is None or device.type != DEVICE_TYPE:
         return out
+    if info[1] >= 0:  # an in-place or out= op returns the tensor it wrote to
+        return args[info[1]] if info[1] < len(args) else kwargs.get("out")
+    if type(out) is _Tensor or isinstance(out, _Tensor):
+        return _wrap(out, device)
+    if type(out) is tuple or type(out) is list:
+        return type(out)(_wrap(o, device) if isinstance(o, _Tensor) else o for o in out)
+    return out
+
+
+def _wrap(cpu: torch.Tensor, device: torch.device, requires_grad: bool = False) -> NeuronTensor:
+    """A NeuronTensor for ``cpu`` on ``device``; the dispatch calls it directly (no ``type.__call__``)."""
+    # Positional: _make_wrapper_subclass(cls, size, strides, storage_offset, memory_format, dtype, layout,
+    # device, pin_memory, requires_grad) parses faster so.
+    tensor = _make_wrapper(NeuronTensor, cpu.size(), cpu.stride(), cpu.storage_offset(), None, cpu.dtype,
+                           _STRIDED, device, False, requires_grad)  # fmt: skip
+    tensor._cpu = cpu
+    tensor._device = device  # read per op: cheaper than the .device property, which builds a new object
+    return tensor
 
 
 def _rebuild(cpu: torch.Tensor, device: str, requires_grad: bool) -> torch.Tensor:
@@ -202,8 +216,15 @@ def _op_info(func) -> tuple:
     rules = sim_backend._op_rule_index()
     rule = next((rules[name] for name in names if name in rules), None)
     info = (_SPECIAL.get(func), returned, takes_generator, rule)
-    _OP_INFO[func] = info
+    _OP_INFO[id(func)] = info
+    EXECUTED[id(func)] = func
     return info
+
+
+def clear_op_tracking() -> None:
+    _OP_INFO.clear()
+    EXECUTED.clear()
+    FALLBACK.clear()
 
 
 def _record_eager_rule(func, rule: dict) -> None:
@@ -229,7 +250,7 @@ def generator(device: torch.device | None) -> torch.Generator:
 # --- special ops ---------------------------------------------------------------------------------------------
 
 
-def _sdp_choice(func, args, kwargs):
+def _sdp_choice(func, info, args, kwargs):
     """Like TorchNeuron (its SdpBackendSelection), 4-D attention takes the ``overrideable`` fused kernel, here
     where the CPU would take its fused (flash) kernel; the rest takes the math decomposition."""
     query, key, value = (a._cpu for a in args[:3])
@@ -245,11 +266,11 @@ def _unwrap(value):
     return value._cpu if type(value) is NeuronTensor else value
 
 
-def _sdp_overrideable(func, args, kwargs):
+def _sdp_overrideable(func, info, args, kwargs):
     query, key, value, bias = (_unwrap(a) for a in (*args[:3], args[3] if len(args) > 3 else None))
     dropout_p = args[4] if len(args) > 4 else kwargs.get("dropout_p", 0.0)
     is_causal = args[5] if len(args) > 5 else kwargs.get("is_causal", False)
-    device = args[0].device
+    device = args[0]._device
     out, logsumexp = aten._scaled_dot_product_flash_attention_for_cpu.default(
         query, key, value, dropout_p, is_causal, attn_mask=bias, scale=kwargs.get("scale")
     )
@@ -260,10 +281,10 @@ def _sdp_overrideable(func, args, kwargs):
             wrap(torch.empty(0, dtype=query.dtype), device))  # fmt: skip
 
 
-def _sdp_overrideable_backward(func, args, kwargs):
+def _sdp_overrideable_backward(func, info, args, kwargs):
     grad_out, query, key, value, bias, grad_input_mask, out, logsumexp = (_unwrap(a) for a in args[:8])
     dropout_p, is_causal = args[12], args[13]
-    device = args[1].device
+    device = args[1]._device
     grads = aten._scaled_dot_product_flash_attention_for_cpu_backward.default(
         grad_out, query, key, value, out, logsumexp, dropout_p, is_causal,
         attn_mask=bias if bias is not None and bias.numel() else None, scale=kwargs.get("scale"),
@@ -271,7 +292,17 @@ def _sdp_overrideable_backward(func, args, kwargs):
     return (*(NeuronTensor(g, device) for g in grads), None)
 
 
+def _histc(func, info, args, kwargs):
+    """Integer histograms, as a device computes them (the CPU kernel takes floating point only; Transformers'
+    MoE routing on a device counts expert ids with torch.histc)."""
+    tensor = args[0]
+    if tensor.is_floating_point():
+        return _run(func, info, args, kwargs)
+    return _run(func, info, (tensor.float(), *args[1:]), kwargs).to(tensor.dtype)
+
+
 _SPECIAL = {
+    aten.histc.default: _histc,
     aten._fused_sdp_choice.default: _sdp_choice,
     aten._scaled_dot_product_fused_attention_overrideable.default: _sdp_overrideable,
     aten._scaled_dot_product_fused_attention_overrideable_backward.default: _sdp_overrideable_backward,
@@ -323,6 +354,21 @@ def _pin_memory(tensor, device=None):
     return tensor.clone(memory_format=torch.contiguous_format)
 
 
+def _keep_device_copies_fake() -> None:
+    """A fake tensor with a constant (a 1-element CPU tensor) copied to the device inside a compiled region is
+    constant-propagated by running the copy for real; FakeTensor keeps only plain tensors as constants, and a
+    device tensor here is a wrapper subclass. So such a copy stays an ordinary fake (as when the device is
+    unavailable, FakeTensorMode's ``avoid_device_init``)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    may_turn_const = FakeTensorMode.may_turn_const
+
+    def may_turn_const_unless_on_device(self, tensor: torch.Tensor) -> bool:
+        return type(tensor) is not NeuronTensor and may_turn_const(self, tensor)
+
+    FakeTensorMode.may_turn_const = may_turn_const_unless_on_device
+
+
 _DTYPE_RULES: frozenset[str] = frozenset()
 _library: torch.library.Library | None = None
 
@@ -334,6 +380,7 @@ def register() -> None:
 
     _setup_privateuseone_for_python_backend(rename=DEVICE_TYPE, backend_module=runtime.module())
     _DTYPE_RULES = frozenset(sim_backend._dtype_rule_index())
+    _keep_device_copies_fake()
     _library = torch.library.Library("aten", "IMPL")  # noqa: TOR901  (kept alive: the registrations live with it)
     for name, kernel in (("empty.memory_format", _empty), ("empty_strided", _empty_strided),
                          ("_copy_from", _copy_from), ("_copy_from_and_resize", _copy_from_and_resize)):  # fmt: skip

@@ -35,6 +35,11 @@ def _completed(works) -> dist.Work:
     return _create_work_from_future(future)
 
 
+def _pairwise(collective, outputs, inputs, options) -> dist.Work:
+    """A coalesced collective as one gloo call per (output, input) pair."""
+    return _completed([collective(_cpu(o), _cpu(i), options) for o, i in zip(outputs, inputs, strict=True)])
+
+
 class ProcessGroupStandin(dist.ProcessGroup):
     """``neuron`` collectives on gloo, on the CPU tensors inside the device tensors."""
 
@@ -73,13 +78,7 @@ class ProcessGroupStandin(dist.ProcessGroup):
         return self.gloo.allgather_coalesced(outputs, _cpus(input_list), opts or dist.AllgatherOptions())
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
-        options = opts or dist.AllgatherOptions()
-        return _completed(
-            [
-                self.gloo._allgather_base(_cpu(o), _cpu(i), options)
-                for o, i in zip(outputs, inputs, strict=True)
-            ]
-        )
+        return _pairwise(self.gloo._allgather_base, outputs, inputs, opts or dist.AllgatherOptions())
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         inputs = [_cpus(group) for group in input_tensors]
@@ -89,13 +88,7 @@ class ProcessGroupStandin(dist.ProcessGroup):
         return self.gloo._reduce_scatter_base(_cpu(output), _cpu(input), opts or dist.ReduceScatterOptions())
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
-        options = opts or dist.ReduceScatterOptions()
-        return _completed(
-            [
-                self.gloo._reduce_scatter_base(_cpu(o), _cpu(i), options)
-                for o, i in zip(outputs, inputs, strict=True)
-            ]
-        )
+        return _pairwise(self.gloo._reduce_scatter_base, outputs, inputs, opts or dist.ReduceScatterOptions())
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         return self.gloo.alltoall(_cpus(output_tensors), _cpus(input_tensors), opts or dist.AllToAllOptions())

@@ -100,6 +100,9 @@ def neuron(gm: torch.fx.GraphModule, example_inputs: list):
 
 
 def register() -> None:
-    from torch._dynamo import register_backend
+    from torch._dynamo import register_backend, trace_rules
 
     register_backend(neuron, name=BACKEND_NAME)
+    # The stand-in is the device, not user code: Dynamo never traces its frames (it would, for the dispatch
+    # that runs eagerly between the graphs of a compiled function that breaks).
+    trace_rules.add("compat_matrix.standin")

@@ -51,9 +51,8 @@ def get_fallback_ops() -> list[str]:
 
 
 def get_executed_ops() -> list[str]:
-    return sorted({op._schema.name for op in _device.EXECUTED})
+    return sorted({op._schema.name for op in _device.EXECUTED.values()})
 
 
 def clear_op_tracking() -> None:
-    _device.FALLBACK.clear()
-    _device.EXECUTED.clear()
+    _device.clear_op_tracking()
