@@ -42,7 +42,6 @@ MIGRATOR = "rewrite that fails at run time (migrator bug)"
 UNSURE = "not yet attributed"
 STANDIN_SAVE = "saving a model reads a storage data pointer the stand-in's tensors lack"
 STANDIN_INFERENCE = "generate under torch.inference_mode sets a version counter on a stand-in tensor"
-STANDIN_RANK1 = "autograd's engine has no queue for neuron:1 (rank 1's device)"
 STANDIN_COMPILE = "the Trainer's torch_compile fails making a fake tensor call on the stand-in"
 
 # path (fixture relative to fixtures/migrator, or examples/NAME) -> (kind, what happens)
@@ -82,7 +81,6 @@ KNOWN_FAILURES = {
     "training/neuron_accelerator_loop.expected.py": (MANUAL, "keeps an optimum import"),
     "training/pipeline_parallel_manual.expected.py": (MANUAL, "keeps an optimum import"),
     "training/rejected_transformers_fields.expected.py": (STANDIN, STANDIN_SAVE),
-    "training/seq2seq_legacy_summarization.expected.py": (STANDIN, STANDIN_COMPILE),
     "training/sft_completion_only_legacy_trl.expected.py": (
         MANUAL,
         "NM219 keeps transformers.AdamW (correct_bias)",
@@ -95,7 +93,6 @@ KNOWN_FAILURES = {
     "training/tp_load_before_arguments.expected.py": (STANDIN, STANDIN_COMPILE),
     "training/trainer_xla_use_bf16.expected.py": (FIXTURE, "imports `evaluate`, not installed here"),
     "training/training_neuron_config_qwen3.expected.py": (LIMIT, "tp_size=4 needs 4 processes; a try runs 2"),
-    "xla/bert_mrpc_xla_strings.expected.py": (STANDIN, STANDIN_RANK1),
     "xla/spawn_master_print.expected.py": (FIXTURE, "reads a local train_batches.pt"),
 }
 
