@@ -1,7 +1,8 @@
-"""`neuron-migrate [OPTIONS] PATH...` and `neuron-migrate checklist PATH...`."""
+"""`neuron-migrate [OPTIONS] PATH...`, `neuron-migrate try PATH` and `neuron-migrate checklist PATH...`."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -33,6 +34,7 @@ def main() -> None:
 
     \b
     neuron-migrate [OPTIONS] PATH...        migrate files in place (see `neuron-migrate migrate --help`)
+    neuron-migrate try PATH [-- ARGS...]    run a migrated file for a few steps on the stand-in device
     neuron-migrate checklist PATH...        write a pre-migration checklist
     """
 
@@ -147,8 +149,106 @@ def _usage_error(message: str) -> None:
 )
 @click.option("--online", is_flag=True, help="Look up unknown model ids on the Hugging Face Hub.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files or directories matching GLOB.")
-def checklist(paths, output, results, online, exclude):
+@click.option(
+    "--try-report",
+    "try_reports",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A `neuron-migrate try --format json --report` file: each tried script shows what ran.",
+)
+def checklist(paths, output, results, online, exclude, try_reports):
     """Write a pre-migration checklist for the scripts, notebooks and launchers in PATH..."""
     from reports.checklist import write_checklist
 
-    sys.exit(write_checklist(list(paths), output=output, results=results, online=online, exclude=exclude))
+    sys.exit(
+        write_checklist(
+            list(paths),
+            output=output,
+            results=results,
+            online=online,
+            exclude=exclude,
+            try_reports=list(try_reports),
+        )
+    )
+
+
+@main.command("try", context_settings={"ignore_unknown_options": False})
+@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--steps", type=click.IntRange(min=1), default=3, show_default=True, help="Optimizer steps per run."
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=600,
+    show_default=True,
+    help="Seconds per run.",
+)
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    metavar="ID=MODEL_TYPE",
+    help="Architecture of a Hub id the table does not know.",
+)
+@click.option(
+    "--dataset", "datasets", multiple=True, metavar="ID=FILE.jsonl", help="Rows to serve for a Hub dataset."
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--report", "report_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here."
+)
+@click.option("-q", "--quiet", is_flag=True, help="Do not show the runs' own output.")
+def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet):
+    """Run PATH (a migrated .py, shell launcher or notebook) for a few steps on the stand-in neuron device,
+    with tiny models and local data, and report steps, loss and what a trn2 would recompile.
+
+    \b
+    Arguments for the script go after `--`:
+        neuron-migrate try train.py -- --lr 1e-4
+    """
+    from compat_matrix.trial import TryOptions, TryUsageError, try_path
+    from compat_matrix.trial.report import summary, text_lines
+
+    options = TryOptions(
+        steps=steps,
+        timeout_s=timeout_s,
+        models=_pairs(models, "--model", "ID=MODEL_TYPE"),
+        datasets={key: Path(value) for key, value in _pairs(datasets, "--dataset", "ID=FILE.jsonl").items()},
+        show_output=not quiet and fmt == "text",
+    )
+    for dataset_id, file in options.datasets.items():
+        if not file.is_file():
+            _usage_error(f"--dataset {dataset_id}={file}: no such file")
+    try:
+        runs = try_path(path, list(args), options)
+    except TryUsageError as error:
+        _usage_error(str(error))
+    document = json.dumps(
+        {"path": str(path), "steps": steps, "runs": [run.as_dict() for run in runs]}, indent=2
+    )
+    if report_file is not None:
+        try:
+            report_file.parent.mkdir(parents=True, exist_ok=True)
+            report_file.write_text(document + "\n", encoding="utf-8")
+        except OSError as error:
+            _usage_error(f"cannot write report {report_file}: {error}")
+    if fmt == "json" and report_file is None:
+        click.echo(document)
+    elif fmt == "text":
+        for line in text_lines(runs):
+            click.echo(line)
+    click.echo(summary(runs), err=True)
+    sys.exit(EXIT_OK if all(run.status == "ran" for run in runs) else EXIT_MANUAL)
+
+
+def _pairs(values: tuple[str, ...], option: str, form: str) -> dict[str, str]:
+    pairs = {}
+    for value in values:
+        key, has_value, item = value.partition("=")
+        if not has_value or not key or not item:
+            _usage_error(f"{option} {value}: expected {form}")
+        pairs[key] = item
+    return pairs

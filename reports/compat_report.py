@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from compat_matrix.model_ids import example_hub_ids, hub_id_patterns
 from reports import charts
 from reports.advice import STAGE_MEANINGS, advice
-from reports.model_ids import example_hub_ids, hub_id_patterns
 from reports.render import asset, fail, render, write_output
 from reports.results import (
     BUCKET_LABELS,

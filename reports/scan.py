@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compat_matrix.model_ids import looks_like_model_reference, table_entry
 from migrator import risks
 from migrator.families.environment.nm404_async_load import ASYNC_LOAD_VARIABLE
 from migrator.rules import Rule
 from migrator.sources import SKIP_DIRS
-from reports.model_ids import looks_like_model_reference, table_entry
 
 MODEL_KEYWORDS = {
     "model",
