@@ -11,6 +11,7 @@ removed statements and puts TODO comments above the statements that hold manual 
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -71,10 +72,11 @@ class FileContext:
     notebook: bool = False
     _hint_pattern: re.Pattern[str] | None = None
     _states: dict[type, object] = field(default_factory=dict)
+    tree: ast.Module | None = None  # Python's parse of `code`, when the caller made one
 
     @cached_property
     def source(self) -> SourceIndex:
-        return SourceIndex.of(self.code)
+        return SourceIndex.of(self.code, self.tree)
 
     @cached_property
     def source_map(self) -> SourceMap:
@@ -392,14 +394,17 @@ class PythonResult:
     findings: list[Finding]
 
 
-def migrate_module(code: str, handlers: Iterable[type[Handler]], notebook: bool = False) -> PythonResult:
+def migrate_module(
+    code: str, handlers: Iterable[type[Handler]], notebook: bool = False, tree: ast.Module | None = None
+) -> PythonResult:
     """Parse a module and run all handlers over it; return the new code and findings placed on the input.
-    `notebook`: the module is the Python cells of a notebook (see `FileContext.notebook`).
+    `notebook`: the module is the Python cells of a notebook (see `FileContext.notebook`); `tree`: Python's
+    parse of `code`, when the caller has it.
 
     Raises libcst's ParserSyntaxError when the code does not parse.
     """
     module = cst.parse_module(code)
-    ctx = FileContext(module, code, notebook=notebook)
+    ctx = FileContext(module, code, notebook=notebook, tree=tree)
     transformer = MigrationTransformer(ctx, handlers)
     updated = module.visit(transformer)
     if ctx.imports_to_add:

@@ -105,7 +105,7 @@ def test_rewrite_that_would_not_parse_leaves_file_untouched(tmp_path, xla_script
         code = "def broken(:\n"
         findings = []
 
-    monkeypatch.setattr(engine, "migrate_module", lambda module, families, notebook=False: Broken)
+    monkeypatch.setattr(engine, "migrate_module", lambda *args, **kwargs: Broken)
     result = migrate_in_place(path)
     assert "would not parse" in result.error
     assert path.read_text() == xla_script
