@@ -106,7 +106,7 @@ def discover(
 
 
 def _walk(root: Path, exclude: tuple[str, ...]) -> Iterator[SourceFile]:
-    folders: list[OSError] = []
+    folders: list[OSError] = []  # what os.walk could not list (its own root included)
     for directory, subdirs, files in os.walk(root, onerror=folders.append):
         here = Path(directory)
         subdirs[:] = sorted(
@@ -117,11 +117,10 @@ def _walk(root: Path, exclude: tuple[str, ...]) -> Iterator[SourceFile]:
             kind = file_kind(path)
             if kind and not _excluded(path, root, exclude):
                 yield SourceFile(path, path.relative_to(root), kind, _unreadable(path))
-        for error in folders:  # os.walk could not list these (its own root included)
-            path = Path(error.filename)
-            relative = path.relative_to(root) if path != root else Path(".")
-            yield SourceFile(path, relative, "folder", f"cannot read this folder: {error.strerror}")
-        folders.clear()
+    for error in folders:
+        path = Path(error.filename)
+        relative = path.relative_to(root) if path != root else Path(".")
+        yield SourceFile(path, relative, "folder", f"cannot read this folder: {error.strerror}")
 
 
 def _unreadable(path: Path) -> str | None:

@@ -172,7 +172,10 @@ def _death_message(worker: _Worker) -> str:
 
 def _serve(connection: Connection, work: Callable, failed: Callable) -> None:
     """A worker: runs the batches it is sent until it is sent None or the command's end of the pipe closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the command's to handle: it stops the workers
+    # Ctrl-C and SIGTERM reach the whole process group: they are the command's to handle (it stops the workers;
+    # were it killed outright, `_die_with_parent` ends them).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _die_with_parent()
     threading.stack_size(STACK_BYTES)
     sys.setrecursionlimit(RECURSION_LIMIT)
