@@ -99,7 +99,9 @@ def test_a_dangling_link_is_reported(tmp_path):
 def test_cr_only_line_ends_are_kept(tmp_path):
     """Classic Mac OS line ends: an LF line was inserted, and the last CR was lost."""
     path = tmp_path / "train.py"
-    path.write_bytes(b'"""Doc."""\rimport os\rimport torch_xla.core.xla_model as xm\rdevice = xm.xla_device()\r')
+    path.write_bytes(
+        b'"""Doc."""\rimport os\rimport torch_xla.core.xla_model as xm\rdevice = xm.xla_device()\r'
+    )
     result = migrate_in_place(path)
     assert result.changed and result.error is None
     data = path.read_bytes()
@@ -110,7 +112,9 @@ def test_cr_only_line_ends_are_kept(tmp_path):
 def test_a_launcher_that_is_not_utf8_is_migrated_byte_for_byte(tmp_path):
     """bash reads bytes: a Latin-1 comment must not make the launcher unreadable."""
     path = tmp_path / "run.sh"
-    path.write_bytes(b"#!/bin/bash\n# r\xe9sum\xe9 of the run\nexport NEURON_FUSE_SOFTMAX=1\ntorchrun train.py\n")
+    path.write_bytes(
+        b"#!/bin/bash\n# r\xe9sum\xe9 of the run\nexport NEURON_FUSE_SOFTMAX=1\ntorchrun train.py\n"
+    )
     result = migrate_in_place(path)
     assert result.error is None and result.changed
     data = path.read_bytes()

@@ -62,7 +62,9 @@ def test_a_crashing_worker_costs_one_file(tree, monkeypatch, workers):
 
         def run(text):
             if "crashes the parser" in text:
-                ctypes.string_at(0)  # a read of address 0 in native code: a real segfault, as a stack overflow
+                ctypes.string_at(
+                    0
+                )  # a read of address 0 in native code: a real segfault, as a stack overflow
             return migrate(text)
 
         return run
@@ -101,7 +103,9 @@ def test_a_long_flat_expression_is_migrated(tmp_path):
     """A 1,000-term sum is legitimate Python: libcst's recursive visitors need more than the default
     recursion limit (it was refused with a RecursionError)."""
     path = tmp_path / "sum.py"
-    path.write_text("import torch_xla.core.xla_model as xm\nx = " + " + ".join(["a"] * 1000) + "\nd = xm.xla_device()\n")
+    path.write_text(
+        "import torch_xla.core.xla_model as xm\nx = " + " + ".join(["a"] * 1000) + "\nd = xm.xla_device()\n"
+    )
     result = invoke(path)
     assert result.exit_code == 0, result.output
     assert 'd = torch.device("neuron")' in path.read_text()
@@ -159,7 +163,9 @@ def test_a_slow_file_is_named_while_it_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "rewriter", slow)
     monkeypatch.setattr(progress, "SLOW_S", 1.0)
     result = invoke("--check", tmp_path / "big.py")
-    assert f"still migrating {tmp_path / 'big.py'} (30 bytes) after 1 s; the time limit is 60 s" in result.stderr
+    assert (
+        f"still migrating {tmp_path / 'big.py'} (30 bytes) after 1 s; the time limit is 60 s" in result.stderr
+    )
 
 
 def test_progress_on_a_terminal_shows_the_file_in_progress(tmp_path, monkeypatch):
@@ -205,7 +211,10 @@ def test_checklist_survives_a_file_that_crashed_the_parser(tmp_path):
     (tmp_path / "train.py").write_text("import torch_xla.core.xla_model as xm\nxm.mark_step()\n")
     out = tmp_path / "checklist.md"
     run = subprocess.run(
-        [*NEURON_MIGRATE, "checklist", str(tmp_path), "-o", str(out)], capture_output=True, text=True, timeout=300
+        [*NEURON_MIGRATE, "checklist", str(tmp_path), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr
     text = out.read_text()

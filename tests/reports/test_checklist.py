@@ -372,3 +372,24 @@ def test_a_model_that_recompiles_at_every_decode_step_says_what_happens_on_a_dev
     text = output.read_text()
     assert f"works with caveats: {mistral['recompile_count']} recompile(s) (at every decode step)" in text
     assert "recompile_limit (8)" in text and "one compilation per cache length" not in text
+
+
+def test_a_notebook_it_cannot_read_is_blocking_never_clean(tmp_path, results):
+    """An nbformat-3 notebook full of torch_xla code was called clean."""
+    from tests.migrator.test_engine import NBFORMAT_3
+
+    (tmp_path / "old.ipynb").write_text(json.dumps(NBFORMAT_3))
+    (tmp_path / "list.ipynb").write_text("[1, 2]")
+    context = build_checklist([tmp_path], results, online=False)
+    titles = [item.title for item in context["blocking"]]
+    assert any(
+        "old.ipynb" in item.location and "a version 3 notebook" in item.title for item in context["blocking"]
+    )
+    assert any("not a valid notebook: the JSON is a list" in title for title in titles)
+
+
+def test_code_too_deep_for_the_scan_is_still_listed(tmp_path, results):
+    """What Python's parser takes but a recursive walk of its tree cannot is reported, not a traceback."""
+    (tmp_path / "deep.py").write_text("import torch_xla\nx = " + "-" * 3000 + "1\n")
+    context = build_checklist([tmp_path], results, online=False)
+    assert [section.display for section in context["sections"]] == ["deep.py"]
