@@ -124,7 +124,8 @@ def migrate(
         finally:
             progress.close()
 
-    report = render(results, fmt)
+    total = interrupted.total if interrupted is not None else None
+    report = render(results, fmt, fixed_in_place=mode is Mode.WRITE, total=total)
     if report_file is not None:
         try:
             replace_file(report_file, report.encode())

@@ -16,7 +16,7 @@ UNUSED_IMPORT = Rule(
     Severity.INFO,
     "A torch_xla import that nothing in the file uses",
     "Removed: torch_xla is not installed with TorchNeuron and nothing in the file uses the import (one made for "
-    "its side effect, as `torch_xla.distributed.xla_backend` registering the \"xla\" process-group backend, has "
+    'its side effect, as `torch_xla.distributed.xla_backend` registering the "xla" process-group backend, has '
     "no effect to keep there).",
     examples=(
         Example(
