@@ -229,6 +229,12 @@ def _silence_stdout() -> None:
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files or directories matching GLOB.")
 def checklist(paths, output, results, online, exclude):
     """Write a pre-migration checklist for the scripts, notebooks and launchers in PATH..."""
-    from reports.checklist import write_checklist
+    try:
+        from reports.checklist import write_checklist
+    except ModuleNotFoundError as error:  # the base install is the migrator's (no pandas, no jinja2)
+        _usage_error(
+            f"`neuron-migrate checklist` needs {error.name}, which the reports extra installs: "
+            "pip install 'neuron-migrate[reports]'"
+        )
 
     sys.exit(write_checklist(list(paths), output=output, results=results, online=online, exclude=exclude))
