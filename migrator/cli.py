@@ -54,8 +54,20 @@ def main() -> None:
     """
 
 
+def _complete_paths(ctx, param, incomplete):
+    """Shell completion of `neuron-migrate PATH...`: files, and the subcommands where the first path goes."""
+    from click.shell_completion import CompletionItem
+
+    commands = (
+        [] if ctx.params.get("paths") else [name for name in main.commands if name.startswith(incomplete)]
+    )
+    return [CompletionItem(name) for name in commands] + [CompletionItem(incomplete, type="file")]
+
+
 @main.command("migrate")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument(
+    "paths", nargs=-1, required=True, type=click.Path(path_type=Path), shell_complete=_complete_paths
+)
 @click.option("--diff", "show_diff", is_flag=True, help="Print unified diffs; write nothing.")
 @click.option(
     "--check", is_flag=True, help="Write nothing; exit 1 if anything would change or needs manual work."
