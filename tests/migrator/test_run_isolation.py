@@ -111,6 +111,16 @@ def test_a_long_flat_expression_is_migrated(tmp_path):
     assert 'd = torch.device("neuron")' in path.read_text()
 
 
+def test_a_sum_python_itself_cannot_compile_is_refused_in_seconds(tmp_path):
+    """A 10,000-term sum was still running after 120 s; Python's own compiler gives up on it too."""
+    path = tmp_path / "sum.py"
+    path.write_text("import torch_xla\nx = " + " + ".join(["a"] * 10_000) + "\n")
+    started = time.monotonic()
+    result = invoke("--check", path)
+    assert time.monotonic() - started < 30
+    assert result.exit_code == 2 and "nested too deeply for Python's own parser" in result.stdout
+
+
 def test_many_jobs_on_few_files_start_few_workers(tree, monkeypatch):
     from migrator import workers
 
