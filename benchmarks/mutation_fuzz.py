@@ -255,8 +255,15 @@ def fuzz(count: int, seed: int, jobs: int) -> dict:
         if (tree / relative).read_bytes() != data:
             violations.append(f"{relative}: changed by --check")
     outcome: Counter[str] = Counter()
+    notable: dict[str, str] = {}  # files that hit the time limit, killed a worker, or met a bug of a rule
     for entry in report["files"]:
         error = entry["error"] or ""
+        if any(
+            words in error
+            for words in ("took longer than", "process migrating this file died", "internal error")
+        ):
+            relative = Path(entry["path"]).relative_to("mutants").as_posix()
+            notable[relative] = f"{mutations[relative]}: {error[:300]}"
         outcome[
             "error: time limit"
             if "took longer than" in error
@@ -315,6 +322,7 @@ def fuzz(count: int, seed: int, jobs: int) -> dict:
         "jobs": jobs,
         "mutations": dict(Counter(how for how in mutations.values()).most_common()),
         "outcome_under_check": dict(sorted(outcome.items())),
+        "notable_errors": notable,
         "files_changed_in_place": changed,
         "runs": {
             "check_s": round(check_s, 1),

@@ -150,7 +150,8 @@ class FileContext:
         """
         text = f"{why}; {action}" if why and action else why or rule.action
         self.reports.append(_Report(node, rule, text, False, why, action, subject))
-        self.pending_todos.append(f"{TODO_PREFIX} {rule.code} {text}")
+        # A comment is one line: code quoted from several lines (an argument split over them) is joined.
+        self.pending_todos.append(f"{TODO_PREFIX} {rule.code} {' '.join(text.split())}")
 
     def launch(self, processes: str = "N", script: str = "train.py") -> str:
         """What to do so that a rewrite runs as `processes` processes (one per rank, as Transformers'

@@ -216,3 +216,21 @@ def test_notebooks_it_cannot_read_are_errors_never_clean(tmp_path, content, mess
     result = process(Job(source, Mode.CHECK))
     assert result.error.startswith(message) and "internal error" not in result.error
     assert path.read_text() == content
+
+
+def test_a_todo_quoting_code_of_several_lines_is_one_comment_line():
+    """An unknown TrainingNeuronConfig argument split over lines made an internal error (found by fuzzing)."""
+    from migrator.engine import migrate_python
+
+    source = (
+        "from optimum.neuron.models.training import TrainingNeuronConfig\n\n"
+        "trn_config = TrainingNeuronConfig(\n"
+        "    tensor_parallel_size=4,\n"
+        '    recompute="full" if\n'
+        "    True else None,\n"
+        ")\n"
+    )
+    migrated, findings = migrate_python(source)
+    todo = next(line for line in migrated.splitlines() if "TODO(neuron-migrate): NM208" in line)
+    assert 'argument `recompute="full" if True else None, ` is not a known' in todo
+    assert [f.code for f in findings if not f.fixed] == ["NM208"]
