@@ -138,11 +138,12 @@ def migrate(
 
     total = interrupted.total if interrupted is not None else None
     report = render(results, fmt, fixed_in_place=mode is Mode.WRITE, total=total)
+    report_error = None
     if report_file is not None:
         try:
             replace_file(report_file, report.encode())
-        except OSError as error:
-            _usage_error(f"cannot write report {report_file}: {error.strerror or error}")
+        except OSError as error:  # said after the findings and the summary, which are still printed
+            report_error = f"cannot write report {report_file}: {error.strerror or error}"
     with _stdout_closed_exits():
         for result in results:
             if result.diff:
@@ -156,10 +157,14 @@ def migrate(
     line = summary_line(results, verb) + (f"; migrated tree in {output_dir}" if output_dir else "")
     if interrupted is not None:
         click.echo(f"interrupted: {len(results)} of {interrupted.total} files done; {line}", err=True)
+        if report_error:
+            click.echo(f"neuron-migrate: error: {report_error}", err=True)
         sys.exit(EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED)
     click.echo(line, err=True)
     if mode in (Mode.CHECK, Mode.DIFF) and not any(result.changed for result in results):
         click.echo("no files were modified", err=True)
+    if report_error:
+        _usage_error(report_error)
 
     if any(result.error for result in results):
         sys.exit(EXIT_USAGE)

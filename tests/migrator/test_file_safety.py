@@ -265,6 +265,7 @@ def test_report_is_replaced_atomically_and_a_full_disk_keeps_the_old_one(tmp_pat
     monkeypatch.setattr(os, "write", no_space)
     result = invoke("--check", "--format", "json", "--report", report, tmp_path / "train.py")
     assert result.exit_code == 2 and "cannot write report" in result.stderr
+    assert "1 file checked, 1 would change" in result.stderr  # the summary is still printed
     assert report.read_text() == "previous report\n" and debris(report.parent) == []
 
 
@@ -326,3 +327,17 @@ def _stopped_run(tmp_path: Path, xla_script: str, signum: int, code: int) -> Non
     for path in tmp_path.glob("s*.py"):  # each file is the old one or the migrated one, never half
         text = path.read_text()
         assert text == xla_script or ("mark_step" not in text and text.startswith("import torch\n"))
+
+
+def test_a_failed_write_is_not_counted_as_rewritten(tmp_path, xla_script, monkeypatch):
+    path = tmp_path / "train.py"
+    path.write_text(xla_script)
+
+    def no_space(handle, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", no_space)
+    result = invoke(path)
+    assert result.exit_code == 2
+    assert "1 file checked, 0 rewritten" in result.stderr and "1 error" in result.stderr
+    assert f"{path}: error: cannot write: No space left on device" in result.stdout
