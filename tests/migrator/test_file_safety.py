@@ -237,14 +237,17 @@ def test_leftover_of_a_live_process_is_not_removed(tmp_path, xla_script):
     assert debris(tmp_path) == [mine.name]
 
 
-def test_full_disk_keeps_the_old_file(tmp_path, xla_script, monkeypatch):
-    path = tmp_path / "train.py"
-    path.write_text(xla_script)
-
+@pytest.fixture
+def full_disk(monkeypatch):
     def no_space(handle, data):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "write", no_space)
+
+
+def test_full_disk_keeps_the_old_file(tmp_path, xla_script, full_disk):
+    path = tmp_path / "train.py"
+    path.write_text(xla_script)
     result = migrate_in_place(path)
     assert result.error == "cannot write: No space left on device" and not result.changed
     assert path.read_text() == xla_script and debris(tmp_path) == []
@@ -329,14 +332,9 @@ def _stopped_run(tmp_path: Path, xla_script: str, signum: int, code: int) -> Non
         assert text == xla_script or ("mark_step" not in text and text.startswith("import torch\n"))
 
 
-def test_a_failed_write_is_not_counted_as_rewritten(tmp_path, xla_script, monkeypatch):
+def test_a_failed_write_is_not_counted_as_rewritten(tmp_path, xla_script, full_disk):
     path = tmp_path / "train.py"
     path.write_text(xla_script)
-
-    def no_space(handle, data):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "write", no_space)
     result = invoke(path)
     assert result.exit_code == 2
     assert "1 file checked, 0 rewritten" in result.stderr and "1 error" in result.stderr

@@ -25,6 +25,22 @@ def invoke(*args):
     return CliRunner().invoke(main, [str(arg) for arg in args], catch_exceptions=False)
 
 
+def before_migrating(monkeypatch, action) -> None:
+    """Every file's migration (in the worker processes, which are forked) first calls `action(text)`."""
+    real = engine.rewriter
+
+    def rewriter(kind, directory, root=None):
+        migrate = real(kind, directory, root)
+
+        def run(text):
+            action(text)
+            return migrate(text)
+
+        return run
+
+    monkeypatch.setattr(engine, "rewriter", rewriter)
+
+
 @pytest.fixture
 def tree(tmp_path, xla_script):
     for name in ("a_first.py", "z_last.py"):
@@ -55,21 +71,12 @@ def test_code_nested_too_deeply_for_the_native_parser_is_one_error(tree, jobs):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_crashing_worker_costs_one_file(tree, monkeypatch, workers):
     (tree / "m_crash.py").write_text("import torch_xla\nprint('this one crashes the parser')\n")
-    real = engine.rewriter
 
-    def crashing(kind, directory, root=None):
-        migrate = real(kind, directory, root)
+    def crash(text):
+        if "crashes the parser" in text:
+            ctypes.string_at(0)  # a read of address 0 in native code: a real segfault, as a stack overflow
 
-        def run(text):
-            if "crashes the parser" in text:
-                ctypes.string_at(
-                    0
-                )  # a read of address 0 in native code: a real segfault, as a stack overflow
-            return migrate(text)
-
-        return run
-
-    monkeypatch.setattr(engine, "rewriter", crashing)
+    before_migrating(monkeypatch, crash)
     jobs = [Job(source, Mode.CHECK) for source in discover([tree])]
     results = {result.path.rsplit("/", 1)[1]: result for result in run(jobs, workers=workers)}
     assert "died (SIGSEGV" in results["m_crash.py"].error
@@ -78,19 +85,7 @@ def test_a_crashing_worker_costs_one_file(tree, monkeypatch, workers):
 
 def test_a_file_past_the_time_limit_is_an_error_and_the_others_go_on(tree, monkeypatch):
     (tree / "m_slow.py").write_text("import torch_xla\nprint('slow')\n")
-    real = engine.rewriter
-
-    def slow(kind, directory, root=None):
-        migrate = real(kind, directory, root)
-
-        def run(text):
-            if "slow" in text:
-                time.sleep(60)
-            return migrate(text)
-
-        return run
-
-    monkeypatch.setattr(engine, "rewriter", slow)
+    before_migrating(monkeypatch, lambda text: time.sleep(60) if "slow" in text else None)
     started = time.monotonic()
     result = invoke("--check", "--timeout", "1", tree)
     assert time.monotonic() - started < 30
@@ -159,18 +154,7 @@ def test_a_slow_file_is_named_while_it_runs(tmp_path, monkeypatch):
     from migrator import progress
 
     (tmp_path / "big.py").write_text("import torch_xla\nprint('big')\n")
-    real = engine.rewriter
-
-    def slow(kind, directory, root=None):
-        migrate = real(kind, directory, root)
-
-        def run(text):
-            time.sleep(2)
-            return migrate(text)
-
-        return run
-
-    monkeypatch.setattr(engine, "rewriter", slow)
+    before_migrating(monkeypatch, lambda text: time.sleep(2))
     monkeypatch.setattr(progress, "SLOW_S", 1.0)
     result = invoke("--check", tmp_path / "big.py")
     assert (
