@@ -192,3 +192,29 @@ def test_readme_code_scanning_workflow_uploads_the_sarif_file_the_cli_writes(tmp
     (finding,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "NM301"]
     line = finding["locations"][0]["physicalLocation"]["region"]["startLine"]
     assert "xm.mark_step()" in notebook.read_text().splitlines()[line - 1]
+
+
+def test_both_commands_take_dash_h_and_complete_in_the_shell(tmp_path):
+    """`neuron-compat -h` was an error; shell completion (docs/ci.md) offers the subcommands and paths."""
+    from compat_matrix.cli import main as compat
+
+    for command, args in (
+        (main, ["-h"]),
+        (main, ["checklist", "-h"]),
+        (compat, ["-h"]),
+        (compat, ["report", "-h"]),
+    ):
+        result = CliRunner().invoke(command, args)
+        assert result.exit_code == 0 and result.output.startswith("Usage:"), args
+    completion = subprocess.run(
+        [sys.executable, "-c", "from migrator.cli import main; main(prog_name='neuron-migrate')"],
+        env=os.environ
+        | {
+            "_NEURON_MIGRATE_COMPLETE": "bash_complete",
+            "COMP_WORDS": "neuron-migrate che",
+            "COMP_CWORD": "1",
+        },
+        capture_output=True,
+        text=True,
+    )
+    assert completion.stdout.split() == ["plain,checklist", "file,che"]
