@@ -37,7 +37,7 @@ def assert_no_markup_from_data(html: str) -> None:
         "<script",
         "<img",
         'href="javascript',
-        "<!--",
+        "<!-- an unclosed",
         "<h1>a heading",
         "<strong>bold",
         "<em>under",
@@ -108,6 +108,7 @@ def test_checklist_markdown_shows_hostile_file_names_and_model_ids_as_text(tmp_p
             "import torch_xla.core.xla_model as xm\n"
             f"MODEL_ID = {json.dumps('org/' + text.replace(chr(10), ' '))}\n"
             "device = xm.xla_device()\n"
+            "total = xm.all_reduce('sum', [device])\n"  # manual work: an item that names the file
         )
     results = write_jsonl(tmp_path / "results.jsonl", rows["results-sim"])
     output = tmp_path / "checklist.md"
