@@ -300,9 +300,10 @@ def _emit(job: Job, text: Text, migrated: str, result: FileResult) -> None:
             os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
-class Interrupted(Exception):
+class Interrupted(KeyboardInterrupt):
     """Ctrl-C (or SIGTERM) during a run: the files done so far, in job order (each written whole or not at
-    all; the files in progress when it came were left as they were, or written whole)."""
+    all; the files in progress when it came were left as they were, or written whole). A KeyboardInterrupt, so
+    that a caller that does not look at the files done (the checklist) stops as on Ctrl-C."""
 
     def __init__(self, done: list[FileResult], total: int) -> None:
         super().__init__(f"interrupted after {len(done)} of {total} files")
