@@ -77,6 +77,7 @@ class Supervisor(Generic[Result]):
                     if not worker.pending:
                         continue
                     if lost or not worker.process.is_alive():
+                        worker.process.join(timeout=5)  # reaped: its exit code says how it died
                         message = _death_message(worker)
                     elif self.timeout is not None and time.monotonic() - worker.since > self.timeout:
                         message = (
