@@ -215,12 +215,28 @@ def check_run(run: subprocess.CompletedProcess, what: str, violations: list[str]
         violations.append(f"{what}: traceback: {run.stderr[-300:]}")
 
 
+def read_report(path: Path, what: str, run: subprocess.CompletedProcess, violations: list[str]) -> dict:
+    """The run's JSON report; a run that wrote none (it died) is a violation, and reads as no file."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        violations.append(f"{what}: no report written (exit {run.returncode})")
+        return {"files": []}
+
+
 def fuzz(count: int, seed: int, jobs: int) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="nm-fuzz-"))
+    try:
+        return _fuzz(count, seed, jobs, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _fuzz(count: int, seed: int, jobs: int, work: Path) -> dict:
     from migrator.sources import file_kind
 
     rng = random.Random(seed)
     corpus = seeds()
-    work = Path(tempfile.mkdtemp(prefix="nm-fuzz-"))
     tree = work / "mutants"
     kinds: dict[str, str] = {}
     mutations: dict[str, str] = {}
@@ -248,9 +264,11 @@ def fuzz(count: int, seed: int, jobs: int) -> dict:
         cwd=work,
     )
     check_run(check, "--check", violations)
-    report = json.loads((work / "check.json").read_text())
+    report = read_report(work / "check.json", "--check", check, violations)
     if report.get("schema_version") != 1 or len(report["files"]) != count:
-        violations.append(f"--check report: {len(report['files'])} of {count} files")
+        violations.append(
+            f"--check report: {len(report['files'])} of {count} files, schema_version {report.get('schema_version')}"
+        )
     for relative, data in originals.items():
         if (tree / relative).read_bytes() != data:
             violations.append(f"{relative}: changed by --check")
@@ -285,9 +303,9 @@ def fuzz(count: int, seed: int, jobs: int) -> dict:
         "-j", str(jobs), "--format", "json", "--report", str(work / "write.json"), "mutants", cwd=work
     )
     check_run(written, "in place", violations)
+    written_report = read_report(work / "write.json", "in place", written, violations)
     by_path = {
-        Path(entry["path"]).relative_to("mutants").as_posix(): entry
-        for entry in json.loads((work / "write.json").read_text())["files"]
+        Path(entry["path"]).relative_to("mutants").as_posix(): entry for entry in written_report["files"]
     }
     changed = 0
     for relative, before in originals.items():
@@ -315,7 +333,6 @@ def fuzz(count: int, seed: int, jobs: int) -> dict:
     violations += [f"{path}: temporary file left" for path in debris]
 
     misuse = bad_input_runs(work, violations)
-    shutil.rmtree(work, ignore_errors=True)
     return {
         "mutants": count,
         "seed": seed,
