@@ -97,7 +97,8 @@ def kills(count: int, rng: random.Random, work: Path, violations: list[str], cop
         shutil.copytree(pristine, tree)
         signum = signals[index % len(signals)]
         run = start("-j", "2", tree.name, cwd=work)
-        time.sleep(rng.uniform(0.3, max(0.4, full_run_s * 0.9)))
+        run.stderr.readline()  # "migrating N files": the run has started, past Python's own start-up
+        time.sleep(rng.uniform(0.0, max(0.1, full_run_s * 0.9)))
         os.kill(run.pid, signum)  # the command itself, as `kill PID` or Ctrl-C in its terminal would
         if signum == signal.SIGINT:
             os.killpg(run.pid, signum)  # a terminal sends Ctrl-C to the whole foreground group

@@ -321,7 +321,8 @@ def _stopped_run(tmp_path: Path, xla_script: str, signum: int, code: int) -> Non
     )
     import time
 
-    time.sleep(2.5)
+    assert run.stderr.readline() == "migrating 30 files\n"  # the run has started (not still importing)
+    time.sleep(1.0)
     os.killpg(run.pid, signum)
     out, err = run.communicate(timeout=60)
     assert run.returncode == code, err
