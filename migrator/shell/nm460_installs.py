@@ -1,4 +1,5 @@
-"""NM460/NM472/NM473: `pip install` commands (migration map §3.4; requirements files: `requirements.py`)."""
+"""NM460/NM472/NM473: `pip install` commands (requirements files: `requirements.py`). What an install becomes is
+decided per requirement in `installs.py`, from the target stack of `migrator/target_stack.json`."""
 
 from __future__ import annotations
 

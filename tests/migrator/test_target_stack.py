@@ -1,5 +1,6 @@
-"""The target stack (migrator/target_stack.json) is written once: the README and docs/ state the same versions,
-the checklist and the install rewrites read it, set-up and the harness's extra agree with it."""
+"""The target stack (migrator/target_stack.json) is written once: README.md and docs/ state its versions (the
+CHANGELOG, which holds history, may name older ones), the checklist and the install rewrites read it, and
+set-up and the harness's extra agree with it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 V = r"(\d+\.\d+)"
 # How the pages write a version of the stack; each pattern's group is the version it states.
 STATEMENTS = {
@@ -30,9 +31,9 @@ STATEMENTS = {
     "Neuron SDK": re.compile(rf"\bNeuron SDK\s*(?:>=\s*)?{V}"),
     "torch-neuronx": re.compile(rf"\btorch-neuronx`?\s*{V}"),
     "Python": re.compile(
-        rf"\bPython (?:\*\*)?{V}\+?(?:\*\*)? (?:on (?:a|the|every) Trainium host|for the torch-neuronx)"
-        rf"|torch-neuronx[\w .-]* wheels need (?:\*\*)?Python {V}"
-        rf"|{V}\+ on (?:a|the) Trainium host"
+        rf"\bPython\s+(?:\*\*)?{V}\+?(?:\*\*)?\s+(?:on\s+(?:a|the|every)\s+Trainium\s+host|for\s+the\s+torch-neuronx)"
+        rf"|torch-neuronx[\w .-]*\s+wheels\s+need\s+(?:\*\*)?Python\s+{V}"
+        rf"|{V}\+\s+on\s+(?:a|the)\s+Trainium\s+host"
     ),
 }
 
