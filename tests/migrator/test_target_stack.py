@@ -28,7 +28,7 @@ STATEMENTS = {
     "Transformers": re.compile(rf"\btransformers\s*(?:>=|≥)\s*{V}", re.IGNORECASE),
     "TRL": re.compile(rf"\bTRL\s*(?:>=|≥)\s*{V}", re.IGNORECASE),
     "PEFT": re.compile(rf"\bPEFT\s*(?:>=|≥)\s*{V}", re.IGNORECASE),
-    "Neuron SDK": re.compile(rf"\bNeuron SDK\s*(?:>=\s*)?{V}"),
+    "Neuron SDK": re.compile(rf"\bNeuron\s+SDK\s*(?:>=\s*)?{V}"),
     "torch-neuronx": re.compile(rf"\btorch-neuronx`?\s*{V}"),
     "Python": re.compile(
         rf"\bPython\s+(?:\*\*)?{V}\+?(?:\*\*)?\s+(?:on\s+(?:a|the|every)\s+Trainium\s+host|for\s+the\s+torch-neuronx)"
