@@ -9,16 +9,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import cache
 from pathlib import Path
 
 from compat_matrix.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
+from migrator.engine import FileResult
+from migrator.registry import RULES
+from migrator.rules import FAMILIES, Finding, Severity
 from migrator.sources import UsageError, named_file_kind
 from reports.advice import STAGE_MEANINGS, advice
 from reports.render import NULL, asset, fail, render, write_output
@@ -41,7 +42,6 @@ SEVERITY_LABELS = {
     "compile-risk": "compile risk",
     "check": "check",
 }
-FAMILIES = ("inference", "training", "xla", "environment", "shell", "manual")
 
 # What the migrated code needs (TorchNeuron public beta; see docs and the migration map's platform table).
 PLATFORM = "trn2 or trn3 instances: TorchNeuron does not run on inf1, inf2 or trn1"
@@ -54,7 +54,6 @@ REQUIREMENTS = (
 )
 RULES_DOC = REPO_ROOT / "docs" / "rules.md"
 COMPAT_REPORT_NAME = "compat.html"  # what `make demo` writes next to the checklist
-RULE_ANCHOR = re.compile(r'<a id="(nm\d+)"></a>')
 # The matrix a model that is not a causal LM would need; neuron-compat measures causal LMs only.
 OTHER_MATRICES = {
     "embedding": "an embedding (feature-extraction) matrix: a compiled forward pass at fixed batch and sequence "
@@ -121,31 +120,32 @@ def _location(display: str, line: int | None, cell: int | None) -> str:
     return str(Location(display, line or 1, cell))
 
 
-def _migrator_items(file: dict, display: str) -> list[Item]:
+# What a finding the migrator leaves to a person is in the checklist, by its rule's severity.
+SEVERITY_OF_MANUAL = {Severity.ERROR: "blocking", Severity.WARNING: "manual", Severity.INFO: "check"}
+
+
+def _migrator_items(file: FileResult, display: str) -> list[Item]:
     items = []
-    if file.get("error"):
+    if file.error:
         items.append(
             Item(
                 "blocking",
-                f"neuron-migrate cannot process this file: {file['error']}",
+                f"neuron-migrate cannot process this file: {file.error}",
                 "Fix the file so that it parses (or exclude it), then run the checklist again.",
                 display,
                 code="parse-error",
             )
         )
-    for finding in file.get("findings", []):
-        if finding.get("fixed"):
-            continue
-        severity = {"error": "blocking", "warning": "manual"}.get(finding.get("severity"), "check")
+    for finding in file.manual:
         items.append(
             Item(
-                severity,
-                f"{finding.get('code', '')}: {finding.get('why') or finding.get('message', '')}".strip(": "),
-                finding.get("action") or "See the migrator's rule reference for this code.",
-                _location(display, finding.get("line"), finding.get("cell")),
-                finding.get("line") or 0,
-                code=str(finding.get("code", "")),
-                cell=finding.get("cell"),
+                SEVERITY_OF_MANUAL[finding.rule.severity],
+                f"{finding.code}: {finding.why or finding.message}",
+                finding.todo or finding.rule.action,
+                _location(display, finding.line, finding.cell),
+                finding.line,
+                code=finding.code,
+                cell=finding.cell,
             )
         )
     return items
@@ -171,18 +171,18 @@ def _target_items(scan: FileScan) -> list[Item]:
     ]
 
 
-def _handled_by_migrator(risk: Risk, fixed: list[dict]) -> str | None:
+def _handled_by_migrator(risk: Risk, fixed: list[Finding]) -> str | None:
     """The migrator's own message when one of its rewrites already removes this risk: a fixed finding
     with a code the risk's rule names (`CODE`, or `CODE:subject` for a finding about that subject)."""
     for finding in fixed:
         for fix in risk.rule.fixed_by:
             code, _, subject = fix.partition(":")
-            if finding.get("code") == code and (not subject or finding.get("subject") == subject):
-                return str(finding.get("message", ""))
+            if finding.code == code and (not subject or finding.subject == subject):
+                return finding.message
     return None
 
 
-def _risk_items(scan: FileScan, fixed: list[dict]) -> list[Item]:
+def _risk_items(scan: FileScan, fixed: list[Finding]) -> list[Item]:
     items = []
     for risk in scan.risks:
         severity, action = "compile-risk", risk.rule.action
@@ -380,16 +380,6 @@ def _links(output: Path | None) -> tuple[str, str]:
     return rules, compat
 
 
-@cache
-def _rule_anchors() -> frozenset[str]:
-    """The rule codes docs/rules.md has an anchor for (a finding of another code gets no dead link)."""
-    return (
-        frozenset(RULE_ANCHOR.findall(RULES_DOC.read_text(encoding="utf-8")))
-        if RULES_DOC.is_file()
-        else frozenset()
-    )
-
-
 def _platform_items(uses: set[str]) -> list[Item]:
     items = [Item("check", f"Run on {PLATFORM}", "TorchNeuron is a public beta on Trainium2 and Trainium3.")]
     items += [
@@ -408,7 +398,7 @@ def build_checklist(
     results: Path | None,
     online: bool,
     exclude: tuple[str, ...] = (),
-    analyze: Callable[..., dict] | None = None,
+    analyze: Callable[[list[Path], tuple[str, ...]], list[FileResult]] | None = None,
     output: Path | None = None,
     try_reports: list[Path] = (),
 ) -> dict:
@@ -422,13 +412,13 @@ def build_checklist(
     tried = load_try_reports(list(try_reports))
     rules_href, compat_href = _links(output)
     show = _shown_under(paths)
-    report = analyze(list(paths), exclude)
+    analyzed = analyze(list(paths), exclude)
     sections: list[FileSection] = []
     scans: list[FileScan] = []
     blocking: list[Item] = []
     uses: set[str] = set()
-    for file in report.get("files", []):
-        source = Path(file["path"])
+    for file in analyzed:
+        source = Path(file.path)
         display = show(source)
         # The kind the migrator read the file as (suffix, else a shell `#!` line): a Slurm job or a
         # suffix-less launcher is scanned as shell, never parsed as Python.
@@ -436,19 +426,18 @@ def build_checklist(
         scan = scan_file(source, display, kind)
         scans.append(scan)
         uses |= scan.uses
-        findings = file.get("findings", [])
-        fixed = [finding for finding in findings if finding.get("fixed")]
-        counts = Counter(finding.get("family", "manual") for finding in fixed)
+        fixed = [finding for finding in file.findings if finding.fixed]
+        counts = Counter(finding.rule.family for finding in fixed)
         items = _migrator_items(file, display) + _target_items(scan) + _risk_items(scan, fixed)
         lines = _source_lines(source, kind)
         for item in items:
             item.file, item.line_text = display, _line_text(lines, item)
-            if rules_href and item.code.lower() in _rule_anchors():
+            if rules_href and item.code in RULES:  # docs/rules.md has an entry for every rule
                 item.rule_href = f"{rules_href}#{item.code.lower()}"
         items.sort(key=lambda item: item.key)
         blocking += [item for item in items if item.severity == "blocking"]
         section_items = [item for item in items if item.severity != "blocking"]
-        rewrites = {family: counts[family] for family in FAMILIES if counts[family]}
+        rewrites = {family.name: counts[family.name] for family in FAMILIES if counts[family.name]}
         tries = [line for entry in match(tried, source) for line in entry.lines]
         sections.append(FileSection(display, kind, rewrites, section_items, tries))
     models = _models(scans, find_configs(list(paths), exclude), online, show)
@@ -481,7 +470,6 @@ def build_checklist(
         "total_rewrites": sum(sum(section.rewrites.values()) for section in sections),
         "try_reports": [display_path(path) for path in try_reports],
         "severity_labels": SEVERITY_LABELS,
-        "families": FAMILIES,
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
@@ -498,7 +486,7 @@ def write_checklist(
     results: Path | None,
     online: bool,
     exclude: tuple[str, ...] = (),
-    analyze: Callable[..., dict] | None = None,
+    analyze: Callable[[list[Path], tuple[str, ...]], list[FileResult]] | None = None,
     try_reports: list[Path] = (),
 ) -> int:
     """Writes the checklist as Markdown (stdout or .md) or HTML (.html); returns the exit code."""
