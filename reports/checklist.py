@@ -7,7 +7,6 @@ It combines the migrator's findings (what it rewrites, what it leaves to a perso
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 from collections import Counter
@@ -19,9 +18,11 @@ from pathlib import Path
 from compat_matrix.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
 from migrator.engine import FileResult
 from migrator.registry import RULES
+from migrator.risks.base import Risk
 from migrator.rules import FAMILIES, Finding, Severity
 from migrator.sources import UsageError, named_file_kind
 from reports.advice import STAGE_MEANINGS, advice
+from reports.inventory import FileScan, Location, find_configs, scan_file
 from reports.render import NULL, asset, fail, render, write_output
 from reports.results import (
     NOT_MEASURED_VERDICTS,
@@ -32,7 +33,6 @@ from reports.results import (
     display_path,
     load_runs,
 )
-from reports.scan import FileScan, Location, Risk, find_configs, scan_file
 from reports.tries import load_try_reports, match
 
 SEVERITIES = ("blocking", "manual", "compile-risk", "check")
@@ -194,10 +194,10 @@ def _risk_items(scan: FileScan, fixed: list[Finding]) -> list[Item]:
                 severity,
                 f"{risk.rule.code}: {risk.rule.title} ({risk.detail})",
                 action,
-                str(risk.location),
-                risk.location.line,
+                str(scan.at(risk.line, risk.cell)),
+                risk.line,
                 code=risk.rule.code,
-                cell=risk.location.cell,
+                cell=risk.cell,
             )
         )
     return items
@@ -332,31 +332,8 @@ def _shown_under(roots: list[Path]) -> Callable[[Path], str]:
     return show
 
 
-def _source_lines(path: Path, kind: str) -> dict[int | None, list[str]]:
-    """The file's lines (key None), or a notebook's code-cell lines by 1-based code-cell number."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return {}
-    if kind != "notebook":
-        return {None: text.splitlines()}
-    try:
-        cells = json.loads(text).get("cells", [])
-    except (ValueError, RecursionError, AttributeError):
-        return {}
-    if not isinstance(cells, list):
-        return {}
-    sources = [
-        cell.get("source", "") for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"
-    ]
-    return {
-        number: ("".join(source) if isinstance(source, list) else str(source)).splitlines()
-        for number, source in enumerate(sources, start=1)
-    }
-
-
-def _line_text(lines: dict[int | None, list[str]], item: Item) -> str:
-    body = lines.get(item.cell) or []
+def _line_text(scan: FileScan, item: Item) -> str:
+    body = scan.lines.get(item.cell) or []
     return body[item.sort_line - 1].strip() if 0 < item.sort_line <= len(body) else ""
 
 
@@ -429,9 +406,8 @@ def build_checklist(
         fixed = [finding for finding in file.findings if finding.fixed]
         counts = Counter(finding.rule.family for finding in fixed)
         items = _migrator_items(file, display) + _target_items(scan) + _risk_items(scan, fixed)
-        lines = _source_lines(source, kind)
         for item in items:
-            item.file, item.line_text = display, _line_text(lines, item)
+            item.file, item.line_text = display, _line_text(scan, item)
             if rules_href and item.code in RULES:  # docs/rules.md has an entry for every rule
                 item.rule_href = f"{rules_href}#{item.code.lower()}"
         items.sort(key=lambda item: item.key)

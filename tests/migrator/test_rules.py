@@ -19,7 +19,7 @@ def test_every_rule_is_reported_by_some_fixture() -> None:
     reported = {
         line.split()[1] for path in FIXTURES.rglob("*.findings") for line in path.read_text().splitlines()
     }
-    # Compile risks (NM8xx) are the checklist scan's findings, tested on their examples in tests/reports.
+    # Compile risks (NM8xx) are found by their own `find`, tested on their examples in test_risk_rules.py.
     rewrites = {code for code, rule in RULES.items() if rule.family != "risk"}
     assert sorted(rewrites - reported) == []
 

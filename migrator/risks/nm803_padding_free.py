@@ -1,0 +1,32 @@
+"""NM803: TRL's padding-free batches (every batch one row of varying length)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from migrator.reading import Code, callee, is_constant, keyword
+from migrator.risks.base import PAD_BATCHES, Risk, at
+from migrator.rules import Example, Rule, Severity
+
+PADDING_FREE = Rule(
+    "NM803",
+    Severity.WARNING,
+    "`SFTConfig(padding_free=True)` flattens batches to varying lengths",
+    PAD_BATCHES,
+    fixed_by=("NM203:padding_free",),
+    examples=(Example(before='config = SFTConfig(output_dir="out", padding_free=True)\n'),),
+)
+RULES = (PADDING_FREE,)
+
+
+def find(code: Code) -> Iterator[Risk]:
+    for module in code.python:
+        for call in module.calls:
+            name = callee(call)
+            if name.endswith("Config") and is_constant(keyword(call, "padding_free"), True):
+                yield at(
+                    PADDING_FREE,
+                    module,
+                    call,
+                    f"{name}(padding_free=True) flattens batches to varying lengths",
+                )

@@ -1,0 +1,28 @@
+"""NM804: TRL's padding to a multiple of 128 turned off."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from migrator.reading import Code, callee, is_constant, keyword
+from migrator.risks.base import PAD_BATCHES, Risk, at
+from migrator.rules import Example, Rule, Severity
+
+NO_PAD_MULTIPLE = Rule(
+    "NM804",
+    Severity.WARNING,
+    "`SFTConfig(pad_to_multiple_of=None)` turns off TRL's padding to a multiple of 128 on neuron",
+    PAD_BATCHES,
+    examples=(Example(before='config = SFTConfig(output_dir="out", pad_to_multiple_of=None)\n'),),
+)
+RULES = (NO_PAD_MULTIPLE,)
+
+
+def find(code: Code) -> Iterator[Risk]:
+    for module in code.python:
+        for call in module.calls:
+            name = callee(call)
+            if name.endswith("Config") and is_constant(keyword(call, "pad_to_multiple_of"), None):
+                yield at(
+                    NO_PAD_MULTIPLE, module, call, f"{name}(pad_to_multiple_of=None) turns off TRL's padding"
+                )
