@@ -250,3 +250,39 @@ def test_bang_lines_of_notebooks_are_shell(tmp_path):
     scan = scan_file(path, "nb.ipynb", "notebook")
     found = {(reference.value, reference.location.cell, reference.location.line) for reference in scan.models}
     assert found == {("Qwen/Qwen3-8B", 1, 1), ("codellama/CodeLlama-7b-hf", 2, 1), ("gpt2", 2, 2)}
+
+
+def test_launchers_use_what_they_run_and_install_not_what_comments_say(tmp_path):
+    launcher = scan_source(
+        tmp_path,
+        """
+        #!/bin/bash
+        # Fine-tune with optimum-neuron, then TRL (history, not code)
+        pip install "optimum[neuronx]" peft==0.21.0 --upgrade
+        python -m trl.scripts.sft --model_name_or_path Qwen/Qwen3-0.6B
+        """,
+        name="run.sh",
+        kind="shell",
+    )
+    assert launcher.uses == {"optimum-neuron", "peft", "trl"}
+    comment_only = scan_source(
+        tmp_path, "#!/bin/bash\n# was: optimum-cli, trl\ntorchrun train.py\n", "b.sh", "shell"
+    )
+    assert comment_only.uses == set()
+
+
+def test_a_notebook_cell_with_an_ipython_line_in_a_block_is_still_read(tmp_path):
+    notebook = new_notebook(
+        cells=[
+            new_code_cell("%pip install trl"),
+            new_code_cell(
+                'model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B")\nfor f in files:\n    !ls {f}'
+            ),
+        ]
+    )
+    path = tmp_path / "nb.ipynb"
+    path.write_text(nbformat.writes(notebook))
+    scan = scan_file(path, "nb.ipynb", "notebook")
+    assert scan.uses == {"trl"}
+    assert [(risk.rule.code, risk.cell, risk.line) for risk in scan.risks] == [("NM809", 2, 1)]
+    assert [(model.value, model.location.cell) for model in scan.models] == [("Qwen/Qwen3-0.6B", 2)]
