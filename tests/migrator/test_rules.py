@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from migrator import rules_doc
@@ -36,6 +37,12 @@ def test_every_family_has_a_rule_and_every_rule_a_family() -> None:
     assert {rule.family for rule in RULES.values()} == set(names)
     for rule in RULES.values():
         assert rule.code.startswith(next(f.prefix for f in FAMILIES if f.name == rule.family)), rule.code
+
+
+def test_the_json_report_doc_names_the_families_in_order() -> None:
+    doc = FIXTURES.parents[1] / "docs" / "json-report.md"
+    row = next(line for line in doc.read_text().splitlines() if line.startswith("| `family` |"))
+    assert re.findall(r"`(\w+)`", row.split("|")[3]) == [family.name for family in FAMILIES]
 
 
 def test_each_dropped_static_shape_is_named_with_its_value():
