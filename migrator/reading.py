@@ -15,9 +15,11 @@ import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from migrator.notebook import read_cells
 from migrator.shell.commands import _command_parts, _look_through
 from migrator.shell.rewrite import _heredoc_kind
 from migrator.shell.syntax import Node, Word, parse, quoted_body, word
+from migrator.verify import MigrationError
 
 # Programs that run their string argument as a script of its own.
 _SHELL_PROGRAMS = ("bash", "sh", "zsh")
@@ -31,8 +33,8 @@ class PythonModule:
     cell: int | None = None  # notebooks: 1-based number among the code cells
     # 0-based line of the module -> 0-based line of the cell or file it sits in (empty: the same line)
     line_map: tuple[int, ...] = ()
-    nodes: list[ast.AST] = field(default_factory=list)  # every node, in `ast.walk` order
-    calls: list[ast.Call] = field(default_factory=list)  # every call, in source order
+    nodes: list[ast.AST] = field(init=False)  # every node, in `ast.walk` order: the one walk readers share
+    calls: list[ast.Call] = field(init=False)  # every call, in source order
 
     def __post_init__(self) -> None:
         self.nodes = list(ast.walk(self.tree))
@@ -80,11 +82,10 @@ class ShellDefault:
 
 @dataclass
 class Code:
-    """Everything of one file that runs, in file order."""
+    """What runs in one file: its Python modules, shell commands, assignments and defaults, each list in file
+    order; and its text (the file's, or each code cell's with its number)."""
 
-    texts: list[tuple[int | None, str]] = field(
-        default_factory=list
-    )  # (cell, text): the file or each code cell
+    texts: list[tuple[int | None, str]] = field(default_factory=list)
     python: list[PythonModule] = field(default_factory=list)
     commands: list[ShellCommand] = field(default_factory=list)
     assignments: list[ShellAssignment] = field(default_factory=list)
@@ -156,9 +157,6 @@ def _read_python(code: Code, text: str, cell: int | None = None, line_map: tuple
 
 
 def _read_notebook(code: Code, text: str) -> None:
-    from migrator.notebook import read_cells
-    from migrator.verify import MigrationError
-
     try:
         cells = read_cells(text)
     except MigrationError:
@@ -173,7 +171,8 @@ def _read_notebook(code: Code, text: str) -> None:
 
 def _read_shell(code: Code, text: str, cell: int | None = None, line_offset: int = 0) -> None:
     data = text.encode()
-    _ShellReader(code, data, cell, line_offset).walk(parse(data).root_node)
+    with contextlib.suppress(RecursionError):  # nesting deeper than Python's stack: what was read stays
+        _ShellReader(code, data, cell, line_offset).walk(parse(data).root_node)
 
 
 @dataclass
