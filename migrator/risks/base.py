@@ -4,9 +4,10 @@ rules read (tokenizer calls, trainers, fixed-length padding)."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from migrator.reading import PythonModule, callee, is_constant, keyword, string
+from migrator.reading import Code, PythonModule, callee, is_constant, keyword, string
 from migrator.rules import Rule
 
 PAD_BATCHES = (
@@ -35,6 +36,23 @@ class Risk:
 
 def at(rule: Rule, module: PythonModule, node: ast.AST, detail: str) -> Risk:
     return Risk(rule, module.line(node), module.cell, detail)
+
+
+def literal_arguments(
+    code: Code,
+    rule: Rule,
+    argument: str,
+    value: object,
+    detail: Callable[[str], str],
+    called=lambda name: True,
+) -> Iterator[Risk]:
+    """A risk at every call given `argument=value` (the literal True, False or None) whose name `called`
+    accepts; `detail(name)` says what was found."""
+    for module in code.python:
+        for call in module.calls:
+            name = callee(call)
+            if called(name) and is_constant(keyword(call, argument), value):
+                yield at(rule, module, call, detail(name))
 
 
 def tokenizer_calls(module: PythonModule) -> list[ast.Call]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from migrator.reading import Code, callee, is_constant, keyword
-from migrator.risks.base import PAD_BATCHES, Risk, at
+from migrator.reading import Code
+from migrator.risks.base import PAD_BATCHES, Risk, literal_arguments
 from migrator.rules import Example, Rule, Severity
 
 PADDING_FREE = Rule(
@@ -20,13 +20,11 @@ RULES = (PADDING_FREE,)
 
 
 def find(code: Code) -> Iterator[Risk]:
-    for module in code.python:
-        for call in module.calls:
-            name = callee(call)
-            if name.endswith("Config") and is_constant(keyword(call, "padding_free"), True):
-                yield at(
-                    PADDING_FREE,
-                    module,
-                    call,
-                    f"{name}(padding_free=True) flattens batches to varying lengths",
-                )
+    yield from literal_arguments(
+        code,
+        PADDING_FREE,
+        "padding_free",
+        True,
+        lambda name: f"{name}(padding_free=True) flattens batches to varying lengths",
+        called=lambda name: name.endswith("Config"),
+    )

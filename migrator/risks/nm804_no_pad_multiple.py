@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from migrator.reading import Code, callee, is_constant, keyword
-from migrator.risks.base import PAD_BATCHES, Risk, at
+from migrator.reading import Code
+from migrator.risks.base import PAD_BATCHES, Risk, literal_arguments
 from migrator.rules import Example, Rule, Severity
 
 NO_PAD_MULTIPLE = Rule(
@@ -19,10 +19,11 @@ RULES = (NO_PAD_MULTIPLE,)
 
 
 def find(code: Code) -> Iterator[Risk]:
-    for module in code.python:
-        for call in module.calls:
-            name = callee(call)
-            if name.endswith("Config") and is_constant(keyword(call, "pad_to_multiple_of"), None):
-                yield at(
-                    NO_PAD_MULTIPLE, module, call, f"{name}(pad_to_multiple_of=None) turns off TRL's padding"
-                )
+    yield from literal_arguments(
+        code,
+        NO_PAD_MULTIPLE,
+        "pad_to_multiple_of",
+        None,
+        lambda name: f"{name}(pad_to_multiple_of=None) turns off TRL's padding",
+        called=lambda name: name.endswith("Config"),
+    )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from migrator.reading import Code, callee, is_constant, keyword
-from migrator.risks.base import STATIC_SHAPES, Risk, at
+from migrator.reading import Code
+from migrator.risks.base import STATIC_SHAPES, Risk, literal_arguments
 from migrator.rules import Example, Rule, Severity
 
 DYNAMIC_COMPILE = Rule(
@@ -20,12 +20,11 @@ RULES = (DYNAMIC_COMPILE,)
 
 
 def find(code: Code) -> Iterator[Risk]:
-    for module in code.python:
-        for call in module.calls:
-            if callee(call) == "compile" and is_constant(keyword(call, "dynamic"), True):
-                yield at(
-                    DYNAMIC_COMPILE,
-                    module,
-                    call,
-                    "torch.compile(dynamic=True): the neuron backend rejects it",
-                )
+    yield from literal_arguments(
+        code,
+        DYNAMIC_COMPILE,
+        "dynamic",
+        True,
+        lambda name: "torch.compile(dynamic=True): the neuron backend rejects it",
+        called=lambda name: name == "compile",
+    )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from migrator.reading import Code, is_constant, keyword
-from migrator.risks.base import STATIC_SHAPES, Risk, at
+from migrator.reading import Code
+from migrator.risks.base import STATIC_SHAPES, Risk, literal_arguments
 from migrator.rules import Example, Rule, Severity
 
 DYNAMIC_BATCH = Rule(
@@ -29,10 +29,9 @@ RULES = (DYNAMIC_BATCH,)
 
 
 def find(code: Code) -> Iterator[Risk]:
-    for module in code.python:
-        for call in module.calls:
-            if is_constant(keyword(call, "dynamic_batch_size"), True):
-                yield at(DYNAMIC_BATCH, module, call, "dynamic_batch_size=True")
+    yield from literal_arguments(
+        code, DYNAMIC_BATCH, "dynamic_batch_size", True, lambda name: "dynamic_batch_size=True"
+    )
     for command in code.commands:
         for word, line in zip(command.words, command.lines, strict=True):
             if word.partition("=")[0].replace("_", "-") == "--dynamic-batch-size":
