@@ -4,7 +4,6 @@ for the checklist: `python train.py` ran 3 steps on the stand-in, 2 recompiles a
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,8 +62,8 @@ def _place(reason: dict) -> str:
 def match(tried: list[TriedFile], section_path: Path) -> list[TriedFile]:
     """The tries of a checklist file: the same file, else a file of the same name whose trailing path parts
     agree best (the checklist reads the original scripts; a try normally runs their migrated copies)."""
-    resolved = _real(section_path)
-    same = [entry for entry in tried if _real(entry.path) == resolved]
+    resolved = section_path.resolve()
+    same = [entry for entry in tried if entry.path.resolve() == resolved]
     if same:
         return same
     named = [entry for entry in tried if entry.path.name == resolved.name]
@@ -73,7 +72,7 @@ def match(tried: list[TriedFile], section_path: Path) -> list[TriedFile]:
 
     def shared_tail(entry: TriedFile) -> int:
         count = 0
-        for mine, theirs in zip(reversed(resolved.parts), reversed(_real(entry.path).parts), strict=False):
+        for mine, theirs in zip(reversed(resolved.parts), reversed(entry.path.resolve().parts), strict=False):
             if mine != theirs:
                 break
             count += 1
@@ -81,8 +80,3 @@ def match(tried: list[TriedFile], section_path: Path) -> list[TriedFile]:
 
     best = max(shared_tail(entry) for entry in named)
     return [entry for entry in named if shared_tail(entry) == best]
-
-
-def _real(path: Path) -> Path:
-    """The path with its links resolved; never raises (`Path.resolve` raises RuntimeError on a link loop)."""
-    return Path(os.path.realpath(path))
