@@ -274,24 +274,32 @@ def _validate(document: dict) -> None:
 def _cell_magic(source: str, number: int, migrate_python, migrate_shell, findings) -> str | None:
     """Migrate a `%%bash` / `%%writefile` cell; None for other cell magics."""
     header, newline, body = source.partition("\n")
-    words = header[2:].split()
-    name, arguments = (words[0], words[1:]) if words else ("", [])
-    kind = None
-    if name in ("bash", "sh") or (
-        name == "script" and arguments[:1] and arguments[0].endswith(("bash", "sh"))
-    ):
-        kind = "shell"
-    elif name in ("writefile", "file"):
-        target = _writefile_target(header)
-        kind = "python" if target.endswith(".py") else "shell" if target.endswith((".sh", ".bash")) else None
-        if kind is None:
-            _flag_config(target, body, number, findings)
-            return None
+    kind = _body_kind(header)
+    if kind == "file":
+        _flag_config(_writefile_target(header), body, number, findings)
+        return None
     if kind is None:
         return None
     migrated, body_findings = (migrate_python if kind == "python" else migrate_shell)(body)
     findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
     return f"{header}{newline}{migrated}"
+
+
+def _body_kind(header: str) -> str | None:
+    """What the body of a `%%` cell is: "shell" (`%%bash`, `%%sh`, `%%script bash`, `%%writefile` of a .sh),
+    "python" (`%%writefile` of a .py), "file" (`%%writefile` of anything else); None for other cell magics."""
+    words = header[2:].split()
+    name, arguments = (words[0], words[1:]) if words else ("", [])
+    if name in ("bash", "sh") or (
+        name == "script" and arguments[:1] and arguments[0].endswith(("bash", "sh"))
+    ):
+        return "shell"
+    if name in ("writefile", "file"):
+        target = _writefile_target(header)
+        return (
+            "python" if target.endswith(".py") else "shell" if target.endswith((".sh", ".bash")) else "file"
+        )
+    return None
 
 
 def _writes_requirements(source: str) -> bool:
@@ -686,3 +694,51 @@ def _value_text(value: object, unit: str | None, ensure_ascii: bool, newline: st
         return '"source": ' + json.dumps(value, ensure_ascii=ensure_ascii)
     text = json.dumps(value, indent=len(unit) if unit.strip(" ") == "" else unit, ensure_ascii=ensure_ascii)
     return '"source": ' + text.replace("\n", newline + unit * 3)
+
+
+# -- reading without rewriting --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CellCode:
+    """A code cell as IPython runs it, for readers that do not rewrite it (the checklist's scan)."""
+
+    number: int  # among code cells, from 1
+    source: str  # the cell as written
+    python: str | None = None  # the Python it runs (IPython constructs as placeholder lines); None: none
+    python_lines: tuple[int, ...] = ()  # 0-based line of `python` -> 0-based line of the cell
+    shell: tuple[tuple[int, str], ...] = ()  # (0-based line of the cell, script) of each shell construct
+
+
+def read_cells(content: str) -> list[CellCode]:
+    """The code cells of a notebook, their Python and shell commands found as `migrate_notebook` finds them:
+    `!cmd` / `%pip` / `%env` lines, `%%bash` and `%%writefile` bodies. MigrationError when it is not a
+    notebook; a cell IPython cannot parse holds neither Python nor commands."""
+    cells = []
+    code_cells = [cell for cell in read_document(content).get("cells", []) if cell.get("cell_type") == "code"]
+    for number, cell in enumerate(code_cells, start=1):
+        source = _source_text(cell)
+        if source.startswith("%%"):
+            header, _, body = source.partition("\n")
+            kind = _body_kind(header)
+            if kind == "shell":
+                cells.append(CellCode(number, source, shell=((1, body),)))
+                continue
+            if kind == "python":
+                cells.append(CellCode(number, source, body, tuple(range(1, body.count("\n") + 2))))
+                continue
+            if (source[2:].split(None, 1) or [""])[0] not in _PYTHON_CELL_MAGICS:
+                cells.append(CellCode(number, source))
+                continue
+        cells.append(_read_python_cell(number, source))
+    return cells
+
+
+def _read_python_cell(number: int, source: str) -> CellCode:
+    lines = source.splitlines(keepends=True)
+    try:
+        cell = PythonCell(0, number, lines, _spans(lines))
+    except CellError:
+        return CellCode(number, source)
+    shell = tuple((line.span.first, line.command) for line in _placeholders(cell))
+    return CellCode(number, source, cell.python, tuple(cell.line_of), shell)

@@ -1,10 +1,8 @@
 """What a rule is and what it reports: `Rule` (code, severity, title, what to do, examples), `Finding`.
 
 A rule lives in its own module with its matcher (see `docs/writing-rules.md`); `migrator.registry` lists
-those modules in dispatch order and builds the table `docs/rules.md` is generated from. Codes by family:
-NM1xx inference, NM2xx training, NM3xx PyTorch/XLA, NM4xx environment and shell, NM5xx legacy
-references, platforms and commands in strings, NM8xx compile risks that
-the checklist's scan finds, NM9xx manual work that no family can rewrite.
+those modules in dispatch order and builds the table `docs/rules.md` is generated from. `FAMILIES` says
+which codes belong to which family; the docs, the reports and the checklist read it from here.
 """
 
 from __future__ import annotations
@@ -12,15 +10,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-FAMILY_BY_PREFIX = {
-    "NM1": "inference",
-    "NM2": "training",
-    "NM3": "xla",
-    "NM4": "environment",
-    "NM5": "leftovers",
-    "NM8": "risk",
-    "NM9": "manual",
-}
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # what findings, reports and the checklist call it
+    prefix: str  # its codes: NM1 for NM100-NM199
+    title: str  # its section of docs/rules.md
+
+    @property
+    def codes(self) -> str:
+        return f"{self.prefix}xx"
+
+
+# The rule families, in the order docs/rules.md and the checklist list them.
+FAMILIES = (
+    Family("inference", "NM1", "Inference"),
+    Family("training", "NM2", "Training"),
+    Family("xla", "NM3", "PyTorch/XLA idioms"),
+    Family("environment", "NM4", "Environment variables and shell launchers"),
+    Family("leftovers", "NM5", "Leftovers, platforms and commands in strings"),
+    Family("risk", "NM8", "Compile risks the checklist finds"),
+    Family("manual", "NM9", "Manual work"),
+)
+FAMILY_BY_PREFIX = {family.prefix: family.name for family in FAMILIES}
 
 
 class Severity(str, Enum):
@@ -55,7 +67,8 @@ class Rule:
 
     def __post_init__(self) -> None:
         if self.code[:3] not in FAMILY_BY_PREFIX or len(self.code) != 5 or not self.code[2:].isdigit():
-            raise ValueError(f"bad rule code {self.code!r}: expected NM1xx..NM5xx, NM8xx or NM9xx")
+            expected = ", ".join(family.codes for family in FAMILIES)
+            raise ValueError(f"bad rule code {self.code!r}: expected one of {expected}")
 
     @property
     def family(self) -> str:

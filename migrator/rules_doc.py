@@ -7,18 +7,9 @@ import sys
 from pathlib import Path
 
 from migrator.registry import RULES
-from migrator.rules import FAMILY_BY_PREFIX
+from migrator.rules import FAMILIES
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
-FAMILY_TITLES = {
-    "inference": "Inference (NM1xx)",
-    "training": "Training (NM2xx)",
-    "xla": "PyTorch/XLA idioms (NM3xx)",
-    "environment": "Environment variables and shell launchers (NM4xx)",
-    "leftovers": "Leftovers, platforms and commands in strings (NM5xx)",
-    "risk": "Compile risks the checklist finds (NM8xx)",
-    "manual": "Manual work (NM9xx)",
-}
 FENCES = {"python": "python", "shell": "bash", "notebook": "json"}
 
 
@@ -35,12 +26,12 @@ def render() -> str:
         "`# TODO(neuron-migrate)` comment instead.",
         "",
     ]
-    for family in FAMILY_BY_PREFIX.values():
-        rules = sorted((rule for rule in RULES.values() if rule.family == family), key=lambda rule: rule.code)
-        if not rules:
-            continue
+    for family in FAMILIES:
+        rules = sorted(
+            (rule for rule in RULES.values() if rule.family == family.name), key=lambda rule: rule.code
+        )
         lines += [
-            f"## {FAMILY_TITLES[family]}",
+            f"## {family.title} ({family.codes})",
             "",
             "| code | severity | looks for | does / what to do |",
             "|---|---|---|---|",

@@ -7,21 +7,23 @@ It combines the migrator's findings (what it rewrites, what it leaves to a perso
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
 import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import cache
 from pathlib import Path
 
 from compat_matrix.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
 from migrator import target_stack
+from migrator.engine import FileResult
+from migrator.registry import RULES
+from migrator.risks.base import Risk
+from migrator.rules import FAMILIES, Finding, Severity
 from migrator.sources import UsageError, named_file_kind
 from reports.advice import STAGE_MEANINGS, advice
+from reports.inventory import FileScan, Location, find_configs, scan_file
 from reports.render import NULL, asset, fail, render, write_output
 from reports.results import (
     NOT_MEASURED_VERDICTS,
@@ -32,7 +34,6 @@ from reports.results import (
     display_path,
     load_runs,
 )
-from reports.scan import FileScan, Location, Risk, find_configs, scan_file
 from reports.tries import load_try_reports, match
 
 SEVERITIES = ("blocking", "manual", "compile-risk", "check")
@@ -42,7 +43,6 @@ SEVERITY_LABELS = {
     "compile-risk": "compile risk",
     "check": "check",
 }
-FAMILIES = ("inference", "training", "xla", "environment", "shell", "manual")
 
 # Where the migrated code runs (migrator/target_stack.json, which also holds the versions it needs).
 PLATFORM = (
@@ -51,7 +51,6 @@ PLATFORM = (
 )
 RULES_DOC = REPO_ROOT / "docs" / "rules.md"
 COMPAT_REPORT_NAME = "compat.html"  # what `make demo` writes next to the checklist
-RULE_ANCHOR = re.compile(r'<a id="(nm\d+)"></a>')
 # The matrix a model that is not a causal LM would need; neuron-compat measures causal LMs only.
 OTHER_MATRICES = {
     "embedding": "an embedding (feature-extraction) matrix: a compiled forward pass at fixed batch and sequence "
@@ -118,31 +117,32 @@ def _location(display: str, line: int | None, cell: int | None) -> str:
     return str(Location(display, line or 1, cell))
 
 
-def _migrator_items(file: dict, display: str) -> list[Item]:
+# What a finding the migrator leaves to a person is in the checklist, by its rule's severity.
+SEVERITY_OF_MANUAL = {Severity.ERROR: "blocking", Severity.WARNING: "manual", Severity.INFO: "check"}
+
+
+def _migrator_items(file: FileResult, display: str) -> list[Item]:
     items = []
-    if file.get("error"):
+    if file.error:
         items.append(
             Item(
                 "blocking",
-                f"neuron-migrate cannot process this file: {file['error']}",
+                f"neuron-migrate cannot process this file: {file.error}",
                 "Fix the file so that it parses (or exclude it), then run the checklist again.",
                 display,
                 code="parse-error",
             )
         )
-    for finding in file.get("findings", []):
-        if finding.get("fixed"):
-            continue
-        severity = {"error": "blocking", "warning": "manual"}.get(finding.get("severity"), "check")
+    for finding in file.manual:
         items.append(
             Item(
-                severity,
-                f"{finding.get('code', '')}: {finding.get('why') or finding.get('message', '')}".strip(": "),
-                finding.get("action") or "See the migrator's rule reference for this code.",
-                _location(display, finding.get("line"), finding.get("cell")),
-                finding.get("line") or 0,
-                code=str(finding.get("code", "")),
-                cell=finding.get("cell"),
+                SEVERITY_OF_MANUAL[finding.rule.severity],
+                f"{finding.code}: {finding.why or finding.message}",
+                finding.todo or finding.rule.action,
+                _location(display, finding.line, finding.cell),
+                finding.line,
+                code=finding.code,
+                cell=finding.cell,
             )
         )
     return items
@@ -168,18 +168,18 @@ def _target_items(scan: FileScan) -> list[Item]:
     ]
 
 
-def _handled_by_migrator(risk: Risk, fixed: list[dict]) -> str | None:
+def _handled_by_migrator(risk: Risk, fixed: list[Finding]) -> str | None:
     """The migrator's own message when one of its rewrites already removes this risk: a fixed finding
     with a code the risk's rule names (`CODE`, or `CODE:subject` for a finding about that subject)."""
     for finding in fixed:
         for fix in risk.rule.fixed_by:
             code, _, subject = fix.partition(":")
-            if finding.get("code") == code and (not subject or finding.get("subject") == subject):
-                return str(finding.get("message", ""))
+            if finding.code == code and (not subject or finding.subject == subject):
+                return finding.message
     return None
 
 
-def _risk_items(scan: FileScan, fixed: list[dict]) -> list[Item]:
+def _risk_items(scan: FileScan, fixed: list[Finding]) -> list[Item]:
     items = []
     for risk in scan.risks:
         severity, action = "compile-risk", risk.rule.action
@@ -191,10 +191,10 @@ def _risk_items(scan: FileScan, fixed: list[dict]) -> list[Item]:
                 severity,
                 f"{risk.rule.code}: {risk.rule.title} ({risk.detail})",
                 action,
-                str(risk.location),
-                risk.location.line,
+                str(scan.at(risk.line, risk.cell)),
+                risk.line,
                 code=risk.rule.code,
-                cell=risk.location.cell,
+                cell=risk.cell,
             )
         )
     return items
@@ -329,31 +329,8 @@ def _shown_under(roots: list[Path]) -> Callable[[Path], str]:
     return show
 
 
-def _source_lines(path: Path, kind: str) -> dict[int | None, list[str]]:
-    """The file's lines (key None), or a notebook's code-cell lines by 1-based code-cell number."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return {}
-    if kind != "notebook":
-        return {None: text.splitlines()}
-    try:
-        cells = json.loads(text).get("cells", [])
-    except (ValueError, RecursionError, AttributeError):
-        return {}
-    if not isinstance(cells, list):
-        return {}
-    sources = [
-        cell.get("source", "") for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"
-    ]
-    return {
-        number: ("".join(source) if isinstance(source, list) else str(source)).splitlines()
-        for number, source in enumerate(sources, start=1)
-    }
-
-
-def _line_text(lines: dict[int | None, list[str]], item: Item) -> str:
-    body = lines.get(item.cell) or []
+def _line_text(scan: FileScan, item: Item) -> str:
+    body = scan.lines.get(item.cell) or []
     return body[item.sort_line - 1].strip() if 0 < item.sort_line <= len(body) else ""
 
 
@@ -375,16 +352,6 @@ def _links(output: Path | None) -> tuple[str, str]:
     rules = Path(os.path.relpath(RULES_DOC, folder.resolve())).as_posix() if RULES_DOC.is_file() else ""
     compat = COMPAT_REPORT_NAME if (folder / COMPAT_REPORT_NAME).is_file() else ""
     return rules, compat
-
-
-@cache
-def _rule_anchors() -> frozenset[str]:
-    """The rule codes docs/rules.md has an anchor for (a finding of another code gets no dead link)."""
-    return (
-        frozenset(RULE_ANCHOR.findall(RULES_DOC.read_text(encoding="utf-8")))
-        if RULES_DOC.is_file()
-        else frozenset()
-    )
 
 
 def _why(component: target_stack.Component) -> str:
@@ -410,7 +377,7 @@ def build_checklist(
     results: Path | None,
     online: bool,
     exclude: tuple[str, ...] = (),
-    analyze: Callable[..., dict] | None = None,
+    analyze: Callable[[list[Path], tuple[str, ...]], list[FileResult]] | None = None,
     output: Path | None = None,
     try_reports: list[Path] = (),
 ) -> dict:
@@ -424,13 +391,13 @@ def build_checklist(
     tried = load_try_reports(list(try_reports))
     rules_href, compat_href = _links(output)
     show = _shown_under(paths)
-    report = analyze(list(paths), exclude)
+    analyzed = analyze(list(paths), exclude)
     sections: list[FileSection] = []
     scans: list[FileScan] = []
     blocking: list[Item] = []
     uses: set[str] = set()
-    for file in report.get("files", []):
-        source = Path(file["path"])
+    for file in analyzed:
+        source = Path(file.path)
         display = show(source)
         # The kind the migrator read the file as (suffix, else a shell `#!` line): a Slurm job or a
         # suffix-less launcher is scanned as shell, never parsed as Python.
@@ -438,19 +405,17 @@ def build_checklist(
         scan = scan_file(source, display, kind)
         scans.append(scan)
         uses |= scan.uses
-        findings = file.get("findings", [])
-        fixed = [finding for finding in findings if finding.get("fixed")]
-        counts = Counter(finding.get("family", "manual") for finding in fixed)
+        fixed = [finding for finding in file.findings if finding.fixed]
+        counts = Counter(finding.rule.family for finding in fixed)
         items = _migrator_items(file, display) + _target_items(scan) + _risk_items(scan, fixed)
-        lines = _source_lines(source, kind)
         for item in items:
-            item.file, item.line_text = display, _line_text(lines, item)
-            if rules_href and item.code.lower() in _rule_anchors():
+            item.file, item.line_text = display, _line_text(scan, item)
+            if rules_href and item.code in RULES:  # docs/rules.md has an entry for every rule
                 item.rule_href = f"{rules_href}#{item.code.lower()}"
         items.sort(key=lambda item: item.key)
         blocking += [item for item in items if item.severity == "blocking"]
         section_items = [item for item in items if item.severity != "blocking"]
-        rewrites = {family: counts[family] for family in FAMILIES if counts[family]}
+        rewrites = {family.name: counts[family.name] for family in FAMILIES if counts[family.name]}
         tries = [line for entry in match(tried, source) for line in entry.lines]
         sections.append(FileSection(display, kind, rewrites, section_items, tries))
     models = _models(scans, find_configs(list(paths), exclude), online, show)
@@ -483,7 +448,6 @@ def build_checklist(
         "total_rewrites": sum(sum(section.rewrites.values()) for section in sections),
         "try_reports": [display_path(path) for path in try_reports],
         "severity_labels": SEVERITY_LABELS,
-        "families": FAMILIES,
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
@@ -500,7 +464,7 @@ def write_checklist(
     results: Path | None,
     online: bool,
     exclude: tuple[str, ...] = (),
-    analyze: Callable[..., dict] | None = None,
+    analyze: Callable[[list[Path], tuple[str, ...]], list[FileResult]] | None = None,
     try_reports: list[Path] = (),
 ) -> int:
     """Writes the checklist as Markdown (stdout or .md) or HTML (.html); returns the exit code."""

@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 from migrator.registry import PYTHON_RULE_MODULES, SHELL_RULE_MODULES
+from migrator.risks import RISK_MODULES
 from migrator.shell.rewrite import ShellRewriter
 
 PACKAGE = Path(__file__).resolve().parents[2] / "migrator"
@@ -37,6 +38,16 @@ def test_every_shell_rule_module_is_registered_named_after_its_code_and_matched(
         name for module in SHELL_RULE_MODULES for name in vars(module.MATCHER) if not name.startswith("__")
     ]
     assert sorted({name for name in methods if methods.count(name) > 1}) == []
+
+
+def test_every_risk_module_is_registered_named_after_its_code_and_finds() -> None:
+    """A compile risk (NM8xx) is one module: its rule and its `find(code)` together."""
+    registered = {Path(module.__file__).resolve() for module in RISK_MODULES}
+    assert sorted(str(path) for path in set(PACKAGE.glob("risks/nm*.py")) ^ registered) == []
+    for module in RISK_MODULES:
+        name = Path(module.__file__).stem
+        assert [rule.code.lower() for rule in module.RULES] == [name[:5]], name
+        assert callable(module.find), name
 
 
 def _imports(path: Path) -> set[str]:

@@ -7,6 +7,7 @@ import csv
 import json
 import shutil
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -457,8 +458,8 @@ def test_checklist_ticks_stay_on_their_items_when_regenerated(open_page, tmp_pat
         )
 
     manual = [
-        finding("NM901", "manual", "warning", 5, "no rewrite rule for this load; do it by hand", False),
-        finding("NM105", "manual", "warning", 8, "generate() arguments differ; check them", False),
+        finding("NM901", 5, "no rewrite rule for this load; do it by hand", False),
+        finding("NM105", 8, "generate() arguments differ; check them", False),
     ]
     generate(manual)
     page = open_page(output)
@@ -471,7 +472,7 @@ def test_checklist_ticks_stay_on_their_items_when_regenerated(open_page, tmp_pat
     script.write_text(
         "import os\n" + INFERENCE_SCRIPT.replace('instance_type="inf2"', 'instance_type="inf2", num_cores=2')
     )
-    generate([dict(item, line=item["line"] + 1) for item in manual])
+    generate([replace(item, line=item.line + 1) for item in manual])
     page.reload()
     assert page.get_attribute('li.task[data-code="NM105"]', "data-key") == key
     assert page.locator('li.task[data-code="NM105"] input').is_checked()
