@@ -48,7 +48,9 @@ FLAG_DISTRIBUTED = Rule(
     Severity.WARNING,
     "`--tensor_parallel_size` on a launcher line",
     "Kept as a script argument with a TODO: it now feeds `DistributedConfig(tp_size=...)` when the script "
-    "loads the model; torchrun --nproc_per_node must equal tp_size x fsdp_size.",
+    "loads the model; torchrun --nproc_per_node must equal tp_size x fsdp_size. Removed, with a TODO saying the "
+    "degree, from the launch of a script of the tree that never reads it (optimum-neuron's trainer did): its "
+    "migrated parser (TrainingArguments) would reject it.",
     examples=(
         example(
             "#!/bin/bash\n"
@@ -191,6 +193,19 @@ class FlagsMatcher:
                 note = f": {action.note}" if action.note else ""
                 self.report(offset, FLAG_RENAMED, f"{flag} renamed to `--{action.target}`{note}.")
                 self.edit(ctx, item.start, item.start + 2 + len(name), f"--{action.target}")
+            elif action.kind == "distributed" and parser.read and name not in parser.names:
+                shown = f"--{name}{'=' + given if equals else ' ' + value.text if value else ''}"
+                self.remove_word(ctx, item, siblings, through=value)
+                self.todo(
+                    ctx,
+                    node,
+                    FLAG_DISTRIBUTED,
+                    f"`{shown}` removed: `{parser.script}` never reads it (optimum-neuron's trainer did) and its "
+                    "migrated parser rejects it; to keep that degree, pass distributed_config=DistributedConfig("
+                    f"{action.target}=...) where the script loads the model (a trainer given a model id: "
+                    "model_init_kwargs of its config), and torchrun --nproc_per_node must equal tp_size x fsdp_size",
+                    at=item.start,
+                )
             elif action.kind == "distributed":
                 self.todo(
                     ctx,
