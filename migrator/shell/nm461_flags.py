@@ -133,6 +133,8 @@ RULES: tuple[Rule, ...] = (
     FLAG_UNKNOWN_SCRIPT,
     CPU_FLAG,
 )
+# How NM463's TODO of a removed flag reads (a rerun finds the TODO, not the flag).
+_REMOVED_MARK = " removed: "
 # `--use_cpu True` (and the older `--no_cuda True`) kept XLA runs off CUDA; on TorchNeuron they select the CPU.
 _CPU_FLAGS = frozenset({"use_cpu", "no_cuda"})
 
@@ -200,7 +202,7 @@ class FlagsMatcher:
                     ctx,
                     node,
                     FLAG_DISTRIBUTED,
-                    f"`{shown}` removed: `{parser.script}` never reads it (optimum-neuron's trainer did) and its "
+                    f"`{shown}`{_REMOVED_MARK}`{parser.script}` never reads it (optimum-neuron's trainer did) and its "
                     "migrated parser rejects it; to keep that degree, pass distributed_config=DistributedConfig("
                     f"{action.target}=...) where the script loads the model (a trainer given a model id: "
                     "model_init_kwargs of its config), and torchrun --nproc_per_node must equal tp_size x fsdp_size",
@@ -219,6 +221,16 @@ class FlagsMatcher:
                 self.todo(ctx, node, FLAG_MANUAL, f"{flag} {action.note}", at=item.start)
         if unknown:
             self.unknown_parser(ctx, node, parser, unknown)
+        # A flag NM463 removed is gone on a rerun; its TODO above the launch still stands for a manual finding.
+        removed = f"{TODO_PREFIX} {FLAG_DISTRIBUTED.code} `--"
+        for comment in self.comments_above(self.anchor(ctx, node)):
+            if comment.startswith(removed) and _REMOVED_MARK in comment:
+                self.report(
+                    ctx.start + words[script].start,
+                    FLAG_DISTRIBUTED,
+                    comment[len(removed) - 3 :],
+                    fixed=False,
+                )
 
     def unknown_parser(
         self, ctx: Context, node: Node, parser: ScriptParser, flags: list[tuple[Word, str]]
