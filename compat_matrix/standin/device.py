@@ -406,3 +406,4 @@ def register() -> None:
             supported.append(NeuronTensor)
     # DataLoader(pin_memory=True) pins for the current accelerator: for this one, a plain host copy.
     _library.impl("_pin_memory", _pin_memory, "CPU")
+    runtime.bind_accelerator_index()

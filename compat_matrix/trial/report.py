@@ -240,7 +240,7 @@ def text_lines(runs: list[RunReport]) -> list[str]:
                 f"         dataset {dataset['id']}: {', '.join(dataset['columns'])} ({dataset['source']})"
             )
         for capped in run.launcher_capped:
-            lines.append(f"         launcher capped: {capped}")
+            lines.append(f"         capped (a try runs at most 2 processes): {capped}")
         for skipped in run.skipped:
             at = f" (line {skipped['line']})" if skipped.get("line") else ""
             at = f" (cell {skipped['cell']})" if skipped.get("cell") else at

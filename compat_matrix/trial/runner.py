@@ -317,6 +317,7 @@ class _Trial:
             "output_dir": str(self.sandbox / "trainer_output"),
             "roots": {os.path.realpath(self.sandbox): str(self.path.parent)},
             "notebook": self.kind == "notebook",
+            "fewer_processes": launch.processes_chosen,
         }
         child_env = {**self.env, **launch.env, "NEURON_MIGRATE_TRY": json.dumps(config)}
         argv = launch.argv

@@ -44,8 +44,33 @@ def _bootstrap():
 )
 def test_launchers_are_capped_to_two_processes_on_one_node(argv, expected, changes):
     bootstrap = _bootstrap()
-    assert len(bootstrap._cap_launcher_arguments(argv)) == changes
+    assert len(bootstrap._cap_launcher_arguments(argv)[0]) == changes
     assert argv == expected
+
+
+@pytest.mark.parametrize(
+    ("sizes", "asked", "fitted", "changes"),
+    [
+        # tp_size=8 written for 8 processes, run on 2; fsdp computed from WORLD_SIZE=2 as 2 // 8 = 0
+        ({"tp_size": 8, "fsdp_size": 0}, 0, {"tp_size": 2, "fsdp_size": 1}, 2),
+        ({"tp_size": 4, "dp_replicate_size": 1}, 0, {"tp_size": 2, "dp_replicate_size": 1}, 1),
+        ({"tp_size": 2}, 0, {"tp_size": 2}, 0),  # fits: nothing to say
+        # the launcher asked for 2 processes only: tp_size=4 fails there too, and must fail here
+        ({"tp_size": 4}, 2, {"tp_size": 4}, 0),
+        ({"tp_size": 4}, 8, {"tp_size": 2}, 1),
+    ],
+)
+def test_parallel_degrees_are_fitted_to_the_processes_a_try_runs(sizes, asked, fitted, changes):
+    from transformers import DistributedConfig
+
+    bootstrap = _bootstrap()
+    bootstrap.STATE = bootstrap._State({})
+    config = DistributedConfig.__new__(DistributedConfig)
+    for name in bootstrap.PARALLEL_SIZES + ("ep_size",):
+        setattr(config, name, sizes.get(name))
+    bootstrap._fit_degrees(config, 2, asked)
+    assert {name: getattr(config, name) for name in sizes} == fitted
+    assert len(bootstrap.STATE.launcher_capped) == changes
 
 
 def test_launcher_kind_from_the_full_command_line():

@@ -58,6 +58,13 @@ torch.neuron.set_device(1)
 found["current_device_after_set"] = torch.neuron.current_device()
 found["factory_device_after_set"] = str(torch.empty(1, device="neuron").device)
 torch.neuron.set_device(0)
+# Transformers binds each rank of a sharded load through torch.accelerator, as on a device.
+torch.accelerator.set_device_index(1)
+found["accelerator_binds"] = [torch.neuron.current_device(), str(torch.empty(1, device="neuron").device)]
+with torch.accelerator.device_index(0):
+    found["accelerator_binds"].append(torch.accelerator.current_device_index())
+found["accelerator_binds"].append(torch.accelerator.current_device_index())
+torch.neuron.set_device(0)
 torch.manual_seed(7)
 first = torch.randn(3, device="neuron").cpu()
 torch.manual_seed(7)
