@@ -26,7 +26,26 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None):
         raise click.BadParameter(str(error)) from None
 
 
-@click.group()
+# What the `compat` and `reports` extras install (a base install is the migrator's: no torch, no pandas).
+_EXTRA_OF = {"torch": "compat", "transformers": "compat", "trl": "compat", "peft": "compat"}
+_EXTRA_OF |= {"accelerate": "compat", "psutil": "compat", "pandas": "reports", "jinja2": "reports"}
+
+
+class _Commands(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as error:
+            extra = _EXTRA_OF.get((error.name or "").split(".")[0])
+            if extra is None:
+                raise
+            raise BadInput(
+                f"this command needs {error.name}, which the {extra} extra installs: "
+                f"pip install 'neuron-migrate[{extra}]'"
+            ) from None
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="neuron-migrate")
 def main() -> None:
     """Which Transformers text-generation architectures work on TorchNeuron, and how often they recompile."""

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import click
 
+from migrator.progress import Progress
 from migrator.version import __version__
+from migrator.workers import DEFAULT_TIMEOUT_S
+from migrator.writes import replace_file
 
 EXIT_OK, EXIT_MANUAL, EXIT_USAGE = 0, 1, 2
-PROGRESS_THRESHOLD = 20  # files; below this a bar is noise
+EXIT_INTERRUPTED, EXIT_STDOUT_CLOSED, EXIT_TERMINATED = 130, 141, 143  # 128 + SIGINT, SIGPIPE, SIGTERM
 
 
 class _DefaultToMigrate(click.Group):
@@ -25,6 +30,18 @@ class _DefaultToMigrate(click.Group):
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
             args = ["migrate", *args]
         return super().parse_args(ctx, args)
+
+    def invoke(self, ctx):
+        """Ctrl-C exits 130 and a closed standard output 141 wherever they come (click's own handling exits 1,
+        the code for manual work left)."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("\ninterrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            _silence_stdout()
+            sys.exit(EXIT_STDOUT_CLOSED)
 
 
 @click.group(cls=_DefaultToMigrate, context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,8 +56,20 @@ def main() -> None:
     """
 
 
+def _complete_paths(ctx, param, incomplete):
+    """Shell completion of `neuron-migrate PATH...`: files, and the subcommands where the first path goes."""
+    from click.shell_completion import CompletionItem
+
+    commands = (
+        [] if ctx.params.get("paths") else [name for name in main.commands if name.startswith(incomplete)]
+    )
+    return [CompletionItem(name) for name in commands] + [CompletionItem(incomplete, type="file")]
+
+
 @main.command("migrate")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument(
+    "paths", nargs=-1, required=True, type=click.Path(path_type=Path), shell_complete=_complete_paths
+)
 @click.option("--diff", "show_diff", is_flag=True, help="Print unified diffs; write nothing.")
 @click.option(
     "--check", is_flag=True, help="Write nothing; exit 1 if anything would change or needs manual work."
@@ -60,52 +89,84 @@ def main() -> None:
 @click.option(
     "-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True, help="Processes (0: all CPUs)."
 )
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Time one file may take; past it the file is an error and is left untouched (0: no limit).",
+)
+@click.option(
+    "--skip-unsupported",
+    is_flag=True,
+    help="Leave out named files of kinds neuron-migrate does not read, instead of refusing them (pre-commit).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Only the summary line (and manual items) in text mode.")
-def migrate(paths, show_diff, check, output_dir, fmt, report_file, exclude, jobs, quiet):
+def migrate(
+    paths, show_diff, check, output_dir, fmt, report_file, exclude, jobs, timeout, skip_unsupported, quiet
+):
     """Migrate PATH... (.py, .ipynb, .sh, requirements*.txt files or directories, searched recursively) in place."""
-    from migrator.engine import Job, Mode, run
+    from migrator.engine import Interrupted, Job, Mode, output_conflicts, run
     from migrator.report import render, summary_line, text_lines
     from migrator.sources import UsageError, discover
 
     if sum([show_diff, check, output_dir is not None]) > 1:
         _usage_error("--diff, --check and --output-dir exclude each other")
     try:
-        sources = discover(paths, exclude)
+        sources = discover(paths, exclude, skip_unsupported)
     except UsageError as error:
         _usage_error(str(error))
     if output_dir is not None:
         _check_output_dir(output_dir, paths)
     mode = Mode.DIFF if show_diff else Mode.CHECK if check else Mode.OUTPUT if output_dir else Mode.WRITE
     jobs_list = [Job(source, mode, output_dir, display=str(source.path)) for source in sources]
-    workers = jobs or os.cpu_count() or 1
+    conflict = output_conflicts(jobs_list, report_file)
+    if conflict:
+        _usage_error(conflict)
+    workers = min(jobs or os.cpu_count() or 1, max(1, len(jobs_list)))
 
-    if len(jobs_list) >= PROGRESS_THRESHOLD:
-        with click.progressbar(length=len(jobs_list), label="migrating", file=sys.stderr) as bar:
-            results = run(jobs_list, workers, on_done=lambda _: bar.update(1))
-    else:
-        results = run(jobs_list, workers)
+    progress = Progress(jobs_list, timeout, enabled=not quiet)
+    interrupted = None
+    with _stopped_by_sigterm():
+        try:
+            results = run(
+                jobs_list, workers, progress.done, timeout or None, progress.tick if not quiet else None
+            )
+        except Interrupted as stop:
+            results, interrupted = stop.done, stop
+        finally:
+            progress.close()
 
-    for result in results:
-        if result.diff:
-            click.echo(result.diff, nl=False)
-    report = render(results, fmt)
+    total = interrupted.total if interrupted is not None else None
+    report = render(results, fmt, fixed_in_place=mode is Mode.WRITE, total=total)
+    report_error = None
     if report_file is not None:
         try:
-            report_file.parent.mkdir(parents=True, exist_ok=True)
-            report_file.write_text(report)
-        except OSError as error:
-            _usage_error(f"cannot write report {report_file}: {error}")
-    elif fmt != "text":
-        click.echo(report, nl=False)
-    if fmt == "text" and not show_diff:
-        for line in text_lines(results, show_fixed=not quiet):
-            click.echo(line)
+            replace_file(report_file, report.encode())
+        except OSError as error:  # said after the findings and the summary, which are still printed
+            report_error = f"cannot write report {report_file}: {error.strerror or error}"
+    with _stdout_closed_exits():
+        for result in results:
+            if result.diff:
+                click.echo(result.diff, nl=False)
+        if report_file is None and fmt != "text":
+            click.echo(report, nl=False)
+        if fmt == "text" and not show_diff:
+            for line in text_lines(results, show_fixed=not quiet):
+                click.echo(line)
     verb = {Mode.WRITE: "rewritten", Mode.OUTPUT: "migrated copies written"}.get(mode, "would change")
-    click.echo(
-        summary_line(results, verb) + (f"; migrated tree in {output_dir}" if output_dir else ""), err=True
-    )
+    line = summary_line(results, verb) + (f"; migrated tree in {output_dir}" if output_dir else "")
+    if interrupted is not None:
+        click.echo(f"interrupted: {len(results)} of {interrupted.total} files done; {line}", err=True)
+        if report_error:
+            click.echo(f"neuron-migrate: error: {report_error}", err=True)
+        sys.exit(EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED)
+    click.echo(line, err=True)
     if mode in (Mode.CHECK, Mode.DIFF) and not any(result.changed for result in results):
         click.echo("no files were modified", err=True)
+    if report_error:
+        _usage_error(report_error)
 
     if any(result.error for result in results):
         sys.exit(EXIT_USAGE)
@@ -134,6 +195,42 @@ def _usage_error(message: str) -> None:
     sys.exit(EXIT_USAGE)
 
 
+_terminated = False
+
+
+@contextmanager
+def _stopped_by_sigterm():
+    """SIGTERM (a CI job cancelled, `timeout`) stops a run as Ctrl-C does: workers stopped, summary written."""
+
+    def stop(signum, frame):
+        global _terminated
+        _terminated = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _stdout_closed_exits():
+    """`neuron-migrate --diff . | head`: once the reader is gone, stop printing and exit 141 (128 + SIGPIPE,
+    what a shell reports for a program killed by it), without a traceback."""
+    try:
+        yield
+    except BrokenPipeError:
+        _silence_stdout()
+        sys.exit(EXIT_STDOUT_CLOSED)
+
+
+def _silence_stdout() -> None:
+    """Python flushes stdout again at exit: once its reader is gone, point it at /dev/null so that cannot fail."""
+    with suppress(OSError, ValueError):  # ValueError: not a real file (a test runner's capture)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 @main.command("checklist")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option(
@@ -158,7 +255,13 @@ def _usage_error(message: str) -> None:
 )
 def checklist(paths, output, results, online, exclude, try_reports):
     """Write a pre-migration checklist for the scripts, notebooks and launchers in PATH..."""
-    from reports.checklist import write_checklist
+    try:
+        from reports.checklist import write_checklist
+    except ModuleNotFoundError as error:  # the base install is the migrator's (no pandas, no jinja2)
+        _usage_error(
+            f"`neuron-migrate checklist` needs {error.name}, which the reports extra installs: "
+            "pip install 'neuron-migrate[reports]'"
+        )
 
     sys.exit(
         write_checklist(

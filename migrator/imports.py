@@ -155,10 +155,11 @@ def _is_docstring_or_strict(statement: cst.BaseStatement) -> bool:
     )
 
 
-def used_names(code: str) -> set[str]:
-    """Names the code reads or binds outside import statements, and the names listed in `__all__`."""
+def used_names(code: str, tree: ast.Module | None = None) -> set[str]:
+    """Names the code reads or binds outside import statements, and the names listed in `__all__`.
+    `tree`: Python's parse of `code`, when the caller has it."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(code)):
+    for node in ast.walk(tree or ast.parse(code)):
         if isinstance(node, ast.Name):
             names.add(node.id)
         elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and _assigns_all(node):

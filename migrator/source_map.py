@@ -43,11 +43,12 @@ class SourceIndex:
     compared: frozenset[tuple[str, str]] = frozenset()
 
     @classmethod
-    def of(cls, code: str) -> SourceIndex:
+    def of(cls, code: str, tree: ast.Module | None = None) -> SourceIndex:
+        """`tree`: Python's parse of `code`, when the caller has it."""
         identifiers: set[str] = set()
         strings: set[str] = set()
         compared: set[tuple[str, str]] = set()
-        for node in ast.walk(ast.parse(code)):
+        for node in ast.walk(tree or ast.parse(code)):
             if isinstance(node, ast.Compare) or (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)

@@ -11,6 +11,7 @@ removed statements and puts TODO comments above the statements that hold manual 
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -73,10 +74,11 @@ class FileContext:
     inserted_before: set[cst.CSTNode] = field(default_factory=set)
     _hint_pattern: re.Pattern[str] | None = None
     _states: dict[type, object] = field(default_factory=dict)
+    tree: ast.Module | None = None  # Python's parse of `code`, when the caller made one
 
     @cached_property
     def source(self) -> SourceIndex:
-        return SourceIndex.of(self.code)
+        return SourceIndex.of(self.code, self.tree)
 
     @cached_property
     def source_map(self) -> SourceMap:
@@ -150,7 +152,8 @@ class FileContext:
         """
         text = f"{why}; {action}" if why and action else why or rule.action
         self.reports.append(_Report(node, rule, text, False, why, action, subject))
-        self.pending_todos.append(f"{TODO_PREFIX} {rule.code} {text}")
+        # A comment is one line: code quoted from several lines (an argument split over them) is joined.
+        self.pending_todos.append(f"{TODO_PREFIX} {rule.code} {' '.join(text.split())}")
 
     def launch(self, processes: str = "N", script: str = "train.py") -> str:
         """What to do so that a rewrite runs as `processes` processes (one per rank, as Transformers'
@@ -398,14 +401,17 @@ class PythonResult:
     findings: list[Finding]
 
 
-def migrate_module(code: str, handlers: Iterable[type[Handler]], notebook: bool = False) -> PythonResult:
+def migrate_module(
+    code: str, handlers: Iterable[type[Handler]], notebook: bool = False, tree: ast.Module | None = None
+) -> PythonResult:
     """Parse a module and run all handlers over it; return the new code and findings placed on the input.
-    `notebook`: the module is the Python cells of a notebook (see `FileContext.notebook`).
+    `notebook`: the module is the Python cells of a notebook (see `FileContext.notebook`); `tree`: Python's
+    parse of `code`, when the caller has it.
 
     Raises libcst's ParserSyntaxError when the code does not parse.
     """
     module = cst.parse_module(code)
-    ctx = FileContext(module, code, notebook=notebook)
+    ctx = FileContext(module, code, notebook=notebook, tree=tree)
     transformer = MigrationTransformer(ctx, handlers)
     updated = module.visit(transformer)
     if ctx.imports_to_add:

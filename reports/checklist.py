@@ -317,10 +317,10 @@ def _load_results(results: Path | None) -> tuple[Run | None, str]:
 
 def _shown_under(roots: list[Path]) -> Callable[[Path], str]:
     """Paths relative to the scanned root that holds them (prefixed by its name when several were given)."""
-    bases = [(root, root.resolve()) for root in roots]
+    bases = [(root, Path(os.path.realpath(root))) for root in roots]
 
     def show(path: Path) -> str:
-        absolute = path.resolve()
+        absolute = Path(os.path.realpath(path))  # never raises, a symbolic link loop included
         for root, base in bases:
             if absolute == base:
                 return base.name
@@ -342,7 +342,9 @@ def _source_lines(path: Path, kind: str) -> dict[int | None, list[str]]:
         return {None: text.splitlines()}
     try:
         cells = json.loads(text).get("cells", [])
-    except (json.JSONDecodeError, AttributeError):
+    except (ValueError, RecursionError, AttributeError):
+        return {}
+    if not isinstance(cells, list):
         return {}
     sources = [
         cell.get("source", "") for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from compat_matrix.schema import GENERATION_COMPILE_FIGURES, Cause, Row, Stage, Verdict
+from compat_matrix.results import ResultsFileError, json_lines
+from compat_matrix.schema import GENERATION_COMPILE_FIGURES, SCHEMA_VERSION, Cause, Row, Stage, Verdict
 from compat_matrix.schema import OK_VERDICTS as OK_VERDICT_ENUMS
 
 # Display order of the schema's verdicts (the overall one and each stage's).
@@ -260,16 +261,39 @@ def _row_env(row: dict) -> dict:
     return env
 
 
-def _parse_line(path: Path, number: int, line: str) -> dict:
-    """One results line read through the harness schema, as a plain dict (enums as their strings)."""
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise ResultsError(
-            f"{path}:{number}: not valid JSON ({error.msg}); is this a neuron-compat results file?"
-        ) from None
+# The type each figure of a row must have when present (None: not measured); anything else is refused, never
+# shown as "not measured".
+_FIELD_TYPES = (
+    (INTEGER_FIELDS + ("rank",), (int,), "an integer"),
+    (FLOAT_FIELDS, (int, float), "a number"),
+    (LIST_FIELDS, (list,), "a list"),
+    (TEXT_FIELDS, (str,), "a string"),
+    (FLAG_FIELDS + ("simulated",), (bool,), "true or false"),
+    (("env",), (dict,), "an object"),
+)
+
+
+def _parse_line(path: Path, number: int, data: object) -> dict:
+    """One results line (its JSON value) read through the harness schema, as a plain dict (enums as their
+    strings). ResultsError for anything that is not a row this report can show as written."""
     if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
         raise ResultsError(f"{path}:{number}: expected a JSON object with a 'model_type' string")
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version > SCHEMA_VERSION:
+        raise ResultsError(
+            f"{path}:{number}: row schema version {version!r}; this report reads versions up to "
+            f"{SCHEMA_VERSION} (upgrade neuron-migrate to read newer rows)"
+        )
+    for names, types, expected in _FIELD_TYPES:
+        for name in names:
+            value = data.get(name)
+            wrong = value is not None and (
+                not isinstance(value, types) or (bool not in types and isinstance(value, bool))
+            )
+            if wrong:
+                raise ResultsError(
+                    f"{path}:{number}: {name} of {data['model_type']} is {json.dumps(value)[:60]}, not {expected}"
+                )
     for name, choices in (
         ("verdict", Verdict),
         ("generate_verdict", Verdict),
@@ -311,8 +335,10 @@ def load_runs(paths: list[Path], merge: bool = False) -> list[Run]:
     for file_index, path in enumerate(paths):
         if not path.is_file():
             raise ResultsError(f"{path}: no such results file")
-        with path.open(encoding="utf-8") as handle:
-            lines = [(number, line) for number, line in enumerate(handle, start=1) if line.strip()]
+        try:
+            lines = list(json_lines(path))
+        except ResultsFileError as error:
+            raise ResultsError(str(error)) from None
         if not lines:
             raise ResultsError(f"{path}: the results file is empty")
         for number, line in lines:

@@ -6,12 +6,12 @@ The stand-in changes process-wide PyTorch state (PrivateUse1 renamed), so every 
 in a child process (the scripts in standin_scripts/), as a user's script would."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import torch
 from click.testing import CliRunner
 from packaging.requirements import Requirement
 
@@ -33,12 +33,17 @@ def findings(args: list[str]) -> dict:
 
 
 def test_importing_the_project_never_switches_it_on():
-    import compat_matrix.probes  # noqa: F401
-
-    standin.autoload()  # NEURON_STANDIN is not set here
-    assert not standin.is_active()
-    assert torch._C._get_privateuse1_backend_name() == "privateuseone"
-    assert not hasattr(torch, "neuron")
+    # A fresh interpreter: an in-process test (`--sim-device neuron`) may have switched it on in this one.
+    code = (
+        "import json, torch, compat_matrix.probes\n"
+        "from compat_matrix import standin\n"
+        "standin.autoload()\n"  # NEURON_STANDIN is not set here
+        "print(json.dumps([standin.is_active(), torch._C._get_privateuse1_backend_name(), hasattr(torch, 'neuron')]))"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "NEURON_STANDIN"}
+    result = run_python(["-c", code], env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [False, "privateuseone", False]
 
 
 def test_the_switch_is_torchs_device_backend_autoload_entry_point():

@@ -428,3 +428,24 @@ def test_a_try_report_that_is_not_one_exits_2(project, results, tmp_path, capsys
     bad.write_text('{"runs": "nope"')
     assert write_checklist([project], None, results, False, analyze=fake_analyze({}), try_reports=[bad]) == 2
     assert "not a neuron-migrate try report" in capsys.readouterr().err
+
+
+def test_a_notebook_it_cannot_read_is_blocking_never_clean(tmp_path, results):
+    """An nbformat-3 notebook full of torch_xla code was called clean."""
+    from tests.migrator.test_engine import NBFORMAT_3
+
+    (tmp_path / "old.ipynb").write_text(json.dumps(NBFORMAT_3))
+    (tmp_path / "list.ipynb").write_text("[1, 2]")
+    context = build_checklist([tmp_path], results, online=False)
+    titles = [item.title for item in context["blocking"]]
+    assert any(
+        "old.ipynb" in item.location and "a version 3 notebook" in item.title for item in context["blocking"]
+    )
+    assert any("not a valid notebook: the JSON is a list" in title for title in titles)
+
+
+def test_code_too_deep_for_the_scan_is_still_listed(tmp_path, results):
+    """What Python's parser takes but a recursive walk of its tree cannot is reported, not a traceback."""
+    (tmp_path / "deep.py").write_text("import torch_xla\nx = " + "-" * 3000 + "1\n")
+    context = build_checklist([tmp_path], results, online=False)
+    assert [section.display for section in context["sections"]] == ["deep.py"]
