@@ -184,6 +184,32 @@ model = torch.nn.parallel.DistributedDataParallel(model)
     assert "DistributedDataParallel" in facts.multi_process
 
 
+
+@pytest.mark.parametrize(
+    ("code", "bound"),
+    [
+        ("ids = torch.randint(0, 30000, (8, 128))", 30000),
+        ("ids = torch.randint(32000, (8, 128))", 32000),
+        ("VOCAB, SEQ = 50257, 64\nids = torch.randint(VOCAB, (2, SEQ))", 50257),
+        ("ids = torch.randint(low=2, high=1000, size=(2, 4))", 1000),
+        ("ids = torch.randint(0, config.vocab_size, (2, 4))", 0),  # the model's own size: any vocabulary
+        ("n = random.randint(0, 30000)", 0),  # Python's random, not token ids
+    ],
+)
+def test_code_facts_the_token_ids_a_script_draws(code, bound):
+    assert scan.read_python(code).token_ids_below == bound
+
+
+def test_tiny_models_hold_the_token_ids_a_script_draws(tmp_path):
+    from transformers import AutoConfig
+
+    assert hub.hub_cache_dir(tmp_path, 30000) != hub.hub_cache_dir(tmp_path) == hub.hub_cache_dir(tmp_path, 100)
+    cache = hub.hub_cache_dir(tmp_path, 30000)
+    stand_in = hub.ensure_model(cache, "google-bert/bert-base-uncased", "bert", "model-id table", 30000)
+    assert stand_in.as_report()["vocab_size"] == 30000
+    config = AutoConfig.from_pretrained("google-bert/bert-base-uncased", cache_dir=cache, local_files_only=True)
+    assert config.vocab_size == 30000
+
 def test_dataset_stand_ins_from_the_table_the_code_or_a_file(tmp_path):
     glue = data.stand_in(data.DatasetRequest("glue", "mrpc", {"train[:1%]"}))
     assert glue.configs == {
