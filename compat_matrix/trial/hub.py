@@ -102,7 +102,9 @@ def ensure_model(
         if marker.is_file():
             written = json.loads(marker.read_text())
             if written.get("model_type") == model_type:
-                return ModelStandIn(model_id, model_type, written["parameters"], source, written["vocab_size"])
+                return ModelStandIn(
+                    model_id, model_type, written["parameters"], source, written["vocab_size"]
+                )
         parameters, vocab_size = _write(repo, model_type, token_ids_below)
         marker.write_text(
             json.dumps({"model_type": model_type, "parameters": parameters, "vocab_size": vocab_size})

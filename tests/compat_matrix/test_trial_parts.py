@@ -184,7 +184,6 @@ model = torch.nn.parallel.DistributedDataParallel(model)
     assert "DistributedDataParallel" in facts.multi_process
 
 
-
 @pytest.mark.parametrize(
     ("code", "bound"),
     [
@@ -203,12 +202,17 @@ def test_code_facts_the_token_ids_a_script_draws(code, bound):
 def test_tiny_models_hold_the_token_ids_a_script_draws(tmp_path):
     from transformers import AutoConfig
 
-    assert hub.hub_cache_dir(tmp_path, 30000) != hub.hub_cache_dir(tmp_path) == hub.hub_cache_dir(tmp_path, 100)
+    assert (
+        hub.hub_cache_dir(tmp_path, 30000) != hub.hub_cache_dir(tmp_path) == hub.hub_cache_dir(tmp_path, 100)
+    )
     cache = hub.hub_cache_dir(tmp_path, 30000)
     stand_in = hub.ensure_model(cache, "google-bert/bert-base-uncased", "bert", "model-id table", 30000)
     assert stand_in.as_report()["vocab_size"] == 30000
-    config = AutoConfig.from_pretrained("google-bert/bert-base-uncased", cache_dir=cache, local_files_only=True)
+    config = AutoConfig.from_pretrained(
+        "google-bert/bert-base-uncased", cache_dir=cache, local_files_only=True
+    )
     assert config.vocab_size == 30000
+
 
 def test_dataset_stand_ins_from_the_table_the_code_or_a_file(tmp_path):
     glue = data.stand_in(data.DatasetRequest("glue", "mrpc", {"train[:1%]"}))
