@@ -243,13 +243,26 @@ def _batches(rows: list[dict], path: Path) -> None:
     torch.save(batches, path)
 
 
+def _tickets(count: int = 3) -> list[dict]:
+    return [{"id": row, "body": f"My job number {row} stops at step 2. Why?"} for row in range(count)]
+
+
 # output -> (the path its code reads, how to write it, rows)
 LOCAL_DATA: dict[str, tuple[str, Callable[[list[dict], Path], None], Callable[[], list[dict]]]] = {
+    "inference/tp_load_in_helper.expected.py": ("tickets.jsonl", _jsonl, _tickets),
     "training/consolidate_checkpoints.expected.py": ("data", _save_to_disk, _causal_blocks),
     "training/keeps_comments_and_layout.expected.py": ("smol-data", _save_to_disk, _causal_blocks),
     "training/legacy_trainium_trainer.expected.py": ("lm_dataset", _save_to_disk, _classes),
     "training/lazy_load_for_parallelism.expected.py": ("train.jsonl", _jsonl, _causal_blocks),
     "xla/spawn_master_print.expected.py": ("train_batches.pt", _batches, _classes),
+}
+
+
+# output -> the command line its user gives it (the examples' Trainer batches kept small: the proof is that it
+# runs, not how fast)
+ARGUMENTS: dict[str, list[str]] = {
+    "examples/sft_llama.py": ["--per_device_train_batch_size", "1"],
+    "inference/tp_load_in_helper.expected.py": ["tickets.jsonl"],
 }
 
 
@@ -291,12 +304,10 @@ def test_migrated_output_runs_on_the_stand_in(name, tmp_path, tmp_path_factory, 
     if name in LOCAL_DATA:
         relative, write, rows = LOCAL_DATA[name]
         write(rows(), path.parent / relative)
-    # Keep the examples' Trainer batches small: the proof is that it runs, not how fast.
-    arguments = ["--per_device_train_batch_size", "1"] if path.name == "sft_llama.py" else []
     options = TryOptions(
         steps=STEPS, show_output=False, cache_root=tmp_path_factory.getbasetemp().parent / "try-cache"
     )
-    runs = try_path(path, arguments, options)
+    runs = try_path(path, ARGUMENTS.get(name, []), options)
     assert runs, name
     text = python_source(path) if path.suffix in (".py", ".ipynb") else ""
     program = path.suffix != ".py" or _runs_something(text)
