@@ -40,12 +40,10 @@ LIMIT = "try limit"
 MANUAL = "manual work left by the migrator (its TODO says what)"
 MIGRATOR = "rewrite that fails at run time (migrator bug)"
 UNSURE = "not yet attributed"
-STANDIN_SAVE = "saving a model reads a storage data pointer the stand-in's tensors lack"
 STANDIN_INFERENCE = "generate under torch.inference_mode sets a version counter on a stand-in tensor"
 
 # path (fixture relative to fixtures/migrator, or examples/NAME) -> (kind, what happens)
 KNOWN_FAILURES = {
-    "examples/sft_llama.py": (STANDIN, STANDIN_SAVE),
     "examples/generate_qwen3.py": (STANDIN, STANDIN_INFERENCE),
     "examples/launch_sft.sh": (
         MIGRATOR,
@@ -70,7 +68,6 @@ KNOWN_FAILURES = {
     "leftovers/leftover_attributes.expected.py": (MANUAL, "keeps an optimum import"),
     "shell/finetune_qwen3_sft.expected.py": (MANUAL, "keeps an optimum import"),
     "training/alias_imports.expected.py": (FIXTURE, "hands untokenized sst2 rows to the Trainer"),
-    "training/classification_trainer.expected.py": (STANDIN, STANDIN_SAVE),
     "training/comments_above_removed_statements.expected.py": (FIXTURE, "trains on untokenized alpaca rows"),
     "training/consolidate_checkpoints.expected.py": (FIXTURE, "reads a local `data` folder it does not ship"),
     "training/cpu_arguments.expected.py": (FIXTURE, "hands untokenized rows to the Trainer"),
@@ -81,7 +78,6 @@ KNOWN_FAILURES = {
     "training/neuron_accelerator_loop.expected.py": (MANUAL, "keeps an optimum import"),
     "training/pipeline_parallel_manual.expected.py": (MANUAL, "keeps an optimum import"),
     "training/logging_dir_beside_todo.expected.py": (FIXTURE, "hands untokenized rows to the Trainer"),
-    "training/rejected_transformers_fields.expected.py": (STANDIN, STANDIN_SAVE),
     "training/sft_completion_only_legacy_trl.expected.py": (
         MANUAL,
         "NM219 keeps transformers.AdamW (correct_bias)",
