@@ -150,6 +150,8 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
     assert found["reloaded"] == ["neuron:0", True]
     assert found["torch_load_devices"] == ["neuron:0", "cpu"] and found["deepcopy_device"] == "neuron:0"
     assert found["saved_files_equal_cpu"] and found["saved_tensors_equal_on_cpu"]
+    assert found["inference_mode_tokens_equal_cpu"] == [True, True]
+    assert found["inference_mode_tensors"] == [False, True, True]
     assert found["dynamic_shape"] == "DynamicShapeRejected" and found["dynamic_rule"]
     assert found["network_connections"] == 0
 
@@ -187,6 +189,7 @@ def test_ddp_tensor_parallelism_and_collectives_on_the_neuron_process_group(tmp_
     found = json.loads(output.read_text())
     assert found["backend"] == "neuron" and found["tp_device"] == "neuron:0"
     assert found["tp_loss"] == pytest.approx(found["reference_loss"], abs=1e-5)
+    assert found["tp_generate_device"] == "neuron:0" and found["tp_generate_equal_one_process"]
     assert found["ddp_grad_device"] == "neuron:0" and found["ddp_params"] == 21
     assert found["ddp_max_grad_diff"] < 1e-6
     assert found["collectives"] == {

@@ -40,11 +40,9 @@ LIMIT = "try limit"
 MANUAL = "manual work left by the migrator (its TODO says what)"
 MIGRATOR = "rewrite that fails at run time (migrator bug)"
 UNSURE = "not yet attributed"
-STANDIN_INFERENCE = "generate under torch.inference_mode sets a version counter on a stand-in tensor"
 
 # path (fixture relative to fixtures/migrator, or examples/NAME) -> (kind, what happens)
 KNOWN_FAILURES = {
-    "examples/generate_qwen3.py": (STANDIN, STANDIN_INFERENCE),
     "examples/launch_sft.sh": (
         MIGRATOR,
         "NM463 keeps --tensor_parallel_size for sft_llama.py, whose HfArgumentParser has no such field",
@@ -55,7 +53,6 @@ KNOWN_FAILURES = {
         "apply_chat_template(return_tensors='pt') returns a BatchEncoding in Transformers 5; generate(ids) fails",
     ),
     "inference/llm_compiled_folder.expected.py": (MANUAL, "keeps an optimum import"),
-    "inference/llm_generator_class.expected.py": (STANDIN, STANDIN_INFERENCE),
     "inference/llm_neuron_config_keyword_and_manual.expected.py": (MANUAL, "keeps an optimum import"),
     "inference/llm_neuron_config_later_in_function.expected.py": (
         UNSURE,
