@@ -180,6 +180,9 @@ def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[
             "TOKENIZERS_PARALLELISM": "false",
             "PYTHONUNBUFFERED": "1",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(BOOTSTRAP), base.get("PYTHONPATH", "")])),
+            # The environment's own commands first (`python`, `torchrun`, `accelerate` in a shell cell or a
+            # script's subprocess), as in an activated virtual environment.
+            "PATH": os.pathsep.join(filter(None, [os.path.dirname(sys.executable), base.get("PATH", "")])),
         }
     )
     return env

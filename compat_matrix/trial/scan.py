@@ -142,6 +142,13 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
             name = node.id if isinstance(node, ast.Name) else node.attr
             if name in MULTI_PROCESS_NAMES and facts.multi_process is None:
                 facts.multi_process = MULTI_PROCESS_NAMES[name]
+    for word in argv:  # a Hub id given as a positional argument (`python eval.py bert-base-cased`)
+        if (
+            not word.startswith("-")
+            and model_ids.table_entry(word)
+            and model_ids.looks_like_model_reference(word)
+        ):
+            facts.model_ids.add(word)
     for name, value in named:
         lowered = name.lower()
         if any(word in lowered for word in DATASET_WORDS) and is_hub_dataset(value):

@@ -176,8 +176,13 @@ train = load_dataset("glue", "mrpc", split="train[:10%]")
 own = load_dataset("json", data_files="local.jsonl")
 model = torch.nn.parallel.DistributedDataParallel(model)
 """
-    facts = scan.read_python(source, ["--model_id", "Qwen/Qwen3-0.6B"])
-    assert facts.model_ids == {"meta-llama/Llama-3.2-1B", "someone/private-tokenizer", "Qwen/Qwen3-0.6B"}
+    facts = scan.read_python(source, ["--model_id", "Qwen/Qwen3-0.6B", "gpt2", "tickets.jsonl"])
+    assert facts.model_ids == {
+        "meta-llama/Llama-3.2-1B",
+        "someone/private-tokenizer",
+        "Qwen/Qwen3-0.6B",
+        "gpt2",
+    }
     assert set(facts.datasets) == {"databricks/databricks-dolly-15k", "glue"}
     assert facts.datasets["glue"].config == "mrpc" and "train[:10%]" in facts.datasets["glue"].splits
     assert {"instruction", "response"} <= facts.columns

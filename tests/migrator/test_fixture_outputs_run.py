@@ -263,6 +263,7 @@ LOCAL_DATA: dict[str, tuple[str, Callable[[list[dict], Path], None], Callable[[]
 ARGUMENTS: dict[str, list[str]] = {
     "examples/sft_llama.py": ["--per_device_train_batch_size", "1"],
     "inference/tp_load_in_helper.expected.py": ["tickets.jsonl"],
+    "leftovers/reference_in_except_block.expected.py": ["bert-base-cased"],
 }
 
 
