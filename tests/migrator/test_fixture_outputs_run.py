@@ -45,11 +45,103 @@ STANDIN_MODULES = frozenset({"torch_neuronx"})  # what the stand-in device provi
 TRAINS = re.compile(r"\.train\(\)|\.backward\(|optimizer\.step\(")
 GENERATES = re.compile(r"\.generate\(|\bpipeline\(")
 SCRIPT_WORD = re.compile(r"[\w./-]+\.py\b")
+STANDIN = "stand-in gap (compat_matrix/standin)"
 LIMIT = "try limit"
 MANUAL = "manual work left by the migrator (its TODO says what)"
+FIXTURE = "fixture written to show a rewrite, not to run"
+MIGRATOR = "rewrite that fails at run time (migrator bug)"
+UNSURE = "not yet attributed"
+NOT_A_DEFAULT = (
+    "tried only with NEURON_MIGRATE_TRY_ALL=1 (a try costs 5-60 s; the default run tries one of each kind)"
+)
 
-# output (relative to fixtures/migrator, or examples/NAME) -> (kind, what happens)
-KNOWN_FAILURES: dict[str, tuple[str, str]] = {}
+# What the default run tries: one of each kind of program (a Trainer script, a hand-written loop, generation,
+# a launcher, a notebook) and the rewrites most likely to break at run time. Every other output, and every
+# known failure, is tried with NEURON_MIGRATE_TRY_ALL=1.
+DEFAULT_TRIED = frozenset(
+    {
+        "examples/sft_llama.py",
+        "inference/chat_template_prompts.expected.py",
+        "xla/parallel_loader_dict_batches.expected.py",
+        "notebook/precompile_cells.expected.ipynb",
+        "examples/launch_sft.sh",
+    }
+)
+
+# output (relative to fixtures/migrator, or examples/NAME) -> (kind, what happens), as the tries found it
+KNOWN_FAILURES: dict[str, tuple[str, str]] = {
+    "examples/chat_smollm3.ipynb": (
+        MANUAL,
+        "NM103: DistributedConfig(tp_size=2) in a one-process notebook kernel (the TODO: move it into a script "
+        "run with torchrun)",
+    ),
+    "inference/llm_neuron_config_later_in_function.expected.py": (
+        UNSURE,
+        "a tp_size=2 load without device_map leaves a CPU tensor next to neuron:0 ones (stand-in or Transformers)",
+    ),
+    "inference/sdxl_text_to_image.expected.py": (
+        LIMIT,
+        "a Diffusers pipeline: no tiny stand-in for a model without a Transformers architecture",
+    ),
+    "inference/unchanged_commented_out_compile_block.py": (
+        LIMIT,
+        "snapshot_download of a private compiled repository: the try serves only models it can stand in for",
+    ),
+    "inference/vision_audio_models.expected.py": (
+        LIMIT,
+        "no stand-in image processor (preprocessor_config.json)",
+    ),
+    "inference/whisper_seq2seq.expected.py": (LIMIT, "no stand-in for an audio feature extractor"),
+    "leftovers/launcher_fstring_precompile.expected.py": (
+        MANUAL,
+        "NM503: the f-string still runs neuron_parallel_compile (the TODO: delete the compile-only run)",
+    ),
+    "leftovers/notebook_env_var_options.expected.ipynb": (
+        MANUAL,
+        "NM503: a cell still runs neuron_parallel_compile (the TODO: delete the compile-only run)",
+    ),
+    "notebook/tensor_parallel_cells.expected.ipynb": (
+        MANUAL,
+        "NM204: DistributedConfig(tp_size=8) in a one-process notebook kernel (its degree over WORLD_SIZE is 0; "
+        "the TODO: move it into a script run with torchrun)",
+    ),
+    "repositories/qwen3_sft_repo/notebooks/ec2/sft/scripts/sft_qwen3.expected.py": (
+        LIMIT,
+        "dataset tengomucho/simple_recipes is not in the data table and the script names none of its columns",
+    ),
+    "training/alias_imports.expected.py": (
+        UNSURE,
+        "DataCollatorWithPadding(padding='max_length') gets nested input_ids from the tokenized stand-in rows",
+    ),
+    "training/cpu_arguments.expected.py": (
+        MANUAL,
+        "NM220: use_cpu=True kept with a TODO (remove it): the Trainer runs on the CPU, the script's model on neuron",
+    ),
+    "training/logging_dir_beside_todo.expected.py": (FIXTURE, "hands untokenized sst2 rows to the Trainer"),
+    "training/unchanged_plain_transformers.py": (FIXTURE, "hands untokenized wikitext rows to the Trainer"),
+    "xla/backend_probe_and_helper_test.expected.py": (
+        MANUAL,
+        "NM320: device_type stays 'xla' where a helper compares it (the TODO: rewrite value and tests together)",
+    ),
+    "xla/mlp_downcast_bf16.expected.py": (
+        MIGRATOR,
+        "NM218 moves the model to bf16 for XLA_DOWNCAST_BF16, which also downcast the loop's float32 inputs: "
+        "mat1 and mat2 dtypes differ",
+    ),
+    "xla/unchanged_torchneuron_ddp.py": (
+        UNSURE,
+        "Dynamo raises Unsupported for torch.compile(fullgraph=True) of the DistributedDataParallel module",
+    ),
+    "xla/unchanged_torchneuron_device_module.py": (
+        STANDIN,
+        "moving a TorchScript module to the device: _apply() cannot swap its weight",
+    ),
+}
+
+# outputs whose program runs through without training or generating, though their code can: why
+RUNS_THROUGH: dict[str, str] = {
+    "xla/device_probe_fallback.expected.py": "its __main__ picks the device and prints; train_step is not called",
+}
 
 
 # -- which outputs there are, and which are complete here ---------------------------------------------------
@@ -127,6 +219,8 @@ def incomplete(tree_root: Path, path: Path) -> str | None:
         return f"{error.filename} does not parse ({error.msg})"
     lines = text.splitlines()
     names, todo = _imports(ast.parse(text), lines)
+    if "run_line_magic('matplotlib'" in text:  # a notebook's %matplotlib needs the package
+        names.add("matplotlib")
     missing = sorted(
         name
         for name in names
@@ -255,6 +349,7 @@ LOCAL_DATA: dict[str, tuple[str, Callable[[list[dict], Path], None], Callable[[]
     "training/legacy_trainium_trainer.expected.py": ("lm_dataset", _save_to_disk, _classes),
     "training/lazy_load_for_parallelism.expected.py": ("train.jsonl", _jsonl, _causal_blocks),
     "xla/spawn_master_print.expected.py": ("train_batches.pt", _batches, _classes),
+    "training/training_neuron_config_qwen3.expected.py": ("qwen3-data", _save_to_disk, _causal_blocks),
 }
 
 
@@ -289,6 +384,8 @@ def cases() -> list:
         known = KNOWN_FAILURES.get(name)
         if known:
             marks.append(pytest.mark.xfail(reason=f"{known[0]}: {known[1]}", strict=True, run=RUN_ALL))
+        elif not RUN_ALL and name not in DEFAULT_TRIED:
+            marks.append(pytest.mark.skip(reason=NOT_A_DEFAULT))
         params.append(pytest.param(name, marks=marks, id=name))
     return params
 
@@ -311,7 +408,7 @@ def test_migrated_output_runs_on_the_stand_in(name, tmp_path, tmp_path_factory, 
     runs = try_path(path, ARGUMENTS.get(name, []), options)
     assert runs, name
     text = python_source(path) if path.suffix in (".py", ".ipynb") else ""
-    program = path.suffix != ".py" or _runs_something(text)
+    program = path.suffix != ".py" or (_runs_something(text) and name not in RUNS_THROUGH)
     for run in runs:
         assert run.status == "ran", f"{run.command}: {run.reason}\n{run.output_tail[-3000:]}"
         if path.suffix in (".sh", ".sbatch") or (program and TRAINS.search(text)):
