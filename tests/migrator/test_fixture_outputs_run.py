@@ -55,12 +55,11 @@ NOT_A_DEFAULT = (
     "tried only with NEURON_MIGRATE_TRY_ALL=1 (a try costs 5-60 s; the default run tries one of each kind)"
 )
 
-# What the default run tries: one of each kind of program (a Trainer script, a hand-written loop, generation,
-# a launcher, a notebook) and the rewrites most likely to break at run time. Every other output, and every
-# known failure, is tried with NEURON_MIGRATE_TRY_ALL=1.
+# What the default run tries: one of each kind of program (a hand-written loop, generation, a launcher, a
+# notebook; the Trainer example is tried by the demo's test, tests/reports/test_demo_script.py). Every other
+# output, and every known failure, is tried with NEURON_MIGRATE_TRY_ALL=1.
 DEFAULT_TRIED = frozenset(
     {
-        "examples/sft_llama.py",
         "inference/chat_template_prompts.expected.py",
         "xla/parallel_loader_dict_batches.expected.py",
         "notebook/precompile_cells.expected.ipynb",
