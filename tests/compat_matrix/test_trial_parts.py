@@ -361,3 +361,12 @@ def test_process_reports_merge_into_one_run():
     assert (reason["file"], reason["line"], reason["count"], reason["sizes"]) == ("t.py", 7, 2, [9, 12, 5])
     assert "pad to a fixed length" in reason["explanation"]
     assert run.graph_breaks == [{"reason": "Tensor.item", "count": 2}]
+
+
+def test_a_run_finds_the_environments_own_commands_first(tmp_path):
+    import sys
+
+    from compat_matrix.trial import runner
+
+    env = runner._environment({"PATH": "/usr/bin"}, tmp_path, runner.TryOptions(cache_root=tmp_path))
+    assert env["PATH"].split(os.pathsep) == [os.path.dirname(sys.executable), "/usr/bin"]
