@@ -97,6 +97,7 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
             "id": model_id,
             "architecture": model.get("model_type"),
             "parameters": model.get("parameters"),
+            "vocab_size": model.get("vocab_size"),
             "source": "local",
         }
         for model_id, model in loaded.items()

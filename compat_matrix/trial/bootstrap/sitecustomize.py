@@ -348,6 +348,7 @@ def _after_modeling(module) -> None:
                 "class": type(model).__name__,
                 "model_type": getattr(getattr(model, "config", None), "model_type", None),
                 "parameters": parameters,
+                "vocab_size": getattr(getattr(model, "config", None), "vocab_size", None),
             }
         )
         return model
