@@ -12,9 +12,12 @@ a launcher flag the migrated script rejects) fails here.
   launched script the fixture does not ship. That is read from the output itself (`incomplete`), so an output
   a later rule completes is run from then on.
 - A fixture's user brings their own local data (a tokenized dataset saved to disk, a JSON Lines file): the
-  tiny ones of the same layout are written beside the output before its try (`LOCAL_DATA`).
-- What still does not run is listed in KNOWN_FAILURES with why; those are strict xfails, run with
-  NEURON_MIGRATE_TRY_ALL=1: one that starts to run fails the suite until it leaves the list.
+  tiny ones of the same layout are written beside the output before its try (`LOCAL_DATA`); the command line
+  its user gives it is `ARGUMENTS`.
+- What still does not run is listed in KNOWN_FAILURES with its kind and what the try measured; those are
+  strict xfails: one that starts to run fails the suite until it leaves the list.
+- The default run tries DEFAULT_TRIED (a try costs 5-60 s); NEURON_MIGRATE_TRY_ALL=1 tries every output,
+  the known failures included.
 """
 
 from __future__ import annotations
