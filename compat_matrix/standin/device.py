@@ -25,6 +25,7 @@ DEVICE_TYPE = "neuron"
 aten = torch.ops.aten
 _Tensor = torch.Tensor
 _make_wrapper = torch.Tensor._make_wrapper_subclass
+_is_inference_mode_enabled = torch.is_inference_mode_enabled
 _STRIDED = torch.strided
 
 
@@ -167,6 +168,15 @@ def _run(func, info: tuple, args: tuple, kwargs: dict | None):
         return out
     if info[1] >= 0:  # an in-place or out= op returns the tensor it wrote to
         return args[info[1]] if info[1] < len(args) else kwargs.get("out")
+    if info[4] and _is_inference_mode_enabled() and not args[0].is_inference():
+        # A view of an ordinary tensor is an ordinary tensor, in inference mode too (autograd then shares the
+        # base's version counter with it, which an inference tensor cannot have): made outside inference mode.
+        with torch._C._InferenceMode(False):
+            return _wrap_all(out, device)
+    return _wrap_all(out, device)
+
+
+def _wrap_all(out, device: torch.device):
     if type(out) is _Tensor or isinstance(out, _Tensor):
         return _wrap(out, device)
     if type(out) is tuple or type(out) is list:
@@ -212,7 +222,7 @@ _OP_INFO: dict = {}
 
 def _op_info(func) -> tuple:
     """(special handler or None, index of the argument an in-place/out op returns or -1, takes a generator,
-    eager rule or None), computed once per op."""
+    eager rule or None, is a view), computed once per op."""
     schema = func._schema
     returned = -1
     if len(schema.returns) == 1 and schema.returns[0].alias_info is not None:
@@ -226,7 +236,12 @@ def _op_info(func) -> tuple:
     names = (str(func), str(func).rsplit(".", 1)[0])
     rules = sim_backend._op_rule_index()
     rule = next((rules[name] for name in names if name in rules), None)
-    info = (_SPECIAL.get(func), returned, takes_generator, rule)
+    special = _SPECIAL.get(func)
+    if special is None and torch._C._dispatch_has_kernel_for_dispatch_key(
+        func.name(), "CompositeImplicitAutograd"
+    ):
+        special = _decompose
+    info = (special, returned, takes_generator, rule, func.is_view)
     _OP_INFO[id(func)] = info
     EXECUTED[id(func)] = func
     return info
@@ -301,6 +316,13 @@ def _sdp_overrideable_backward(func, info, args, kwargs):
         attn_mask=bias if bias is not None and bias.numel() else None, scale=kwargs.get("scale"),
     )  # fmt: skip
     return (*(NeuronTensor(g, device) for g in grads), None)
+
+
+def _decompose(func, info, args, kwargs):
+    """An op that is a composite of others reaches the device only where autograd is off (inference mode skips
+    the autograd key that would have decomposed it): decomposed here as there, so ``to`` stays a no-op on the
+    device it names and every op inside it dispatches as usual."""
+    return func.decompose(*args, **kwargs)
 
 
 def _histc(func, info, args, kwargs):
@@ -406,3 +428,4 @@ def register() -> None:
             supported.append(NeuronTensor)
     # DataLoader(pin_memory=True) pins for the current accelerator: for this one, a plain host copy.
     _library.impl("_pin_memory", _pin_memory, "CPU")
+    runtime.bind_accelerator_index()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 from torch._dynamo.utils import counters
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from compat_matrix import sim_backend
 from compat_matrix.standin.device import CPU, NeuronTensor
@@ -105,7 +106,7 @@ def _device_values_as_device_tensors(gm: torch.fx.GraphModule) -> None:
         value = node.meta.get("example_value")
         plain_on_device = (
             isinstance(value, torch.Tensor)
-            and not isinstance(value, NeuronTensor)
+            and not is_traceable_wrapper_subclass(value)  # the stand-in's tensor itself, or a DTensor of them
             and value.device.type == "neuron"
         )
         if node.op not in ("call_function", "call_method") or not plain_on_device:

@@ -92,6 +92,24 @@ def set_device(device) -> None:
     _device.STATE.current = index
 
 
+def bind_accelerator_index() -> None:
+    """`torch.accelerator`'s device index is this device's current one, as on a device: Transformers binds each
+    rank of a sharded load with `torch.accelerator.set_device_index(LOCAL_RANK)`, and "neuron" then means that
+    device. PyTorch's python PrivateUse1 device guard neither sets nor reports an index (always 0), so the
+    accelerator's index functions are pointed at this module's."""
+
+    def exchange(index: int) -> int:
+        previous = current_device()
+        if index >= 0:
+            set_device(index)
+        return previous
+
+    torch._C._accelerator_setDeviceIndex = lambda index: set_device(index) if index >= 0 else None
+    torch._C._accelerator_getDeviceIndex = current_device
+    torch._C._accelerator_exchangeDevice = exchange
+    torch._C._accelerator_maybeExchangeDevice = exchange
+
+
 class device:  # noqa: N801  (torch.cuda.device's name)
     """Context manager that selects a device."""
 

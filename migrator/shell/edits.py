@@ -190,15 +190,20 @@ class EditList:
         out.append(data[position:].decode())
         return "".join(out)
 
-    def todo_lines(self, offset: int, texts: list[str]) -> str:
-        """TODO comment lines for `offset`, without the ones already right above it (a rerun adds none)."""
+    def comments_above(self, offset: int) -> list[str]:
+        """The comment lines right above the line of `offset`, nearest first, stripped."""
         line = bisect.bisect_right(self.line_starts, offset)
-        above = set()
+        above = []
         for number in range(line - 2, -1, -1):
             text = self.data[self.line_starts[number] : self.line_starts[number + 1]].decode().strip()
             if not text.startswith("#"):
                 break
-            above.add(text)
+            above.append(text)
+        return above
+
+    def todo_lines(self, offset: int, texts: list[str]) -> str:
+        """TODO comment lines for `offset`, without the ones already right above it (a rerun adds none)."""
+        above = set(self.comments_above(offset))
         end = self.data.find(b"\n", offset)
         current = self.data[offset : end if end >= 0 else len(self.data)].decode()
         indent = current[: len(current) - len(current.lstrip(" \t"))]

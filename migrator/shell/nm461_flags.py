@@ -48,7 +48,9 @@ FLAG_DISTRIBUTED = Rule(
     Severity.WARNING,
     "`--tensor_parallel_size` on a launcher line",
     "Kept as a script argument with a TODO: it now feeds `DistributedConfig(tp_size=...)` when the script "
-    "loads the model; torchrun --nproc_per_node must equal tp_size x fsdp_size.",
+    "loads the model; torchrun --nproc_per_node must equal tp_size x fsdp_size. Removed, with a TODO saying the "
+    "degree, from the launch of a script of the tree that never reads it (optimum-neuron's trainer did): its "
+    "migrated parser (TrainingArguments) would reject it.",
     examples=(
         example(
             "#!/bin/bash\n"
@@ -131,6 +133,8 @@ RULES: tuple[Rule, ...] = (
     FLAG_UNKNOWN_SCRIPT,
     CPU_FLAG,
 )
+# How NM463's TODO of a removed flag reads (a rerun finds the TODO, not the flag).
+_REMOVED_MARK = " removed: "
 # `--use_cpu True` (and the older `--no_cuda True`) kept XLA runs off CUDA; on TorchNeuron they select the CPU.
 _CPU_FLAGS = frozenset({"use_cpu", "no_cuda"})
 
@@ -191,6 +195,19 @@ class FlagsMatcher:
                 note = f": {action.note}" if action.note else ""
                 self.report(offset, FLAG_RENAMED, f"{flag} renamed to `--{action.target}`{note}.")
                 self.edit(ctx, item.start, item.start + 2 + len(name), f"--{action.target}")
+            elif action.kind == "distributed" and parser.read and name not in parser.names:
+                shown = f"--{name}{'=' + given if equals else ' ' + value.text if value else ''}"
+                self.remove_word(ctx, item, siblings, through=value)
+                self.todo(
+                    ctx,
+                    node,
+                    FLAG_DISTRIBUTED,
+                    f"`{shown}`{_REMOVED_MARK}`{parser.script}` never reads it (optimum-neuron's trainer did) and its "
+                    "migrated parser rejects it; to keep that degree, pass distributed_config=DistributedConfig("
+                    f"{action.target}=...) where the script loads the model (a trainer given a model id: "
+                    "model_init_kwargs of its config), and torchrun --nproc_per_node must equal tp_size x fsdp_size",
+                    at=item.start,
+                )
             elif action.kind == "distributed":
                 self.todo(
                     ctx,
@@ -204,6 +221,16 @@ class FlagsMatcher:
                 self.todo(ctx, node, FLAG_MANUAL, f"{flag} {action.note}", at=item.start)
         if unknown:
             self.unknown_parser(ctx, node, parser, unknown)
+        # A flag NM463 removed is gone on a rerun; its TODO above the launch still stands for a manual finding.
+        removed = f"{TODO_PREFIX} {FLAG_DISTRIBUTED.code} `--"
+        for comment in self.comments_above(self.anchor(ctx, node)):
+            if comment.startswith(removed) and _REMOVED_MARK in comment:
+                self.report(
+                    ctx.start + words[script].start,
+                    FLAG_DISTRIBUTED,
+                    comment[len(removed) - 3 :],
+                    fixed=False,
+                )
 
     def unknown_parser(
         self, ctx: Context, node: Node, parser: ScriptParser, flags: list[tuple[Word, str]]

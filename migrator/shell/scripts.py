@@ -74,6 +74,7 @@ class ScriptParser:
     table: dict[str, ArgAction] | None
     own: frozenset[str] = frozenset()  # flags the script declares itself
     read: bool = False  # True when the script's source was read, not recognised by its name
+    names: frozenset[str] = frozenset()  # names and attributes its source uses (when read)
 
     def action(self, flag: str) -> ArgAction | None:
         """What becomes of `--flag`: None when it is the script's own or the table keeps it."""
@@ -163,7 +164,7 @@ def _read(script: str, tree: ast.Module, read: bool) -> ScriptParser:
             if names & _TRAINING_CONFIGS
             else None
         )
-    return ScriptParser(script, table, frozenset(own), read=read)
+    return ScriptParser(script, table, frozenset(own), read=read, names=frozenset(names))
 
 
 def _is_dataclass(node: ast.ClassDef) -> bool:

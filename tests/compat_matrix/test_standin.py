@@ -142,6 +142,7 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
     assert found["cpu_scalar_mixes"] == "neuron"
     assert found["pinned_batches"] == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
     assert (found["current_device_after_set"], found["factory_device_after_set"]) == (1, "neuron:1")
+    assert found["accelerator_binds"] == [1, "neuron:1", 0, 1]
     assert found["rng_reproducible"] and found["rng_state_restores"] and found["event_elapsed_ms"] >= 0
     assert found["memory_allocated_covers_a_4MiB_tensor"]
     assert found["fallback_ops"] == ["aten::nonzero"]
@@ -149,6 +150,9 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
     assert found["dynamo_metrics"] and found["dynamo_metrics"][0].endswith("_forward_0")
     assert found["reloaded"] == ["neuron:0", True]
     assert found["torch_load_devices"] == ["neuron:0", "cpu"] and found["deepcopy_device"] == "neuron:0"
+    assert found["saved_files_equal_cpu"] and found["saved_tensors_equal_on_cpu"]
+    assert found["inference_mode_tokens_equal_cpu"] == [True, True]
+    assert found["inference_mode_tensors"] == [False, True, True]
     assert found["dynamic_shape"] == "DynamicShapeRejected" and found["dynamic_rule"]
     assert found["network_connections"] == 0
 
@@ -160,6 +164,12 @@ def test_trainer_trl_and_peft_take_their_own_neuron_paths():
     assert found["trainer_graphs"] == 2  # one forward and one backward graph for the one padded shape
     neuron_losses, cpu_losses = found["trainer_losses"]
     assert neuron_losses == pytest.approx(cpu_losses, abs=1e-5)
+    assert {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth"} <= set(
+        found["checkpoint_files"]
+    )
+    # resumed at step 3 for one step: 4 steps, the 3 logged losses of the checkpoint's trainer state and a new one
+    assert found["checkpoint_equals_trained_weights"] and found["resumed_on_cpu"] == [4, 4]
+    assert found["adapter_equal_on_cpu"]
     assert found["sft_pad_to_multiple_of"] == 128
     assert [shape[1] % 128 for shape in found["sft_batch_shapes"]] == [0, 0]
     assert (
@@ -180,6 +190,7 @@ def test_ddp_tensor_parallelism_and_collectives_on_the_neuron_process_group(tmp_
     found = json.loads(output.read_text())
     assert found["backend"] == "neuron" and found["tp_device"] == "neuron:0"
     assert found["tp_loss"] == pytest.approx(found["reference_loss"], abs=1e-5)
+    assert found["tp_generate_device"] == "neuron:0" and found["tp_generate_equal_one_process"]
     assert found["ddp_grad_device"] == "neuron:0" and found["ddp_params"] == 21
     assert found["ddp_max_grad_diff"] < 1e-6
     assert found["collectives"] == {

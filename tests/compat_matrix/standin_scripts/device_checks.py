@@ -6,6 +6,7 @@ import json
 import sys
 import tempfile
 import warnings
+from pathlib import Path
 
 import torch_neuronx  # before torch, as a trn2 script may do
 import torch
@@ -58,6 +59,13 @@ torch.neuron.set_device(1)
 found["current_device_after_set"] = torch.neuron.current_device()
 found["factory_device_after_set"] = str(torch.empty(1, device="neuron").device)
 torch.neuron.set_device(0)
+# Transformers binds each rank of a sharded load through torch.accelerator, as on a device.
+torch.accelerator.set_device_index(1)
+found["accelerator_binds"] = [torch.neuron.current_device(), str(torch.empty(1, device="neuron").device)]
+with torch.accelerator.device_index(0):
+    found["accelerator_binds"].append(torch.accelerator.current_device_index())
+found["accelerator_binds"].append(torch.accelerator.current_device_index())
+torch.neuron.set_device(0)
 torch.manual_seed(7)
 first = torch.randn(3, device="neuron").cpu()
 torch.manual_seed(7)
@@ -89,6 +97,12 @@ model = build_tiny_model("llama")
 ids = torch.randint(3, 200, (1, 7), generator=torch.Generator().manual_seed(0))
 kwargs = {"max_new_tokens": 8, "do_sample": False, "cache_implementation": "static"}
 reference = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+dynamic_reference = model.generate(
+    ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False
+)
+with tempfile.TemporaryDirectory() as folder:
+    model.save_pretrained(folder)
+    cpu_saved = {path.name: path.read_bytes() for path in Path(folder).iterdir()}
 model.to("neuron")
 torch_neuronx.reset_dynamo_metrics()
 generated = model.generate(ids.to("neuron"), attention_mask=torch.ones_like(ids).to("neuron"), **kwargs)
@@ -111,6 +125,31 @@ with tempfile.TemporaryDirectory() as folder:
         str(torch.load(f"{folder}/state.pt", map_location="cpu")["lm_head.weight"].device),
     ]
 found["deepcopy_device"] = str(next(copy.deepcopy(model).parameters()).device)
+# The files save_pretrained writes from the device are the ones it writes from the CPU, and load on the CPU.
+with tempfile.TemporaryDirectory() as folder:
+    model.save_pretrained(folder)
+    found["saved_files_equal_cpu"] = {p.name: p.read_bytes() for p in Path(folder).iterdir()} == cpu_saved
+    on_cpu = AutoModelForCausalLM.from_pretrained(folder).state_dict()
+    found["saved_tensors_equal_on_cpu"] = on_cpu.keys() == model.state_dict().keys() and all(
+        torch.equal(on_cpu[name], tensor.cpu()) for name, tensor in model.state_dict().items()
+    )
+
+# Under torch.inference_mode (pipelines and most inference scripts): a view of an ordinary tensor stays an
+# ordinary tensor that shares its base's version counter, and composite ops (`to`) decompose, as on a device.
+device_ids = ids.to("neuron")
+with torch.inference_mode():
+    eager = model.generate(
+        device_ids, attention_mask=torch.ones_like(device_ids), max_new_tokens=8, do_sample=False
+    )
+    static = model.generate(device_ids, attention_mask=torch.ones_like(device_ids), **kwargs)
+    view = on_device[1:]
+    view.mul_(1)
+    made_inside = on_device * 1
+found["inference_mode_tokens_equal_cpu"] = [
+    torch.equal(eager.cpu(), dynamic_reference),
+    torch.equal(static.cpu(), reference),
+]
+found["inference_mode_tensors"] = [view.is_inference(), on_device._version > 0, made_inside.is_inference()]
 
 # A dynamic shape is rejected by the neuron backend, as the device rejects it.
 try:

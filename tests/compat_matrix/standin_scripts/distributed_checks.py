@@ -35,6 +35,20 @@ found["tp_loss"] = tp_loss.item()
 if rank == 0:
     found["reference_loss"] = reference(input_ids=batch, labels=batch).loss.item()
 
+# Generation of the tensor-parallel model as an inference script runs it: under torch.inference_mode, with a
+# static cache, so Transformers compiles it with the neuron backend (the graphs hold DTensors of device
+# tensors). The tokens equal one process's.
+prompt = batch[:2, :8]
+settings = {"max_new_tokens": 4, "do_sample": False, "cache_implementation": "static"}
+with torch.inference_mode():
+    tokens = tp_model.generate(
+        prompt.to(device), attention_mask=torch.ones_like(prompt).to(device), **settings
+    )
+found["tp_generate_device"] = str(tokens.device)
+if rank == 0:
+    expected = reference.generate(prompt, attention_mask=torch.ones_like(prompt), **settings)
+    found["tp_generate_equal_one_process"] = torch.equal(tokens.cpu(), expected)
+
 # DDP: each rank's half of the global batch; the averaged gradients equal one process's over all of it.
 model = build_tiny_model("llama").to(device).train()
 ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index])

@@ -2,15 +2,17 @@
 own neuron paths on a tiny Llama. Prints one JSON object of findings; the test asserts on them."""
 
 import json
+import os
 import tempfile
 import warnings
 
 import torch
 from datasets import Dataset
 from peft import LoraConfig, get_peft_model
+from safetensors.torch import load_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 from torch._dynamo.utils import counters
-from transformers import PreTrainedTokenizerFast, Trainer, TrainingArguments
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Trainer, TrainingArguments
 from trl import SFTConfig, SFTTrainer
 
 from compat_matrix.tiny import VOCAB, build_tiny_model
@@ -43,23 +45,35 @@ class Rows(torch.utils.data.Dataset):
 
 # Trainer(torch_compile=True): Transformers picks neuron:0 and the neuron backend by itself; the losses match a
 # CPU run of the same steps.
-def train(use_cpu: bool) -> tuple[list[float], TrainingArguments]:
+def train(use_cpu: bool, steps: int = 3, **arguments) -> tuple[list[float], Trainer]:
     torch.manual_seed(0)
     model = build_tiny_model("llama").train()
-    args = TrainingArguments(torch_compile=not use_cpu, use_cpu=use_cpu, max_steps=3, per_device_train_batch_size=2,
-                             seed=0, **common)  # fmt: skip
-    trainer = Trainer(model=model, args=args, train_dataset=Rows(token_rows(6, 128)))
-    trainer.train()
-    return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry], args
+    arguments = {**common, **arguments}
+    args = TrainingArguments(torch_compile=not use_cpu, use_cpu=use_cpu, max_steps=steps, per_device_train_batch_size=2,
+                             seed=0, **arguments)  # fmt: skip
+    trainer = Trainer(model=model, args=args, train_dataset=Rows(token_rows(8, 128)))
+    trainer.train(resume_from_checkpoint=arguments.get("resume_from_checkpoint"))
+    return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry], trainer
 
 
 counters.clear()
-neuron_losses, args = train(use_cpu=False)
-cpu_losses, _ = train(use_cpu=True)
-found["trainer_device"] = str(args.device)
-found["trainer_backend"] = args.torch_compile_backend
+# The neuron run saves a Trainer checkpoint at its last step (model, optimizer, scheduler, RNG states).
+neuron_losses, trainer = train(use_cpu=False, save_strategy="steps", save_steps=3)
 found["trainer_graphs"] = counters["neuron"]["compiled_graphs"]
+cpu_losses, _ = train(use_cpu=True)
+found["trainer_device"] = str(trainer.args.device)
+found["trainer_backend"] = trainer.args.torch_compile_backend
 found["trainer_losses"] = [neuron_losses, cpu_losses]
+
+# The checkpoint saved from the device loads on the CPU: equal weights, and a CPU run resumes from it.
+checkpoint = f"{out}/checkpoint-3"
+found["checkpoint_files"] = sorted(os.listdir(checkpoint))
+on_cpu = AutoModelForCausalLM.from_pretrained(checkpoint).state_dict()
+found["checkpoint_equals_trained_weights"] = all(
+    torch.equal(on_cpu[name], tensor.cpu()) for name, tensor in trainer.model.state_dict().items()
+)
+resumed_losses, resumed = train(use_cpu=True, steps=4, resume_from_checkpoint=checkpoint)
+found["resumed_on_cpu"] = [resumed.state.global_step, len(resumed_losses)]
 
 # TRL's SFTTrainer pads every batch to a multiple of 128 on neuron (pad_to_multiple_of="auto").
 vocab = {f"t{i}": i for i in range(VOCAB)}
@@ -93,4 +107,11 @@ for _ in range(2):
 found["lora_device"] = str(base.lora_B["default"].weight.device)
 found["lora_base_unchanged"] = torch.equal(base.base_layer.weight.detach().cpu(), before[0])
 found["lora_adapter_trained"] = not torch.equal(base.lora_B["default"].weight.detach().cpu(), before[1])
+# The adapter saved from the device loads on the CPU with the trained values.
+model.save_pretrained(f"{out}/adapter")
+adapter = load_file(f"{out}/adapter/adapter_model.safetensors")
+trained = {name: tensor for name, tensor in model.state_dict().items() if "lora_" in name}
+found["adapter_equal_on_cpu"] = len(adapter) == len(trained) > 0 and all(
+    torch.equal(adapter[name.replace(".default", "")], tensor.cpu()) for name, tensor in trained.items()
+)
 print(json.dumps(found))
