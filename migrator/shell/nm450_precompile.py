@@ -134,7 +134,7 @@ class PrecompileMatcher:
         self.edits[edits:] = [replace(e, owner=self.owner) for e in self.edits[edits:]]
         self.todos[todos:] = [(o, t, self.owner) for o, t, _ in self.todos[todos:]]
         cache_command = command if not inner and command not in (None, "compile") else None
-        run = CompileRun(node, ctx, ctx.start + node.start_byte, _signature(inner), self.owner, cache_command)
+        run = CompileRun(node, ctx, ctx.at(node.start_byte), _signature(inner), self.owner, cache_command)
         self.compile_runs.append(run)
         if inner:
             self.launched(ctx, node, inner, data, siblings)
@@ -187,7 +187,7 @@ class PrecompileMatcher:
             kept = [s for s in statements(node) if s.type != "else_clause"]
         else:
             kept = statements(else_clause) if else_clause is not None else []
-        line, column = self.position(ctx.start + node.start_byte)
+        line, column = self.position(ctx.at(node.start_byte))
         self.findings.append((Finding(PRECOMPILE_BRANCH, line, column, PRECOMPILE_BRANCH.action, True), 0))
         if not kept:
             if not self.remove_statement(ctx, node):
@@ -196,13 +196,13 @@ class PrecompileMatcher:
         self.edit(ctx, node.start_byte, kept[0].start_byte)
         self.edit(ctx, kept[-1].end_byte, node.end_byte)
         # The kept lines move out one level, to the indentation of the `if` (heredoc and string lines stay).
-        extra = self.indent_of(ctx.start + kept[0].start_byte) - self.indent_of(ctx.start + node.start_byte)
+        extra = _indent_of(data, kept[0].start_byte) - _indent_of(data, node.start_byte)
         root = node
         while root.parent is not None:
             root = root.parent
-        for line_start in self.line_starts:
-            position = line_start - ctx.start
-            if not kept[0].start_byte < position < kept[-1].end_byte or extra <= 0:
+        for newline in _NEWLINE.finditer(data, kept[0].start_byte, kept[-1].end_byte):
+            position = newline.end()
+            if not position < kept[-1].end_byte or extra <= 0:
                 continue
             inside = root.descendant_for_byte_range(position, position)
             if any(a.type in ("heredoc_body", "string", "raw_string") for a in _ancestors(inside)):
@@ -210,10 +210,6 @@ class PrecompileMatcher:
             blanks = len(data[position:]) - len(data[position:].lstrip(b" \t"))
             self.edit(ctx, position, position + min(extra, blanks), weak=True)
         return kept
-
-    def indent_of(self, offset: int) -> int:
-        start = self.line_start(offset)
-        return offset - start if not self.data[start:offset].strip() else 0
 
     def precompile_uses(self, ctx: Context, root: Node, folded: list[Node]) -> None:
         flagged: set[int] = set()
@@ -233,6 +229,14 @@ class PrecompileMatcher:
                 f"`{name.text.decode()}` is only set by neuron_parallel_compile, which TorchNeuron does not "
                 "have; keep only the commands of the real run",
             )
+
+
+_NEWLINE = re.compile(b"\n")
+
+
+def _indent_of(data: bytes, offset: int) -> int:
+    start = data.rfind(b"\n", 0, offset) + 1
+    return offset - start if not data[start:offset].strip() else 0
 
 
 def _mentions_precompile(node: Node) -> bool:

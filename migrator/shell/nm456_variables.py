@@ -154,7 +154,7 @@ class VariablesMatcher:
                 continue
             reason = dropped_reason(name, self.text)
             if reason is not None:
-                self.report(ctx.start + item.start, DROPPED_VARIABLE, f"`{name}` removed: {reason}.")
+                self.report(ctx.at(item.start), DROPPED_VARIABLE, f"`{name}` removed: {reason}.")
                 dropped.append(item)
             elif name in MANUAL_VARIABLES:
                 self.todo(
@@ -219,7 +219,7 @@ class VariablesMatcher:
         for words in targets:
             self.add_bf16(ctx, words)
         self.report(
-            ctx.start + item.start,
+            ctx.at(item.start),
             PRECISION_FLAG,
             f"`{name}` removed; `--bf16` added to the Trainer launch{'es' if len(targets) > 1 else ''} it reached "
             "(bf16 autocast keeps float32 master weights, where XLA_USE_BF16 cast the weights themselves).",
@@ -231,9 +231,9 @@ class VariablesMatcher:
         if _has_bf16(words):
             return
         arguments = [w.value for w in words[_script_index(words) + 1 :]]
-        if ctx.start + words[-1].start in self.bf16_added:
+        if ctx.at(words[-1].start) in self.bf16_added:
             return
-        self.bf16_added.add(ctx.start + words[-1].start)
+        self.bf16_added.add(ctx.at(words[-1].start))
         spelled = next((v for v in arguments if v.lower() in ("true", "false")), None)
         value = "" if spelled is None else " True" if spelled[0] == "T" else " true"
         self.edit(ctx, words[-1].end, words[-1].end, f" --bf16{value}")
@@ -241,7 +241,7 @@ class VariablesMatcher:
     def survey(self, ctx: Context) -> list[tuple[int, list[Word]]]:
         """Every Python launch of the context (offset of its end, launched words), compile runs excluded."""
         if ctx.survey is None:
-            data = self.data[ctx.start : ctx.end]
+            data = ctx.data
             ctx.survey = []
             stack = [parse(data).root_node]
             while stack:

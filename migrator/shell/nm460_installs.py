@@ -128,7 +128,7 @@ class InstallsMatcher:
         replaced = sorted([*legacy, *stale], key=lambda w: w.start)
         if not replaced:
             return
-        self.report(ctx.start + replaced[0].start, PIP_INSTALL)
+        self.report(ctx.at(replaced[0].start), PIP_INSTALL)
         first = editable.get(replaced[0].start, replaced[0])  # an editable install goes with its `-e`
         self.edit(ctx, first.start, replaced[0].end, " ".join(_shell_quoted(text) for text in plan.added))
         values = [w.value for w in words]

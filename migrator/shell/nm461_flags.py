@@ -154,7 +154,7 @@ class FlagsMatcher:
             following = arguments[position + 1] if position + 1 < len(arguments) else None
             value = following if not equals and following and not following.text.startswith("--") else None
             flag = f"`--{name}`"
-            offset = ctx.start + item.start
+            offset = ctx.at(item.start)
             if (
                 name in _CPU_FLAGS
                 and name not in parser.own
@@ -221,7 +221,7 @@ class FlagsMatcher:
             note = SFT_CONFIG_ARGUMENTS[name].note
             message = f"`--{name}` left as it is: `{parser.script}` {how}; if it reaches TrainingArguments/SFTConfig, {change}"
             self.report(
-                ctx.start + item.start,
+                ctx.at(item.start),
                 FLAG_UNKNOWN_SCRIPT,
                 message + (f" ({note})" if note else ""),
                 fixed=False,
