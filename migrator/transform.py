@@ -58,6 +58,10 @@ class FileContext:
     module: cst.Module  # the input, unmodified
     code: str  # its text
     imported: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
+    # The imports the module makes outside functions and classes, wherever they stand (under `if __name__ ==
+    # "__main__":`, in a `try`, after the functions): bound by the time a function runs (see `qualified`).
+    module_imports: dict[str, str] = field(default_factory=dict)
+    function_depth: int = 0  # how many functions the walk is inside
     # Qualified names (or module prefixes) some rule handles; an imported source symbol outside is NM901.
     claimed: frozenset[str] = frozenset()
     line: cst.SimpleStatementLine | None = None  # the simple statement the walk is in (original node)
@@ -116,6 +120,8 @@ class FileContext:
             return None
         head, _, rest = name.partition(".")
         base = self.imported.get(head)
+        if base is None and self.function_depth:
+            base = self.module_imports.get(head)
         if base is None:
             return name
         return f"{base}.{rest}" if rest else base
@@ -238,6 +244,7 @@ class MigrationTransformer(cst.CSTTransformer):
             if not handler.TRIGGERS or not handler.TRIGGERS.isdisjoint(identifiers)
         ]
         ctx.claimed = frozenset().union(*(handler.SYMBOLS for handler in handlers))
+        ctx.module_imports = module_imports(ctx.module)
         self.comments = CommentKeeper()
         self._visitors: dict[str, list] = {}
         self._leavers: dict[str, list] = {}
@@ -250,6 +257,8 @@ class MigrationTransformer(cst.CSTTransformer):
             # Imports are always visited: they are recorded for `qualified` (and checked for NM901).
             self._static_hints = frozenset({"import"}).union(*(handler.HINTS for handler in self.handlers))
             ctx.hints = set(self._static_hints)
+            for local, qualified in ctx.module_imports.items():  # a function above the import uses it too
+                self._note_hint(local, qualified)
 
     def _methods(self, cache: dict[str, list], prefix: str, node_type: str) -> list:
         methods = cache.get(node_type)
@@ -267,6 +276,8 @@ class MigrationTransformer(cst.CSTTransformer):
             self.comments.index(node)
         elif kind is cst.SimpleStatementLine:
             self.ctx.line = node
+        elif kind is cst.FunctionDef:
+            self.ctx.function_depth += 1
         for method in self._methods(self._visitors, "visit_", kind.__name__):
             method(node)
         if kind in STATEMENT_CLASSES:
@@ -308,6 +319,8 @@ class MigrationTransformer(cst.CSTTransformer):
             result = method(original, result)
             if not isinstance(result, cst.CSTNode):  # removed or flattened: later handlers see nothing
                 break
+        if kind is cst.FunctionDef:
+            self.ctx.function_depth -= 1
         if kind in _COMMENT_HOLDERS:
             if kind is cst.SimpleStatementLine:
                 self.ctx.line = None
@@ -360,30 +373,71 @@ class MigrationTransformer(cst.CSTTransformer):
         return result.with_changes(leading_lines=[*result.leading_lines, *new_lines])
 
     def _record_import(self, node: cst.Import | cst.ImportFrom) -> None:
-        if isinstance(node, cst.Import):
-            for alias in node.names:
-                full = dotted_name(alias.name)
-                if alias.asname:
-                    self.ctx.imported[alias.asname.name.value] = full
-                    self._note_hint(alias.asname.name.value, full)
-                else:  # `import a.b` binds `a`
-                    head = full.split(".")[0]
-                    self.ctx.imported[head] = head
-            return
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-            return
-        module = dotted_name(node.module)
-        for alias in node.names:
-            name = alias.name.value
-            local = alias.asname.name.value if alias.asname else name
-            qualified = f"{module}.{name}"
+        for local, qualified in _bindings(node):
             self.ctx.imported[local] = qualified
-            self._note_hint(local, qualified)
+            if local != qualified:  # `import a.b` binds `a` itself: nothing to watch
+                self._note_hint(local, qualified)
 
     def _note_hint(self, local: str, qualified: str) -> None:
         """`local` names a hinted import (`from os import environ as env`): it is a hint too."""
         if self.ctx.hints is not None and any(hint in qualified for hint in self._static_hints):
             self.ctx.watch(local)
+
+
+# Statements whose blocks run as part of the module's own code (a function's or a class's body does not bind
+# module names).
+_MODULE_LEVEL_BLOCKS = (cst.If, cst.Try, cst.TryStar, cst.With, cst.For, cst.While)
+
+
+def module_imports(module: cst.Module) -> dict[str, str]:
+    """Local name -> qualified name of every import the module's own code makes, at any depth of its `if` /
+    `try` / `with` / loop blocks; a name two imports bind differently is left out (which one a function sees
+    depends on the branch taken)."""
+    found: dict[str, str | None] = {}
+    stack: list[cst.CSTNode] = list(reversed(module.body))
+    while stack:
+        statement = stack.pop()
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    for local, qualified in _bindings(small):
+                        found[local] = qualified if found.get(local, qualified) == qualified else None
+        elif isinstance(statement, _MODULE_LEVEL_BLOCKS):
+            blocks = [
+                statement.body,
+                getattr(statement, "orelse", None),
+                getattr(statement, "finalbody", None),
+            ]
+            blocks += [handler.body for handler in getattr(statement, "handlers", ())]
+            for block in blocks:
+                if isinstance(block, cst.Else | cst.Finally | cst.If):
+                    block = block if isinstance(block, cst.If) else block.body
+                if isinstance(block, cst.If):  # `elif`
+                    stack.append(block)
+                elif isinstance(block, cst.IndentedBlock):
+                    stack.extend(reversed(block.body))
+    return {local: qualified for local, qualified in found.items() if qualified is not None}
+
+
+def _bindings(node: cst.Import | cst.ImportFrom) -> list[tuple[str, str]]:
+    """(local name, qualified name) of what an import statement binds."""
+    if isinstance(node, cst.Import):
+        bound = []
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if alias.asname:
+                bound.append((alias.asname.name.value, full))
+            else:  # `import a.b` binds `a`
+                head = full.split(".")[0]
+                bound.append((head, head))
+        return bound
+    if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        return []
+    module = dotted_name(node.module)
+    return [
+        (alias.asname.name.value if alias.asname else alias.name.value, f"{module}.{alias.name.value}")
+        for alias in node.names
+    ]
 
 
 @dataclass
