@@ -16,6 +16,7 @@ import libcst as cst
 
 from migrator import notebook
 from migrator.beside import importer
+from migrator.families.inference.tables import COMPILED_HUB_REPO
 from migrator.families.leftovers.scan import scan_python, scan_shell
 from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
@@ -48,13 +49,14 @@ LEFTOVER_HINTS = (
     "neuron-migrate",
     "torch-neuron",
     "neuron-cc",
+    "aws-neuron/",
     *PLATFORM_HINTS,
 )
 LEFTOVER_MARKERS = re.compile(
     r"\bneuron_parallel_compile\b|\bneuron_multi_node\b|\boptimum-(?:cli|neuron)\b|\bHF_NUM_CORES\b"
     r"|\b(?:ml\.)?(?:inf1|inf2|trn1n?)\.\w*large\b|\b(?:huggingface|pytorch)-[\w.:-]*neuronx\b|\bneuronx-tgi\b"
     r"|\btorch-neuron\b|\bneuron-cc\b|\bml_(?:inf[12]|trn1)\b|\bNEURONCORE_GROUP_SIZES\b"
-    r"|# TODO\(neuron-migrate\)"
+    r"|# TODO\(neuron-migrate\)|(?<![\w./-])" + COMPILED_HUB_REPO
 )
 # Shell launchers are cheap to scan line by line; optimum-neuron training flags alone mark one too.
 SHELL_HINTS = ("optimum", "neuron", "xla", "XLA_", "NEURON_", "--zero_1", *PLATFORM_HINTS)

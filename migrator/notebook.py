@@ -25,6 +25,7 @@ from functools import partial
 import nbformat
 from nbformat.validator import MissingIDFieldWarning
 
+from migrator.families.leftovers.scan import CELL_MARKER_PREFIX
 from migrator.rules import Example, Finding, Rule, Severity
 from migrator.shell.installs import python_imports
 from migrator.shell.requirements import migrate_requirements
@@ -72,8 +73,8 @@ WRITEFILE_CONFIG = Rule(
     examples=(_example("%%writefile config.yaml\ntraining:\n  zero_1: true\n  tensor_parallel_size: 8"),),
 )
 
-_CELL_MARKER = "import __neuron_migrate_cell_{}__"
-_CELL_MARKER_RE = re.compile(r"^import __neuron_migrate_cell_(\d+)__\n", re.MULTILINE)
+_CELL_MARKER = f"import {CELL_MARKER_PREFIX}{{}}__"
+_CELL_MARKER_RE = re.compile(rf"^import {CELL_MARKER_PREFIX}(\d+)__\n", re.MULTILINE)
 _PLACEHOLDER = "import __neuron_migrate_magic_{}__"
 _PLACEHOLDER_RE = re.compile(r"[ \t]*import __neuron_migrate_magic_(\d+)__")
 _SHELL_MARKER = "# __neuron_migrate_command_{}__"

@@ -250,5 +250,7 @@ DIFFUSION_MANUAL_ARGS = {
     "tensor_parallel_size": "optimum-neuron sharded the Flux transformer over NeuronCores and Diffusers has no "
     "tensor-parallel plan for it; load on one device or shard it by hand with DTensor",
 }
-# Hub ids of precompiled models published by AWS (aws-neuron/<model>-neuron[-latency|-budget...]).
-COMPILED_HUB_ID = r"^aws-neuron/.*neuron"
+# Hub repositories of models compiled by optimum-neuron that AWS publishes: `aws-neuron/<model>-neuron[-latency]`,
+# `-seqlen-2048-bs-4`, `-1024x1024`, `-cores-2`, and the compile cache `aws-neuron/optimum-neuron-cache`.
+COMPILED_HUB_REPO = r"aws-neuron/[\w.-]*?(?:neuron|seqlen|-bs-?\d|\d+x\d+|cores)[\w.-]*"
+COMPILED_HUB_ID = rf"^{COMPILED_HUB_REPO}"

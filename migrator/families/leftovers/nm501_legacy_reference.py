@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from migrator.families.environment.variables import DROPPED_VARIABLES, MANUAL_VARIABLES, other_xla_frontend
+from migrator.families.inference.tables import COMPILED_HUB_REPO
 from migrator.families.leftovers.patterns import Pattern
 from migrator.rules import Example, Rule, Severity
 
@@ -16,7 +17,8 @@ LEGACY_REFERENCE = Rule(
     "`optimum-cli ... neuron`, vLLM's `vllm.entrypoints.neuron_multi_node` / `NEURON_MULTI_NODE`, "
     "an XLA-only variable (also in a SageMaker job's `environment`: `RUN_NEURON_PARALLEL_COMPILE`), "
     'an `"xla"` device, `model.neuron_config`, `config.neuron_batch_size`, '
-    "`push_to_hub(..., repository_id=...)`, `TasksManager`, Ray Train's `TorchXLAConfig`",
+    "`push_to_hub(..., repository_id=...)`, `TasksManager`, Ray Train's `TorchXLAConfig`, a Hub repository of "
+    'models compiled by optimum-neuron (`snapshot_download("aws-neuron/...-seqlen-2048-bs-4")`)',
     "A TODO on its statement (once; a rerun adds none) and one manual finding per distinct reference: "
     "nothing on TorchNeuron provides it, so the file is not migrated until a person removes or replaces it.",
     examples=(
@@ -201,6 +203,16 @@ PATTERNS = (
         'use ray.train.torch.TorchConfig(backend="neuron") (the process group TorchNeuron registers; check that '
         "your Ray version passes it through) and run the training once",
         subject="TorchXLAConfig",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(rf"(?<![\w./-]){COMPILED_HUB_REPO}"),  # not a URL's path (github.com/aws-neuron/...)
+        ("aws-neuron/",),
+        "`{0}` is a Hub repository of models compiled by optimum-neuron, which Transformers / Diffusers cannot "
+        "load",
+        "download and load the original checkpoint it was exported from (its model card, or `neuron.checkpoint_id` "
+        'in its config.json) on device "neuron"',
+        strings_only=True,
     ),
     Pattern(
         LEGACY_REFERENCE,

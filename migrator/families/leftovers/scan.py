@@ -2,9 +2,12 @@
 
 Code and strings count, comments do not: Python is read with `tokenize` (its COMMENT tokens are blanked,
 its STRING tokens mark where strings are), shell with tree-sitter's bash grammar (its `comment` nodes are
-blanked). Each remaining reference gets a TODO above its statement, unless a TODO of neuron-migrate is
-already there (a rule's, which reports it, or this scan's from a previous run, which adds none), and each
-distinct reference one manual finding, placed on the input line the statement came from.
+blanked). Text a program only shows is not a decision either: strings it prints, logs, raises, asserts or
+gives as help (`print`, `logger.info`, `raise`, `assert`, `help=`, a pytest skip reason; `echo`, `printf`, a
+heredoc `cat` prints) are skipped. The same reference in one function (or in the code outside functions) is
+one decision: it gets one TODO, above its first statement unless a TODO of neuron-migrate already covers one
+(a rule's, which reports it, or this scan's from a previous run, which adds none), and one manual finding
+that names the other lines, placed on the input line the statement came from.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from migrator.rules import Finding
 from migrator.transform import TODO_PREFIX
 
 PATTERNS: tuple[Pattern, ...] = (*nm501_legacy_reference.PATTERNS, *nm502_platform.PATTERNS)
+# How a notebook's Python cells are marked once joined into one module (`migrator.notebook`).
+CELL_MARKER_PREFIX = "__neuron_migrate_cell_"
 _SCAN_CODES = frozenset(pattern.rule.code for pattern in PATTERNS)
 _UNINSTALL = re.compile(r"\bpip3?\W+uninstall\b")
 
@@ -36,6 +41,7 @@ class _Hit:
     line: int  # 0-based line of the reference in the output
     column: int  # 1-based column of the reference
     statement: int  # 0-based first line of the statement that holds it (where its TODO goes)
+    scope: int  # 0-based first line of the function that holds it, -1 outside functions
 
     @property
     def todo(self) -> str:
@@ -56,15 +62,20 @@ def scan_python(before: str, after: str, findings: list[Finding]) -> tuple[str, 
     findings = findings + _unreported_todos(before, lines, todo_comments, findings)
     statements: list[_Statements] = []  # read from the AST for the first hit only
 
-    def statement_of(line: int, offset: int) -> int:
+    def tree() -> _Statements:
         if not statements:
             statements.append(_Statements.of(after, len(lines) + 1))
-        return statements[0].start_of(line)
+        return statements[0]
 
-    hits = _hits(masked, strings, statement_of)
+    def where(line: int, offset: int) -> tuple[int, int] | None:
+        if tree().shown(offset):
+            return None
+        return tree().start_of(line), tree().scope_of(line)
+
+    hits = _hits(masked, strings, where)
     if not hits:
         return after, findings
-    return _apply(before, after, lines, hits, findings, statements[0].import_users(hits))
+    return _apply(before, after, lines, hits, findings, tree().import_users(hits))
 
 
 def _unreported_todos(
@@ -116,13 +127,58 @@ def scan_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, l
     text = masked.decode()
     ascii_only = text.isascii()
 
-    def statement_of(line: int, offset: int) -> int:
+    def where(line: int, offset: int) -> tuple[int, int] | None:
         byte = offset if ascii_only else len(text[:offset].encode())
         node = tree.root_node.descendant_for_byte_range(byte, byte)
-        statement = block_statement(node) if node is not None else None
-        return statement.start_point[0] if statement is not None else line
+        if node is None:
+            return line, -1
+        if shown_by_shell(node):
+            return None
+        statement = block_statement(node)
+        function = next((n for n in _ancestors(node) if n.type == "function_definition"), None)
+        return (
+            statement.start_point[0] if statement is not None else line,
+            function.start_point[0] if function is not None else -1,
+        )
 
-    return _apply(before, after, _split_lines(after), _hits(text, None, statement_of), findings)
+    return _apply(before, after, _split_lines(after), _hits(text, None, where), findings)
+
+
+# Commands whose arguments are text shown to a person.
+_SHELL_PRINTERS = frozenset({"echo", "printf"})
+
+
+def shown_by_shell(node) -> bool:
+    """Whether `node` is text a shell script only shows: an argument of `echo` / `printf`, or the body of a
+    heredoc that `cat` prints (no file to write)."""
+    for ancestor in _ancestors(node):
+        if ancestor.type == "command":
+            name = ancestor.child_by_field_name("name")
+            program = name.text.decode().rsplit("/", 1)[-1] if name is not None else ""
+            return program in _SHELL_PRINTERS and not (name.start_byte <= node.start_byte < name.end_byte)
+        if ancestor.type == "heredoc_body":
+            statement = ancestor.parent.parent if ancestor.parent is not None else None
+            command = statement.child_by_field_name("body") if statement is not None else None
+            name = command.child_by_field_name("name") if command is not None else None
+            prints = name is not None and name.text.decode() == "cat"
+            return prints and not any(
+                child.type == "file_redirect" for child in _ancestors_children(statement)
+            )
+    return False
+
+
+def _ancestors(node):
+    while node is not None:
+        yield node
+        node = node.parent
+
+
+def _ancestors_children(statement):
+    stack = [statement] if statement is not None else []
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(c for c in current.children if c.type != "heredoc_body")
 
 
 def _python_code(code: str) -> tuple[str | None, list[tuple[int, int]], list[tuple[int, str]]]:
@@ -165,11 +221,15 @@ _LINE_ENDS = (tokenize.NEWLINE, tokenize.ENDMARKER)
 
 
 class _Statements:
-    """The statements of the migrated module, from its AST: where each line's statement starts, and the
-    import statements."""
+    """The statements of the migrated module, from its AST: where each line's statement starts, which function
+    holds it, the import statements, and the strings the program only shows (`shown`)."""
 
-    def __init__(self, tree: ast.Module, count: int) -> None:
+    def __init__(self, tree: ast.Module, count: int, code: str = "") -> None:
         self.tree = tree
+        self.code = code
+        self._shown: list[tuple[int, int]] | None = None
+        self.functions: list[tuple[int, int]] = []  # 0-based first and last lines of each function
+        self.cells: list[int] = []  # 0-based lines of the markers between a notebook's cells
         # For each 0-based line of the module, the first line of the innermost statement that holds it.
         self.starts = list(range(count))
         self.imports: dict[int, ast.Import | ast.ImportFrom] = {}  # first line -> import statement
@@ -181,6 +241,10 @@ class _Statements:
             ordered.append((depth, node))
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.imports[node.lineno - 1] = node
+                if depth == 0 and node.names[0].name.startswith(CELL_MARKER_PREFIX):
+                    self.cells.append(node.lineno - 1)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.append((node.lineno - 1, (node.end_lineno or node.lineno) - 1))
             for child in ast.iter_child_nodes(node):
                 # The statements of an `except` / `case` block sit one level down, in the handler or case.
                 inner = child.body if isinstance(child, (ast.excepthandler, ast.match_case)) else [child]
@@ -195,10 +259,30 @@ class _Statements:
             tree = ast.parse(code)
         except SyntaxError:  # code libcst reads and Python's parser does not: TODOs go on the line itself
             tree = ast.Module(body=[], type_ignores=[])
-        return cls(tree, count)
+        return cls(tree, count, code)
 
     def start_of(self, line: int) -> int:
         return self.starts[min(line, len(self.starts) - 1)]
+
+    def scope_of(self, line: int) -> int:
+        """The first line of the innermost function that holds `line`; outside functions, -1, or in a notebook
+        the line of its cell's marker, negated (each cell is a block of its own)."""
+        inner = -1
+        for first, last in self.functions:
+            if first <= line <= last and first > inner:
+                inner = first
+        if inner < 0 and self.cells:
+            inner = -2 - max((cell for cell in self.cells if cell <= line), default=-1)
+        return inner
+
+    def shown(self, offset: int) -> bool:
+        """Whether the character at `offset` is in a string the program only shows (see `_ShownStrings`)."""
+        if self._shown is None:
+            finder = _ShownStrings(self.code)
+            finder.visit(self.tree)
+            self._shown = sorted(finder.spans)
+        index = bisect_right(self._shown, (offset, float("inf"))) - 1
+        return index >= 0 and self._shown[index][0] <= offset < self._shown[index][1]
 
     def import_users(self, hits: list[_Hit]) -> dict[int, list[int]]:
         """First line of each import statement a hit is on -> first lines of the statements that use a
@@ -221,10 +305,103 @@ class _Statements:
         return users
 
 
+# Calls whose arguments are shown to a person: `print(...)`, a logger's methods, `warnings.warn`...
+_PRINT_FUNCTIONS = frozenset({"print", "pprint", "warn", "master_print", "echo", "secho"})
+_LOG_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}
+)
+_STREAMLIT = frozenset(
+    {"write", "markdown", "text", "caption", "info", "warning", "error", "success", "title"}
+)
+# Keyword arguments (and `metadata={"help": ...}` keys) that hold text for a person: help, usage, a skip reason.
+_TEXT_KEYWORDS = frozenset({"help", "description", "epilog", "usage", "reason", "msg"})
+_PYTEST_OUTCOMES = frozenset({"skip", "xfail", "fail", "exit"})
+
+
+class _ShownStrings(ast.NodeVisitor):
+    """Character spans of the string literals a program only prints, logs, raises, asserts or shows as help."""
+
+    def __init__(self, code: str) -> None:
+        self.lines = _split_lines(code)
+        self.starts = [0]
+        for line in self.lines:
+            self.starts.append(self.starts[-1] + len(line))
+        self.spans: list[tuple[int, int]] = []
+
+    def _offset(self, line: int, column: int) -> int:
+        text = self.lines[line - 1] if line - 1 < len(self.lines) else ""
+        return self.starts[line - 1] + len(text.encode()[:column].decode(errors="replace"))
+
+    def _span(self, node: ast.AST) -> tuple[int, int]:
+        return self._offset(node.lineno, node.col_offset), self._offset(node.end_lineno, node.end_col_offset)
+
+    def _strings(self, node: ast.AST | None) -> None:
+        """The string literals in `node`; an f-string's text, not the code in its braces (`{model.neuron_config}`
+        still runs)."""
+        if node is None:
+            return
+        if isinstance(node, ast.JoinedStr):
+            start, end = self._span(node)
+            for value in node.values:
+                if isinstance(value, ast.FormattedValue):
+                    hole_start, hole_end = self._span(value.value)
+                    self.spans.append((start, hole_start))
+                    start = hole_end
+                    self._strings(value.value)
+            self.spans.append((start, end))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            self.spans.append(self._span(node))
+        else:
+            for child in ast.iter_child_nodes(node):
+                self._strings(child)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if _shows(node.func):
+            self._strings(node)
+            return
+        for keyword in node.keywords:
+            if keyword.arg in _TEXT_KEYWORDS:
+                self._strings(keyword.value)
+        self.generic_visit(node)
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        for key, value in zip(node.keys, node.values, strict=True):
+            if isinstance(key, ast.Constant) and key.value in _TEXT_KEYWORDS:
+                self._strings(value)
+        self.generic_visit(node)
+
+    def visit_Raise(self, node: ast.Raise) -> None:
+        self._strings(node.exc)
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        self._strings(node)
+
+
+def _shows(func: ast.expr) -> bool:
+    """`print`, `logger.info`, `logging.warning`, `warnings.warn`, `xm.master_print`, `click.echo`,
+    `st.write`, `pytest.skip`: a call that shows its arguments to a person."""
+    if isinstance(func, ast.Name):
+        return func.id in _PRINT_FUNCTIONS
+    if not isinstance(func, ast.Attribute):
+        return False
+    owner = func.value
+    owner_name = (owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")).lower()
+    if func.attr in _PRINT_FUNCTIONS and func.attr != "warn":
+        return True  # console.print, xm.master_print, click.echo
+    if func.attr in _LOG_METHODS and ("log" in owner_name or owner_name == "warnings"):
+        return True
+    if owner_name == "st" and func.attr in _STREAMLIT:
+        return True
+    return owner_name == "pytest" and func.attr in _PYTEST_OUTCOMES
+
+
 def _hits(
-    text: str, strings: list[tuple[int, int]] | None, statement_of: Callable[[int, int], int]
+    text: str,
+    strings: list[tuple[int, int]] | None,
+    where: Callable[[int, int], tuple[int, int] | None],
 ) -> list[_Hit]:
-    """Every match of every pattern, with the first line of its statement (`statement_of(line, offset)`)."""
+    """Every match of every pattern, with the first line of its statement and of its function (`where(line,
+    offset)`, None for text the program only shows)."""
     line_starts = [0] + [match.end() for match in re.finditer("\n", text)]
     string_starts = [start for start, _ in strings] if strings is not None else []
     hits = []
@@ -240,8 +417,9 @@ def _hits(
             if _UNINSTALL.search(text, line_starts[line], match.start()):
                 continue  # `pip uninstall torch-xla`: removing the legacy package is the migration
             column = match.start() - line_starts[line] + 1
-            statement = statement_of(line, match.start())
-            hits.append(_Hit(pattern, match.group(0), match.start(), line, column, statement))
+            found = where(line, match.start())
+            if found is not None:
+                hits.append(_Hit(pattern, match.group(0), match.start(), line, column, *found))
     return sorted(hits, key=lambda hit: hit.offset)
 
 
@@ -257,37 +435,48 @@ def _apply(
         return after, findings
     # A TODO of another rule above the statement covers it, provided that rule reported manual work.
     manual_reported = any(not finding.fixed for finding in findings)
-    inserts: dict[int, list[str]] = {}
-    reported: dict[tuple[str, str], _Hit] = {}
+    groups: dict[tuple[int, str, str], list[_Hit]] = {}  # (function, code, subject) -> hits: one decision
+    covered: set[int] = set()  # statements a group of hits stands for
     import_users = import_users or {}
     # Imports last: whether the statements that use them carry a TODO includes the ones added here.
     for hit in sorted(hits, key=lambda hit: hit.statement in import_users):
         users = import_users.get(hit.statement)
-        if users and all(_todos_above(lines, user) or inserts.get(user) for user in users):
+        if users and all(_todos_above(lines, user) or user in covered for user in users):
             continue
         above = _todos_above(lines, hit.statement)
-        if hit.todo not in above:
-            if manual_reported and any(not _is_scan_todo(todo) for todo in above):
-                continue
-            if hit.todo not in inserts.setdefault(hit.statement, []):
-                inserts[hit.statement].append(hit.todo)
-        reported.setdefault((hit.pattern.rule.code, hit.pattern.subject_of(hit.found)), hit)
-    if not reported:
+        if hit.todo not in above and manual_reported and any(not _is_scan_todo(todo) for todo in above):
+            continue
+        key = (hit.scope, hit.pattern.rule.code, hit.pattern.subject_of(hit.found))
+        groups.setdefault(key, []).append(hit)
+        covered.add(hit.statement)
+    if not groups:
         return after, findings
     to_input = _line_map(before, lines)
-    added = [
-        Finding(
-            hit.pattern.rule,
-            to_input(hit.line) + 1,
-            hit.column,
-            f"{hit.pattern.why.format(hit.found)}; {hit.pattern.action}",
-            False,
-            why=hit.pattern.why.format(hit.found),
-            todo=hit.pattern.action,
-            subject=subject,
+    inserts: dict[int, list[str]] = {}
+    added = []
+    for group in groups.values():
+        # The TODO stays where a previous run put it, else goes above the first statement.
+        first = next((hit for hit in group if hit.todo in _todos_above(lines, hit.statement)), None)
+        if first is None:
+            first = group[0]
+            if first.todo not in inserts.setdefault(first.statement, []):
+                inserts[first.statement].append(first.todo)
+        others = sorted({to_input(hit.line) + 1 for hit in group if hit.statement != first.statement})
+        why = first.pattern.why.format(first.found)
+        if others:
+            why += f" (also on line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))})"
+        added.append(
+            Finding(
+                first.pattern.rule,
+                to_input(first.line) + 1,
+                first.column,
+                f"{why}; {first.pattern.action}",
+                False,
+                why=why,
+                todo=first.pattern.action,
+                subject=first.pattern.subject_of(first.found),
+            )
         )
-        for (_, subject), hit in sorted(reported.items(), key=lambda item: item[1].offset)
-    ]
     out = []
     for number, line in enumerate(lines):
         if number in inserts:
