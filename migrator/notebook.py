@@ -25,12 +25,11 @@ from functools import partial
 import nbformat
 from nbformat.validator import MissingIDFieldWarning
 
-from migrator.families.leftovers.scan import CELL_MARKER_PREFIX
 from migrator.rules import Example, Finding, Rule, Severity
 from migrator.shell.installs import python_imports
 from migrator.shell.requirements import migrate_requirements
 from migrator.sources import is_requirements
-from migrator.transform import TODO_PREFIX
+from migrator.transform import CELL_MARKER_PREFIX, TODO_PREFIX
 from migrator.verify import MigrationError
 
 Rewriter = Callable[[str], tuple[str, list[Finding]]]
@@ -523,7 +522,14 @@ def _migrate_one(cell: PythonCell, migrate_python, findings):
 def _in_python_cell(finding: Finding, cell: PythonCell, python_line: int) -> Finding:
     """A finding on line `python_line` (0-based) of the placeholder text, moved to the cell's own lines."""
     line = cell.line_of[python_line] + 1 if 0 <= python_line < len(cell.line_of) else python_line + 1
-    return replace(finding, line=line, cell=cell.number)
+    # Its other lines are in the same cell (a cell is a block of its own): moved the same way.
+    first = finding.line - python_line
+    others = {
+        other: cell.line_of[other - first] + 1
+        for other in finding.also
+        if 0 <= other - first < len(cell.line_of)
+    }
+    return finding.moved(others, line=line, cell=cell.number)
 
 
 def _restore(text: str, magics: list[str | None]) -> str:

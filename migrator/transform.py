@@ -21,10 +21,12 @@ import libcst as cst
 
 from migrator.cst_helpers import CommentKeeper, dotted_name
 from migrator.imports import ImportRequest, add_missing_imports, code_without_unused_imports
-from migrator.rules import Finding, Rule
+from migrator.rules import Finding, Rule, also_on
 from migrator.source_map import STATEMENT_CLASSES, STATEMENT_TYPES, SourceIndex, SourceMap
 
 TODO_PREFIX = "# TODO(neuron-migrate):"
+# How a notebook's Python cells are marked once joined into one module (`migrator.notebook`).
+CELL_MARKER_PREFIX = "__neuron_migrate_cell_"
 # Module prefixes whose imports mark a file as something to migrate.
 SOURCE_MODULES = (
     "optimum.neuron",
@@ -48,6 +50,7 @@ class _Report:
     why: str | None = None
     todo: str | None = None
     subject: str | None = None
+    also: list[cst.CSTNode] = field(default_factory=list)  # the same TODO's other nodes in its block
 
 
 @dataclass
@@ -61,7 +64,9 @@ class FileContext:
     # The imports the module makes outside functions and classes, wherever they stand (under `if __name__ ==
     # "__main__":`, in a `try`, after the functions): bound by the time a function runs (see `qualified`).
     module_imports: dict[str, str] = field(default_factory=dict)
-    function_depth: int = 0  # how many functions the walk is inside
+    functions: list[cst.FunctionDef] = field(default_factory=list)  # the functions the walk is inside
+    # The notebook cell the walk is in (its marker statement), outside functions: a block of its own.
+    cell: cst.CSTNode | None = None
     # Qualified names (or module prefixes) some rule handles; an imported source symbol outside is NM901.
     claimed: frozenset[str] = frozenset()
     line: cst.SimpleStatementLine | None = None  # the simple statement the walk is in (original node)
@@ -75,6 +80,7 @@ class FileContext:
     notebook: bool = False
     _hint_pattern: re.Pattern[str] | None = None
     _states: dict[type, object] = field(default_factory=dict)
+    _todo_blocks: dict[tuple[cst.CSTNode | None, str], _Report] = field(default_factory=dict)
 
     @cached_property
     def source(self) -> SourceIndex:
@@ -120,7 +126,7 @@ class FileContext:
             return None
         head, _, rest = name.partition(".")
         base = self.imported.get(head)
-        if base is None and self.function_depth:
+        if base is None and self.functions:
             base = self.module_imports.get(head)
         if base is None:
             return name
@@ -153,8 +159,17 @@ class FileContext:
         message and the TODO); without them, the rule's own action.
         """
         text = f"{why}; {action}" if why and action else why or rule.action
-        self.reports.append(_Report(node, rule, text, False, why, action, subject))
-        self.pending_todos.append(f"{TODO_PREFIX} {rule.code} {text}")
+        comment = f"{TODO_PREFIX} {rule.code} {text}"
+        # The same TODO again in one function (or notebook cell, or the code outside functions) is the same
+        # decision: one TODO, above its first statement, and one finding that names the other lines.
+        block = (self.functions[-1] if self.functions else self.cell, comment)
+        first = self._todo_blocks.get(block)
+        if first is not None:
+            first.also.append(node)
+            return
+        self._todo_blocks[block] = report = _Report(node, rule, text, False, why, action, subject)
+        self.reports.append(report)
+        self.pending_todos.append(comment)
 
     def launch(self, processes: str = "N", script: str = "train.py") -> str:
         """What to do so that a rewrite runs as `processes` processes (one per rank, as Transformers'
@@ -276,8 +291,10 @@ class MigrationTransformer(cst.CSTTransformer):
             self.comments.index(node)
         elif kind is cst.SimpleStatementLine:
             self.ctx.line = node
+            if self.ctx.notebook and not self.ctx.functions and _is_cell_marker(node):
+                self.ctx.cell = node
         elif kind is cst.FunctionDef:
-            self.ctx.function_depth += 1
+            self.ctx.functions.append(node)
         for method in self._methods(self._visitors, "visit_", kind.__name__):
             method(node)
         if kind in STATEMENT_CLASSES:
@@ -320,7 +337,7 @@ class MigrationTransformer(cst.CSTTransformer):
             if not isinstance(result, cst.CSTNode):  # removed or flattened: later handlers see nothing
                 break
         if kind is cst.FunctionDef:
-            self.ctx.function_depth -= 1
+            self.ctx.functions.pop()
         if kind in _COMMENT_HOLDERS:
             if kind is cst.SimpleStatementLine:
                 self.ctx.line = None
@@ -382,6 +399,16 @@ class MigrationTransformer(cst.CSTTransformer):
         """`local` names a hinted import (`from os import environ as env`): it is a hint too."""
         if self.ctx.hints is not None and any(hint in qualified for hint in self._static_hints):
             self.ctx.watch(local)
+
+
+def _is_cell_marker(line: cst.SimpleStatementLine) -> bool:
+    """The statement that marks where a notebook's cell starts in the module of its Python cells."""
+    statement = line.body[0]
+    return (
+        isinstance(statement, cst.Import)
+        and isinstance(statement.names[0].name, cst.Name)
+        and statement.names[0].name.value.startswith(CELL_MARKER_PREFIX)
+    )
 
 
 # Statements whose blocks run as part of the module's own code (a function's or a class's body does not bind
@@ -476,16 +503,22 @@ def _place(ctx: FileContext) -> list[Finding]:
     findings = []
     for report in ctx.reports:
         line, column = ctx.source_map.position(report.node) or (1, 1)
+        message, why = report.message, report.why
+        others = sorted({(ctx.source_map.position(node) or (line,))[0] for node in report.also} - {line})
+        if others:
+            why = (why or report.rule.action) + also_on(others)
+            message = f"{why}; {report.todo}" if report.todo else why
         findings.append(
             Finding(
                 report.rule,
                 line,
                 column,
-                report.message,
+                message,
                 report.fixed,
-                why=report.why,
+                why=why,
                 todo=report.todo,
                 subject=report.subject,
+                also=tuple(others),
             )
         )
     return sorted(findings, key=lambda f: (f.line, f.column, f.code))

@@ -23,12 +23,10 @@ from dataclasses import dataclass
 
 from migrator.families.leftovers import nm501_legacy_reference, nm502_platform
 from migrator.families.leftovers.patterns import Pattern
-from migrator.rules import Finding
-from migrator.transform import TODO_PREFIX
+from migrator.rules import Finding, also_on
+from migrator.transform import CELL_MARKER_PREFIX, TODO_PREFIX
 
 PATTERNS: tuple[Pattern, ...] = (*nm501_legacy_reference.PATTERNS, *nm502_platform.PATTERNS)
-# How a notebook's Python cells are marked once joined into one module (`migrator.notebook`).
-CELL_MARKER_PREFIX = "__neuron_migrate_cell_"
 _SCAN_CODES = frozenset(pattern.rule.code for pattern in PATTERNS)
 _UNINSTALL = re.compile(r"\bpip3?\W+uninstall\b")
 
@@ -438,6 +436,11 @@ def _apply(
     groups: dict[tuple[int, str, str], list[_Hit]] = {}  # (function, code, subject) -> hits: one decision
     covered: set[int] = set()  # statements a group of hits stands for
     import_users = import_users or {}
+    to_input = _line_map(before, lines)
+    # Statements a rule's TODO stands for, above another statement of their block.
+    also = {line for finding in findings if not finding.fixed for line in finding.also}
+    if also:
+        covered.update(line for line in range(len(lines)) if to_input(line) + 1 in also)
     # Imports last: whether the statements that use them carry a TODO includes the ones added here.
     for hit in sorted(hits, key=lambda hit: hit.statement in import_users):
         users = import_users.get(hit.statement)
@@ -451,7 +454,6 @@ def _apply(
         covered.add(hit.statement)
     if not groups:
         return after, findings
-    to_input = _line_map(before, lines)
     inserts: dict[int, list[str]] = {}
     added = []
     for group in groups.values():
@@ -462,9 +464,7 @@ def _apply(
             if first.todo not in inserts.setdefault(first.statement, []):
                 inserts[first.statement].append(first.todo)
         others = sorted({to_input(hit.line) + 1 for hit in group if hit.statement != first.statement})
-        why = first.pattern.why.format(first.found)
-        if others:
-            why += f" (also on line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))})"
+        why = first.pattern.why.format(first.found) + also_on(others)
         added.append(
             Finding(
                 first.pattern.rule,
@@ -475,6 +475,7 @@ def _apply(
                 why=why,
                 todo=first.pattern.action,
                 subject=first.pattern.subject_of(first.found),
+                also=tuple(others),
             )
         )
     out = []
