@@ -65,7 +65,9 @@ class FileContext:
     # "__main__":`, in a `try`, after the functions): bound by the time a function runs (see `qualified`).
     module_imports: dict[str, str] = field(default_factory=dict)
     functions: list[cst.FunctionDef] = field(default_factory=list)  # the functions the walk is inside
-    # The notebook cell the walk is in (its marker statement), outside functions: a block of its own.
+    # The module-level function or class the walk is in, else the notebook cell (its marker statement): the
+    # block where one TODO stands for a decision repeated in it.
+    definition: cst.FunctionDef | cst.ClassDef | None = None
     cell: cst.CSTNode | None = None
     # Qualified names (or module prefixes) some rule handles; an imported source symbol outside is NM901.
     claimed: frozenset[str] = frozenset()
@@ -160,9 +162,9 @@ class FileContext:
         """
         text = f"{why}; {action}" if why and action else why or rule.action
         comment = f"{TODO_PREFIX} {rule.code} {text}"
-        # The same TODO again in one function (or notebook cell, or the code outside functions) is the same
-        # decision: one TODO, above its first statement, and one finding that names the other lines.
-        block = (self.functions[-1] if self.functions else self.cell, comment)
+        # The same TODO again in one block (a module-level function or class, a notebook cell, the rest of the
+        # module) is the same decision: one TODO, above its first statement, and one finding naming the others.
+        block = (self.definition or self.cell, comment)
         first = self._todo_blocks.get(block)
         if first is not None:
             first.also.append(node)
@@ -291,10 +293,13 @@ class MigrationTransformer(cst.CSTTransformer):
             self.comments.index(node)
         elif kind is cst.SimpleStatementLine:
             self.ctx.line = node
-            if self.ctx.notebook and not self.ctx.functions and _is_cell_marker(node):
+            if self.ctx.notebook and self.ctx.definition is None and _is_cell_marker(node):
                 self.ctx.cell = node
-        elif kind is cst.FunctionDef:
-            self.ctx.functions.append(node)
+        elif kind is cst.FunctionDef or kind is cst.ClassDef:
+            if kind is cst.FunctionDef:
+                self.ctx.functions.append(node)
+            if self.ctx.definition is None:
+                self.ctx.definition = node
         for method in self._methods(self._visitors, "visit_", kind.__name__):
             method(node)
         if kind in STATEMENT_CLASSES:
@@ -338,6 +343,8 @@ class MigrationTransformer(cst.CSTTransformer):
                 break
         if kind is cst.FunctionDef:
             self.ctx.functions.pop()
+        if original is self.ctx.definition:
+            self.ctx.definition = None
         if kind in _COMMENT_HOLDERS:
             if kind is cst.SimpleStatementLine:
                 self.ctx.line = None

@@ -4,10 +4,11 @@ Code and strings count, comments do not: Python is read with `tokenize` (its COM
 its STRING tokens mark where strings are), shell with tree-sitter's bash grammar (its `comment` nodes are
 blanked). Text a program only shows is not a decision either: strings it prints, logs, raises, asserts or
 gives as help (`print`, `logger.info`, `raise`, `assert`, `help=`, a pytest skip reason; `echo`, `printf`, a
-heredoc `cat` prints) are skipped. The same reference in one function (or in the code outside functions) is
-one decision: it gets one TODO, above its first statement unless a TODO of neuron-migrate already covers one
-(a rule's, which reports it, or this scan's from a previous run, which adds none), and one manual finding
-that names the other lines, placed on the input line the statement came from.
+heredoc `cat` prints) are skipped. The same reference in one block (a module-level function or class, a
+notebook cell, the rest of the module) is one decision: it gets one TODO, above its first statement unless a
+TODO of neuron-migrate already covers one (a rule's, which reports it, or this scan's from a previous run,
+which adds none), and one manual finding that names the other lines, placed on the input line the statement
+came from.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class _Hit:
     line: int  # 0-based line of the reference in the output
     column: int  # 1-based column of the reference
     statement: int  # 0-based first line of the statement that holds it (where its TODO goes)
-    scope: int  # 0-based first line of the function that holds it, -1 outside functions
+    scope: int  # 0-based first line of the outermost function (or class) that holds it, -1 outside them
 
     @property
     def todo(self) -> str:
@@ -133,7 +134,8 @@ def scan_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, l
         if shown_by_shell(node):
             return None
         statement = block_statement(node)
-        function = next((n for n in _ancestors(node) if n.type == "function_definition"), None)
+        functions = [n for n in _ancestors(node) if n.type == "function_definition"]
+        function = functions[-1] if functions else None
         return (
             statement.start_point[0] if statement is not None else line,
             function.start_point[0] if function is not None else -1,
@@ -226,7 +228,7 @@ class _Statements:
         self.tree = tree
         self.code = code
         self._shown: list[tuple[int, int]] | None = None
-        self.functions: list[tuple[int, int]] = []  # 0-based first and last lines of each function
+        self.definitions: list[tuple[int, int]] = []  # 0-based first and last lines of each function, class
         self.cells: list[int] = []  # 0-based lines of the markers between a notebook's cells
         # For each 0-based line of the module, the first line of the innermost statement that holds it.
         self.starts = list(range(count))
@@ -241,8 +243,8 @@ class _Statements:
                 self.imports[node.lineno - 1] = node
                 if depth == 0 and node.names[0].name.startswith(CELL_MARKER_PREFIX):
                     self.cells.append(node.lineno - 1)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions.append((node.lineno - 1, (node.end_lineno or node.lineno) - 1))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.definitions.append((node.lineno - 1, (node.end_lineno or node.lineno) - 1))
             for child in ast.iter_child_nodes(node):
                 # The statements of an `except` / `case` block sit one level down, in the handler or case.
                 inner = child.body if isinstance(child, (ast.excepthandler, ast.match_case)) else [child]
@@ -263,15 +265,14 @@ class _Statements:
         return self.starts[min(line, len(self.starts) - 1)]
 
     def scope_of(self, line: int) -> int:
-        """The first line of the innermost function that holds `line`; outside functions, -1, or in a notebook
-        the line of its cell's marker, negated (each cell is a block of its own)."""
-        inner = -1
-        for first, last in self.functions:
-            if first <= line <= last and first > inner:
-                inner = first
-        if inner < 0 and self.cells:
-            inner = -2 - max((cell for cell in self.cells if cell <= line), default=-1)
-        return inner
+        """The first line of the outermost function or class that holds `line`; outside them, -1, or in a
+        notebook the line of its cell's marker, negated (each cell is a block of its own)."""
+        holders = [first for first, last in self.definitions if first <= line <= last]
+        if holders:
+            return min(holders)
+        if self.cells:
+            return -2 - max((cell for cell in self.cells if cell <= line), default=-1)
+        return -1
 
     def shown(self, offset: int) -> bool:
         """Whether the character at `offset` is in a string the program only shows (see `_ShownStrings`)."""
