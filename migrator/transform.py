@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import libcst as cst
 
-from migrator.cst_helpers import CommentKeeper, dotted_name
+from migrator.cst_helpers import CommentKeeper, block_comments, dotted_name, without_empty_branches
 from migrator.imports import ImportRequest, add_missing_imports, code_without_unused_imports
 from migrator.rules import Finding, Rule, also_on
 from migrator.source_map import STATEMENT_CLASSES, STATEMENT_TYPES, SourceIndex, SourceMap
@@ -345,6 +345,11 @@ class MigrationTransformer(cst.CSTTransformer):
             self.ctx.functions.pop()
         if original is self.ctx.definition:
             self.ctx.definition = None
+        if kind is cst.If and isinstance(result, cst.If):
+            simplified = without_empty_branches(original, result)
+            if simplified is not result:
+                self.comments.hand_on(original, block_comments(result.body))
+                result = simplified
         if kind in _COMMENT_HOLDERS:
             if kind is cst.SimpleStatementLine:
                 self.ctx.line = None
