@@ -125,11 +125,12 @@ def migrate_shell(
     written: dict[str, str] | None = None,
     python_cells: tuple[tuple[int, str], ...] = (),
     root: Path | None = None,
+    following: frozenset[tuple[str, ...]] = frozenset(),
 ) -> tuple[str, list[Finding]]:
     """`inline`: notebook command lines; `directory`: where the file is; `imported`, `written`, `python_cells`:
     modules the notebook still imports, scripts it writes, its Python cells; `root`: the top of the tree being
-    migrated (see `rewrite_shell`). A script's installs serve the code of its folder; a notebook's, the
-    notebook (`imported`)."""
+    migrated; `following`: launches of a notebook's later cells (see `rewrite_shell`). A script's installs
+    serve the code of its folder; a notebook's, the notebook (`imported`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
     code_beside = None if inline or directory is None else partial(importer, directory, _migrated)
@@ -143,6 +144,7 @@ def migrate_shell(
         python_cells=python_cells,
         root=root,
         beside=code_beside,
+        following=following,
     )
     migrated, findings = scan_shell(content, migrated, findings)
     if migrated != content:

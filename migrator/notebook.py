@@ -26,6 +26,7 @@ import nbformat
 from nbformat.validator import MissingIDFieldWarning
 
 from migrator.rules import Example, Finding, Rule, Severity
+from migrator.shell.commands import launches
 from migrator.shell.installs import python_imports
 from migrator.shell.requirements import migrate_requirements
 from migrator.sources import is_requirements
@@ -137,6 +138,8 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     migrate_shell = partial(migrate_shell, written=written)
     # (index, number, source) of `%%writefile requirements.txt` cells: migrated once the imports are known.
     requirement_cells: list[tuple[int, int, str]] = []
+    # What each cell launches: a compile run in a `%%bash` cell goes when a later cell runs the same launch.
+    launched = [launches(_shell_text(_source_text(cell))) for _, cell in code_cells]
     for number, (index, cell) in enumerate(code_cells, start=1):
         source = _source_text(cell)
         try:
@@ -144,7 +147,9 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
                 requirement_cells.append((index, number, source))
                 continue
             if source.startswith("%%"):
-                migrated = _cell_magic(source, number, migrate_python, migrate_shell, findings)
+                following = frozenset().union(*launched[number:])
+                migrate_cell = partial(migrate_shell, following=following)
+                migrated = _cell_magic(source, number, migrate_python, migrate_cell, findings)
                 if migrated is not None:
                     new_sources[index] = migrated
                     continue
@@ -170,7 +175,9 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     )
     # An export whose output folder a Python cell loads must stay until that load changes (NM452).
     python_code = tuple((cell.number, cell.python) for cell in python_cells)
-    migrate_lines = partial(migrate_shell, imported=imported, python_cells=python_code)
+    # The `!` lines run as one script here; what the `%%bash` cells launch may follow them.
+    in_cells = frozenset().union(*(launched[n - 1] for n, (_, c) in enumerate(code_cells, 1) if _is_bash(c)))
+    migrate_lines = partial(migrate_shell, imported=imported, python_cells=python_code, following=in_cells)
     _migrate_shell_lines(shell_lines, migrate_lines, findings)
     for index, number, source in requirement_cells:
         header, newline, body = source.partition("\n")
@@ -204,7 +211,15 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     findings = [_at_file_line(finding, file_lines) for finding in findings]
     if not old_sources:
         return content, findings
+    # A cell whose every command went (`xm.mark_step()` alone, a compile-only run) goes too: what is left of
+    # it (the comments about those commands, a `%%bash` line) does nothing.
+    emptied = [index for index in old_sources if _does_nothing(_source_text(document["cells"][index]))]
+    for index in sorted(emptied, reverse=True):
+        del document["cells"][index]
+        del old_sources[index]
     _validate(document)
+    if emptied and style is None:  # cells cannot be spliced out of the text: Jupyter's own format
+        return _dump(document, JsonStyle(1, False, True, "\n", "\n")), findings
     return _write_back(content, document, style, old_sources), findings
 
 
@@ -216,13 +231,37 @@ def cell_diff(before: str, after: str, path: str) -> str:
         [cell for cell in json.loads(text).get("cells", []) if cell.get("cell_type") == "code"]
         for text in (before, after)
     ]
+    sources = [[_source_text(cell) for cell in side] for side in cells]
     hunks: list[str] = []
-    for number, (old, new) in enumerate(zip(*cells, strict=True), start=1):
-        old_lines, new_lines = (_diff_lines(_source_text(cell)) for cell in (old, new))
+    for old, new in _aligned(*sources):
+        old_lines = _diff_lines(sources[0][old]) if old is not None else []
+        new_lines = _diff_lines(sources[1][new]) if new is not None else []
         if old_lines != new_lines:
+            number = old + 1 if old is not None else new + 1
             names = (f"{side}/{path.lstrip('/')} (cell {number})" for side in "ab")
             hunks += difflib.unified_diff(old_lines, new_lines, *names)
     return "".join(hunks)
+
+
+def _aligned(old: list[str], new: list[str]) -> list[tuple[int | None, int | None]]:
+    """Pairs (old cell, new cell) of two versions of a notebook's code cells, None for a cell the other lacks
+    (a cell the migration removed): runs of changed cells pair each new cell with the most similar old one."""
+    pairs: list[tuple[int | None, int | None]] = []
+    for _, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if i2 - i1 <= j2 - j1:
+            pairs += zip(range(i1, i2), range(j1, j1 + i2 - i1), strict=True)
+            pairs += [(None, j) for j in range(j1 + i2 - i1, j2)]
+            continue
+        start = i1
+        for j in range(j1, j2):
+            last = i2 - (j2 - j)  # leave an old cell for each new cell still to pair
+            best = max(
+                range(start, last + 1), key=lambda i: difflib.SequenceMatcher(None, old[i], new[j]).ratio()
+            )
+            pairs += [(i, None) for i in range(start, best)] + [(best, j)]
+            start = best + 1
+        pairs += [(i, None) for i in range(start, i2)]
+    return pairs
 
 
 def _diff_lines(source: str) -> list[str]:
@@ -261,6 +300,28 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
     migrated, body_findings = (migrate_python if kind == "python" else migrate_shell)(body)
     findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
     return f"{header}{newline}{migrated}"
+
+
+def _does_nothing(source: str) -> bool:
+    """A cell with no code left: blank and comment lines only (none of them a TODO of neuron-migrate), after a
+    `%%bash` / `%%sh` line."""
+    lines = source.splitlines()
+    if lines and lines[0].split()[:1] in (["%%bash"], ["%%sh"]):
+        lines = lines[1:]
+    return all(not line.strip() or line.lstrip().startswith("#") for line in lines) and TODO_PREFIX not in source
+
+
+def _is_bash(cell: dict) -> bool:
+    words = _source_text(cell).partition("\n")[0][2:].split()
+    return _source_text(cell).startswith("%%") and bool(words) and words[0] in ("bash", "sh")
+
+
+def _shell_text(source: str) -> str:
+    """The shell a cell runs, roughly (for the launches it makes): a `%%bash` body, else its `!` lines."""
+    header, _, body = source.partition("\n")
+    if source.startswith(("%%bash", "%%sh")):
+        return body
+    return "\n".join(line.strip()[1:] for line in source.splitlines() if line.strip().startswith("!"))
 
 
 def _writes_requirements(source: str) -> bool:

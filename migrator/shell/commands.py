@@ -97,3 +97,25 @@ def _signature(words: list[Word]) -> tuple[str, ...]:
     values = [w.value for w in words]
     script = next((i for i, v in enumerate(values) if v.endswith(_SCRIPT_SUFFIXES)), None)
     return tuple(values[: script + 1] if script is not None else values)
+
+
+def launches(text: str) -> frozenset[tuple[str, ...]]:
+    """The signatures of the Python launches a shell text runs (compile runs excluded): what a later piece of a
+    notebook runs, against which a compile run of an earlier one is recognised."""
+    from migrator.shell.syntax import parse, word
+
+    data = text.encode()
+    found = set()
+    stack = [parse(data).root_node]
+    while stack:
+        node = stack.pop()
+        if node.type == "command":
+            part = _command_parts(node, data)[-1]
+            words = [
+                word(c, data) for c in part if c.type != "variable_assignment" and "redirect" not in c.type
+            ]
+            words, _ = _look_through(words)
+            if words and _is_launcher(words[0].value):
+                found.add(_signature(words))
+        stack.extend(node.children)
+    return frozenset(found)

@@ -20,7 +20,8 @@ PARALLEL_COMPILE = Rule(
     "`neuron_parallel_compile <launch>` (a compile-only run) that no identical launch follows",
     "Left in place with a TODO: TorchNeuron compiles just in time and caches graphs, so there is no separate "
     "pre-compilation run; removing only the prefix would turn it into a second real run. Delete the job. A "
-    "cache command (`--command clean|clear-locks|analyze`) launches nothing: delete it.",
+    "cache command (`--command clean|clear-locks|analyze`) that cannot go on its own (in a pipeline) gets a TODO "
+    "too.",
     examples=(
         example(
             "#!/bin/bash\nneuron_parallel_compile torchrun --nproc_per_node=32 train.py --bf16\n",
@@ -28,20 +29,23 @@ PARALLEL_COMPILE = Rule(
             "# TODO(neuron-migrate): NM450 compile-only run (`neuron_parallel_compile`) with no identical launch after it; TorchNeuron compiles just in time, in the training run itself: delete this job (dropping only the prefix would make it a training run)\n"
             "neuron_parallel_compile torchrun --nproc_per_node=32 train.py --bf16\n",
         ),
-        example(
-            "#!/bin/bash\nneuron_parallel_compile --command clear-locks\n",
-            "#!/bin/bash\n"
-            "# TODO(neuron-migrate): NM450 `neuron_parallel_compile --command clear-locks` manages the compile cache of the XLA flow and launches nothing; TorchNeuron does not use that cache: delete this command\n"
-            "neuron_parallel_compile --command clear-locks\n",
-        ),
     ),
 )
 PRECOMPILE_RUN = Rule(
     "NM451",
     Severity.INFO,
-    "`neuron_parallel_compile <launcher>` followed by the same launcher (compile run, then training run)",
-    "The pre-compilation run is removed; the training run is kept once.",
+    "`neuron_parallel_compile <launcher>` followed by the same launcher (compile run, then training run), or a "
+    "cache command (`neuron_parallel_compile --command clear-locks`)",
+    "The pre-compilation run is removed; the training run is kept once. A cache command is removed: it manages "
+    "the XLA flow's compile cache, which TorchNeuron does not use, and launches nothing.",
     examples=(
+        example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "neuron_parallel_compile --command clear-locks\n"
+            "torchrun --nproc_per_node=32 train.py\n",
+            "#!/bin/bash\nexport HF_DEACTIVATE_ASYNC_LOAD=1\ntorchrun --nproc_per_node=32 train.py\n",
+        ),
         example(
             "#!/bin/bash\n"
             "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
@@ -143,7 +147,7 @@ class PrecompileMatcher:
     def resolve_compile_runs(self) -> None:
         """A compile run goes when the same launch follows it; otherwise it stays, inert, with a TODO."""
         for run in self.compile_runs:
-            follows = any(
+            follows = run.signature in self.following or any(
                 launch.offset > run.offset and launch.signature == run.signature for launch in self.launches
             )
             if follows and run.signature and self.remove_statement(run.context, run.node):
@@ -151,6 +155,15 @@ class PrecompileMatcher:
                 self.todos = [t for t in self.todos if t[2] != run.owner]
                 self.findings = [f for f in self.findings if f[1] != run.owner]
                 self.report(run.offset, PRECOMPILE_RUN)
+            elif run.cache_command is not None and self.remove_statement(
+                run.context, run.node, placeholder=False
+            ):
+                self.report(
+                    run.offset,
+                    PRECOMPILE_RUN,
+                    f"`neuron_parallel_compile --command {run.cache_command}` removed: it manages the compile cache "
+                    "of the XLA flow, which TorchNeuron does not use, and launches nothing.",
+                )
             elif run.cache_command is not None:
                 self.todo(
                     run.context,

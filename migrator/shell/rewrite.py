@@ -67,8 +67,10 @@ class ShellRewriter(
         python_cells: Sequence[tuple[int, str]] = (),
         root: Path | None = None,
         beside: Importer | None = None,
+        following: frozenset[tuple[str, ...]] = frozenset(),
     ) -> None:
         self.inline = inline
+        self.following = following  # launches that run after this text (later cells of a notebook)
         self.written = written  # scripts the notebook writes, by path (their parsers are read there)
         self.python_cells = python_cells  # the notebook's Python cells (number, code): what they load
         self.directory = directory
@@ -345,6 +347,7 @@ def rewrite_shell(
     python_cells: Sequence[tuple[int, str]] = (),
     root: Path | None = None,
     beside: Importer | None = None,
+    following: frozenset[tuple[str, ...]] = frozenset(),
 ) -> tuple[str, list[Finding]]:
     """Migrate a shell script; `migrate_python` rewrites Python heredoc bodies (left alone without it).
 
@@ -356,7 +359,8 @@ def rewrite_shell(
     `python_cells`: the notebook's Python cells (number, code), where an export's output may be loaded.
     `root`: the top of the tree being migrated (a launched script's path may start there); `beside`: what the
     code of the file's folder still imports once migrated, asked only when an install would remove a package.
+    `following`: signatures of the launches that run after the text (a notebook's later cells).
     """
     return ShellRewriter(
-        text, migrate_python, inline, directory, imported, written, python_cells, root, beside
+        text, migrate_python, inline, directory, imported, written, python_cells, root, beside, following
     ).run()
