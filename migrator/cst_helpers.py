@@ -97,6 +97,36 @@ def visit_read_only(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
             visitor.on_leave(current)
 
 
+# Calls whose arguments a program only shows to a person: `print(...)`, a logger's methods, `warnings.warn`,
+# `xm.master_print`, `click.echo`, Streamlit's `st.write`, pytest's `skip` / `xfail` / `fail` (their reason).
+PRINT_FUNCTIONS = frozenset({"print", "pprint", "master_print", "echo", "secho"})
+LOG_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}
+)
+_STREAMLIT = frozenset(
+    {"write", "markdown", "text", "caption", "info", "warning", "error", "success", "title"}
+)
+_PYTEST_OUTCOMES = frozenset({"skip", "xfail", "fail", "exit"})
+SHOWN_METHODS = PRINT_FUNCTIONS | LOG_METHODS | _STREAMLIT | _PYTEST_OUTCOMES
+
+
+def shows(callee: str | None) -> bool:
+    """Whether a call of `callee` (a dotted name as written) only shows its arguments to a person."""
+    if not callee:
+        return False
+    owner, _, method = callee.rpartition(".")
+    owner = owner.rpartition(".")[2].lower()
+    if not owner:
+        return method in PRINT_FUNCTIONS
+    if method in PRINT_FUNCTIONS:
+        return True  # console.print, xm.master_print, click.echo
+    if method in LOG_METHODS and ("log" in owner or owner == "warnings"):
+        return True
+    if owner == "st" and method in _STREAMLIT:
+        return True
+    return owner == "pytest" and method in _PYTEST_OUTCOMES
+
+
 def is_method_call(node: cst.CSTNode, method: str) -> bool:
     """`<anything>.<method>(...)`, e.g. any `from_pretrained` call."""
     return (

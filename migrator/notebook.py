@@ -308,7 +308,9 @@ def _does_nothing(source: str) -> bool:
     lines = source.splitlines()
     if lines and lines[0].split()[:1] in (["%%bash"], ["%%sh"]):
         lines = lines[1:]
-    return all(not line.strip() or line.lstrip().startswith("#") for line in lines) and TODO_PREFIX not in source
+    return (
+        all(not line.strip() or line.lstrip().startswith("#") for line in lines) and TODO_PREFIX not in source
+    )
 
 
 def _is_bash(cell: dict) -> bool:

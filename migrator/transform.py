@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import libcst as cst
 
-from migrator.cst_helpers import CommentKeeper, block_comments, dotted_name, without_empty_branches
+from migrator.cst_helpers import CommentKeeper, block_comments, dotted_name, shows, without_empty_branches
 from migrator.imports import ImportRequest, add_missing_imports, code_without_unused_imports
 from migrator.rules import Finding, Rule, also_on
 from migrator.source_map import STATEMENT_CLASSES, STATEMENT_TYPES, SourceIndex, SourceMap
@@ -69,6 +69,9 @@ class FileContext:
     # block where one TODO stands for a decision repeated in it.
     definition: cst.FunctionDef | cst.ClassDef | None = None
     cell: cst.CSTNode | None = None
+    # The calls the walk is inside whose arguments are only shown (`print(...)`, `logger.info(...)`): a value
+    # read there decides nothing (see `cst_helpers.shows`).
+    shown: list[cst.Call] = field(default_factory=list)
     # Qualified names (or module prefixes) some rule handles; an imported source symbol outside is NM901.
     claimed: frozenset[str] = frozenset()
     line: cst.SimpleStatementLine | None = None  # the simple statement the walk is in (original node)
@@ -295,6 +298,8 @@ class MigrationTransformer(cst.CSTTransformer):
             self.ctx.line = node
             if self.ctx.notebook and self.ctx.definition is None and _is_cell_marker(node):
                 self.ctx.cell = node
+        elif kind is cst.Call and shows(dotted_name(node.func)):
+            self.ctx.shown.append(node)
         elif kind is cst.FunctionDef or kind is cst.ClassDef:
             if kind is cst.FunctionDef:
                 self.ctx.functions.append(node)
@@ -343,6 +348,8 @@ class MigrationTransformer(cst.CSTTransformer):
                 break
         if kind is cst.FunctionDef:
             self.ctx.functions.pop()
+        elif kind is cst.Call and self.ctx.shown and self.ctx.shown[-1] is original:
+            self.ctx.shown.pop()
         if original is self.ctx.definition:
             self.ctx.definition = None
         if kind is cst.If and isinstance(result, cst.If):

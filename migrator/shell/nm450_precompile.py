@@ -12,7 +12,7 @@ from migrator.rules import Finding, Rule, Severity
 from migrator.shell import example
 from migrator.shell.commands import _is_program, _signature
 from migrator.shell.edits import Context
-from migrator.shell.syntax import Node, Word, block_statement, statements, walk_expansions
+from migrator.shell.syntax import Node, Word, block_statement, shown_by_shell, statements, walk_expansions
 
 PARALLEL_COMPILE = Rule(
     "NM450",
@@ -90,13 +90,13 @@ PRECOMPILE_USE = Rule(
         example(
             "#!/bin/bash\n"
             "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            'echo "compile only: ${NEURON_EXTRACT_GRAPHS_ONLY:-0}" >> run.log\n'
-            "torchrun --nproc_per_node=2 train.py\n",
+            "STEPS=${NEURON_EXTRACT_GRAPHS_ONLY:+10}\n"
+            "torchrun --nproc_per_node=2 train.py --max_steps ${STEPS:-1000}\n",
             "#!/bin/bash\n"
             "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
             "# TODO(neuron-migrate): NM459 `NEURON_EXTRACT_GRAPHS_ONLY` is only set by neuron_parallel_compile, which TorchNeuron does not have; keep only the commands of the real run\n"
-            'echo "compile only: ${NEURON_EXTRACT_GRAPHS_ONLY:-0}" >> run.log\n'
-            "torchrun --nproc_per_node=2 train.py\n",
+            "STEPS=${NEURON_EXTRACT_GRAPHS_ONLY:+10}\n"
+            "torchrun --nproc_per_node=2 train.py --max_steps ${STEPS:-1000}\n",
         ),
     ),
 )
@@ -230,6 +230,10 @@ class PrecompileMatcher:
             if name.text.decode() not in PRECOMPILE_VARIABLES:
                 continue
             if any(f.start_byte <= expansion.start_byte < f.end_byte for f in folded):
+                continue
+            if shown_by_shell(
+                expansion
+            ):  # `echo "compile only: $NEURON_EXTRACT_GRAPHS_ONLY"` decides nothing
                 continue
             statement = block_statement(expansion) or expansion
             if statement.start_byte in flagged:

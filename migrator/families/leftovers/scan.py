@@ -22,6 +22,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from migrator.cst_helpers import shows
 from migrator.families.leftovers import nm501_legacy_reference, nm502_platform
 from migrator.families.leftovers.patterns import Pattern
 from migrator.rules import Finding, also_on
@@ -110,7 +111,7 @@ def _split_lines(text: str) -> list[str]:
 
 def scan_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
     """The same for a shell script (a notebook's commands arrive as one script)."""
-    from migrator.shell.syntax import block_statement, parse
+    from migrator.shell.syntax import ancestors, block_statement, parse, shown_by_shell
 
     data = after.encode()
     tree = parse(data)
@@ -134,7 +135,7 @@ def scan_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, l
         if shown_by_shell(node):
             return None
         statement = block_statement(node)
-        functions = [n for n in _ancestors(node) if n.type == "function_definition"]
+        functions = [n for n in ancestors(node) if n.type == "function_definition"]
         function = functions[-1] if functions else None
         return (
             statement.start_point[0] if statement is not None else line,
@@ -142,43 +143,6 @@ def scan_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, l
         )
 
     return _apply(before, after, _split_lines(after), _hits(text, None, where), findings)
-
-
-# Commands whose arguments are text shown to a person.
-_SHELL_PRINTERS = frozenset({"echo", "printf"})
-
-
-def shown_by_shell(node) -> bool:
-    """Whether `node` is text a shell script only shows: an argument of `echo` / `printf`, or the body of a
-    heredoc that `cat` prints (no file to write)."""
-    for ancestor in _ancestors(node):
-        if ancestor.type == "command":
-            name = ancestor.child_by_field_name("name")
-            program = name.text.decode().rsplit("/", 1)[-1] if name is not None else ""
-            return program in _SHELL_PRINTERS and not (name.start_byte <= node.start_byte < name.end_byte)
-        if ancestor.type == "heredoc_body":
-            statement = ancestor.parent.parent if ancestor.parent is not None else None
-            command = statement.child_by_field_name("body") if statement is not None else None
-            name = command.child_by_field_name("name") if command is not None else None
-            prints = name is not None and name.text.decode() == "cat"
-            return prints and not any(
-                child.type == "file_redirect" for child in _ancestors_children(statement)
-            )
-    return False
-
-
-def _ancestors(node):
-    while node is not None:
-        yield node
-        node = node.parent
-
-
-def _ancestors_children(statement):
-    stack = [statement] if statement is not None else []
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(c for c in current.children if c.type != "heredoc_body")
 
 
 def _python_code(code: str) -> tuple[str | None, list[tuple[int, int]], list[tuple[int, str]]]:
@@ -304,17 +268,8 @@ class _Statements:
         return users
 
 
-# Calls whose arguments are shown to a person: `print(...)`, a logger's methods, `warnings.warn`...
-_PRINT_FUNCTIONS = frozenset({"print", "pprint", "warn", "master_print", "echo", "secho"})
-_LOG_METHODS = frozenset(
-    {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}
-)
-_STREAMLIT = frozenset(
-    {"write", "markdown", "text", "caption", "info", "warning", "error", "success", "title"}
-)
 # Keyword arguments (and `metadata={"help": ...}` keys) that hold text for a person: help, usage, a skip reason.
 _TEXT_KEYWORDS = frozenset({"help", "description", "epilog", "usage", "reason", "msg"})
-_PYTEST_OUTCOMES = frozenset({"skip", "xfail", "fail", "exit"})
 
 
 class _ShownStrings(ast.NodeVisitor):
@@ -377,21 +332,15 @@ class _ShownStrings(ast.NodeVisitor):
 
 
 def _shows(func: ast.expr) -> bool:
-    """`print`, `logger.info`, `logging.warning`, `warnings.warn`, `xm.master_print`, `click.echo`,
-    `st.write`, `pytest.skip`: a call that shows its arguments to a person."""
+    """`print`, `logger.info`, `warnings.warn`, `xm.master_print`, `st.write`, `pytest.skip`: a call that shows
+    its arguments to a person (`cst_helpers.shows`)."""
+    names = []
+    while isinstance(func, ast.Attribute):
+        names.append(func.attr)
+        func = func.value
     if isinstance(func, ast.Name):
-        return func.id in _PRINT_FUNCTIONS
-    if not isinstance(func, ast.Attribute):
-        return False
-    owner = func.value
-    owner_name = (owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")).lower()
-    if func.attr in _PRINT_FUNCTIONS and func.attr != "warn":
-        return True  # console.print, xm.master_print, click.echo
-    if func.attr in _LOG_METHODS and ("log" in owner_name or owner_name == "warnings"):
-        return True
-    if owner_name == "st" and func.attr in _STREAMLIT:
-        return True
-    return owner_name == "pytest" and func.attr in _PYTEST_OUTCOMES
+        names.append(func.id)
+    return bool(names) and shows(".".join(reversed(names)))
 
 
 def _hits(
