@@ -111,6 +111,7 @@ INF1_PACKAGE = "torch_neuron"
 INF1_NAMESPACE = "torch.neuron"
 INF1_APIS: dict[str, str] = {
     "trace": RUN_ON_NEURON,
+    "trace_module": RUN_ON_NEURON,  # `trace` of several methods of one module
     "DataParallel": PER_PROCESS_CORES,
     "analyze_model": ANALYZE,
     **{f"experimental.{name}": PLACEMENT for name in NEURON_CORE_PLACEMENT},
@@ -142,5 +143,7 @@ TRACE_CALLS = frozenset(
         "torch_neuronx.xla_impl.trace.trace",
         "torch.neuron.trace",
         f"{INF1_PACKAGE}.trace",
+        "torch.neuron.trace_module",
+        f"{INF1_PACKAGE}.trace_module",
     }
 )
