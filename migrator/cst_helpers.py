@@ -326,20 +326,20 @@ class CommentKeeper:
     """
 
     def __init__(self) -> None:
-        self._next: dict[cst.CSTNode, cst.CSTNode] = {}  # statement -> next one, or its block when last
+        self.following: dict[cst.CSTNode, cst.CSTNode] = {}  # statement -> next one, or its block when last
         self._orphans: dict[cst.CSTNode, list[cst.EmptyLine]] = {}
 
     def index(self, block: cst.Module | cst.IndentedBlock) -> None:
         """Note which statement follows which in a block of the input, before the walk enters it."""
         body = block.body
         for statement, following in zip(body, [*body[1:], block], strict=True):
-            self._next[statement] = following
+            self.following[statement] = following
 
     def removed(self, original: cst.CSTNode) -> None:
         """`original` (a statement) is being removed: its comment lines go to what follows it."""
         lines = [*self._orphans.pop(original, []), *getattr(original, "leading_lines", ())]
-        if any(line.comment for line in lines) and original in self._next:
-            self._orphans.setdefault(self._next[original], []).extend(lines)
+        if any(line.comment for line in lines) and original in self.following:
+            self._orphans.setdefault(self.following[original], []).extend(lines)
 
     def hand_on(self, original: cst.CSTNode, lines: list[cst.EmptyLine]) -> None:
         """Comment lines `original` holds elsewhere than above it (its emptied block's): they go where its own

@@ -72,6 +72,9 @@ class FileContext:
     # The calls the walk is inside whose arguments are only shown (`print(...)`, `logger.info(...)`): a value
     # read there decides nothing (see `cst_helpers.shows`).
     shown: list[cst.Call] = field(default_factory=list)
+    # Statement -> the next statement of its block (the block itself after its last), for the blocks the walk
+    # has entered: what a rule deciding on a run of statements (an import block) reads ahead.
+    next_statement: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
     # Qualified names (or module prefixes) some rule handles; an imported source symbol outside is NM901.
     claimed: frozenset[str] = frozenset()
     line: cst.SimpleStatementLine | None = None  # the simple statement the walk is in (original node)
@@ -266,6 +269,7 @@ class MigrationTransformer(cst.CSTTransformer):
         ctx.claimed = frozenset().union(*(handler.SYMBOLS for handler in handlers))
         ctx.module_imports = module_imports(ctx.module)
         self.comments = CommentKeeper()
+        ctx.next_statement = self.comments.following
         self._visitors: dict[str, list] = {}
         self._leavers: dict[str, list] = {}
         self._call_leavers: dict[str | None, list] = {}  # qualified callee -> the leave_Call methods for it

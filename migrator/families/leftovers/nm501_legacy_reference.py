@@ -61,6 +61,12 @@ HANDLER = None  # found by the scan of each output (`scan.py`), after every rule
 
 _NON_XLA_NAMES = sorted(name for name in DROPPED_VARIABLES if not name.startswith("XLA_"))
 
+
+def _nxd_inference(code: str) -> bool:
+    """Code written for NxD Inference (it imports neuronx_distributed_inference) rather than optimum-neuron."""
+    return "neuronx_distributed_inference" in code and "optimum" not in code
+
+
 PATTERNS = (
     Pattern(
         LEGACY_REFERENCE,
@@ -179,6 +185,17 @@ PATTERNS = (
         (".neuron_config",),
         "`.neuron_config` is an optimum-neuron attribute that Transformers models do not have",
         "read the value from model.config / model.generation_config or from your own settings",
+        foreign=lambda found, code: _nxd_inference(code),
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\.neuron_config\b"),
+        (".neuron_config",),
+        "`.neuron_config` is an attribute of NxD Inference (neuronx-distributed-inference) models and configs, "
+        "which Transformers models do not have",
+        "read the value from model.config / model.generation_config or from your own settings; the NxD "
+        "Inference model code itself has no TorchNeuron port: load the Transformers model of this architecture",
+        foreign=lambda found, code: not _nxd_inference(code),
     ),
     Pattern(
         LEGACY_REFERENCE,

@@ -387,17 +387,19 @@ def _apply(
     covered: set[int] = set()  # statements a group of hits stands for
     import_users = import_users or {}
     to_input = _line_map(before, lines)
-    # Statements a rule's TODO stands for, above another statement of their block.
+    # Statements a rule's TODO stands for, above another statement of their block: covered like the others.
     also = {line for finding in findings if not finding.fixed for line in finding.also}
     if also:
         covered.update(line for line in range(len(lines)) if to_input(line) + 1 in also)
+    by_rule = set(covered)
     # Imports last: whether the statements that use them carry a TODO includes the ones added here.
     for hit in sorted(hits, key=lambda hit: hit.statement in import_users):
         users = import_users.get(hit.statement)
         if users and all(_todos_above(lines, user) or user in covered for user in users):
             continue
         above = _todos_above(lines, hit.statement)
-        if hit.todo not in above and manual_reported and any(not _is_scan_todo(todo) for todo in above):
+        others = hit.statement in by_rule or any(not _is_scan_todo(todo) for todo in above)
+        if hit.todo not in above and manual_reported and others:
             continue
         key = (hit.scope, hit.pattern.rule.code, hit.pattern.subject_of(hit.found))
         groups.setdefault(key, []).append(hit)
