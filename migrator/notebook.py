@@ -61,8 +61,19 @@ CELL_ERROR = Rule(
     "NM470",
     Severity.ERROR,
     "A notebook code cell that IPython cannot parse, or whose rewrite would not parse",
-    "Left unchanged (the other cells are migrated): fix the cell so that it runs, then migrate again.",
-    examples=(_example(">>> import torch_xla.core.xla_model as xm\n>>> device = xm.xla_device()"),),
+    "Left unchanged but for a TODO above its code (the other cells are migrated): fix the cell so that it runs, "
+    "then migrate again.",
+    examples=(
+        Example(
+            _example(">>> import torch_xla.core.xla_model as xm\n>>> device = xm.xla_device()").before,
+            _example(
+                "# TODO(neuron-migrate): NM470 IPython cannot parse this cell, so it is left as it is: fix it so "
+                "that it runs, then migrate again\n>>> import torch_xla.core.xla_model as xm\n"
+                ">>> device = xm.xla_device()"
+            ).before,
+            kind="notebook",
+        ),
+    ),
 )
 WRITEFILE_CONFIG = Rule(
     "NM471",
@@ -190,6 +201,13 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
         findings += cell_findings
         new_sources[cell.index] = _restore(text, cell.magics)
 
+    # A cell left as it is because it does not parse says so above its code, as every manual finding does.
+    for finding in findings:
+        if finding.rule is CELL_ERROR and finding.cell is not None:
+            index, cell = code_cells[finding.cell - 1]
+            flagged = _with_error_todo(new_sources.get(index, _source_text(cell)))
+            if flagged is not None:
+                new_sources[index] = flagged
     old_sources: dict[int, object] = {}
     cells_by_index = {cell.index: cell for cell in python_cells}
     for index, text in new_sources.items():
@@ -204,7 +222,9 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
                 message = f"internal error: the rewritten cell would not parse ({error}); cell left unchanged"
                 findings = [f for f in findings if f.cell != number]
                 findings.append(Finding(CELL_ERROR, error.line, 1, message, False, number))
-                continue
+                text = _with_error_todo(_source_text(cell))
+                if text is None:
+                    continue
         old_sources[index] = cell["source"]
         cell["source"] = text.splitlines(keepends=True) if isinstance(cell["source"], list) else text
     findings.sort(key=lambda f: (f.cell or 0, f.line, f.column, f.code))
@@ -300,6 +320,25 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
     migrated, body_findings = (migrate_python if kind == "python" else migrate_shell)(body)
     findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
     return f"{header}{newline}{migrated}"
+
+
+_CELL_ERROR_TODO = (
+    f"{TODO_PREFIX} {CELL_ERROR.code} IPython cannot parse this cell, so it is left as it is: fix it so that it "
+    "runs, then migrate again"
+)
+
+
+def _with_error_todo(source: str) -> str | None:
+    """The cell with the TODO of a cell that does not parse above its code (after a `%%bash` line; a cell of
+    another magic, whose first line must stay first, cannot take one); None when it has one or cannot."""
+    if _CELL_ERROR_TODO in source:
+        return None
+    header, newline, body = source.partition("\n")
+    if source.startswith(("%%bash", "%%sh")):
+        return f"{header}\n{_CELL_ERROR_TODO}\n{body}"
+    if source.startswith("%%"):
+        return None
+    return f"{_CELL_ERROR_TODO}\n{source}"
 
 
 def _does_nothing(source: str) -> bool:
