@@ -14,7 +14,7 @@ import ast
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from migrator.cst_helpers import may_hold_imports
+from migrator.cst_helpers import block_comments, may_hold_imports, without_empty_branches
 
 ImportRequest = tuple[str, str | None, str | None]  # module, imported object (None: the module), alias
 
@@ -220,6 +220,13 @@ class _UnusedImportRemover(cst.CSTTransformer):
             # Its comments introduce what follows, and its blank line separates an import group.
             self.orphan_lines[-1].extend(updated.leading_lines)
             return cst.RemoveFromParent()
+        if isinstance(original, cst.If) and isinstance(updated, cst.If):
+            # `if is_xla:` over a function-local `import torch_xla` and nothing else now.
+            simplified = without_empty_branches(original, updated)
+            if isinstance(simplified, cst.RemovalSentinel):
+                self.orphan_lines[-1].extend([*updated.leading_lines, *block_comments(updated.body)])
+                return simplified
+            updated = simplified
         if isinstance(updated, _STATEMENTS) and self.orphan_lines[-1]:
             lines, self.orphan_lines[-1] = self.orphan_lines[-1], []
             return updated.with_changes(leading_lines=_joined_leading_lines(lines, updated.leading_lines))
