@@ -65,9 +65,19 @@ class VariableWrites(Handler):
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
         if len(original.targets) == 1:
-            variable = self.file.variable_of(original.targets[0].target)
+            target = original.targets[0].target
+            variable = self.file.variable_of(target)
             if variable is not None:
                 return self._write(original, variable, updated)
+            if (
+                isinstance(target, cst.Name)
+                and target.value in self.file.environment_dicts
+                and not self.ctx.functions
+                and isinstance(original.value, cst.Dict)
+            ):  # `NEURON_ENV = {...}`, only ever given to an environment: its keys are variables set
+                kept = self._without_dropped(original.value.elements, updated.value.elements)
+                if kept is not None:
+                    return updated.with_changes(value=updated.value.with_changes(elements=kept))
         return updated
 
     def leave_Del(self, original: cst.Del, updated: cst.Del):
@@ -131,10 +141,27 @@ class VariableWrites(Handler):
         if len(call.args) == 1 and isinstance(call.args[0].value, cst.Dict):
             elements = call.args[0].value.elements
             new_elements = new_call.args[0].value.elements
-            keys = [string_value(e.key) if isinstance(e, cst.DictElement) else None for e in elements]
         else:
             elements, new_elements = call.args, new_call.args
-            keys = [arg.keyword.value if arg.keyword else None for arg in call.args]
+        kept = self._without_dropped(elements, new_elements)
+        if kept is None:
+            return updated
+        if not kept:
+            return cst.RemoveFromParent()
+        if isinstance(new_call.args[0].value, cst.Dict) and len(call.args) == 1:
+            mapping = new_call.args[0].value.with_changes(elements=kept)
+            return updated.with_changes(
+                value=new_call.with_changes(args=[new_call.args[0].with_changes(value=mapping)])
+            )
+        return updated.with_changes(value=new_call.with_changes(args=tidy_args(kept)))
+
+    def _without_dropped(self, elements, new_elements) -> list | None:
+        """Dict elements (`"K": v`) or keyword arguments (`K=v`) without the dropped variables, the manual ones
+        with a TODO; None when none goes."""
+        keys = [
+            string_value(e.key) if isinstance(e, cst.DictElement) else e.keyword.value if e.keyword else None
+            for e in elements
+        ]
         kept = []
         for element, new_element, key in zip(elements, new_elements, keys, strict=True):
             if key in BF16_VARIABLES and self._bf16_nowhere(element):
@@ -148,16 +175,10 @@ class VariableWrites(Handler):
                 self._manual(element, key)
             kept.append(new_element)
         if len(kept) == len(elements):
-            return updated
-        if not kept:
-            return cst.RemoveFromParent()
-        if isinstance(new_call.args[0].value, cst.Dict) and len(call.args) == 1:
+            return None
+        if kept and isinstance(kept[-1], cst.DictElement | cst.StarredDictElement):
             kept[-1] = kept[-1].with_changes(comma=new_elements[-1].comma)
-            mapping = new_call.args[0].value.with_changes(elements=kept)
-            return updated.with_changes(
-                value=new_call.with_changes(args=[new_call.args[0].with_changes(value=mapping)])
-            )
-        return updated.with_changes(value=new_call.with_changes(args=tidy_args(kept)))
+        return kept
 
 
 HANDLER = VariableWrites
