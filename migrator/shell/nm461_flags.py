@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Rule, Severity
 from migrator.shell import example
@@ -100,9 +102,11 @@ FLAG_UNKNOWN_SCRIPT = Rule(
 )
 CPU_FLAG = Rule(
     "NM467",
-    Severity.ERROR,
+    Severity.WARNING,
     "`--use_cpu True` / `--no_cuda True` on a training launch",
-    "Left in place with a TODO: under XLA it kept the run off CUDA; on TorchNeuron it trains on the CPU. Remove it.",
+    "Removed from the launch of an XLA-era script (one that imports torch_xla / optimum-neuron, or launched "
+    "with XLA variables or packages in the file), where it never moved training to the CPU; elsewhere left in "
+    "place with a TODO: on TorchNeuron it trains on the CPU.",
     examples=(
         example(
             "#!/bin/bash\n"
@@ -131,8 +135,12 @@ RULES: tuple[Rule, ...] = (
     FLAG_UNKNOWN_SCRIPT,
     CPU_FLAG,
 )
-# `--use_cpu True` (and the older `--no_cuda True`) kept XLA runs off CUDA; on TorchNeuron they select the CPU.
+# `--use_cpu True` (and the older `--no_cuda True`): on TorchNeuron they select the CPU.
 _CPU_FLAGS = frozenset({"use_cpu", "no_cuda"})
+# A launcher of the XLA flow: its variables, its compile-only runs, its packages.
+_XLA_ERA = re.compile(
+    rb"\b(?:PT_)?XLA_[A-Z_]+=|\bneuron_parallel_compile\b|\btorch[-_]xla\b|\boptimum[-_]neuron\b"
+)
 
 
 class FlagsMatcher:
@@ -160,6 +168,17 @@ class FlagsMatcher:
                 and name not in parser.own
                 and _truthy(given if equals else value.value if value else "1")
             ):
+                if parser.xla_era or _XLA_ERA.search(self.data):
+                    # Under XLA it never moved training to the CPU (Accelerate takes the XLA device whenever
+                    # torch_xla is importable); on TorchNeuron it would.
+                    self.report(
+                        offset,
+                        CPU_FLAG,
+                        f"{flag} removed: under XLA the run was on the XLA device whatever it said, and on "
+                        "TorchNeuron it would train on the CPU.",
+                    )
+                    self.remove_word(ctx, item, siblings, through=value if not equals else None)
+                    continue
                 renamed = parser.action(name)
                 if (
                     renamed is not None and renamed.kind == "rename"
