@@ -261,8 +261,8 @@ class MigrationTransformer(cst.CSTTransformer):
         handlers = list(handlers)
         # A handler with nothing to do in this file costs a method call per node: leave it out.
         identifiers = ctx.source.identifiers
-        self.handlers = [
-            handler(ctx)
+        active = [
+            handler
             for handler in handlers
             if not handler.TRIGGERS or not handler.TRIGGERS.isdisjoint(identifiers)
         ]
@@ -277,12 +277,14 @@ class MigrationTransformer(cst.CSTTransformer):
         # `if`, not to the first statement of its body); a removed statement's go to the next one.
         self._todo_marks: list[int] = []
         self._todo_carry: int | None = None
-        if all(handler.HINTS is not None for handler in self.handlers):
+        if all(handler.HINTS is not None for handler in active):
             # Imports are always visited: they are recorded for `qualified` (and checked for NM901).
-            self._static_hints = frozenset({"import"}).union(*(handler.HINTS for handler in self.handlers))
+            self._static_hints = frozenset({"import"}).union(*(handler.HINTS for handler in active))
             ctx.hints = set(self._static_hints)
             for local, qualified in ctx.module_imports.items():  # a function above the import uses it too
                 self._note_hint(local, qualified)
+        # Created once the hints are set: a handler (or its family's state) may watch names from the start.
+        self.handlers = [handler(ctx) for handler in active]
 
     def _methods(self, cache: dict[str, list], prefix: str, node_type: str) -> list:
         methods = cache.get(node_type)
