@@ -288,9 +288,15 @@ class CausalLM(Handler):
         unknown = [
             name
             for name in args.order
-            if name not in t.KEPT_LOAD_ARGS | t.EXPORT_ONLY_ARGS | {"batch_size", "sequence_length"}
+            if name not in t.KEPT_LOAD_ARGS | t.EXPORT_ONLY_ARGS | {"batch_size", *t.SEQUENCE_LENGTH_ARGS}
             and name not in t.TP_ARGS + t.DTYPE_ARGS + ("config",)
         ]
+        if set(t.SEQUENCE_LENGTH_ARGS) <= set(args.order):
+            raise Unmapped(
+                UNMAPPED_ARGUMENTS,
+                "both `sequence_length` and its old name `n_positions` are given",
+                "keep the one the export used and run neuron-migrate again",
+            )
         if unknown:
             explained = [
                 f"`{name}` is {t.UNMAPPED_DECODER_ARGS[name]}"
@@ -309,9 +315,9 @@ class CausalLM(Handler):
                 file.report(old, EXPORT_ONLY, subject=name)
             elif name == "batch_size":
                 file.report(old, STATIC_SHAPES, shape_dropped(name, new.value), subject=name)
-            elif name == "sequence_length":
+            elif name in t.SEQUENCE_LENGTH_ARGS:  # `n_positions`: its old name
                 cache_len = new.value
-                file.report(old, SEQUENCE_LENGTH)
+                file.report(old, SEQUENCE_LENGTH, subject=name)
             elif name in t.TP_ARGS:
                 if literal_value(new.value) != 1:
                     tp_size = new.value

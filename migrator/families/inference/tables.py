@@ -228,10 +228,10 @@ TRACED_SHAPE_ARGS = frozenset(
     }
 )
 TP_ARGS = ("tensor_parallel_size", "num_cores")
+# The sequence length a decoder was compiled for; `n_positions` is its old optimum-neuron name.
+SEQUENCE_LENGTH_ARGS = ("sequence_length", "n_positions")
 # What a decoder load argument without a mapping is (NM116 says it); others: no equivalent known.
 UNMAPPED_DECODER_ARGS = {
-    "n_positions": "the old optimum-neuron name of the sequence length (not a vLLM argument): pass its value "
-    "as sequence_length and run neuron-migrate again, it becomes generation_config.max_cache_len",
     "continuous_batching": "a serving feature of vLLM Neuron, not of Transformers generate()",
     "speculation_length": "speculative decoding, a serving feature of vLLM Neuron",
     "on_device_sampling": "an NxD Inference setting; generate() samples on the device already",
