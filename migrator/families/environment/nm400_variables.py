@@ -8,7 +8,7 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import string_value, tidy_args
 from migrator.families.environment.state import HINTS, EnvironmentFile
-from migrator.families.environment.variables import MANUAL_VARIABLES, dropped_reason
+from migrator.families.environment.variables import MANUAL_VARIABLES, dropped_reason, torchneuron_code
 from migrator.families.training.nm218_bf16 import BF16_PRECISION, BF16_VARIABLES, Bf16Plan
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -130,6 +130,8 @@ class VariableWrites(Handler):
         return True
 
     def _manual(self, node: cst.CSTNode, variable: str) -> None:
+        if torchneuron_code(self.ctx.code):  # set for TorchNeuron's own compile: not the XLA flow's setting
+            return
         self.ctx.todo(
             node, MANUAL_VARIABLE, f"`{variable}` holds {MANUAL_VARIABLES[variable]}", subject=variable
         )

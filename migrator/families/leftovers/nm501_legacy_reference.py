@@ -170,6 +170,7 @@ PATTERNS = (
         "`{0}` is a setting of the XLA-flow compiler (as in a SageMaker job's environment)",
         "remove it, or set what TorchNeuron reads instead (see the TorchNeuron environment variable reference)",
         strings_only=True,
+        torchneuron_setting=True,
     ),
     Pattern(
         LEGACY_REFERENCE,

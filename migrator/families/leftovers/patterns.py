@@ -27,6 +27,8 @@ class Pattern:
     subject: str | None = None
     # Whether a text found belongs to something else in this file (`found`, the file's text): not reported.
     foreign: Callable[[str, str], bool] | None = None
+    # A setting code written for TorchNeuron may set on purpose (NEURON_CC_FLAGS): not a leftover there.
+    torchneuron_setting: bool = False
 
     def finditer(self, text: str) -> Iterator[re.Match[str]]:
         if any(needle in text for needle in self.needles):

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from migrator.cst_helpers import shows
+from migrator.families.environment.variables import torchneuron_code
 from migrator.families.leftovers import nm501_legacy_reference, nm502_platform
 from migrator.families.leftovers.patterns import Pattern
 from migrator.rules import Finding, also_on
@@ -73,6 +74,8 @@ def scan_python(before: str, after: str, findings: list[Finding]) -> tuple[str, 
         return tree().start_of(line), tree().scope_of(line)
 
     hits = _hits(masked, strings, where)
+    if hits and torchneuron_code(before):  # its compiler settings are TorchNeuron's
+        hits = [hit for hit in hits if not hit.pattern.torchneuron_setting]
     if not hits:
         return after, findings
     return _apply(before, after, lines, hits, findings, tree().import_users(hits))
