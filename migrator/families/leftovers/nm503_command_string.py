@@ -141,6 +141,7 @@ class CommandString(Handler):
         self.messages = 0  # message calls (print, logging) the walk is inside
         # The f-strings that are one piece of an implicit concatenation: the text of the other pieces.
         self.concatenated: dict[cst.FormattedString, str] = {}
+        self.prefixes: set[cst.BinaryOperation] = set()  # `ENV + "cmd"` where ENV goes: becomes "cmd"
         # Module-level `NAME = "XLA_USE_BF16=1"` used only as `{NAME}` in f-strings the shell migration
         # rewrites faithfully once the value stands in for it: the constant goes with its uses.
         self.dissolved: dict[str, str] = self._dissolved_constants()
@@ -195,8 +196,24 @@ class CommandString(Handler):
                 if isinstance(part, cst.FormattedStringExpression)
             )
             rewritten = all(self._rewritten(string, {name: value}) is not None for string in holders)
-            if not holders or inside != uses[name] - 1 or not rewritten:  # the assignment is the other use
+            # `NAME + " torchrun ..."`: where the variables go whole, the prefix goes from the concatenation.
+            prefixes = [
+                operation
+                for operation in descendants(self.ctx.module, cst.BinaryOperation)
+                if isinstance(operation.operator, cst.Add)
+                and isinstance(operation.left, cst.Name)
+                and operation.left.value == name
+                and isinstance(operation.right, (cst.SimpleString, cst.FormattedString))
+            ]
+            if prefixes and _dropped_whole(value):
+                self.prefixes.update(prefixes)
+                inside += len(prefixes)
+            elif prefixes:
                 del candidates[name]
+                continue
+            if not (holders or prefixes) or inside != uses[name] - 1 or not rewritten:  # + the assignment
+                del candidates[name]
+                self.prefixes.difference_update(prefixes)
         return candidates
 
     def _rewritten(
@@ -288,6 +305,28 @@ class CommandString(Handler):
             )
         return updated
 
+    def leave_BinaryOperation(self, original: cst.BinaryOperation, updated: cst.BinaryOperation):
+        """A concatenation a removal left half empty: `"" + "torchrun ..."`, or `ENV + " torchrun ..."` where
+        every variable ENV held goes. What is left is the string that was not emptied (its leading blanks,
+        which separated it from the prefix, go too)."""
+        if original in self.prefixes:
+            return _without_leading_blanks(updated.right)
+        if not isinstance(updated.operator, cst.Add) or not isinstance(updated, cst.BinaryOperation):
+            return updated
+        strings = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
+        for emptied, kept in ((updated.left, updated.right), (updated.right, updated.left)):
+            if (
+                isinstance(emptied, cst.SimpleString)
+                and emptied.evaluated_value == ""
+                and isinstance(kept, strings)
+                and not (isinstance(original.left, cst.SimpleString) and original.left.evaluated_value == "")
+                and not (
+                    isinstance(original.right, cst.SimpleString) and original.right.evaluated_value == ""
+                )
+            ):
+                return kept.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else kept
+        return updated
+
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         small = original.body[0]
         if (
@@ -348,6 +387,27 @@ class CommandString(Handler):
         removed = ", ".join(sorted({f.code for f in findings} - {"NM465"}))
         self.ctx.report(original, COMMAND_STRING, f"Rewritten with the shell migration ({removed}).")
         return updated.with_changes(value=literal)
+
+
+def _dropped_whole(value: str) -> bool:
+    """Whether the shell migration drops every variable of `A=1 B=2` (all of them faithfully)."""
+    migrated, findings = rewrite_shell(f"{value} true", None, inline=True)
+    return migrated.strip() == "true" and all(f.fixed and f.code == "NM456" for f in findings)
+
+
+def _without_leading_blanks(string: cst.BaseExpression) -> cst.BaseExpression:
+    """`" torchrun ..."` -> `"torchrun ..."` (in a plain literal or the first text of an f-string)."""
+    if isinstance(string, cst.SimpleString):
+        body = string.value[len(string.prefix) + len(string.quote) : -len(string.quote)]
+        return string.with_changes(value=f"{string.prefix}{string.quote}{body.lstrip(' ')}{string.quote}")
+    if (
+        isinstance(string, cst.FormattedString)
+        and string.parts
+        and isinstance(string.parts[0], cst.FormattedStringText)
+    ):
+        first = string.parts[0].with_changes(value=string.parts[0].value.lstrip(" "))
+        return string.with_changes(parts=[first, *string.parts[1:]])
+    return string
 
 
 def _names(expression: cst.BaseExpression, name: str) -> int:
