@@ -119,6 +119,8 @@ class Finding:
         }
         if self.subject is not None:
             data["subject"] = self.subject
+        if self.also:
+            data["also"] = list(self.also)
         if self.cell is not None:
             data["cell"] = self.cell
         return data
