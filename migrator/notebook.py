@@ -79,9 +79,20 @@ WRITEFILE_CONFIG = Rule(
     "NM471",
     Severity.WARNING,
     "A `%%writefile` cell writes a configuration file that names optimum-neuron / XLA settings",
-    "Left unchanged: review these keys by hand (the launcher-flag and environment rules say what each "
-    "becomes on TorchNeuron).",
-    examples=(_example("%%writefile config.yaml\ntraining:\n  zero_1: true\n  tensor_parallel_size: 8"),),
+    "Left unchanged, with one TODO below the `%%writefile` line where the file's format has `#` comments (YAML, "
+    "TOML, INI): review these keys by hand (the launcher-flag and environment rules say what each becomes on "
+    "TorchNeuron).",
+    examples=(
+        Example(
+            _example("%%writefile config.yaml\ntraining:\n  zero_1: true\n  tensor_parallel_size: 8").before,
+            _example(
+                "%%writefile config.yaml\n# TODO(neuron-migrate): NM471 `zero_1`, `tensor_parallel_size` in this "
+                "file are optimum-neuron / XLA settings: review them\ntraining:\n  zero_1: true\n"
+                "  tensor_parallel_size: 8"
+            ).before,
+            kind="notebook",
+        ),
+    ),
 )
 
 _CELL_MARKER = f"import {CELL_MARKER_PREFIX}{{}}__"
@@ -313,8 +324,7 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
         target = _writefile_target(header)
         kind = "python" if target.endswith(".py") else "shell" if target.endswith((".sh", ".bash")) else None
         if kind is None:
-            _flag_config(target, body, number, findings)
-            return None
+            return _flag_config(header, newline, target, body, number, findings)
     if kind is None:
         return None
     migrated, body_findings = (migrate_python if kind == "python" else migrate_shell)(body)
@@ -400,14 +410,31 @@ def _written_script(source: str) -> tuple[str | None, str]:
     return (target, body) if target.endswith(".py") else (None, "")
 
 
-def _flag_config(target: str, body: str, number: int, findings: list[Finding]) -> None:
+# Files whose format reads `#` lines as comments: the TODO of a configuration cell can go into them.
+_COMMENTED_CONFIGS = (".yaml", ".yml", ".toml", ".cfg", ".ini", ".conf", ".env", ".properties")
+
+
+def _flag_config(
+    header: str, newline: str, target: str, body: str, number: int, findings: list[Finding]
+) -> str | None:
+    """Findings for the optimum-neuron / XLA keys a configuration cell writes, and the cell with one TODO below
+    its `%%writefile` line naming them, where the file's format has `#` comments (None: the cell stays)."""
+    named_keys: list[str] = []
     for line_number, line in enumerate(body.splitlines(), start=2):
+        if line.lstrip().startswith("#"):
+            continue
         keys = list(dict.fromkeys(m[0] for m in _CONFIG_KEYS.finditer(line)))
         if keys:
             named = ", ".join(f"`{key}`" for key in keys)
             message = f"{named} in `{target}`, which this cell writes. {WRITEFILE_CONFIG.action}"
             column = line.find(keys[0]) + 1
             findings.append(Finding(WRITEFILE_CONFIG, line_number, column, message, False, number))
+            named_keys += keys
+    if not named_keys or not target.endswith(_COMMENTED_CONFIGS) or TODO_PREFIX in body:
+        return None
+    keys = ", ".join(f"`{key}`" for key in dict.fromkeys(named_keys))
+    todo = f"{TODO_PREFIX} {WRITEFILE_CONFIG.code} {keys} in this file are optimum-neuron / XLA settings: review them"
+    return f"{header}{newline}{todo}\n{body}"
 
 
 def _spans(lines: list[str]) -> list[Span]:
