@@ -99,13 +99,12 @@ def _signature(words: list[Word]) -> tuple[str, ...]:
     return tuple(values[: script + 1] if script is not None else values)
 
 
-def launches(text: str) -> frozenset[tuple[str, ...]]:
-    """The signatures of the Python launches a shell text runs (compile runs excluded): what a later piece of a
-    notebook runs, against which a compile run of an earlier one is recognised."""
+def python_launches(data: bytes) -> list[tuple[int, list[Word]]]:
+    """Every Python launch of a shell text (start of its command, launched words): a script or a module run
+    by a launcher; `neuron_parallel_compile` runs are not launches."""
     from migrator.shell.syntax import parse, word
 
-    data = text.encode()
-    found = set()
+    found = []
     stack = [parse(data).root_node]
     while stack:
         node = stack.pop()
@@ -116,6 +115,12 @@ def launches(text: str) -> frozenset[tuple[str, ...]]:
             ]
             words, _ = _look_through(words)
             if words and _is_launcher(words[0].value):
-                found.add(_signature(words))
-        stack.extend(node.children)
-    return frozenset(found)
+                found.append((node.start_byte, words))
+        stack.extend(c for c in node.children if c.type != "heredoc_body")
+    return found
+
+
+def launches(text: str) -> frozenset[tuple[str, ...]]:
+    """The signatures of the Python launches a shell text runs: what a later piece of a notebook runs, against
+    which a compile run of an earlier one is recognised."""
+    return frozenset(_signature(words) for _, words in python_launches(text.encode()))

@@ -7,16 +7,14 @@ from migrator.families.environment import MANUAL_VARIABLES, PRECOMPILE_VARIABLES
 from migrator.rules import Rule, Severity
 from migrator.shell import example
 from migrator.shell.commands import (
-    _command_parts,
     _falsy,
-    _is_launcher,
-    _look_through,
     _script_index,
     _truthy,
+    python_launches,
 )
 from migrator.shell.edits import Context
 from migrator.shell.nm450_precompile import PRECOMPILE_USE
-from migrator.shell.syntax import Node, Word, parse, word
+from migrator.shell.syntax import Node, Word, word
 
 DROPPED_VARIABLE = Rule(
     "NM456",
@@ -241,22 +239,11 @@ class VariablesMatcher:
     def survey(self, ctx: Context) -> list[tuple[int, list[Word]]]:
         """Every Python launch of the context (offset of its end, launched words), compile runs excluded."""
         if ctx.survey is None:
-            data = ctx.data
-            ctx.survey = []
-            stack = [parse(data).root_node]
-            while stack:
-                node = stack.pop()
-                if node.type == "command":
-                    part = _command_parts(node, data)[-1]
-                    words = [
-                        word(c, data)
-                        for c in part
-                        if c.type != "variable_assignment" and "redirect" not in c.type
-                    ]
-                    words, _ = _look_through(words)
-                    if words and _is_launcher(words[0].value) and _script_index(words) is not None:
-                        ctx.survey.append((node.start_byte, words))
-                stack.extend(c for c in node.children if c.type != "heredoc_body")
+            ctx.survey = [
+                (start, words)
+                for start, words in python_launches(ctx.data)
+                if _script_index(words) is not None
+            ]
         return ctx.survey
 
     def declaration(self, ctx: Context, node: Node, data: bytes) -> None:
