@@ -160,8 +160,9 @@ class FileContext:
         action: str | None = None,
         *,
         subject: str | None = None,
-    ) -> None:
-        """Record a manual finding and put a TODO comment above the statement that holds `node`.
+    ) -> _Report:
+        """Record a manual finding and put a TODO comment above the statement that holds `node`; returns the
+        finding's report (the block's first one, when the same TODO already stands in the block).
 
         The finding says why the code was left as it is and what to do (`<why>; <action>` in the
         message and the TODO); without them, the rule's own action.
@@ -174,10 +175,11 @@ class FileContext:
         first = self._todo_blocks.get(block)
         if first is not None:
             first.also.append(node)
-            return
+            return first
         self._todo_blocks[block] = report = _Report(node, rule, text, False, why, action, subject)
         self.reports.append(report)
         self.pending_todos.append(comment)
+        return report
 
     def launch(self, processes: str = "N", script: str = "train.py") -> str:
         """What to do so that a rewrite runs as `processes` processes (one per rank, as Transformers'

@@ -69,7 +69,7 @@ class UnknownSymbol(Handler):
         else:
             names = ", ".join(f"`{name.rpartition('.')[2]}`" for name in qualified)
             why = f"the `{package}` names {names} have no rewrite rule"
-        self.ctx.todo(
+        report = self.ctx.todo(
             unknown[0][0],
             UNKNOWN_OPTIMUM_SYMBOL,
             why,
@@ -77,7 +77,7 @@ class UnknownSymbol(Handler):
             'on device "neuron" by hand.',
             subject=qualified[0] if len(qualified) == 1 else package,
         )
-        self.ctx.reports[-1].also += [statement for statement in block[1:]]
+        report.also += block[1:]
         self.grouped.update(block[1:])
 
     def _unknown(self, node: cst.BaseSmallStatement) -> list[tuple[cst.ImportAlias, str]]:

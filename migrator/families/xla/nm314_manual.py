@@ -231,9 +231,9 @@ class ManualXla(Handler):
             )
             return
         what = rule.action.removeprefix("Left in place with a TODO: ")
-        self.ctx.todo(call, rule, f"`{name}` has no direct TorchNeuron equivalent", what)
+        report = self.ctx.todo(call, rule, f"`{name}` has no direct TorchNeuron equivalent", what)
         if rule is NEURONX_DISTRIBUTED:
-            self.first_use[name] = (self.ctx.reports[-1], [])
+            self.first_use[name] = (report, [])
 
     # -- a local variable named like an import is not the import -------------------------------------------
 
