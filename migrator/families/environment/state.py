@@ -33,7 +33,12 @@ class EnvironmentFile:
         self.setters: set[str] = set()
         # Module-level dicts of variables that are only ever handed to an environment (their keys are set).
         self.environment_dicts: frozenset[str] = frozenset()
-        if "environ" in ctx.source.identifiers and "env" in ctx.source.identifiers | {"update"}:
+        if "environ" in ctx.source.identifiers and any(
+            isinstance(statement, cst.SimpleStatementLine)
+            and isinstance(statement.body[0], cst.Assign)
+            and isinstance(statement.body[0].value, cst.Dict)
+            for statement in ctx.module.body
+        ):  # a module-level dict display, in a file that touches the environment: read the file's uses of it
             self.environment_dicts = frozenset(
                 name for name, only in _environment_dicts(ctx.code).items() if only
             )
