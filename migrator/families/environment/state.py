@@ -8,7 +8,7 @@ import ast
 import libcst as cst
 
 from migrator.cst_helpers import is_method_call, literal_value, string_value
-from migrator.families.environment.variables import PRECOMPILE_VARIABLES
+from migrator.families.environment.variables import MANUAL_VARIABLES, PRECOMPILE_VARIABLES, dropped_reason
 from migrator.transform import SOURCE_MODULES, FileContext, Handler
 
 # Environment reads and writes, torch.compile calls and decorators, weight loads.
@@ -37,8 +37,11 @@ class EnvironmentFile:
             isinstance(statement, cst.SimpleStatementLine)
             and isinstance(statement.body[0], cst.Assign)
             and isinstance(statement.body[0].value, cst.Dict)
+            and any(
+                _acted_on(string_value(getattr(e, "key", None))) for e in statement.body[0].value.elements
+            )
             for statement in ctx.module.body
-        ):  # a module-level dict display, in a file that touches the environment: read the file's uses of it
+        ):  # a module-level dict of variables the rules act on, in a file that touches the environment
             self.environment_dicts = frozenset(
                 name for name, only in _environment_dicts(ctx.code).items() if only
             )
@@ -187,6 +190,11 @@ class EnvironmentFile:
         if isinstance(operator, (cst.NotEqual, cst.IsNot)):
             return left != right
         return UNKNOWN
+
+
+def _acted_on(key: str | None) -> bool:
+    """A variable the environment rules remove or flag."""
+    return key is not None and (dropped_reason(key, "") is not None or key in MANUAL_VARIABLES)
 
 
 def _environment_dicts(code: str) -> dict[str, bool]:
