@@ -70,14 +70,15 @@ class XlaFile:
         self.helpers: set[str] = set()  # "_to_device", "_DeviceLoader": added to the file at the end
 
     def prints_metrics(self, call: cst.Call) -> bool:
-        """`print(met.metrics_report())`: goes as a whole."""
+        """`print(met.metrics_report())` (`flush=True` too): goes as a whole."""
         printer = self.ctx.qualified(call.func)
+        shown = [arg for arg in call.args if arg.keyword is None]  # `flush=True`, `file=` only say where to
         return (
             printer in ("print", f"{XM}.master_print")
-            and bool(call.args)
+            and bool(shown)
             and all(
                 isinstance(arg.value, cst.Call) and self.ctx.qualified(arg.value.func) in METRICS_CALLS
-                for arg in call.args
+                for arg in shown
             )
         )
 
@@ -153,7 +154,7 @@ class XlaTracker(Handler):
         if call is not None:
             self.file.statement_calls.add(call)
             if self.file.prints_metrics(call):
-                self.file.statement_calls.update(arg.value for arg in call.args)
+                self.file.statement_calls.update(arg.value for arg in call.args if arg.keyword is None)
         elif len(node.body) > 1:
             self._inline_calls(node.body)
 
