@@ -120,6 +120,22 @@ def python_launches(data: bytes) -> list[tuple[int, list[Word]]]:
     return found
 
 
+def unsets(data: bytes) -> list[tuple[int, str]]:
+    """Every `unset` of a shell text: (start of the command, variable)."""
+    from migrator.shell.syntax import parse
+
+    found = []
+    stack = [parse(data).root_node]
+    while stack:
+        node = stack.pop()
+        if node.type == "unset_command":
+            found += [
+                (node.start_byte, data[c.start_byte : c.end_byte].decode()) for c in node.named_children
+            ]
+        stack.extend(c for c in node.children if c.type != "heredoc_body")
+    return found
+
+
 def launches(text: str) -> frozenset[tuple[str, ...]]:
     """The signatures of the Python launches a shell text runs: what a later piece of a notebook runs, against
     which a compile run of an earlier one is recognised."""

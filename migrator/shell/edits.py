@@ -43,6 +43,8 @@ class Context:
     anchor: int | None = None  # where TODOs go, for pieces nested in the file
     launchers: list[tuple[int, int]] = field(default_factory=list)  # byte ranges of its Python launches
     survey: list[tuple[int, list[Word]]] | None = None  # every Python launch in it (see `survey`)
+    # (offset, variable) of its `unset`s (see `survey`)
+    unsets: list[tuple[int, str]] = field(default_factory=list)
     where: tuple[int, ...] | None = (
         None  # file offset of each byte of `data` (and of its end), when not start+i
     )

@@ -11,6 +11,7 @@ from migrator.shell.commands import (
     _script_index,
     _truthy,
     python_launches,
+    unsets,
 )
 from migrator.shell.edits import Context
 from migrator.shell.nm450_precompile import PRECOMPILE_USE
@@ -118,7 +119,11 @@ class VariablesMatcher:
             if name in BF16_VARIABLES and not unset and _truthy(item.value.partition("=")[2]):
                 if self.keep_precision(ctx, node, item, launch):
                     dropped.append(item)
+                elif launch is None:  # exported: it stays set for what follows
+                    self.bf16_kept.add(name)
                 continue
+            if unset and name in self.bf16_kept:
+                continue  # ends the bf16 an `export` above keeps (with its TODO) for the launches between
             value = item.text.partition("=")[2]
             held = next((v for v in sorted(BF16_VARIABLES) if f"{v}=" in value), None)
             # `ENV_OPTS="XLA_USE_BF16=1 ..."`, expanded into a command later.
@@ -188,8 +193,17 @@ class VariablesMatcher:
         name = item.assignment
         if launch is not None:
             targets = [launch] if _script_index(launch) is not None else []
-        else:
-            targets = [words for offset, words in self.survey(ctx) if offset > node.end_byte]
+        else:  # the launches after the `export`, up to an `unset` of the variable
+            launches = self.survey(ctx)
+            end = min(
+                (offset for offset, unset in ctx.unsets if unset == name and offset > node.end_byte),
+                default=None,
+            )
+            targets = [
+                words
+                for offset, words in launches
+                if offset > node.end_byte and (end is None or offset < end)
+            ]
         # A launch that passes --bf16 already keeps bf16 whatever parses it; another needs a known parser.
         unknown = [
             parser
@@ -244,6 +258,7 @@ class VariablesMatcher:
                 for start, words in python_launches(ctx.data)
                 if _script_index(words) is not None
             ]
+            ctx.unsets = unsets(ctx.data)
         return ctx.survey
 
     def declaration(self, ctx: Context, node: Node, data: bytes) -> None:

@@ -4,11 +4,21 @@ arguments calls `nm202_arguments.py` rewrote."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import descendants, find_keyword, is_literal, keyword_arg, with_appended
-from migrator.families.training.state import TrainingFile
+from migrator.cst_helpers import (
+    descendants,
+    find_keyword,
+    is_literal,
+    keyword_arg,
+    source_code,
+    unpacked_mapping,
+    with_appended,
+)
+from migrator.families.training.state import TrainingFile, unpacked_arguments
 from migrator.families.training.targets import HINTS, RENAMES, TRIGGERS
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Example, Rule, Severity
@@ -101,12 +111,33 @@ class AddedArguments(Handler):
         if call is None or not isinstance(updated, cst.Call):
             return updated
         additions = []
-        if call.migrated and not call.has_star and find_keyword(original, "torch_compile") is None:
+        # A keyword the call's `**` arguments may already pass is not added (given twice, TypeError).
+        unpacked = (
+            unpacked_mapping(original, self.ctx.module, read=partial(unpacked_arguments, self.ctx.module))
+            if call.has_star
+            else {}
+        )
+        if (
+            call.migrated
+            and unpacked is not None
+            and not {"torch_compile"} & {*unpacked, *keywords(original)}
+        ):
             additions.append(keyword_arg("torch_compile", cst.Name("True")))
             self.ctx.report(original, TORCH_COMPILE)
-        if call.sharded and not call.has_star and find_keyword(original, "save_only_model") is None:
-            additions.append(keyword_arg("save_only_model", cst.Name("True")))
-            self.ctx.report(original, SAVE_ONLY_MODEL)
+        if call.sharded and "save_only_model" not in keywords(original):
+            if unpacked is not None and "save_only_model" not in unpacked:
+                additions.append(keyword_arg("save_only_model", cst.Name("True")))
+                self.ctx.report(original, SAVE_ONLY_MODEL)
+            elif unpacked is None or not m.matches(unpacked["save_only_model"], m.Name("True")):
+                spread = ", ".join(f"**{source_code(arg.value)}" for arg in original.args if arg.star == "**")
+                self.ctx.todo(
+                    original,
+                    SAVE_ONLY_MODEL,
+                    f"Trainer cannot save the optimizer state of a model sharded at load, and `{spread}` may already "
+                    "pass save_only_model (a keyword given twice raises TypeError)",
+                    "make what it unpacks hold save_only_model=True, or pass save_only_model=True here if it has "
+                    "no save_only_model",
+                )
         packing = find_keyword(original, "packing")
         if (
             call.table is SFT_CONFIG_ARGUMENTS
@@ -114,7 +145,8 @@ class AddedArguments(Handler):
             and not is_literal(packing.value, "False")
             and find_keyword(original, "packing_strategy") is None
         ):
-            if call.has_star and not self._unpacks_training_arguments_only(original):
+            may_hold = unpacked is None or "packing_strategy" in unpacked
+            if call.has_star and may_hold and not self._unpacks_training_arguments_only(original):
                 # the unpacked mapping may already hold a packing_strategy
                 self.ctx.todo(
                     packing,
@@ -183,6 +215,10 @@ def _training_arguments_names(ctx: FileContext) -> frozenset[str]:
                     training = index < len(classes) and classes[index] in _ARGUMENTS_CLASSES
                     bound.setdefault(element.value.value, []).append(training)
     return frozenset(name for name, kinds in bound.items() if all(kinds))
+
+
+def keywords(call: cst.Call) -> set[str]:
+    return {arg.keyword.value for arg in call.args if arg.keyword is not None}
 
 
 HANDLER = AddedArguments
