@@ -25,7 +25,7 @@ from functools import partial
 import nbformat
 from nbformat.validator import MissingIDFieldWarning
 
-from migrator.rules import Example, Finding, Rule, Severity
+from migrator.rules import Example, Finding, Rule, Severity, also_on
 from migrator.shell.commands import launches
 from migrator.shell.installs import python_imports
 from migrator.shell.requirements import migrate_requirements
@@ -451,19 +451,24 @@ def _flag_config(
     """Findings for the optimum-neuron / XLA keys a configuration cell writes, and the cell with one TODO below
     its `%%writefile` line naming them, where the file's format has `#` comments (None: the cell stays)."""
     named_keys: list[str] = []
+    where: list[tuple[int, int]] = []  # (line, column) of each line naming keys
     for line_number, line in enumerate(body.splitlines(), start=2):
         if line.lstrip().startswith("#"):
             continue
         keys = list(dict.fromkeys(m[0] for m in _CONFIG_KEYS.finditer(line)))
         if keys:
-            named = ", ".join(f"`{key}`" for key in keys)
-            message = f"{named} in `{target}`, which this cell writes. {WRITEFILE_CONFIG.action}"
-            column = line.find(keys[0]) + 1
-            findings.append(Finding(WRITEFILE_CONFIG, line_number, column, message, False, number))
+            where.append((line_number, line.find(keys[0]) + 1))
             named_keys += keys
-    if not named_keys or not target.endswith(_COMMENTED_CONFIGS) or TODO_PREFIX in body:
+    if not named_keys:
         return None
+    # One decision (review the file's settings): one finding, at the first line, naming the others.
     keys = ", ".join(f"`{key}`" for key in dict.fromkeys(named_keys))
+    also = tuple(line for line, _ in where[1:])
+    why = f"{keys} in `{target}`, which this cell writes{also_on(also)}"
+    message = f"{why}. {WRITEFILE_CONFIG.action}"
+    findings.append(Finding(WRITEFILE_CONFIG, *where[0], message, False, number, why=why, also=also))
+    if not target.endswith(_COMMENTED_CONFIGS) or TODO_PREFIX in body:
+        return None
     todo = f"{TODO_PREFIX} {WRITEFILE_CONFIG.code} {keys} in this file are optimum-neuron / XLA settings: review them"
     return f"{header}{newline}{todo}\n{body}"
 
@@ -648,8 +653,9 @@ def _rebuild(line: ShellLine, migrated: str, own: list[Finding], findings: list[
 
 def _shell_finding(finding: Finding, line: ShellLine, line_in_command: int) -> Finding:
     column = finding.column + line.span.column + line.columns if line_in_command == 1 else finding.column
-    cell_line = line.span.first + line_in_command
-    return replace(finding, line=cell_line, column=column, cell=line.cell.number)
+    shift = line.span.first + line_in_command - finding.line
+    others = {other: other + shift for other in finding.also}
+    return finding.moved(others, line=finding.line + shift, column=column, cell=line.cell.number)
 
 
 def _migrate_python_cells(cells: list[PythonCell], migrate_python, findings):
@@ -720,7 +726,8 @@ def _split_cells(migrated: str) -> list[tuple[int, str]]:
 
 
 def _in_cell(finding: Finding, cell_number: int, line_offset: int) -> Finding:
-    return replace(finding, line=finding.line + line_offset, cell=cell_number)
+    others = {other: other + line_offset for other in finding.also}
+    return finding.moved(others, line=finding.line + line_offset, cell=cell_number)
 
 
 def _cell_file_lines(content: str, document: dict) -> dict[int, list[int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
-from migrator.rules import Rule, Severity
+from migrator.rules import Finding, Rule, Severity, also_on
 from migrator.shell import example
 from migrator.shell.commands import _script_index, _truthy
 from migrator.shell.edits import Context
@@ -233,22 +233,28 @@ class FlagsMatcher:
             if parser.read
             else "is neither in this tree nor a known Transformers/TRL example script"
         )
-        changes = []
-        for item, name in flags:
-            change = _legacy_change(name)
-            changes.append(change)
-            note = SFT_CONFIG_ARGUMENTS[name].note
-            message = f"`--{name}` left as it is: `{parser.script}` {how}; if it reaches TrainingArguments/SFTConfig, {change}"
-            self.report(
-                ctx.at(item.start),
-                FLAG_UNKNOWN_SCRIPT,
-                message + (f" ({note})" if note else ""),
-                fixed=False,
-            )
-        text = (
-            f"{TODO_PREFIX} {FLAG_UNKNOWN_SCRIPT.code} `{parser.script}` {how}, so its optimum-neuron training "
-            f"flags are left as they are; if they reach TrainingArguments/SFTConfig: {'; '.join(changes)}"
+        # One decision (the launch's parser is unknown): one TODO, one finding at its first flag naming the others.
+        changes = [_legacy_change(name) for _, name in flags]
+        notes = [
+            f"{change} ({SFT_CONFIG_ARGUMENTS[name].note})" if SFT_CONFIG_ARGUMENTS[name].note else change
+            for change, (_, name) in zip(changes, flags, strict=True)
+        ]
+        (line, column), *others = [self.position(ctx.at(item.start)) for item, _ in flags]
+        also = tuple(sorted({other for other, _ in others} - {line}))
+        why = f"`{parser.script}` {how}, so its optimum-neuron training flags are left as they are"
+        action = f"if they reach TrainingArguments/SFTConfig: {'; '.join(changes)}"
+        finding = Finding(
+            FLAG_UNKNOWN_SCRIPT,
+            line,
+            column,
+            f"{why}{also_on(also)}; if they reach TrainingArguments/SFTConfig: {'; '.join(notes)}",
+            False,
+            why=why + also_on(also),
+            todo=action,
+            also=also,
         )
+        self.findings.append((finding, self.owner))
+        text = f"{TODO_PREFIX} {FLAG_UNKNOWN_SCRIPT.code} {why}; {action}"
         self.todos.append((self.anchor(ctx, node), text, self.owner))
 
 

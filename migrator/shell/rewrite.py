@@ -296,7 +296,7 @@ def _compose(outer: Callable[[str], str], inner: Callable[[str], str]) -> Callab
 
 
 def _shifted(finding: Finding, lines: int) -> Finding:
-    return Finding(finding.rule, finding.line + lines, finding.column, finding.message, finding.fixed)
+    return finding.moved({other: other + lines for other in finding.also}, line=finding.line + lines)
 
 
 _SHEBANG = re.compile(rb"#!\S*(?:/|\s)(python[\d.]*|(?:ba|z|k|da)?sh)\b")
