@@ -139,8 +139,10 @@ PATTERNS = (
         LEGACY_REFERENCE,
         re.compile(r"\bXLA_(?:USE|DOWNCAST)_BF16\b"),
         ("_BF16",),
-        "`{0}` is the XLA flow's bf16 switch, which nothing reads on TorchNeuron",
+        # Both variables are one switch: one TODO where a block reads both.
+        "`XLA_USE_BF16` / `XLA_DOWNCAST_BF16` are the XLA flow's bf16 switches, which nothing reads on TorchNeuron",
         "load with dtype=torch.bfloat16 or train with bf16=True (--bf16) instead",
+        subject="XLA_USE_BF16/XLA_DOWNCAST_BF16",
         strings_only=True,
     ),
     Pattern(
