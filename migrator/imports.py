@@ -239,7 +239,20 @@ class _UnusedImportRemover(cst.CSTTransformer):
         if isinstance(original, (cst.Module, cst.IndentedBlock)):
             lines = [line for line in self.orphan_lines.pop() if line.comment]
             if lines:
-                return updated.with_changes(footer=[*lines, *updated.footer])
+                updated = updated.with_changes(footer=[*lines, *updated.footer])
+            if (
+                isinstance(updated, cst.IndentedBlock)
+                and updated.body
+                and updated.body[0] is not original.body[0]
+            ):
+                # The block's first statement went (`import torch_xla` in `if on_xla:`): no blank line opens it.
+                first = updated.body[0]
+                leading = list(first.leading_lines)
+                while leading and leading[0].comment is None:
+                    leading.pop(0)
+                updated = updated.with_changes(
+                    body=[first.with_changes(leading_lines=leading), *updated.body[1:]]
+                )
         return updated
 
     def _removable(self, module_name: str, obj: str | None, alias: cst.ImportAlias) -> bool:
