@@ -199,6 +199,7 @@ PATTERNS = (
         "read the value from model.config / model.generation_config or from your own settings; the NxD "
         "Inference model code itself has no TorchNeuron port: load the Transformers model of this architecture",
         foreign=lambda found, code: not _nxd_inference(code),
+        whole_file=True,
     ),
     Pattern(
         LEGACY_REFERENCE,

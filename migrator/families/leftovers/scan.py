@@ -405,7 +405,8 @@ def _apply(
         others = hit.statement in by_rule or any(not _is_scan_todo(todo) for todo in above)
         if hit.todo not in above and manual_reported and others:
             continue
-        key = (hit.scope, hit.pattern.rule.code, hit.pattern.subject_of(hit.found))
+        scope = -1 if hit.pattern.whole_file else hit.scope
+        key = (scope, hit.pattern.rule.code, hit.pattern.subject_of(hit.found))
         groups.setdefault(key, []).append(hit)
         covered.add(hit.statement)
     if not groups:
