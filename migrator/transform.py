@@ -234,6 +234,11 @@ class Handler:
       anything to do there (checked on the file's AST index); a handler without triggers always runs.
     - `CALLS`: qualified names of the calls (`ctx.qualified(call.func)`) whose `leave_Call` the handler
       decides on; the dispatcher does not call it for other calls. None (the default): every call.
+    - `STATEMENTS`: qualified names of the calls the handler rewrites where a call is a whole expression
+      statement (in its `leave_SimpleStatementLine`: `xm.mark_step()`, `xm.save(...)`).
+    - `DECIDES`: qualified names of other calls the handler decides on (rewrites, or leaves with its own
+      finding) without a `CALLS` filter. A family's catch-all (NM318) leaves alone every call its rules
+      declare in `CALLS`, `STATEMENTS` or `DECIDES` (`families/xla/state.declared_calls`).
     - `HINTS`: strings of which one appears in the code of every statement the handler acts on or learns
       from, or in the qualified name of an import the statement uses (then the import's local name
       counts as a hint). When every handler at work in a file has hints, the walk does not descend into
@@ -246,6 +251,8 @@ class Handler:
     SYMBOLS: frozenset[str] = frozenset()
     TRIGGERS: frozenset[str] = frozenset()
     CALLS: frozenset[str] | None = None
+    STATEMENTS: frozenset[str] = frozenset()
+    DECIDES: frozenset[str] = frozenset()
     HINTS: frozenset[str] | None = None
     # The visit_/leave_ methods a handler class defines, noted once (a failed hasattr per handler and
     # node type, for each file, costs more than the lookups the dispatcher saves).

@@ -89,6 +89,7 @@ CLOCK_MODULES = frozenset(name.partition(".")[0] for name in CLOCKS) | {
 
 
 class RemoveGraphCalls(Handler):
+    STATEMENTS = SYNC_CALLS | METRICS_CALLS
     HINTS = HINTS
 
     def __init__(self, ctx) -> None:

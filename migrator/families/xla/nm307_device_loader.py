@@ -78,6 +78,7 @@ _PER_DEVICE_LOADER = m.Attribute(value=m.Call(), attr=m.Name("per_device_loader"
 
 
 class DeviceLoader(Handler):
+    DECIDES = DEVICE_LOADERS | {PARALLEL_LOADER}
     HINTS = HINTS
 
     def __init__(self, ctx) -> None:

@@ -4,13 +4,14 @@ functions, enclosing f-string quotes), the helpers they add to it, and how they 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
+from functools import cache
 
 import libcst as cst
 from libcst.helpers import parse_template_expression
 
 from migrator.cst_helpers import descendants, dotted_name, imports_end
 from migrator.families.xla.names import (
-    DECIDED_CALLS,
     DISTRIBUTED_NAMES,
     METRICS_CALLS,
     TORCHRUN_VARIABLES,
@@ -48,6 +49,34 @@ class _DeviceLoader:
     def __len__(self):
         return len(self.loader)
 '''
+
+
+@dataclass(frozen=True)
+class DeclaredCalls:
+    """What the XLA family's rules declare they handle (`Handler.CALLS`, `STATEMENTS`, `DECIDES`)."""
+
+    decided: frozenset[str]  # calls some rule decides on: NM318's catch-all leaves them alone
+    rewritten: frozenset[str]  # torch_xla functions some rule rewrites: used as a value instead, a TODO
+    statements: frozenset[str]  # calls rewritten only where they are a whole expression statement
+
+
+@cache
+def declared_calls() -> DeclaredCalls:
+    from migrator.registry import PYTHON_RULE_MODULES  # the registry imports the family's modules
+
+    handlers = [
+        module.HANDLER
+        for module in PYTHON_RULE_MODULES
+        if module.__name__.startswith(f"{__package__}.") and module.HANDLER is not None
+    ]
+    matched = frozenset(
+        name for handler in handlers for name in (*(handler.CALLS or ()), *handler.STATEMENTS)
+    )
+    return DeclaredCalls(
+        decided=matched | {name for handler in handlers for name in handler.DECIDES},
+        rewritten=frozenset(name for name in matched if name.startswith("torch_xla")),
+        statements=frozenset(name for handler in handlers for name in handler.STATEMENTS),
+    )
 
 
 class XlaFile:
@@ -191,7 +220,7 @@ class XlaFlowBlocks:
         head, _, rest = name.partition(".")
         qualified = self._imports().get(head, head) + (f".{rest}" if rest else "")
         return qualified.startswith(_LEFT_ON_XLA) or (
-            qualified.startswith("torch_xla") and qualified not in DECIDED_CALLS
+            qualified.startswith("torch_xla") and qualified not in declared_calls().decided
         )
 
     def _imports(self) -> dict[str, str]:
