@@ -97,3 +97,14 @@ def test_the_xla_catch_all_leaves_alone_every_call_a_rule_of_the_family_declares
         assert "NM318" not in [f.code for f in migrate_python(source)[1]]
     finally:
         declared_calls.cache_clear()
+
+
+def test_the_guide_names_every_helper_and_shows_a_real_rule_module() -> None:
+    guide = (PACKAGE.parent / "docs" / "writing-rules.md").read_text()
+    helpers = [
+        node.name
+        for node in ast.parse((PACKAGE / "cst_helpers.py").read_text()).body
+        if isinstance(node, ast.FunctionDef | ast.ClassDef) and not node.name.startswith("_")
+    ]
+    assert [name for name in helpers if f"`{name}`" not in guide] == []
+    assert (PACKAGE / "families" / "xla" / "nm311_compile_backend.py").read_text() in guide
