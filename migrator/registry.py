@@ -47,6 +47,7 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = _modules(
     "xla.nm323_traced_load",
     "xla.nm324_import_probe",
     "xla.nm326_unused_import",
+    "xla.nm327_profiler_annotations",
     "environment.state",
     "environment.nm400_variables",
     "environment.nm402_precompile",
