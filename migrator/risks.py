@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from migrator.families.environment.nm404_async_load import ASYNC_LOAD_VARIABLE
 from migrator.rules import Example, Rule, Severity
+from migrator.target_stack import component
 
 _PAD_PROMPTS = (
     'Tokenize with `padding="max_length"` and a fixed `max_length` (or a few bucket lengths), keep the batch '
@@ -13,7 +14,7 @@ _PAD_PROMPTS = (
 )
 _PAD_BATCHES = (
     'Pad every batch to a fixed length: `padding="max_length"` when tokenizing, or `pad_to_multiple_of=128` '
-    "in the data collator. With TRL >= 1.16 keep `pad_to_multiple_of` at its default and "
+    f"in the data collator. With TRL >= {component('trl').version} keep `pad_to_multiple_of` at its default and "
     '`padding_free=False` (`packing_strategy="wrapped"` when packing).'
 )
 _STATIC_SHAPES = (

@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 
 from compat_matrix.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
+from migrator import target_stack
 from migrator.sources import UsageError, named_file_kind
 from reports.advice import STAGE_MEANINGS, advice
 from reports.render import NULL, asset, fail, render, write_output
@@ -43,14 +44,10 @@ SEVERITY_LABELS = {
 }
 FAMILIES = ("inference", "training", "xla", "environment", "shell", "manual")
 
-# What the migrated code needs (TorchNeuron public beta; see docs and the migration map's platform table).
-PLATFORM = "trn2 or trn3 instances: TorchNeuron does not run on inf1, inf2 or trn1"
-REQUIREMENTS = (
-    ("always", "Neuron SDK", "2.33 or later (TorchNeuron public beta)"),
-    ("always", "PyTorch", "torch 2.14 with torch-neuronx 2.14.x, Python 3.10 to 3.14"),
-    ("always", "Transformers", ">= 5.23 (device_map='neuron', static-cache generation compiled for neuron)"),
-    ("trl", "TRL", ">= 1.16 (pads batches to a multiple of 128 on neuron)"),
-    ("peft", "PEFT", ">= 0.21"),
+# Where the migrated code runs (migrator/target_stack.json, which also holds the versions it needs).
+PLATFORM = (
+    f"{' or '.join(target_stack.INSTANCES)} instances: TorchNeuron does not run on "
+    f"{', '.join(target_stack.NOT_ON[:-1])} or {target_stack.NOT_ON[-1]}"
 )
 RULES_DOC = REPO_ROOT / "docs" / "rules.md"
 COMPAT_REPORT_NAME = "compat.html"  # what `make demo` writes next to the checklist
@@ -390,12 +387,17 @@ def _rule_anchors() -> frozenset[str]:
     )
 
 
+def _why(component: target_stack.Component) -> str:
+    where = f": {component.index}" if component.index else ""
+    return f"({component.why}{where})" if component.why else ""
+
+
 def _platform_items(uses: set[str]) -> list[Item]:
     items = [Item("check", f"Run on {PLATFORM}", "TorchNeuron is a public beta on Trainium2 and Trainium3.")]
     items += [
-        Item("check", f"Install {name} {version}", "")
-        for needs, name, version in REQUIREMENTS
-        if needs == "always" or needs in uses
+        Item("check", " ".join(filter(None, ("Install", c.name, c.wanted, _why(c)))), "")
+        for c in target_stack.COMPONENTS
+        if c.needed_when == "always" or c.needed_when in uses
     ]
     items += [Item("check", f"Uninstall {text}", "") for name, text in REMOVALS.items() if name in uses]
     for item in items:

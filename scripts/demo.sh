@@ -22,7 +22,7 @@ fi
 
 echo "==> [2/4] Compatibility report from $reference"
 if [ ! -f "$reference" ]; then
-    echo "error: $reference is missing: run 'neuron-compat run' (see README) or restore the file from git" >&2
+    echo "error: $reference is missing: run 'neuron-compat run' (see docs/compat-matrix.md) or restore the file from git" >&2
     exit 2
 fi
 "$bin/neuron-compat" report "$reference" -o "$out/compat.html"

@@ -1,6 +1,7 @@
 """NM450/NM451/NM458/NM459: `neuron_parallel_compile` runs and the pre-compilation variables it set
-(migration map §3.3): a compile run goes when the same launch follows it, a branch on the variable is folded
-with it unset, any other use gets a TODO."""
+(`NEURON_EXTRACT_GRAPHS_ONLY`, `NEURON_PARALLEL_COMPILE`). TorchNeuron compiles just in time and caches its
+graphs, so there is no separate pre-compilation run: a compile run goes when the same launch follows it, a
+branch on the variable is folded with it unset, any other use gets a TODO."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""NM452-NM455: `optimum-cli` commands (migration map §1.8): export, consolidate and cache go, any other
-`optimum-cli neuron` command gets a TODO."""
+"""NM452-NM455: `optimum-cli` commands of optimum-neuron (`export neuron`, `neuron consolidate`, `neuron cache`,
+...). TorchNeuron loads the original checkpoint, saves unsharded checkpoints and has no Hub compile cache, so
+export, consolidate and cache go; any other `optimum-cli neuron` command gets a TODO."""
 
 from __future__ import annotations
 
@@ -185,7 +186,8 @@ def _cell_using(cells, words: list[Word]) -> tuple[int, str] | None:
     return None
 
 
-# What each export setting becomes where the model id is loaded instead (the migration map's §2.1).
+# What each export setting becomes where the model id is loaded instead: the static shapes and dtype the export
+# compiled for are set at load and generation time on TorchNeuron.
 _LOAD_SETTINGS = {
     "sequence_length": "max_cache_len={} (a decoder) or a fixed padding length of {} (an encoder)",
     "batch_size": "a fixed batch size of {}",

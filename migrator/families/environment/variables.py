@@ -1,13 +1,14 @@
-"""Environment variables of the XLA / NxD flow and what becomes of them (migration map §3.3); shared by
-the Python rules and the shell family."""
+"""Environment variables of the XLA / NxD flow and what becomes of them on TorchNeuron; shared by the Python
+rules and the shell family."""
 
 from __future__ import annotations
 
 import re
 
-# Variables only the XLA / NxD flow reads (migration map §3.3); any XLA_* / PT_XLA_* is torch_xla's. The Neuron
-# runtime's own variables (NEURON_RT_*: stochastic rounding, visible cores, in-flight requests...) stay: TorchNeuron
-# runs on the same runtime (libnrt), which reads them (TorchNeuron environment variable reference).
+# Variables only the XLA / NxD flow reads (each entry says what it did there); any XLA_* / PT_XLA_* is
+# torch_xla's. The Neuron runtime's own variables (NEURON_RT_*: stochastic rounding, visible cores, in-flight
+# requests...) stay: TorchNeuron runs on the same runtime (libnrt), which reads them (TorchNeuron environment
+# variable reference).
 DROPPED_VARIABLES: dict[str, str] = {
     "XLA_USE_BF16": "XLA-only casting flag; load the model with dtype=torch.bfloat16 or train with bf16=True",
     "XLA_DOWNCAST_BF16": "XLA-only casting flag; load the model with dtype=torch.bfloat16 or train with bf16=True",

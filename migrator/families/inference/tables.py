@@ -1,6 +1,7 @@
 """Data for the inference rules: which optimum-neuron symbol becomes which Transformers/Diffusers symbol,
-and what each load-time argument means. Source: shared migration map sections 1.1-1.3, 1.7, 2.1-2.5,
-checked against the optimum-neuron 0.4.5 wheel and the installed Transformers 5.23 / Diffusers 0.42.1."""
+and what each load-time argument means, read from the optimum-neuron 0.4.5 wheel (its model classes, their
+`from_pretrained` / export arguments and pipelines) and checked against the installed Transformers 5.23 /
+Diffusers 0.42.1."""
 
 from __future__ import annotations
 

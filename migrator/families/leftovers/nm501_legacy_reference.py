@@ -8,6 +8,7 @@ from migrator.families.environment.variables import DROPPED_VARIABLES, MANUAL_VA
 from migrator.families.inference.tables import COMPILED_HUB_REPO
 from migrator.families.leftovers.patterns import Pattern
 from migrator.rules import Example, Rule, Severity
+from migrator.target_stack import PINS
 
 LEGACY_REFERENCE = Rule(
     "NM501",
@@ -81,7 +82,7 @@ PATTERNS = (
         re.compile(r"\boptimum[-_]neuron\b(?:\[\w+(?:,\w+)*\])?"),
         ("optimum",),
         "`{0}` installs or names optimum-neuron, which TorchNeuron replaces",
-        "install torch-neuronx from the Neuron pip repository with transformers>=5.23 and trl>=1.16 instead",
+        f"install torch-neuronx from the Neuron pip repository with {' and '.join(PINS)} instead",
         subject="optimum-neuron",
     ),
     Pattern(
