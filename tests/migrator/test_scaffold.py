@@ -20,23 +20,26 @@ def test_a_scaffolded_rule_is_registered_once_with_the_next_free_code(tmp_path: 
     """In a copy of the package (~3 s: a fresh interpreter imports the registry)."""
     shutil.copytree(REPO / "migrator", tmp_path / "migrator", ignore=shutil.ignore_patterns("__pycache__"))
     new_rule = [sys.executable, str(REPO / "scripts" / "new_rule.py"), "--root", str(tmp_path)]
+    highest = max(int(path.name[2:5]) for path in (REPO / "migrator" / "families" / "xla").glob("nm3*.py"))
+    code = f"NM{highest + 1}"  # (the next free code after the family's highest module)
+    module_name = f"{code.lower()}_replication_calls"
     done = subprocess.run([*new_rule, "xla", "replication_calls"], capture_output=True, text=True, check=True)
-    assert "nm327_replication_calls.py (NM327)" in done.stdout
-    module = tmp_path / "migrator" / "families" / "xla" / "nm327_replication_calls.py"
-    assert 'Rule(\n    "NM327"' in module.read_text() and "HANDLER = ReplicationCalls" in module.read_text()
+    assert f"{module_name}.py ({code})" in done.stdout
+    module = tmp_path / "migrator" / "families" / "xla" / f"{module_name}.py"
+    assert f'Rule(\n    "{code}"' in module.read_text() and "HANDLER = ReplicationCalls" in module.read_text()
     assert (tmp_path / "fixtures" / "migrator" / "xla" / "replication_calls.py").exists()
     registry = (tmp_path / "migrator" / "registry.py").read_text()
-    assert registry.count("nm327_replication_calls") == 1
+    assert registry.count(module_name) == 1
     loaded = subprocess.run(
-        [sys.executable, "-c", "from migrator.registry import RULE_MODULES; print(RULE_MODULES['NM327'])"],
+        [sys.executable, "-c", f"from migrator.registry import RULE_MODULES; print(RULE_MODULES['{code}'])"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert loaded.stdout.strip() == "migrator.families.xla.nm327_replication_calls"
-    again = subprocess.run([*new_rule, "xla", "other", "--code", "NM327"], capture_output=True, text=True)
-    assert again.returncode == 2 and "NM327 is already defined" in again.stderr
+    assert loaded.stdout.strip() == f"migrator.families.xla.{module_name}"
+    again = subprocess.run([*new_rule, "xla", "other", "--code", code], capture_output=True, text=True)
+    assert again.returncode == 2 and f"{code} is already defined" in again.stderr
 
 
 @pytest.mark.parametrize("case", ["xla/bench_step_sync_helper.py", "shell/crlf_launcher.sh"])

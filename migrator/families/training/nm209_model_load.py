@@ -208,7 +208,11 @@ class ModelLoads(Handler):
 
     def _parsed_load(self, original, updated, target: Target, index: int, holder: str) -> cst.Call:
         tp = f"{holder}.tensor_parallel_size"
-        config = f"DistributedConfig(tp_size={tp}, dp_replicate_size={WORLD_SIZE} // {tp})"
+        # A degree of 1 is plain data parallelism, which the Trainer does itself (DDP); a DistributedConfig would
+        # shard at load and make the Trainer refuse checkpoints with optimizer state (NM207).
+        config = (
+            f"DistributedConfig(tp_size={tp}, dp_replicate_size={WORLD_SIZE} // {tp}) if {tp} > 1 else None"
+        )
         self.ctx.add_import("os")
         self.ctx.add_import("transformers", "DistributedConfig")
         self.ctx.add_import(target.module, target.name)
@@ -217,7 +221,8 @@ class ModelLoads(Handler):
             original,
             TRAINING_MODEL,
             f"-> `transformers.{target.name}.from_pretrained` with distributed_config={config}: the parsed "
-            "trn_config's tensor parallel degree, data parallel over the other processes.",
+            "trn_config's tensor parallel degree, data parallel over the other processes (a degree of 1: "
+            "no DistributedConfig, the Trainer's own data parallelism).",
         )
         args = self._renamed_keywords(original, updated)
         new = keyword_arg("distributed_config", cst.parse_expression(config))
