@@ -7,6 +7,7 @@ which codes belong to which family; the docs, the reports and the checklist read
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 
@@ -75,6 +76,13 @@ class Rule:
         return FAMILY_BY_PREFIX[self.code[:3]]
 
 
+def also_on(lines: tuple[int, ...] | list[int]) -> str:
+    """What a finding that stands for several lines adds to its reason: ` (also on lines 12, 30)`."""
+    if not lines:
+        return ""
+    return f" (also on line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})"
+
+
 @dataclass(frozen=True)
 class Finding:
     rule: Rule
@@ -88,6 +96,23 @@ class Finding:
     todo: str | None = None
     subject: str | None = None  # the argument, variable or symbol the finding is about, when it has one
     file_line: int | None = None  # notebooks: the line of the .ipynb file that holds the cell's line
+    # Manual findings: the other lines where the same decision is made again in its block (one TODO, above
+    # `line`, stands for them).
+    also: tuple[int, ...] = ()
+
+    def moved(self, lines: dict[int, int], **changes) -> Finding:
+        """The finding with its other lines (`also`) moved by `lines` (old line -> new line), and `changes`."""
+        if not self.also:
+            return dataclasses.replace(self, **changes)
+        also = tuple(lines.get(line, line) for line in self.also)
+        old, new = also_on(self.also), also_on(also)
+        return dataclasses.replace(
+            self,
+            message=self.message.replace(old, new),
+            why=self.why.replace(old, new) if self.why else self.why,
+            also=also,
+            **changes,
+        )
 
     @property
     def code(self) -> str:
@@ -107,6 +132,8 @@ class Finding:
         }
         if self.subject is not None:
             data["subject"] = self.subject
+        if self.also:
+            data["also"] = list(self.also)
         if self.cell is not None:
             data["cell"] = self.cell
         return data

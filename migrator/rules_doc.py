@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from migrator.registry import RULES
+from migrator.registry import RULE_MODULES, RULES
 from migrator.rules import FAMILIES
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
@@ -33,8 +33,8 @@ def render() -> str:
         lines += [
             f"## {family.title} ({family.codes})",
             "",
-            "| code | severity | looks for | does / what to do |",
-            "|---|---|---|---|",
+            "| code | severity | looks for | does / what to do | defined in |",
+            "|---|---|---|---|---|",
         ]
         for rule in rules:
             cells = [
@@ -43,6 +43,7 @@ def render() -> str:
                 str(rule.severity),
                 rule.title,
                 rule.action,
+                _home(rule.code),
             ]
             if rule.fixed_by:
                 cells[3] += f" Fixed by: {', '.join(_fix(fix) for fix in rule.fixed_by)}."
@@ -51,6 +52,12 @@ def render() -> str:
         for rule in rules:
             lines += _examples(rule)
     return "\n".join(lines)
+
+
+def _home(code: str) -> str:
+    """A link to the module that defines the rule (docs/ is one level below the repository root)."""
+    path = RULE_MODULES[code].replace(".", "/") + ".py"
+    return f"[{path.rpartition('/')[2]}](../{path})"
 
 
 def _fix(fix: str) -> str:

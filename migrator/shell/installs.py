@@ -98,6 +98,21 @@ def stale(requirement: Parsed) -> bool:
     )
 
 
+# Operators that hold the Neuron compiler to one release line: an exact version or an upper bound.
+_HOLDING = frozenset({"==", "===", "<", "<=", "~="})
+
+
+def unpinned_compiler(requirement: Parsed) -> str | None:
+    """`neuronx-cc==2.14.213.0`: the compiler held to the release of an XLA-era Neuron SDK, which would hold
+    the resolver to the torch-neuronx of that release. The requirement without its version (its marker kept):
+    torch-neuronx requires the compiler it works with. None for any other requirement."""
+    if requirement.name != "neuronx-cc" or requirement.url is not None:
+        return None
+    if not any(s.operator in _HOLDING and not s.version.endswith(".*") for s in requirement.specifier):
+        return None
+    return "neuronx-cc" + (f"; {requirement.marker}" if requirement.marker is not None else "")
+
+
 def concerns_torchneuron(requirements: list[Parsed]) -> bool:
     """An install of the legacy stack, or of TorchNeuron (whose other pins must fit the migrated code)."""
     return any(replaced(r) or r.name == "torch-neuronx" for r in requirements)

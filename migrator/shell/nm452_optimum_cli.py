@@ -108,9 +108,7 @@ class OptimumCliMatcher:
             rule = CONSOLIDATE_COMMAND
         elif arguments == ["neuron", "cache"]:
             rule = CACHE_COMMAND
-        reused = (
-            _output_reused(self.data, ctx.start + node.end_byte, words) if rule is EXPORT_COMMAND else None
-        )
+        reused = _output_reused(self.data, ctx.at(node.end_byte), words) if rule is EXPORT_COMMAND else None
         loading_cell = (
             _cell_using(self.python_cells, words) if rule is EXPORT_COMMAND and reused is None else None
         )
@@ -134,7 +132,7 @@ class OptimumCliMatcher:
         elif rule is not None and self.owner == 0 and self.remove_statement(ctx, node, placeholder=False):
             core_count = _export_core_count(words) if rule is EXPORT_COMMAND else None
             self.report(
-                ctx.start + words[0].start,
+                ctx.at(words[0].start),
                 rule,
                 f"{EXPORT_REMOVED} {core_count}: {EXPORT_TP_SIZE}" if core_count else None,
             )

@@ -17,7 +17,8 @@ PIP_INSTALL = Rule(
     "An install (`pip install`, `%pip`, a requirements file) of optimum-neuron / torch-xla / neuronx-distributed, "
     f"or of an XLA-era torch-neuronx (below {component('torch-neuronx').version})",
     f"Replaced with the TorchNeuron package set, {PIP_ARGUMENTS}, "
-    "plus what an optimum-neuron extra pulled in (`[diffusers]`: diffusers), with the replaced line's marker; "
+    "plus what an optimum-neuron extra pulled in (`[diffusers]`: diffusers), with the replaced line's marker "
+    "(a `neuronx-cc==2.x` pin beside it loses its version); "
     f"`--extra-index-url {installs.NEURON_INDEX}` is added: torch-neuronx comes from the Neuron pip "
     "repository, not PyPI. Uninstall torch-xla from existing environments: Transformers still takes the XLA path "
     "when it is importable.",
@@ -130,7 +131,12 @@ class InstallsMatcher:
         replaced = sorted([*legacy, *stale], key=lambda w: w.start)
         if not replaced:
             return
-        self.report(ctx.start + replaced[0].start, PIP_INSTALL)
+        for item, parsed in current:
+            unpinned = installs.unpinned_compiler(parsed)
+            if unpinned is not None:
+                self.report(ctx.at(item.start), PIP_INSTALL, compiler_unpinned(item.value))
+                self.edit(ctx, item.start, item.end, _shell_quoted(unpinned))
+        self.report(ctx.at(replaced[0].start), PIP_INSTALL)
         first = editable.get(replaced[0].start, replaced[0])  # an editable install goes with its `-e`
         self.edit(ctx, first.start, replaced[0].end, " ".join(_shell_quoted(text) for text in plan.added))
         values = [w.value for w in words]
@@ -140,6 +146,13 @@ class InstallsMatcher:
             self.remove_word(ctx, item, siblings)
             if item.start in editable:
                 self.remove_word(ctx, editable[item.start], siblings)
+
+
+def compiler_unpinned(requirement: str) -> str:
+    return (
+        f"`{requirement}` unpinned: the compiler of an XLA-era Neuron release would hold pip to that release's "
+        "torch-neuronx; torch-neuronx requires the compiler it works with."
+    )
 
 
 def _requirements(words: list[Word]) -> tuple[list[tuple[Word, installs.Parsed]], dict[int, Word]]:

@@ -53,3 +53,20 @@ def dropped_reason(variable: str, code: str) -> str | None:
     if variable.startswith(DROPPED_PREFIXES):
         return "PyTorch/XLA setting"
     return None
+
+
+# Code written for TorchNeuron already (`torch.compile(..., backend="neuron")`, the "neuron" device) with nothing
+# of the XLA flow in it: the compiler and cache variables it sets are set for TorchNeuron, on purpose.
+_TORCHNEURON = re.compile(
+    r"""backend\s*=\s*["']neuron["']|torch\.device\(\s*["']neuron["']|device_map\s*=\s*["']neuron["']"""
+    r"""|\.to\(\s*["']neuron["']"""
+)
+_XLA_FLOW = re.compile(
+    r"\b(?:torch_xla|optimum\.neuron|neuronx_distributed|transformers_neuronx|torch_neuron|neuron_parallel_compile)\b"
+    r"|\b(?:PT_)?XLA_[A-Z_]+\b|\bNEURON_(?:EXTRACT_GRAPHS_ONLY|PARALLEL_COMPILE|FUSE_SOFTMAX)\b"
+)
+
+
+def torchneuron_code(code: str) -> bool:
+    """Whether `code` (a file as its author wrote it) already targets TorchNeuron and nothing of the XLA flow."""
+    return _TORCHNEURON.search(code) is not None and _XLA_FLOW.search(code) is None
