@@ -42,8 +42,9 @@ class ProbeSettings:
     recompile_limit: int = 8
     seed: int = 0
     # What `tiny.py` builds is part of the measurement: bump when a change there alters any tiny model
-    # (2: layer-index lists follow the kept layers; 3: attention as Transformers chooses it, not forced eager).
-    tiny_models_revision: int = 3
+    # (2: layer-index lists follow the kept layers; 3: attention as Transformers chooses it, not forced eager;
+    # 4: top-1 routing stays top-1).
+    tiny_models_revision: int = 4
     # Isolation limits: they decide timeout/crash verdicts but not what a finished probe measures.
     timeout_s: float = 600.0
     memory_mb: int = 6144
