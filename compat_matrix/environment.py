@@ -97,6 +97,7 @@ def run_env(settings: ProbeSettings) -> dict:
         "backend": settings.backend,
         "simulated": settings.backend == "neuron-sim",
         "settings_id": settings.settings_id(),
+        "config": settings.config,
     }
     if settings.backend == "neuron":
         try:

@@ -480,11 +480,20 @@ def _fix_derived_fields(config: PreTrainedConfig, size: TinySize) -> None:
 
 
 def build_tiny_config(
-    model_type: str, size: TinySize = PRIMARY, overrides: dict[str, Any] | None = None
+    model_type: str,
+    size: TinySize = PRIMARY,
+    overrides: dict[str, Any] | None = None,
+    exact: dict[str, Any] | None = None,
 ) -> PreTrainedConfig:
+    """``overrides``: full-size values, shrunk like defaults. ``exact``: tiny values set as given after
+    shrinking, on every (sub-)config that has the field (the artifact guard's tie-free top-k)."""
     config_cls = CONFIG_MAPPING[model_type]
     config = config_cls(**tiny_config_kwargs(config_cls, size=size, overrides=overrides))
     _fix_derived_fields(config, size)
+    for name, value in (exact or {}).items():
+        for sub in _sub_configs(config):
+            if hasattr(sub, name):
+                setattr(sub, name, value)
     return config
 
 
@@ -494,13 +503,14 @@ def build_tiny_model(
     dtype: torch.dtype = torch.float32,
     size: TinySize = PRIMARY,
     overrides: dict[str, Any] | None = None,
+    exact: dict[str, Any] | None = None,
 ) -> torch.nn.Module:
     """A tiny random-weight causal LM for ``model_type`` (eval mode). Attention is what Transformers chooses
     for the class (SDPA where supported), as it is for a user's model on the device. ``overrides``: full-size
     config values to build from instead of the class defaults (a checkpoint's, see ``checkpoints``)."""
     from transformers import AutoModelForCausalLM
 
-    config = build_tiny_config(model_type, size, overrides)
+    config = build_tiny_config(model_type, size, overrides, exact)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     if hasattr(model, "set_default_language"):  # X-MOD routes through per-language adapters
