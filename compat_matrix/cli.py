@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from compat_matrix.settings import BACKENDS, DEFAULT_TIMEOUT_S, DTYPES, ProbeSettings
+from compat_matrix.settings import BACKENDS, CONFIGS, DEFAULT_TIMEOUT_S, DTYPES, ProbeSettings
 
 
 class BadInput(click.ClickException):
@@ -34,7 +34,11 @@ def main() -> None:
 
 @main.command()
 @click.option(
-    "--archs", default="top100", show_default=True, help="top100, all, or a comma list of model types."
+    "--archs",
+    default="top100",
+    show_default=True,
+    help="top100, all, checkpoint-differs (whose recorded checkpoint values differ from the class defaults), "
+    "or a comma list of model types.",
 )
 @click.option(
     "--backend",
@@ -69,6 +73,16 @@ def main() -> None:
     default="float32",
     show_default=True,
     help="Weights and activations of every probe; the logit tolerance follows it.",
+)
+@click.option(
+    "--config",
+    "config_source",
+    type=click.Choice(CONFIGS),
+    default="checkpoint",
+    show_default=True,
+    help="checkpoint: build each tiny model from the code-path fields of its architecture's most-used "
+    "checkpoint (compat_matrix/checkpoint_configs.json; class defaults where it has none, as the row says); "
+    "class-defaults: from the Transformers config class's defaults.",
 )
 @click.option(
     "--sim-device",
@@ -119,6 +133,7 @@ def run(
     jobs: int,
     timeout_s: float | None,
     dtype: str,
+    config_source: str,
     sim_device: str,
     memory_mb: int,
     shard,
@@ -155,6 +170,7 @@ def run(
     settings = ProbeSettings(
         backend=resolved,
         dtype=dtype,
+        config=config_source,
         sim_device=sim_device,
         timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S[resolved],
         memory_mb=memory_mb,
@@ -173,7 +189,7 @@ def run(
     on = f" on {sim_device}" if resolved == "neuron-sim" else ""
     click.echo(
         f"{len(todo)} architecture(s), backend {resolved}{on} (simulated: {str(resolved == 'neuron-sim').lower()}), "
-        f"{dtype}, torch {env['torch']}, transformers {env['transformers']}, settings {env['settings_id']}, "
+        f"{dtype}, {config_source} configs, torch {env['torch']}, transformers {env['transformers']}, settings {env['settings_id']}, "
         f"{scheduler}" + (f", shard {shard}" if shard is not None else ""),
         err=True,
     )

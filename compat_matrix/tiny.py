@@ -132,6 +132,7 @@ KNOB_ALIASES: dict[str, tuple[tuple[str, ...], int | None]] = {
             "top_k_experts",
             "centroid_intermediate_top_k",
             "num_experts_per_token",
+            "moe_top_k",
         ),
         TOP_K,
     ),

@@ -290,4 +290,4 @@ def test_merge_reads_rows_from_before_schema_2_and_says_so(tmp_path):
     new = write_jsonl(tmp_path / "new.jsonl", [result_row("gpt2", 3, schema_version=2, cause=None)])
     merged = merge_results([old, new])
     assert [row["model_type"] for row in merged.rows] == ["llama", "qwen2", "gpt2"]
-    assert any("2 row(s) written before schema version 2" in line for line in summary_lines(merged))
+    assert any("2 row(s) written before schema version 3" in line for line in summary_lines(merged))
