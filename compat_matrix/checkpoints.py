@@ -10,6 +10,7 @@ shrinks them as it shrinks a default: a 4096-token window becomes the 8-token ti
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from functools import cache
@@ -63,7 +64,8 @@ class ConfigChoice:
 
     @property
     def overrides(self) -> dict[str, Any]:
-        return dict(self.checkpoint.values) if self.checkpoint else {}
+        # A copy: building a config standardises nested dicts (rope) in place.
+        return copy.deepcopy(self.checkpoint.values) if self.checkpoint else {}
 
     def row_fields(self) -> dict[str, Any]:
         fields: dict[str, Any] = {"config_source": self.source.value}

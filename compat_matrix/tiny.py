@@ -11,6 +11,7 @@ already mapped to tiny sizes) go into the constructor, so ``__post_init__`` deri
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -402,8 +403,8 @@ def tiny_config_kwargs(
     field values (a checkpoint's): each goes to the config that declares it, and is shrunk like a default."""
     overrides = overrides or {}
     own = {name: value for name, value in overrides.items() if declares(config_cls, name)}
-    defaults = _full_size_values(config_cls, own)
-    kwargs: dict[str, Any] = dict(own)
+    defaults = _full_size_values(config_cls, copy.deepcopy(own))  # building standardises nested dicts in place
+    kwargs: dict[str, Any] = copy.deepcopy(own)
     knobs = size_knobs(size) | SMALL_KNOBS | {name: knob(size) for name, knob in SIZED_KNOBS.items()}
     if tower:
         knobs = knobs | TOWER_KNOBS

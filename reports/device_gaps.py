@@ -26,7 +26,7 @@ def _lists(row: dict, name: str) -> list[str]:
 
 
 def run_gaps(frame: pd.DataFrame, run_index: int) -> list[dict]:
-    """The gaps, each with what the simulation did measure and the rows of this run it concerns."""
+    """The gaps, each with the rows of this run it concerns (None: it concerns every row)."""
     rows = frame[frame["run"] == run_index] if not frame.empty else frame
     if rows.empty:
         return []
@@ -47,12 +47,12 @@ def run_gaps(frame: pd.DataFrame, run_index: int) -> list[dict]:
             "StableHLO, and which ATen ops it lowers (and how fast) is not documented per op for compiled "
             "graphs: grouped matmul (aten._grouped_mm, the bf16 MoE path), roll / index_put in sliding-window "
             "caches, topk / sort / scatter / gather in routers and sparse-attention indexers, histc and cumsum "
-            f"in expert counting. In this run: {common or 'none'}.",
+            f"in expert counting. In this run, with the rows that hold one: {common or 'none'}",
             "rows": lowering,
         },
         {
             "title": "Compile time",
-            "text": "Every graph below is one neuronx-cc compilation on the device (minutes each on a cold cache); "
+            "text": "Every compiled graph is one neuronx-cc compilation on the device (minutes each on a cold cache); "
             f"a decode step that recompiles at every token compiles up to {RECOMPILE_LIMIT} times per "
             "generate() before Dynamo runs it eagerly, and graph breaks multiply the graphs. The simulator "
             "counts them; only a device times them. Rows with more than 8 graphs (generation plus training):",
@@ -61,7 +61,7 @@ def run_gaps(frame: pd.DataFrame, run_index: int) -> list[dict]:
         {
             "title": "Decode speed after the recompile limit",
             "text": f"Rows that recompile at every decode step run eagerly after {RECOMPILE_LIMIT} compilations: how "
-            "slow eager decode is on a NeuronCore is a device measurement.",
+            "slow eager decode is on a NeuronCore is a device measurement",
             "rows": every_step,
         },
         {
@@ -69,7 +69,7 @@ def run_gaps(frame: pd.DataFrame, run_index: int) -> list[dict]:
             "text": "The reference runs float32 on CPU. On the device neuronx-cc casts float32 matrix multiplications to "
             f"bf16 by default ({COMPILER_AUTOCAST}), and bf16 takes other Transformers kernels (grouped_mm "
             "for MoE experts): outputs within tolerance here say nothing about bf16 accuracy there. Rows "
-            "with float64 in compiled graphs (whether the compiler raises or casts is not documented):",
+            "with float64 in compiled graphs (whether the compiler raises or casts is not documented)",
             "rows": unknown,
         },
         {

@@ -90,10 +90,11 @@ CAUSE_LABELS = {
     "harness": "harness",
 }
 CAUSE_MEANINGS = {
-    "device": "fails only on the compiled / device path",
+    "device": "fails only on the compiled / device path, or its compiled graph holds an op the device's own rule "
+    "says raises and no measured code path avoids it",
     "transformers": "already fails or differs in uncompiled static-cache generation on CPU: a Transformers bug",
     "simulator": "fails only under the simulator's own graph execution: not measured on the device",
-    "harness": "the tiny model could not be built",
+    "harness": "the tiny model could not be built, or a failure could not be confirmed at a second tiny size",
 }
 CONFIG_LABELS = {
     "checkpoint": "checkpoint configs",

@@ -33,7 +33,10 @@ def test_only_compiled_graph_findings_of_raising_rules_raise():
         "complex: aten.mul torch.complex64 (eager)",
     ]
     assert sim_backend.raising_findings(findings) == [findings[0]]
-    assert sim_backend.lowering_unverified({"aten.topk", "aten.mm", "aten.roll"}) == ["aten.roll", "aten.topk"]
+    assert sim_backend.lowering_unverified({"aten.topk", "aten.mm", "aten.roll"}) == [
+        "aten.roll",
+        "aten.topk",
+    ]
 
 
 def test_dynamic_shapes_are_rejected_like_on_neuron():

@@ -28,7 +28,9 @@ def test_an_op_the_device_raises_on_fails_the_stage_unless_a_measured_path_avoid
         "train", [COVERAGE], [a_path("batched_mm", lowering=["aten.topk"]), a_path("bf16")], "float32"
     )
     assert avoided["avoided_by"] == "change to batched_mm"
-    assert "in float32 the compiled training graph holds transformers.grouped_mm_fallback" in avoided["caveat"]
+    assert (
+        "in float32 the compiled training graph holds transformers.grouped_mm_fallback" in avoided["caveat"]
+    )
     assert "the same first-step loss" in avoided["caveat"] and "aten.topk" in avoided["caveat"]
     failed = severity.stage_judgement(
         "train", [COVERAGE], [a_path("batched_mm", raising=[COVERAGE]), a_path("bf16", runs=False)], "float32"
@@ -60,7 +62,12 @@ def test_code_paths_are_measured_apart_from_the_row():
 
 
 def generate_failure(cause="transformers"):
-    return {"stage": "compare", "error": "OutputsDiffer: x", "cause": cause, "reason": "static differs (0.22)"}
+    return {
+        "stage": "compare",
+        "error": "OutputsDiffer: x",
+        "cause": cause,
+        "reason": "static differs (0.22)",
+    }
 
 
 def failing_row():
@@ -98,7 +105,10 @@ def test_a_failure_the_second_measurement_does_not_repeat_is_an_artifact_and_not
     assert "traceback_tail" not in row
     fields = decide_verdict(row)
     assert (fields["verdict"], fields["cause"]) == ("works", None)
-    assert "an artifact of the tiny model, not blamed" in fields["reason"] and "index_topk=64" in fields["reason"]
+    assert (
+        "an artifact of the tiny model, not blamed" in fields["reason"]
+        and "index_topk=64" in fields["reason"]
+    )
 
 
 def test_a_failure_both_measurements_agree_on_keeps_its_blame():
@@ -131,7 +141,9 @@ def test_device_rule_failures_and_simulator_limits_are_not_re_measured():
     assert not artifacts.needs_guard(generate_failure() | {"by_rule": ["operator-coverage"]})
     assert not artifacts.needs_guard(generate_failure("simulator"))
     assert artifacts.needs_guard(generate_failure("device"))
-    assert artifacts.tie_free_values([SimpleNamespace(index_topk=8, indexer_budget=128)], 64) == {"index_topk": 64}
+    assert artifacts.tie_free_values([SimpleNamespace(index_topk=8, indexer_budget=128)], 64) == {
+        "index_topk": 64
+    }
 
 
 class ContentDependent(torch.nn.Module):
@@ -191,7 +203,9 @@ def test_rows_measure_a_checkpoints_values_where_recorded_and_say_so():
 
 def test_checkpoint_values_go_to_the_sub_config_that_declares_them():
     gemma3 = build_tiny_config("gemma3", overrides=load_checkpoint_configs()["gemma3"].values).text_config
-    assert gemma3.rope_parameters["full_attention"]["rope_type"] == "linear" and gemma3.sliding_window == WINDOW
+    assert (
+        gemma3.rope_parameters["full_attention"]["rope_type"] == "linear" and gemma3.sliding_window == WINDOW
+    )
     dbrx = build_tiny_config("dbrx", overrides={"moe_top_k": 4})
     assert dbrx.ffn_config.moe_top_k == 2  # a top-k above 1 becomes the tiny top-k
     # Derived per-layer lists follow a checkpoint's switches: sliding layers appear with use_sliding_window.

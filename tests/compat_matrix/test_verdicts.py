@@ -20,7 +20,6 @@ from compat_matrix.probes import (
 )
 from compat_matrix.schema import Cause, Verdict
 
-
 COVERAGE = "operator-coverage: transformers.grouped_mm_fallback (compiled graph)"
 
 
