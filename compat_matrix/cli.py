@@ -26,7 +26,26 @@ def _parse_shard(ctx: click.Context, param: click.Parameter, value: str | None):
         raise click.BadParameter(str(error)) from None
 
 
-@click.group()
+# What the `compat` and `reports` extras install (a base install is the migrator's: no torch, no pandas).
+_EXTRA_OF = {"torch": "compat", "transformers": "compat", "trl": "compat", "peft": "compat"}
+_EXTRA_OF |= {"accelerate": "compat", "psutil": "compat", "pandas": "reports", "jinja2": "reports"}
+
+
+class _Commands(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as error:
+            extra = _EXTRA_OF.get((error.name or "").split(".")[0])
+            if extra is None:
+                raise
+            raise BadInput(
+                f"this command needs {error.name}, which the {extra} extra installs: "
+                f"pip install 'neuron-migrate[{extra}]'"
+            ) from None
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="neuron-migrate")
 def main() -> None:
     """Which Transformers text-generation architectures work on TorchNeuron, and how often they recompile."""
@@ -89,8 +108,9 @@ def main() -> None:
     default="cpu",
     show_default=True,
     metavar="DEVICE",
-    help="neuron-sim only: run the compiled probes on this native torch device (e.g. cuda), which takes "
-    "Transformers' non-CPU code paths; the eager references stay on CPU.",
+    help="neuron-sim only: run the compiled probes on this torch device (e.g. cuda), which takes Transformers' "
+    "non-CPU code paths; `neuron` is the neuron stand-in (docs/standin.md), which takes its neuron paths. The "
+    "eager references stay on CPU.",
 )
 @click.option(
     "--memory-mb",
@@ -188,9 +208,9 @@ def run(
         )
     on = f" on {sim_device}" if resolved == "neuron-sim" else ""
     click.echo(
-        f"{len(todo)} architecture(s), backend {resolved}{on} (simulated: {str(resolved == 'neuron-sim').lower()}), "
-        f"{dtype}, {config_source} configs, torch {env['torch']}, transformers {env['transformers']}, settings {env['settings_id']}, "
-        f"{scheduler}" + (f", shard {shard}" if shard is not None else ""),
+        f"{len(todo)} architecture(s), backend {resolved}{on} (simulated: {str(env['simulated']).lower()}), "
+        f"{dtype}, {config_source} configs, torch {env['torch']}, transformers {env['transformers']}, "
+        f"settings {env['settings_id']}, {scheduler}" + (f", shard {shard}" if shard is not None else ""),
         err=True,
     )
     run_and_record(longest_first(todo), settings, schedule, output, existing)
@@ -286,6 +306,35 @@ def summary(rows: list[dict], output: Path, csv_path: Path) -> str:
     return f"{len(rows)} row(s) in {output} (CSV: {csv_path}): {parts or 'none'}" + (
         f"\n{note}" if note else ""
     )
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def standin(command: tuple[str, ...]) -> None:
+    """Run COMMAND with the neuron stand-in switched on (the `neuron` device on CPU, docs/standin.md), for it
+    and every process it starts; its exit code is this one's. Without COMMAND, print the shell exports that
+    switch it on: eval "$(neuron-compat standin)"."""
+    import os
+    import shlex
+    import subprocess
+
+    from compat_matrix import standin as neuron_standin
+
+    try:
+        neuron_standin.check_supported()
+    except neuron_standin.StandinUnavailable as error:
+        raise BadInput(str(error)) from None
+    env = neuron_standin.activation_env()
+    if not command:
+        for name in sorted(set(env) - set(os.environ) | {n for n in env if env[n] != os.environ.get(n)}):
+            click.echo(f"export {name}={shlex.quote(env[name])}")
+        if "TORCH_DEVICE_BACKEND_AUTOLOAD" in os.environ:
+            click.echo("unset TORCH_DEVICE_BACKEND_AUTOLOAD")
+        return
+    try:
+        sys.exit(subprocess.call(list(command), env=env))
+    except OSError as error:
+        raise BadInput(f"cannot run {command[0]}: {error.strerror}") from None
 
 
 @main.command("list")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import platform
+import sys
 
 from compat_matrix import HARNESS_VERSION
 from compat_matrix.settings import ProbeSettings
@@ -28,8 +29,19 @@ def neuron_device_available() -> bool:
     return bool(callable(device_count) and device_count() > 0)
 
 
+def standin_torch_neuronx() -> bool:
+    """True when the torch_neuronx of this process is the neuron stand-in's (compat_matrix.standin)."""
+    return bool(getattr(sys.modules.get("torch_neuronx"), "STANDIN", False))
+
+
+def simulated(settings: ProbeSettings) -> bool:
+    """Rows measured by the simulator, or on the stand-in device, are labelled simulated."""
+    return settings.backend == "neuron-sim" or standin_torch_neuronx()
+
+
 def resolve_backend(requested: str) -> tuple[str, str]:
-    """Return (backend, explanation). ``auto`` picks the real device when present, else the simulator."""
+    """Return (backend, explanation). ``auto`` picks the real device when present, else the simulator (never
+    the stand-in's torch_neuronx: that takes an explicit ``--backend neuron``)."""
     if requested == "neuron-sim":
         return "neuron-sim", "neuron-sim requested: CPU simulation of the TorchNeuron rules (simulated: true)"
     available = neuron_device_available()
@@ -39,8 +51,10 @@ def resolve_backend(requested: str) -> tuple[str, str]:
                 "backend 'neuron' needs torch_neuronx and a Neuron device (a trn2/trn3 host); neither was found. "
                 "Use --backend neuron-sim to simulate the TorchNeuron rules on CPU."
             )
+        if standin_torch_neuronx():
+            return "neuron", "neuron requested: the neuron stand-in's torch_neuronx, on CPU (simulated: true)"
         return "neuron", "neuron requested: TorchNeuron device found"
-    if available:
+    if available and not standin_torch_neuronx():
         return "neuron", "auto: TorchNeuron device found, using backend 'neuron'"
     return (
         "neuron-sim",
@@ -49,9 +63,17 @@ def resolve_backend(requested: str) -> tuple[str, str]:
 
 
 def check_sim_device(name: str) -> None:
-    """Fail before any work when ``--sim-device`` names no usable native torch device."""
+    """Fail before any work when ``--sim-device`` names no usable torch device. ``neuron`` is the stand-in's:
+    switched on here to check it (each worker switches it on for itself, see ``probes.resolve_device``)."""
     import torch
 
+    if name.split(":")[0] == "neuron":
+        from compat_matrix import standin
+
+        try:
+            standin.activate()
+        except standin.StandinUnavailable as error:
+            raise BackendUnavailable(f"--sim-device {name}: {error}") from None
     try:
         device = torch.device(name)
     except (RuntimeError, ValueError) as error:
@@ -95,7 +117,7 @@ def run_env(settings: ProbeSettings) -> dict:
         "platform": platform.platform(),
         "harness_version": HARNESS_VERSION,
         "backend": settings.backend,
-        "simulated": settings.backend == "neuron-sim",
+        "simulated": simulated(settings),
         "settings_id": settings.settings_id(),
         "config": settings.config,
     }

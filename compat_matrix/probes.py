@@ -202,8 +202,14 @@ def _generalised(reason: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"\d+", "N", reason))
 
 
+def on_standin(settings: ProbeSettings) -> bool:
+    """The simulator on the neuron stand-in device (``--sim-device neuron``)."""
+    return settings.backend == "neuron-sim" and settings.sim_device.split(":")[0] == "neuron"
+
+
 def compile_backend(settings: ProbeSettings) -> str:
-    return "neuron" if settings.backend == "neuron" else sim_backend.BACKEND_NAME
+    """``neuron`` on a neuron device (the real one, or the stand-in's, which applies the neuron-sim rules)."""
+    return "neuron" if settings.backend == "neuron" or on_standin(settings) else sim_backend.BACKEND_NAME
 
 
 def resolve_device(settings: ProbeSettings) -> torch.device:
@@ -217,6 +223,15 @@ def resolve_device(settings: ProbeSettings) -> torch.device:
         if not count:
             raise DeviceUnavailable("torch_neuronx is imported but the worker sees no Neuron device")
         return torch.device("neuron")
+    if on_standin(settings):
+        # Switched on here, after the fork: a worker server that ran a backward with it on would leave its
+        # forked workers unable to run autograd (its device threads).
+        from compat_matrix import standin
+
+        try:
+            standin.activate()
+        except standin.StandinUnavailable as error:
+            raise DeviceUnavailable(f"--sim-device {settings.sim_device}: {error}") from error
     device = torch.device(settings.sim_device)
     if device.type != "cpu":
         module = getattr(torch, device.type, None)
@@ -226,17 +241,16 @@ def resolve_device(settings: ProbeSettings) -> torch.device:
 
 
 def device_fallback_ops(settings: ProbeSettings) -> list[str]:
-    """Ops the device ran through TorchNeuron's CPU fallback, from torch_neuronx's own metrics where it
-    provides them (``get_dynamo_metrics``, documented in the torch.compile backend reference)."""
+    """Ops the device ran through TorchNeuron's CPU fallback: on the neuron backend what torch_neuronx tracked
+    (``get_fallback_ops()``, op names), else what the simulator recorded."""
     if settings.backend != "neuron":
         return sorted(sim_backend.STATE.cpu_fallbacks)
     import torch_neuronx
 
-    metrics = getattr(torch_neuronx, "get_dynamo_metrics", None)
-    if not callable(metrics):
+    tracked = getattr(torch_neuronx, "get_fallback_ops", None)
+    if not callable(tracked):
         return sorted(sim_backend.STATE.cpu_fallbacks)
-    found = metrics() or {}
-    return sorted({str(op) for key, ops in found.items() if "fallback" in str(key).lower() for op in ops})
+    return sorted({str(op) for op in tracked()})
 
 
 def prompt(length: int, seed: int, device: torch.device) -> torch.Tensor:
@@ -305,9 +319,10 @@ def forced_generate(model, settings: ProbeSettings, device, references: list, ba
     from transformers import CompileConfig, LogitsProcessorList
 
     compile_config = None
-    if backend is not None:
+    # On a neuron device generate compiles by itself, with the CompileConfig Transformers builds for it.
+    if backend is not None and not (device.type == "neuron" and backend == "neuron"):
         compile_config = CompileConfig(backend=backend, dynamic=False, mode="default")
-        # On a neuron device generate compiles by itself; elsewhere this flag opts in to the same path.
+        # Elsewhere this flag opts in to the same path.
         compile_config._compile_all_devices = device.type != "neuron"
     outputs = []
     with torch.no_grad():

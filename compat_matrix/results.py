@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from compat_matrix.schema import FIELDS_ADDED, SCHEMA_VERSION, Stage, Verdict
@@ -29,35 +30,63 @@ def resume_key(row: dict) -> tuple:
     return (row["model_type"], env["torch"], env["transformers"], env["backend"], env["settings_id"])
 
 
+def json_lines(path: Path) -> Iterator[tuple[int, object]]:
+    """(line number, value) of each non-blank line of a JSON-lines file. ResultsFileError for a line that is
+    not UTF-8 text or not JSON: bad syntax, NaN or Infinity (which JSON does not have), an integer too long
+    for Python to read, nesting too deep."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ResultsFileError(
+                    f"{path}:{number}: not UTF-8 text; is this a neuron-compat results file?"
+                ) from None
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line, parse_constant=_not_json)
+            except json.JSONDecodeError as error:
+                raise ResultsFileError(
+                    f"{path}:{number}: not a JSON line ({error.msg}); the file is corrupt"
+                ) from None
+            except (ValueError, RecursionError) as error:
+                reason = (
+                    "nested too deeply" if isinstance(error, RecursionError) else str(error).split(";")[0]
+                )
+                raise ResultsFileError(f"{path}:{number}: not a results row ({reason})") from None
+            yield number, value
+
+
+def _not_json(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def read_rows(path: Path) -> list[dict]:
     """Every row of ``path`` (empty if it does not exist); a line that is not one of our rows is an error."""
     if not path.exists():
         return []
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ResultsFileError(
-                    f"{path}:{number}: not a JSON line ({error.msg}); the file is corrupt"
-                ) from None
-            missing = [name for name in REQUIRED_FIELDS if not isinstance(row, dict) or name not in row]
-            if missing:
-                raise ResultsFileError(
-                    f"{path}:{number}: not a neuron-compat result row (missing {', '.join(missing[:5])}); "
-                    "refusing to append to a foreign file"
-                )
-            if row["verdict"] not in VERDICTS:
-                raise ResultsFileError(f"{path}:{number}: unknown verdict {row['verdict']!r}")
-            if row.get("schema_version", 1) > SCHEMA_VERSION:
-                raise ResultsFileError(
-                    f"{path}:{number}: row schema version {row['schema_version']} is newer than this "
-                    f"neuron-compat reads ({SCHEMA_VERSION}); upgrade neuron-migrate"
-                )
-            rows.append(row)
+    for number, row in json_lines(path):
+        missing = [name for name in REQUIRED_FIELDS if not isinstance(row, dict) or name not in row]
+        if missing:
+            raise ResultsFileError(
+                f"{path}:{number}: not a neuron-compat result row (missing {', '.join(missing[:5])}); "
+                "refusing to append to a foreign file"
+            )
+        if row["verdict"] not in VERDICTS:
+            raise ResultsFileError(f"{path}:{number}: unknown verdict {row['verdict']!r}")
+        if not isinstance(row["env"], dict):
+            raise ResultsFileError(f"{path}:{number}: its env is {type(row['env']).__name__}, not an object")
+        version = row.get("schema_version", 1)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ResultsFileError(f"{path}:{number}: schema_version {version!r} is not a number")
+        if version > SCHEMA_VERSION:
+            raise ResultsFileError(
+                f"{path}:{number}: row schema version {row['schema_version']} is newer than this "
+                f"neuron-compat reads ({SCHEMA_VERSION}); upgrade neuron-migrate"
+            )
+        rows.append(row)
     return rows
 
 
@@ -118,7 +147,26 @@ def rows_to_frame(rows: list[dict]):
     return pd.DataFrame(flat)
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection): such a text cell gets
+# a leading apostrophe, which spreadsheets read as "text" and do not show.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame):
+    """`frame` with every text cell that a spreadsheet would run as a formula quoted (numbers untouched)."""
+    import pandas as pd
+
+    for column in frame.columns:
+        if not (pd.api.types.is_numeric_dtype(frame[column]) or pd.api.types.is_bool_dtype(frame[column])):
+            frame[column] = frame[column].map(
+                lambda value: (
+                    "'" + value if isinstance(value, str) and value.startswith(_FORMULA_STARTS) else value
+                )
+            )
+    return frame
+
+
 def export_csv(rows: list[dict], csv_path: Path) -> None:
     tmp = csv_path.with_name(csv_path.name + ".tmp")
-    rows_to_frame(rows).to_csv(tmp, index=False)
+    spreadsheet_safe(rows_to_frame(rows)).to_csv(tmp, index=False)
     os.replace(tmp, csv_path)

@@ -26,7 +26,7 @@ import psutil
 
 from compat_matrix.archs import optimum_neuron_support, ranks
 from compat_matrix.checkpoints import config_choice
-from compat_matrix.environment import run_env
+from compat_matrix.environment import run_env, simulated
 from compat_matrix.schema import Cause, Row, Verdict
 from compat_matrix.settings import ProbeSettings
 
@@ -105,7 +105,7 @@ def make_row(model_type: str, settings: ProbeSettings, measured: dict, verdict: 
         "model_type": model_type,
         "rank": ranks().get(model_type),
         "backend": settings.backend,
-        "simulated": settings.backend == "neuron-sim",
+        "simulated": simulated(settings),
         **fields,
         "dtype": settings.dtype,
         "sim_device": settings.sim_device if settings.backend == "neuron-sim" else None,

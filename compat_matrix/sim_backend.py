@@ -216,10 +216,12 @@ def _inspect_stride_agnostic(gm: torch.fx.GraphModule, example_inputs: list) -> 
     return _inspect_aten_graph(gm, example_inputs)
 
 
-def _compile(gm: torch.fx.GraphModule, example_inputs: list, aten_compiler) -> object:
+def _compile(gm: torch.fx.GraphModule, example_inputs: list, aten_compiler, bw_compiler=None) -> object:
     STATE.graphs += 1
     _reject_symbolic_sizes(gm)
-    return aot_autograd(fw_compiler=aten_compiler, bw_compiler=aten_compiler)(gm, example_inputs)
+    return aot_autograd(fw_compiler=aten_compiler, bw_compiler=bw_compiler or aten_compiler)(
+        gm, example_inputs
+    )
 
 
 @register_backend(name=BACKEND_NAME)

@@ -403,7 +403,8 @@ def tiny_config_kwargs(
     field values (a checkpoint's): each goes to the config that declares it, and is shrunk like a default."""
     overrides = overrides or {}
     own = {name: value for name, value in overrides.items() if declares(config_cls, name)}
-    defaults = _full_size_values(config_cls, copy.deepcopy(own))  # building standardises nested dicts in place
+    # Building standardises nested dicts in place: it gets a copy.
+    defaults = _full_size_values(config_cls, copy.deepcopy(own))
     kwargs: dict[str, Any] = copy.deepcopy(own)
     knobs = size_knobs(size) | SMALL_KNOBS | {name: knob(size) for name, knob in SIZED_KNOBS.items()}
     if tower:

@@ -1,17 +1,23 @@
-"""`neuron-migrate [OPTIONS] PATH...` and `neuron-migrate checklist PATH...`."""
+"""`neuron-migrate [OPTIONS] PATH...`, `neuron-migrate try PATH` and `neuron-migrate checklist PATH...`."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import sys
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import click
 
+from migrator.progress import Progress
 from migrator.version import __version__
+from migrator.workers import DEFAULT_TIMEOUT_S
+from migrator.writes import replace_file
 
 EXIT_OK, EXIT_MANUAL, EXIT_USAGE = 0, 1, 2
-PROGRESS_THRESHOLD = 20  # files; below this a bar is noise
+EXIT_INTERRUPTED, EXIT_STDOUT_CLOSED, EXIT_TERMINATED = 130, 141, 143  # 128 + SIGINT, SIGPIPE, SIGTERM
 
 
 class _DefaultToMigrate(click.Group):
@@ -25,6 +31,18 @@ class _DefaultToMigrate(click.Group):
             args = ["migrate", *args]
         return super().parse_args(ctx, args)
 
+    def invoke(self, ctx):
+        """Ctrl-C exits 130 and a closed standard output 141 wherever they come (click's own handling exits 1,
+        the code for manual work left)."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("\ninterrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            _silence_stdout()
+            sys.exit(EXIT_STDOUT_CLOSED)
+
 
 @click.group(cls=_DefaultToMigrate, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="neuron-migrate")
@@ -33,12 +51,25 @@ def main() -> None:
 
     \b
     neuron-migrate [OPTIONS] PATH...        migrate files in place (see `neuron-migrate migrate --help`)
+    neuron-migrate try PATH [-- ARGS...]    run a migrated file for a few steps on the stand-in device
     neuron-migrate checklist PATH...        write a pre-migration checklist
     """
 
 
+def _complete_paths(ctx, param, incomplete):
+    """Shell completion of `neuron-migrate PATH...`: files, and the subcommands where the first path goes."""
+    from click.shell_completion import CompletionItem
+
+    commands = (
+        [] if ctx.params.get("paths") else [name for name in main.commands if name.startswith(incomplete)]
+    )
+    return [CompletionItem(name) for name in commands] + [CompletionItem(incomplete, type="file")]
+
+
 @main.command("migrate")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument(
+    "paths", nargs=-1, required=True, type=click.Path(path_type=Path), shell_complete=_complete_paths
+)
 @click.option("--diff", "show_diff", is_flag=True, help="Print unified diffs; write nothing.")
 @click.option(
     "--check", is_flag=True, help="Write nothing; exit 1 if anything would change or needs manual work."
@@ -58,52 +89,84 @@ def main() -> None:
 @click.option(
     "-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True, help="Processes (0: all CPUs)."
 )
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Time one file may take; past it the file is an error and is left untouched (0: no limit).",
+)
+@click.option(
+    "--skip-unsupported",
+    is_flag=True,
+    help="Leave out named files of kinds neuron-migrate does not read, instead of refusing them (pre-commit).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Only the summary line (and manual items) in text mode.")
-def migrate(paths, show_diff, check, output_dir, fmt, report_file, exclude, jobs, quiet):
+def migrate(
+    paths, show_diff, check, output_dir, fmt, report_file, exclude, jobs, timeout, skip_unsupported, quiet
+):
     """Migrate PATH... (.py, .ipynb, .sh, requirements*.txt files or directories, searched recursively) in place."""
-    from migrator.engine import Job, Mode, run
+    from migrator.engine import Interrupted, Job, Mode, output_conflicts, run
     from migrator.report import render, summary_line, text_lines
     from migrator.sources import UsageError, discover
 
     if sum([show_diff, check, output_dir is not None]) > 1:
         _usage_error("--diff, --check and --output-dir exclude each other")
     try:
-        sources = discover(paths, exclude)
+        sources = discover(paths, exclude, skip_unsupported)
     except UsageError as error:
         _usage_error(str(error))
     if output_dir is not None:
         _check_output_dir(output_dir, paths)
     mode = Mode.DIFF if show_diff else Mode.CHECK if check else Mode.OUTPUT if output_dir else Mode.WRITE
     jobs_list = [Job(source, mode, output_dir, display=str(source.path)) for source in sources]
-    workers = jobs or os.cpu_count() or 1
+    conflict = output_conflicts(jobs_list, report_file)
+    if conflict:
+        _usage_error(conflict)
+    workers = min(jobs or os.cpu_count() or 1, max(1, len(jobs_list)))
 
-    if len(jobs_list) >= PROGRESS_THRESHOLD:
-        with click.progressbar(length=len(jobs_list), label="migrating", file=sys.stderr) as bar:
-            results = run(jobs_list, workers, on_done=lambda _: bar.update(1))
-    else:
-        results = run(jobs_list, workers)
+    progress = Progress(jobs_list, timeout, enabled=not quiet)
+    interrupted = None
+    with _stopped_by_sigterm():
+        try:
+            results = run(
+                jobs_list, workers, progress.done, timeout or None, progress.tick if not quiet else None
+            )
+        except Interrupted as stop:
+            results, interrupted = stop.done, stop
+        finally:
+            progress.close()
 
-    for result in results:
-        if result.diff:
-            click.echo(result.diff, nl=False)
-    report = render(results, fmt)
+    total = interrupted.total if interrupted is not None else None
+    report = render(results, fmt, fixed_in_place=mode is Mode.WRITE, total=total)
+    report_error = None
     if report_file is not None:
         try:
-            report_file.parent.mkdir(parents=True, exist_ok=True)
-            report_file.write_text(report)
-        except OSError as error:
-            _usage_error(f"cannot write report {report_file}: {error}")
-    elif fmt != "text":
-        click.echo(report, nl=False)
-    if fmt == "text" and not show_diff:
-        for line in text_lines(results, show_fixed=not quiet):
-            click.echo(line)
+            replace_file(report_file, report.encode())
+        except OSError as error:  # said after the findings and the summary, which are still printed
+            report_error = f"cannot write report {report_file}: {error.strerror or error}"
+    with _stdout_closed_exits():
+        for result in results:
+            if result.diff:
+                click.echo(result.diff, nl=False)
+        if report_file is None and fmt != "text":
+            click.echo(report, nl=False)
+        if fmt == "text" and not show_diff:
+            for line in text_lines(results, show_fixed=not quiet):
+                click.echo(line)
     verb = {Mode.WRITE: "rewritten", Mode.OUTPUT: "migrated copies written"}.get(mode, "would change")
-    click.echo(
-        summary_line(results, verb) + (f"; migrated tree in {output_dir}" if output_dir else ""), err=True
-    )
+    line = summary_line(results, verb) + (f"; migrated tree in {output_dir}" if output_dir else "")
+    if interrupted is not None:
+        click.echo(f"interrupted: {len(results)} of {interrupted.total} files done; {line}", err=True)
+        if report_error:
+            click.echo(f"neuron-migrate: error: {report_error}", err=True)
+        sys.exit(EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED)
+    click.echo(line, err=True)
     if mode in (Mode.CHECK, Mode.DIFF) and not any(result.changed for result in results):
         click.echo("no files were modified", err=True)
+    if report_error:
+        _usage_error(report_error)
 
     if any(result.error for result in results):
         sys.exit(EXIT_USAGE)
@@ -132,6 +195,42 @@ def _usage_error(message: str) -> None:
     sys.exit(EXIT_USAGE)
 
 
+_terminated = False
+
+
+@contextmanager
+def _stopped_by_sigterm():
+    """SIGTERM (a CI job cancelled, `timeout`) stops a run as Ctrl-C does: workers stopped, summary written."""
+
+    def stop(signum, frame):
+        global _terminated
+        _terminated = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _stdout_closed_exits():
+    """`neuron-migrate --diff . | head`: once the reader is gone, stop printing and exit 141 (128 + SIGPIPE,
+    what a shell reports for a program killed by it), without a traceback."""
+    try:
+        yield
+    except BrokenPipeError:
+        _silence_stdout()
+        sys.exit(EXIT_STDOUT_CLOSED)
+
+
+def _silence_stdout() -> None:
+    """Python flushes stdout again at exit: once its reader is gone, point it at /dev/null so that cannot fail."""
+    with suppress(OSError, ValueError):  # ValueError: not a real file (a test runner's capture)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 @main.command("checklist")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option(
@@ -147,8 +246,112 @@ def _usage_error(message: str) -> None:
 )
 @click.option("--online", is_flag=True, help="Look up unknown model ids on the Hugging Face Hub.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files or directories matching GLOB.")
-def checklist(paths, output, results, online, exclude):
+@click.option(
+    "--try-report",
+    "try_reports",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A `neuron-migrate try --format json --report` file: each tried script shows what ran.",
+)
+def checklist(paths, output, results, online, exclude, try_reports):
     """Write a pre-migration checklist for the scripts, notebooks and launchers in PATH..."""
-    from reports.checklist import write_checklist
+    try:
+        from reports.checklist import write_checklist
+    except ModuleNotFoundError as error:  # the base install is the migrator's (no pandas, no jinja2)
+        _usage_error(
+            f"`neuron-migrate checklist` needs {error.name}, which the reports extra installs: "
+            "pip install 'neuron-migrate[reports]'"
+        )
 
-    sys.exit(write_checklist(list(paths), output=output, results=results, online=online, exclude=exclude))
+    sys.exit(
+        write_checklist(
+            list(paths),
+            output=output,
+            results=results,
+            online=online,
+            exclude=exclude,
+            try_reports=list(try_reports),
+        )
+    )
+
+
+@main.command("try", context_settings={"ignore_unknown_options": False})
+@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--steps", type=click.IntRange(min=1), default=3, show_default=True, help="Optimizer steps per run."
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=600,
+    show_default=True,
+    help="Seconds per run.",
+)
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    metavar="ID=MODEL_TYPE",
+    help="Architecture of a Hub id the table does not know.",
+)
+@click.option(
+    "--dataset", "datasets", multiple=True, metavar="ID=FILE.jsonl", help="Rows to serve for a Hub dataset."
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--report", "report_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here."
+)
+@click.option("-q", "--quiet", is_flag=True, help="Do not show the runs' own output.")
+def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet):
+    """Run PATH (a migrated .py, shell launcher or notebook) for a few steps on the stand-in neuron device,
+    with tiny models and local data, and report steps, loss and what a trn2 would recompile.
+
+    \b
+    Arguments for the script go after `--`:
+        neuron-migrate try train.py -- --lr 1e-4
+    """
+    from compat_matrix.trial import TryOptions, TryUsageError, try_path
+    from compat_matrix.trial.report import summary, text_lines
+
+    options = TryOptions(
+        steps=steps,
+        timeout_s=timeout_s,
+        models=_pairs(models, "--model", "ID=MODEL_TYPE"),
+        datasets={key: Path(value) for key, value in _pairs(datasets, "--dataset", "ID=FILE.jsonl").items()},
+        show_output=not quiet and fmt == "text",
+    )
+    for dataset_id, file in options.datasets.items():
+        if not file.is_file():
+            _usage_error(f"--dataset {dataset_id}={file}: no such file")
+    try:
+        runs = try_path(path, list(args), options)
+    except TryUsageError as error:
+        _usage_error(str(error))
+    document = json.dumps(
+        {"path": str(path), "steps": steps, "runs": [run.as_dict() for run in runs]}, indent=2
+    )
+    if report_file is not None:
+        try:
+            report_file.parent.mkdir(parents=True, exist_ok=True)
+            report_file.write_text(document + "\n", encoding="utf-8")
+        except OSError as error:
+            _usage_error(f"cannot write report {report_file}: {error}")
+    if fmt == "json" and report_file is None:
+        click.echo(document)
+    elif fmt == "text":
+        for line in text_lines(runs):
+            click.echo(line)
+    click.echo(summary(runs), err=True)
+    sys.exit(EXIT_OK if all(run.status == "ran" for run in runs) else EXIT_MANUAL)
+
+
+def _pairs(values: tuple[str, ...], option: str, form: str) -> dict[str, str]:
+    pairs = {}
+    for value in values:
+        key, has_value, item = value.partition("=")
+        if not has_value or not key or not item:
+            _usage_error(f"{option} {value}: expected {form}")
+        pairs[key] = item
+    return pairs

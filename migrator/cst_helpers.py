@@ -163,6 +163,76 @@ def argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | N
     return positional[index].value if len(positional) > index else None
 
 
+def literal_mapping(node: cst.BaseExpression) -> dict[str, cst.BaseExpression] | None:
+    """Keys and values of a dict display with string keys (`{"a": 1}`) or of a `dict(a=1)` call; None for
+    anything else (a key only known at run time, `**other` inside)."""
+    if isinstance(node, cst.Dict):
+        mapping = {}
+        for element in node.elements:
+            key = string_value(element.key) if isinstance(element, cst.DictElement) else None
+            if key is None:
+                return None
+            mapping[key] = element.value
+        return mapping
+    if m.matches(node, m.Call(func=m.Name("dict"))) and all(arg.keyword for arg in node.args):
+        return {arg.keyword.value: arg.value for arg in node.args}
+    return None
+
+
+def bound_mapping(module: cst.Module, name: str) -> dict[str, cst.BaseExpression] | None:
+    """The literal mapping the variable `name` holds wherever it is unpacked: the module assigns it once, a
+    literal mapping, and uses it nowhere but in `**name` (a mapping handed on, changed or rebound can hold any
+    key); None otherwise."""
+    nodes = descendants(module, (cst.Name, cst.Attribute, cst.Arg, cst.Assign, cst.FunctionDef, cst.ClassDef))
+    not_variables = set()  # attribute and keyword names, definitions' names
+    assigned, unpacked, mapping = set(), set(), None
+    for node in nodes:
+        if isinstance(node, cst.Attribute):
+            not_variables.add(node.attr)
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            not_variables.add(node.name)
+        elif isinstance(node, cst.Arg):
+            if node.keyword is not None:
+                not_variables.add(node.keyword)
+            if node.star == "**" and m.matches(node.value, m.Name(name)):
+                unpacked.add(node.value)
+        elif isinstance(node, cst.Assign) and m.matches(
+            node, m.Assign(targets=[m.AssignTarget(m.Name(name))])
+        ):
+            assigned.add(node.targets[0].target)
+            mapping = literal_mapping(node.value)
+    if len(assigned) != 1 or mapping is None:
+        return None
+    uses = [node for node in nodes if isinstance(node, cst.Name) and node.value == name]
+    if any(use not in not_variables and use not in assigned and use not in unpacked for use in uses):
+        return None
+    return mapping
+
+
+def unpacked_mapping(
+    call: cst.Call, module: cst.Module, read=None
+) -> dict[str, cst.BaseExpression | None] | None:
+    """What the `**` arguments of `call` pass, when the file fixes it: key -> value (None: a value not known);
+    None when one of them cannot be read. `read(expression)`: a family's own reading of an unpacked
+    expression (the same kind of mapping, or None), tried after literal mappings and names bound to one.
+
+    A keyword may be added to a call with `**` arguments only when this says they lack it: given twice, it
+    raises `TypeError: got multiple values for keyword argument`."""
+    passed: dict[str, cst.BaseExpression | None] = {}
+    for arg in call.args:
+        if arg.star != "**":
+            continue
+        mapping = literal_mapping(arg.value)
+        if mapping is None and isinstance(arg.value, cst.Name):
+            mapping = bound_mapping(module, arg.value.value)
+        if mapping is None and read is not None:
+            mapping = read(arg.value)
+        if mapping is None:
+            return None
+        passed.update(mapping)
+    return passed
+
+
 def tidy_args(args: list[cst.Arg]) -> list[cst.Arg]:
     """Drop the trailing comma left on the new last argument after removing some (one-line calls only)."""
     if args and args[-1].comma is not cst.MaybeSentinel.DEFAULT:
@@ -250,11 +320,36 @@ def with_appended(args: list[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
 # --- module layout ---------------------------------------------------------------------------------------
 
 
+_OS_ENVIRON = m.Attribute(value=m.Name("os"), attr=m.Name("environ"))
+# Settings a script makes before the imports that read them: `os.environ["X"] = ...`, `os.environ.setdefault(...)`
+# / `update(...)`, `os.putenv(...)`, `sys.path.insert(...)` / `append(...)`.
+_SETUP = m.Assign(targets=[m.AssignTarget(m.Subscript(value=_OS_ENVIRON))]) | m.Expr(
+    m.Call(
+        func=m.Attribute(value=_OS_ENVIRON)
+        | m.Attribute(value=m.Name("os"), attr=m.Name("putenv"))
+        | m.Attribute(value=m.Attribute(value=m.Name("sys"), attr=m.Name("path")))
+    )
+)
+
+
+def is_import_line(statement: cst.CSTNode) -> bool:
+    return m.matches(statement, m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()]))
+
+
+def is_setup_line(statement: cst.CSTNode) -> bool:
+    """A line of environment settings (`os.environ[...] = ...`, `sys.path.insert(...)`...) only."""
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        m.matches(small, _SETUP) for small in statement.body
+    )
+
+
 def imports_end(module: cst.Module) -> int:
-    """Index in `module.body` just after the leading block of imports (docstring and imports)."""
+    """Index in `module.body` just after its header: the docstring, the imports and the environment settings
+    among and right after them (`os.environ["NEURON_CC_FLAGS"] = ...` written before `import torch` must still
+    come first: what is added to the imports or after them goes below)."""
     index = 0
     for position, statement in enumerate(module.body):
-        if m.matches(statement, m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])):
+        if is_import_line(statement) or is_setup_line(statement):
             index = position + 1
         elif position == 0 and m.matches(statement, m.SimpleStatementLine(body=[m.Expr(m.SimpleString())])):
             index = 1

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
-import shutil
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import partial
@@ -21,9 +20,11 @@ from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
 from migrator.shell.requirements import migrate_requirements as rewrite_requirements
 from migrator.shell.rewrite import rewrite_shell
-from migrator.sources import SourceFile, Text, read_text, write_atomic
+from migrator.sources import SourceFile, Text, read_text
 from migrator.transform import migrate_module
-from migrator.verify import MigrationError, syntax_error_message, verify_python, verify_shell
+from migrator.verify import MigrationError, python_tree, syntax_error_message, verify_python, verify_shell
+from migrator.workers import DEFAULT_TIMEOUT_S, Supervisor
+from migrator.writes import replace_file
 
 # Cheap pre-filter (TorchFix's idea): a file that mentions none of these has no optimum-neuron/XLA
 # content, is never parsed and never rewritten (a script that already targets TorchNeuron included).
@@ -102,10 +103,11 @@ def migrate_python(content: str, scan: bool = True, notebook: bool = False) -> t
     `notebook`: the code is a notebook's Python cells, which run in one kernel process."""
     if not _marked(content):
         return content, []
+    tree = python_tree(content)  # Python's parser first: what it refuses never reaches libcst's native parser
     try:
-        result = migrate_module(content, PYTHON_HANDLERS, notebook)
+        result = migrate_module(content, PYTHON_HANDLERS, notebook, tree)
     except cst.ParserSyntaxError as error:
-        raise MigrationError(syntax_error_message(content, error)) from None
+        raise MigrationError(syntax_error_message(error)) from None
     # After every rewrite, before verification: what legacy code is left gets a TODO and a finding.
     code, findings = result.code, result.findings
     if scan:
@@ -200,10 +202,53 @@ class Job:
     display: str = ""
 
 
+def output_conflicts(jobs: list[Job], report: Path | None = None) -> str | None:
+    """Why the outputs of `jobs` (migrated copies under --output-dir) and the report cannot be written: an output
+    path that is an input (by name, symbolic link or hard link), or two inputs written to one output. Checked
+    before anything is written; None when nothing conflicts."""
+    inputs: dict[object, Path] = {}
+    for job in jobs:
+        inputs[os.path.realpath(job.source.path)] = job.source.path
+        identity = _identity(job.source.path)
+        if identity is not None:
+            inputs[identity] = job.source.path
+    outputs: dict[str, Path] = {}
+    targets = [
+        (job.output_dir / job.source.relative, job.source.path) for job in jobs if job.mode is Mode.OUTPUT
+    ]
+    if report is not None:
+        targets.append((report, None))
+    for target, source in targets:
+        key = os.path.realpath(target)
+        clash = inputs.get(key) or inputs.get(_identity(target))
+        if clash is not None:
+            what = "the report" if source is None else f"the migrated copy of {source}"
+            return f"{what} would be written to {target}, which is the input {clash}; nothing was written"
+        if key in outputs:
+            first = outputs[key]
+            return (
+                f"{first} and {source or 'the report'} would both be written to {target}; nothing was written "
+                "(give their common folder instead, or migrate them separately)"
+            )
+        outputs[key] = source
+    return None
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
 def process(job: Job) -> FileResult:
     """Migrate one file according to the mode. Never raises for a problem with the file itself."""
     source = job.source
     result = FileResult(job.display or str(source.path))
+    if source.problem:
+        result.error = source.problem
+        return result
     try:
         text = read_text(source.path, source.kind)
     except (OSError, UnicodeDecodeError, SyntaxError) as error:
@@ -221,8 +266,11 @@ def process(job: Job) -> FileResult:
     result.changed = migrated != text.content
     try:
         _emit(job, text, migrated, result)
-    except OSError as error:
-        result.error = f"cannot write: {error}"
+    except (OSError, UnicodeEncodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        result.error = f"cannot write: {reason}"
+        if job.mode in (Mode.WRITE, Mode.OUTPUT):
+            result.changed = False  # nothing was written
     return result
 
 
@@ -240,42 +288,61 @@ def _emit(job: Job, text: Text, migrated: str, result: FileResult) -> None:
             )
         )
     elif job.mode is Mode.WRITE and result.changed:
-        write_atomic(source.path, text.encode(migrated), like=source.path)
+        replace_file(source.path, text.encode(migrated), read=text.snapshot)
     elif job.mode is Mode.OUTPUT:
+        # An output path is never an input (the command line checks; `output_conflicts`); a link there is
+        # replaced, never written through.
         target = job.output_dir / source.relative
-        if result.changed:
-            write_atomic(target, text.encode(migrated), like=source.path)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source.path, target)
+        data = text.encode(migrated) if result.changed else text.snapshot.data
+        replace_file(target, data, like=source.path, follow_symlinks=False)
+        if not result.changed:  # an untouched copy keeps its time, as `cp -p` would
+            info = os.stat(source.path)
+            os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during a run: the files done so far, in job order (each written whole or not at
+    all; the files in progress when it came were left as they were, or written whole). A KeyboardInterrupt, so
+    that a caller that does not look at the files done (the checklist) stops as on Ctrl-C."""
+
+    def __init__(self, done: list[FileResult], total: int) -> None:
+        super().__init__(f"interrupted after {len(done)} of {total} files")
+        self.done, self.total = done, total
 
 
 def run(
-    jobs: list[Job], workers: int = 1, on_done: Callable[[FileResult], None] | None = None
+    jobs: list[Job],
+    workers: int = 1,
+    on_done: Callable[[FileResult], None] | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    on_tick: Callable[[list[tuple[Job, float]]], None] | None = None,
 ) -> list[FileResult]:
-    """Process jobs, in parallel when asked; results come back in job order."""
-    if workers <= 1 or len(jobs) < 2:
-        results = []
-        for job in jobs:
-            results.append(process(job))
-            if on_done:
-                on_done(results[-1])
-        return results
-    results: list[FileResult | None] = [None] * len(jobs)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        batches = {
-            pool.submit(_process_batch, [jobs[i] for i in batch]): batch for batch in _batches(jobs, workers)
-        }
-        for future in as_completed(batches):
-            for index, result in zip(batches[future], future.result(), strict=True):
-                results[index] = result
-                if on_done:
-                    on_done(result)
-    return results
+    """Process jobs in `workers` watched processes (`workers.Supervisor`); results come back in job order.
+
+    A file whose process crashes or runs past `timeout` seconds is an error result; the others go on.
+    `on_tick` hears every half second which files are in progress and for how long. Raises Interrupted."""
+    if not jobs:
+        return []
+    supervisor = Supervisor(
+        partial(_process_index, jobs),
+        partial(_failed, jobs),
+        timeout,
+        on_done=None if on_done is None else lambda _index, result: on_done(result),
+        on_tick=None if on_tick is None else lambda running: on_tick([(jobs[i], s) for i, s in running]),
+    )
+    try:
+        return supervisor.run(len(jobs), _batches(jobs, workers), max(1, workers))
+    except KeyboardInterrupt:
+        raise Interrupted([r for r in supervisor.results if r is not None], len(jobs)) from None
 
 
-def _process_batch(jobs: list[Job]) -> list[FileResult]:
-    return [process(job) for job in jobs]
+def _process_index(jobs: list[Job], index: int) -> FileResult:
+    return process(jobs[index])
+
+
+def _failed(jobs: list[Job], index: int, message: str) -> FileResult:
+    job = jobs[index]
+    return FileResult(job.display or str(job.source.path), error=message)
 
 
 _BATCH_FILES = 8

@@ -14,7 +14,7 @@ import ast
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from migrator.cst_helpers import may_hold_imports
+from migrator.cst_helpers import is_setup_line, may_hold_imports
 
 ImportRequest = tuple[str, str | None, str | None]  # module, imported object (None: the module), alias
 
@@ -31,10 +31,14 @@ def add_missing_imports(module: cst.Module, requests: list[ImportRequest]) -> cs
     requests = [request for request in requests if request[0] != "__future__"]
     body = list(module.body)
     start = 1 if body and _is_docstring_or_strict(body[0]) else 0
-    end = start
-    while end < len(body) and _single_import(body[end]) is not None:
-        end += 1
-    leading = [_single_import(statement) for statement in body[start:end]]
+    # The leading imports go on through environment settings (`os.environ[...] = ...` written before `import
+    # torch`): what is added goes after the last import, never above what the author set before importing.
+    end = header = start
+    while header < len(body) and (_single_import(body[header]) is not None or is_setup_line(body[header])):
+        header += 1
+        if _single_import(body[header - 1]) is not None:
+            end = header
+    leading = [node for node in map(_single_import, body[start:end]) if node is not None]
 
     plain_modules = {name for name, obj, asname in requests if obj is None and asname is None}
     module_aliases = {name: asname for name, obj, asname in requests if obj is None and asname is not None}
@@ -75,7 +79,8 @@ def add_missing_imports(module: cst.Module, requests: list[ImportRequest]) -> cs
                 if not aliased_objects[name]:
                     del aliased_objects[name]
 
-    for index, node in enumerate(leading, start):  # join the first `from M import ...` of the block
+    for index in range(start, end):  # join the first `from M import ...` of the block
+        node = _single_import(body[index])
         name = _from_module(node) if isinstance(node, cst.ImportFrom) else None
         if name is None or isinstance(node.names, cst.ImportStar):
             continue
@@ -150,10 +155,11 @@ def _is_docstring_or_strict(statement: cst.BaseStatement) -> bool:
     )
 
 
-def used_names(code: str) -> set[str]:
-    """Names the code reads or binds outside import statements, and the names listed in `__all__`."""
+def used_names(code: str, tree: ast.Module | None = None) -> set[str]:
+    """Names the code reads or binds outside import statements, and the names listed in `__all__`.
+    `tree`: Python's parse of `code`, when the caller has it."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(code)):
+    for node in ast.walk(tree or ast.parse(code)):
         if isinstance(node, ast.Name):
             names.add(node.id)
         elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and _assigns_all(node):

@@ -120,11 +120,7 @@ class PythonCell:
 
 def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> tuple[str, list[Finding]]:
     """`migrate_shell(text, inline=True, imported=modules)` rewrites shell commands as notebook lines run them."""
-    try:
-        document = json.loads(content)
-        _validate(document)
-    except (json.JSONDecodeError, nbformat.ValidationError) as error:
-        raise MigrationError(f"not a valid notebook: {str(error).splitlines()[0]}") from error
+    document = read_document(content)
     style = _json_style(content, document)
     file_lines = _cell_file_lines(content, document)
     findings: list[Finding] = []
@@ -206,6 +202,41 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
         return content, findings
     _validate(document)
     return _write_back(content, document, style, old_sources), findings
+
+
+def read_document(content: str) -> dict:
+    """The notebook's JSON, checked against nbformat's schema; MigrationError saying why it is not one."""
+    try:
+        document = json.loads(content)
+    except (ValueError, RecursionError) as error:  # bad JSON, an integer over 4,300 digits, nesting too deep
+        raise MigrationError(f"not a valid notebook: {_first_line(error)}") from None
+    if not isinstance(document, dict):
+        raise MigrationError(f"not a valid notebook: the JSON is {_json_kind(document)}, not an object")
+    version = document.get("nbformat")
+    if isinstance(version, int) and not isinstance(version, bool) and version < 4:
+        raise MigrationError(
+            f"a version {version} notebook (IPython 2 or older): neuron-migrate reads version 4, which Jupyter "
+            "has written since 2015; convert it (`jupyter nbconvert --to notebook --nbformat 4 --inplace FILE`, "
+            "or open and save it in Jupyter), then migrate again"
+        )
+    if version != 4:
+        raise MigrationError(
+            f"not a valid notebook: format version {version!r}; neuron-migrate reads version 4"
+        )
+    try:
+        _validate(document)
+    except (nbformat.ValidationError, ValueError, TypeError, KeyError, ImportError, RecursionError) as error:
+        raise MigrationError(f"not a valid notebook: {_first_line(error)}") from None
+    return document
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).splitlines() or [type(error).__name__])[0]
+
+
+def _json_kind(value: object) -> str:
+    kinds = {list: "a list", str: "a string", bool: "a boolean", type(None): "null", int: "a number"}
+    return kinds.get(type(value), "a number")
 
 
 def cell_diff(before: str, after: str, path: str) -> str:

@@ -71,6 +71,7 @@ from migrator.families.xla import (
     nm322_traced_serving,
     nm323_traced_load,
     nm324_import_probe,
+    nm326_unused_import,
 )
 from migrator.families.xla import state as xla_state
 from migrator.rules import Rule
@@ -108,6 +109,7 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = (
     nm322_traced_serving,
     nm323_traced_load,
     nm324_import_probe,
+    nm326_unused_import,
     environment_state,
     nm400_variables,
     nm402_precompile,

@@ -1,19 +1,25 @@
-"""Findings as text (one `path:line:col: CODE [*] message` line each, like ruff), JSON and SARIF 2.1.0."""
+"""Findings as text (one `path:line:col: CODE [*] message` line each, like ruff), JSON (docs/json-report.md)
+and SARIF 2.1.0 (checked against the OASIS schema in tests/migrator/test_sarif.py)."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
 from collections.abc import Iterable
+from urllib.parse import quote
 
 from migrator.engine import FileResult
 from migrator.registry import RULES
 from migrator.version import __version__
 
 SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
+# The JSON report's layout (docs/json-report.md, docs/json-report.schema.json). A change that could break a
+# reader (a field removed, renamed or of another type) increments it; new fields do not.
+JSON_SCHEMA_VERSION = 1
 
 
-def summary(results: list[FileResult]) -> dict:
+def summary(results: list[FileResult], total: int | None = None) -> dict:
+    """`total`: the files the run set out to do, when it was interrupted before all were done."""
     findings = [finding for result in results for finding in result.findings]
     return {
         "files": len(results),
@@ -22,11 +28,17 @@ def summary(results: list[FileResult]) -> dict:
         "fixed": sum(finding.fixed for finding in findings),
         "manual": sum(not finding.fixed for finding in findings),
         "by_family": dict(sorted(Counter(finding.rule.family for finding in findings).items())),
+        "interrupted": total is not None and total > len(results),
     }
 
 
-def json_report(results: list[FileResult]) -> dict:
-    return {"files": [result.to_dict() for result in results], "summary": summary(results)}
+def json_report(results: list[FileResult], total: int | None = None) -> dict:
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "tool": {"name": "neuron-migrate", "version": __version__},
+        "files": [result.to_dict() for result in results],
+        "summary": summary(results, total),
+    }
 
 
 def _where(result: FileResult, finding) -> str:
@@ -64,7 +76,16 @@ def summary_line(results: list[FileResult], verb: str) -> str:
     return line
 
 
-def sarif_report(results: list[FileResult]) -> dict:
+def artifact_uri(path: str) -> str:
+    """A path as the URI reference SARIF's `artifactLocation.uri` must be: "/" separators, and every character
+    a URI cannot hold as it is (space, `#`, `?`, `%`, non-ASCII...) percent-encoded as UTF-8 (RFC 3986)."""
+    return quote(path.replace("\\", "/"), safe="/")
+
+
+def sarif_report(results: list[FileResult], fixed_in_place: bool = False) -> dict:
+    """`fixed_in_place`: the rewrites were written into the files the results point at (a plain run, not
+    --check, --diff or --output-dir). A finding still in its file is a result of kind `fail` at its rule's
+    level; one this run fixed in place is `informational`, and SARIF 2.1.0 §3.27.9 then wants level `none`."""
     used = sorted({finding.code for result in results for finding in result.findings})
     rules = [
         {
@@ -82,7 +103,7 @@ def sarif_report(results: list[FileResult]) -> dict:
     sarif_results = []
     notifications = []
     for result in results:
-        location = {"artifactLocation": {"uri": result.path.replace("\\", "/")}}
+        location = {"artifactLocation": {"uri": artifact_uri(result.path)}}
         if result.error:
             notifications.append(
                 {
@@ -97,12 +118,13 @@ def sarif_report(results: list[FileResult]) -> dict:
                 if finding.cell is None
                 else f"cell {finding.cell}, line {finding.line}: {finding.message}"
             )
+            done = finding.fixed and fixed_in_place
             sarif_results.append(
                 {
                     "ruleId": finding.code,
                     "ruleIndex": index[finding.code],
-                    "level": SARIF_LEVELS[str(finding.rule.severity)],
-                    "kind": "informational" if finding.fixed else "fail",
+                    "kind": "informational" if done else "fail",
+                    "level": "none" if done else SARIF_LEVELS[str(finding.rule.severity)],
                     "message": {"text": message},
                     "locations": [
                         {
@@ -110,8 +132,12 @@ def sarif_report(results: list[FileResult]) -> dict:
                                 **location,
                                 # In a notebook, the JSON line that holds the cell's line (code scanning
                                 # shows the .ipynb file); the cell and its own line are in the message.
-                                "region": {"startLine": finding.file_line or finding.line}
-                                | ({"startColumn": finding.column} if finding.file_line is None else {}),
+                                "region": {"startLine": max(1, finding.file_line or finding.line)}
+                                | (
+                                    {"startColumn": max(1, finding.column)}
+                                    if finding.file_line is None
+                                    else {}
+                                ),
                             }
                         }
                     ],
@@ -138,10 +164,13 @@ def sarif_report(results: list[FileResult]) -> dict:
     }
 
 
-def render(results: list[FileResult], fmt: str) -> str:
+def render(
+    results: list[FileResult], fmt: str, fixed_in_place: bool = False, total: int | None = None
+) -> str:
+    """`fixed_in_place`: see `sarif_report`; `total`: see `summary`."""
     if fmt == "json":
-        return json.dumps(json_report(results), indent=2) + "\n"
+        return json.dumps(json_report(results, total), indent=2) + "\n"
     if fmt == "sarif":
-        return json.dumps(sarif_report(results), indent=2) + "\n"
+        return json.dumps(sarif_report(results, fixed_in_place), indent=2) + "\n"
     lines = text_lines(results)
     return "\n".join(lines) + ("\n" if lines else "")

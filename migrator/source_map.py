@@ -43,12 +43,17 @@ class SourceIndex:
     compared: frozenset[tuple[str, str]] = frozenset()
 
     @classmethod
-    def of(cls, code: str) -> SourceIndex:
+    def of(cls, code: str, tree: ast.Module | None = None) -> SourceIndex:
+        """`tree`: Python's parse of `code`, when the caller has it."""
         identifiers: set[str] = set()
         strings: set[str] = set()
         compared: set[tuple[str, str]] = set()
-        for node in ast.walk(ast.parse(code)):
-            if isinstance(node, ast.Compare):
+        for node in ast.walk(tree or ast.parse(code)):
+            if isinstance(node, ast.Compare) or (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _STRING_TESTS
+            ):
                 compared.update(_compared(node))
             if isinstance(node, ast.Name):
                 identifiers.add(node.id)
@@ -78,18 +83,37 @@ class SourceIndex:
         return cls(frozenset(identifiers), frozenset(strings), frozenset(compared))
 
 
-def _compared(node: ast.Compare) -> set[tuple[str, str]]:
+# String methods that compare the string they are called on with their argument.
+_STRING_TESTS = frozenset({"startswith", "endswith", "__eq__"})
+
+
+def _compared(node: ast.Compare | ast.Call) -> set[tuple[str, str]]:
+    """`device == "xla"`, `args.device in ("xla", "cuda")`, `value.lower() == "xla"`, `device.startswith("xla")`."""
+    if isinstance(node, ast.Call):  # a string test method called on the value
+        name = _compared_name(node.func.value)
+        literal = node.args[0] if len(node.args) == 1 else None
+        if name and isinstance(literal, ast.Constant) and isinstance(literal.value, str):
+            return {(name, literal.value)}
+        return set()
     names: list[str] = []
     literals: list[str] = []
     for operand in (node.left, *node.comparators):
-        if isinstance(operand, ast.Name):
-            names.append(operand.id)
-        elif isinstance(operand, ast.Attribute):
-            names.append(operand.attr)
+        name = _compared_name(operand)
+        if name:
+            names.append(name)
         for value in operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else (operand,):
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 literals.append(value.value)
     return {(name, literal) for name in names for literal in literals}
+
+
+def _compared_name(operand: ast.expr) -> str | None:
+    """The variable (last part of an attribute) an operand reads, through string methods (`value.lower()`)."""
+    while isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute):
+        operand = operand.func.value
+    if isinstance(operand, ast.Name):
+        return operand.id
+    return operand.attr if isinstance(operand, ast.Attribute) else None
 
 
 class _TokenSpans(CodegenState):

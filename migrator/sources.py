@@ -1,17 +1,20 @@
-"""Reading and writing user files without ever corrupting them: encoding, BOM, newlines, atomic writes."""
+"""Finding and reading user files: their kinds, the tree walk, encoding, BOM and newlines (writes: `writes.py`)."""
 
 from __future__ import annotations
 
 import codecs
+import errno
 import fnmatch
 import io
 import os
 import re
-import tempfile
+import stat
 import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from migrator.writes import Snapshot
 
 SUFFIXES = {
     ".py": "python",
@@ -46,7 +49,11 @@ class UsageError(Exception):
 class SourceFile:
     path: Path  # where it is read from
     relative: Path  # its place under the input root, for --output-dir mirroring
-    kind: str  # python | notebook | shell | requirements
+    kind: str  # python | notebook | shell | requirements; folder or other with a `problem`
+    problem: str | None = None  # why it cannot be read (a symbolic link loop, an unreadable folder...)
+
+
+SUPPORTED = ".py, .ipynb, .sh, .bash, .sbatch, .slurm, requirements*.txt, or a script starting with a #!/bin/bash-like line"
 
 
 def file_kind(path: Path) -> str | None:
@@ -71,37 +78,64 @@ def named_file_kind(path: Path) -> str | None:
     return kind
 
 
-def discover(paths: Iterable[Path], exclude: Iterable[str] = ()) -> list[SourceFile]:
-    """Expand files and directories (recursively) into the files to migrate, in a stable order."""
+def discover(
+    paths: Iterable[Path], exclude: Iterable[str] = (), skip_unsupported: bool = False
+) -> list[SourceFile]:
+    """Expand files and directories (recursively) into the files to migrate, in a stable order.
+
+    What cannot be read (a folder without permission, a symbolic link loop or a dangling link, a FIFO) is a
+    SourceFile with its `problem`, reported as an error, never skipped in silence. A named file of another kind
+    is a UsageError, or left out with `skip_unsupported` (pre-commit passes files by their type)."""
     exclude = tuple(exclude)
-    found: dict[Path, SourceFile] = {}
+    found: dict[str, SourceFile] = {}
     for root in paths:
-        if not root.exists():
+        if not os.path.lexists(root):
             raise UsageError(f"{root}: no such file or directory")
-        if root.is_file():
-            kind = named_file_kind(root)
+        if not root.is_dir():
+            problem = _unreadable(root)
+            kind = named_file_kind(root) if problem is None else file_kind(root) or "other"
             if kind is None:
-                raise UsageError(
-                    f"{root}: unsupported file type (expected .py, .ipynb, .sh, .bash, .sbatch, .slurm, "
-                    "requirements*.txt, or a script starting with a #!/bin/bash-like line)"
-                )
-            found.setdefault(root.resolve(), SourceFile(root, Path(root.name), kind))
+                if skip_unsupported:
+                    continue
+                raise UsageError(f"{root}: unsupported file type (expected {SUPPORTED})")
+            found.setdefault(os.path.realpath(root), SourceFile(root, Path(root.name), kind, problem))
             continue
-        for path in _walk(root, exclude):
-            found.setdefault(path.resolve(), SourceFile(path, path.relative_to(root), file_kind(path)))
+        for source in _walk(root, exclude):
+            found.setdefault(os.path.realpath(source.path), source)
     return sorted(found.values(), key=lambda source: str(source.path))
 
 
-def _walk(root: Path, exclude: tuple[str, ...]) -> Iterator[Path]:
-    for directory, subdirs, files in os.walk(root):
+def _walk(root: Path, exclude: tuple[str, ...]) -> Iterator[SourceFile]:
+    folders: list[OSError] = []  # what os.walk could not list (its own root included)
+    for directory, subdirs, files in os.walk(root, onerror=folders.append):
         here = Path(directory)
         subdirs[:] = sorted(
             name for name in subdirs if name not in SKIP_DIRS and not _excluded(here / name, root, exclude)
         )
         for name in sorted(files):
             path = here / name
-            if file_kind(path) and not _excluded(path, root, exclude):
-                yield path
+            kind = file_kind(path)
+            if kind and not _excluded(path, root, exclude):
+                yield SourceFile(path, path.relative_to(root), kind, _unreadable(path))
+    for error in folders:
+        path = Path(error.filename)
+        relative = path.relative_to(root) if path != root else Path(".")
+        yield SourceFile(path, relative, "folder", f"cannot read this folder: {error.strerror}")
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why a file found or named cannot be migrated, before reading it; None for a regular file."""
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "cannot read: a loop of symbolic links"
+        if os.path.islink(path):
+            return f"cannot read: a dangling symbolic link (to {os.readlink(path)})"
+        return f"cannot read: {error.strerror}"
+    if not stat.S_ISREG(info.st_mode):
+        return "cannot read: not a regular file"
+    return None
 
 
 def _excluded(path: Path, root: Path, patterns: tuple[str, ...]) -> bool:
@@ -113,17 +147,25 @@ def _excluded(path: Path, root: Path, patterns: tuple[str, ...]) -> bool:
 class Text:
     """Decoded file content plus what is needed to write it back byte-identical outside the edits."""
 
-    content: str  # newlines exactly as in the file
+    content: str  # newlines as in the file, except a CR-only file's, which read as "\n" (see `read_text`)
     encoding: str
     bom: bool
+    snapshot: Snapshot | None = None  # the file as read: a write is refused if it changed since
+    carriage_returns: bool = False  # a CR-only file (classic Mac OS): "\n" goes back to "\r"
 
     def encode(self, content: str) -> bytes:
+        if self.carriage_returns:
+            content = content.replace("\n", "\r")
         data = content.encode(self.encoding)
         return codecs.BOM_UTF8 + data if self.bom else data
 
 
 def read_text(path: Path, kind: str) -> Text:
-    data = path.read_bytes()
+    """The file's text. Python: its PEP 263 encoding; a CR-only file reads with "\n" line ends (libcst does not
+    round-trip "\r" alone; Python reads it as a line end). Shell scripts are bytes to bash: one that is not
+    UTF-8 is read as Latin-1, a byte per character, so that every byte is written back as it was."""
+    snapshot = Snapshot.read(path)
+    data = snapshot.data
     bom = data.startswith(codecs.BOM_UTF8)
     if bom:
         data = data[len(codecs.BOM_UTF8) :]
@@ -131,26 +173,13 @@ def read_text(path: Path, kind: str) -> Text:
     if kind == "python":  # PEP 263 coding cookie
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         encoding = "utf-8" if encoding == "utf-8-sig" else encoding
-    return Text(data.decode(encoding), encoding, bom)
-
-
-def write_atomic(path: Path, data: bytes, like: Path | None = None) -> None:
-    """Write via a temporary file in the same directory and rename it over the target.
-
-    A crash mid-write leaves the old file intact. Permission bits are copied from `like` (the input).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        source = like if like is not None and like.exists() else path
-        if source.exists():
-            os.chmod(tmp, source.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        content = data.decode(encoding)
+    except UnicodeDecodeError:
+        if kind != "shell":
+            raise
+        encoding, content = "latin-1", data.decode("latin-1")
+    carriage_returns = kind == "python" and "\r" in content and "\n" not in content
+    if carriage_returns:
+        content = content.replace("\r", "\n")
+    return Text(content, encoding, bom, snapshot, carriage_returns)

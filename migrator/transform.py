@@ -11,6 +11,7 @@ removed statements and puts TODO comments above the statements that hold manual 
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -69,12 +70,15 @@ class FileContext:
     hints: set[str] | None = None
     # The code runs in a notebook kernel: one process, which torchrun cannot start (see `launch`).
     notebook: bool = False
+    # Statements a rule inserts before the statement it rewrites: that statement's TODOs go below them.
+    inserted_before: set[cst.CSTNode] = field(default_factory=set)
     _hint_pattern: re.Pattern[str] | None = None
     _states: dict[type, object] = field(default_factory=dict)
+    tree: ast.Module | None = None  # Python's parse of `code`, when the caller made one
 
     @cached_property
     def source(self) -> SourceIndex:
-        return SourceIndex.of(self.code)
+        return SourceIndex.of(self.code, self.tree)
 
     @cached_property
     def source_map(self) -> SourceMap:
@@ -148,7 +152,8 @@ class FileContext:
         """
         text = f"{why}; {action}" if why and action else why or rule.action
         self.reports.append(_Report(node, rule, text, False, why, action, subject))
-        self.pending_todos.append(f"{TODO_PREFIX} {rule.code} {text}")
+        # A comment is one line: code quoted from several lines (an argument split over them) is joined.
+        self.pending_todos.append(f"{TODO_PREFIX} {rule.code} {' '.join(text.split())}")
 
     def launch(self, processes: str = "N", script: str = "train.py") -> str:
         """What to do so that a rewrite runs as `processes` processes (one per rank, as Transformers'
@@ -343,8 +348,12 @@ class MigrationTransformer(cst.CSTTransformer):
         """Put the TODOs queued since `mark` above the statement (innermost statement leaves first), unless
         a previous run already did (in its leading lines, or the module `header` of a file's first one)."""
         if isinstance(result, cst.FlattenSentinel):
-            first, *rest = result.nodes
-            return cst.FlattenSentinel([self._attach_todos(first, mark, header), *rest])
+            # The statement itself, not one a rule put before it (`os.environ[...] = ...` ahead of the call
+            # that read it): a TODO above an inserted line would be added again by the next run.
+            nodes = list(result.nodes)
+            index = next((i for i, node in enumerate(nodes) if node not in self.ctx.inserted_before), 0)
+            nodes[index] = self._attach_todos(nodes[index], mark, header)
+            return cst.FlattenSentinel(nodes)
         if not isinstance(result, STATEMENT_TYPES):  # statement removed: the next one carries the TODO
             self._todo_carry = mark
             return result
@@ -392,14 +401,17 @@ class PythonResult:
     findings: list[Finding]
 
 
-def migrate_module(code: str, handlers: Iterable[type[Handler]], notebook: bool = False) -> PythonResult:
+def migrate_module(
+    code: str, handlers: Iterable[type[Handler]], notebook: bool = False, tree: ast.Module | None = None
+) -> PythonResult:
     """Parse a module and run all handlers over it; return the new code and findings placed on the input.
-    `notebook`: the module is the Python cells of a notebook (see `FileContext.notebook`).
+    `notebook`: the module is the Python cells of a notebook (see `FileContext.notebook`); `tree`: Python's
+    parse of `code`, when the caller has it.
 
     Raises libcst's ParserSyntaxError when the code does not parse.
     """
     module = cst.parse_module(code)
-    ctx = FileContext(module, code, notebook=notebook)
+    ctx = FileContext(module, code, notebook=notebook, tree=tree)
     transformer = MigrationTransformer(ctx, handlers)
     updated = module.visit(transformer)
     if ctx.imports_to_add:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import shutil
 import subprocess
+import sys
 
 import libcst as cst
 
@@ -13,12 +14,43 @@ class MigrationError(Exception):
     """A file could not be migrated (parse error, rewrite that would not parse); it is left untouched."""
 
 
-def syntax_error_message(content: str, error: cst.ParserSyntaxError) -> str:
-    """Python's own message and position when it has one (what the user sees running the script)."""
+PYTHON_RECURSION_LIMIT = 1000  # Python's default, under which `python script.py` compiles a script
+
+
+def python_tree(content: str) -> ast.Module:
+    """Python's own parse of a file, before libcst's: Python refuses cleanly (and fast) what is nested too
+    deeply, where libcst's native parser can overflow its stack and kill the process, or take minutes. It
+    parses under Python's default recursion limit (workers raise it for libcst's walks): a file nested deeper
+    than Python itself compiles (a 10,000-term sum) is refused in milliseconds."""
+    limit = sys.getrecursionlimit()
     try:
-        ast.parse(content)
-    except SyntaxError as python_error:
-        return f"line {python_error.lineno}, column {python_error.offset}: cannot parse: {python_error.msg}"
+        sys.setrecursionlimit(min(limit, PYTHON_RECURSION_LIMIT))
+        return ast.parse(content)
+    except SyntaxError as error:
+        raise MigrationError(_python_message(content, error)) from None
+    except ValueError as error:  # Python 3.11: null bytes
+        raise MigrationError(_python_message(content, SyntaxError(str(error)))) from None
+    except (RecursionError, MemoryError):
+        raise MigrationError(
+            "cannot parse: nested too deeply for Python's own parser (under its default recursion limit); "
+            "file left untouched"
+        ) from None
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _python_message(content: str, error: SyntaxError) -> str:
+    if error.lineno is None and "\0" in content:  # Python gives no position for a NUL byte
+        at = content.index("\0")
+        line, column = content.count("\n", 0, at) + 1, at - content.rfind("\n", 0, at)
+        return f"line {line}, column {column}: cannot parse: a NUL byte (Python source cannot contain one)"
+    if error.lineno is None:
+        return f"cannot parse: {error.msg}"
+    return f"line {error.lineno}, column {error.offset}: cannot parse: {error.msg}"
+
+
+def syntax_error_message(error: cst.ParserSyntaxError) -> str:
+    """libcst's own message, for code Python's parser accepted (`python_tree` reports the rest as Python does)."""
     return f"line {error.raw_line}, column {error.raw_column + 1}: cannot parse: {error.message}"
 
 

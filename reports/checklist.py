@@ -18,9 +18,9 @@ from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 
+from compat_matrix.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
 from migrator.sources import UsageError, named_file_kind
 from reports.advice import STAGE_MEANINGS, advice
-from reports.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
 from reports.render import NULL, asset, fail, render, write_output
 from reports.results import (
     NOT_MEASURED_VERDICTS,
@@ -32,6 +32,7 @@ from reports.results import (
     load_runs,
 )
 from reports.scan import FileScan, Location, Risk, find_configs, scan_file
+from reports.tries import load_try_reports, match
 
 SEVERITIES = ("blocking", "manual", "compile-risk", "check")
 SEVERITY_LABELS = {
@@ -60,6 +61,8 @@ OTHER_MATRICES = {
     "length, with pooled embeddings compared against the CPU reference",
     "classification": "a sequence-classification matrix: a compiled forward pass with its logits compared "
     "against the CPU reference",
+    "seq2seq": "a sequence-to-sequence matrix: encoder and decoder compiled with a static cache, generated tokens "
+    "compared against the CPU reference",
     "diffusion": "a diffusion matrix: the Diffusers pipeline's denoiser, VAE and text encoders compiled at a "
     "fixed image size",
 }
@@ -95,6 +98,9 @@ class FileSection:
     kind: str
     rewrites: dict[str, int]
     items: list[Item] = field(default_factory=list)
+    tries: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # (command, what `neuron-migrate try` measured)
 
 
 @dataclass
@@ -201,7 +207,12 @@ def _result_item(row: ModelRow, run: Run | None) -> Item | None:
     model_type = row.architecture.model_type
     where = ", ".join(row.locations)
     if row.task:
-        kind = {"embedding": "an embedding", "classification": "a classification", "diffusion": "a diffusion"}
+        kind = {
+            "embedding": "an embedding",
+            "classification": "a classification",
+            "seq2seq": "a sequence-to-sequence",
+            "diffusion": "a diffusion",
+        }
         return Item(
             "check",
             f"`{row.reference}` is {kind[row.task]} model: the causal-LM compatibility matrix does not apply",
@@ -306,10 +317,10 @@ def _load_results(results: Path | None) -> tuple[Run | None, str]:
 
 def _shown_under(roots: list[Path]) -> Callable[[Path], str]:
     """Paths relative to the scanned root that holds them (prefixed by its name when several were given)."""
-    bases = [(root, root.resolve()) for root in roots]
+    bases = [(root, Path(os.path.realpath(root))) for root in roots]
 
     def show(path: Path) -> str:
-        absolute = path.resolve()
+        absolute = Path(os.path.realpath(path))  # never raises, a symbolic link loop included
         for root, base in bases:
             if absolute == base:
                 return base.name
@@ -331,7 +342,9 @@ def _source_lines(path: Path, kind: str) -> dict[int | None, list[str]]:
         return {None: text.splitlines()}
     try:
         cells = json.loads(text).get("cells", [])
-    except (json.JSONDecodeError, AttributeError):
+    except (ValueError, RecursionError, AttributeError):
+        return {}
+    if not isinstance(cells, list):
         return {}
     sources = [
         cell.get("source", "") for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"
@@ -397,6 +410,7 @@ def build_checklist(
     exclude: tuple[str, ...] = (),
     analyze: Callable[..., dict] | None = None,
     output: Path | None = None,
+    try_reports: list[Path] = (),
 ) -> dict:
     """The checklist's content; raises ResultsError or ValueError on bad input."""
     if analyze is None:
@@ -405,6 +419,7 @@ def build_checklist(
         if not path.exists():
             raise ValueError(f"{path}: no such file or directory")
     run, results_label = _load_results(results)
+    tried = load_try_reports(list(try_reports))
     rules_href, compat_href = _links(output)
     show = _shown_under(paths)
     report = analyze(list(paths), exclude)
@@ -434,7 +449,8 @@ def build_checklist(
         blocking += [item for item in items if item.severity == "blocking"]
         section_items = [item for item in items if item.severity != "blocking"]
         rewrites = {family: counts[family] for family in FAMILIES if counts[family]}
-        sections.append(FileSection(display, kind, rewrites, section_items))
+        tries = [line for entry in match(tried, source) for line in entry.lines]
+        sections.append(FileSection(display, kind, rewrites, section_items, tries))
     models = _models(scans, find_configs(list(paths), exclude), online, show)
     model_items = []
     for row in models:
@@ -463,6 +479,7 @@ def build_checklist(
         "rules_href": rules_href,
         "counts": {severity: counts[severity] for severity in SEVERITIES},
         "total_rewrites": sum(sum(section.rewrites.values()) for section in sections),
+        "try_reports": [display_path(path) for path in try_reports],
         "severity_labels": SEVERITY_LABELS,
         "families": FAMILIES,
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -482,13 +499,16 @@ def write_checklist(
     online: bool,
     exclude: tuple[str, ...] = (),
     analyze: Callable[..., dict] | None = None,
+    try_reports: list[Path] = (),
 ) -> int:
     """Writes the checklist as Markdown (stdout or .md) or HTML (.html); returns the exit code."""
     fmt = _format(output)
     if not fmt:
         return fail(f"{output}: the checklist is written as .md or .html")
     try:
-        context = build_checklist([Path(path) for path in paths], results, online, exclude, analyze, output)
+        context = build_checklist(
+            [Path(path) for path in paths], results, online, exclude, analyze, output, list(try_reports)
+        )
     except (ResultsError, UsageError, ValueError) as error:
         return fail(str(error))
     if fmt == "html":

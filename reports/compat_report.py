@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
+from compat_matrix.model_ids import example_hub_ids, hub_id_patterns
+from compat_matrix.results import spreadsheet_safe
 from reports import charts, device_gaps
 from reports.advice import STAGE_MEANINGS, advice
-from reports.model_ids import example_hub_ids, hub_id_patterns
 from reports.render import asset, fail, render, write_output
 from reports.results import (
     BUCKET_LABELS,
@@ -72,8 +74,9 @@ ENV_FIELDS = (
 
 
 def infer_format(output: Path) -> str:
-    suffixes = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".csv": "csv"}
-    return suffixes.get(output.suffix.lower(), "html")
+    """The format an output's suffix names (none: HTML); "" for a suffix of another format (`x.pdf`)."""
+    suffixes = {"": "html", ".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".csv": "csv"}
+    return suffixes.get(output.suffix.lower(), "")
 
 
 def _cell(record: dict) -> dict:
@@ -299,7 +302,17 @@ def _csv(context: dict) -> str:
     ]
     for column in LIST_FIELDS:
         frame[column] = frame[column].map(lambda value: "" if value is None else json.dumps(value))
-    return frame.loc[:, list(CSV_COLUMNS)].to_csv(index=False, lineterminator="\n")
+    return spreadsheet_safe(frame.loc[:, list(CSV_COLUMNS)]).to_csv(index=False, lineterminator="\n")
+
+
+def _same_file(path: Path, other: Path) -> bool:
+    """The same file by name (symbolic links resolved) or by inode (a hard link)."""
+    if os.path.realpath(path) == os.path.realpath(other):
+        return True
+    try:
+        return os.path.samefile(path, other)
+    except OSError:
+        return False
 
 
 def build_report(paths: list[Path], fmt: str, merge: bool = False) -> tuple[str, dict]:
@@ -316,8 +329,15 @@ def write_report(results: list[Path], output: Path, fmt: str, merge: bool = Fals
 
     Each file is its own run (column); `merge` folds files measured under the same environment into one
     run, and the report then lists every row that replaced another."""
+    if not fmt:
+        return fail(
+            f"{output}: its suffix names no report format; name it .html, .md or .csv, or pass --format"
+        )
     if fmt not in FORMATS:
         return fail(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    clash = next((path for path in results if _same_file(Path(path), output)), None)
+    if clash is not None:
+        return fail(f"{output} is the results file {clash}: the report would replace it; choose another -o")
     try:
         text, context = build_report([Path(path) for path in results], fmt, merge)
     except ResultsError as error:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from compat_matrix.results import ResultsFileError, json_lines
 from compat_matrix.schema import GENERATION_COMPILE_FIGURES, SCHEMA_VERSION, Cause, Row, Stage, Verdict
 from compat_matrix.schema import OK_VERDICTS as OK_VERDICT_ENUMS
 
@@ -208,6 +209,11 @@ class Run:
         return str(self.env.get("backend") or "unknown")
 
     @property
+    def device(self) -> str | None:
+        """The device the compiled probes ran on (``sim_device``): ``neuron`` is the neuron stand-in's."""
+        return next((row["sim_device"] for row in self.rows.values() if row.get("sim_device")), None)
+
+    @property
     def measured_range(self) -> tuple[str, str] | None:
         """Earliest and latest `measured_at` of the rows (UTC ISO-8601 sorts as text), None when no row has one."""
         stamps = sorted(row["measured_at"] for row in self.rows.values() if row.get("measured_at"))
@@ -278,16 +284,39 @@ def _row_env(row: dict) -> dict:
     return env
 
 
-def _parse_line(path: Path, number: int, line: str) -> dict:
-    """One results line read through the harness schema, as a plain dict (enums as their strings)."""
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise ResultsError(
-            f"{path}:{number}: not valid JSON ({error.msg}); is this a neuron-compat results file?"
-        ) from None
+# The type each figure of a row must have when present (None: not measured); anything else is refused, never
+# shown as "not measured".
+_FIELD_TYPES = (
+    (INTEGER_FIELDS + ("rank",), (int,), "an integer"),
+    (FLOAT_FIELDS, (int, float), "a number"),
+    (LIST_FIELDS, (list,), "a list"),
+    (TEXT_FIELDS, (str,), "a string"),
+    (FLAG_FIELDS + ("simulated",), (bool,), "true or false"),
+    (("env",), (dict,), "an object"),
+)
+
+
+def _parse_line(path: Path, number: int, data: object) -> dict:
+    """One results line (its JSON value) read through the harness schema, as a plain dict (enums as their
+    strings). ResultsError for anything that is not a row this report can show as written."""
     if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
         raise ResultsError(f"{path}:{number}: expected a JSON object with a 'model_type' string")
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version > SCHEMA_VERSION:
+        raise ResultsError(
+            f"{path}:{number}: row schema version {version!r}; this report reads versions up to "
+            f"{SCHEMA_VERSION} (upgrade neuron-migrate to read newer rows)"
+        )
+    for names, types, expected in _FIELD_TYPES:
+        for name in names:
+            value = data.get(name)
+            wrong = value is not None and (
+                not isinstance(value, types) or (bool not in types and isinstance(value, bool))
+            )
+            if wrong:
+                raise ResultsError(
+                    f"{path}:{number}: {name} of {data['model_type']} is {json.dumps(value)[:60]}, not {expected}"
+                )
     for name, choices in (
         ("verdict", Verdict),
         ("generate_verdict", Verdict),
@@ -329,8 +358,10 @@ def load_runs(paths: list[Path], merge: bool = False) -> list[Run]:
     for file_index, path in enumerate(paths):
         if not path.is_file():
             raise ResultsError(f"{path}: no such results file")
-        with path.open(encoding="utf-8") as handle:
-            lines = [(number, line) for number, line in enumerate(handle, start=1) if line.strip()]
+        try:
+            lines = list(json_lines(path))
+        except ResultsFileError as error:
+            raise ResultsError(str(error)) from None
         if not lines:
             raise ResultsError(f"{path}: the results file is empty")
         for number, line in lines:
@@ -372,15 +403,24 @@ def _label_runs(runs: list[Run]) -> None:
     ]
     configs = {run.config for run in runs}
     names = [source.name for run in runs for source in run.sources]
+    # Runs on two devices differ in settings by that alone: the device names them.
+    devices_differ = len({run.device for run in runs}) > 1
     for run in runs:
         files = " + ".join(
             source.name if names.count(source.name) == 1 else display_path(source) for source in run.sources
         )
         parts = [files, run.backend + (" (simulated)" if run.simulated else "")]
+        if devices_differ:
+            parts.append(
+                f"on {run.device or 'the device'}" + (" (stand-in)" if run.device == "neuron" else "")
+            )
         if len(configs) > 1:
             parts.append(CONFIG_LABELS.get(run.config or "", "config not recorded"))
+        # Runs that differ in device or config differ in settings by that alone: those name them.
         parts += [
-            f"{name} {run.env.get(name)}" for name in differing if name != "settings_id" or len(configs) == 1
+            f"{name} {run.env.get(name)}"
+            for name in differing
+            if not (name == "settings_id" and (devices_differ or len(configs) > 1))
         ]
         run.label = " · ".join(parts)
     seen: dict[str, int] = {}

@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compat_matrix.model_ids import looks_like_model_reference, table_entry
 from migrator import risks
 from migrator.families.environment.nm404_async_load import ASYNC_LOAD_VARIABLE
 from migrator.rules import Rule
 from migrator.sources import SKIP_DIRS
-from reports.model_ids import looks_like_model_reference, table_entry
 
 MODEL_KEYWORDS = {
     "model",
@@ -450,17 +450,18 @@ def _scan_targets(scan: FileScan, text: str, cell: int | None = None) -> None:
 
 def _scan_python(scan: FileScan, code: str, cell: int | None = None) -> bool:
     try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
+        _PythonScanner(scan, cell).run(ast.parse(code))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # what Python's parser refuses, too deep
         return False
-    _PythonScanner(scan, cell).run(tree)
     return True
 
 
 def _scan_notebook(scan: FileScan, text: str) -> None:
     try:
         cells = json.loads(text).get("cells", [])
-    except (json.JSONDecodeError, AttributeError):
+    except (ValueError, RecursionError, AttributeError):  # the migrator's error says what is wrong with it
+        return
+    if not isinstance(cells, list):
         return
     code_cells = [cell for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"]
     for index, cell in enumerate(code_cells, start=1):
@@ -483,7 +484,10 @@ def scan_file(path: Path, display: str, kind: str) -> FileScan:
     """`kind` as the migrator reads the file (python, notebook, shell); any other kind is scanned for
     instance targets only, never parsed as code of another language."""
     scan = FileScan(path=path, display=display, kind=kind)
-    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:  # the migrator's error on the file says why (a link loop, a folder it cannot read)
+        return scan
     if kind == "notebook":
         _scan_notebook(scan, text)
     else:

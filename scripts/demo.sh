@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job (README's first command): from the bundled fixtures, write a migrated copy of the example
-# scripts, the compatibility report and the pre-migration checklist, then say where they are.
+# scripts, the compatibility report, a try of one migrated script on the stand-in device and the pre-migration
+# checklist, then say where they are.
 # Assumes .venv exists (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +11,7 @@ reference=fixtures/compat/results-neuron-sim.jsonl
 out=out
 mkdir -p "$out"
 
-echo "==> [1/3] Migrating $examples into $out/migrated (the examples themselves are not modified)"
+echo "==> [1/4] Migrating $examples into $out/migrated (the examples themselves are not modified)"
 status=0
 "$bin/neuron-migrate" --output-dir "$out/migrated" "$examples" || status=$?
 # Exit 1 only means manual work remains, which the example scripts are written to show.
@@ -19,16 +20,26 @@ if [ "$status" -gt 1 ]; then
     exit "$status"
 fi
 
-echo "==> [2/3] Compatibility report from $reference"
+echo "==> [2/4] Compatibility report from $reference"
 if [ ! -f "$reference" ]; then
     echo "error: $reference is missing: run 'neuron-compat run' (see README) or restore the file from git" >&2
     exit 2
 fi
 "$bin/neuron-compat" report "$reference" -o "$out/compat.html"
 
-echo "==> [3/3] Pre-migration checklist for $examples"
-"$bin/neuron-migrate" checklist "$examples" -o "$out/checklist.html"
-"$bin/neuron-migrate" checklist "$examples" -o "$out/checklist.md"
+echo "==> [3/4] Trying the migrated sft_llama.py for 2 steps on the stand-in neuron device (tiny models, local data)"
+# Exit 1 only means the try found the script failing; the report says where, and the checklist shows it.
+try_status=0
+"$bin/neuron-migrate" try "$out/migrated/sft_llama.py" --steps 2 -q --format json --report "$out/try.json" \
+    -- --per_device_train_batch_size 1 || try_status=$?
+if [ "$try_status" -gt 1 ]; then
+    echo "neuron-migrate try failed with exit code $try_status" >&2
+    exit "$try_status"
+fi
+
+echo "==> [4/4] Pre-migration checklist for $examples"
+"$bin/neuron-migrate" checklist "$examples" -o "$out/checklist.html" --try-report "$out/try.json"
+"$bin/neuron-migrate" checklist "$examples" -o "$out/checklist.md" --try-report "$out/try.json"
 
 cat <<SUMMARY
 
@@ -36,4 +47,5 @@ Done. Open these files in a browser (they work offline):
   compatibility report: $(pwd)/$out/compat.html
   checklist:            $(pwd)/$out/checklist.html   (Markdown: $out/checklist.md)
   migrated scripts:     $(pwd)/$out/migrated/
+  try report:           $(pwd)/$out/try.json   (shown per script in the checklist)
 SUMMARY

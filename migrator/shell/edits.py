@@ -38,6 +38,9 @@ class Context:
     anchor: int | None = None  # where TODOs go, for pieces nested in the file
     launchers: list[tuple[int, int]] = field(default_factory=list)  # byte ranges of its Python launches
     survey: list[tuple[int, list[Word]]] | None = None  # every Python launch in it (see `survey`)
+    unsets: list[tuple[int, str]] = field(
+        default_factory=list
+    )  # (offset, variable) of its `unset`s (`survey`)
 
 
 @dataclass(frozen=True)

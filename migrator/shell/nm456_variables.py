@@ -120,7 +120,11 @@ class VariablesMatcher:
             if name in BF16_VARIABLES and not unset and _truthy(item.value.partition("=")[2]):
                 if self.keep_precision(ctx, node, item, launch):
                     dropped.append(item)
+                elif launch is None:  # exported: it stays set for what follows
+                    self.bf16_kept.add(name)
                 continue
+            if unset and name in self.bf16_kept:
+                continue  # ends the bf16 an `export` above keeps (with its TODO) for the launches between
             value = item.text.partition("=")[2]
             held = next((v for v in sorted(BF16_VARIABLES) if f"{v}=" in value), None)
             # `ENV_OPTS="XLA_USE_BF16=1 ..."`, expanded into a command later.
@@ -190,8 +194,17 @@ class VariablesMatcher:
         name = item.assignment
         if launch is not None:
             targets = [launch] if _script_index(launch) is not None else []
-        else:
-            targets = [words for offset, words in self.survey(ctx) if offset > node.end_byte]
+        else:  # the launches after the `export`, up to an `unset` of the variable
+            launches = self.survey(ctx)
+            end = min(
+                (offset for offset, unset in ctx.unsets if unset == name and offset > node.end_byte),
+                default=None,
+            )
+            targets = [
+                words
+                for offset, words in launches
+                if offset > node.end_byte and (end is None or offset < end)
+            ]
         # A launch that passes --bf16 already keeps bf16 whatever parses it; another needs a known parser.
         unknown = [
             parser
@@ -256,6 +269,9 @@ class VariablesMatcher:
                     words, _ = _look_through(words)
                     if words and _is_launcher(words[0].value) and _script_index(words) is not None:
                         ctx.survey.append((node.start_byte, words))
+                elif node.type == "unset_command":
+                    names = [data[c.start_byte : c.end_byte].decode() for c in node.named_children]
+                    ctx.unsets += [(node.start_byte, name) for name in names]
                 stack.extend(c for c in node.children if c.type != "heredoc_body")
         return ctx.survey
 

@@ -77,6 +77,9 @@ class ShellRewriter(
         self.imported = imported  # grows with what the file's Python heredocs import once migrated
         self.installs: list[tuple[Context, Node, list[Word], list[Word], int]] = []
         self.bf16_added: set[int] = set()
+        self.bf16_kept: set[str] = (
+            set()
+        )  # bf16 variables whose setting stays (NM469): their `unset` stays too
         self.text = text
         self.data = text.encode()
         self.newline = "\r\n" if "\r\n" in text else "\n"

@@ -4,6 +4,7 @@ atomic, a broken file is reported and skipped, output always parses."""
 from __future__ import annotations
 
 import codecs
+import json
 import os
 from pathlib import Path
 
@@ -105,7 +106,7 @@ def test_rewrite_that_would_not_parse_leaves_file_untouched(tmp_path, xla_script
         code = "def broken(:\n"
         findings = []
 
-    monkeypatch.setattr(engine, "migrate_module", lambda module, families, notebook=False: Broken)
+    monkeypatch.setattr(engine, "migrate_module", lambda *args, **kwargs: Broken)
     result = migrate_in_place(path)
     assert "would not parse" in result.error
     assert path.read_text() == xla_script
@@ -152,8 +153,6 @@ def test_parallel_run_matches_serial(tmp_path, xla_script, plain_script):
 
 
 def test_notebook_stays_valid_and_keeps_outputs(tmp_path):
-    import json
-
     import nbformat
 
     source = next((FIXTURES / "notebook").glob("generate_llama_export.ipynb"))
@@ -173,3 +172,65 @@ def test_broken_notebook_is_reported(tmp_path):
     path.write_text('{"cells": [')
     result = migrate_in_place(path)
     assert "not a valid notebook" in result.error and path.read_text() == '{"cells": ['
+
+
+NBFORMAT_3 = {
+    "nbformat": 3,
+    "nbformat_minor": 0,
+    "metadata": {"name": ""},
+    "worksheets": [
+        {
+            "metadata": {},
+            "cells": [
+                {
+                    "cell_type": "code",
+                    "language": "python",
+                    "metadata": {},
+                    "outputs": [],
+                    "input": ["import torch_xla.core.xla_model as xm\n", "device = xm.xla_device()"],
+                }
+            ],
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (json.dumps(NBFORMAT_3), "a version 3 notebook (IPython 2 or older)"),
+        ("[1, 2]", "not a valid notebook: the JSON is a list, not an object"),
+        ('{"cells": ' + "[" * 100_000 + "]" * 100_000 + "}", "not a valid notebook: maximum recursion depth"),
+        ('{"nbformat": 4, "n": ' + "7" * 5000 + "}", "not a valid notebook: Exceeds the limit (4300 digits)"),
+        (
+            '{"nbformat": 5, "cells": []}',
+            "not a valid notebook: format version 5; neuron-migrate reads version 4",
+        ),
+    ],
+)
+def test_notebooks_it_cannot_read_are_errors_never_clean(tmp_path, content, message):
+    """An nbformat-3 notebook full of torch_xla code passed --check; a JSON list was an internal error."""
+    path = tmp_path / "old.ipynb"
+    path.write_text(content)
+    (source,) = discover([path])
+    result = process(Job(source, Mode.CHECK))
+    assert result.error.startswith(message) and "internal error" not in result.error
+    assert path.read_text() == content
+
+
+def test_a_todo_quoting_code_of_several_lines_is_one_comment_line():
+    """An unknown TrainingNeuronConfig argument split over lines made an internal error (found by fuzzing)."""
+    from migrator.engine import migrate_python
+
+    source = (
+        "from optimum.neuron.models.training import TrainingNeuronConfig\n\n"
+        "trn_config = TrainingNeuronConfig(\n"
+        "    tensor_parallel_size=4,\n"
+        '    recompute="full" if\n'
+        "    True else None,\n"
+        ")\n"
+    )
+    migrated, findings = migrate_python(source)
+    todo = next(line for line in migrated.splitlines() if "TODO(neuron-migrate): NM208" in line)
+    assert 'argument `recompute="full" if True else None, ` is not a known' in todo
+    assert [f.code for f in findings if not f.fixed] == ["NM208"]

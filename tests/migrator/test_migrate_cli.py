@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from migrator.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -79,12 +82,32 @@ def test_json_report_schema(tree, tmp_path):
     result = invoke("--check", "--format", "json", "--report", report, tree)
     assert result.exit_code == 1
     data = json.loads(report.read_text())
-    assert set(data) == {"files", "summary"}
+    assert data["schema_version"] == 1 and data["tool"]["name"] == "neuron-migrate"
     (train,) = [f for f in data["files"] if f["path"].endswith("train.py")]
     assert set(train) == {"path", "changed", "error", "findings"} and train["changed"] is True
     finding = train["findings"][0]
     assert {"code", "severity", "line", "column", "message", "fixed"} <= set(finding)
     assert data["summary"]["files"] == 2 and data["summary"]["changed"] == 1
+    assert data["summary"]["interrupted"] is False
+
+
+def test_json_report_follows_its_documented_schema(tmp_path):
+    """docs/json-report.schema.json, on every fixture (every kind, notebook cells, errors included)."""
+    import jsonschema
+
+    schema = json.loads((ROOT / "docs" / "json-report.schema.json").read_text())
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch_xla\nx = (\n")
+    result = invoke("--check", "--format", "json", ROOT / "fixtures" / "migrator", broken)
+    data = json.loads(result.stdout)
+    jsonschema.Draft202012Validator(schema).validate(data)
+    assert data["summary"]["errors"] >= 1 and data["summary"]["manual"] > 0
+    documented = (ROOT / "docs" / "json-report.md").read_text()
+    findings = [finding for file in data["files"] for finding in file["findings"]]
+    fields = {*data, *data["summary"], *data["files"][0], *(name for finding in findings for name in finding)}
+    assert {"subject", "cell"} <= fields
+    for name in fields:
+        assert f"`{name}`" in documented, f"{name} is not documented"
 
 
 def test_sarif_report(tree):

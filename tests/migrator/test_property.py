@@ -33,7 +33,7 @@ def test_library_sources_parse_after_migration_and_are_stable(package):
     for source in sources:
         text = read_text(source.path, "python").content
         try:
-            migrated, _ = migrate_python(text)
+            migrated, findings = migrate_python(text)
         except MigrationError as error:  # only a file Python itself rejects may be refused
             with pytest.raises(SyntaxError):
                 ast.parse(text)
@@ -41,11 +41,12 @@ def test_library_sources_parse_after_migration_and_are_stable(package):
             continue
         if migrated == text:
             continue
+        assert findings, f"{source.path} changed with no finding"  # every change to a file has a finding
         ast.parse(migrated)
         cst.parse_module(migrated)
-        again, findings = migrate_python(migrated)
+        again, again_findings = migrate_python(migrated)
         assert again == migrated, source.path
-        assert not [f for f in findings if f.fixed], source.path
+        assert not [f for f in again_findings if f.fixed], source.path
 
 
 CASES = sorted(p for p in FIXTURES.rglob("*") if file_kind(p) and ".expected." not in p.name)
@@ -56,6 +57,7 @@ def test_fixture_outputs_parse_with_the_parser_of_their_kind(case):
     kind = file_kind(case)
     source = read_text(case, kind).content
     migrated, findings = REWRITERS[kind](source)
+    assert migrated == source or findings, "changed with no finding"
     if kind == "python":
         ast.parse(migrated)
     elif kind == "shell":

@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from migrator.source_map import SourceMap
+from migrator.source_map import SourceIndex, SourceMap
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
 SNIPPETS = {
@@ -66,3 +66,15 @@ def test_statement_span_covers_the_whole_statement(name: str) -> None:
         assert code[start:end] == module.code_for_node(statement).rstrip("\r\n") or code[start:end] == (
             module.code_for_node(statement)
         )
+
+
+def test_the_index_sees_a_value_compared_through_string_methods() -> None:
+    code = (
+        'if device == "xla": pass\n'
+        'if args.accel.lower() in {"xla", "cuda"}: pass\n'
+        'if target.startswith("xla"): pass\n'
+        'if f(x) == "xla": pass\n'
+    )
+    compared = SourceIndex.of(code).compared
+    assert {("device", "xla"), ("accel", "xla"), ("accel", "cuda"), ("target", "xla")} <= compared
+    assert not any(name == "f" or name == "x" for name, _ in compared)

@@ -372,3 +372,80 @@ def test_a_model_that_recompiles_at_every_decode_step_says_what_happens_on_a_dev
     text = output.read_text()
     assert f"works with caveats: {mistral['recompile_count']} recompile(s) (at every decode step)" in text
     assert "recompile_limit (8)" in text and "one compilation per cache length" not in text
+
+
+def _try_report(path: Path, tried: Path, runs: list[dict]) -> Path:
+    """A `neuron-migrate try --format json --report` file (the fields the checklist reads)."""
+    path.write_text(json.dumps({"path": str(tried), "file": str(tried.resolve()), "steps": 3, "runs": runs}))
+    return path
+
+
+def test_try_reports_show_per_script_what_ran_on_the_stand_in(project, results, tmp_path):
+    migrated = tmp_path / "migrated"
+    migrated.mkdir()
+    ran = {
+        "command": "python infer.py",
+        "status": "ran",
+        "device": "neuron (stand-in on CPU)",
+        "steps": 3,
+        "loss_finite": True,
+        "recompile_count": 3,
+        "recompile_reasons": [
+            {"line": 41, "cell": None},
+            {"line": 12, "cell": None},
+            {"line": 41, "cell": None},
+        ],
+    }
+    failed = {"command": "python infer.py --big", "status": "failed", "device": "neuron (stand-in on CPU)",
+              "steps": 2, "reason": "ValueError: bad at infer.py:7"}  # fmt: skip
+    report = _try_report(tmp_path / "try.json", migrated / "infer.py", [ran, failed])
+    output = tmp_path / "out" / "checklist.md"
+    assert (
+        write_checklist([project], output, results, False, analyze=fake_analyze({}), try_reports=[report])
+        == 0
+    )
+    text = output.read_text()
+    assert (
+        "Tried: `python infer.py` ran 3 steps on the stand-in, loss finite, 3 recompiles at lines 12, 41."
+        in text
+    )
+    assert (
+        "Tried: `python infer.py --big` failed on the stand-in after 2 steps: ValueError: bad at infer.py:7."
+        in text
+    )
+    html = tmp_path / "out" / "checklist.html"
+    assert (
+        write_checklist([project], html, results, False, analyze=fake_analyze({}), try_reports=[report]) == 0
+    )
+    assert (
+        '<p class="tried">Tried: <code>python infer.py</code> ran 3 steps on the stand-in, loss finite, 3 recompiles '
+        "at lines 12, 41.</p>" in html.read_text()
+    )
+
+
+def test_a_try_report_that_is_not_one_exits_2(project, results, tmp_path, capsys):
+    bad = tmp_path / "try.json"
+    bad.write_text('{"runs": "nope"')
+    assert write_checklist([project], None, results, False, analyze=fake_analyze({}), try_reports=[bad]) == 2
+    assert "not a neuron-migrate try report" in capsys.readouterr().err
+
+
+def test_a_notebook_it_cannot_read_is_blocking_never_clean(tmp_path, results):
+    """An nbformat-3 notebook full of torch_xla code was called clean."""
+    from tests.migrator.test_engine import NBFORMAT_3
+
+    (tmp_path / "old.ipynb").write_text(json.dumps(NBFORMAT_3))
+    (tmp_path / "list.ipynb").write_text("[1, 2]")
+    context = build_checklist([tmp_path], results, online=False)
+    titles = [item.title for item in context["blocking"]]
+    assert any(
+        "old.ipynb" in item.location and "a version 3 notebook" in item.title for item in context["blocking"]
+    )
+    assert any("not a valid notebook: the JSON is a list" in title for title in titles)
+
+
+def test_code_too_deep_for_the_scan_is_still_listed(tmp_path, results):
+    """What Python's parser takes but a recursive walk of its tree cannot is reported, not a traceback."""
+    (tmp_path / "deep.py").write_text("import torch_xla\nx = " + "-" * 3000 + "1\n")
+    context = build_checklist([tmp_path], results, online=False)
+    assert [section.display for section in context["sections"]] == ["deep.py"]

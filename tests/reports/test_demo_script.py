@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -23,7 +24,7 @@ def test_demo_writes_everything_and_says_where():
         ["bash", str(REPO / "scripts" / "demo.sh")],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert result.returncode == 0, result.stderr
@@ -36,5 +37,9 @@ def test_demo_writes_everything_and_says_where():
     )
     # The checklist sits next to the report: its models link to their rows there.
     assert 'href="compat.html#arch-' in (REPO / "out" / "checklist.html").read_text()
+    # One migrated script was tried on the stand-in; the checklist shows what the try measured.
+    (run,) = json.loads((REPO / "out" / "try.json").read_text())["runs"]
+    assert run["command"].startswith("python sft_llama.py") and run["status"] in ("ran", "failed")
+    assert "Tried: `python sft_llama.py" in (REPO / "out" / "checklist.md").read_text()
     # The examples themselves are never modified.
     assert examples_before == {path: path.read_bytes() for path in examples_before}

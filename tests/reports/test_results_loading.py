@@ -97,7 +97,7 @@ def test_minimal_rows_and_unknown_fields_are_accepted(tmp_path):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ('{"model_type": "llama", "verdict": "works"}\n{not json\n', "results.jsonl:2: not valid JSON"),
+        ('{"model_type": "llama", "verdict": "works"}\n{not json\n', "results.jsonl:2: not a JSON line"),
         ('{"verdict": "works"}\n', "results.jsonl:1: expected a JSON object with a 'model_type'"),
         ('{"model_type": "llama", "verdict": "great"}\n', "unknown verdict 'great'"),
         ('{"model_type": "llama", "verdict": "fails", "cause": "gremlins"}\n', "unknown cause 'gremlins'"),
@@ -106,11 +106,48 @@ def test_minimal_rows_and_unknown_fields_are_accepted(tmp_path):
             "unknown train_verdict 'ok'",
         ),
         ("\n\n", "the results file is empty"),
+        # Hostile or damaged files: each is refused with its line, never a traceback or a row shown wrong.
+        (
+            b'{"model_type": "llama", "verdict": "works"}\n\xff\xfe\x00binary\n',
+            "results.jsonl:2: not UTF-8 text",
+        ),
+        (
+            '{"model_type": "llama", "verdict": "works", "env": [1]}\n',
+            "env of llama is \\[1\\], not an object",
+        ),
+        (
+            '{"model_type": "llama", "verdict": "works", "rank": ' + "9" * 5000 + "}\n",
+            "not a results row \\(Exceeds",
+        ),
+        (
+            '{"model_type": "llama", "env": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+            "not a results row \\(nested",
+        ),
+        ('{"model_type": "llama", "verdict": "works", "seconds": NaN}\n', "NaN is not a JSON number"),
+        (
+            '{"model_type": "llama", "verdict": "works", "seconds": Infinity}\n',
+            "Infinity is not a JSON number",
+        ),
+        (
+            '{"model_type": "llama", "verdict": "works", "recompile_count": "3"}\n',
+            'recompile_count of llama is "3"',
+        ),
+        (
+            '{"model_type": "llama", "verdict": "works", "graph_breaks": true}\n',
+            "graph_breaks of llama is true",
+        ),
+        (
+            '{"model_type": "llama", "verdict": "works", "schema_version": 3}\n',
+            "row schema version 3; this report",
+        ),
     ],
 )
 def test_bad_results_give_a_clear_error(tmp_path, content, message):
     path = tmp_path / "results.jsonl"
-    path.write_text(content)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
     with pytest.raises(ResultsError, match=message):
         load_runs([path])
 

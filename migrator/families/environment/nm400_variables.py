@@ -10,6 +10,7 @@ from migrator.cst_helpers import string_value, tidy_args
 from migrator.families.environment.state import HINTS, EnvironmentFile
 from migrator.families.environment.variables import MANUAL_VARIABLES, dropped_reason
 from migrator.families.training.nm218_bf16 import BF16_PRECISION, BF16_VARIABLES, Bf16Plan
+from migrator.families.xla.state import XlaFlowBlocks
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -17,7 +18,9 @@ DROPPED_VARIABLE = Rule(
     "NM400",
     Severity.INFO,
     "An XLA/NxD-only environment variable set from Python (`XLA_USE_BF16`, `NEURON_FUSE_SOFTMAX`, ...)",
-    "Removed: nothing reads it on TorchNeuron (the bf16 variables only where NM218 puts bf16 elsewhere).",
+    "Removed: nothing reads it on TorchNeuron (the bf16 variables only where NM218 puts bf16 elsewhere). In a "
+    "block whose code stays on NeuronX Distributed / PyTorch/XLA for manual work (NM314, NM316), it stays with a "
+    "TODO: that code still runs on the XLA flow.",
     examples=(
         Example(
             before="""\
@@ -62,6 +65,21 @@ class VariableWrites(Handler):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.file = ctx.state(EnvironmentFile)
+        self.blocks: list[cst.CSTNode] = []  # the blocks around the walk (original nodes)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.blocks.append(node)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.blocks.append(node)
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock):
+        self.blocks.pop()
+        return updated
+
+    def _runs_xla_flow(self) -> bool:
+        """The block the walk is in runs code left on the XLA / NxD flow."""
+        return self.ctx.state(XlaFlowBlocks).runs_xla_flow(self.blocks[-1])
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
         if len(original.targets) == 1:
@@ -91,7 +109,17 @@ class VariableWrites(Handler):
 
     def _write(self, original, variable: str, updated):
         reason = dropped_reason(variable, self.ctx.code)
-        if variable in BF16_VARIABLES and self._bf16_nowhere(original):
+        if variable in BF16_VARIABLES and not self._runs_xla_flow() and self._bf16_nowhere(original):
+            return updated
+        if reason is not None and self._runs_xla_flow():
+            self.ctx.todo(
+                original,
+                DROPPED_VARIABLE,
+                f"`{variable}` configures the XLA flow ({reason}), which the code of this block, left on "
+                "NeuronX Distributed / PyTorch/XLA for manual work, still runs",
+                "remove it when that code runs on TorchNeuron",
+                subject=variable,
+            )
             return updated
         if reason is not None:
             self.ctx.report(original, DROPPED_VARIABLE, f"`{variable}` removed: {reason}.", subject=variable)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import keyword_arg, string_value, tidy_args
+from migrator.cst_helpers import keyword_arg, source_code, string_value, tidy_args, unpacked_mapping
 from migrator.families.environment.state import HINTS, EnvironmentFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -104,7 +104,7 @@ class StaticCompile(Handler):
                     self.ctx.report(original, COMPILE_DYNAMIC_TRUE)
                     arg = arg.with_changes(value=_FALSE)
             args.append(arg)
-        if not has_dynamic:
+        if not has_dynamic and self._unpacked_lacks_dynamic(original):
             self.ctx.report(original, COMPILE_DYNAMIC)
             if args:
                 args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
@@ -112,6 +112,32 @@ class StaticCompile(Handler):
         if args == list(updated.args):
             return updated
         return updated.with_changes(args=tidy_args(args))
+
+    def _unpacked_lacks_dynamic(self, call: cst.Call) -> bool:
+        """Whether `dynamic=False` can be added next to the call's `**` arguments (a keyword given twice raises
+        TypeError): they provably lack it. Where they set it to anything but False, or cannot be read, a TODO."""
+        if not any(arg.star == "**" for arg in call.args):
+            return True
+        unpacked = unpacked_mapping(call, self.ctx.module)
+        if unpacked is not None and "dynamic" not in unpacked:
+            return True
+        if unpacked is not None and m.matches(unpacked["dynamic"], _FALSE):
+            return False
+        spread = ", ".join(f"**{source_code(arg.value)}" for arg in call.args if arg.star == "**")
+        sets = (
+            "sets dynamic to something else than False"
+            if unpacked is not None
+            else "may already pass dynamic"
+        )
+        self.ctx.todo(
+            call,
+            COMPILE_DYNAMIC,
+            f"the neuron backend compiles static shapes only, and `{spread}` {sets} (a keyword given twice raises "
+            "TypeError)",
+            "make what it unpacks hold dynamic=False, or pass dynamic=False here if it has no dynamic",
+            subject="dynamic",
+        )
+        return False
 
     def leave_Decorator(self, original: cst.Decorator, updated: cst.Decorator):
         if self.ctx.qualified(original.decorator) == "torch.compile" and self.file.legacy():

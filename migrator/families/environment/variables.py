@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import re
 
-# Variables only the XLA / NxD flow reads (migration map §3.3); any XLA_* / PT_XLA_* is torch_xla's.
+# Variables only the XLA / NxD flow reads (migration map §3.3); any XLA_* / PT_XLA_* is torch_xla's. The Neuron
+# runtime's own variables (NEURON_RT_*: stochastic rounding, visible cores, in-flight requests...) stay: TorchNeuron
+# runs on the same runtime (libnrt), which reads them (TorchNeuron environment variable reference).
 DROPPED_VARIABLES: dict[str, str] = {
     "XLA_USE_BF16": "XLA-only casting flag; load the model with dtype=torch.bfloat16 or train with bf16=True",
     "XLA_DOWNCAST_BF16": "XLA-only casting flag; load the model with dtype=torch.bfloat16 or train with bf16=True",
     "NEURON_FUSE_SOFTMAX": "compiler toggle of the XLA/NxD flow",
-    "NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS": "no longer enables asynchronous execution (Neuron 2.31+)",
-    "NEURON_NUM_RECENT_MODELS_TO_KEEP": "runtime tuning of the XLA flow",
-    "NEURON_RT_ONE_TMPBUF_PAGE_SIZE_MB": "runtime tuning of the XLA flow",
-    "NEURON_RT_STOCHASTIC_ROUNDING_EN": "runtime tuning of the XLA flow",
+    "NEURON_NUM_RECENT_MODELS_TO_KEEP": "graph cache tuning of the XLA flow",
     "NEURON_PLATFORM_TARGET_OVERRIDE": "ahead-of-time compilation for another target; TorchNeuron compiles on the "
     "device it runs on",
     "NEURON_EXTRACT_GRAPHS_ONLY": "only meaningful under neuron_parallel_compile, which TorchNeuron does not have",

@@ -111,6 +111,7 @@ from transformers import AutoModelForCausalLM, DistributedConfig
 
 os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
+# TODO(neuron-migrate): NM103 Rewritten to DistributedConfig(tp_size=8), which shards the model over 8 processes: optimum-neuron ran it in one, and nothing here shows torchrun starting this script; launch the script with `torchrun --nproc_per_node=8` (all ranks run generate; print on rank 0)
 model = AutoModelForCausalLM.from_pretrained(
     "meta-llama/Llama-3.1-8B", distributed_config=DistributedConfig(tp_size=8)
 )

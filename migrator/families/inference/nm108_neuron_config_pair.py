@@ -46,6 +46,7 @@ MODEL_ID = "Qwen/Qwen3-0.6B"
 
 def load(prompts):
     print(f"compiling {MODEL_ID} for {len(prompts)} prompts")
+    # TODO(neuron-migrate): NM103 Rewritten to DistributedConfig(tp_size=2), which shards the model over 2 processes: optimum-neuron ran it in one, and nothing here shows torchrun starting this script; launch the script with `torchrun --nproc_per_node=2` (all ranks run generate; print on rank 0)
     model = AutoModelForCausalLM.from_pretrained(MODEL_ID, distributed_config=DistributedConfig(tp_size=2))
     model.generation_config.cache_implementation = "static"
     model.generation_config.max_cache_len = 1024

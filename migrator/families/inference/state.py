@@ -14,6 +14,7 @@ import libcst.matchers as m
 from migrator.cst_helpers import literal_value, source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import DTYPE, Unmapped, dtype_expr
+from migrator.families.xla.names import TORCHRUN_VARIABLES
 from migrator.rules import Rule
 from migrator.transform import FileContext, Handler
 
@@ -113,10 +114,24 @@ class InferenceFile:
         self.effects.append(lambda: self.ctx.todo(node, rule, why, action))
 
     def report_launch(self, node: cst.CSTNode, rule: Rule, done: str, processes: str, note: str) -> None:
-        """`FileContext.report_launch`, taking effect with the rewrite."""
-        self.effects.append(
-            lambda: self.ctx.report_launch(node, rule, done, processes, note, script="generate.py")
+        """`FileContext.report_launch`, taking effect with the rewrite. optimum-neuron ran a sharded model in one
+        process; where nothing in the file shows that torchrun starts it (no RANK / LOCAL_RANK / WORLD_SIZE read,
+        no process group), the file itself says how it must be launched now: a TODO, not only a finding."""
+        ctx = self.ctx
+        if (
+            ctx.notebook
+            or not TORCHRUN_VARIABLES.isdisjoint(ctx.source.strings)
+            or ("init_process_group" in ctx.source.identifiers)
+        ):
+            self.effects.append(
+                lambda: ctx.report_launch(node, rule, done, processes, note, script="generate.py")
+            )
+            return
+        why = (
+            f"{done}, which shards the model over {processes} processes: optimum-neuron ran it in one, and nothing "
+            "here shows torchrun starting this script"
         )
+        self.effects.append(lambda: ctx.todo(node, rule, why, ctx.launch(processes) + note))
 
     def add_import(self, module: str, obj: str | None = None) -> None:
         self.effects.append(lambda: self.ctx.add_import(module, obj))

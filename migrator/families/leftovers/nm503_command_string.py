@@ -56,10 +56,11 @@ for seq_len in (512, 1024):
 RULES = (COMMAND_STRING,)
 
 # What makes a string a command for the legacy flow: a pre-compile or export run, an XLA/Neuron variable set
-# as `NAME=value`, the `--use_cpu` flag.
+# as `NAME=value` (not the Neuron runtime's NEURON_RT_*, which TorchNeuron's runtime reads too), `--use_cpu`.
+_NEURON_SETTING = r"\bNEURON_(?!RT_)\w+="
 _COMMAND = re.compile(
-    r"\bneuron_parallel_compile\b|\boptimum-cli\s+(?:export\s+)?neuron\b|\b(?:PT_)?XLA_\w+=|\bNEURON_\w+="
-    r"|--use_cpu\b"
+    r"\bneuron_parallel_compile\b|\boptimum-cli\s+(?:export\s+)?neuron\b|\b(?:PT_)?XLA_\w+="
+    rf"|{_NEURON_SETTING}|--use_cpu\b"
 )
 _BF16 = re.compile(r"\bXLA_(?:USE|DOWNCAST)_BF16=")
 _USE_CPU = re.compile(r"--use_cpu\b")
@@ -84,7 +85,7 @@ _ACTIONS = (
     ),
     (_BF16, "drop the XLA bf16 variable and pass --bf16 (or bf16=True / dtype=torch.bfloat16) to the launch"),
     (
-        re.compile(r"\b(?:PT_)?XLA_(?!(?:USE|DOWNCAST)_BF16=)\w+=|\bNEURON_\w+="),
+        re.compile(rf"\b(?:PT_)?XLA_(?!(?:USE|DOWNCAST)_BF16=)\w+=|{_NEURON_SETTING}"),
         "drop the XLA/Neuron variables (NEURON_CC_FLAGS: keep only flags the TorchNeuron compiler reference lists)",
     ),
     (_USE_CPU, "remove `--use_cpu`: on TorchNeuron it trains on the CPU instead of the Neuron device"),

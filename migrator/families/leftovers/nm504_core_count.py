@@ -31,6 +31,7 @@ from transformers import AutoModelForCausalLM, DistributedConfig
 
 os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
+# TODO(neuron-migrate): NM103 Rewritten to DistributedConfig(tp_size=24), which shards the model over 24 processes: optimum-neuron ran it in one, and nothing here shows torchrun starting this script; launch the script with `torchrun --nproc_per_node=24` (all ranks run generate; print on rank 0)
 # TODO(neuron-migrate): NM504 num_cores=24 counted the compile target's (inf2 / trn1) NeuronCores, not trn2 NeuronCores; 24 does not divide the 64 logical NeuronCores of a trn2.48xlarge; choose tp_size for the trn2 / trn3 instance
 model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.1-70B", distributed_config=DistributedConfig(tp_size=24))
 model.generation_config.cache_implementation = "static"
@@ -50,6 +51,7 @@ import os
 from transformers import AutoModelForCausalLM, DistributedConfig
 
 os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+# TODO(neuron-migrate): NM103 Rewritten to DistributedConfig(tp_size=2), which shards the model over 2 processes: optimum-neuron ran it in one, and nothing here shows torchrun starting this script; launch the script with `torchrun --nproc_per_node=2` (all ranks run generate; print on rank 0)
 # TODO(neuron-migrate): NM504 tensor_parallel_size=2 counted trn1 NeuronCores, not trn2 NeuronCores; choose tp_size for the trn2 / trn3 instance
 model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B", distributed_config=DistributedConfig(tp_size=2))
 model.generation_config.cache_implementation = "static"

@@ -71,24 +71,24 @@ def _unreported_todos(
     before: str, lines: list[str], todo_comments: list[tuple[int, str]], findings: list[Finding]
 ) -> list[Finding]:
     """A TODO a Python rule left in an earlier run is manual work still there, even when that rule has
-    nothing left to match (its rewrite is done, e.g. NM504): one finding per such code."""
+    nothing left to match (its rewrite is done, e.g. NM504): one finding per such TODO (the same text once)."""
     if not todo_comments:
         return []
     from migrator.registry import PYTHON_RULE_MODULES
 
     python_rules = {rule.code: rule for module in PYTHON_RULE_MODULES for rule in module.RULES}
     reported = {finding.code for finding in findings if not finding.fixed}
-    found: dict[str, tuple[int, str]] = {}
+    found: dict[tuple[str, str], int] = {}
     for line, comment in todo_comments:
         code, _, text = comment[len(TODO_PREFIX) :].strip().partition(" ")
         if code in python_rules and code not in reported and code not in _SCAN_CODES:
-            found.setdefault(code, (line, text))
+            found.setdefault((code, text), line)
     if not found:
         return []
     to_input = _line_map(before, lines)
     return [
         Finding(python_rules[code], to_input(line) + 1, 1, text, False)
-        for code, (line, text) in found.items()
+        for (code, text), line in found.items()
     ]
 
 
@@ -108,7 +108,8 @@ def scan_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, l
     stack = [tree.root_node]
     while stack:
         node = stack.pop()
-        if node.type == "comment":
+        # An `unset` ends a setting NM456 decided: dropped with it, or kept beside one kept with a TODO.
+        if node.type in ("comment", "unset_command"):
             masked[node.start_byte : node.end_byte] = b" " * (node.end_byte - node.start_byte)
         stack.extend(node.children)
     # Offsets of the masked text are characters; tree-sitter's are bytes: identical for ASCII scripts,

@@ -6,8 +6,12 @@ The keywords the migrated arguments need added are `nm206_added_arguments.py`'s.
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from migrator.cst_helpers import (
+    argument,
+    descendants,
+    dotted_name,
     find_keyword,
     is_literal,
     source_code,
@@ -33,7 +37,7 @@ from migrator.families.training.targets import (
 )
 from migrator.families.training_args import ArgAction
 from migrator.rules import Example, Rule, Severity
-from migrator.transform import FileContext, Handler
+from migrator.transform import TODO_PREFIX, FileContext, Handler
 
 ARGUMENT_RENAMED = Rule(
     "NM202",
@@ -168,8 +172,17 @@ class TrainingArguments(Handler):
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         prefix = self.prefixes.pop(original, None)
         if prefix:
-            prefix[0] = prefix[0].with_changes(leading_lines=updated.leading_lines)
-            return cst.FlattenSentinel([*prefix, updated.with_changes(leading_lines=[])])
+            # The statement keeps the TODOs above it (an earlier run's); blank lines and comments open the block.
+            todos = [
+                line
+                for line in updated.leading_lines
+                if line.comment and line.comment.value.startswith(TODO_PREFIX)
+            ]
+            prefix[0] = prefix[0].with_changes(
+                leading_lines=[line for line in updated.leading_lines if line not in todos]
+            )
+            self.ctx.inserted_before.update(prefix)
+            return cst.FlattenSentinel([*prefix, updated.with_changes(leading_lines=todos)])
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
@@ -257,6 +270,27 @@ class TrainingArguments(Handler):
         updated = updated.with_changes(args=without_args(args, removed))
         return renamed_func(self.ctx, original, updated) if migrated else updated
 
+    def _trained(self, load: cst.Call, scope: cst.CSTNode) -> bool:
+        """Whether a model load is the one the scope's trainer trains (with no trainer here, the one there is):
+        not one placed with `device_map` (a CPU preparation load), and the variable the trainer gets."""
+        if find_keyword(load, "device_map") is not None:
+            return False
+        models = []
+        for call in descendants(scope, cst.Call):
+            target = RENAMES.get(self.ctx.qualified(call.func) or "") or TARGET_CALLS.get(
+                self.ctx.qualified(call.func) or ""
+            )
+            if target is not None and target.trainer:
+                given = argument(call, 0, "model")
+                models.append(dotted_name(given) if given is not None else None)
+        if not models:
+            return True
+        assigned = m.Assign(
+            targets=[m.AssignTarget(m.Name())], value=m.MatchIfTrue(lambda value: value is load)
+        )
+        names = {a.targets[0].target.value for a in descendants(scope, cst.Assign) if m.matches(a, assigned)}
+        return bool(names) and all(model in names for model in models)
+
     def _line_holds(self, call: cst.Call) -> bool:
         """The call is the whole value of the current simple statement (so a statement can go before it)."""
         line = self.ctx.line
@@ -309,6 +343,18 @@ class TrainingArguments(Handler):
             return parallelism, None
         file, scope = self.file, self.file.scope
         loads = file.training_loads(scope.node) or file.model_loads(scope.node)
+        # Several loads (a preparation load, the trained model): the one the trainer gets, when one is.
+        trained = [load for load in loads if self._trained(load, scope.node)]
+        if len(loads) == 1 and not trained:
+            return None, (
+                f"{flags} are not TrainingArguments fields, and the one model from_pretrained of this scope does "
+                "not load the model its trainer trains (a preparation load: placed by device_map, or another "
+                "model than the trainer's)",
+                f"remove them here and pass distributed_config={parallelism.config()} to the from_pretrained "
+                "that loads the trained model (from transformers import DistributedConfig)",
+            )
+        if len(trained) == 1:
+            loads = trained
         # A load that came first can only take values that mean the same there: literals.
         earlier = len(loads) == 1 and loads[0] in file.visited_calls
         movable = parallelism.tp is None or (

@@ -4,10 +4,20 @@ arguments calls `nm202_arguments.py` rewrote."""
 
 from __future__ import annotations
 
-import libcst as cst
+from functools import partial
 
-from migrator.cst_helpers import find_keyword, is_literal, keyword_arg, with_appended
-from migrator.families.training.state import TrainingFile
+import libcst as cst
+import libcst.matchers as m
+
+from migrator.cst_helpers import (
+    find_keyword,
+    is_literal,
+    keyword_arg,
+    source_code,
+    unpacked_mapping,
+    with_appended,
+)
+from migrator.families.training.state import TrainingFile, unpacked_arguments
 from migrator.families.training.targets import HINTS, TRIGGERS
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Example, Rule, Severity
@@ -99,12 +109,33 @@ class AddedArguments(Handler):
         if call is None or not isinstance(updated, cst.Call):
             return updated
         additions = []
-        if call.migrated and not call.has_star and find_keyword(original, "torch_compile") is None:
+        # A keyword the call's `**` arguments may already pass is not added (given twice, TypeError).
+        unpacked = (
+            unpacked_mapping(original, self.ctx.module, read=partial(unpacked_arguments, self.ctx.module))
+            if call.has_star
+            else {}
+        )
+        if (
+            call.migrated
+            and unpacked is not None
+            and not {"torch_compile"} & {*unpacked, *keywords(original)}
+        ):
             additions.append(keyword_arg("torch_compile", cst.Name("True")))
             self.ctx.report(original, TORCH_COMPILE)
-        if call.sharded and not call.has_star and find_keyword(original, "save_only_model") is None:
-            additions.append(keyword_arg("save_only_model", cst.Name("True")))
-            self.ctx.report(original, SAVE_ONLY_MODEL)
+        if call.sharded and "save_only_model" not in keywords(original):
+            if unpacked is not None and "save_only_model" not in unpacked:
+                additions.append(keyword_arg("save_only_model", cst.Name("True")))
+                self.ctx.report(original, SAVE_ONLY_MODEL)
+            elif unpacked is None or not m.matches(unpacked["save_only_model"], m.Name("True")):
+                spread = ", ".join(f"**{source_code(arg.value)}" for arg in original.args if arg.star == "**")
+                self.ctx.todo(
+                    original,
+                    SAVE_ONLY_MODEL,
+                    f"Trainer cannot save the optimizer state of a model sharded at load, and `{spread}` may already "
+                    "pass save_only_model (a keyword given twice raises TypeError)",
+                    "make what it unpacks hold save_only_model=True, or pass save_only_model=True here if it has "
+                    "no save_only_model",
+                )
         packing = find_keyword(original, "packing")
         if (
             call.table is SFT_CONFIG_ARGUMENTS
@@ -125,6 +156,10 @@ class AddedArguments(Handler):
         if not additions:
             return updated
         return updated.with_changes(args=with_appended(list(updated.args), additions))
+
+
+def keywords(call: cst.Call) -> set[str]:
+    return {arg.keyword.value for arg in call.args if arg.keyword is not None}
 
 
 HANDLER = AddedArguments

@@ -3,32 +3,28 @@ variable, the script asks for bf16 where TorchNeuron reads it."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import descendants, find_keyword, keyword_arg, string_value, with_appended
-from migrator.families.training.targets import MODEL_CLASS_SUFFIXES
+from migrator.cst_helpers import (
+    descendants,
+    find_keyword,
+    keyword_arg,
+    source_code,
+    string_value,
+    unpacked_mapping,
+    visit_read_only,
+    with_appended,
+)
+from migrator.families.training.state import unpacked_arguments, unpacked_arguments_call
+from migrator.families.training.targets import ARGUMENTS_CLASSES, MODEL_CLASS_SUFFIXES
+from migrator.families.xla.state import XlaFlowBlocks
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 BF16_VARIABLES = frozenset({"XLA_USE_BF16", "XLA_DOWNCAST_BF16"})
-# Arguments classes whose `bf16=True` trains in bf16 (the optimum-neuron names, before NM201 renames them).
-ARGUMENTS_CLASSES = frozenset(
-    {
-        "TrainingArguments",
-        "Seq2SeqTrainingArguments",
-        "SFTConfig",
-        "ORPOConfig",
-        "DPOConfig",
-        "GRPOConfig",
-        "NeuronTrainingArguments",
-        "Seq2SeqNeuronTrainingArguments",
-        "NeuronSFTConfig",
-        "NeuronORPOConfig",
-        "TrainiumTrainingArguments",
-        "Seq2SeqTrainiumTrainingArguments",
-    }
-)
 PRECISION_KEYWORDS = frozenset({"bf16", "fp16"})
 DTYPE_KEYWORDS = frozenset({"dtype", "torch_dtype"})
 
@@ -164,33 +160,51 @@ def _run_by_the_script(module: cst.Module) -> set[cst.Call]:
     return run
 
 
-def _sets_bf16(module: cst.Module) -> bool:
-    """The file sets a bf16 variable itself (`os.environ[K] = ...`, `setdefault(K, ...)`, `putenv(K, ...)`,
-    `update({K: ...})` / `update(K=...)`); one that only reads it leaves the choice to its launcher."""
-    for node in descendants(module, (cst.AssignTarget, cst.Call)):
-        if isinstance(node, cst.AssignTarget):
-            if m.matches(node.target, m.Subscript()) and len(node.target.slice) == 1:
-                index = node.target.slice[0].slice
-                if isinstance(index, cst.Index) and string_value(index.value) in BF16_VARIABLES:
-                    return True
-            continue
-        method = _last_name(node.func)
-        if (
-            method in ("setdefault", "putenv")
-            and node.args
-            and string_value(node.args[0].value) in BF16_VARIABLES
-        ):
-            return True
-        if method == "update":
-            keys = {arg.keyword.value for arg in node.args if arg.keyword}
-            for arg in node.args:
-                if isinstance(arg.value, cst.Dict):
-                    keys.update(
-                        string_value(e.key) for e in arg.value.elements if isinstance(e, cst.DictElement)
-                    )
-            if not keys.isdisjoint(BF16_VARIABLES):
-                return True
+def _sets_bf16(node: cst.CSTNode) -> bool:
+    """`node` sets a bf16 variable (`os.environ[K] = ...`, `setdefault(K, ...)`, `putenv(K, ...)`, `update({K:
+    ...})` / `update(K=...)`)."""
+    if isinstance(node, cst.AssignTarget):
+        if m.matches(node.target, m.Subscript()) and len(node.target.slice) == 1:
+            index = node.target.slice[0].slice
+            return isinstance(index, cst.Index) and string_value(index.value) in BF16_VARIABLES
+        return False
+    if not isinstance(node, cst.Call):
+        return False
+    method = _last_name(node.func)
+    if (
+        method in ("setdefault", "putenv")
+        and node.args
+        and string_value(node.args[0].value) in BF16_VARIABLES
+    ):
+        return True
+    if method == "update":
+        keys = {arg.keyword.value for arg in node.args if arg.keyword}
+        for arg in node.args:
+            if isinstance(arg.value, cst.Dict):
+                keys.update(string_value(e.key) for e in arg.value.elements if isinstance(e, cst.DictElement))
+        return not keys.isdisjoint(BF16_VARIABLES)
     return False
+
+
+class _Bf16Settings(cst.CSTVisitor):
+    """The blocks in which the file sets a bf16 variable itself (one that only reads it leaves the choice to
+    its launcher)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[cst.CSTNode] = []
+        self.blocks: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.Module, cst.IndentedBlock)):
+            self.stack.append(node)
+        elif _sets_bf16(node):
+            self.blocks.append(self.stack[-1])
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if isinstance(original_node, (cst.Module, cst.IndentedBlock)):
+            self.stack.pop()
 
 
 class Bf16Plan:
@@ -199,9 +213,33 @@ class Bf16Plan:
 
     def __init__(self, ctx) -> None:
         self.placed, (self.kind, calls) = False, ("", [])
-        if not BF16_VARIABLES.isdisjoint(ctx.source.strings) and _sets_bf16(ctx.module):
+        settings = _Bf16Settings()
+        if not BF16_VARIABLES.isdisjoint(ctx.source.strings):
+            visit_read_only(ctx.module, settings)
+        # Set only in blocks left on the XLA / NxD flow (NM400 keeps it there): nowhere else to put bf16.
+        flow = ctx.state(XlaFlowBlocks)
+        if any(not flow.runs_xla_flow(block) for block in settings.blocks):
             self.placed, (self.kind, calls) = _targets(ctx.module)
         self.targets = set(calls) if self.placed else set()
+        # Targets with `**` arguments that may already pass the keyword: a TODO instead (given twice, TypeError).
+        self.unpacking: set[cst.Call] = set()
+        for call in [call for call in calls if any(arg.star == "**" for arg in call.args)]:
+            self._unpacked(ctx.module, call)
+
+    def _unpacked(self, module: cst.Module, call: cst.Call) -> None:
+        keywords = {"bf16"} if self.kind == "arguments" else DTYPE_KEYWORDS
+        passed = unpacked_mapping(call, module, read=partial(unpacked_arguments, module))
+        if passed is not None and keywords.isdisjoint(passed):
+            return
+        self.targets.discard(call)
+        # `SFTConfig(**training_args.to_dict())` passes on the bf16 of arguments that have bf16=True or get it.
+        sources = [unpacked_arguments_call(module, arg.value) for arg in call.args if arg.star == "**"]
+        if passed is None or not any(
+            source in self.targets or m.matches(find_keyword(source, "bf16"), m.Arg(value=m.Name("True")))
+            for source in sources
+            if source is not None
+        ):
+            self.unpacking.add(call)
 
 
 class Bf16Precision(Handler):
@@ -215,10 +253,22 @@ class Bf16Precision(Handler):
 
     def visit_Module(self, node: cst.Module) -> None:
         # The walk's hints exist once every handler does: from here on it enters the chosen calls' statements.
-        for call in self.plan.targets:
+        for call in self.plan.targets | self.plan.unpacking:
             self.ctx.watch(_last_name(call.func) or "")
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
+        if original in self.plan.unpacking:
+            spread = ", ".join(f"**{source_code(arg.value)}" for arg in original.args if arg.star == "**")
+            added = "bf16=True" if self.plan.kind == "arguments" else "dtype=torch.bfloat16"
+            keyword = added.partition("=")[0]
+            self.ctx.todo(
+                original,
+                BF16_PRECISION,
+                f"the removed XLA bf16 variable made the XLA flow compute in bf16, and `{spread}` may already pass "
+                f"{keyword} (a keyword given twice raises TypeError)",
+                f"make what it unpacks hold {added}, or pass {added} here if it has no {keyword}",
+            )
+            return updated
         if original not in self.plan.targets or not isinstance(updated, cst.Call):
             return updated
         if self.plan.kind == "arguments":

@@ -19,6 +19,8 @@ from migrator.cst_helpers import (
     with_appended,
 )
 from migrator.families.training.targets import (
+    ADDED_FIELDS,
+    ARGUMENTS_CLASSES,
     HINTS,
     MODEL_CLASS_SUFFIXES,
     SYMBOLS,
@@ -192,6 +194,50 @@ def trn_config_source(value: cst.BaseExpression | None, scope: cst.CSTNode) -> s
             if m.matches(assign, assigned):
                 return assign.value.value.value
     return None
+
+
+# `args.to_dict()`, `vars(args)`, `asdict(args)`, `dataclasses.asdict(args)`: an instance's fields as a mapping.
+_FIELDS_OF = m.Call(func=m.Attribute(value=m.Name(), attr=m.Name("to_dict")), args=[]) | m.Call(
+    func=m.Name("vars") | m.Name("asdict") | m.Attribute(value=m.Name("dataclasses"), attr=m.Name("asdict")),
+    args=[m.Arg(value=m.Name(), keyword=None)],
+)
+
+
+def unpacked_arguments_call(module: cst.Module, expression: cst.BaseExpression) -> cst.Call | None:
+    """The arguments call (`TrainingArguments(...)`, `NeuronSFTConfig(...)`...) whose instance `expression` turns
+    into a mapping (`args.to_dict()`, `vars(args)`, `asdict(args)`), when the module assigns `args` once, from it."""
+    if not m.matches(expression, _FIELDS_OF):
+        return None
+    name = expression.func.value.value if expression.args == () else expression.args[0].value.value
+    assigned = m.Assign(targets=[m.AssignTarget(m.Name(name))], value=m.Call())
+    assigns = [
+        node
+        for node in descendants(module, (cst.Assign, cst.Param))
+        if isinstance(node, cst.Param) and node.name.value == name or m.matches(node, assigned)
+    ]
+    if len(assigns) != 1 or not isinstance(assigns[0], cst.Assign):
+        return None
+    call = assigns[0].value
+    func = call.func
+    class_name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+    return call if class_name in ARGUMENTS_CLASSES else None
+
+
+def unpacked_arguments(module: cst.Module, expression: cst.BaseExpression) -> dict | None:
+    """For `unpacked_mapping`: the keywords the training rules add that an unpacked arguments instance holds as
+    fields (`**training_args.to_dict()` passes `bf16` on, not `packing_strategy`), with their values in its call
+    (None: the default, or set through its own `**`)."""
+    call = unpacked_arguments_call(module, expression)
+    if call is None:
+        return None
+    func = call.func
+    class_name = func.attr.value if isinstance(func, cst.Attribute) else func.value
+    fields = {}
+    for field_name, classes in ADDED_FIELDS.items():
+        if class_name in classes:
+            given = find_keyword(call, field_name)
+            fields[field_name] = given.value if given is not None else None
+    return fields
 
 
 def reads_moved_field(node: cst.BaseExpression) -> bool:

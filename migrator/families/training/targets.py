@@ -163,3 +163,30 @@ SYMBOLS = frozenset(
 TRIGGERS = frozenset({"optimum", *(name.rsplit(".", 1)[1] for name in TARGET_CALLS)})
 # The same, plus the model loads and `trn_config` reads that the arguments' sharding goes to.
 HINTS = TRIGGERS | {"from_pretrained", "trn_config"}
+
+# Arguments classes (Transformers / TRL names, then optimum-neuron's, before NM201 renames them).
+ARGUMENTS_CLASSES = frozenset(
+    {
+        "TrainingArguments",
+        "Seq2SeqTrainingArguments",
+        "SFTConfig",
+        "ORPOConfig",
+        "DPOConfig",
+        "GRPOConfig",
+        "NeuronTrainingArguments",
+        "Seq2SeqNeuronTrainingArguments",
+        "NeuronSFTConfig",
+        "NeuronORPOConfig",
+        "TrainiumTrainingArguments",
+        "Seq2SeqTrainiumTrainingArguments",
+    }
+)
+SFT_CONFIG_CLASSES = frozenset({"SFTConfig", "NeuronSFTConfig"})
+# The keywords the training rules add to arguments calls, and the classes whose instances have them as fields
+# (what `**args.to_dict()` passes on): TrainingArguments' fields are every class's, `packing_strategy` TRL's.
+ADDED_FIELDS: dict[str, frozenset[str]] = {
+    "bf16": ARGUMENTS_CLASSES,
+    "torch_compile": ARGUMENTS_CLASSES,
+    "save_only_model": ARGUMENTS_CLASSES,
+    "packing_strategy": SFT_CONFIG_CLASSES,
+}

@@ -7,6 +7,16 @@ XMP = "torch_xla.distributed.xla_multiprocessing"
 METRICS = "torch_xla.debug.metrics"
 
 LOCAL_RANK = 'int(os.environ.get("LOCAL_RANK", 0))'
+# Waits for the work queued on the device (TorchNeuron runs asynchronously; torch.accelerator is "neuron" there).
+SYNCHRONIZE = "torch.accelerator.synchronize"
+# Clock reads: a graph cut or device wait between two of them (or in a loop that reads one) is being timed.
+CLOCKS = frozenset(
+    {
+        *(f"time.{name}" for name in ("time", "perf_counter", "monotonic", "process_time", "thread_time")),
+        *(f"time.{name}_ns" for name in ("time", "perf_counter", "monotonic", "process_time", "thread_time")),
+        "timeit.default_timer",
+    }
+)
 RANK = 'int(os.environ.get("RANK", 0))'
 WORLD_SIZE = 'int(os.environ.get("WORLD_SIZE", 1))'
 
@@ -18,7 +28,7 @@ CALL_RENAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     f"{XR}.global_ordinal": (RANK, ("os",)),
     f"{XM}.get_local_ordinal": (LOCAL_RANK, ("os",)),
     f"{XR}.local_ordinal": (LOCAL_RANK, ("os",)),
-    f"{XM}.wait_device_ops": ("torch.accelerator.synchronize()", ("torch",)),
+    f"{XM}.wait_device_ops": (f"{SYNCHRONIZE}()", ("torch",)),
 }
 DEVICE_CALLS = frozenset({f"{XM}.xla_device", "torch_xla.device"})
 SYNC_CALLS = frozenset({f"{XM}.mark_step", "torch_xla.sync"})

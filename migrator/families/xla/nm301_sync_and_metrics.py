@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.families.xla.names import METRICS_CALLS, SYNC_CALLS
+from migrator.cst_helpers import descendants
+from migrator.families.xla.names import CLOCKS, METRICS_CALLS, SYNC_CALLS, SYNCHRONIZE, XM
 from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -13,7 +14,10 @@ MARK_STEP = Rule(
     "NM301",
     Severity.INFO,
     "`xm.mark_step()` / `torch_xla.sync()` cuts the lazy XLA graph",
-    "Removed: TorchNeuron runs eagerly, there is no lazy graph to cut.",
+    "Removed: TorchNeuron runs eagerly, there is no lazy graph to cut. Where it is timed (a clock is read "
+    "before and after it in its function, or in the loop that holds it), it becomes "
+    "`torch.accelerator.synchronize()`: TorchNeuron runs asynchronously, and without a wait the clock would "
+    "measure the dispatch only.",
     examples=(
         Example(
             before="""\
@@ -31,6 +35,30 @@ for batch in loader:
     loss = model(batch).sum()
     loss.backward()
     optimizer.step()
+""",
+        ),
+        Example(
+            before="""\
+import time
+
+import torch_xla.core.xla_model as xm
+
+start = time.perf_counter()
+for _ in range(10):
+    out = model(batch)
+    xm.mark_step()
+print(f"{(time.perf_counter() - start) / 10 * 1000:.1f} ms per step")
+""",
+            after="""\
+import time
+
+import torch
+
+start = time.perf_counter()
+for _ in range(10):
+    out = model(batch)
+    torch.accelerator.synchronize()
+print(f"{(time.perf_counter() - start) / 10 * 1000:.1f} ms per step")
 """,
         ),
     ),
@@ -54,6 +82,10 @@ print(met.short_metrics_report())
     ),
 )
 RULES = (MARK_STEP, METRICS_REPORT)
+WAITS = SYNC_CALLS | {f"{XM}.wait_device_ops"}
+CLOCK_MODULES = frozenset(name.partition(".")[0] for name in CLOCKS) | {
+    name.rpartition(".")[2] for name in CLOCKS
+}
 
 
 class RemoveGraphCalls(Handler):
@@ -62,12 +94,79 @@ class RemoveGraphCalls(Handler):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.file = ctx.state(XlaFile)
+        self.scopes: list[cst.CSTNode] = []  # the module and the functions around the walk
+        self.loops: list[cst.CSTNode] = []  # the loops around it, in the innermost function
+        self.clock_lines: dict[cst.CSTNode, tuple[list[int], list[int]]] = {}  # scope or loop -> `_lines`
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.scopes.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scopes.append(node)
+        self.loops.append(node)  # a marker: the loops of the outer function do not time this one
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        self.scopes.pop()
+        self.loops.pop()
+        return updated
+
+    def visit_For(self, node: cst.For) -> None:
+        self.loops.append(node)
+
+    def leave_For(self, original: cst.For, updated: cst.For):
+        self.loops.pop()
+        return updated
+
+    def visit_While(self, node: cst.While) -> None:
+        self.loops.append(node)
+
+    def leave_While(self, original: cst.While, updated: cst.While):
+        self.loops.pop()
+        return updated
+
+    def _lines(self, node: cst.CSTNode) -> tuple[list[int], list[int]]:
+        """Lines of the clock reads and of the device waits (graph cuts, `xm.wait_device_ops()`) in `node`."""
+        found = self.clock_lines.get(node)
+        if found is None:
+            clocks, waits = [], []
+            for call in descendants(node, cst.Call):
+                name = self.ctx.qualified(call.func)
+                if name in CLOCKS:
+                    clocks.append(self.ctx.source_map.position(call)[0])
+                elif name in WAITS:
+                    waits.append(self.ctx.source_map.position(call)[0])
+            found = self.clock_lines[node] = (sorted(clocks), sorted(waits))
+        return found
+
+    def _timed(self, statement: cst.CSTNode) -> bool:
+        """The graph cut is timed: a loop around it in its function reads a clock, or a clock is read before it
+        and the next clock read comes before any other device wait."""
+        if CLOCK_MODULES.isdisjoint(self.ctx.source.identifiers):
+            return False
+        for loop in reversed(self.loops):
+            if isinstance(loop, cst.FunctionDef):
+                break
+            if self._lines(loop)[0]:
+                return True
+        line = self.ctx.source_map.position(statement)[0]
+        clocks, waits = self._lines(self.scopes[-1])
+        after = [clock for clock in clocks if clock > line]
+        return bool(after) and clocks[0] < line and not any(line < wait < after[0] for wait in waits)
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         call = whole_statement_call(original)
         if call is None or whole_statement_call(updated) is None:
             return updated
         name = self.ctx.qualified(call.func)
+        if name in SYNC_CALLS and self._timed(original):
+            self.ctx.add_import("torch")
+            self.ctx.report(
+                call,
+                MARK_STEP,
+                f"Rewritten to `{SYNCHRONIZE}()`: it is timed, and TorchNeuron runs asynchronously (without a "
+                "wait the clock measures the dispatch only).",
+            )
+            return updated.with_changes(body=[cst.Expr(cst.parse_expression(f"{SYNCHRONIZE}()"))])
         if name in SYNC_CALLS or name in METRICS_CALLS or self.file.prints_metrics(call):
             self.ctx.report(call, MARK_STEP if name in SYNC_CALLS else METRICS_REPORT)
             return cst.RemoveFromParent()

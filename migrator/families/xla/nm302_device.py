@@ -16,8 +16,8 @@ XLA_DEVICE = Rule(
     "NM302",
     Severity.INFO,
     '`xm.xla_device()` / `torch_xla.device()` / `torch.device("xla")` picks the XLA device',
-    'Rewritten to `torch.device("neuron")`; in a distributed script the index is the LOCAL_RANK '
-    "torchrun sets.",
+    'Rewritten to `torch.device("neuron")`; in a distributed script, and in a module without an entry point '
+    "of its own (its importers may run several processes), the index is the LOCAL_RANK torchrun sets.",
     examples=(
         Example(
             before="""\
@@ -65,7 +65,7 @@ class NeuronDevice(Handler):
             return updated
         self.ctx.report(original, XLA_DEVICE)
         self.ctx.add_import("torch")
-        if self.file.distributed:
+        if self.file.per_process_device:
             self.ctx.add_import("os")
             self._record_local_device(original)
             return self.file.expression(f'torch.device("neuron", {LOCAL_RANK})')
@@ -75,7 +75,9 @@ class NeuronDevice(Handler):
         if not updated.args or string_value(updated.args[0].value) != "xla":
             return updated
         self.ctx.report(original, XLA_DEVICE)
-        if self.file.distributed and len(updated.args) == 1:  # the XLA runtime gave each process its device
+        if (
+            self.file.per_process_device and len(updated.args) == 1
+        ):  # the XLA runtime gave each process its device
             self._record_local_device(original)
             self.ctx.add_import("os")
             return self.file.expression(f'torch.device("neuron", {LOCAL_RANK})')

@@ -14,7 +14,9 @@ AUTOCAST = Rule(
     "NM310",
     Severity.INFO,
     '`torch.autocast("xla", ...)` / `torch_xla.amp.autocast(device, ...)`',
-    'Rewritten to `torch.autocast(device_type="neuron", ...)`.',
+    'Rewritten to `torch.autocast(device_type="neuron", ...)`. In a PyTorch/XLA file, autocast on "cuda" '
+    '(`torch.autocast("cuda")`, `torch.cuda.amp.autocast()`) gets a TODO: it does nothing to tensors on the '
+    '"neuron" device, whose forward then runs in float32.',
     examples=(
         Example(
             before="""\
@@ -35,17 +37,33 @@ with torch.autocast(device_type="neuron", dtype=torch.bfloat16):
 RULES = (AUTOCAST,)
 
 
+CUDA_AUTOCAST = "torch.cuda.amp.autocast"
+
+
 class Autocast(Handler):
-    CALLS = AUTOCASTS | {XLA_AUTOCAST}
-    HINTS = HINTS
+    CALLS = AUTOCASTS | {XLA_AUTOCAST, CUDA_AUTOCAST}
+    HINTS = HINTS | {"autocast"}
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         name = self.ctx.qualified(original.func)
-        if name not in AUTOCASTS and name != XLA_AUTOCAST:
+        if name not in AUTOCASTS and name not in (XLA_AUTOCAST, CUDA_AUTOCAST):
             return updated
         device_type = find_keyword(updated, "device_type")
         positional = [arg for arg in updated.args if not arg.keyword]
         first = device_type or (positional[0] if positional else None)
+        on_cuda = name == CUDA_AUTOCAST or (
+            name in AUTOCASTS and first and string_value(first.value) == "cuda"
+        )
+        if on_cuda and "torch_xla" in self.ctx.source.identifiers:
+            self.ctx.todo(
+                original,
+                AUTOCAST,
+                'autocast on "cuda" does nothing to tensors on the "neuron" device, so this forward now runs in '
+                "float32",
+                'for mixed precision on Trainium, use torch.autocast(device_type="neuron", dtype=torch.bfloat16) '
+                "(a path that also runs on GPUs can pass the model's device.type)",
+            )
+            return updated
         if name != XLA_AUTOCAST and (first is None or string_value(first.value) != "xla"):
             return updated
         if name == XLA_AUTOCAST and len(positional) > 1:

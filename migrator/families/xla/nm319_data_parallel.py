@@ -16,10 +16,11 @@ DATA_PARALLEL = Rule(
     "NM319",
     Severity.WARNING,
     "`xm.optimizer_step` / `xm.reduce_gradients` all-reduced the gradients of a multi-process script",
-    "The model is wrapped in `torch.nn.parallel.DistributedDataParallel` right after it is moved to the "
-    "device (DDP now all-reduces the gradients; `xm.reduce_gradients` is removed), with `device_ids` from "
-    "LOCAL_RANK when the device is this process's; where the model cannot be located, the call stays with a "
-    "TODO. "
+    "The model is wrapped in `torch.nn.parallel.DistributedDataParallel` after it is moved to the device and "
+    "after what then changes its parameters (re-tied weights, frozen layers; DDP now all-reduces the "
+    "gradients; `xm.reduce_gradients` is removed), with `device_ids` from LOCAL_RANK when the device is this "
+    'process\'s, and `init_process_group("neuron")` before it unless one runs on every path there; where the '
+    "model cannot be located or is changed after it runs, the call stays with a TODO. "
     "In that function the model's other attributes (`state_dict()`, whose keys would gain a `module.` "
     "prefix, `save_pretrained()`, `config`...) are then read through `model.module`.",
     examples=(
@@ -106,8 +107,25 @@ class _Plan(cst.CSTVisitor):
             tuple[str, cst.CSTNode], set[tuple[str, cst.CSTNode]]
         ] = {}  # var -> its params' models
 
+        self.blocks: list[cst.Module | cst.IndentedBlock] = []
+        self.block_of: dict[cst.SimpleStatementLine, cst.Module | cst.IndentedBlock] = {}  # of each move
+        self.functions: dict[str, cst.FunctionDef] = {}  # module-level functions by name
+        self.wrapped: set[str] = set()  # models the script wraps in DistributedDataParallel itself
+
     def visit_Module(self, node: cst.Module) -> None:
         self.scopes.append(node)
+        self.blocks.append(node)
+        self.functions = {
+            statement.name.value: statement
+            for statement in node.body
+            if isinstance(statement, cst.FunctionDef)
+        }
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.blocks.append(node)
+
+    def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.blocks.pop()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.scopes.append(node)
@@ -122,8 +140,9 @@ class _Plan(cst.CSTVisitor):
             model = statement.targets[0].target.value
         elif m.matches(statement, m.Expr(_DEVICE_MOVE)) and m.matches(statement.value.func.value, m.Name()):
             model = statement.value.func.value.value
-        if model is not None:
-            self.moves.setdefault((model, self.scopes[-1]), node)
+        if model is not None and (model, self.scopes[-1]) not in self.moves:
+            self.moves[(model, self.scopes[-1])] = node
+            self.block_of[node] = self.blocks[-1]
         if m.matches(statement, m.Assign(targets=[m.AssignTarget(m.Name())])):
             # Whose parameters the value holds: `model.parameters()` in it, or a variable that holds them
             # (`groups = [... model.named_parameters() ...]; optimizer = AdamW(groups)`).
@@ -159,12 +178,187 @@ class _Plan(cst.CSTVisitor):
         qualified = self.imported.get(head, head) + (f".{rest}" if rest else "")
         if qualified in GRADIENT_SYNC_CALLS:
             self.sync_calls.append(node)
+        elif qualified.rpartition(".")[2] == "DistributedDataParallel" and m.matches(
+            node, m.Call(args=[m.Arg(value=m.Name(), keyword=None), m.ZeroOrMore()])
+        ):
+            self.wrapped.add(node.args[0].value.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if m.matches(node, m.Attribute(value=m.Name(), attr=m.Name())) and node.attr.value not in DDP_SERVED:
             key = (node.value.value, self.scopes[-1])
             if key in self.moves:
                 self.unwrapped.setdefault(key, []).append(node)
+
+
+# Methods of the model that only read it or run it (DDP serves or forwards them); any other use after the move
+# may change its parameters (`model.tie_weights()`, `model.lm_head.weight = ...`), which DDP must see first.
+_RUNS = frozenset({"forward", "generate", "__call__"})
+# Methods DDP does not serve that only read the model (after the wrap they go through `.module`).
+_READS = frozenset(
+    {
+        "state_dict",
+        "num_parameters",
+        "get_memory_footprint",
+        "print_trainable_parameters",
+        "get_input_embeddings",
+        "get_output_embeddings",
+        "save_pretrained",
+        "push_to_hub",
+        "extra_repr",
+    }
+)
+# Methods that change parameters for sure (in-place tensor methods, `..._`, too): once DDP wraps the model, they
+# would change what it no longer tracks.
+_SURGERY = frozenset(
+    {
+        "tie_weights",
+        "resize_token_embeddings",
+        "load_state_dict",
+        "apply",
+        "add_module",
+        "register_module",
+        "register_parameter",
+        "register_buffer",
+        "set_input_embeddings",
+        "set_output_embeddings",
+        "init_weights",
+        "post_init",
+    }
+)
+
+
+def _changes_or_runs(statement: cst.CSTNode, model: str) -> tuple[bool, bool, bool]:
+    """Whether a statement that follows the model's move may change the model (a method call, an attribute
+    written), surely changes its parameters (re-tying weights, freezing, replacing a layer, rebinding the name),
+    and whether it runs it or hands it on (a forward call, `train(model)`, `return model`): DDP must wrap the
+    model after the first and before the third; the second after that cannot be placed."""
+    nodes = descendants(statement, (cst.Name, cst.Attribute, cst.Call, cst.Arg, cst.AssignTarget, cst.For))
+    targets = set()  # nodes written to: assignment targets and loop variables
+    calls, args, attributes = {}, set(), {}
+    loops_over_model = False
+    for node in nodes:
+        if isinstance(node, cst.AssignTarget):
+            targets.update(descendants(node.target, (cst.Name, cst.Attribute)))
+        elif isinstance(node, cst.For):
+            targets.update(descendants(node.target, (cst.Name, cst.Attribute)))
+            loops_over_model |= any(
+                isinstance(name, cst.Name) and name.value == model
+                for name in descendants(node.iter, cst.Name)
+            )
+        elif isinstance(node, cst.Call):
+            calls[node.func] = node
+        elif isinstance(node, cst.Arg):
+            args.add(node.value)
+        elif isinstance(node, cst.Attribute):
+            attributes[node.value] = node
+    changes = surgery = runs = False
+    for node in nodes:
+        if not (isinstance(node, cst.Name) and node.value == model) or node in attributes.values():
+            continue
+        if node in targets:
+            changes = surgery = (
+                True  # `model = get_peft_model(model, config)`: the new model is the one to wrap
+            )
+            continue
+        if node in calls or node in args:
+            runs = True
+            continue
+        chain, outer = node, attributes.get(node)
+        first = outer.attr.value if outer is not None else None
+        while outer is not None:
+            chain, outer = outer, attributes.get(outer)
+        if chain is node:
+            runs = True  # the model itself handed on (`return model`, `[model]`)
+        elif chain in targets:
+            changes = surgery = True
+        elif chain in calls:
+            method = chain.attr.value
+            if method in _RUNS:
+                runs = True
+            elif first not in DDP_SERVED and method not in _READS:
+                changes = True
+                surgery |= method in _SURGERY or method.endswith("_") and not method.startswith("_")
+    if loops_over_model and not runs:  # `for p in model.parameters(): p.requires_grad = False`
+        changes = surgery = True
+    return changes, surgery, runs
+
+
+def _wrap_after(block: cst.Module | cst.IndentedBlock, move: cst.SimpleStatementLine, model: str):
+    """The statement of the move's block after which DDP wraps the model: the last one that changes the model
+    before any runs it (the move itself when none does); None when one changes it after it runs."""
+    body = list(block.body)
+    anchor, running = move, False
+    for statement in body[body.index(move) + 1 :]:
+        changes, surgery, runs = _changes_or_runs(statement, model)
+        if surgery and running:
+            return None
+        if changes and not runs and not running:
+            anchor = statement
+        running |= runs
+    return anchor
+
+
+def _initializes(statement: cst.CSTNode, functions: dict[str, cst.FunctionDef], depth: int = 1) -> bool:
+    """A simple statement that calls init_process_group, or a module function whose body does at its top."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for call in descendants(statement, cst.Call):
+        name = dotted_name(call.func) or ""
+        if name.rpartition(".")[2] == "init_process_group":
+            return True
+        if (
+            depth
+            and name in functions
+            and any(_initializes(line, functions, depth - 1) for line in functions[name].body.body)
+        ):
+            return True
+    return False
+
+
+class _Before(cst.CSTVisitor):
+    """The simple statements that run before `target` wherever it runs: the earlier ones of each block that
+    holds it."""
+
+    def __init__(self, target: cst.CSTNode) -> None:
+        super().__init__()
+        self.target = target
+        self.blocks: list[list[cst.SimpleStatementLine]] = [[]]
+        self.found: list[cst.SimpleStatementLine] | None = None
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.found is not None:
+            return False
+        if node is self.target:
+            self.found = [line for block in self.blocks for line in block]
+            return False
+        if isinstance(node, (cst.Module, cst.IndentedBlock)):
+            self.blocks.append([])
+        elif isinstance(node, cst.SimpleStatementLine):
+            self.blocks[-1].append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if isinstance(original_node, (cst.Module, cst.IndentedBlock)) and self.found is None:
+            self.blocks.pop()
+
+
+def _initialized_before(module: cst.Module, target: cst.CSTNode, functions, depth: int = 2) -> bool:
+    """Whether a process group exists whenever `target` runs: an init_process_group ran before it in its
+    function (or in a module function called there first), or before every call of that function."""
+    before = _Before(target)
+    visit_read_only(module, before)
+    earlier = [line for line in before.found or [] if target not in descendants(line, type(target))]
+    if any(_initializes(line, functions) for line in earlier):
+        return True
+    holder = next((f for f in functions.values() if target in descendants(f.body, type(target))), None)
+    if holder is None or depth == 0:
+        return False
+    name = holder.name.value
+    uses = [node for node in descendants(module, cst.Name) if node.value == name and node is not holder.name]
+    calls = [call for call in descendants(module, cst.Call) if call.func in uses]
+    if not calls or len(calls) != len(uses):  # handed on (`xmp.spawn(train)` runs it in new processes)
+        return False
+    return all(_initialized_before(module, call, functions, depth - 1) for call in calls)
 
 
 class DataParallel(Handler):
@@ -174,12 +368,28 @@ class DataParallel(Handler):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.file = ctx.state(XlaFile)
-        self.wraps: dict[cst.SimpleStatementLine, str] = {}  # move statement -> model it wraps
+        # statement after which DDP wraps a model -> (the model, its move to the device, a process group is
+        # initialised before it)
+        self.wraps: dict[cst.CSTNode, tuple[str, cst.SimpleStatementLine, bool]] = {}
         self.unwrapped: set[cst.Attribute] = set()
         self.model_parallel = False  # a neuronx_distributed script: its data-parallel group is not everyone
-        identifiers = ctx.source.identifiers
-        if self.file.distributed and "DistributedDataParallel" not in identifiers:
+        self.in_library = False  # a module whose importers decide how many processes run it
+        if self.file.distributed:
             self._plan(ctx.module)
+        elif self.file.library:
+            plan = _Plan()
+            visit_read_only(ctx.module, plan)
+            self.in_library = True
+            self.file.sync_unlocated.update(
+                call for call in plan.sync_calls if not self._wrapped_by_script(plan, call)
+            )
+
+    @staticmethod
+    def _wrapped_by_script(plan: _Plan, call: cst.Call) -> bool:
+        """The model the call's optimizer steps is one the script wraps in DDP itself."""
+        optimizer = call.args[0].value if call.args and not call.args[0].keyword else None
+        owners = plan.optimizers.get(optimizer.value, set()) if isinstance(optimizer, cst.Name) else set()
+        return bool(owners) and all(owner[0] in plan.wrapped for owner in owners)
 
     def _plan(self, module: cst.Module) -> None:
         plan = _Plan()
@@ -193,18 +403,31 @@ class DataParallel(Handler):
         for call in plan.sync_calls:
             optimizer = call.args[0].value if call.args and not call.args[0].keyword else None
             owners = plan.optimizers.get(optimizer.value, set()) if isinstance(optimizer, cst.Name) else set()
+            if self._wrapped_by_script(plan, call):
+                continue  # the script wraps that model in DDP itself (on a GPU path, say): nothing to add
             moves = {owner: plan.moves.get(owner) for owner in owners}
             if len(owners) != 1 or None in moves.values():
                 self.file.sync_unlocated.add(call)
                 continue
             (owner, line), *_ = moves.items()
-            self.wraps[line] = owner[0]
-            self.unwrapped.update(plan.unwrapped.get(owner, ()))
+            anchor = _wrap_after(plan.block_of[line], line, owner[0])
+            if anchor is None:
+                self.file.sync_unlocated.add(call)
+                continue
+            if anchor not in self.wraps:
+                initialized = _initialized_before(module, line, plan.functions)
+                self.wraps[anchor] = (owner[0], line, initialized)
+            # What follows the wrap reads the bare model's other attributes through `.module`.
+            before: set[cst.Attribute] = set()
+            body = list(plan.block_of[line].body)
+            for statement in body[body.index(line) : body.index(anchor) + 1]:
+                before.update(descendants(statement, cst.Attribute))
+            self.unwrapped.update(a for a in plan.unwrapped.get(owner, ()) if a not in before)
             self.file.synced_by_ddp.add(call)
 
     def visit_Module(self, node: cst.Module) -> None:
         # The walk's hints are set once the handlers exist: from here on, it enters the model's statements.
-        for model in set(self.wraps.values()):
+        for model, _, _ in set(self.wraps.values()):
             self.ctx.watch(model)
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
@@ -224,6 +447,15 @@ class DataParallel(Handler):
             action = (
                 "build a DeviceMesh (dp, tp), shard the model over tp and wrap it with FSDP2 fully_shard or "
                 "DistributedDataParallel over the dp mesh, then call optimizer.step()"
+            )
+        elif self.in_library:
+            why = (
+                "xm.optimizer_step all-reduces the gradients over every process that runs this code, and this "
+                "module (no entry point of its own) does not show how many processes its program runs"
+            )
+            action = (
+                "with several (torchrun), wrap the model in torch.nn.parallel.DistributedDataParallel after it is "
+                "moved to the device; then, or with one process, call optimizer.step()"
             )
         else:
             why = (
@@ -246,11 +478,15 @@ class DataParallel(Handler):
                 "`xm.reduce_gradients` removed: DistributedDataParallel all-reduces the gradients.",
             )
             return cst.RemoveFromParent()
-        model = self.wraps.get(original)
-        if model is None:
+        return self._wrap(original, updated)
+
+    def _wrap(self, original: cst.CSTNode, updated: cst.CSTNode):
+        """DDP around the model after the statement `original` (its move, or the last change made to it)."""
+        if original not in self.wraps:
             return updated
+        model, move, initialized = self.wraps[original]
         self.ctx.report_launch(
-            original,
+            move,
             DATA_PARALLEL,
             f"`{model}` wrapped in DistributedDataParallel: `xm.optimizer_step` / `xm.reduce_gradients` no "
             "longer all-reduce its gradients",
@@ -259,16 +495,38 @@ class DataParallel(Handler):
         )
         self.ctx.add_import("torch")
         device_ids = ""
-        target = self._device_of(original)
+        target = self._device_of(move)
         if target in self.file.local_devices:
             self.ctx.add_import("os")
             device_ids = f", device_ids=[{LOCAL_RANK}]"
         statements = []
         if "init_process_group" not in self.ctx.source.identifiers:
             statements.append(self._line(f'{self.file.dist()}.init_process_group("neuron")'))
+        elif not initialized:  # the file initialises one on another path (another branch, a caller...)
+            dist = self.file.dist()
+            statements.append(
+                cst.parse_statement(
+                    f'if not {dist}.is_initialized():\n    {dist}.init_process_group("neuron")\n'
+                )
+            )
         wrap = f"{model} = torch.nn.parallel.DistributedDataParallel({model}{device_ids})"
         statements.append(self._line(wrap))
         return cst.FlattenSentinel([updated, *statements])
+
+    def leave_If(self, original: cst.If, updated: cst.If):
+        return self._wrap(original, updated)
+
+    def leave_For(self, original: cst.For, updated: cst.For):
+        return self._wrap(original, updated)
+
+    def leave_While(self, original: cst.While, updated: cst.While):
+        return self._wrap(original, updated)
+
+    def leave_With(self, original: cst.With, updated: cst.With):
+        return self._wrap(original, updated)
+
+    def leave_Try(self, original: cst.Try, updated: cst.Try):
+        return self._wrap(original, updated)
 
     @staticmethod
     def _device_of(line: cst.SimpleStatementLine) -> str | None:

@@ -72,7 +72,7 @@ class DeviceString(Handler):
 
     def _device(self, original: cst.CSTNode) -> cst.BaseExpression:
         self.ctx.report(original, DEVICE_STRING)
-        if not self.file.distributed:
+        if not self.file.per_process_device:
             return cst.SimpleString('"neuron"')
         self.ctx.add_import("torch")
         self.ctx.add_import("os")
@@ -84,13 +84,15 @@ class DeviceString(Handler):
         target = dotted_name(original.targets[0].target)
         if target is None or "device" not in target.rpartition(".")[2].lower():
             return updated
-        if (target.rpartition(".")[2], "xla") in self.ctx.source.compared:
-            # `device == "xla"` further on picks the XLA branch: rewriting the value alone changes the path.
+        tested = self.file.tested_as_xla(target.rpartition(".")[2])
+        if tested:
+            # `device == "xla"` further on, here or in a function it is handed to, picks the XLA branch:
+            # rewriting the value alone changes the path.
             self.ctx.todo(
                 original.value,
                 DEVICE_STRING,
-                f'`{target}` is compared to "xla" in this file, so rewriting this value alone would send it '
-                "down another branch",
+                f'`{target}` is compared to "xla" {tested}, so rewriting this value alone would send it down '
+                "another branch",
                 'rewrite this value and each `== "xla"` test of it to "neuron" together, with the XLA-only '
                 "code of that branch",
                 subject=target,
@@ -98,7 +100,7 @@ class DeviceString(Handler):
             return updated
         self.file.xla_device_names.add(target)
         self.ctx.watch(target.rpartition(".")[2])  # its use as a backend, `init_process_group(device)`
-        if self.file.distributed:
+        if self.file.per_process_device:
             self.file.local_devices.add(target)
         return updated.with_changes(value=self._device(original.value))
 

@@ -8,8 +8,14 @@ import itertools
 import libcst as cst
 from libcst.helpers import parse_template_expression
 
-from migrator.cst_helpers import dotted_name, imports_end
-from migrator.families.xla.names import DISTRIBUTED_NAMES, METRICS_CALLS, TORCHRUN_VARIABLES, XM
+from migrator.cst_helpers import descendants, dotted_name, imports_end
+from migrator.families.xla.names import (
+    DECIDED_CALLS,
+    DISTRIBUTED_NAMES,
+    METRICS_CALLS,
+    TORCHRUN_VARIABLES,
+    XM,
+)
 from migrator.transform import FileContext, Handler
 
 # torch_xla / Neuron names (through their imports), "xla" strings (devices, backends, autocast, process
@@ -54,6 +60,15 @@ class XlaFile:
             or not TORCHRUN_VARIABLES.isdisjoint(ctx.source.strings)
             or {"torch_xla", "launch"} <= identifiers  # `torch_xla.launch(fn)`: one process per device
         )
+        # A module of definitions without an entry point of its own (a library of its program): the processes
+        # that run it are its importers'. Its device takes the LOCAL_RANK index too (index 0 in one process), so that every
+        # module of a program names the same device.
+        self.library = (
+            not ctx.notebook
+            and any(isinstance(statement, (cst.FunctionDef, cst.ClassDef)) for statement in ctx.module.body)
+            and not runs_itself(ctx.module)
+        )
+        self.per_process_device = self.distributed or self.library
         # Names bound to the neuron device of this process (`torch.device("neuron", LOCAL_RANK)`).
         self.local_devices: set[str] = set()
         # Names that held the "xla" device string (`device = "xla"`): `init_process_group(device)` used it.
@@ -68,6 +83,37 @@ class XlaFile:
         self.called: set[cst.BaseExpression] = set()  # the `func` of every call
         self.string_quotes: list[str] = []  # quotes of the f-strings around the current node
         self.helpers: set[str] = set()  # "_to_device", "_DeviceLoader": added to the file at the end
+        self._parameters_of: dict[str, list[list[str]]] | None = None  # function name -> parameter lists
+
+    def tested_as_xla(self, name: str) -> str | None:
+        """Where the value of the variable `name` (its last part for `args.device`) is compared to "xla": "this
+        file" (`device == "xla"`), or the function of the file it is handed to (`setup(device)` with `def
+        setup(dev): if dev == "xla": ...`); None: nowhere. Its value and those tests must change together."""
+        compared = self.ctx.source.compared
+        if (name, "xla") in compared:
+            return "in this file"
+        if not {parameter for parameter, value in compared if value == "xla"}:
+            return None
+        if self._parameters_of is None:
+            self._parameters_of = {}
+            for function in descendants(self.ctx.module, cst.FunctionDef):
+                parameters = [param.name.value for param in function.params.params]
+                if parameters[:1] in (["self"], ["cls"]):
+                    parameters = parameters[1:]  # called as a method
+                self._parameters_of.setdefault(function.name.value, []).append(parameters)
+        for call in descendants(self.ctx.module, cst.Call):
+            callee = dotted_name(call.func)
+            functions = self._parameters_of.get((callee or "").rpartition(".")[2], [])
+            for index, arg in enumerate(call.args):
+                if (dotted_name(arg.value) or "").rpartition(".")[2] != name:
+                    continue
+                for parameters in functions:
+                    receiving = arg.keyword.value if arg.keyword else None
+                    if receiving is None and not arg.star and index < len(parameters):
+                        receiving = parameters[index]
+                    if (receiving, "xla") in compared:
+                        return f"by `{callee}()`, which it is passed to"
+        return None
 
     def prints_metrics(self, call: cst.Call) -> bool:
         """`print(met.metrics_report())`: goes as a whole."""
@@ -110,6 +156,83 @@ class XlaFile:
         return self.guarded(
             line, f"{dist}.is_initialized()", cst.parse_expression(template.format(dist=dist))
         )
+
+
+# Code the migration leaves on the XLA / NxD flow for manual work (NM314, NM316, NM317).
+_LEFT_ON_XLA = ("neuronx_distributed", "torch_neuronx.xla_impl")
+
+
+class XlaFlowBlocks:
+    """Per file (`ctx.state`): which blocks run code the migration leaves on the XLA / NxD flow (an NxD import or
+    call, a torch_xla call no rule rewrites). The XLA flow's settings there still configure something."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.aliases: dict[str, str] | None = None  # local name -> qualified, from every import of the file
+        self.found: dict[cst.CSTNode, bool] = {}
+
+    def runs_xla_flow(self, block: cst.CSTNode) -> bool:
+        identifiers = self.ctx.source.identifiers
+        if "neuronx_distributed" not in identifiers and "torch_xla" not in identifiers:
+            return False
+        if block not in self.found:
+            self.found[block] = any(
+                self._left(node) for node in descendants(block, (cst.Import, cst.ImportFrom, cst.Call))
+            )
+        return self.found[block]
+
+    def _left(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Import):
+            return any((dotted_name(alias.name) or "").startswith(_LEFT_ON_XLA) for alias in node.names)
+        if isinstance(node, cst.ImportFrom):
+            return node.module is not None and (dotted_name(node.module) or "").startswith(_LEFT_ON_XLA)
+        name = dotted_name(node.func) or ""
+        head, _, rest = name.partition(".")
+        qualified = self._imports().get(head, head) + (f".{rest}" if rest else "")
+        return qualified.startswith(_LEFT_ON_XLA) or (
+            qualified.startswith("torch_xla") and qualified not in DECIDED_CALLS
+        )
+
+    def _imports(self) -> dict[str, str]:
+        if self.aliases is None:
+            self.aliases = {}
+            for node in descendants(self.ctx.module, (cst.Import, cst.ImportFrom)):
+                if isinstance(node, cst.Import):
+                    for alias in node.names:
+                        full = dotted_name(alias.name) or ""
+                        local = alias.asname.name.value if alias.asname else full.partition(".")[0]
+                        self.aliases[local] = full if alias.asname else local
+                elif (
+                    node.module is not None
+                    and not node.relative
+                    and not isinstance(node.names, cst.ImportStar)
+                ):
+                    for alias in node.names:
+                        local = alias.asname.name.value if alias.asname else alias.name.value
+                        self.aliases[local] = f"{dotted_name(node.module)}.{alias.name.value}"
+        return self.aliases
+
+
+def runs_itself(module: cst.Module) -> bool:
+    """Whether running the module does something: an `if __name__ == "__main__":` block, or a call, a loop or a
+    `with` at its top level (in a top-level `if`/`try` too), beyond imports, definitions and assignments."""
+    pending = list(module.body)
+    while pending:
+        statement = pending.pop()
+        if isinstance(statement, (cst.For, cst.While, cst.With)):
+            return True
+        if isinstance(statement, cst.If):
+            if "__name__" in {name.value for name in descendants(statement.test, cst.Name)}:
+                return True
+            pending += [*statement.body.body, *([statement.orelse] if statement.orelse else [])]
+        elif isinstance(statement, (cst.Else, cst.Try)):
+            pending += statement.body.body
+        elif isinstance(statement, cst.SimpleStatementLine) and any(
+            isinstance(small, cst.Expr) and isinstance(small.value, (cst.Call, cst.Await))
+            for small in statement.body
+        ):
+            return True
+    return False
 
 
 def whole_statement_call(line: cst.CSTNode) -> cst.Call | None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reports import model_ids
+from compat_matrix import model_ids
 
 
 @pytest.mark.parametrize(

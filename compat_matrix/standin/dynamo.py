@@ -1,0 +1,142 @@
+"""The ``neuron`` Dynamo backend of the stand-in: the neuron-sim rules (``sim_backend``) on the AOT graphs of
+stand-in tensors, with TorchNeuron's compile accounting.
+
+Like TorchNeuron's backend it rejects symbolic sizes, compiles after AOT autograd, counts each backend graph in
+``counters["neuron"]["compiled_graphs"]`` (``graphs_with_collectives`` too) and records one
+``NeuronCompilationMetrics`` per graph for ``get_dynamo_metrics()``. The graphs then run as they are on the CPU
+tensors inside the stand-in's tensors: no Neuron compiler runs, so compile times are the stand-in's own.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass
+
+import torch
+from torch._dynamo.utils import counters
+
+from compat_matrix import sim_backend
+from compat_matrix.standin.device import CPU, NeuronTensor
+
+BACKEND_NAME = "neuron"
+_lock = threading.Lock()
+_metrics: list[NeuronCompilationMetrics] = []
+_graph_numbers = itertools.count()
+
+
+@dataclass
+class NeuronCompilationMetrics:
+    """Per-graph compilation metrics, with the fields of torch_neuronx's own (times in microseconds)."""
+
+    graph_id: str
+    graph_name: str = ""
+    model_name: str = ""
+    has_collectives: bool = False
+    graph_node_count: int = 0
+    timestamp: str = ""
+    torch_neuronx_fx_passes_us: int = 0
+    torch_neuronx_lower_us: int = 0
+    torch_neuronx_compile_us: int = 0
+
+
+def get_dynamo_metrics() -> list[NeuronCompilationMetrics]:
+    """Every backend graph compiled since the last reset, in compile order."""
+    with _lock:
+        return list(_metrics)
+
+
+def reset_dynamo_metrics() -> None:
+    with _lock:
+        _metrics.clear()
+        counters["neuron"].clear()
+
+
+def _has_collectives(gm: torch.fx.GraphModule) -> bool:
+    return any(
+        node.op == "call_function" and getattr(node.target, "namespace", None) in ("_c10d_functional", "c10d")
+        for node in gm.graph.nodes
+    )
+
+
+def _recording_compiler(model_name: str, graph_type: str):
+    """The AOT forward or backward compiler: the neuron-sim checks, then the graph's metrics."""
+
+    def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list):
+        start = time.perf_counter_ns()
+        compiled = sim_backend._inspect_aten_graph(gm, example_inputs)
+        elapsed_us = (time.perf_counter_ns() - start) // 1000
+        nth = next(_graph_numbers)
+        collectives = _has_collectives(gm)
+        metrics = NeuronCompilationMetrics(
+            graph_id=f"standin-{nth}",
+            graph_name=f"{model_name}_{graph_type}_{nth}",
+            model_name=model_name,
+            has_collectives=collectives,
+            graph_node_count=len(gm.graph.nodes),
+            timestamp=str(nth),
+            torch_neuronx_fx_passes_us=elapsed_us,
+        )
+        with _lock:
+            _metrics.append(metrics)
+            counters["neuron"]["compiled_graphs"] += 1
+            if collectives:
+                counters["neuron"]["graphs_with_collectives"] += 1
+        return compiled
+
+    return compile_aten_graph
+
+
+def as_device_tensor(value, device: torch.device):
+    """In a compiled graph: a value Dynamo traced as a plain tensor on the device (made there by a factory or a
+    copy) as the stand-in's device tensor, so AOT autograd traces it, and every write into it, as one."""
+    if not isinstance(value, torch.Tensor) or isinstance(value, NeuronTensor):
+        return value
+    if value.device.type != "cpu":
+        value = torch.ops.aten._to_copy.default(value, device=CPU)
+    return NeuronTensor(value, device)
+
+
+def _device_values_as_device_tensors(gm: torch.fx.GraphModule) -> None:
+    """Follow each node whose traced value is a plain device tensor with ``as_device_tensor``; a factory's
+    ``device`` becomes the host, where its data is made."""
+    for node in list(gm.graph.nodes):
+        value = node.meta.get("example_value")
+        plain_on_device = (
+            isinstance(value, torch.Tensor)
+            and not isinstance(value, NeuronTensor)
+            and value.device.type == "neuron"
+        )
+        if node.op not in ("call_function", "call_method") or not plain_on_device:
+            continue
+        device = node.kwargs.get("device")
+        if isinstance(device, torch.device) and device.type == "neuron":
+            node.kwargs = {**node.kwargs, "device": CPU}
+        with gm.graph.inserting_after(node):
+            wrapped = gm.graph.call_function(as_device_tensor, (node, value.device))
+        node.replace_all_uses_with(wrapped, delete_user_cb=lambda user, wrapped=wrapped: user is not wrapped)
+    gm.recompile()
+
+
+def neuron(gm: torch.fx.GraphModule, example_inputs: list):
+    """``torch.compile(backend="neuron")`` on the stand-in."""
+    from torch._guards import CompileContext
+
+    _device_values_as_device_tensors(gm)
+
+    compile_id = CompileContext.current_compile_id()
+    model_name = (
+        f"{gm.__class__.__name__}_{compile_id}".replace("/", "_") if compile_id else gm.__class__.__name__
+    )
+    return sim_backend._compile(gm, example_inputs, _recording_compiler(model_name, "forward"),
+                                _recording_compiler(model_name, "backward"))  # fmt: skip
+
+
+def register() -> None:
+    from torch._dynamo import register_backend, trace_rules
+
+    register_backend(neuron, name=BACKEND_NAME)
+    # The stand-in is the device, not user code: Dynamo never traces its frames (it would, for the dispatch
+    # that runs eagerly between the graphs of a compiled function that breaks).
+    trace_rules.add("compat_matrix.standin")

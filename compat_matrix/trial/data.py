@@ -1,0 +1,246 @@
+"""Small local datasets in place of Hub datasets, loaded by `datasets`' own offline path.
+
+Offline, `load_dataset("glue", "mrpc")` falls back to a dataset "loaded once already and cached"
+(`CachedDatasetModuleFactory`: HF_DATASETS_CACHE/<namespace>___<name>/<config>/<version>/<hash>/). A stand-in
+is written there by `datasets`' own JSON builder, so the script's `load_dataset` call, split slicing
+(`train[:1%]`) included, runs unchanged. Columns come from the data table of well-known datasets
+(`data/known_datasets.json`, with the dataset card each was read from), else from what the code reads, or
+from a user's `--dataset ID=FILE.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+# Rows per split. A training split survives the slices and filters scripts apply (`train[:1%]` keeps 32 rows,
+# four batches of 8); evaluation splits stay small, since a Trainer evaluates all of one.
+TRAIN_ROWS = 3200
+OTHER_ROWS = 64
+WORDS = [
+    "the",
+    "model",
+    "reads",
+    "a",
+    "short",
+    "line",
+    "of",
+    "text",
+    "and",
+    "answers",
+    "with",
+    "another",
+    "one",
+    "about",
+    "trainium",
+    "compilers",
+    "graphs",
+    "tokens",
+    "caches",
+    "steps",
+    "batches",
+    "devices",
+    "kernels",
+    "shapes",
+    "memory",
+    "and",
+    "data",
+]
+# Keys of tokenizer and model outputs: subscripts the code reads that are never dataset columns.
+NOT_COLUMNS = frozenset(
+    {
+        "input_ids",
+        "attention_mask",
+        "labels",
+        "token_type_ids",
+        "position_ids",
+        "logits",
+        "loss",
+        "past_key_values",
+        "hidden_states",
+        "pixel_values",
+        "generated_text",
+        "train",
+        "validation",
+        "test",
+    }
+)
+LABEL_NAMES = frozenset({"label", "labels"})
+
+
+class CannotStandIn(Exception):
+    """A dataset the try cannot serve; the message is the run's reason."""
+
+
+@dataclass
+class DatasetRequest:
+    """What a script asks of one Hub dataset: the config, the splits, the columns it reads."""
+
+    id: str
+    config: str | None = None
+    splits: set[str] = field(default_factory=set)
+    columns: set[str] = field(default_factory=set)
+
+
+@dataclass
+class DatasetStandIn:
+    id: str
+    configs: dict[str, dict[str, str]]  # config -> column -> kind
+    splits: list[str]
+    source: str  # "data table (<card url>)", "columns the code reads", "FILE.jsonl"
+    rows_file: Path | None = None
+
+    def as_report(self) -> dict:
+        return {
+            "id": self.id,
+            "configs": sorted(self.configs),
+            "splits": self.splits,
+            "columns": sorted({name for columns in self.configs.values() for name in columns}),
+            "source": self.source,
+        }
+
+
+@cache
+def known_datasets() -> tuple[dict, ...]:
+    text = (
+        resources.files("compat_matrix").joinpath("data", "known_datasets.json").read_text(encoding="utf-8")
+    )
+    return tuple(json.loads(text)["datasets"])
+
+
+def table_entry(dataset_id: str) -> dict | None:
+    return next((entry for entry in known_datasets() if dataset_id in entry["ids"]), None)
+
+
+def split_name(split: str) -> str:
+    """`train[:1%]` -> `train`; `train+validation` gives its first split (each part is asked separately)."""
+    return re.split(r"[\[+]", split, maxsplit=1)[0].strip()
+
+
+def stand_in(request: DatasetRequest, override: Path | None = None) -> DatasetStandIn:
+    """The local dataset to serve for `request`; raises CannotStandIn with the reason."""
+    splits = {split_name(split) for split in request.splits} or {"train"}
+    if override is not None:
+        columns = _file_columns(override)
+        return DatasetStandIn(
+            request.id, {request.config or "default": columns}, sorted(splits), str(override), override
+        )
+    entry = table_entry(request.id)
+    if entry is not None:
+        configs = entry["configs"]
+        if request.config is not None:
+            if request.config not in configs:
+                raise CannotStandIn(
+                    f"dataset {request.id} has no config {request.config!r} in the data table "
+                    f"(known: {', '.join(sorted(configs))}); pass --dataset {request.id}=FILE.jsonl"
+                )
+            configs = {request.config: configs[request.config]}
+        table_splits = entry.get("config_splits", {}).get(request.config or "", entry["splits"])
+        return DatasetStandIn(
+            request.id, dict(configs), sorted(set(table_splits) | splits), f"data table ({entry['source']})"
+        )
+    columns = {name: _kind(name) for name in sorted(request.columns - NOT_COLUMNS)}
+    if not columns:
+        raise CannotStandIn(
+            f"dataset {request.id}: no column it reads was found in the code and it is not in the data table; "
+            f"pass --dataset {request.id}=FILE.jsonl"
+        )
+    return DatasetStandIn(
+        request.id, {request.config or "default": columns}, sorted(splits), "columns the code reads"
+    )
+
+
+def _kind(column: str) -> str:
+    if column in LABEL_NAMES:
+        return "label:2"
+    if column == "messages":
+        return "messages"
+    return "text"
+
+
+def _file_columns(path: Path) -> dict[str, str]:
+    try:
+        with path.open(encoding="utf-8") as handle:
+            first = json.loads(handle.readline())
+    except (OSError, ValueError) as error:
+        raise CannotStandIn(f"--dataset file {path}: not a JSON Lines file ({error})") from error
+    if not isinstance(first, dict) or not first:
+        raise CannotStandIn(f"--dataset file {path}: its first line is not a JSON object with columns")
+    return {name: "file" for name in first}
+
+
+def _value(kind: str, row: int) -> object:
+    length = 6 + (row * 7) % 29  # lengths vary, as real text does: padding to the longest varies with it
+    text = " ".join(WORDS[(row + i) % len(WORDS)] for i in range(length))
+    if kind.startswith("label:"):
+        return row % int(kind.split(":")[1])
+    if kind == "int":
+        return row
+    if kind == "float":
+        return float(row % 5)
+    if kind == "messages":
+        return [{"role": "user", "content": text}, {"role": "assistant", "content": text[::-1]}]
+    return text
+
+
+def _features(columns: dict[str, str]):
+    from datasets import ClassLabel, Features, Value
+
+    kinds = {"text": Value("string"), "int": Value("int64"), "float": Value("float32")}
+    features = {}
+    for name, kind in columns.items():
+        if kind.startswith("label:"):
+            features[name] = ClassLabel(num_classes=int(kind.split(":")[1]))
+        elif kind == "messages":
+            features[name] = [{"role": Value("string"), "content": Value("string")}]
+        elif kind in kinds:
+            features[name] = kinds[kind]
+        else:
+            return None  # a user's file: let the builder read its types
+    return Features(features)
+
+
+def write_cache(stand_in: DatasetStandIn, cache_root: Path) -> None:
+    """Writes every config and split of `stand_in` into the `datasets` cache at `cache_root`."""
+    from datasets.naming import camelcase_to_snakecase
+    from datasets.packaged_modules.json.json import Json
+
+    namespace, _, name = stand_in.id.rpartition("/")
+    name = camelcase_to_snakecase(name)
+    target_root = cache_root / (f"{namespace}___{name}" if namespace else name)
+    with tempfile.TemporaryDirectory(dir=cache_root) as scratch:
+        scratch_path = Path(scratch)
+        for config, columns in stand_in.configs.items():
+            data_files = {}
+            for split in stand_in.splits:
+                path = stand_in.rows_file or scratch_path / f"{config}-{split}.jsonl"
+                if stand_in.rows_file is None:
+                    count = TRAIN_ROWS if split.startswith("train") else OTHER_ROWS
+                    rows = (
+                        {column: _value(kind, row) for column, kind in columns.items()}
+                        for row in range(count)
+                    )
+                    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+                data_files[split] = str(path)
+            builder = Json(
+                cache_dir=str(scratch_path / "build"),
+                dataset_name=name,
+                config_name=config,
+                data_files=data_files,
+                features=_features(columns),
+                hash="0" * 16,
+            )
+            builder.download_and_prepare()
+            # The builder's folder is <name>/<config>-<data files hash>; the cache is looked up by config name.
+            built = next((scratch_path / "build" / name).glob(f"{config}*"))
+            target = target_root / config
+            if target.exists():
+                shutil.rmtree(target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(built), str(target))

@@ -1,0 +1,24 @@
+"""The one place `try` decides which device a run gets: the stand-in `neuron` device when this checkout has
+it (`compat_matrix.standin`), otherwise the CPU, labelled as such in every report."""
+
+from __future__ import annotations
+
+STANDIN_DEVICE = "neuron (stand-in on CPU)"
+CPU_DEVICE = "cpu (no neuron stand-in in this installation)"
+
+
+class DeviceUnavailable(Exception):
+    """The stand-in cannot be switched on here (unsupported torch, a real torch_neuronx installed)."""
+
+
+def device_environment(env: dict[str, str]) -> tuple[dict[str, str], str]:
+    """A copy of `env` with the stand-in switched on for a process and its children, and the device label."""
+    try:
+        from compat_matrix import standin
+    except ImportError:
+        return dict(env), CPU_DEVICE
+    try:
+        standin.check_supported()
+        return standin.activation_env(env), STANDIN_DEVICE
+    except standin.StandinUnavailable as error:
+        raise DeviceUnavailable(f"the neuron stand-in cannot run here: {error}") from error

@@ -1,0 +1,167 @@
+"""Tiny random models in place of Hub models, laid out as a real local Hub cache.
+
+A Hub id the model-id table knows (or `--model ID=MODEL_TYPE`) becomes a tiny random model of that
+architecture (`compat_matrix.tiny`), saved with `save_pretrained` together with a small tokenizer (a pad
+token, a chat template) into HF_HUB_CACHE/models--org--name/snapshots/<revision>/ with refs/main, so
+`from_pretrained`'s own loading code runs, offline. The cache is kept between tries (it only depends on the
+tiny-model revision, the id and the architecture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from compat_matrix import model_ids
+
+REVISION = "0" * 40  # one snapshot per stand-in; refs/main points at it
+CACHE_LAYOUT = 4  # bump when what is written here changes
+SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<|im_start|>", "<|im_end|>")
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+MARKER = "neuron-migrate-try.json"
+
+
+class CannotStandIn(Exception):
+    """A model the try cannot serve; the message is the run's reason."""
+
+
+@dataclass(frozen=True)
+class ModelStandIn:
+    id: str
+    model_type: str
+    parameters: int
+    source: str  # where the architecture came from (table, --model)
+
+    def as_report(self) -> dict:
+        return {
+            "id": self.id,
+            "architecture": self.model_type,
+            "parameters": self.parameters,
+            "source": self.source,
+        }
+
+
+def default_cache_root() -> Path:
+    base = os.environ.get("NEURON_MIGRATE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "neuron-migrate"
+    )
+    return Path(base) / "try-hub"
+
+
+def hub_cache_dir(root: Path) -> Path:
+    from compat_matrix.settings import ProbeSettings
+
+    return root / f"tiny-r{ProbeSettings().tiny_models_revision}-layout{CACHE_LAYOUT}" / "hub"
+
+
+def architecture(model_id: str, overrides: dict[str, str]) -> tuple[str, str]:
+    """(model_type, source) for a Hub id; raises CannotStandIn with the reason."""
+    if model_id in overrides:
+        return overrides[model_id], "--model"
+    entry = model_ids.table_entry(model_id)
+    if entry is None:
+        raise CannotStandIn(
+            f"model {model_id}: not in the model-id table; pass --model {model_id}=MODEL_TYPE "
+            "(its config.json's model_type)"
+        )
+    if not entry.model_type:
+        raise CannotStandIn(
+            f"model {model_id}: a {entry.task or 'non-Transformers'} model without a Transformers architecture "
+            "(no tiny stand-in for it)"
+        )
+    return entry.model_type, "model-id table"
+
+
+def ensure_model(cache: Path, model_id: str, model_type: str, source: str) -> ModelStandIn:
+    """The stand-in for `model_id` in the Hub cache at `cache`, written if missing."""
+    from filelock import FileLock
+
+    repo = cache / f"models--{model_id.replace('/', '--')}"
+    cache.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(cache / f".{repo.name}.lock")):
+        marker = repo / MARKER
+        if marker.is_file():
+            written = json.loads(marker.read_text())
+            if written.get("model_type") == model_type:
+                return ModelStandIn(model_id, model_type, written["parameters"], source)
+        parameters = _write(repo, model_type)
+        marker.write_text(json.dumps({"model_type": model_type, "parameters": parameters}))
+    return ModelStandIn(model_id, model_type, parameters, source)
+
+
+def _write(repo: Path, model_type: str) -> int:
+    import torch
+    from transformers import CONFIG_MAPPING, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+    )
+
+    from compat_matrix.tiny import build_tiny_config
+
+    if model_type not in CONFIG_MAPPING:
+        raise CannotStandIn(f"architecture {model_type!r} is not one the installed Transformers knows")
+    config = build_tiny_config(model_type)
+    # BERT-style tokenizers also return the segment ids the model's token_type embeddings take.
+    tokenizer = build_tokenizer(token_type_ids=(getattr(config, "type_vocab_size", 0) or 0) > 1)
+    for name in ("pad_token", "bos_token", "eos_token"):
+        setattr(config, f"{name}_id", tokenizer.convert_tokens_to_ids(getattr(tokenizer, name)))
+    if getattr(config, "is_encoder_decoder", False):  # released seq2seq checkpoints start decoding at pad
+        config.decoder_start_token_id = config.pad_token_id
+    torch.manual_seed(0)
+    # The head a checkpoint of that kind carries; a script loading another head initialises it, as with real ones.
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        auto = AutoModelForCausalLM
+    elif model_type in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
+        auto = AutoModelForSeq2SeqLM
+    else:
+        auto = AutoModel
+    model = auto.from_config(config)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.pad_token_id = config.pad_token_id
+        model.generation_config.decoder_start_token_id = getattr(config, "decoder_start_token_id", None)
+    parameters = sum(parameter.numel() for parameter in model.parameters())
+    if repo.exists():
+        shutil.rmtree(repo)
+    repo.mkdir(parents=True)
+    scratch = tempfile.mkdtemp(dir=repo)
+    model.save_pretrained(scratch)
+    tokenizer.save_pretrained(scratch)
+    (repo / "snapshots").mkdir()
+    os.replace(scratch, repo / "snapshots" / REVISION)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(REVISION)
+    return parameters
+
+
+def build_tokenizer(token_type_ids: bool = False):
+    """A character-level tokenizer (printable ASCII, specials first) with a pad token and a chat template:
+    its ids stay below the tiny models' vocabulary, and decoding gives the text back."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    characters = ["\n", "\t", *(chr(code) for code in range(33, 127))]
+    vocabulary = {token: index for index, token in enumerate([*SPECIAL_TOKENS, "▁", *characters])}
+    backend = Tokenizer(models.BPE(vocab=vocabulary, merges=[], unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="never")
+    backend.decoder = decoders.Metaspace(prepend_scheme="never")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        additional_special_tokens=["<|im_start|>", "<|im_end|>"],
+        **(
+            {"model_input_names": ["input_ids", "token_type_ids", "attention_mask"]} if token_type_ids else {}
+        ),
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer

@@ -1,0 +1,381 @@
+"""From the file a user gives `neuron-migrate try` to the runs it makes, the way its user runs it.
+
+- a `.py`: `python SCRIPT ARGS` (`torchrun --nproc_per_node=2` when the code needs several processes);
+- a shell launcher: read with the project's shell parser (tree-sitter's bash grammar). bash runs a copy of it
+  in which each launch (`python`, `torchrun`, `accelerate launch`, `trl`, `deepspeed`) only records its
+  expanded command line, working directory and environment, and each set-up command that reaches the
+  network (`pip install`, `aws s3`, `huggingface-cli`, `git clone`, ...) or activates another environment is
+  listed instead of run; the recorded launches are then run one by one;
+- a notebook: its code cells in order, in a real kernel (nbclient + ipykernel), `!torchrun` cells included;
+  network set-up lines are listed, not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from migrator.shell.syntax import parse, word
+
+LAUNCH_PROGRAMS = frozenset({"python", "python3", "torchrun", "accelerate", "deepspeed", "trl"})
+NETWORK_PROGRAMS = {
+    "pip": "installs packages from an index",
+    "pip3": "installs packages from an index",
+    "conda": "installs packages from a channel",
+    "mamba": "installs packages from a channel",
+    "apt": "installs system packages",
+    "apt-get": "installs system packages",
+    "aws": "reaches AWS (S3, ECR, SageMaker)",
+    "gsutil": "reaches cloud storage",
+    "huggingface-cli": "reaches the Hugging Face Hub",
+    "hf": "reaches the Hugging Face Hub",
+    "git": "reaches a remote repository",
+    "wget": "downloads",
+    "curl": "downloads",
+    "docker": "pulls or runs a container image",
+}
+LOCAL_GIT_COMMANDS = frozenset({"status", "diff", "log", "rev-parse", "show", "config"})
+ENVIRONMENT_ACTIVATION = "activates another environment (the try uses the one neuron-migrate runs in)"
+PRECOMPILE = (
+    "neuron_parallel_compile: a pre-compilation run of the PyTorch/XLA flow (TorchNeuron compiles as it runs)"
+)
+WRAPPERS = frozenset(
+    {
+        "time",
+        "nohup",
+        "exec",
+        "command",
+        "builtin",
+        "env",
+        "srun",
+        "mpirun",
+        "mpiexec",
+        "timeout",
+        "numactl",
+        "taskset",
+        "stdbuf",
+        "nice",
+    }
+)
+MAX_PROCESSES = 2
+LAUNCHER_TIMEOUT_S = 120
+
+
+class PlanError(Exception):
+    """The input cannot be tried at all (usage error): the message is the one line shown."""
+
+
+@dataclass
+class Launch:
+    label: str  # the command as its user would type it
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str] = field(default_factory=dict)  # what the launcher exported for it
+    scripts: list[Path] = field(default_factory=list)  # Python files it runs (their code is scanned)
+    arguments: list[str] = field(default_factory=list)  # the scripts' own arguments
+    notebook: Path | None = None
+    line: int | None = None  # where a launcher runs it
+    processes: int = 1
+
+
+@dataclass
+class Skipped:
+    command: str
+    reason: str
+    line: int | None = None  # a launcher's line
+    cell: int | None = None  # a notebook's code cell
+
+    def as_report(self) -> dict:
+        return {"command": self.command, "reason": self.reason, "line": self.line, "cell": self.cell}
+
+
+@dataclass
+class Plan:
+    kind: str  # script / launcher / notebook
+    launches: list[Launch]
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+# -- commands ----------------------------------------------------------------------------------------------
+def program_words(words: list[str]) -> list[str]:
+    """The words from the program that wrappers (`time`, `env A=1`, `srun -N1 ...`, `nohup`) launch."""
+    index = 0
+    while index < len(words):
+        name = os.path.basename(words[index])
+        if name in LAUNCH_PROGRAMS or name in NETWORK_PROGRAMS or name == "neuron_parallel_compile":
+            break
+        if name in WRAPPERS or "=" in words[index] or words[index].startswith("-") or words[index].isdigit():
+            index += 1
+            continue
+        break
+    return words[index:]
+
+
+def classify(words: list[str]) -> tuple[str, str] | None:
+    """("launch", "") / ("skip", reason) / None (run as it is) for one command's words."""
+    words = program_words(words)
+    if not words:
+        return None
+    program = os.path.basename(words[0])
+    rest = words[1:]
+    if program == "neuron_parallel_compile":
+        return "skip", PRECOMPILE
+    if program in ("source", "."):
+        return ("skip", ENVIRONMENT_ACTIVATION) if rest and rest[0].endswith("activate") else None
+    if program in ("conda", "mamba") and rest[:1] == ["activate"] or program == "module":
+        return "skip", ENVIRONMENT_ACTIVATION
+    if program.startswith("python") and rest[:2] == ["-m", "pip"]:
+        return "skip", NETWORK_PROGRAMS["pip"]
+    if program == "git" and rest[:1] and rest[0] in LOCAL_GIT_COMMANDS:
+        return None
+    if program in NETWORK_PROGRAMS:
+        return "skip", NETWORK_PROGRAMS[program]
+    if program in ("python", "python3") or program.startswith("python3."):
+        return ("launch", "") if rest and rest[0] not in ("-c", "--version", "-V") else None
+    if program == "accelerate":
+        return ("launch", "") if rest[:1] == ["launch"] else None
+    if program in LAUNCH_PROGRAMS:
+        return "launch", ""
+    return None
+
+
+# -- .py ---------------------------------------------------------------------------------------------------
+def plan_script(script: Path, arguments: list[str], multi_process: str | None) -> Plan:
+    if multi_process:
+        argv = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc_per_node={MAX_PROCESSES}",
+            script.name,
+        ]
+        label = f"torchrun --nproc_per_node={MAX_PROCESSES} {script.name}"
+        processes = MAX_PROCESSES
+    else:
+        argv, label, processes = [sys.executable, script.name], f"python {script.name}", 1
+    launch = Launch(
+        " ".join([label, *map(shlex.quote, arguments)]),
+        [*argv, *arguments],
+        script.parent,
+        scripts=[script],
+        arguments=list(arguments),
+        processes=processes,
+    )
+    return Plan("script", [launch])
+
+
+# -- shell launchers ---------------------------------------------------------------------------------------
+RECORDER = r"""
+__nm_try_launch() {
+    local line=$1; shift
+    # Named by time: a launch in a pipeline or $(...) runs in a subshell, where a counter would not advance.
+    local record="$NM_TRY_RECORD/launch-$(date +%s%N)-$BASHPID"
+    printf '%s\0' "$line" "$PWD" "$@" > "$record.argv"
+    env -0 > "$record.env"
+    return 0
+}
+__nm_try_skip() {
+    printf '%s\t%s\n' "$1" "$2" >> "$NM_TRY_RECORD/skipped"
+    return 0
+}
+"""
+
+
+def _commands(node):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.type == "command":
+            yield current
+        stack.extend(reversed(current.children))
+
+
+def _command_words(command, data: bytes) -> tuple[list, list[str]]:
+    nodes = [
+        child
+        for child in command.named_children
+        if child.type not in ("variable_assignment", "file_redirect", "comment", "herestring_redirect")
+    ]
+    return nodes, [word(node, data).value for node in nodes]
+
+
+def recorder_script(text: str) -> str:
+    """A copy of the launcher whose launches record themselves and whose set-up commands are listed."""
+    data = text.encode()
+    edits: list[tuple[int, int, str]] = []
+    for command in _commands(parse(data).root_node):
+        nodes, words = _command_words(command, data)
+        kind = classify(words)
+        if kind is None or not nodes:
+            continue
+        line = command.start_point[0] + 1
+        start = nodes[0].start_byte
+        program_index = len(words) - len(program_words(words))
+        if kind[0] == "launch":
+            program_start = nodes[program_index].start_byte
+            edits.append((start, program_start, f"__nm_try_launch {line} "))
+        else:
+            shown = " ".join(words)
+            edits.append(
+                (start, command.end_byte, f"__nm_try_skip {line} {shlex.quote(shown + chr(9) + kind[1])}")
+            )
+    for start, end, replacement in sorted(edits, reverse=True):
+        data = data[:start] + replacement.encode() + data[end:]
+    return RECORDER + data.decode()
+
+
+def plan_launcher(launcher: Path, sandbox_launcher: Path, arguments: list[str], env: dict[str, str]) -> Plan:
+    """Runs the recorder copy of `sandbox_launcher` with bash, in its folder, and reads what it recorded."""
+    text = sandbox_launcher.read_text(encoding="utf-8", errors="replace")
+    recorder = recorder_script(text)
+    record = sandbox_launcher.parent / ".neuron-migrate-try-record"
+    record.mkdir(exist_ok=True)
+    copy = record / "launcher.sh"
+    copy.write_text(recorder, encoding="utf-8")
+    try:
+        result = subprocess.run(
+            ["bash", str(copy), *arguments],
+            cwd=sandbox_launcher.parent,
+            env={**env, "NM_TRY_RECORD": str(record)},
+            capture_output=True,
+            text=True,
+            timeout=LAUNCHER_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise PlanError(
+            f"{launcher}: its commands other than the launches ran over {LAUNCHER_TIMEOUT_S} s"
+        ) from error
+    skipped = []
+    skipped_file = record / "skipped"
+    if skipped_file.is_file():
+        for row in skipped_file.read_text(encoding="utf-8").splitlines():
+            line, command, reason = (row.split("\t", 2) + ["", ""])[:3]
+            skipped.append(Skipped(command, reason, int(line) if line.isdigit() else None))
+    launches = [_recorded_launch(path, env) for path in sorted(record.glob("launch-*.argv"))]
+    if not launches and result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
+        raise PlanError(f"{launcher}: bash stopped before any launch: {last}")
+    if not launches:
+        raise PlanError(
+            f"{launcher}: no launch found (python SCRIPT, torchrun, accelerate launch, trl, deepspeed); nothing to try"
+        )
+    return Plan("launcher", launches, skipped)
+
+
+def _recorded_launch(path: Path, base_env: dict[str, str]) -> Launch:
+    line, cwd, *words = path.read_bytes().decode(errors="replace").split("\0")[:-1]
+    environment = {}
+    env_file = path.with_suffix(".env")
+    if env_file.is_file():
+        for entry in env_file.read_bytes().decode(errors="replace").split("\0"):
+            name, has_value, value = entry.partition("=")
+            if (
+                has_value
+                and base_env.get(name) != value
+                and not name.startswith(("NM_TRY_", "BASH_FUNC_"))
+                and name not in ("PWD", "OLDPWD", "SHLVL", "_")
+            ):
+                environment[name] = value
+    label = " ".join(shlex.quote(w) for w in words)
+    argv, scripts, arguments, processes = _runnable(words, Path(cwd))
+    return Launch(
+        label, argv, Path(cwd), environment, scripts, arguments, line=int(line), processes=processes
+    )
+
+
+def _runnable(words: list[str], cwd: Path) -> tuple[list[str], list[Path], list[str], int]:
+    """The argv to run (this interpreter's python/torchrun/accelerate), the Python scripts it runs, their
+    arguments and the processes it asks for (capped: the bootstrap caps what a launcher starts)."""
+    program = os.path.basename(words[0])
+    script_index = next((i for i, w in enumerate(words) if w.endswith(".py")), None)
+    scripts = [cwd / words[script_index]] if script_index is not None else []
+    # Without a script (`trl sft --model_name_or_path X`, `python -m pkg`), the command line is the arguments.
+    arguments = words[script_index + 1 :] if script_index is not None else words[1:]
+    processes = 1
+    for index, w in enumerate(words[: script_index or len(words)]):
+        name, _, value = w.partition("=")
+        if name in (
+            "--nproc_per_node",
+            "--nproc-per-node",
+            "--num_processes",
+            "--num-processes",
+            "--num_gpus",
+        ):
+            value = value or (words[index + 1] if index + 1 < len(words) else "")
+            processes = min(int(value), MAX_PROCESSES) if value.isdigit() else MAX_PROCESSES
+    bin_dir = Path(sys.executable).parent
+    if program.startswith("python"):
+        argv = [sys.executable, *words[1:]]
+    elif (bin_dir / program).exists():
+        argv = [sys.executable, str(bin_dir / program), *words[1:]]
+    else:
+        argv = list(words)
+    return argv, scripts, arguments, processes
+
+
+# -- notebooks ---------------------------------------------------------------------------------------------
+def notebook_cells(notebook: Path) -> list[str]:
+    try:
+        document = json.loads(notebook.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise PlanError(f"{notebook}: not a readable notebook ({error})") from error
+    cells = document.get("cells") if isinstance(document, dict) else None
+    if not isinstance(cells, list):
+        raise PlanError(f"{notebook}: not a notebook (no cells)")
+    sources = []
+    for cell in cells:
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            source = cell.get("source", "")
+            sources.append("".join(source) if isinstance(source, list) else str(source))
+    return sources
+
+
+def notebook_shell_lines(source: str) -> list[tuple[int, str]]:
+    """(line index, command) of a cell's `!cmd` / `%pip` / `%conda` lines and of a `%%bash` cell's lines."""
+    lines = source.splitlines()
+    if lines and lines[0].startswith(("%%bash", "%%sh", "%%script bash")):
+        return [(index, line) for index, line in enumerate(lines[1:], start=1) if line.strip()]
+    found = []
+    for index, line in enumerate(lines):
+        stripped = line.lstrip()
+        if stripped.startswith("!") and not stripped.startswith("!="):
+            found.append((index, stripped.lstrip("!")))
+        elif stripped.startswith(("%pip", "%conda")):
+            found.append((index, stripped[1:]))
+    return found
+
+
+def plan_notebook(notebook: Path, sandbox_notebook: Path) -> tuple[Plan, list[str]]:
+    """The notebook run, and the cells as the kernel gets them (network set-up lines replaced by a print)."""
+    cells = notebook_cells(sandbox_notebook)
+    skipped: list[Skipped] = []
+    executed = []
+    for number, source in enumerate(cells, start=1):
+        lines = source.splitlines()
+        for index, command in notebook_shell_lines(source):
+            try:
+                words = shlex.split(command, comments=True)
+            except ValueError:
+                continue
+            kind = classify(words)
+            if kind is not None and kind[0] == "skip":
+                skipped.append(Skipped(command.strip(), kind[1], cell=number))
+                indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
+                note = "neuron-migrate try: not run: " + command.strip()
+                in_bash = lines[0].startswith("%%")
+                lines[index] = indent + (f"echo {shlex.quote(note)}" if in_bash else f"print({note!r})")
+        executed.append("\n".join(lines))
+    argv = [sys.executable, "-m", "compat_matrix.trial.kernel", sandbox_notebook.name]
+    launch = Launch(
+        f"notebook {notebook.name} ({len(cells)} code cells)",
+        argv,
+        sandbox_notebook.parent,
+        notebook=notebook,
+    )
+    return Plan("notebook", [launch], skipped), executed

@@ -1,0 +1,253 @@
+"""What one try run measured, from the reports its processes wrote, as JSON and as text."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+RAN, FAILED, NOT_RUN = "ran", "failed", "not-run"
+# Dynamo's guard failure for a size: "tensor 'input_ids' size mismatch at index 1. expected 12, actual 15"
+SIZE_MISMATCH = re.compile(r"size mismatch at index (\d+)\. expected (\d+), actual (\d+)")
+GUARD_ID = re.compile(r"^\d+/\d+: ")
+
+
+@dataclass
+class RunReport:
+    command: str
+    status: str = NOT_RUN
+    reason: str = ""
+    error: dict | None = None  # type, message, file, line (the user's frame nearest the raise)
+    device: str = ""
+    steps: int = 0
+    processes: int = 0
+    loss_finite: bool | None = None  # None: no loss was computed (an inference run)
+    last_loss: float | None = None
+    generate_calls: int = 0
+    compile_count: int = 0  # graphs Dynamo compiled (a recompile is one more)
+    device_graphs: int = 0  # graphs the neuron backend compiled after AOT autograd (forward and backward)
+    recompile_count: int = 0
+    recompile_reasons: list[dict] = field(default_factory=list)  # reason, file, line, code, count
+    graph_breaks: list[dict] = field(default_factory=list)  # reason, count
+    dynamic_shapes_rejected: int = 0
+    unsupported_ops: list[str] = field(default_factory=list)
+    cpu_fallback_ops: list[str] = field(default_factory=list)
+    models: list[dict] = field(default_factory=list)
+    datasets: list[dict] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)  # set-up commands listed, not run
+    launcher_capped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    timings: dict = field(default_factory=dict)  # where the seconds went: see docs/try.md
+    exit_code: int | None = None
+    output_tail: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def load_process_reports(folder: Path) -> list[dict]:
+    reports = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            reports.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return reports
+
+
+def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str] | None = None) -> None:
+    """Fills `run` from its processes' reports: launchers (torchrun itself) only say what they capped."""
+    for report in reports:
+        run.launcher_capped += [c for c in report.get("launcher_capped", []) if c not in run.launcher_capped]
+    workers = [report for report in reports if report.get("role") == "worker" and _did_work(report)]
+    if not workers:
+        return
+    ranks = {report.get("rank") for report in workers}
+    run.processes = len(ranks) if None not in ranks else max(1, len(workers))
+    lead = min(workers, key=lambda report: (report.get("rank") not in ("0", None), report.get("pid", 0)))
+    run.steps = max(report.get("steps", 0) for report in workers)
+    if any(report.get("loss_count") for report in workers):
+        run.loss_finite = not any(report.get("nonfinite_losses") for report in workers)
+        losses = lead.get("losses") or [loss for report in workers for loss in report.get("losses", [])]
+        run.last_loss = losses[-1] if losses and math.isfinite(losses[-1]) else None
+    run.generate_calls = lead.get("generate_calls", 0)
+    run.compile_count = lead.get("unique_graphs", 0)
+    run.device_graphs = lead.get("device_graphs", 0)
+    run.timings = {
+        **lead.get("marks", {}),
+        "compile_seconds": lead.get("compile_seconds", 0.0),
+        "process_seconds": lead.get("seconds"),
+    }
+    run.recompile_count = len(lead.get("recompiles", []))
+    run.recompile_reasons = _recompile_reasons(lead.get("recompiles", []), cell_sources)
+    run.graph_breaks = [
+        {"reason": reason, "count": count}
+        for reason, count in sorted(lead.get("graph_breaks", {}).items(), key=lambda item: -item[1])
+    ]
+    run.unsupported_ops = sorted({op for report in workers for op in report.get("unsupported_ops", [])})
+    run.cpu_fallback_ops = sorted({op for report in workers for op in report.get("cpu_fallback_ops", [])})
+    loaded = {model["id"]: model for model in lead.get("models", [])}
+    for model in run.models:  # the stand-ins served, and whether the run loaded them
+        model["loaded"] = model["id"] in loaded
+    served = {model["id"] for model in run.models}
+    run.models += [  # what it loaded from local folders, as they are
+        {
+            "id": model_id,
+            "architecture": model.get("model_type"),
+            "parameters": model.get("parameters"),
+            "source": "local",
+        }
+        for model_id, model in loaded.items()
+        if model_id not in served
+    ]
+    errors = sorted(
+        (report["error"] for report in workers if report.get("error")), key=lambda e: e.get("time", 0)
+    )
+    if errors:
+        run.error = _error(errors[0], cell_sources)
+    run.dynamic_shapes_rejected = sum(
+        1
+        for error in errors
+        if any("DynamicShapeRejected" in text for text in [*error.get("chain", []), error.get("message", "")])
+    )
+
+
+def _did_work(report: dict) -> bool:
+    return bool(
+        report.get("steps")
+        or report.get("models")
+        or report.get("error")
+        or report.get("generate_calls")
+        or report.get("unique_graphs")
+        or report.get("loss_count")
+    )
+
+
+def _cell_location(location: dict, cell_sources: list[str] | None) -> dict:
+    """A kernel's cell file -> the notebook's code-cell number (matched by the cell's source)."""
+    source = location.pop("cell_source", None)
+    if source is not None and cell_sources is not None:
+        for number, cell in enumerate(cell_sources, start=1):
+            if cell.strip() and cell.strip() == source.strip():
+                location["cell"] = number
+                location["file"] = "notebook"
+                break
+    return location
+
+
+def _recompile_reasons(recompiles: list[dict], cell_sources: list[str] | None) -> list[dict]:
+    """One entry per place in the user's code and kind of guard failure, with how often it recompiled."""
+    grouped: dict[tuple, dict] = {}
+    for recompile in recompiles:
+        user = _cell_location(dict(recompile.get("user") or {}), cell_sources)
+        reasons = recompile.get("reasons") or ["guard failure"]
+        first = GUARD_ID.sub("", reasons[0])
+        match = SIZE_MISMATCH.search(first)
+        kind = SIZE_MISMATCH.sub(r"size mismatch at index \1", first)
+        key = (user.get("file"), user.get("cell"), user.get("line"), kind)
+        entry = grouped.get(key)
+        if entry is None:
+            entry = grouped[key] = {
+                "reason": first,
+                "explanation": "",
+                "function": recompile.get("function", ""),
+                "file": user.get("file"),
+                "cell": user.get("cell"),
+                "line": user.get("line"),
+                "code": user.get("code", ""),
+                "count": 0,
+                "sizes": [int(match.group(2))] if match else [],
+            }
+        entry["count"] += 1
+        if match:
+            entry["sizes"].append(int(match.group(3)))
+            entry["explanation"] = (
+                f"new size at dimension {match.group(1)} ({' -> '.join(map(str, entry['sizes']))}): an input whose "
+                "length changes from call to call (padding to the longest sequence of each batch) compiles a new "
+                "graph on the device each time; pad to a fixed length"
+            )
+    return list(grouped.values())
+
+
+def _error(error: dict, cell_sources: list[str] | None) -> dict:
+    user = _cell_location(dict(error.get("user") or {}), cell_sources)
+    return {
+        "type": error.get("type"),
+        "message": (error.get("message") or "").strip().splitlines()[0][:500] if error.get("message") else "",
+        "file": user.get("file"),
+        "cell": user.get("cell"),
+        "line": user.get("line"),
+        "code": user.get("code", ""),
+    }
+
+
+def where(entry: dict) -> str:
+    if entry.get("file") is None:
+        return "(no frame of your code)"
+    if entry.get("cell") is not None:
+        return f"cell {entry['cell']}:{entry.get('line')}"
+    return f"{entry['file']}:{entry.get('line')}"
+
+
+def text_lines(runs: list[RunReport]) -> list[str]:
+    lines = []
+    for run in runs:
+        head = f"{run.status.upper():8} {run.command}"
+        lines.append(head)
+        if run.reason:
+            lines.append(f"         {run.reason}")
+        if run.status != NOT_RUN:
+            loss = (
+                ""
+                if run.loss_finite is None
+                else (
+                    f", loss {run.last_loss:.4g}"
+                    if run.loss_finite and run.last_loss is not None
+                    else ", loss NOT finite"
+                    if run.loss_finite is False
+                    else ""
+                )
+            )
+            lines.append(
+                f"         {run.steps} step(s), {run.processes} process(es){loss}, {run.compile_count} graph(s) compiled "
+                f"({run.device_graphs} for the device), "
+                f"{run.recompile_count} recompile(s), {len(run.graph_breaks)} graph break(s), {run.seconds:.1f} s on {run.device}"
+            )
+        for entry in run.recompile_reasons:
+            lines.append(
+                f"         recompile x{entry['count']} at {where(entry)}: {entry['explanation'] or entry['reason']}"
+            )
+            if entry.get("code"):
+                lines.append(f"             {entry['code']}")
+        for entry in run.graph_breaks:
+            lines.append(f"         graph break x{entry['count']}: {entry['reason'].splitlines()[0][:200]}")
+        for name, values in (
+            ("unsupported on the device", run.unsupported_ops),
+            ("run on CPU by TorchNeuron", run.cpu_fallback_ops),
+        ):
+            if values:
+                lines.append(f"         {name}: {', '.join(values)}")
+        if run.dynamic_shapes_rejected:
+            lines.append(f"         dynamic shapes rejected: {run.dynamic_shapes_rejected}")
+        for model in run.models:
+            lines.append(
+                f"         model {model['id']}: tiny {model.get('architecture')} ({model.get('parameters')} parameters, {model.get('source')})"
+            )
+        for dataset in run.datasets:
+            lines.append(
+                f"         dataset {dataset['id']}: {', '.join(dataset['columns'])} ({dataset['source']})"
+            )
+        for capped in run.launcher_capped:
+            lines.append(f"         launcher capped: {capped}")
+        for skipped in run.skipped:
+            at = f" (line {skipped['line']})" if skipped.get("line") else ""
+            at = f" (cell {skipped['cell']})" if skipped.get("cell") else at
+            lines.append(f"         not run{at}: {skipped['command']}: {skipped['reason']}")
+    return lines
+
+
+def summary(runs: list[RunReport]) -> str:
+    counts = {status: sum(run.status == status for run in runs) for status in (RAN, FAILED, NOT_RUN)}
+    return f"neuron-migrate try: {counts[RAN]} ran, {counts[FAILED]} failed, {counts[NOT_RUN]} not run"

@@ -1,0 +1,424 @@
+"""`neuron-migrate try`'s engine: plan the runs of a file, serve its models and data, run, measure, report.
+
+Every run works in a temporary copy of the tried file's folder (the user's files are never written), with
+the stand-in `neuron` device switched on for it and its children, Hub access offline, and the bootstrap
+(`bootstrap/sitecustomize.py`) first on PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compat_matrix.trial import data, hub, plan, scan
+from compat_matrix.trial.device import DeviceUnavailable, device_environment
+from compat_matrix.trial.report import FAILED, NOT_RUN, RAN, RunReport, load_process_reports, merge_processes
+
+BOOTSTRAP = Path(__file__).with_name("bootstrap")
+LAUNCHER_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
+SKIP_DIRS = frozenset(
+    {".git", ".venv", "venv", "__pycache__", "node_modules", ".ipynb_checkpoints", ".mypy_cache"}
+)
+COPY_BUDGET_BYTES = 256 * 1024 * 1024  # beyond this, files are linked (read-only use), not copied
+BIG_FILE_BYTES = 16 * 1024 * 1024
+MIRRORED_FILES = 5000
+OUTPUT_TAIL_LINES = 40
+# How a load of something the offline Hub cache does not hold fails (transformers, huggingface_hub).
+HUB_MISSES = (
+    "couldn't connect to 'https://huggingface.co'",
+    "LocalEntryNotFoundError",
+    "offline mode",
+    "not a valid model identifier",
+)
+
+
+class TryUsageError(Exception):
+    """Bad input for `try` as a whole (exit 2): the message is the one line shown."""
+
+
+@dataclass
+class TryOptions:
+    steps: int = 3
+    timeout_s: float = 600.0
+    max_new_tokens: int = 4
+    models: dict[str, str] = field(default_factory=dict)  # --model ID=MODEL_TYPE
+    datasets: dict[str, Path] = field(default_factory=dict)  # --dataset ID=FILE.jsonl
+    cache_root: Path | None = None
+    show_output: bool = True
+    echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
+
+
+def file_kind(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix == ".py":
+        return "script"
+    if suffix == ".ipynb":
+        return "notebook"
+    if suffix in LAUNCHER_SUFFIXES:
+        return "launcher"
+    try:
+        first = path.open("rb").readline()
+    except OSError:
+        first = b""
+    if first.startswith(b"#!") and any(shell in first for shell in (b"bash", b"/sh", b"zsh")):
+        return "launcher"
+    if first.startswith(b"#!") and b"python" in first:
+        return "script"
+    raise TryUsageError(f"{path}: not a Python script, shell launcher or notebook (.py, .sh, .ipynb)")
+
+
+def try_path(path: Path, arguments: list[str], options: TryOptions) -> list[RunReport]:
+    """Every run of `path`; raises TryUsageError for input that cannot be tried at all."""
+    if not path.exists():
+        raise TryUsageError(f"{path}: no such file")
+    if not path.is_file():
+        raise TryUsageError(f"{path}: not a file (try one script, launcher or notebook at a time)")
+    kind = file_kind(path)
+    try:
+        base_env, device = device_environment(dict(os.environ))
+    except DeviceUnavailable as error:
+        raise TryUsageError(str(error)) from error
+    if kind == "script":
+        problem = _syntax_error(path)
+        if problem:
+            return [RunReport(f"python {path.name}", NOT_RUN, problem, device=device)]
+    work = Path(tempfile.mkdtemp(prefix="neuron-migrate-try-"))
+    try:
+        sandbox = work / "run"
+        _mirror(path.parent, sandbox)
+        env = _environment(base_env, work, options)
+        try:
+            the_plan, cells = _plan(kind, path, sandbox / path.name, arguments, env)
+        except plan.PlanError as error:
+            raise TryUsageError(str(error)) from error
+        trial = _Trial(path, kind, sandbox, work, env, device, cells, options)
+        runs = []
+        for index, launch in enumerate(the_plan.launches, start=1):
+            if len(the_plan.launches) > 1:
+                options.echo(f"neuron-migrate try: run {index}/{len(the_plan.launches)}: {launch.label}")
+            run = trial.run(launch, index)
+            run.skipped = [skipped.as_report() for skipped in the_plan.skipped]
+            runs.append(run)
+        return runs
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _syntax_error(path: Path) -> str | None:
+    try:
+        compile(path.read_bytes(), str(path), "exec")
+    except SyntaxError as error:
+        return f"{path}:{error.lineno}: SyntaxError: {error.msg}; not run"
+    except (OSError, ValueError) as error:
+        return f"{path}: cannot read it: {error}"
+    return None
+
+
+def _plan(kind: str, path: Path, sandboxed: Path, arguments: list[str], env: dict[str, str]):
+    if kind == "script":
+        facts = scan.read_python(sandboxed.read_text(encoding="utf-8", errors="replace"), arguments)
+        return plan.plan_script(sandboxed, arguments, facts.multi_process), None
+    if kind == "launcher":
+        return plan.plan_launcher(path, sandboxed, arguments, env), None
+    if arguments:
+        raise plan.PlanError(f"{path}: a notebook takes no arguments")
+    return plan.plan_notebook(path, sandboxed)
+
+
+def _mirror(source: Path, target: Path) -> None:
+    """A copy of the user's folder to run in; past the copy budget (or for big files), links to the files,
+    and past MIRRORED_FILES files, links to whole folders (a script in a home folder must not walk all of it)."""
+    budget, files_seen = COPY_BUDGET_BYTES, 0
+    for root, dirs, files in os.walk(source):
+        dirs[:] = [name for name in dirs if name not in SKIP_DIRS]
+        here = target / Path(root).relative_to(source)
+        here.mkdir(parents=True, exist_ok=True)
+        files_seen += len(files)
+        if files_seen > MIRRORED_FILES:
+            for name in dirs:
+                (here / name).symlink_to(Path(root, name).resolve())
+            dirs.clear()
+        for name in files:
+            origin = Path(root, name)
+            try:
+                size = origin.stat().st_size
+            except OSError:
+                continue
+            if size > BIG_FILE_BYTES or size > budget:
+                (here / name).symlink_to(origin.resolve())
+            else:
+                shutil.copy2(origin, here / name)
+                budget -= size
+
+
+def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[str, str]:
+    cache_root = options.cache_root or hub.default_cache_root()
+    env = dict(base)
+    env.update(
+        {
+            "HF_HUB_CACHE": str(hub.hub_cache_dir(cache_root)),
+            "HF_DATASETS_CACHE": str(work / "datasets"),
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            # `token=True` needs a token to exist, even offline; the stand-ins need none.
+            "HF_TOKEN": base.get("HF_TOKEN") or "neuron-migrate-try-offline",
+            "WANDB_MODE": "disabled",
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(BOOTSTRAP), base.get("PYTHONPATH", "")])),
+        }
+    )
+    return env
+
+
+def _serve(facts: scan.CodeFacts, options: TryOptions, env: dict[str, str], run: RunReport) -> dict[str, str]:
+    if not (facts.model_ids or facts.datasets or options.models or options.datasets):
+        return {}
+    with _quiet_libraries():
+        return _serve_quietly(facts, options, env, run)
+
+
+@contextlib.contextmanager
+def _quiet_libraries():
+    """Writing stand-ins is the try's own work: no progress bars or deprecation warnings from the libraries."""
+    import warnings
+
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+    verbosity = transformers.utils.logging.get_verbosity()
+    transformers.utils.logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        transformers.utils.logging.set_verbosity(verbosity)
+        transformers.utils.logging.enable_progress_bar()
+        datasets.enable_progress_bars()
+
+
+def _serve_quietly(
+    facts: scan.CodeFacts, options: TryOptions, env: dict[str, str], run: RunReport
+) -> dict[str, str]:
+    """Writes the models and datasets the code asks for; returns the model ids it could not serve (with the
+    reason, shown if the run then fails on one). Sets run.status = NOT_RUN when a dataset cannot be served."""
+    unserved = {}
+    cache = Path(env["HF_HUB_CACHE"])
+    for model_id in sorted(facts.model_ids | set(options.models)):
+        try:
+            model_type, source = hub.architecture(model_id, options.models)
+        except hub.CannotStandIn as error:
+            unserved[model_id] = str(error)
+            continue
+        try:
+            run.models.append(hub.ensure_model(cache, model_id, model_type, source).as_report())
+        except Exception as error:  # a tiny model of some architectures cannot be built: say so, run on
+            unserved[model_id] = (
+                f"model {model_id}: its tiny {model_type} stand-in could not be built ({error})"
+            )
+    datasets_root = Path(env["HF_DATASETS_CACHE"])
+    datasets_root.mkdir(parents=True, exist_ok=True)
+    requests = dict(facts.datasets)
+    variable_splits = requests.pop("", data.DatasetRequest("")).splits
+    for dataset_id in options.datasets:
+        requests.setdefault(dataset_id, data.DatasetRequest(dataset_id, columns=set(facts.columns)))
+    for request in requests.values():
+        request.splits |= variable_splits
+        request.columns |= facts.columns
+        try:
+            stand_in = data.stand_in(request, options.datasets.get(request.id))
+            data.write_cache(stand_in, datasets_root)
+        except data.CannotStandIn as error:
+            run.status, run.reason = NOT_RUN, str(error)
+            return unserved
+        except Exception as error:  # rows of a user's --dataset file the builder cannot read, ...
+            run.status, run.reason = (
+                NOT_RUN,
+                f"dataset {request.id}: its stand-in could not be written ({error})",
+            )
+            return unserved
+        run.datasets.append(stand_in.as_report())
+    return unserved
+
+
+def _facts(launch: plan.Launch, cells: list[str] | None) -> scan.CodeFacts:
+    facts = scan.CodeFacts()
+    sources = [(script, None) for script in launch.scripts if script.is_file()]
+    for script, _ in sources:
+        try:
+            facts.merge(
+                scan.read_python(script.read_text(encoding="utf-8", errors="replace"), launch.arguments)
+            )
+        except SyntaxError:
+            continue  # the run itself reports it, from the user's own traceback
+    if not launch.scripts and launch.notebook is None:  # a command line only: its Hub ids are arguments
+        facts.merge(scan.read_python("", launch.arguments))
+    for cell in cells or []:
+        facts.merge(_cell_facts(cell))
+    return facts
+
+
+def _cell_facts(cell: str) -> scan.CodeFacts:
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        return scan.read_python(TransformerManager().transform_cell(cell))
+    except SyntaxError:
+        return scan.CodeFacts()
+
+
+@dataclass
+class _Trial:
+    """One tried file: where its runs work, with what environment and device."""
+
+    path: Path  # as the user named it
+    kind: str
+    sandbox: Path  # the copy of its folder the runs work in
+    work: Path  # the try's temporary folder (sandbox, datasets cache, process reports)
+    env: dict[str, str]
+    device: str
+    cells: list[str] | None  # a notebook's cells as the kernel gets them
+    options: TryOptions
+
+    def run(self, launch: plan.Launch, index: int) -> RunReport:
+        run = RunReport(launch.label, device=self.device)
+        facts = _facts(launch, self.cells)
+        for cell in self.cells or []:
+            for _, command in plan.notebook_shell_lines(cell):
+                facts.merge(_scripts_of(command, self.sandbox))
+        serving = time.monotonic()
+        unserved = _serve(facts, self.options, self.env, run)
+        serving = round(time.monotonic() - serving, 2)
+        if run.status == NOT_RUN and run.reason:
+            return run
+        reports = self.work / "reports" / str(index)
+        reports.mkdir(parents=True)
+        config = {
+            "report_dir": str(reports),
+            "steps": self.options.steps,
+            "max_new_tokens": self.options.max_new_tokens,
+            "output_dir": str(self.sandbox / "trainer_output"),
+            "roots": {os.path.realpath(self.sandbox): str(self.path.parent)},
+            "notebook": self.kind == "notebook",
+        }
+        child_env = {**self.env, **launch.env, "NEURON_MIGRATE_TRY": json.dumps(config)}
+        argv = launch.argv
+        if self.cells is not None:
+            cells_file = self.work / "cells.json"
+            cells_file.write_text(json.dumps(self.cells), encoding="utf-8")
+            argv = [*argv, str(cells_file)]
+        started = time.monotonic()
+        exit_code, tail, timed_out = _execute(argv, launch.cwd, child_env, self.options)
+        run.seconds = round(time.monotonic() - started, 2)
+        run.exit_code = exit_code
+        run.output_tail = "\n".join(tail)
+        merge_processes(run, load_process_reports(reports), self.cells)
+        run.timings["serving_stand_ins_seconds"] = serving
+        _conclude(run, timed_out, unserved, tail, self.options)
+        return run
+
+
+def _scripts_of(command: str, sandbox: Path) -> scan.CodeFacts:
+    """A notebook's `!torchrun train.py ...` line: the script's facts, read with its arguments."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return scan.CodeFacts()
+    script = next((word for word in words if word.endswith(".py")), None)
+    if script is None or not (sandbox / script).is_file():
+        return scan.CodeFacts()
+    arguments = words[words.index(script) + 1 :]
+    try:
+        return scan.read_python((sandbox / script).read_text(encoding="utf-8", errors="replace"), arguments)
+    except SyntaxError:
+        return scan.CodeFacts()
+
+
+def _execute(argv, cwd, env, options: TryOptions) -> tuple[int, list[str], bool]:
+    tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
+    process = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
+        errors="replace",
+    )
+
+    def pump():
+        for line in process.stdout:
+            line = line.rstrip("\n")
+            tail.append(line)
+            if options.show_output:
+                options.echo(f"  | {line}")
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        process.wait(timeout=options.timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill(process)
+    finally:
+        if process.poll() is None:
+            _kill(process)
+    reader.join(timeout=10)
+    return process.returncode, list(tail), timed_out
+
+
+def _kill(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: list[str], options) -> None:
+    if timed_out:
+        run.status, run.reason = FAILED, f"ran over the --timeout of {options.timeout_s:g} s and was stopped"
+        return
+    if run.exit_code == 0 and run.error is None:
+        run.status = RAN
+        run.reason = (
+            f"stopped after {run.steps} optimizer step(s) (--steps {options.steps})"
+            if run.steps >= options.steps
+            else "finished"
+        )
+        return
+    run.status = FAILED
+    error = run.error
+    text = " ".join(filter(None, [error and error.get("message"), *tail[-5:]]))
+    named = [reason for model_id, reason in unserved.items() if model_id in text]
+    if named or (unserved and any(marker in text for marker in HUB_MISSES)):
+        run.reason = "; ".join(named or unserved.values())
+        return
+    if error:
+        at = ""
+        if error.get("file"):
+            at = f" at {'cell ' + str(error['cell']) if error.get('cell') else error['file']}:{error.get('line')}"
+        run.reason = f"{error['type']}: {error['message']}{at}"
+    else:
+        last = next((line.strip() for line in reversed(tail) if line.strip()), "")
+        run.reason = f"exit code {run.exit_code}" + (f": {last[:300]}" if last else "")

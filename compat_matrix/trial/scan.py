@@ -1,0 +1,199 @@
+"""What a tried script will ask of the Hub and of the process launcher, read from its code (Python's `ast`).
+
+- Hub ids: string constants (argparse and dataclass defaults included) and command-line values that the
+  model-id table knows, or that sit in a model-named argument; unknown ones are served only if `--model` names
+  them (the run's error then says which id had no stand-in).
+- Datasets: `load_dataset(...)` calls (id, config, split) and dataset-named defaults, with the columns the
+  code reads: string subscripts of examples and batches, `dataset_text_field`, `remove_columns`,
+  `formatting_func` bodies, chat `messages`.
+- Several processes: a script that wraps a model in DDP/FSDP, shards it or asks Transformers for tensor
+  parallelism is run under torchrun.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from compat_matrix import model_ids
+from compat_matrix.trial import data
+
+# Dataset builders `datasets` ships: a load of these reads local files, used as they are.
+PACKAGED_BUILDERS = frozenset(
+    {
+        "json",
+        "csv",
+        "parquet",
+        "text",
+        "arrow",
+        "pandas",
+        "imagefolder",
+        "audiofolder",
+        "videofolder",
+        "webdataset",
+        "xml",
+        "sql",
+    }
+)
+COLUMN_KEYWORDS = ("dataset_text_field", "text_column", "text_field", "input_column", "label_column")
+COLUMN_LIST_KEYWORDS = ("remove_columns", "input_columns", "columns")
+MULTI_PROCESS_NAMES = {
+    "DistributedDataParallel": "wraps the model in DistributedDataParallel",
+    "fully_shard": "shards the model with FSDP2 (fully_shard)",
+    "FullyShardedDataParallel": "wraps the model in FSDP",
+    "DistributedConfig": "asks Transformers for tensor/FSDP parallelism (DistributedConfig)",
+    "init_process_group": "starts a process group (init_process_group)",
+}
+MODEL_WORDS = ("model", "tokenizer", "checkpoint")
+DATASET_WORDS = ("dataset", "data_name", "data_path")
+
+
+@dataclass
+class CodeFacts:
+    model_ids: set[str] = field(default_factory=set)  # ids the table knows, or in a model-named slot
+    datasets: dict[str, data.DatasetRequest] = field(default_factory=dict)
+    columns: set[str] = field(default_factory=set)
+    multi_process: str | None = None  # why it needs torchrun
+
+    def merge(self, other: CodeFacts) -> None:
+        self.model_ids |= other.model_ids
+        self.columns |= other.columns
+        for dataset_id, request in other.datasets.items():
+            mine = self.datasets.setdefault(dataset_id, data.DatasetRequest(dataset_id, request.config))
+            mine.splits |= request.splits
+            mine.columns |= request.columns
+            mine.config = mine.config or request.config
+        self.multi_process = self.multi_process or other.multi_process
+
+
+def is_hub_dataset(dataset_id: str) -> bool:
+    return dataset_id not in PACKAGED_BUILDERS and (
+        bool(model_ids.HUB_ID.match(dataset_id)) or data.table_entry(dataset_id) is not None
+    )
+
+
+def _constant(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _keyword(call: ast.Call, name: str) -> ast.AST | None:
+    return next((keyword.value for keyword in call.keywords if keyword.arg == name), None)
+
+
+def _call_name(call: ast.Call) -> str:
+    function = call.func
+    return function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
+
+
+def _named_defaults(tree: ast.AST) -> list[tuple[str, str]]:
+    """(name, default) of argparse arguments and dataclass fields / annotated assignments."""
+    pairs = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _call_name(node) == "add_argument":
+            names = [_constant(argument) or "" for argument in node.args]
+            default = _constant(_keyword(node, "default"))
+            if default is not None:
+                pairs += [(name.lstrip("-"), default) for name in names]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            value = node.value
+            if isinstance(value, ast.Call) and _call_name(value) == "field":
+                value = _keyword(value, "default")
+            default = _constant(value)
+            if default is not None:
+                pairs.append((node.target.id, default))
+        elif (
+            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        ):
+            default = _constant(node.value)
+            if default is not None:
+                pairs.append((node.targets[0].id, default))
+    return pairs
+
+
+def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
+    """Facts of one module (raises SyntaxError)."""
+    tree = ast.parse(source)
+    facts = CodeFacts()
+    named = _named_defaults(tree) + _argv_pairs(list(argv))
+    for node in ast.walk(tree):
+        value = _constant(node)
+        if (
+            value is not None
+            and model_ids.HUB_ID.match(value)
+            or (value is not None and model_ids.table_entry(value) is not None and not value.isdigit())
+        ):
+            if model_ids.table_entry(value) is not None:
+                facts.model_ids.add(value)
+            elif data.table_entry(value) is not None:
+                facts.datasets.setdefault(value, data.DatasetRequest(value))
+        if isinstance(node, ast.Subscript):
+            key = _constant(node.slice)
+            if key is not None and not _is_environ(node.value):
+                facts.columns.add(key)
+        elif isinstance(node, ast.Call):
+            _read_call(node, facts)
+        elif isinstance(node, ast.Name | ast.Attribute):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            if name in MULTI_PROCESS_NAMES and facts.multi_process is None:
+                facts.multi_process = MULTI_PROCESS_NAMES[name]
+    for name, value in named:
+        lowered = name.lower()
+        if any(word in lowered for word in DATASET_WORDS) and is_hub_dataset(value):
+            facts.datasets.setdefault(value, data.DatasetRequest(value))
+        elif (
+            any(word in lowered for word in MODEL_WORDS)
+            and model_ids.HUB_ID.match(value)
+            or model_ids.table_entry(value) is not None
+            and model_ids.looks_like_model_reference(value)
+        ):
+            facts.model_ids.add(value)
+    splits = {split for request in facts.datasets.values() for split in request.splits}
+    for request in facts.datasets.values():
+        request.columns = set(facts.columns)
+        request.splits |= splits  # a split asked of a dataset named through a variable
+    return facts
+
+
+def _argv_pairs(argv: list[str]) -> list[tuple[str, str]]:
+    """(option, value) pairs of a command line: `--model_id X` and `--model_id=X`."""
+    pairs = []
+    for index, word in enumerate(argv):
+        if not word.startswith("--"):
+            continue
+        name, has_value, value = word[2:].partition("=")
+        if has_value:
+            pairs.append((name, value))
+        elif index + 1 < len(argv) and not argv[index + 1].startswith("--"):
+            pairs.append((name, argv[index + 1]))
+    return pairs
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "environ"
+        or (isinstance(node, ast.Name) and node.id == "environ")
+    )
+
+
+def _read_call(call: ast.Call, facts: CodeFacts) -> None:
+    name = _call_name(call)
+    if name == "load_dataset":
+        path = _constant(call.args[0]) if call.args else _constant(_keyword(call, "path"))
+        config = _constant(call.args[1]) if len(call.args) > 1 else _constant(_keyword(call, "name"))
+        split = _constant(_keyword(call, "split"))
+        if path is not None and is_hub_dataset(path):
+            request = facts.datasets.setdefault(path, data.DatasetRequest(path))
+            request.config = request.config or config
+            if split:
+                request.splits |= {part for part in split.split("+")}
+        elif path is None and split:
+            # A dataset named through a variable: its split still tells which splits to write.
+            facts.datasets.setdefault("", data.DatasetRequest("")).splits.add(split)
+    for keyword in call.keywords:
+        if keyword.arg in COLUMN_KEYWORDS and _constant(keyword.value):
+            facts.columns.add(_constant(keyword.value))
+        elif keyword.arg in COLUMN_LIST_KEYWORDS and isinstance(keyword.value, ast.List | ast.Tuple):
+            facts.columns |= {_constant(item) for item in keyword.value.elts if _constant(item)}
+    if name == "apply_chat_template":
+        facts.columns.add("messages")

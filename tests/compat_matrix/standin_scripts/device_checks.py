@@ -1,0 +1,125 @@
+"""Run under the stand-in (tests/compat_matrix/test_standin.py): the device, its tensors and ops, torch.neuron,
+torch_neuronx, the neuron Dynamo backend. Prints one JSON object of findings; the test asserts on them."""
+
+import copy  # noqa: I001  (torch_neuronx is imported before torch on purpose)
+import json
+import sys
+import tempfile
+import warnings
+
+import torch_neuronx  # before torch, as a trn2 script may do
+import torch
+
+warnings.simplefilter("ignore")
+sockets = []
+sys.addaudithook(lambda event, args: sockets.append(event) if event == "socket.connect" else None)
+
+from torch._dynamo.utils import counters  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+from transformers.utils import is_torch_neuron_available  # noqa: E402
+
+from compat_matrix import sim_backend  # noqa: E402
+from compat_matrix.tiny import build_tiny_model  # noqa: E402
+
+found = {
+    "accelerator": str(torch.accelerator.current_accelerator()),
+    "device_count": torch.neuron.device_count(),
+    "is_torch_neuron_available": is_torch_neuron_available(),
+    "torch_neuronx_version": torch_neuronx.__version__,
+}
+
+# Tensors, ops, copies, dtypes.
+cpu = torch.randn(4, 8)
+on_device = cpu.to("neuron")
+found["tensor_device"] = str(on_device.device)
+found["is_neuron"] = on_device.is_neuron
+found["ops_match_cpu"] = torch.equal(
+    (on_device @ on_device.T).relu().sum(0).cpu(), (cpu @ cpu.T).relu().sum(0)
+)
+found["repr"] = repr(torch.ones(2, device="neuron"))
+found["dtypes"] = [str((on_device.to(dtype) * 2).dtype) for dtype in (torch.bfloat16, torch.float16)]
+found["second_device"] = str(on_device.to("neuron:1").device)
+view = on_device[1:3]
+view.add_(1)
+found["view_writes_through"] = torch.equal(on_device.cpu()[1:3], cpu[1:3] + 1)
+try:
+    on_device + cpu
+    found["mixed_devices"] = "no error"
+except RuntimeError as error:
+    found["mixed_devices"] = str(error)
+found["cpu_scalar_mixes"] = (on_device * torch.tensor(2.0)).device.type
+
+# Pinned memory, as a DataLoader(pin_memory=True) asks for it on this accelerator.
+loader = torch.utils.data.DataLoader(torch.arange(8.0), batch_size=4, pin_memory=True)
+found["pinned_batches"] = [batch.tolist() for batch in loader]
+
+# torch.neuron: devices, random numbers (its own generator, seeded by torch.manual_seed too), streams, memory.
+torch.neuron.set_device(1)
+found["current_device_after_set"] = torch.neuron.current_device()
+found["factory_device_after_set"] = str(torch.empty(1, device="neuron").device)
+torch.neuron.set_device(0)
+torch.manual_seed(7)
+first = torch.randn(3, device="neuron").cpu()
+torch.manual_seed(7)
+found["rng_reproducible"] = torch.equal(torch.randn(3, device="neuron").cpu(), first)
+state = torch.neuron.get_rng_state()
+again = torch.rand(2, device="neuron").cpu()
+torch.neuron.set_rng_state(state)
+found["rng_state_restores"] = torch.equal(torch.rand(2, device="neuron").cpu(), again)
+stream = torch.neuron.Stream()
+start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+with torch.neuron.stream(stream):
+    start.record()
+    torch.ones(1000, device="neuron").sum()
+    end.record()
+torch.neuron.synchronize()
+found["event_elapsed_ms"] = start.elapsed_time(end)
+big = torch.zeros(1024, 1024, device="neuron")
+found["memory_allocated_covers_a_4MiB_tensor"] = torch.neuron.memory_allocated() >= big.numel() * 4
+del big
+torch.neuron.empty_cache()
+
+# An op TorchNeuron runs on the CPU in eager mode is recorded.
+torch_neuronx.clear_op_tracking()
+torch.nonzero(on_device > 0)
+found["fallback_ops"] = torch_neuronx.get_fallback_ops()
+
+# generate with a static cache: Transformers' neuron branch compiles by itself with backend "neuron".
+model = build_tiny_model("llama")
+ids = torch.randint(3, 200, (1, 7), generator=torch.Generator().manual_seed(0))
+kwargs = {"max_new_tokens": 8, "do_sample": False, "cache_implementation": "static"}
+reference = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+model.to("neuron")
+torch_neuronx.reset_dynamo_metrics()
+generated = model.generate(ids.to("neuron"), attention_mask=torch.ones_like(ids).to("neuron"), **kwargs)
+found["generate_tokens_equal_cpu"] = torch.equal(generated.cpu(), reference)
+found["generate_graphs"] = counters["neuron"]["compiled_graphs"]
+found["dynamo_metrics"] = [metric.graph_name for metric in torch_neuronx.get_dynamo_metrics()]
+
+# Saving and loading as on a device: save_pretrained (safetensors tells tied weights apart by storage),
+# torch.save / torch.load (map_location), deepcopy.
+with tempfile.TemporaryDirectory() as folder:
+    model.save_pretrained(folder)
+    reloaded = AutoModelForCausalLM.from_pretrained(folder, device_map="neuron")
+    found["reloaded"] = [
+        str(reloaded.device),
+        torch.equal(reloaded.lm_head.weight.cpu(), model.lm_head.weight.cpu()),
+    ]
+    torch.save(model.state_dict(), f"{folder}/state.pt")
+    found["torch_load_devices"] = [
+        str(torch.load(f"{folder}/state.pt")["lm_head.weight"].device),
+        str(torch.load(f"{folder}/state.pt", map_location="cpu")["lm_head.weight"].device),
+    ]
+found["deepcopy_device"] = str(next(copy.deepcopy(model).parameters()).device)
+
+# A dynamic shape is rejected by the neuron backend, as the device rejects it.
+try:
+    torch.compile(lambda x: x * 2, backend="neuron", dynamic=True)(torch.ones(5, device="neuron"))
+    found["dynamic_shape"] = "compiled"
+except Exception as error:  # noqa: BLE001  (Dynamo wraps the backend's error)
+    cause = getattr(error, "inner_exception", error)
+    found["dynamic_shape"] = type(cause).__name__
+    found["dynamic_rule"] = isinstance(cause, sim_backend.DynamicShapeRejected)
+
+found["network_connections"] = len(sockets)
+print(json.dumps(found))

@@ -1,0 +1,216 @@
+"""The neuron stand-in (compat_matrix/standin): the switch, the device and its modules, training and generation
+through Transformers', TRL's and PEFT's own neuron paths, the neuron process group under torchrun, the real
+`--backend neuron` path end to end against the stand-in's torch_neuronx, and its refusals.
+
+The stand-in changes process-wide PyTorch state (PrivateUse1 renamed), so every check that switches it on runs
+in a child process (the scripts in standin_scripts/), as a user's script would."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from packaging.requirements import Requirement
+
+from compat_matrix import cli, standin
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = Path(__file__).with_name("standin_scripts")
+
+
+def run_python(args: list[str], env: dict[str, str] | None = None, timeout: int = 600):
+    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT)  # fmt: skip
+
+
+def findings(args: list[str]) -> dict:
+    result = run_python(args, env=standin.activation_env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_project_never_switches_it_on():
+    # A fresh interpreter: an in-process test (`--sim-device neuron`) may have switched it on in this one.
+    code = (
+        "import json, torch, compat_matrix.probes\n"
+        "from compat_matrix import standin\n"
+        "standin.autoload()\n"  # NEURON_STANDIN is not set here
+        "print(json.dumps([standin.is_active(), torch._C._get_privateuse1_backend_name(), hasattr(torch, 'neuron')]))"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "NEURON_STANDIN"}
+    result = run_python(["-c", code], env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [False, "privateuseone", False]
+
+
+def test_the_switch_is_torchs_device_backend_autoload_entry_point():
+    from importlib.metadata import entry_points
+
+    (entry,) = [
+        e for e in entry_points(group="torch.backends") if e.value.startswith("compat_matrix.standin")
+    ]
+    assert entry.load() is standin.autoload
+
+
+def test_activation_env_switches_it_on_for_children_and_keeps_the_hub_offline():
+    env = standin.activation_env({"PYTHONPATH": "/elsewhere", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert env["NEURON_STANDIN"] == "1"
+    assert env["PYTHONPATH"].split(":") == [str(standin.SITE_DIR), "/elsewhere"]
+    assert env["HF_HUB_OFFLINE"] == env["TRANSFORMERS_OFFLINE"] == "1"
+    assert "TORCH_DEVICE_BACKEND_AUTOLOAD" not in env
+    assert standin.activation_env(env)["PYTHONPATH"] == env["PYTHONPATH"]  # idempotent
+
+
+def test_the_private_torch_api_is_pinned_to_the_torch_versions_the_project_allows():
+    """_setup_privateuseone_for_python_backend is private: the stand-in supports exactly the torch releases
+    pyproject.toml allows, and the pinned one is among them."""
+    from importlib.metadata import requires
+
+    (allowed,) = [r.specifier for r in map(Requirement, requires("neuron-migrate")) if r.name == "torch"]
+    supported = {f"{major}.{minor}" for major, minor in standin.SUPPORTED_TORCH}
+    assert {v for v in ("2.12", "2.13", "2.14", "2.15") if f"{v}.0" in allowed} == supported
+    (pin,) = [
+        line for line in (ROOT / "constraints.txt").read_text().splitlines() if line.startswith("torch==")
+    ]
+    assert ".".join(pin.removeprefix("torch==").split(".")[:2]) in supported
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ("torch.__version__ = '2.12.1'", "supports torch 2.13, 2.14; this is torch 2.12.1"),
+        ("torch._C._rename_privateuse1_backend('othernpu')", "already registered as 'othernpu'"),
+    ],
+)
+def test_an_unsupported_torch_is_one_clear_error_and_exit_2(setup, message):
+    script = f"import os, torch\n{setup}\nos.environ['NEURON_STANDIN'] = '1'\nfrom compat_matrix import standin\nstandin.autoload()"  # fmt: skip
+    result = run_python(["-c", script])
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]  # one line, no traceback
+    assert message in result.stderr
+
+
+def test_a_real_torch_neuronx_keeps_it_off_with_exit_2(tmp_path):
+    (tmp_path / "torch_neuronx").mkdir()
+    (tmp_path / "torch_neuronx" / "__init__.py").write_text("")
+    env = standin.activation_env()
+    env["PYTHONPATH"] = f"{tmp_path}:{env['PYTHONPATH']}"
+    result = run_python(["-c", "import torch"], env=env)
+    assert result.returncode == 2
+    assert "a real torch_neuronx is installed" in result.stderr and "Traceback" not in result.stderr
+    env.pop("NEURON_STANDIN")  # asked for by the harness instead
+    output = tmp_path / "rows.jsonl"
+    command = ["-c", "from compat_matrix.cli import main; main()", "run", "--backend", "neuron-sim",
+               "--sim-device", "neuron", "--archs", "llama", "-o", str(output)]  # fmt: skip
+    result = run_python(command, env=env)
+    assert (
+        result.returncode == 2 and "--sim-device neuron: a real torch_neuronx is installed" in result.stderr
+    )
+    assert not output.exists()
+
+
+def test_cli_standin_prints_exports_and_runs_a_command(tmp_path):
+    exports = CliRunner().invoke(cli.main, ["standin"])
+    assert exports.exit_code == 0
+    assert (
+        "export NEURON_STANDIN=1" in exports.output
+        and f"export PYTHONPATH={standin.SITE_DIR}" in exports.output
+    )
+    marker = tmp_path / "device.txt"
+    code = f"import torch; open({str(marker)!r}, 'w').write(str(torch.ones(1, device='neuron').device))"
+    result = subprocess.run([sys.executable, "-c", "from compat_matrix.cli import main; main()", "standin", "--",
+                             sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert marker.read_text() == "neuron:0"
+    missing = CliRunner().invoke(cli.main, ["standin", "--", str(tmp_path / "no-such-program")])
+    assert missing.exit_code == 2 and "cannot run" in missing.output
+
+
+@pytest.mark.slow
+def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
+    found = findings([str(SCRIPTS / "device_checks.py")])
+    assert found["accelerator"] == "neuron" and found["device_count"] == 4
+    assert found["is_torch_neuron_available"] and found["torch_neuronx_version"].endswith("+standin")
+    assert (found["tensor_device"], found["is_neuron"], found["ops_match_cpu"]) == ("neuron:0", True, True)
+    assert found["repr"] == "tensor([1., 1.], device='neuron:0')"
+    assert found["dtypes"] == ["torch.bfloat16", "torch.float16"] and found["second_device"] == "neuron:1"
+    assert found["view_writes_through"]
+    assert found["mixed_devices"].startswith("Expected all tensors to be on the same device")
+    assert found["cpu_scalar_mixes"] == "neuron"
+    assert found["pinned_batches"] == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
+    assert (found["current_device_after_set"], found["factory_device_after_set"]) == (1, "neuron:1")
+    assert found["rng_reproducible"] and found["rng_state_restores"] and found["event_elapsed_ms"] >= 0
+    assert found["memory_allocated_covers_a_4MiB_tensor"]
+    assert found["fallback_ops"] == ["aten::nonzero"]
+    assert found["generate_tokens_equal_cpu"] and found["generate_graphs"] == 1
+    assert found["dynamo_metrics"] and found["dynamo_metrics"][0].endswith("_forward_0")
+    assert found["reloaded"] == ["neuron:0", True]
+    assert found["torch_load_devices"] == ["neuron:0", "cpu"] and found["deepcopy_device"] == "neuron:0"
+    assert found["dynamic_shape"] == "DynamicShapeRejected" and found["dynamic_rule"]
+    assert found["network_connections"] == 0
+
+
+@pytest.mark.slow
+def test_trainer_trl_and_peft_take_their_own_neuron_paths():
+    found = findings([str(SCRIPTS / "train_checks.py")])
+    assert (found["trainer_device"], found["trainer_backend"]) == ("neuron:0", "neuron")
+    assert found["trainer_graphs"] == 2  # one forward and one backward graph for the one padded shape
+    neuron_losses, cpu_losses = found["trainer_losses"]
+    assert neuron_losses == pytest.approx(cpu_losses, abs=1e-5)
+    assert found["sft_pad_to_multiple_of"] == 128
+    assert [shape[1] % 128 for shape in found["sft_batch_shapes"]] == [0, 0]
+    assert (
+        found["lora_device"] == "neuron:0" and found["lora_base_unchanged"] and found["lora_adapter_trained"]
+    )
+
+
+@pytest.mark.slow
+def test_ddp_tensor_parallelism_and_collectives_on_the_neuron_process_group(tmp_path):
+    from compat_matrix.tiny import build_tiny_model
+
+    build_tiny_model("llama").save_pretrained(tmp_path / "checkpoint")
+    output = tmp_path / "found.json"
+    result = run_python(["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                         str(SCRIPTS / "distributed_checks.py"), str(output), str(tmp_path / "checkpoint")],
+                        env=standin.activation_env())  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(output.read_text())
+    assert found["backend"] == "neuron" and found["tp_device"] == "neuron:0"
+    assert found["tp_loss"] == pytest.approx(found["reference_loss"], abs=1e-5)
+    assert found["ddp_grad_device"] == "neuron:0" and found["ddp_params"] == 21
+    assert found["ddp_max_grad_diff"] < 1e-6
+    assert found["collectives"] == {
+        "all_reduce": [3.0] * 4,
+        "all_gather_into_tensor": [0.0] * 4 + [1.0] * 4,
+        "reduce_scatter_tensor": [0.0, 2.0],
+        "all_to_all_single": [0.0, 1.0],
+        "send_recv_broadcast": [7.0] * 3,
+    }
+
+
+@pytest.mark.slow
+def test_the_real_device_path_runs_end_to_end_against_the_standins_torch_neuronx(tmp_path):
+    """`neuron-compat run --backend neuron -j 2`: spawned workers that import torch_neuronx, each with its own
+    NEURON_RT_VISIBLE_CORES, compile metrics and fallback ops read from torch_neuronx; rows labelled simulated."""
+    output = tmp_path / "rows.jsonl"
+    result = run_python(["-c", "from compat_matrix.cli import main; main()", "run", "--backend", "neuron", "-j", "2",
+                         "--archs", "llama,mpt", "-o", str(output)], env=standin.activation_env())  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (
+        "the neuron stand-in's torch_neuronx" in result.stderr
+        and "NEURON_RT_VISIBLE_CORES 0, 1" in result.stderr
+    )
+    rows = {row["model_type"]: row for row in map(json.loads, output.read_text().splitlines())}
+    assert sorted(row["neuron_visible_cores"] for row in rows.values()) == ["0", "1"]
+    for row in rows.values():
+        assert (row["backend"], row["simulated"], row["env"]["torch_neuronx"]) == (
+            "neuron",
+            True,
+            "0.0.0+standin",
+        )
+        assert row["verdict"] in ("works", "works-eager", "works-with-caveats"), row["reason"]
+        assert "aten::_local_scalar_dense" in row["cpu_fallback_ops"]
+    assert rows["llama"]["verdict"] == "works" and rows["llama"]["graphs_compiled_by_backend"] >= 1

@@ -1,0 +1,303 @@
+"""neuron-migrate try's parts, without running a script: planning, code facts, stand-ins, reports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from compat_matrix.trial import data, hub, plan, report, scan
+
+BOOTSTRAP = Path(__file__).resolve().parents[2] / "compat_matrix" / "trial" / "bootstrap" / "sitecustomize.py"
+
+
+def _bootstrap():
+    """The bootstrap module, loaded without a try's configuration (it then installs nothing)."""
+    spec = importlib.util.spec_from_file_location("try_bootstrap", BOOTSTRAP)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected", "changes"),
+    [
+        (
+            ["torchrun", "--nproc_per_node", "8", "t.py", "--nproc_per_node", "9"],
+            ["torchrun", "--nproc_per_node", "2", "t.py", "--nproc_per_node", "9"],
+            1,
+        ),
+        (
+            ["torchrun", "--nnodes=4", "--nproc-per-node=auto", "-m", "pkg"],
+            ["torchrun", "--nnodes=1", "--nproc-per-node=2", "-m", "pkg"],
+            2,
+        ),
+        (
+            ["accelerate", "launch", "--num_processes", "1", "t.py"],
+            ["accelerate", "launch", "--num_processes", "1", "t.py"],
+            0,
+        ),
+    ],
+)
+def test_launchers_are_capped_to_two_processes_on_one_node(argv, expected, changes):
+    bootstrap = _bootstrap()
+    assert len(bootstrap._cap_launcher_arguments(argv)) == changes
+    assert argv == expected
+
+
+def test_launcher_kind_from_the_full_command_line():
+    bootstrap = _bootstrap()
+    assert (
+        bootstrap._launcher_kind(["/v/bin/python", "/v/bin/torchrun", "--nproc_per_node=2", "t.py"])
+        == "torchrun"
+    )
+    assert bootstrap._launcher_kind(["python", "-m", "torch.distributed.run", "t.py"]) == "torchrun"
+    assert bootstrap._launcher_kind(["/v/bin/python", "/v/bin/accelerate", "launch", "t.py"]) == "accelerate"
+    assert bootstrap._launcher_kind(["python", "train.py"]) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("torchrun --nproc_per_node 8 train.py", ("launch", "")),
+        ("srun -N 1 nohup python train.py --lr 1", ("launch", "")),
+        ("accelerate launch train.py", ("launch", "")),
+        ("accelerate config default", None),
+        ("trl sft --model_name_or_path x", ("launch", "")),
+        ("python -m pip install trl", ("skip", plan.NETWORK_PROGRAMS["pip"])),
+        ("pip install -r requirements.txt", ("skip", plan.NETWORK_PROGRAMS["pip"])),
+        ("aws s3 sync s3://b/data data", ("skip", plan.NETWORK_PROGRAMS["aws"])),
+        (
+            "huggingface-cli download meta-llama/Llama-3.2-1B",
+            ("skip", plan.NETWORK_PROGRAMS["huggingface-cli"]),
+        ),
+        ("git clone https://example.invalid/repo", ("skip", plan.NETWORK_PROGRAMS["git"])),
+        ("git rev-parse HEAD", None),
+        ("source /opt/aws_neuron_venv_pytorch/bin/activate", ("skip", plan.ENVIRONMENT_ACTIVATION)),
+        ("neuron_parallel_compile torchrun train.py", ("skip", plan.PRECOMPILE)),
+        ("mkdir -p out", None),
+        ("python -c 'print(1)'", None),
+    ],
+)
+def test_commands_are_launches_setups_or_plain(command, expected):
+    assert plan.classify(command.split()) == expected
+
+
+def test_a_launcher_records_expanded_launches_and_lists_setups(tmp_path):
+    launcher = tmp_path / "run.sh"
+    launcher.write_text(
+        "#!/bin/bash\nset -euo pipefail\npip install trl\nN=8\nexport FLAG=on\n"
+        'for lr in 1 2; do\n  torchrun --nproc_per_node $N train.py --lr "$lr"\ndone\ncd sub\nFOO=1 python x.py\npython y.py 2>&1 | tee y.log\n'
+    )
+    (tmp_path / "sub").mkdir()
+    the_plan = plan.plan_launcher(launcher, launcher, [], dict(os.environ))
+    labels = [launch.label for launch in the_plan.launches]
+    assert labels == [
+        "torchrun --nproc_per_node 8 train.py --lr 1",
+        "torchrun --nproc_per_node 8 train.py --lr 2",
+        "python x.py",
+        "python y.py",
+    ]
+    first, _, last, piped = the_plan.launches
+    assert first.env.get("FLAG") == "on" and first.line == 7 and first.processes == 2
+    assert first.scripts == [tmp_path / "train.py"] and first.arguments == ["--lr", "1"]
+    assert last.cwd == tmp_path / "sub" and last.env.get("FOO") == "1" and "FOO" not in piped.env
+    assert [(s.command, s.line) for s in the_plan.skipped] == [("pip install trl", 3)]
+
+
+def test_a_launcher_without_a_launch_is_a_usage_error(tmp_path):
+    launcher = tmp_path / "setup.sh"
+    launcher.write_text("#!/bin/bash\npip install trl\necho ready\n")
+    with pytest.raises(plan.PlanError, match="no launch found"):
+        plan.plan_launcher(launcher, launcher, [], dict(os.environ))
+
+
+def test_notebook_setup_lines_are_listed_and_replaced(tmp_path):
+    notebook = tmp_path / "nb.ipynb"
+    cells = [
+        "!pip install -q trl\nimport torch",
+        "%%bash\naws s3 cp s3://b/x .\nls",
+        "!torchrun --nproc_per_node=2 t.py",
+    ]
+    notebook.write_text(
+        json.dumps({"cells": [{"cell_type": "code", "source": c} for c in cells], "nbformat": 4})
+    )
+    the_plan, executed = plan.plan_notebook(notebook, notebook)
+    assert [(s.command, s.cell) for s in the_plan.skipped] == [
+        ("pip install -q trl", 1),
+        ("aws s3 cp s3://b/x .", 2),
+    ]
+    assert executed[0].startswith("print('neuron-migrate try: not run: pip install -q trl')")
+    assert executed[1].splitlines()[1].startswith("echo ") and executed[2] == cells[2]
+
+
+def test_code_facts_models_datasets_columns_and_processes():
+    source = """
+import argparse
+from dataclasses import dataclass, field
+from datasets import load_dataset
+@dataclass
+class Args:
+    model_id: str = field(default="meta-llama/Llama-3.2-1B")
+    dataset_name: str = "databricks/databricks-dolly-15k"
+parser = argparse.ArgumentParser()
+parser.add_argument("--tokenizer", default="someone/private-tokenizer")
+def fmt(example):
+    return example["instruction"] + example["response"]
+train = load_dataset("glue", "mrpc", split="train[:10%]")
+own = load_dataset("json", data_files="local.jsonl")
+model = torch.nn.parallel.DistributedDataParallel(model)
+"""
+    facts = scan.read_python(source, ["--model_id", "Qwen/Qwen3-0.6B"])
+    assert facts.model_ids == {"meta-llama/Llama-3.2-1B", "someone/private-tokenizer", "Qwen/Qwen3-0.6B"}
+    assert set(facts.datasets) == {"databricks/databricks-dolly-15k", "glue"}
+    assert facts.datasets["glue"].config == "mrpc" and "train[:10%]" in facts.datasets["glue"].splits
+    assert {"instruction", "response"} <= facts.columns
+    assert "DistributedDataParallel" in facts.multi_process
+
+
+def test_dataset_stand_ins_from_the_table_the_code_or_a_file(tmp_path):
+    glue = data.stand_in(data.DatasetRequest("glue", "mrpc", {"train[:1%]"}))
+    assert glue.configs == {
+        "mrpc": {"sentence1": "text", "sentence2": "text", "label": "label:2", "idx": "int"}
+    }
+    assert "nyu-mll/glue" in glue.source and {"train", "validation", "test"} <= set(glue.splits)
+    with pytest.raises(data.CannotStandIn, match="no config 'nope'"):
+        data.stand_in(data.DatasetRequest("glue", "nope"))
+    unknown = data.stand_in(data.DatasetRequest("me/mine", columns={"prompt", "input_ids", "messages"}))
+    assert unknown.configs == {"default": {"messages": "messages", "prompt": "text"}}
+    with pytest.raises(data.CannotStandIn, match="--dataset me/mine=FILE.jsonl"):
+        data.stand_in(data.DatasetRequest("me/mine", columns={"input_ids"}))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"q": "a", "a": "b"}\n')
+    assert data.stand_in(data.DatasetRequest("me/mine"), rows).configs == {
+        "default": {"q": "file", "a": "file"}
+    }
+
+
+def test_stand_in_datasets_load_through_the_offline_cache(tmp_path):
+    from datasets import ClassLabel, load_dataset
+
+    cache = tmp_path / "datasets"
+    cache.mkdir()
+    data.write_cache(data.stand_in(data.DatasetRequest("glue", "mrpc", {"train"})), cache)
+    data.write_cache(
+        data.stand_in(data.DatasetRequest("HuggingFaceH4/ultrachat_200k", None, {"train_sft"})), cache
+    )
+    mrpc = load_dataset("glue", "mrpc", split="train[:50%]", cache_dir=str(cache))
+    assert len(mrpc) == data.TRAIN_ROWS // 2 and isinstance(mrpc.features["label"], ClassLabel)
+    chat = load_dataset("HuggingFaceH4/ultrachat_200k", split="train_sft", cache_dir=str(cache))
+    assert chat[0]["messages"][0]["role"] == "user" and set(chat.column_names) == {
+        "prompt",
+        "prompt_id",
+        "messages",
+    }
+    rows = tmp_path / "mine.jsonl"
+    rows.write_text('{"question": "why?", "answer": "because", "score": 3}\n' * 5)
+    data.write_cache(data.stand_in(data.DatasetRequest("me/qa", None, {"train", "test"}), rows), cache)
+    mine = load_dataset("me/qa", cache_dir=str(cache))
+    assert set(mine) == {"train", "test"} and mine["test"][0] == {
+        "question": "why?",
+        "answer": "because",
+        "score": 3,
+    }
+
+
+def test_tiny_models_load_from_the_local_hub_cache(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model_type, source = hub.architecture("meta-llama/Llama-3.2-1B", {})
+    stand_in = hub.ensure_model(tmp_path, "meta-llama/Llama-3.2-1B", model_type, source)
+    assert (stand_in.model_type, stand_in.source) == (
+        "llama",
+        "model-id table",
+    ) and stand_in.parameters < 200_000
+    assert (tmp_path / "models--meta-llama--Llama-3.2-1B" / "refs" / "main").read_text() == hub.REVISION
+    tokenizer = AutoTokenizer.from_pretrained(
+        "meta-llama/Llama-3.2-1B", cache_dir=tmp_path, local_files_only=True
+    )
+    model = AutoModelForCausalLM.from_pretrained(
+        "meta-llama/Llama-3.2-1B", cache_dir=tmp_path, local_files_only=True
+    )
+    assert tokenizer.pad_token == "<pad>" and model.config.pad_token_id == tokenizer.pad_token_id
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "Hi there"}], tokenize=False)
+    assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+    assert max(tokenizer(text)["input_ids"]) < model.config.vocab_size
+    # A BERT-style tokenizer returns the segment ids the model takes; a seq2seq model starts decoding at pad.
+    hub.ensure_model(tmp_path, "google-bert/bert-base-cased", "bert", "model-id table")
+    bert = AutoTokenizer.from_pretrained(
+        "google-bert/bert-base-cased", cache_dir=tmp_path, local_files_only=True
+    )
+    assert "token_type_ids" in bert("a", "b")
+    hub.ensure_model(tmp_path, "google/flan-t5-small", "t5", "model-id table")
+    snapshot = tmp_path / "models--google--flan-t5-small" / "snapshots" / hub.REVISION
+    assert (
+        json.loads((snapshot / "config.json").read_text())["decoder_start_token_id"] == tokenizer.pad_token_id
+    )
+    # A second request reuses what is there; another architecture for the same id rewrites it.
+    assert hub.ensure_model(tmp_path, "meta-llama/Llama-3.2-1B", "llama", source) == stand_in
+    assert hub.ensure_model(tmp_path, "meta-llama/Llama-3.2-1B", "mistral", "--model").model_type == "mistral"
+
+
+@pytest.mark.parametrize(
+    ("model_id", "overrides", "message"),
+    [
+        ("someone/private-model", {}, "--model someone/private-model=MODEL_TYPE"),
+        ("stabilityai/stable-diffusion-xl-base-1.0", {}, "no tiny stand-in"),
+    ],
+)
+def test_models_the_try_cannot_stand_in_for(model_id, overrides, message):
+    with pytest.raises(hub.CannotStandIn, match=message):
+        hub.architecture(model_id, overrides)
+    assert hub.architecture("someone/private-model", {"someone/private-model": "qwen3"}) == (
+        "qwen3",
+        "--model",
+    )
+
+
+def test_process_reports_merge_into_one_run():
+    worker = {
+        "role": "worker",
+        "rank": "0",
+        "steps": 3,
+        "losses": [2.0, 1.5],
+        "loss_count": 2,
+        "nonfinite_losses": 0,
+        "unique_graphs": 3,
+        "recompiles": [
+            {
+                "function": "forward",
+                "reasons": ["0/0: tensor 'x' size mismatch at index 1. expected 9, actual 12"],
+                "user": {"file": "t.py", "line": 7, "code": "model(x)"},
+            },
+            {
+                "function": "forward",
+                "reasons": ["0/1: tensor 'x' size mismatch at index 1. expected 12, actual 5", "0/0: x"],
+                "user": {"file": "t.py", "line": 7, "code": "model(x)"},
+            },
+        ],
+        "graph_breaks": {"Tensor.item": 2},
+        "models": [],
+    }
+    run = report.RunReport("python t.py")
+    report.merge_processes(
+        run,
+        [
+            {"role": "launcher", "launcher_capped": ["--nproc_per_node 8 -> 2"]},
+            worker,
+            {**worker, "rank": "1"},
+        ],
+    )
+    assert (run.processes, run.steps, run.loss_finite, run.last_loss) == (2, 3, True, 1.5)
+    assert (run.compile_count, run.recompile_count, run.launcher_capped) == (
+        3,
+        2,
+        ["--nproc_per_node 8 -> 2"],
+    )
+    (reason,) = run.recompile_reasons
+    assert (reason["file"], reason["line"], reason["count"], reason["sizes"]) == ("t.py", 7, 2, [9, 12, 5])
+    assert "pad to a fixed length" in reason["explanation"]
+    assert run.graph_breaks == [{"reason": "Tensor.item", "count": 2}]
