@@ -40,8 +40,9 @@ def test_row_has_the_contract_fields_in_order(settings):
     )
     assert set(row["env"]) == {"torch", "transformers", "python", "platform", "harness_version", "backend",
                                "simulated", "settings_id", "config"}  # fmt: skip
-    # Every row says which config values it measured: llama has a checkpoint entry, a crash row too.
-    assert (row["config_source"], crashed["config_source"]) == ("checkpoint", "checkpoint")
+    # Every row says which config values it measured, a crash row too: llama has a checkpoint entry, gpt2 none.
+    assert (row["config_source"], crashed["config_source"]) == ("checkpoint", "class-defaults")
+    assert a_row(settings, "llama", "crash")["config_source"] == "checkpoint"
     assert row["checkpoint"] and row["checkpoint_values"]
     for extra in ("unique_graphs", "eager_new_op_signatures", "probe_seconds", "peak_rss_mb",
                   "train_padded_lengths", "optimum_neuron_inference", "optimum_neuron_training"):  # fmt: skip

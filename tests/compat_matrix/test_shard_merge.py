@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from compat_matrix.merge import MergeError, Shard, merge_results, summary_lines, write_rows_atomically
+from compat_matrix.schema import SCHEMA_VERSION
 
 SIM_ENV = {
     "torch": "2.13.0+cpu",
@@ -287,7 +288,11 @@ def test_merge_cli_refuses_to_overwrite_an_unrelated_file_or_read_a_corrupt_one(
 def test_merge_reads_rows_from_before_schema_2_and_says_so(tmp_path):
     """These synthetic rows have no schema_version: the layout of every results file before version 2."""
     old = write_jsonl(tmp_path / "old.jsonl", [result_row("llama", 1), result_row("qwen2", 2)])
-    new = write_jsonl(tmp_path / "new.jsonl", [result_row("gpt2", 3, schema_version=2, cause=None)])
+    new = write_jsonl(
+        tmp_path / "new.jsonl", [result_row("gpt2", 3, schema_version=SCHEMA_VERSION, cause=None)]
+    )
     merged = merge_results([old, new])
     assert [row["model_type"] for row in merged.rows] == ["llama", "qwen2", "gpt2"]
-    assert any("2 row(s) written before schema version 3" in line for line in summary_lines(merged))
+    assert any(
+        f"2 row(s) written before schema version {SCHEMA_VERSION}" in line for line in summary_lines(merged)
+    )
