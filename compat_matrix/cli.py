@@ -197,11 +197,7 @@ def run(
     )
     env = run_env(settings)
     done = {resume_key(row) for row in existing}
-    todo = [
-        m
-        for m in model_types
-        if (m, env["torch"], env["transformers"], resolved, env["settings_id"]) not in done
-    ]
+    todo = [m for m in model_types if resume_key({"model_type": m, "env": env}) not in done]
     if len(todo) < len(model_types):
         click.echo(
             f"--resume: {len(model_types) - len(todo)} architecture(s) already in {output}, skipped", err=True

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from compat_matrix.schema import FIELDS_ADDED, SCHEMA_VERSION, Stage, Verdict
+from compat_matrix.schema import FIELDS_ADDED, SCHEMA_VERSION, Stage, Verdict, environment_key
 
 # Present in rows of every schema version (version 1 rows have no schema_version and none of version 2's
 # fields; they are still read: see schema.Row.from_dict).
@@ -25,9 +25,8 @@ class ResultsFileError(ValueError):
 
 
 def resume_key(row: dict) -> tuple:
-    """Rows are equivalent for ``--resume`` when architecture, versions, backend and probe settings match."""
-    env = row["env"]
-    return (row["model_type"], env["torch"], env["transformers"], env["backend"], env["settings_id"])
+    """Rows are equivalent for ``--resume`` when architecture and environment key (schema.ENVIRONMENT_KEY) match."""
+    return (row["model_type"], *environment_key(row["env"]))
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, object]]:

@@ -30,6 +30,16 @@ FIELDS_ADDED = {
         "train_graph_break_reasons", "train_content_compiles"),
 }  # fmt: skip
 
+# What a row was measured under. Rows with equal values are one run (one column of a report); `run --resume`
+# skips an architecture already measured under them, and in `merge` a later such row replaces an earlier one.
+# `simulated` tells the neuron stand-in's rows from a real device's (both are backend `neuron`).
+ENVIRONMENT_KEY = ("backend", "simulated", "torch", "transformers", "settings_id")
+
+
+def environment_key(env: dict) -> tuple[str, ...]:
+    """A row's ``env`` (or ``run_env``'s) as its environment key; fields an older row lacks read as "None"."""
+    return tuple(str(env.get(name)) for name in ENVIRONMENT_KEY)
+
 
 class Verdict(str, Enum):
     """Overall verdict of a row, and the verdict of each stage (generate, train)."""

@@ -21,7 +21,15 @@ from pathlib import Path
 import pandas as pd
 
 from compat_matrix.results import ResultsFileError, json_lines
-from compat_matrix.schema import GENERATION_COMPILE_FIGURES, SCHEMA_VERSION, Cause, Row, Stage, Verdict
+from compat_matrix.schema import (
+    GENERATION_COMPILE_FIGURES,
+    SCHEMA_VERSION,
+    Cause,
+    Row,
+    Stage,
+    Verdict,
+    environment_key,
+)
 from compat_matrix.schema import OK_VERDICTS as OK_VERDICT_ENUMS
 
 # Display order of the schema's verdicts (the overall one and each stage's).
@@ -150,7 +158,6 @@ TEXT_FIELDS = (
     "avoided_by",
 )
 FLAG_FIELDS = ("outputs_match", "tokens_match", "compiled_generation", "recompiles_every_step")
-ENV_KEY_FIELDS = ("backend", "simulated", "torch", "transformers", "settings_id")
 FAILURE_KEYS = ("generate_failure", "train_failure")
 # The committed reference run and the top-100 list the harness writes next to it.
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -271,10 +278,6 @@ class Top100Entry:
     class_name: str | None = None
 
 
-def _env_key(env: dict) -> tuple:
-    return tuple(str(env.get(name)) for name in ENV_KEY_FIELDS)
-
-
 def _row_env(row: dict) -> dict:
     env = dict(row.get("env") or {})
     # Top-level backend/simulated are authoritative when the env block lacks them.
@@ -367,7 +370,7 @@ def load_runs(paths: list[Path], merge: bool = False) -> list[Run]:
         for number, line in lines:
             row = _parse_line(path, number, line)
             env = _row_env(row)
-            key = _env_key(env) if merge else (file_index, *_env_key(env))
+            key = environment_key(env) if merge else (file_index, *environment_key(env))
             run = runs.setdefault(key, Run(env=env))
             if path not in run.sources:
                 run.sources.append(path)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from compat_matrix.merge import MergeError, Shard, merge_results, summary_lines, write_rows_atomically
+from compat_matrix.results import resume_key
 from compat_matrix.schema import SCHEMA_VERSION
 
 SIM_ENV = {
@@ -133,6 +134,21 @@ def test_only_env_key_fields_separate_runs(tmp_path):
     assert len(result.groups) == 1
     assert result.rows[0]["env"]["platform"] == "Linux-aarch64"
     assert result.identical_duplicates == 1
+
+
+def test_the_stand_in_and_a_real_device_are_two_environments(tmp_path):
+    """Both say backend `neuron`; `simulated` (part of the one environment key) keeps them apart, in merge and
+    in `run --resume`."""
+    device = {**SIM_ENV, "backend": "neuron", "simulated": False}
+    standin = {**device, "simulated": True}
+    path = write_jsonl(
+        tmp_path / "r.jsonl", [result_row("llama", 1, env=device), result_row("llama", 1, env=standin)]
+    )
+    result = merge_results([path])
+    assert len(result.groups) == 2 and result.replacements == []
+    assert resume_key({"model_type": "llama", "env": device}) != resume_key(
+        {"model_type": "llama", "env": standin}
+    )
 
 
 def test_later_rerun_wins_and_is_reported(tmp_path):
