@@ -490,9 +490,15 @@ def run_training_step(model, settings: ProbeSettings, device, row: dict, backend
     row["train_losses"] = losses
     per_frame = collections.Counter(metric.compile_id.split("/")[0] for metric in stats.compilations())
     row["train_recompile_limit_hit"] = any(count >= settings.recompile_limit for count in per_frame.values())
+    measured_compiles = len(stats.compilations())
     if content_step:
-        before = len(stats.compilations())
+        # The first batch again, then other tokens: what compiles on coming back to the first padded length
+        # (module state a step changed, such as RWKV's layer rescaling after generation in eval mode) is not
+        # the data's; only the second step's compiles are.
+        before = measured_compiles
         try:
+            one_step(padded_training_batch(model, settings.train_lengths[0], settings, device))
+            before = len(stats.compilations())
             one_step(padded_training_batch(model, settings.train_lengths[0], settings, device, content=1))
         except Exception as error:  # noqa: BLE001  (the measured steps passed; this one is evidence only)
             row["train_content_error"] = first_error_line(error)
@@ -500,7 +506,7 @@ def run_training_step(model, settings: ProbeSettings, device, row: dict, backend
     row["train_recompile_reasons"] = stats.recompile_reasons()
     distinct = sorted(set(lengths))
     row["train_padded_lengths"] = lengths
-    row["train_compile_count"] = len(stats.compilations()) - (row.get("train_content_compiles") or 0)
+    row["train_compile_count"] = measured_compiles
     row["train_compiles_per_length"] = dict(zip((str(n) for n in lengths), per_length, strict=True))
     # Each distinct padded length compiles the graphs of the first step once; anything more is a recompile.
     row["train_expected_compile_count"] = per_length[0] * len(distinct)

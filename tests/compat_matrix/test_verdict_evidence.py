@@ -172,6 +172,32 @@ def test_training_recompiles_that_follow_the_data_are_flagged():
     assert "recompiles that depend on the data" in fields["reason"]
 
 
+class StateFlipping(torch.nn.Module):
+    """A model whose first training call changes a Python attribute its forward branches on (as RWKV's layer
+    rescaling does after generation in eval mode): coming back to a padded length compiles again, whatever
+    the tokens."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(()))
+        self.rescaled = True
+        self.config = SimpleNamespace(get_text_config=lambda: SimpleNamespace(pad_token_id=0))
+
+    def forward(self, input_ids, attention_mask, labels):
+        scale = 2.0 if self.rescaled else 1.0
+        self.rescaled = False
+        return SimpleNamespace(loss=(input_ids.float().mean() * self.weight * scale))
+
+
+def test_a_recompile_on_coming_back_to_a_padded_length_is_not_the_datas():
+    torch._dynamo.reset()
+    settings = ProbeSettings(train_lengths=(100, 200), train_batch_size=1)
+    row: dict = {}
+    run_training_step(StateFlipping(), settings, torch.device("cpu"), row, "eager", content_step=True)
+    assert row["train_content_compiles"] == 0
+    assert row["train_compile_count"] == 2  # the measured steps only
+
+
 def test_checkpoint_values_each_have_a_source_and_a_field_that_exists():
     data = json.loads((__import__("compat_matrix").checkpoints.DATA_PATH).read_text())
     from compat_matrix.archs import ranks
