@@ -471,11 +471,12 @@ def run_training_step(model, settings: ProbeSettings, device, row: dict, backend
     lengths = []
     losses = []
 
-    def one_step(batch: dict[str, torch.Tensor]) -> None:
+    def one_step(batch: dict[str, torch.Tensor], recorded: bool = True) -> None:
         loss = step(**batch).loss
         if not torch.isfinite(loss):
             raise ValueError(f"training loss is not finite ({loss.item()}) at padded length {lengths[-1]}")
-        losses.append(loss.item())
+        if recorded:
+            losses.append(loss.item())
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -497,7 +498,9 @@ def run_training_step(model, settings: ProbeSettings, device, row: dict, backend
         # the data's; only the second step's compiles are.
         before = measured_compiles
         try:
-            one_step(padded_training_batch(model, settings.train_lengths[0], settings, device))
+            one_step(
+                padded_training_batch(model, settings.train_lengths[0], settings, device), recorded=False
+            )
             before = len(stats.compilations())
             one_step(padded_training_batch(model, settings.train_lengths[0], settings, device, content=1))
         except Exception as error:  # noqa: BLE001  (the measured steps passed; this one is evidence only)
