@@ -207,7 +207,11 @@ class _ShellReader:
         command = node.child_by_field_name("body")
         for redirect in (child for child in node.children if child.type == "heredoc_redirect"):
             body = next((child for child in redirect.children if child.type == "heredoc_body"), None)
-            kind = _heredoc_kind(command, node) if body is not None else None
+            kind = (
+                _heredoc_kind(command, node, self.data[body.start_byte : body.end_byte])
+                if body is not None
+                else None
+            )
             if body is None or kind is None:
                 continue
             text = self.text(body)

@@ -7,6 +7,7 @@ It combines the migrator's findings (what it rewrites, what it leaves to a perso
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 from collections import Counter
@@ -107,6 +108,8 @@ class ModelRow:
     result: dict | None = None
     task: str | None = None  # embedding / classification / diffusion: no causal-LM verdict applies
     href: str = ""  # its row in the compatibility report, when that page sits next to the checklist
+    config: Path | None = None  # a local model directory's config.json
+    measured_config: str = ""  # which config the result measured, where that matters to this model
 
     @property
     def matrix(self) -> str:
@@ -201,6 +204,23 @@ def _risk_items(scan: FileScan, fixed: list[Finding]) -> list[Item]:
 
 
 def _result_item(row: ModelRow, run: Run | None) -> Item | None:
+    item = _verdict_item(row, run)
+    if "config.json has" not in row.measured_config:
+        return item
+    if item is None:  # works, but with other code-path values than this model's
+        return Item(
+            "check",
+            f"`{row.reference}` ({row.architecture.model_type}) works ({row.measured_config})",
+            f"Run neuron-compat --config class-defaults --archs {row.architecture.model_type}, or on this "
+            "model's values, before migrating.",
+            ", ".join(row.locations),
+            code="model",
+        )
+    item.title += f" ({row.measured_config})"
+    return item
+
+
+def _verdict_item(row: ModelRow, run: Run | None) -> Item | None:
     model_type = row.architecture.model_type
     where = ", ".join(row.locations)
     if row.task:
@@ -285,7 +305,10 @@ def _models(
         model_type = read_model_type(config)
         key = str(config.parent.resolve())
         rows[key] = ModelRow(
-            show(config.parent), [show(config)], Architecture(model_type or UNKNOWN, f"local {show(config)}")
+            show(config.parent),
+            [show(config)],
+            Architecture(model_type or UNKNOWN, f"local {show(config)}"),
+            config=config,
         )
     for scan in scans:
         for reference in scan.models:
@@ -296,20 +319,63 @@ def _models(
             else:
                 key = reference.value
                 architecture = resolve(reference.value, scan.path.parent, online)
-            row = rows.setdefault(key, ModelRow(reference.value, [], architecture))
+            row = rows.setdefault(key, ModelRow(reference.value, [], architecture, config=config))
             row.locations.append(f"{reference.location} ({reference.how})")
             # How the code loads it (an embedding class, a pipeline task) outranks the id table.
             row.task = row.task or reference.task or architecture.task
     return sorted(rows.values(), key=lambda row: (row.architecture.model_type == UNKNOWN, row.reference))
 
 
-def _load_results(results: Path | None) -> tuple[Run | None, str]:
-    """The run to check models against: the file's first environment (the reference run has one)."""
+def _load_results(results: Path | None) -> tuple[list[Run], str]:
+    """The runs to check models against: the first (in the reference run, the one on checkpoint configs)
+    decides, a class-defaults run beside it serves local models whose config differs from the checkpoint's."""
     path = results if results is not None else REFERENCE_RESULTS
     if results is None and not path.is_file():
-        return None, "no results given and the reference run is not available"
-    runs = load_runs([path])
-    return runs[0], display_path(path)
+        return [], "no results given and the reference run is not available"
+    return load_runs([path]), display_path(path)
+
+
+def _config_value(config: dict, name: str):
+    """A field of a config.json, top-level or in a sub-config (Gemma 3's text_config); KeyError if absent."""
+    if name in config:
+        return config[name]
+    for value in config.values():
+        if isinstance(value, dict) and name in value:
+            return value[name]
+    raise KeyError(name)
+
+
+def _measured_result(row: ModelRow, runs: list[Run]) -> tuple[dict | None, str]:
+    """The result a model is checked against and, where it matters, which config it measured. A local
+    config.json whose code-path values differ from the checkpoint values the run applied takes the
+    class-defaults row of the same file where there is one."""
+    model_type = row.architecture.model_type
+    result = runs[0].rows.get(model_type) if runs else None
+    values = (result or {}).get("checkpoint_values")
+    if result is None or result.get("config_source") != "checkpoint" or not isinstance(values, dict):
+        return result, ""
+    measured = ", ".join(f"{name}={json.dumps(value)}" for name, value in values.items())
+    note = f"measured with the code-path values of {result.get('checkpoint')}: {measured}"
+    try:
+        local = json.loads(row.config.read_text(encoding="utf-8")) if row.config else None
+    except (OSError, UnicodeDecodeError, ValueError):
+        local = None
+    differing = []
+    for name, value in values.items():
+        try:
+            mine = _config_value(local, name) if isinstance(local, dict) else value
+        except KeyError:
+            continue
+        if mine != value:
+            differing.append(f"{name}={json.dumps(mine)}")
+    if not differing:
+        return result, note
+    note += f"; its config.json has {', '.join(differing)}"
+    class_defaults = next((run.rows[model_type] for run in runs[1:] if run.config == "class-defaults"
+                           and model_type in run.rows), None)  # fmt: skip
+    if class_defaults is not None:
+        return class_defaults, note + ": shown, the row measured with the config class's defaults"
+    return result, note + ": not measured with those values"
 
 
 def _shown_under(roots: list[Path]) -> Callable[[Path], str]:
@@ -387,7 +453,8 @@ def build_checklist(
     for path in paths:
         if not path.exists():
             raise ValueError(f"{path}: no such file or directory")
-    run, results_label = _load_results(results)
+    runs, results_label = _load_results(results)
+    run = runs[0] if runs else None
     tried = load_try_reports(list(try_reports))
     rules_href, compat_href = _links(output)
     show = _shown_under(paths)
@@ -422,7 +489,7 @@ def build_checklist(
     model_items = []
     for row in models:
         if row.task is None and run is not None and row.architecture.model_type != UNKNOWN:
-            row.result = run.rows.get(row.architecture.model_type)
+            row.result, row.measured_config = _measured_result(row, runs)
             if compat_href and row.result is not None:
                 row.href = f"{compat_href}#arch-{row.architecture.model_type}"
         item = _result_item(row, run)

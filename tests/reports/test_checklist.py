@@ -346,18 +346,56 @@ def test_slurm_jobs_and_shebang_launchers_are_scanned_as_shell(tmp_path, results
 
 
 def test_a_model_that_recompiles_at_every_decode_step_says_what_happens_on_a_device(tmp_path):
-    """With the committed reference run, the bundled tiny-mistral checkpoint (mistral: a guard on the cache
-    length fails at every decode step) gets the device consequence, not "one compilation per cache length"."""
+    """With the committed reference run's class-default configs (mistral's `sliding_window=4096`, as the bundled
+    tiny-mistral checkpoint has: a guard on the cache length fails at every decode step), the checkpoint gets
+    the device consequence, not "one compilation per cache length"."""
     reference = EXAMPLES.parents[1] / "fixtures" / "compat" / "results-neuron-sim.jsonl"
-    mistral = next(
-        json.loads(line) for line in reference.read_text().splitlines() if '"model_type": "mistral"' in line
-    )
+    rows = [json.loads(line) for line in reference.read_text().splitlines() if line.strip()]
+    class_defaults = [row for row in rows if row["env"].get("config") == "class-defaults"]
+    mistral = next(row for row in class_defaults if row["model_type"] == "mistral")
     assert mistral["recompiles_every_step"] is True
+    results = tmp_path / "class-defaults.jsonl"
+    results.write_text("".join(json.dumps(row) + "\n" for row in class_defaults))
     output = tmp_path / "checklist.md"
-    assert write_checklist([EXAMPLES], output, reference, False) == 0
+    assert write_checklist([EXAMPLES], output, results, False) == 0
     text = output.read_text()
     assert f"works with caveats: {mistral['recompile_count']} recompile(s) (at every decode step)" in text
     assert "recompile_limit (8)" in text and "one compilation per cache length" not in text
+
+
+def test_a_local_model_whose_config_differs_from_the_measured_checkpoint_takes_the_class_defaults_row(
+    tmp_path, rows
+):
+    """The first run measured Mistral-7B-Instruct-v0.2's sliding_window=null; a local checkpoint with a window of
+    4096 is checked against the class-defaults run beside it (which recompiles at every decode step), and says
+    so; one without a window keeps the checkpoint row."""
+    base = next(row for row in rows["results-sim"] if row["model_type"] == "mistral")
+    checkpoint = dict(
+        base, verdict="works", config_source="checkpoint", checkpoint="mistralai/Mistral-7B-Instruct-v0.2",
+        checkpoint_values={"sliding_window": None}, env=dict(base["env"], config="checkpoint", settings_id="ck"),
+    )  # fmt: skip
+    defaults = dict(
+        base, verdict="works-with-caveats", recompiles_every_step=True, recompile_count=7, graph_breaks=0,
+        config_source="class-defaults", checkpoint=None, checkpoint_values=None,
+        env=dict(base["env"], config="class-defaults", settings_id="cd"),
+    )  # fmt: skip
+    results = write_jsonl(tmp_path / "results.jsonl", [checkpoint, defaults])
+    project = tmp_path / "project"
+    for name, window in (("windowed", 4096), ("plain", None)):
+        (project / name).mkdir(parents=True)
+        (project / name / "config.json").write_text(
+            json.dumps({"model_type": "mistral", "sliding_window": window})
+        )
+    context = build_checklist([project], results, online=False, analyze=fake_analyze({}))
+    models = {row.reference: row for row in context["models"]}
+    assert models["windowed"].result["config_source"] == "class-defaults"
+    assert models["plain"].result["config_source"] == "checkpoint"
+    (item,) = context["model_items"]
+    assert item.title == (
+        "`windowed` (mistral) works with caveats: 7 recompile(s) (at every decode step), 0 graph break(s) "
+        "(measured with the code-path values of mistralai/Mistral-7B-Instruct-v0.2: sliding_window=null; its "
+        "config.json has sliding_window=4096: shown, the row measured with the config class's defaults)"
+    )
 
 
 def _try_report(path: Path, tried: Path, runs: list[dict]) -> Path:
