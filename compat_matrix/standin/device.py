@@ -154,6 +154,10 @@ def _run(func, info: tuple, args: tuple, kwargs: dict | None):
                     device = CPU
             elif isinstance(value, _Tensor):
                 value = _other_tensor(value, func)
+            elif type(value) is list or type(value) is tuple:  # out=[...] of a foreach or split copy
+                value = [_unwrap(item) if isinstance(item, _Tensor) else item for item in value]
+                if device is None:
+                    device = next((item._device for item in kwargs[name] if type(item) is NeuronTensor), None)
             cpu_kwargs[name] = value
         if info[2] and cpu_kwargs.get("generator") is None:
             cpu_kwargs["generator"] = generator(device)

@@ -177,7 +177,7 @@ def test_trainer_trl_and_peft_take_their_own_neuron_paths():
 
 
 @pytest.mark.slow
-def test_ddp_tensor_parallelism_and_collectives_on_the_neuron_process_group(tmp_path):
+def test_ddp_fsdp2_tensor_parallelism_and_collectives_on_the_neuron_process_group(tmp_path):
     from compat_matrix.tiny import build_tiny_model
 
     build_tiny_model("llama").save_pretrained(tmp_path / "checkpoint")
@@ -192,6 +192,7 @@ def test_ddp_tensor_parallelism_and_collectives_on_the_neuron_process_group(tmp_
     assert found["tp_generate_device"] == "neuron:0" and found["tp_generate_equal_one_process"]
     assert found["ddp_grad_device"] == "neuron:0" and found["ddp_params"] == 21
     assert found["ddp_max_grad_diff"] < 1e-6
+    assert found["fsdp_shard"] == ["DTensor", "neuron:0"] and found["fsdp_max_loss_diff"] < 1e-5
     assert found["collectives"] == {
         "all_reduce": [3.0] * 4,
         "all_gather_into_tensor": [0.0] * 4 + [1.0] * 4,
