@@ -292,6 +292,26 @@ def _sdp_choice(func, info, args, kwargs):
     return 4 if overrideable else 0
 
 
+def _sdp_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+                   enable_gqa=False):  # fmt: skip
+    """``scaled_dot_product_attention`` on the device, above autograd. PyTorch picks its fused kernel through a
+    per-device-type stub that only a C++ backend can fill, so eager attention on a Python backend would always
+    take the math decomposition (two batched matmuls and a softmax, each saved for backward); this makes the
+    choice ``_fused_sdp_choice`` makes, and runs the ``overrideable`` kernel as TorchNeuron does."""
+    kwargs = {"scale": scale, "enable_gqa": enable_gqa}
+    args = (query, key, value, attn_mask, dropout_p, is_causal)
+    same_heads = query.dim() == 4 and query.size(1) == key.size(1) == value.size(1)
+    if same_heads and type(query) is NeuronTensor and _sdp_choice(None, None, args, kwargs) == 4:
+        if (
+            attn_mask is not None and attn_mask.dtype == torch.bool
+        ):  # as PyTorch hands a mask to a fused kernel
+            attn_mask = torch.zeros_like(attn_mask, dtype=query.dtype).masked_fill_(~attn_mask, float("-inf"))
+        return aten._scaled_dot_product_fused_attention_overrideable.default(
+            query, key, value, attn_mask, dropout_p, is_causal, False, scale=scale
+        )[0]
+    return aten.scaled_dot_product_attention.default.decompose(*args, **kwargs)
+
+
 def _unwrap(value):
     return value._cpu if type(value) is NeuronTensor else value
 
@@ -341,6 +361,10 @@ def _histc(func, info, args, kwargs):
 _SPECIAL = {
     aten.histc.default: _histc,
     aten._fused_sdp_choice.default: _sdp_choice,
+    # Reaches the device itself only with autograd off (inference mode); else the AutogradPrivateUse1 kernel.
+    aten.scaled_dot_product_attention.default: lambda func, info, args, kwargs: _sdp_attention(
+        *args, **kwargs
+    ),
     aten._scaled_dot_product_fused_attention_overrideable.default: _sdp_overrideable,
     aten._scaled_dot_product_fused_attention_overrideable_backward.default: _sdp_overrideable_backward,
 }
@@ -430,5 +454,6 @@ def register() -> None:
     for supported in (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types):
         if NeuronTensor not in supported:
             supported.append(NeuronTensor)
+    _library.impl("scaled_dot_product_attention", _sdp_attention, "AutogradPrivateUse1")
     # DataLoader(pin_memory=True) pins for the current accelerator: for this one, a plain host copy.
     _library.impl("_pin_memory", _pin_memory, "CPU")

@@ -145,6 +145,11 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
     assert found["rng_reproducible"] and found["rng_state_restores"] and found["event_elapsed_ms"] >= 0
     assert found["memory_allocated_covers_a_4MiB_tensor"]
     assert found["fallback_ops"] == ["aten::nonzero"]
+    assert found["attention_ops"] == [
+        "aten::_scaled_dot_product_fused_attention_overrideable",
+        "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+    ]
+    assert found["attention_grad_equal_cpu"]
     assert found["generate_tokens_equal_cpu"] and found["generate_graphs"] == 1
     assert found["dynamo_metrics"] and found["dynamo_metrics"][0].endswith("_forward_0")
     assert found["reloaded"] == ["neuron:0", True]

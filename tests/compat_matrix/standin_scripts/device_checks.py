@@ -85,6 +85,21 @@ torch_neuronx.clear_op_tracking()
 torch.nonzero(on_device > 0)
 found["fallback_ops"] = torch_neuronx.get_fallback_ops()
 
+# Eager attention takes the fused ("overrideable") kernel, forward and backward, with the CPU's results.
+query = torch.randn(2, 4, 16, 8, requires_grad=True)
+mask = torch.ones(16, 16, dtype=torch.bool).tril()
+torch.nn.functional.scaled_dot_product_attention(query, query, query, attn_mask=mask).sum().backward()
+device_query = query.detach().to("neuron").requires_grad_()
+torch_neuronx.clear_op_tracking()
+attention = torch.nn.functional.scaled_dot_product_attention(
+    device_query, device_query, device_query, attn_mask=mask.to("neuron")
+)
+attention.sum().backward()
+found["attention_ops"] = [
+    name for name in torch_neuronx.get_executed_ops() if "attention" in name or "bmm" in name
+]
+found["attention_grad_equal_cpu"] = torch.allclose(device_query.grad.cpu(), query.grad, atol=1e-6)
+
 # generate with a static cache: Transformers' neuron branch compiles by itself with backend "neuron".
 model = build_tiny_model("llama")
 ids = torch.randint(3, 200, (1, 7), generator=torch.Generator().manual_seed(0))
