@@ -430,6 +430,38 @@ def _keep_device_copies_fake() -> None:
     FakeTensorMode.may_turn_const = may_turn_const_unless_on_device
 
 
+def _same_device_tensor(first, second) -> bool:
+    """Two stand-in tensors that are the same tensor: same data, layout, dtype, device and requires_grad."""
+    if first is second:
+        return True
+    if type(first) is not NeuronTensor or type(second) is not NeuronTensor:
+        return False
+    a, b = first._cpu, second._cpu
+    return (
+        first._device == second._device
+        and a.dtype == b.dtype
+        and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        and (a.size(), a.stride(), a.storage_offset()) == (b.size(), b.stride(), b.storage_offset())
+        and first.requires_grad == second.requires_grad
+    )
+
+
+def _skip_swaps_that_change_nothing() -> None:
+    """``Module.to`` swaps the parameters of a wrapper subclass (``torch.utils.swap_tensors``) even where the
+    move is a no-op, and the swap refuses a parameter that something else references (a compiled graph's
+    guards): moving a model already on the device failed. On a device the move sets ``param.data`` to the same
+    tensor; here a swap of a stand-in tensor with itself is skipped."""
+    swap = torch.utils.swap_tensors
+
+    def swap_tensors(t1, t2):
+        if _same_device_tensor(t1, t2):
+            return
+        swap(t1, t2)
+
+    swap_tensors.__doc__ = swap.__doc__
+    torch.utils.swap_tensors = swap_tensors
+
+
 _DTYPE_RULES: frozenset[str] = frozenset()
 _library: torch.library.Library | None = None
 
@@ -442,6 +474,7 @@ def register() -> None:
     _setup_privateuseone_for_python_backend(rename=DEVICE_TYPE, backend_module=runtime.module())
     _DTYPE_RULES = frozenset(sim_backend._dtype_rule_index())
     _keep_device_copies_fake()
+    _skip_swaps_that_change_nothing()
     _library = torch.library.Library("aten", "IMPL")  # noqa: TOR901  (kept alive: the registrations live with it)
     for name, kernel in (("empty.memory_format", _empty), ("empty_strided", _empty_strided),
                          ("_copy_from", _copy_from), ("_copy_from_and_resize", _copy_from_and_resize)):  # fmt: skip

@@ -154,6 +154,7 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
     assert found["dynamo_metrics"] and found["dynamo_metrics"][0].endswith("_forward_0")
     assert found["reloaded"] == ["neuron:0", True]
     assert found["torch_load_devices"] == ["neuron:0", "cpu"] and found["deepcopy_device"] == "neuron:0"
+    assert found["moved_again"]
     assert found["saved_files_equal_cpu"] and found["saved_tensors_equal_on_cpu"]
     assert found["inference_mode_tokens_equal_cpu"] == [True, True]
     assert found["inference_mode_tensors"] == [False, True, True]

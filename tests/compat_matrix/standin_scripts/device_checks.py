@@ -6,6 +6,7 @@ import json
 import sys
 import tempfile
 import warnings
+import weakref
 from pathlib import Path
 
 import torch_neuronx  # before torch, as a trn2 script may do
@@ -133,6 +134,11 @@ with tempfile.TemporaryDirectory() as folder:
         str(torch.load(f"{folder}/state.pt", map_location="cpu")["lm_head.weight"].device),
     ]
 found["deepcopy_device"] = str(next(copy.deepcopy(model).parameters()).device)
+# Moving a model that is already on the device again is a no-op, as on a device, also while something holds
+# its parameters (a compiled graph's guards hold weak references to them).
+held = weakref.ref(model.lm_head.weight)
+model.to("neuron")
+found["moved_again"] = held() is model.lm_head.weight
 # The files save_pretrained writes from the device are the ones it writes from the CPU, and load on the CPU.
 with tempfile.TemporaryDirectory() as folder:
     model.save_pretrained(folder)
