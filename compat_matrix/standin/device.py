@@ -472,6 +472,7 @@ def register() -> None:
     from compat_matrix.standin import runtime
 
     _setup_privateuseone_for_python_backend(rename=DEVICE_TYPE, backend_module=runtime.module())
+    runtime.route_accelerator()
     _DTYPE_RULES = frozenset(sim_backend._dtype_rule_index())
     _keep_device_copies_fake()
     _skip_swaps_that_change_nothing()

@@ -92,6 +92,13 @@ def set_device(device) -> None:
     _device.STATE.current = index
 
 
+def _exchange_device(index: int) -> int:
+    previous = current_device()
+    if index >= 0:
+        set_device(index)
+    return previous
+
+
 class device:  # noqa: N801  (torch.cuda.device's name)
     """Context manager that selects a device."""
 
@@ -386,3 +393,26 @@ def mem_get_info(device=None) -> tuple[int, int]:
 
     memory = psutil.virtual_memory()
     return memory.available, memory.total
+
+
+# --- torch.accelerator -----------------------------------------------------------------------------------
+
+
+def route_accelerator() -> None:
+    """``torch.accelerator``'s device index, synchronize and memory functions reach a backend through its C++
+    device guard and allocator; the python PrivateUse1 guard keeps no current device (its index is always 0) and
+    there is no allocator, so they are routed to this module's functions, which factories on ``neuron`` and
+    ``torch.neuron`` use."""
+    bindings = torch._C
+    bindings._accelerator_getDeviceIndex = current_device
+    bindings._accelerator_setDeviceIndex = set_device
+    bindings._accelerator_exchangeDevice = _exchange_device
+    bindings._accelerator_maybeExchangeDevice = _exchange_device
+    bindings._accelerator_synchronizeDevice = synchronize
+    bindings._accelerator_isAllocatorInitialized = lambda: True
+    bindings._accelerator_getDeviceStats = memory_stats
+    bindings._accelerator_resetPeakStats = reset_peak_memory_stats
+    bindings._accelerator_resetAccumulatedStats = reset_accumulated_memory_stats
+    bindings._accelerator_getMemoryInfo = mem_get_info
+    bindings._accelerator_emptyCache = empty_cache
+    bindings._accelerator_emptyHostCache = empty_cache

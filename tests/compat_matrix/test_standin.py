@@ -142,6 +142,7 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
     assert found["cpu_scalar_mixes"] == "neuron"
     assert found["pinned_batches"] == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
     assert (found["current_device_after_set"], found["factory_device_after_set"]) == (1, "neuron:1")
+    assert found["accelerator_device_index"] == [2, "neuron:3", 2]
     assert found["rng_reproducible"] and found["rng_state_restores"] and found["event_elapsed_ms"] >= 0
     assert found["memory_allocated_covers_a_4MiB_tensor"]
     assert found["fallback_ops"] == ["aten::nonzero"]

@@ -60,6 +60,18 @@ torch.neuron.set_device(1)
 found["current_device_after_set"] = torch.neuron.current_device()
 found["factory_device_after_set"] = str(torch.empty(1, device="neuron").device)
 torch.neuron.set_device(0)
+# torch.accelerator's device-agnostic functions reach the same current device, streams and memory figures.
+torch.accelerator.set_device_index(2)
+with torch.accelerator.device_index(3):
+    inside = str(torch.empty(1, device="neuron").device)
+found["accelerator_device_index"] = [
+    torch.neuron.current_device(),
+    inside,
+    torch.accelerator.current_device_index(),
+]
+torch.accelerator.set_device_index(0)
+torch.accelerator.synchronize()
+torch.Event(device="neuron").record(torch.accelerator.current_stream())
 torch.manual_seed(7)
 first = torch.randn(3, device="neuron").cpu()
 torch.manual_seed(7)
@@ -77,7 +89,10 @@ with torch.neuron.stream(stream):
 torch.neuron.synchronize()
 found["event_elapsed_ms"] = start.elapsed_time(end)
 big = torch.zeros(1024, 1024, device="neuron")
-found["memory_allocated_covers_a_4MiB_tensor"] = torch.neuron.memory_allocated() >= big.numel() * 4
+found["memory_allocated_covers_a_4MiB_tensor"] = (
+    torch.neuron.memory_allocated() >= big.numel() * 4
+    and torch.accelerator.memory_allocated() >= big.numel() * 4
+)
 del big
 torch.neuron.empty_cache()
 
