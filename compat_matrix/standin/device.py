@@ -462,6 +462,17 @@ def _skip_swaps_that_change_nothing() -> None:
     torch.utils.swap_tensors = swap_tensors
 
 
+_PRIVATEUSE1 = torch._C._autograd.DeviceType.PrivateUse1
+
+
+class _DeviceGuard(torch._C._acc.DeviceGuard):
+    """The python PrivateUse1 device guard. The autograd engine asks it for its device type about four times per
+    backward node: answered from a constant."""
+
+    def type_(self):
+        return _PRIVATEUSE1
+
+
 _DTYPE_RULES: frozenset[str] = frozenset()
 _library: torch.library.Library | None = None
 
@@ -471,7 +482,8 @@ def register() -> None:
     global _library, _DTYPE_RULES
     from compat_matrix.standin import runtime
 
-    _setup_privateuseone_for_python_backend(rename=DEVICE_TYPE, backend_module=runtime.module())
+    _setup_privateuseone_for_python_backend(rename=DEVICE_TYPE, backend_module=runtime.module(),
+                                            device_guard=_DeviceGuard())  # fmt: skip
     runtime.route_accelerator()
     _DTYPE_RULES = frozenset(sim_backend._dtype_rule_index())
     _keep_device_copies_fake()
