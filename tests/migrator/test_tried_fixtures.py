@@ -54,10 +54,6 @@ KNOWN_FAILURES = {
     ),
     "inference/llm_compiled_folder.expected.py": (MANUAL, "keeps an optimum import"),
     "inference/llm_neuron_config_keyword_and_manual.expected.py": (MANUAL, "keeps an optimum import"),
-    "inference/llm_neuron_config_later_in_function.expected.py": (
-        UNSURE,
-        "a tp_size=2 load without device_map leaves a CPU tensor next to neuron:0 ones (stand-in or Transformers)",
-    ),
     "inference/llm_tensor_parallel.expected.py": (LIMIT, "its mesh needs 8 processes; a try runs 2"),
     "inference/pipeline_encoders.expected.py": (MANUAL, "keeps an optimum import"),
     "inference/tp_load_in_helper.expected.py": (FIXTURE, "reads a tickets file named on its command line"),
@@ -88,11 +84,6 @@ KNOWN_FAILURES = {
         "its parallel degrees need more than 2 processes",
     ),
     "training/sft_lora_qwen3_parser.expected.py": (MANUAL, "keeps an optimum import"),
-    "training/tp_load_before_arguments.expected.py": (
-        UNSURE,
-        "rank 1 computes its loss on neuron:0 while the Trainer uses neuron:1 (the TP load precedes the "
-        "TrainingArguments that set the device)",
-    ),
     "training/tp_after_cpu_adapter_merge.expected.py": (FIXTURE, "imports a local `data` module"),
     "training/trainer_xla_use_bf16.expected.py": (FIXTURE, "imports `evaluate`, not installed here"),
     "training/training_neuron_config_qwen3.expected.py": (LIMIT, "tp_size=4 needs 4 processes; a try runs 2"),
