@@ -1,5 +1,5 @@
 # The two entry points of the README. Both set up .venv first (idempotent, see scripts/setup.sh).
-.PHONY: demo test setup lint
+.PHONY: demo test setup lint new-rule fixtures
 
 setup:
 	bash scripts/setup.sh test,ray
@@ -16,3 +16,10 @@ test: setup
 
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
+
+# Contributors (docs/writing-rules.md): scaffold a rule; rewrite fixture expectations from the current output.
+new-rule:
+	.venv/bin/python scripts/new_rule.py $(FAMILY) $(NAME) $(if $(CODE),--code $(CODE))
+
+fixtures:
+	.venv/bin/python -m tests.migrator.update_fixtures $(CASES)

@@ -30,12 +30,18 @@ def top100() -> list[str]:
 
 
 def select_architectures(spec: str) -> list[str]:
-    """``top100``, ``all`` or ``a,b,c`` -> model types, checked against the installed Transformers."""
+    """``top100``, ``all``, ``checkpoint-differs`` (the architectures whose recorded checkpoint values build
+    another tiny model than their class defaults) or ``a,b,c`` -> model types, checked against the installed
+    Transformers."""
     known = causal_lm_model_types()
     if spec == "top100":
         return [model_type for model_type in top100() if model_type in known]
     if spec == "all":
         return known
+    if spec == "checkpoint-differs":
+        from compat_matrix.checkpoints import differs_from_class_defaults, load_checkpoint_configs
+
+        return [m for m in load_checkpoint_configs() if m in known and differs_from_class_defaults(m)]
     wanted = [name.strip() for name in spec.split(",") if name.strip()]
     unknown = [name for name in wanted if name not in known]
     if unknown or not wanted:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from compat_matrix.settings import BACKENDS, DEFAULT_TIMEOUT_S, DTYPES, ProbeSettings
+from compat_matrix.settings import BACKENDS, CONFIGS, DEFAULT_TIMEOUT_S, DTYPES, ProbeSettings
 
 
 class BadInput(click.ClickException):
@@ -53,7 +53,11 @@ def main() -> None:
 
 @main.command()
 @click.option(
-    "--archs", default="top100", show_default=True, help="top100, all, or a comma list of model types."
+    "--archs",
+    default="top100",
+    show_default=True,
+    help="top100, all, checkpoint-differs (whose recorded checkpoint values differ from the class defaults), "
+    "or a comma list of model types.",
 )
 @click.option(
     "--backend",
@@ -88,6 +92,16 @@ def main() -> None:
     default="float32",
     show_default=True,
     help="Weights and activations of every probe; the logit tolerance follows it.",
+)
+@click.option(
+    "--config",
+    "config_source",
+    type=click.Choice(CONFIGS),
+    default="checkpoint",
+    show_default=True,
+    help="checkpoint: build each tiny model from the code-path fields of its architecture's most-used "
+    "checkpoint (compat_matrix/checkpoint_configs.json; class defaults where it has none, as the row says); "
+    "class-defaults: from the Transformers config class's defaults.",
 )
 @click.option(
     "--sim-device",
@@ -139,6 +153,7 @@ def run(
     jobs: int,
     timeout_s: float | None,
     dtype: str,
+    config_source: str,
     sim_device: str,
     memory_mb: int,
     shard,
@@ -175,17 +190,14 @@ def run(
     settings = ProbeSettings(
         backend=resolved,
         dtype=dtype,
+        config=config_source,
         sim_device=sim_device,
         timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S[resolved],
         memory_mb=memory_mb,
     )
     env = run_env(settings)
     done = {resume_key(row) for row in existing}
-    todo = [
-        m
-        for m in model_types
-        if (m, env["torch"], env["transformers"], resolved, env["settings_id"]) not in done
-    ]
+    todo = [m for m in model_types if resume_key({"model_type": m, "env": env}) not in done]
     if len(todo) < len(model_types):
         click.echo(
             f"--resume: {len(model_types) - len(todo)} architecture(s) already in {output}, skipped", err=True
@@ -193,8 +205,8 @@ def run(
     on = f" on {sim_device}" if resolved == "neuron-sim" else ""
     click.echo(
         f"{len(todo)} architecture(s), backend {resolved}{on} (simulated: {str(env['simulated']).lower()}), "
-        f"{dtype}, torch {env['torch']}, transformers {env['transformers']}, settings {env['settings_id']}, "
-        f"{scheduler}" + (f", shard {shard}" if shard is not None else ""),
+        f"{dtype}, {config_source} configs, torch {env['torch']}, transformers {env['transformers']}, "
+        f"settings {env['settings_id']}, {scheduler}" + (f", shard {shard}" if shard is not None else ""),
         err=True,
     )
     run_and_record(longest_first(todo), settings, schedule, output, existing)

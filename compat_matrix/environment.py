@@ -119,6 +119,7 @@ def run_env(settings: ProbeSettings) -> dict:
         "backend": settings.backend,
         "simulated": simulated(settings),
         "settings_id": settings.settings_id(),
+        "config": settings.config,
     }
     if settings.backend == "neuron":
         try:

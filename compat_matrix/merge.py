@@ -105,7 +105,11 @@ def _rank_order(row: dict) -> tuple:
 
 
 def environment_key(row: dict) -> tuple:
-    """What a row was measured under: the ``--resume`` key without the architecture."""
+    """What a row was measured under: the ``--resume`` key without the architecture. KeyError when its env
+    lacks a field that defines the measurement (`simulated` may be absent: rows before the stand-in)."""
+    missing = [name for name in ("backend", "torch", "transformers", "settings_id") if name not in row["env"]]
+    if missing:
+        raise KeyError(missing[0])
     return resume_key(row)[1:]
 
 

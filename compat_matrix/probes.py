@@ -30,10 +30,12 @@ import torch._dynamo
 from torch._dynamo.utils import counters, get_compilation_metrics
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from compat_matrix import sim_backend, standin
+from compat_matrix import artifacts, severity, sim_backend, standin
+from compat_matrix.checkpoints import config_choice
+from compat_matrix.errors import first_error_line
 from compat_matrix.schema import GENERATION_COMPILE_FIGURES, Cause, Stage, Verdict
 from compat_matrix.settings import ProbeSettings
-from compat_matrix.tiny import VOCAB, build_tiny_model
+from compat_matrix.tiny import PRIMARY, SECOND, VOCAB, TinySize, build_tiny_model
 
 CPU = torch.device("cpu")
 MOE_MARKERS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
@@ -58,14 +60,6 @@ class DeviceUnavailable(RuntimeError):
 
 class OutputsDiffer(ValueError):
     """Teacher-forced logits differ from the reference beyond the tolerance."""
-
-
-def first_error_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    # Dynamo wraps backend errors as "backend='x' raised:\nRealError: ..."; the useful line is the real one.
-    if len(lines) > 1 and lines[0].endswith("raised:"):
-        lines = lines[1:]
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:500]
 
 
 def _root_error(error: BaseException) -> BaseException:
@@ -448,10 +442,12 @@ def why_not_compiled(model, row: dict) -> str:
     return "; ".join(reasons) or "Transformers' auto-compile criteria were not met"
 
 
-def padded_training_batch(model, raw_length: int, settings: ProbeSettings, device) -> dict[str, torch.Tensor]:
-    """A right-padded batch whose length is rounded up to a multiple of ``pad_multiple`` (TRL >= 1.16)."""
+def padded_training_batch(model, raw_length: int, settings: ProbeSettings, device,
+                          content: int = 0) -> dict[str, torch.Tensor]:  # fmt: skip
+    """A right-padded batch whose length is rounded up to a multiple of ``pad_multiple`` (TRL >= 1.16);
+    ``content`` > 0 draws other tokens for the same lengths."""
     padded = math.ceil(raw_length / settings.pad_multiple) * settings.pad_multiple
-    generator = torch.Generator().manual_seed(settings.seed + raw_length)
+    generator = torch.Generator().manual_seed(settings.seed + raw_length + 7919 * content)
     ids = torch.randint(3, VOCAB - 16, (settings.train_batch_size, padded), generator=generator)
     mask = torch.zeros_like(ids)
     mask[:, :raw_length] = 1
@@ -461,8 +457,11 @@ def padded_training_batch(model, raw_length: int, settings: ProbeSettings, devic
     return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "labels": labels.to(device)}
 
 
-def run_training_step(model, settings: ProbeSettings, device, row: dict, backend: str | None) -> None:
-    """One training step per padded length, compiled with ``backend`` (uncompiled when None)."""
+def run_training_step(model, settings: ProbeSettings, device, row: dict, backend: str | None,
+                      content_step: bool = False) -> None:  # fmt: skip
+    """One training step per padded length, compiled with ``backend`` (uncompiled when None). With
+    ``content_step``, one more step at the first padded length with other tokens: compiles there depend on the
+    data (expert token counts, a data-dependent branch), not on the padded length."""
     model.train()
     # What Trainer does with --torch_compile on neuron: accelerate compiles the model with dynamic=False.
     step = model if backend is None else torch.compile(model, backend=backend, dynamic=False)
@@ -470,26 +469,54 @@ def run_training_step(model, settings: ProbeSettings, device, row: dict, backend
     stats = CompileStats()
     per_length = []
     lengths = []
+    losses = []
+
+    def one_step(batch: dict[str, torch.Tensor], recorded: bool = True) -> None:
+        loss = step(**batch).loss
+        if not torch.isfinite(loss):
+            raise ValueError(f"training loss is not finite ({loss.item()}) at padded length {lengths[-1]}")
+        if recorded:
+            losses.append(loss.item())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
     for raw_length in settings.train_lengths:
         batch = padded_training_batch(model, raw_length, settings, device)
         lengths.append(batch["input_ids"].shape[1])
         row["train_lengths_started"] = len(lengths)
         before = len(stats.compilations())
-        loss = step(**batch).loss
-        if not torch.isfinite(loss):
-            raise ValueError(f"training loss is not finite ({loss.item()}) at padded length {lengths[-1]}")
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        one_step(batch)
         per_length.append(len(stats.compilations()) - before)
+    row["train_losses"] = losses
+    per_frame = collections.Counter(metric.compile_id.split("/")[0] for metric in stats.compilations())
+    row["train_recompile_limit_hit"] = any(count >= settings.recompile_limit for count in per_frame.values())
+    measured_compiles = len(stats.compilations())
+    if content_step:
+        # The first batch again, then other tokens: what compiles on coming back to the first padded length
+        # (module state a step changed, such as RWKV's layer rescaling after generation in eval mode) is not
+        # the data's; only the second step's compiles are.
+        before = measured_compiles
+        try:
+            one_step(
+                padded_training_batch(model, settings.train_lengths[0], settings, device), recorded=False
+            )
+            before = len(stats.compilations())
+            one_step(padded_training_batch(model, settings.train_lengths[0], settings, device, content=1))
+        except Exception as error:  # noqa: BLE001  (the measured steps passed; this one is evidence only)
+            row["train_content_error"] = first_error_line(error)
+        row["train_content_compiles"] = len(stats.compilations()) - before
+    row["train_recompile_reasons"] = stats.recompile_reasons()
     distinct = sorted(set(lengths))
     row["train_padded_lengths"] = lengths
-    row["train_compile_count"] = len(stats.compilations())
+    row["train_compile_count"] = measured_compiles
     row["train_compiles_per_length"] = dict(zip((str(n) for n in lengths), per_length, strict=True))
     # Each distinct padded length compiles the graphs of the first step once; anything more is a recompile.
     row["train_expected_compile_count"] = per_length[0] * len(distinct)
-    row["train_graph_breaks"] = sum(stats.graph_breaks().values())
-    row["_graph_break_messages"] = row.get("_graph_break_messages", []) + list(stats.graph_breaks())
+    breaks = stats.graph_breaks()
+    row["train_graph_breaks"] = sum(breaks.values())
+    row["train_graph_break_reasons"] = sorted({graph_break_reason(message) for message in breaks})
+    row["_graph_break_messages"] = row.get("_graph_break_messages", []) + list(breaks)
 
 
 def configure_dynamo(settings: ProbeSettings) -> None:
@@ -505,17 +532,12 @@ def configure_dynamo(settings: ProbeSettings) -> None:
 
 def _passes(fn: Callable[[], Any]) -> tuple[bool, str | None]:
     """Run a confirmation probe; its findings and compiled code never reach the row."""
-    saved = sim_backend.STATE
-    sim_backend.reset()
-    torch._dynamo.reset()
-    try:
-        fn()
-        return True, None
-    except Exception as error:
-        return False, first_error_line(error)
-    finally:
-        sim_backend.STATE = saved
-        torch._dynamo.reset()
+    with sim_backend.findings_apart():
+        try:
+            fn()
+            return True, None
+        except Exception as error:
+            return False, first_error_line(error)
 
 
 def attribute_failure(
@@ -569,12 +591,14 @@ def _record_failure(row: dict, key: str, failure: ProbeFailure, cause: Cause, re
 def probe_architecture(model_type: str, settings: ProbeSettings) -> dict[str, Any]:
     """Run every probe for one architecture in this process and return the measured fields of its row."""
     configure_dynamo(settings)
-    dtype = getattr(torch, settings.dtype)
     row = initial_measurement()
+    choice = config_choice(model_type, settings.config)
+    row.update(choice.row_fields())
     probe_seconds = row["probe_seconds"]
 
-    def fresh_model():
-        return build_tiny_model(model_type, settings.seed, dtype)
+    def fresh_model(size: TinySize = PRIMARY, seed: int = settings.seed, dtype: str = settings.dtype,
+                    exact: dict | None = None):  # fmt: skip
+        return build_tiny_model(model_type, seed, getattr(torch, dtype), size, choice.overrides, exact)
 
     try:
         model = timed(probe_seconds, "build", "build", fresh_model)
@@ -597,7 +621,82 @@ def probe_architecture(model_type: str, settings: ProbeSettings) -> dict[str, An
     row["logit_tolerance"] = tolerance
     probe_generation(model, fresh_model, settings, device, references, tolerance, row)
     probe_training(model, fresh_model, settings, device, row)
+    start = time.perf_counter()
+    judge_device_rules(model, fresh_model, settings, device, references, row)
+    probe_seconds["code_paths"] = round(time.perf_counter() - start, 3)
+
+    def remeasure(stage: str, size: TinySize, seed: int, exact: dict) -> dict:
+        measured = initial_measurement()
+
+        def again():
+            return fresh_model(size, seed, exact=exact)
+
+        second = again()
+        if stage == "generate":
+            second_references = run_eager_reference(second, settings)
+            probe_generation(second, again, settings, device, second_references, tolerance, measured)
+        else:
+            probe_training(second, again, settings, device, measured)
+        return measured
+
+    start = time.perf_counter()
+    artifacts.guard(
+        row, settings.seed, remeasure, lambda: _configs_of(fresh_model(SECOND)), settings.max_cache_len
+    )
+    probe_seconds["artifact_guard"] = round(time.perf_counter() - start, 3)
     return finish(row, settings)
+
+
+def _configs_of(model) -> list:
+    config = model.config
+    return [
+        config,
+        *(
+            getattr(config, name)
+            for name in getattr(config, "sub_configs", {})
+            if getattr(config, name, None)
+        ),
+    ]
+
+
+def judge_device_rules(model, fresh_model, settings, device, references, row) -> None:
+    """A stage whose compiled graphs hold an op a device rule says raises: measure the code paths that may
+    avoid it, then record the outcome (``severity``)."""
+    for stage, key, findings in (("generate", "generate_failure", row.get("generate_unsupported_ops")),
+                                 ("train", "train_failure", row.get("train_unsupported_ops"))):  # fmt: skip
+        raising = sim_backend.raising_findings(findings or [])
+        if not raising or row.get(key):
+            continue
+        row["device_raising_ops"] = sorted(set(row.get("device_raising_ops") or []) | set(raising))
+
+        def run_stage(path: severity.CodePath, stage: str = stage) -> dict:
+            alternative = fresh_model(dtype=path.dtype or settings.dtype)
+            if path.experts_implementation:
+                alternative.set_experts_implementation(path.experts_implementation)
+            alternative.to(device)
+            if stage == "generate":
+                forced_generate(alternative, settings, device, references, compile_backend(settings))
+                return {}
+            measured: dict = {}
+            one_length = dataclasses.replace(settings, train_lengths=settings.train_lengths[:1])
+            run_training_step(alternative, one_length, device, measured, compile_backend(settings))
+            same_dtype = (path.dtype or settings.dtype) == settings.dtype
+            difference = abs(measured["train_losses"][0] - row["train_losses"][0])
+            return {"first_loss": measured["train_losses"][0],
+                    "loss_difference": difference if same_dtype else None}  # fmt: skip
+
+        results = severity.measure_code_paths(
+            severity.applicable_code_paths(model, settings.dtype), run_stage
+        )
+        row["code_paths"] = (row.get("code_paths") or []) + [dict(result, stage=stage) for result in results]
+        judgement = severity.stage_judgement(stage, raising, results, settings.dtype)
+        if "failure" in judgement:
+            row[key] = judgement["failure"]
+            if row["stage"] is None:
+                row["stage"], row["error"] = stage, judgement["failure"]["error"]
+        else:
+            row["avoided_by"] = row.get("avoided_by") or judgement["avoided_by"]
+            row[f"{stage}_device_rule_caveat"] = judgement["caveat"]
 
 
 def _attribute(row: dict, key: str, failure: ProbeFailure, rerun: Callable[[str | None], None],
@@ -655,6 +754,24 @@ def probe_generation(model, fresh_model, settings, device, references, tolerance
         row["not_compiled_because"] = why_not_compiled(model, row)
 
 
+# A frame at Dynamo's recompile limit runs eagerly, so it cannot show whether other data would compile again.
+CONTENT_CHECK_RECOMPILE_LIMIT = 64
+
+
+def content_compiles_past_the_limit(fresh_model, settings, device) -> int:
+    """Graphs compiled for a second batch of the first padded length with other tokens, on a fresh model with
+    the recompile limit raised: the measured steps hit the default limit, which hides data-dependent ones."""
+    one_length = dataclasses.replace(settings, train_lengths=settings.train_lengths[:1])
+    measured: dict = {}
+    with (
+        sim_backend.findings_apart(),
+        torch._dynamo.config.patch(recompile_limit=CONTENT_CHECK_RECOMPILE_LIMIT),
+    ):
+        run_training_step(fresh_model().to(device), one_length, device, measured, compile_backend(settings),
+                          content_step=True)  # fmt: skip
+    return measured["train_content_compiles"]
+
+
 def probe_training(model, fresh_model, settings, device, row) -> None:
     def rerun(backend: str | None) -> None:
         # Up to the length that failed: the confirmation repeats what failed, not more.
@@ -664,14 +781,24 @@ def probe_training(model, fresh_model, settings, device, row) -> None:
         run_training_step(fresh_model().to(where), up_to, where, {}, backend)
 
     torch._dynamo.reset()  # the decode graphs are done; training compiles its own
+    generation_findings = sim_backend.STATE
+    sim_backend.reset()  # the training step's findings apart, then folded into the row's
     start = time.perf_counter()
     try:
-        run_training_step(model.to(device), settings, device, row, compile_backend(settings))
+        run_training_step(
+            model.to(device), settings, device, row, compile_backend(settings), content_step=True
+        )
     except Exception as error:  # noqa: BLE001  (attributed below)
         row["probe_seconds"]["train"] = round(time.perf_counter() - start, 3)
         _attribute(row, "train_failure", ProbeFailure("train", error), rerun, settings)
-        return
-    row["probe_seconds"]["train"] = round(time.perf_counter() - start, 3)
+    else:
+        if row.get("train_recompile_limit_hit") and not row.get("train_content_compiles"):
+            row["train_content_compiles"] = content_compiles_past_the_limit(fresh_model, settings, device)
+            row["train_content_check"] = f"recompile_limit raised to {CONTENT_CHECK_RECOMPILE_LIMIT}"
+        row["probe_seconds"]["train"] = round(time.perf_counter() - start, 3)
+    row["train_unsupported_ops"] = sim_backend.STATE.as_list()
+    generation_findings.merge(sim_backend.STATE)
+    sim_backend.STATE = generation_findings
 
 
 def _finite(value: float) -> float | None:
@@ -683,6 +810,7 @@ def finish(row: dict, settings: ProbeSettings) -> dict:
     row["unsupported_ops"] = sorted(
         set(sim_backend.STATE.as_list()) | set(ops_named_in_graph_breaks(messages))
     )
+    row["lowering_unverified_ops"] = sim_backend.lowering_unverified(sim_backend.STATE.compiled_ops)
     row["cpu_fallback_ops"] = device_fallback_ops(settings)
     row["decomposed_ops"] = sorted(sim_backend.STATE.decomposed)
     return row
@@ -704,9 +832,17 @@ def generate_caveats(row: dict[str, Any]) -> list[str]:
         found.append(f"{row['recompile_count']} recompile(s) in generation")
     if row.get("graph_breaks"):
         found.append(f"{row['graph_breaks']} graph break(s) in generation")
-    generate_ops = row.get("generate_unsupported_ops") or []
-    if generate_ops:
-        found.append(f"{len(generate_ops)} reported op/dtype finding(s) in generation")
+    found += _op_caveats(row.get("generate_unsupported_ops") or [], row.get("generate_device_rule_caveat"),
+                         "generation")  # fmt: skip
+    return found
+
+
+def _op_caveats(findings: list[str], device_rule_caveat: str | None, where: str) -> list[str]:
+    """The device-rule line when a measured code path avoided the raising ops, then the other findings."""
+    found = [device_rule_caveat] if device_rule_caveat else []
+    rest = set(findings) - (set(sim_backend.raising_findings(findings)) if device_rule_caveat else set())
+    if rest:
+        found.append(f"{len(rest)} reported op/dtype finding(s) in {where}")
     return found
 
 
@@ -717,9 +853,14 @@ def train_caveats(row: dict[str, Any]) -> list[str]:
         found.append(f"training compiled {row['train_compile_count']} graphs, expected {expected}")
     if row.get("train_graph_breaks"):
         found.append(f"{row['train_graph_breaks']} graph break(s) in training")
-    train_ops = set(row.get("unsupported_ops") or []) - set(row.get("generate_unsupported_ops") or [])
-    if train_ops:
-        found.append(f"{len(train_ops)} reported op/dtype finding(s) in training")
+    if row.get("train_content_compiles"):
+        lengths = row.get("train_padded_lengths") or ["the first"]
+        found.append(f"training compiled {row['train_content_compiles']} more graph(s) for a batch of the same "
+                     f"padded length ({lengths[0]} tokens) with other tokens: recompiles that depend on the data"
+                     + (f" ({row['train_content_check']})" if row.get("train_content_check") else ""))  # fmt: skip
+    found += _op_caveats(
+        row.get("train_unsupported_ops") or [], row.get("train_device_rule_caveat"), "training"
+    )
     return found
 
 
@@ -727,13 +868,15 @@ def caveats(row: dict[str, Any]) -> list[str]:
     return generate_caveats(row) + train_caveats(row)
 
 
-def _stage_verdict(failure: dict | None, caveat_list: list[str]) -> tuple[Verdict, str | None]:
+def _stage_verdict(
+    failure: dict | None, caveat_list: list[str], note: str | None
+) -> tuple[Verdict, str | None]:
+    """A stage's verdict and reason; ``note`` says why a failure of the first measurement was dropped."""
     if failure is not None:
-        verdict = Verdict.NOT_MEASURED if failure["cause"] == Cause.SIMULATOR.value else Verdict.FAILS
-        return verdict, failure["reason"]
-    if caveat_list:
-        return Verdict.WORKS_WITH_CAVEATS, "; ".join(caveat_list)
-    return Verdict.WORKS, None
+        not_blamed = failure["cause"] in (Cause.SIMULATOR.value, Cause.HARNESS.value)
+        return (Verdict.NOT_MEASURED if not_blamed else Verdict.FAILS), failure["reason"]
+    text = "; ".join([*caveat_list, *([note] if note else [])]) or None
+    return (Verdict.WORKS_WITH_CAVEATS if caveat_list else Verdict.WORKS), text
 
 
 def decide_verdict(row: dict[str, Any]) -> dict[str, Any]:
@@ -748,11 +891,15 @@ def decide_verdict(row: dict[str, Any]) -> dict[str, Any]:
         )
         return {"verdict": Verdict.HARNESS_ERROR, "generate_verdict": Verdict.HARNESS_ERROR,
                 "train_verdict": Verdict.HARNESS_ERROR, "cause": Cause.HARNESS, "reason": reason}  # fmt: skip
-    generate_verdict, generate_reason = _stage_verdict(generate_failure, generate_caveats(row))
+    generate_verdict, generate_reason = _stage_verdict(
+        generate_failure, generate_caveats(row), artifacts.dropped_note(row, "generate")
+    )
     if generate_verdict is Verdict.WORKS and row.get("compiled_generation") is False:
         generate_verdict = Verdict.WORKS_EAGER
         generate_reason = f"generation is not compiled: {row.get('not_compiled_because')}"
-    train_verdict, train_reason = _stage_verdict(train_failure, train_caveats(row))
+    train_verdict, train_reason = _stage_verdict(
+        train_failure, train_caveats(row), artifacts.dropped_note(row, "train")
+    )
     stages = [("generate", generate_verdict, generate_reason, generate_failure),
               ("train", train_verdict, train_reason, train_failure)]  # fmt: skip
     cause = None
@@ -765,7 +912,6 @@ def decide_verdict(row: dict[str, Any]) -> dict[str, Any]:
             break
     else:
         verdict = Verdict.WORKS
-    reason = "; ".join(f"{name}: {text}" for name, stage_verdict, text, _ in stages
-                       if text and stage_verdict is not Verdict.WORKS) or None  # fmt: skip
+    reason = "; ".join(f"{name}: {text}" for name, _, text, _ in stages if text) or None
     return {"verdict": verdict, "generate_verdict": generate_verdict, "train_verdict": train_verdict,
             "cause": cause, "reason": reason}  # fmt: skip

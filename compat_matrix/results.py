@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from compat_matrix.schema import SCHEMA_VERSION, Stage, Verdict
+from compat_matrix.schema import FIELDS_ADDED, SCHEMA_VERSION, Stage, Verdict, environment_key
 
 # Present in rows of every schema version (version 1 rows have no schema_version and none of version 2's
 # fields; they are still read: see schema.Row.from_dict).
@@ -25,9 +25,8 @@ class ResultsFileError(ValueError):
 
 
 def resume_key(row: dict) -> tuple:
-    """Rows are equivalent for ``--resume`` when architecture, versions, backend and probe settings match."""
-    env = row["env"]
-    return (row["model_type"], env["torch"], env["transformers"], env["backend"], env["settings_id"])
+    """Rows are equivalent for ``--resume`` when architecture and environment key (schema.ENVIRONMENT_KEY) match."""
+    return (row["model_type"], *environment_key(row["env"]))
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, object]]:
@@ -92,12 +91,16 @@ def read_rows(path: Path) -> list[dict]:
 
 def older_schema_note(rows: list[dict]) -> str | None:
     """A note for the user when some rows predate the current schema (their new fields read as unset)."""
-    older = sum(1 for row in rows if row.get("schema_version", 1) < SCHEMA_VERSION)
+    versions = [row.get("schema_version", 1) for row in rows]
+    older = [version for version in versions if version < SCHEMA_VERSION]
     if not older:
         return None
+    missing = [
+        name for version in range(min(older) + 1, SCHEMA_VERSION + 1) for name in FIELDS_ADDED[version]
+    ]
     return (
-        f"note: {older} row(s) written before schema version {SCHEMA_VERSION} (no cause, generate_verdict, "
-        "train_verdict, compiled_generation, ...): read with those fields unset; re-run them to fill them"
+        f"note: {len(older)} row(s) written before schema version {SCHEMA_VERSION} (no {', '.join(missing[:6])}, "
+        "...): read with those fields unset; re-run them to fill them"
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 
 from compat_matrix.archs import optimum_neuron_support, ranks
+from compat_matrix.checkpoints import config_choice
 from compat_matrix.environment import run_env, simulated
 from compat_matrix.schema import Cause, Row, Verdict
 from compat_matrix.settings import ProbeSettings
@@ -114,6 +115,7 @@ def make_row(model_type: str, settings: ProbeSettings, measured: dict, verdict: 
         "optimum_neuron_inference": inference,
         "optimum_neuron_training": training,
         "schema_version": Row.__dataclass_fields__["schema_version"].default,
+        **config_choice(model_type, settings.config).row_fields(),
     }
     for name, value in measured.items():
         data.setdefault(name, value)

@@ -5,8 +5,13 @@ A row is one architecture probed once under one environment. Version 2 adds the 
 failed and *whom* to blame (``cause``, ``generate_verdict``, ``train_verdict``, ``reason``), whether
 generation really compiled (``compiled_generation``), whether recompiles grow with decode steps
 (``recompiles_every_step``), the code path measured (``attn_implementation``, ``dtype``, ``sim_device``),
-the three-way compare figures and when the row was measured (``measured_at``). Rows written before
-version 2 have no ``schema_version``; ``Row.from_dict`` reads them with those fields unset (None), and
+the three-way compare figures and when the row was measured (``measured_at``). Version 3 adds what a
+verdict rests on: the config measured (``config_source``, ``checkpoint``, ``checkpoint_values``), the
+artifact guard's second measurement (``artifact_check``), the ops the device raises on and the code path that
+avoids them (``device_raising_ops``, ``code_paths``, ``avoided_by``), the ops whose lowering only a device
+shows (``lowering_unverified_ops``), and the training step's own evidence (``train_graph_break_reasons``,
+``train_recompile_reasons``, ``train_content_compiles``). Rows written before version 2 have no
+``schema_version``; ``Row.from_dict`` reads older rows with the newer fields unset (None), and
 ``upgraded_from`` records the version read so a report can say so.
 """
 
@@ -17,7 +22,23 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# The fields each version added, for the note a report or merge prints about older rows.
+FIELDS_ADDED = {
+    2: ("cause", "generate_verdict", "train_verdict", "reason", "compiled_generation", "recompiles_every_step"),
+    3: ("config_source", "artifact_check", "device_raising_ops", "code_paths", "lowering_unverified_ops",
+        "train_graph_break_reasons", "train_content_compiles"),
+}  # fmt: skip
+
+# What a row was measured under. Rows with equal values are one run (one column of a report); `run --resume`
+# skips an architecture already measured under them, and in `merge` a later such row replaces an earlier one.
+# `simulated` tells the neuron stand-in's rows from a real device's (both are backend `neuron`).
+ENVIRONMENT_KEY = ("backend", "simulated", "torch", "transformers", "settings_id")
+
+
+def environment_key(env: dict) -> tuple[str, ...]:
+    """A row's ``env`` (or ``run_env``'s) as its environment key; fields an older row lacks read as "None"."""
+    return tuple(str(env.get(name)) for name in ENVIRONMENT_KEY)
 
 
 class Verdict(str, Enum):
@@ -52,10 +73,21 @@ class Stage(str, Enum):
 class Cause(str, Enum):
     """Whom a row that does not simply work blames."""
 
-    DEVICE = "device"  # fails only on the compiled / device path
+    # fails only on the compiled / device path, or its compiled graph holds an op a device rule says raises
+    DEVICE = "device"
     TRANSFORMERS = "transformers"  # already fails or differs in uncompiled static-cache generation on CPU
     SIMULATOR = "simulator"  # fails only under the simulator's own graph execution
     HARNESS = "harness"  # the tiny model cannot be built
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ConfigSource(str, Enum):
+    """Which config values the tiny model was built from (shrunk to tiny sizes either way)."""
+
+    CHECKPOINT = "checkpoint"  # the code-path fields of the architecture's most-used checkpoint
+    CLASS_DEFAULTS = "class-defaults"  # the Transformers config class's own defaults
 
     def __str__(self) -> str:
         return self.value
@@ -93,6 +125,20 @@ class Row:
     dtype: str | None = None  # "float32" or "bfloat16"
     sim_device: str | None = None  # device the simulated compiled probes ran on ("cpu", "cuda")
     measured_at: str | None = None  # UTC ISO-8601 time the row was measured
+    config_source: ConfigSource | None = None
+    checkpoint: str | None = None  # Hub id whose config values were applied (config_source checkpoint)
+    checkpoint_values: dict[str, Any] | None = (
+        None  # the code-path fields applied, as the checkpoint writes them
+    )
+    # Per stage ("generate", "train"), for a failure that would blame Transformers or the device: the first
+    # measurement, the second (another tiny size and seed, ties broken) and whether they agree.
+    artifact_check: dict[str, Any] | None = None
+    device_raising_ops: list[str] | None = None  # compiled-graph findings a device rule says raise
+    code_paths: list[dict[str, Any]] | None = (
+        None  # alternatives measured for them (bf16, experts_implementation)
+    )
+    avoided_by: str | None = None  # the one-line change a measured alternative showed to avoid them
+    lowering_unverified_ops: list[str] | None = None  # compiled ATen ops whose lowering only a device shows
     compile_count: int | None = None
     recompile_count: int | None = None
     recompile_reasons: list[str] | None = None
@@ -107,6 +153,11 @@ class Row:
     max_diff_compiled_vs_dynamic: float | None = None  # compiled static cache vs eager dynamic cache
     logit_tolerance: float | None = None
     train_compile_count: int | None = None
+    train_graph_break_reasons: list[str] | None = None
+    train_recompile_reasons: list[str] | None = None
+    # Graphs compiled for one more batch of the first padded length with other content: > 0 means training
+    # recompiles with the data (e.g. expert token counts), not only with the padded length.
+    train_content_compiles: int | None = None
     seconds: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # every other measured field, kept as read
     upgraded_from: int | None = None  # schema version of the line read, when older than SCHEMA_VERSION
@@ -117,6 +168,7 @@ class Row:
         "cause": Cause,
         "generate_verdict": Verdict,
         "train_verdict": Verdict,
+        "config_source": ConfigSource,
     }
 
     @classmethod

@@ -8,6 +8,7 @@ import json
 
 BACKENDS = ("auto", "neuron", "neuron-sim")
 DTYPES = ("float32", "bfloat16")
+CONFIGS = ("checkpoint", "class-defaults")
 # A cold Neuron compile cache compiles every graph with neuronx-cc (minutes each); the simulator needs seconds.
 DEFAULT_TIMEOUT_S = {"neuron": 3600.0, "neuron-sim": 600.0}
 
@@ -19,6 +20,9 @@ class ProbeSettings:
     # neuron-sim only: the native torch device the compiled probes run on ("cpu", "cuda", ...). A non-CPU
     # device takes Transformers' non-CPU code paths (MoE batched_mm decode) as the Neuron device does.
     sim_device: str = "cpu"
+    # Which config values the tiny models are built from: "checkpoint" (the code-path fields of each
+    # architecture's most-used checkpoint, where checkpoint_configs.json has them) or "class-defaults".
+    config: str = "checkpoint"
     prompt_lengths: tuple[int, ...] = (5, 9)
     # Long enough that a guard failing at every decode step shows as a count growing with the steps, and that
     # Dynamo's default recompile limit (8) would be passed on a device.
@@ -42,8 +46,9 @@ class ProbeSettings:
     recompile_limit: int = 8
     seed: int = 0
     # What `tiny.py` builds is part of the measurement: bump when a change there alters any tiny model
-    # (2: layer-index lists follow the kept layers; 3: attention as Transformers chooses it, not forced eager).
-    tiny_models_revision: int = 3
+    # (2: layer-index lists follow the kept layers; 3: attention as Transformers chooses it, not forced eager;
+    # 4: top-1 routing stays top-1).
+    tiny_models_revision: int = 4
     # Isolation limits: they decide timeout/crash verdicts but not what a finished probe measures.
     timeout_s: float = 600.0
     memory_mb: int = 6144

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -57,9 +58,20 @@ class SimFindings:
     findings: dict[str, set[str]] = field(default_factory=dict)  # reported: the row's unsupported_ops
     cpu_fallbacks: set[str] = field(default_factory=set)  # eager ops TorchNeuron runs on CPU (info)
     decomposed: set[str] = field(default_factory=set)  # ops TorchNeuron decomposes before lowering (info)
+    compiled_ops: set[str] = field(default_factory=set)  # every op of the compiled (ATen) graphs
 
     def add(self, rule_id: str, detail: str) -> None:
         self.findings.setdefault(rule_id, set()).add(detail)
+
+    def merge(self, other: SimFindings) -> None:
+        """Fold the findings of another stretch of probing into these."""
+        self.graphs += other.graphs
+        self.aten_graphs += other.aten_graphs
+        for rule_id, details in other.findings.items():
+            self.findings.setdefault(rule_id, set()).update(details)
+        self.cpu_fallbacks |= other.cpu_fallbacks
+        self.decomposed |= other.decomposed
+        self.compiled_ops |= other.compiled_ops
 
     def as_list(self) -> list[str]:
         return sorted(f"{rule}: {detail}" for rule, details in self.findings.items() for detail in details)
@@ -73,8 +85,40 @@ def reset() -> None:
     STATE = SimFindings()
 
 
+@contextmanager
+def findings_apart() -> Iterator[SimFindings]:
+    """Probe something whose findings must not reach the row (a confirmation, another code path, a second
+    tiny size): fresh findings and a fresh Dynamo cache inside, the row's findings restored after."""
+    global STATE
+    saved = STATE
+    STATE = SimFindings()
+    torch._dynamo.reset()
+    try:
+        yield STATE
+    finally:
+        STATE = saved
+        torch._dynamo.reset()
+
+
 def _rules(kind: str) -> list[dict]:
     return [rule for rule in load_rules() if rule["kind"] == kind]
+
+
+def raising_findings(findings: Iterable[str]) -> list[str]:
+    """The findings (``rule-id: detail``) in a compiled graph whose rule says the device raises on them: with
+    TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1 (the default) a graph that fails to compile raises."""
+    effects = {rule["id"]: rule.get("on_device") for rule in load_rules()}
+    return sorted(
+        finding
+        for finding in findings
+        if effects.get(finding.split(":", 1)[0]) == "raises" and finding.endswith("(compiled graph)")
+    )
+
+
+def lowering_unverified(ops: Iterable[str]) -> list[str]:
+    """The compiled-graph ops whose lowering by neuronx-cc only a device shows (``lowering-unverified`` rule)."""
+    listed = {op for rule in _rules("lowering-unverified") for op in rule["ops"]}
+    return sorted(op for op in ops if op in listed)
 
 
 def _op_rule_index() -> dict[str, dict]:
@@ -156,6 +200,7 @@ def _inspect_aten_graph(gm: torch.fx.GraphModule, example_inputs: list) -> objec
     STATE.aten_graphs += 1
     for node in gm.graph.nodes:
         if node.op == "call_function":
+            STATE.compiled_ops.add(_op_names(node.target)[1])
             value = node.meta.get("val")
             values = value if isinstance(value, list | tuple) else [value]
             check_op_and_dtypes(node.target, values, "compiled graph")

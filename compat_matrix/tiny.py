@@ -3,11 +3,17 @@
 Every size knob is shrunk consistently: width, heads, kv heads, head_dim, layers (and every per-layer list,
 keeping one layer of each kind), experts, vocab, rope settings, windows, and the sub-configs of composite
 models. Knobs that only one architecture family uses live in ``FAMILY_OVERRIDES``.
+
+Two sizes exist: ``PRIMARY`` (every row) and ``SECOND`` (twice the width and heads, same head_dim), on which the
+artifact guard re-measures a failure before blaming anyone. ``overrides`` (a checkpoint's code-path values,
+already mapped to tiny sizes) go into the constructor, so ``__post_init__`` derives from them as it would.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -15,22 +21,45 @@ from transformers import CONFIG_MAPPING, PreTrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 VOCAB = 256
-HIDDEN = 64
-HEADS = 4
-KV_HEADS = 2
-HEAD_DIM = HIDDEN // HEADS
-FFN = 64
 LAYERS = 2
 EXPERTS = 4
 TOP_K = 2
 WINDOW = 8  # smaller than the longer prompt, so sliding-window code paths run
 POSITIONS = 1024  # training pads to 256 tokens; leave room
 
-# One canonical value per size knob, with every alias an architecture uses for it.
-KNOB_ALIASES: dict[str, tuple[tuple[str, ...], int]] = {
+
+@dataclasses.dataclass(frozen=True)
+class TinySize:
+    """The width knobs of a tiny model; head_dim stays hidden / heads."""
+
+    name: str
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+PRIMARY = TinySize("primary", hidden=64, heads=4, kv_heads=2, ffn=64)
+# Powers of two like the primary size, so every family's divisibility constraints still hold.
+SECOND = TinySize("second", hidden=128, heads=8, kv_heads=4, ffn=128)
+HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN = (
+    PRIMARY.hidden,
+    PRIMARY.heads,
+    PRIMARY.kv_heads,
+    PRIMARY.head_dim,
+    PRIMARY.ffn,
+)
+
+# One canonical value per size knob, with every alias an architecture uses for it. Width knobs (None here)
+# take their value from the TinySize being built.
+KNOB_ALIASES: dict[str, tuple[tuple[str, ...], int | None]] = {
     "hidden": (
         ("hidden_size", "d_model", "n_embd", "embed_dim", "dim", "model_dim", "attention_hidden_size"),
-        HIDDEN,
+        None,
     ),
     "ffn": (
         (
@@ -51,7 +80,7 @@ KNOB_ALIASES: dict[str, tuple[tuple[str, ...], int]] = {
             "decoder_ffn_dim",
             "encoder_ffn_dim",
         ),
-        FFN,
+        None,
     ),
     "heads": (
         (
@@ -63,7 +92,7 @@ KNOB_ALIASES: dict[str, tuple[tuple[str, ...], int]] = {
             "encoder_attention_heads",
             "swa_num_attention_heads",
         ),
-        HEADS,
+        None,
     ),
     "head_dim": (
         (
@@ -80,7 +109,7 @@ KNOB_ALIASES: dict[str, tuple[tuple[str, ...], int]] = {
             "mamba_d_head",
             "index_head_dim",
         ),
-        HEAD_DIM,
+        None,
     ),
     "layers": (
         (
@@ -104,6 +133,7 @@ KNOB_ALIASES: dict[str, tuple[tuple[str, ...], int]] = {
             "top_k_experts",
             "centroid_intermediate_top_k",
             "num_experts_per_token",
+            "moe_top_k",
         ),
         TOP_K,
     ),
@@ -123,8 +153,20 @@ KNOB_ALIASES: dict[str, tuple[tuple[str, ...], int]] = {
     ),
     "vocab": (("vocab_size",), VOCAB),
 }
-SIZE_KNOBS: dict[str, int] = {name: value for names, value in KNOB_ALIASES.values() for name in names}
+WIDTH_KNOBS = {"hidden": "hidden", "ffn": "ffn", "heads": "heads", "head_dim": "head_dim"}
+
+
+def size_knobs(size: TinySize = PRIMARY) -> dict[str, int]:
+    """Every alias of every size knob with its tiny value at ``size``."""
+    return {
+        name: value if value is not None else getattr(size, WIDTH_KNOBS[knob])
+        for knob, (names, value) in KNOB_ALIASES.items()
+        for name in names
+    }
+
+
 LAYER_KNOBS = KNOB_ALIASES["layers"][0]
+TOP_K_KNOBS = KNOB_ALIASES["top_k"][0]
 # Knobs that scale with heads but keep grouped-query structure (MHA stays MHA, MQA stays MQA).
 KV_KNOBS = (
     "num_key_value_heads",
@@ -160,19 +202,22 @@ SMALL_KNOBS: dict[str, int] = {
     "num_nextn_predict_layers": 0,
     "num_mtp_layers": 0,
     "gated_norm_rank": 8,
-    "embedding_size": HIDDEN,
-    "backbone_hidden_size": HIDDEN,
     "num_centroids": 4,
-    "linear_num_value_heads": 4,
-    "linear_num_heads": 4,
-    "mamba_n_heads": 8,
     "chunk_size": 16,
     "mamba_chunk_size": 16,
     "block_size": 16,
-    "lru_width": HIDDEN,
     "num_shared_experts": 1,
     "n_shared_experts": 1,
     "moe_num_shared_experts": 1,
+}
+# Knobs that follow the width. Mamba heads: n_heads x head_dim = expand (2) x hidden.
+SIZED_KNOBS: dict[str, Callable[[TinySize], int]] = {
+    "embedding_size": lambda size: size.hidden,
+    "backbone_hidden_size": lambda size: size.hidden,
+    "lru_width": lambda size: size.hidden,
+    "linear_num_value_heads": lambda size: size.heads,
+    "linear_num_heads": lambda size: size.heads,
+    "mamba_n_heads": lambda size: 2 * size.heads,
 }
 # Vision / audio towers of composite models are built but not run by text generation: make them minimal.
 TOWER_KNOBS: dict[str, int] = {
@@ -194,7 +239,7 @@ TOWER_KNOBS: dict[str, int] = {
 }
 # Per-family knobs the generic pass cannot infer (values must satisfy the family's own constraints).
 FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
-    "mamba2": {"num_heads": 8, "head_dim": 16, "expand": 2, "n_groups": 1},
+    "mamba2": {"expand": 2, "n_groups": 1},
     # Hybrids whose layer kinds come from a period/offset or an index list rather than a per-layer list.
     "jamba": {
         "attn_layer_period": 2,
@@ -207,14 +252,10 @@ FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
     "granitemoehybrid": {"layer_types": ["mamba", "attention"]},
     "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
     "zaya": {"num_experts_per_tok": 1},
-    "falcon_h1": {"mamba_d_ssm": 128, "mamba_n_heads": 8, "mamba_d_head": 16, "mamba_expand": 2},
+    "falcon_h1": {"mamba_expand": 2},
     "reformer": {"is_decoder": True, "axial_pos_embds_dim": [16, 48], "axial_pos_shape": [16, 64]},
-    # Zamba2's shared attention block runs on [hidden, input embeddings], twice the model width.
     "zamba2": {
-        "attention_hidden_size": 2 * HIDDEN,
-        "attention_head_dim": 2 * HIDDEN // HEADS,
         "mamba_headdim": 16,
-        "n_mamba_heads": 8,
         "adapter_rank": 8,
     },
     "qwen4_exp_text": {
@@ -231,11 +272,36 @@ FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
     "cohere_compass_text": {
         "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}
     },
-    "dots1": {"n_routed_experts": EXPERTS, "moe_intermediate_size": FFN, "n_shared_experts": 1},
+    "dots1": {"n_routed_experts": EXPERTS, "n_shared_experts": 1},
 }
-# Knobs whose full-size default is None although the model needs a value (checkpoints always set them).
-REQUIRED_WHEN_NONE: dict[str, int] = {
-    "head_dim": HEAD_DIM, "num_key_value_heads": KV_HEADS, "num_experts_per_tok": TOP_K, "n_group": 1, "topk_group": 1,
+
+
+def family_overrides(model_type: str, size: TinySize) -> dict[str, Any]:
+    """``FAMILY_OVERRIDES`` plus the per-family knobs that follow the width."""
+    overrides = dict(FAMILY_OVERRIDES.get(model_type, {}))
+    mamba_heads = SIZED_KNOBS["mamba_n_heads"](size)
+    if (
+        model_type == "zamba2"
+    ):  # its shared attention block runs on [hidden, input embeddings]: twice the width
+        overrides |= {"attention_hidden_size": 2 * size.hidden, "attention_head_dim": 2 * size.head_dim,
+                      "n_mamba_heads": mamba_heads}  # fmt: skip
+    elif model_type == "mamba2":
+        overrides |= {"num_heads": mamba_heads, "head_dim": size.head_dim}
+    elif model_type == "falcon_h1":
+        overrides |= {
+            "mamba_d_ssm": 2 * size.hidden,
+            "mamba_n_heads": mamba_heads,
+            "mamba_d_head": size.head_dim,
+        }
+    elif model_type == "dots1":
+        overrides["moe_intermediate_size"] = size.ffn
+    return overrides
+
+
+# Knobs whose full-size default is None although the model needs a value (checkpoints always set them);
+# None: from the TinySize being built.
+REQUIRED_WHEN_NONE: dict[str, int | None] = {
+    "head_dim": None, "num_key_value_heads": None, "num_experts_per_tok": TOP_K, "n_group": 1, "topk_group": 1,
 }  # fmt: skip
 
 SPECIAL_TOKEN_KNOB_SUFFIXES = ("_token_id", "_token_index")
@@ -246,10 +312,16 @@ def causal_lm_model_types() -> list[str]:
     return list(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
 
-def _full_size_values(config_cls: type[PreTrainedConfig]) -> dict[str, Any]:
-    """Field values of the default (full-size) config, including lists ``__post_init__`` derives from them."""
+def _full_size_values(
+    config_cls: type[PreTrainedConfig], overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Field values of the full-size config (the class defaults, with ``overrides`` applied), including lists
+    ``__post_init__`` derives from them (a checkpoint's ``use_sliding_window`` changes ``layer_types``)."""
+    overrides = overrides or {}
     try:
-        return {name: value for name, value in vars(config_cls()).items() if not name.startswith("_")}
+        return {
+            name: value for name, value in vars(config_cls(**overrides)).items() if not name.startswith("_")
+        }
     except (
         Exception
     ):  # some composite configs cannot be built with all defaults: fall back to the declared ones
@@ -259,7 +331,19 @@ def _full_size_values(config_cls: type[PreTrainedConfig]) -> dict[str, Any]:
                 values[field.name] = field.default
             elif field.default_factory is not dataclasses.MISSING:
                 values[field.name] = field.default_factory()
-        return values
+        return values | overrides
+
+
+# Fields a checkpoint's config.json still writes under their older names; the constructor converts them.
+LEGACY_FIELDS = {"rope_scaling": "rope_parameters", "rope_theta": "rope_parameters"}
+
+
+def declares(config_cls: type, name: str) -> bool:
+    """Whether ``config_cls`` has the field ``name`` (or the field a legacy name converts to)."""
+    if not dataclasses.is_dataclass(config_cls):
+        return False
+    fields = {field.name for field in dataclasses.fields(config_cls)}
+    return LEGACY_FIELDS.get(name, name) in fields
 
 
 def _is_layer_index_list(name: str, values: list | tuple, n_layers: int) -> bool:
@@ -309,22 +393,40 @@ def _shrink_rope(rope: Any, head_dim: int) -> Any:
     return rope
 
 
-def tiny_config_kwargs(config_cls: type[PreTrainedConfig], tower: bool = False) -> dict[str, Any]:
-    """Constructor kwargs that shrink ``config_cls`` (recursing into sub-configs)."""
-    defaults = _full_size_values(config_cls)
-    kwargs: dict[str, Any] = {}
-    knobs = SIZE_KNOBS | SMALL_KNOBS
+def tiny_config_kwargs(
+    config_cls: type[PreTrainedConfig],
+    tower: bool = False,
+    size: TinySize = PRIMARY,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Constructor kwargs that shrink ``config_cls`` (recursing into sub-configs). ``overrides`` are full-size
+    field values (a checkpoint's): each goes to the config that declares it, and is shrunk like a default."""
+    overrides = overrides or {}
+    own = {name: value for name, value in overrides.items() if declares(config_cls, name)}
+    # Building standardises nested dicts in place: it gets a copy.
+    defaults = _full_size_values(config_cls, copy.deepcopy(own))
+    kwargs: dict[str, Any] = copy.deepcopy(own)
+    knobs = size_knobs(size) | SMALL_KNOBS | {name: knob(size) for name, knob in SIZED_KNOBS.items()}
     if tower:
         knobs = knobs | TOWER_KNOBS
-    heads = HEADS if not tower else TOWER_KNOBS["num_attention_heads"]
+    heads = size.heads if not tower else TOWER_KNOBS["num_attention_heads"]
     for name, default in defaults.items():
-        if name in knobs and isinstance(default, int) and not isinstance(default, bool) and default > 0:
+        if name in TOP_K_KNOBS and default == 1:
+            kwargs[name] = 1  # top-1 routing is its own code path (no mixing of expert outputs)
+        elif name in knobs and isinstance(default, int) and not isinstance(default, bool) and default > 0:
             kwargs[name] = knobs[name]
         elif name in KV_KNOBS and isinstance(default, int) and not isinstance(default, bool):
             base_heads = defaults.get("num_attention_heads") or default
-            kwargs[name] = heads if default >= base_heads else (1 if default == 1 else min(KV_HEADS, heads))
+            kwargs[name] = (
+                heads if default >= base_heads else (1 if default == 1 else min(size.kv_heads, heads))
+            )
         elif name in REQUIRED_WHEN_NONE and default is None:
-            kwargs[name] = REQUIRED_WHEN_NONE[name]
+            required = REQUIRED_WHEN_NONE[name]
+            kwargs[name] = (
+                required
+                if required is not None
+                else getattr(size, name.replace("num_key_value_heads", "kv_heads"))
+            )
         elif name.endswith(SPECIAL_TOKEN_KNOB_SUFFIXES) and isinstance(default, int) and default >= VOCAB:
             kwargs[name] = VOCAB - 1 - len([k for k in kwargs if k.endswith(SPECIAL_TOKEN_KNOB_SUFFIXES)])
     # Per-layer lists (one value per layer) and layer-index lists (`moe_layers`, `full_attn_idxs`): keep one
@@ -345,6 +447,7 @@ def tiny_config_kwargs(config_cls: type[PreTrainedConfig], tower: bool = False) 
                 kwargs[name] = len(keep)
     if "qk_rope_head_dim" in defaults and "head_dim" in defaults:  # MLA: rope runs on the rope part only
         kwargs["head_dim"] = SMALL_KNOBS["qk_rope_head_dim"]
+    rest = {name: value for name, value in overrides.items() if name not in own}
     for name, sub_cls in getattr(config_cls, "sub_configs", {}).items():
         # Sub-configs declared through AutoConfig take their concrete class from the default instance.
         if isinstance(defaults.get(name), PreTrainedConfig):
@@ -354,10 +457,11 @@ def tiny_config_kwargs(config_cls: type[PreTrainedConfig], tower: bool = False) 
             is_tower = bool(sub_cls.model_type) and not name.startswith(
                 ("text", "decoder", "global", "encoder", "patcher")
             )
-            kwargs[name] = tiny_config_kwargs(sub_cls, tower=is_tower)
+            kwargs[name] = tiny_config_kwargs(sub_cls, tower=is_tower, size=size,
+                                              overrides=None if is_tower else rest)  # fmt: skip
             if sub_cls.model_type:
                 kwargs[name]["model_type"] = sub_cls.model_type
-    kwargs.update(FAMILY_OVERRIDES.get(getattr(config_cls, "model_type", ""), {}))
+    kwargs.update(family_overrides(getattr(config_cls, "model_type", ""), size))
     return kwargs
 
 
@@ -366,7 +470,7 @@ def _sub_configs(config: PreTrainedConfig) -> list[PreTrainedConfig]:
     return [config, *(sub for sub in subs if isinstance(sub, PreTrainedConfig))]
 
 
-def _fix_derived_fields(config: PreTrainedConfig) -> None:
+def _fix_derived_fields(config: PreTrainedConfig, size: TinySize) -> None:
     """Fields that ``__post_init__`` derives from full-size defaults (token-id lists, rope) are shrunk here."""
     for sub in _sub_configs(config):
         for name, value in list(vars(sub).items()):
@@ -374,23 +478,42 @@ def _fix_derived_fields(config: PreTrainedConfig) -> None:
                 setattr(sub, name, [v if v < VOCAB else VOCAB - 1 for v in value])
         for name in ("rope_parameters", "rope_scaling"):
             if isinstance(getattr(sub, name, None), dict):
-                head_dim = vars(sub).get("head_dim") or HEAD_DIM
+                head_dim = vars(sub).get("head_dim") or size.head_dim
                 setattr(sub, name, _shrink_rope(getattr(sub, name), head_dim))
 
 
-def build_tiny_config(model_type: str) -> PreTrainedConfig:
+def build_tiny_config(
+    model_type: str,
+    size: TinySize = PRIMARY,
+    overrides: dict[str, Any] | None = None,
+    exact: dict[str, Any] | None = None,
+) -> PreTrainedConfig:
+    """``overrides``: full-size values, shrunk like defaults. ``exact``: tiny values set as given after
+    shrinking, on every (sub-)config that has the field (the artifact guard's tie-free top-k)."""
     config_cls = CONFIG_MAPPING[model_type]
-    config = config_cls(**tiny_config_kwargs(config_cls))
-    _fix_derived_fields(config)
+    config = config_cls(**tiny_config_kwargs(config_cls, size=size, overrides=overrides))
+    _fix_derived_fields(config, size)
+    for name, value in (exact or {}).items():
+        for sub in _sub_configs(config):
+            if hasattr(sub, name):
+                setattr(sub, name, value)
     return config
 
 
-def build_tiny_model(model_type: str, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+def build_tiny_model(
+    model_type: str,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    size: TinySize = PRIMARY,
+    overrides: dict[str, Any] | None = None,
+    exact: dict[str, Any] | None = None,
+) -> torch.nn.Module:
     """A tiny random-weight causal LM for ``model_type`` (eval mode). Attention is what Transformers chooses
-    for the class (SDPA where supported), as it is for a user's model on the device."""
+    for the class (SDPA where supported), as it is for a user's model on the device. ``overrides``: full-size
+    config values to build from instead of the class defaults (a checkpoint's, see ``checkpoints``)."""
     from transformers import AutoModelForCausalLM
 
-    config = build_tiny_config(model_type)
+    config = build_tiny_config(model_type, size, overrides, exact)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     if hasattr(model, "set_default_language"):  # X-MOD routes through per-language adapters

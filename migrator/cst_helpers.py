@@ -97,6 +97,36 @@ def visit_read_only(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
             visitor.on_leave(current)
 
 
+# Calls whose arguments a program only shows to a person: `print(...)`, a logger's methods, `warnings.warn`,
+# `xm.master_print`, `click.echo`, Streamlit's `st.write`, pytest's `skip` / `xfail` / `fail` (their reason).
+PRINT_FUNCTIONS = frozenset({"print", "pprint", "master_print", "echo", "secho"})
+LOG_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}
+)
+_STREAMLIT = frozenset(
+    {"write", "markdown", "text", "caption", "info", "warning", "error", "success", "title"}
+)
+_PYTEST_OUTCOMES = frozenset({"skip", "xfail", "fail", "exit"})
+SHOWN_METHODS = PRINT_FUNCTIONS | LOG_METHODS | _STREAMLIT | _PYTEST_OUTCOMES
+
+
+def shows(callee: str | None) -> bool:
+    """Whether a call of `callee` (a dotted name as written) only shows its arguments to a person."""
+    if not callee:
+        return False
+    owner, _, method = callee.rpartition(".")
+    owner = owner.rpartition(".")[2].lower()
+    if not owner:
+        return method in PRINT_FUNCTIONS
+    if method in PRINT_FUNCTIONS:
+        return True  # console.print, xm.master_print, click.echo
+    if method in LOG_METHODS and ("log" in owner or owner == "warnings"):
+        return True
+    if owner == "st" and method in _STREAMLIT:
+        return True
+    return owner == "pytest" and method in _PYTEST_OUTCOMES
+
+
 def is_method_call(node: cst.CSTNode, method: str) -> bool:
     """`<anything>.<method>(...)`, e.g. any `from_pretrained` call."""
     return (
@@ -391,20 +421,26 @@ class CommentKeeper:
     """
 
     def __init__(self) -> None:
-        self._next: dict[cst.CSTNode, cst.CSTNode] = {}  # statement -> next one, or its block when last
+        self.following: dict[cst.CSTNode, cst.CSTNode] = {}  # statement -> next one, or its block when last
         self._orphans: dict[cst.CSTNode, list[cst.EmptyLine]] = {}
 
     def index(self, block: cst.Module | cst.IndentedBlock) -> None:
         """Note which statement follows which in a block of the input, before the walk enters it."""
         body = block.body
         for statement, following in zip(body, [*body[1:], block], strict=True):
-            self._next[statement] = following
+            self.following[statement] = following
 
     def removed(self, original: cst.CSTNode) -> None:
         """`original` (a statement) is being removed: its comment lines go to what follows it."""
         lines = [*self._orphans.pop(original, []), *getattr(original, "leading_lines", ())]
-        if any(line.comment for line in lines) and original in self._next:
-            self._orphans.setdefault(self._next[original], []).extend(lines)
+        if any(line.comment for line in lines) and original in self.following:
+            self._orphans.setdefault(self.following[original], []).extend(lines)
+
+    def hand_on(self, original: cst.CSTNode, lines: list[cst.EmptyLine]) -> None:
+        """Comment lines `original` holds elsewhere than above it (its emptied block's): they go where its own
+        go, should it be removed."""
+        if lines:
+            self._orphans.setdefault(original, []).extend(lines)
 
     def left(self, original: cst.CSTNode, updated):
         """What the walk returns for a statement or block, with the comments handed to it."""
@@ -424,3 +460,102 @@ class CommentKeeper:
         self._orphans[original] = lines  # removed as well: `removed` passes them on
         self.removed(original)
         return updated
+
+
+# --- blocks a removal emptied ------------------------------------------------------------------------------
+
+
+def _emptied(updated: cst.BaseSuite, original: cst.BaseSuite) -> bool:
+    """A block the rewrite removed every statement of (libcst would print `pass` for it)."""
+    return not updated.body and bool(original.body)
+
+
+# Calls that only read a value: an `if` test made of them has no effect of its own.
+_READING_CALLS = frozenset(
+    {"os.environ.get", "os.getenv", "int", "str", "float", "bool", "len", "isinstance", "hasattr"}
+)
+
+
+def _pure(test: cst.BaseExpression) -> bool:
+    """An `if` test that does nothing but compute a value: names, attributes, literals, comparisons, `and` /
+    `or` / `not` of these, and calls that only read (`os.environ.get`, `int`...); no other call, subscript,
+    walrus or await."""
+    allowed = (
+        cst.Arg,
+        cst.Name,
+        cst.Attribute,
+        cst.Comparison,
+        cst.ComparisonTarget,
+        cst.BooleanOperation,
+        cst.UnaryOperation,
+        cst.BaseNumber,
+        cst.BaseString,
+        cst.FormattedStringText,
+        cst.LeftParen,
+        cst.RightParen,
+    )
+    return all(
+        isinstance(node, allowed)
+        or (isinstance(node, cst.Call) and dotted_name(node.func) in _READING_CALLS)
+        or not isinstance(node, (cst.BaseExpression, cst.Arg))
+        for node in descendants(test, cst.CSTNode)
+    )
+
+
+_INVERSE = {
+    cst.Equal: cst.NotEqual,
+    cst.NotEqual: cst.Equal,
+    cst.Is: cst.IsNot,
+    cst.IsNot: cst.Is,
+    cst.In: cst.NotIn,
+    cst.NotIn: cst.In,
+}
+
+
+def negated(test: cst.BaseExpression) -> cst.BaseExpression:
+    """`not test`, written the way a person would: `a == b` -> `a != b`, `not a` -> `a`."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and not test.lpar:
+        return test.expression
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and not test.lpar:
+        target = test.comparisons[0]
+        inverse = _INVERSE.get(type(target.operator))
+        if inverse is not None:
+            operator = inverse(
+                whitespace_before=target.operator.whitespace_before,
+                whitespace_after=target.operator.whitespace_after,
+            )
+            return test.with_changes(comparisons=[target.with_changes(operator=operator)])
+    if isinstance(test, (cst.BooleanOperation, cst.Comparison, cst.IfExp, cst.Lambda, cst.NamedExpr)):
+        test = test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.UnaryOperation(operator=cst.Not(), expression=test)
+
+
+def without_empty_branches(original: cst.If, updated: cst.If):
+    """An `if` whose branch the rewrite emptied (`if is_xla: xm.mark_step()`), simplified: an emptied `else`
+    goes, `if t: <emptied> else: B` becomes `if not t: B`, and an `if` with nothing left goes when its test has
+    no effect, or becomes its test alone when it may have one (`if step():` -> `step()`). Returns the new
+    statement, `cst.RemoveFromParent()`, or `updated` when nothing was emptied; the `if` of an `elif` chain
+    keeps its branches."""
+    if isinstance(updated.orelse, cst.If) or isinstance(original.orelse, cst.If):
+        return updated
+    body_gone = _emptied(updated.body, original.body)
+    else_gone = updated.orelse is not None and _emptied(updated.orelse.body, original.orelse.body)
+    if not body_gone and not else_gone:
+        return updated
+    if else_gone:
+        updated = updated.with_changes(orelse=None)
+        if not body_gone:
+            return updated
+    if updated.orelse is not None:
+        return updated.with_changes(test=negated(updated.test), body=updated.orelse.body, orelse=None)
+    if _pure(updated.test):
+        return cst.RemoveFromParent()
+    test = updated.test.with_changes(lpar=[], rpar=[]) if len(updated.test.lpar) == 1 else updated.test
+    return cst.SimpleStatementLine([cst.Expr(test)], leading_lines=updated.leading_lines)
+
+
+def block_comments(block: cst.BaseSuite) -> list[cst.EmptyLine]:
+    """The comment lines an emptied block still holds (those of the statements removed from it)."""
+    if isinstance(block, cst.IndentedBlock):
+        return [line for line in block.footer if line.comment is not None]
+    return []

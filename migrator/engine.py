@@ -15,6 +15,7 @@ import libcst as cst
 
 from migrator import notebook
 from migrator.beside import importer
+from migrator.families.inference.tables import COMPILED_HUB_REPO
 from migrator.families.leftovers.scan import scan_python, scan_shell
 from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
@@ -49,13 +50,14 @@ LEFTOVER_HINTS = (
     "neuron-migrate",
     "torch-neuron",
     "neuron-cc",
+    "aws-neuron/",
     *PLATFORM_HINTS,
 )
 LEFTOVER_MARKERS = re.compile(
     r"\bneuron_parallel_compile\b|\bneuron_multi_node\b|\boptimum-(?:cli|neuron)\b|\bHF_NUM_CORES\b"
     r"|\b(?:ml\.)?(?:inf1|inf2|trn1n?)\.\w*large\b|\b(?:huggingface|pytorch)-[\w.:-]*neuronx\b|\bneuronx-tgi\b"
     r"|\btorch-neuron\b|\bneuron-cc\b|\bml_(?:inf[12]|trn1)\b|\bNEURONCORE_GROUP_SIZES\b"
-    r"|# TODO\(neuron-migrate\)"
+    r"|# TODO\(neuron-migrate\)|(?<![\w./-])" + COMPILED_HUB_REPO
 )
 # Shell launchers are cheap to scan line by line; optimum-neuron training flags alone mark one too.
 SHELL_HINTS = ("optimum", "neuron", "xla", "XLA_", "NEURON_", "--zero_1", *PLATFORM_HINTS)
@@ -125,11 +127,12 @@ def migrate_shell(
     written: dict[str, str] | None = None,
     python_cells: tuple[tuple[int, str], ...] = (),
     root: Path | None = None,
+    following: frozenset[tuple[str, ...]] = frozenset(),
 ) -> tuple[str, list[Finding]]:
     """`inline`: notebook command lines; `directory`: where the file is; `imported`, `written`, `python_cells`:
     modules the notebook still imports, scripts it writes, its Python cells; `root`: the top of the tree being
-    migrated (see `rewrite_shell`). A script's installs serve the code of its folder; a notebook's, the
-    notebook (`imported`)."""
+    migrated; `following`: launches of a notebook's later cells (see `rewrite_shell`). A script's installs
+    serve the code of its folder; a notebook's, the notebook (`imported`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
     code_beside = None if inline or directory is None else partial(importer, directory, _migrated)
@@ -143,6 +146,7 @@ def migrate_shell(
         python_cells=python_cells,
         root=root,
         beside=code_beside,
+        following=following,
     )
     migrated, findings = scan_shell(content, migrated, findings)
     if migrated != content:

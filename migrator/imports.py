@@ -14,7 +14,7 @@ import ast
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from migrator.cst_helpers import is_setup_line, may_hold_imports
+from migrator.cst_helpers import block_comments, is_setup_line, may_hold_imports, without_empty_branches
 
 ImportRequest = tuple[str, str | None, str | None]  # module, imported object (None: the module), alias
 
@@ -226,13 +226,33 @@ class _UnusedImportRemover(cst.CSTTransformer):
             # Its comments introduce what follows, and its blank line separates an import group.
             self.orphan_lines[-1].extend(updated.leading_lines)
             return cst.RemoveFromParent()
+        if isinstance(original, cst.If) and isinstance(updated, cst.If):
+            # `if is_xla:` over a function-local `import torch_xla` and nothing else now.
+            simplified = without_empty_branches(original, updated)
+            if isinstance(simplified, cst.RemovalSentinel):
+                self.orphan_lines[-1].extend([*updated.leading_lines, *block_comments(updated.body)])
+                return simplified
+            updated = simplified
         if isinstance(updated, _STATEMENTS) and self.orphan_lines[-1]:
             lines, self.orphan_lines[-1] = self.orphan_lines[-1], []
             return updated.with_changes(leading_lines=_joined_leading_lines(lines, updated.leading_lines))
         if isinstance(original, (cst.Module, cst.IndentedBlock)):
             lines = [line for line in self.orphan_lines.pop() if line.comment]
             if lines:
-                return updated.with_changes(footer=[*lines, *updated.footer])
+                updated = updated.with_changes(footer=[*lines, *updated.footer])
+            if (
+                isinstance(updated, cst.IndentedBlock)
+                and updated.body
+                and updated.body[0] is not original.body[0]
+            ):
+                # The block's first statement went (`import torch_xla` in `if on_xla:`): no blank line opens it.
+                first = updated.body[0]
+                leading = list(first.leading_lines)
+                while leading and leading[0].comment is None:
+                    leading.pop(0)
+                updated = updated.with_changes(
+                    body=[first.with_changes(leading_lines=leading), *updated.body[1:]]
+                )
         return updated
 
     def _removable(self, module_name: str, obj: str | None, alias: cst.ImportAlias) -> bool:

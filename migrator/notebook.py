@@ -25,11 +25,12 @@ from functools import partial
 import nbformat
 from nbformat.validator import MissingIDFieldWarning
 
-from migrator.rules import Example, Finding, Rule, Severity
+from migrator.rules import Example, Finding, Rule, Severity, also_on
+from migrator.shell.commands import launches
 from migrator.shell.installs import python_imports
 from migrator.shell.requirements import migrate_requirements
 from migrator.sources import is_requirements
-from migrator.transform import TODO_PREFIX
+from migrator.transform import CELL_MARKER_PREFIX, TODO_PREFIX
 from migrator.verify import MigrationError
 
 Rewriter = Callable[[str], tuple[str, list[Finding]]]
@@ -60,20 +61,42 @@ CELL_ERROR = Rule(
     "NM470",
     Severity.ERROR,
     "A notebook code cell that IPython cannot parse, or whose rewrite would not parse",
-    "Left unchanged (the other cells are migrated): fix the cell so that it runs, then migrate again.",
-    examples=(_example(">>> import torch_xla.core.xla_model as xm\n>>> device = xm.xla_device()"),),
+    "Left unchanged but for a TODO above its code (the other cells are migrated): fix the cell so that it runs, "
+    "then migrate again.",
+    examples=(
+        Example(
+            _example(">>> import torch_xla.core.xla_model as xm\n>>> device = xm.xla_device()").before,
+            _example(
+                "# TODO(neuron-migrate): NM470 IPython cannot parse this cell, so it is left as it is: fix it so "
+                "that it runs, then migrate again\n>>> import torch_xla.core.xla_model as xm\n"
+                ">>> device = xm.xla_device()"
+            ).before,
+            kind="notebook",
+        ),
+    ),
 )
 WRITEFILE_CONFIG = Rule(
     "NM471",
     Severity.WARNING,
     "A `%%writefile` cell writes a configuration file that names optimum-neuron / XLA settings",
-    "Left unchanged: review these keys by hand (the launcher-flag and environment rules say what each "
-    "becomes on TorchNeuron).",
-    examples=(_example("%%writefile config.yaml\ntraining:\n  zero_1: true\n  tensor_parallel_size: 8"),),
+    "Left unchanged, with one TODO below the `%%writefile` line where the file's format has `#` comments (YAML, "
+    "TOML, INI): review these keys by hand (the launcher-flag and environment rules say what each becomes on "
+    "TorchNeuron).",
+    examples=(
+        Example(
+            _example("%%writefile config.yaml\ntraining:\n  zero_1: true\n  tensor_parallel_size: 8").before,
+            _example(
+                "%%writefile config.yaml\n# TODO(neuron-migrate): NM471 `zero_1`, `tensor_parallel_size` in this "
+                "file are optimum-neuron / XLA settings: review them\ntraining:\n  zero_1: true\n"
+                "  tensor_parallel_size: 8"
+            ).before,
+            kind="notebook",
+        ),
+    ),
 )
 
-_CELL_MARKER = "import __neuron_migrate_cell_{}__"
-_CELL_MARKER_RE = re.compile(r"^import __neuron_migrate_cell_(\d+)__\n", re.MULTILINE)
+_CELL_MARKER = f"import {CELL_MARKER_PREFIX}{{}}__"
+_CELL_MARKER_RE = re.compile(rf"^import {CELL_MARKER_PREFIX}(\d+)__\n", re.MULTILINE)
 _PLACEHOLDER = "import __neuron_migrate_magic_{}__"
 _PLACEHOLDER_RE = re.compile(r"[ \t]*import __neuron_migrate_magic_(\d+)__")
 _SHELL_MARKER = "# __neuron_migrate_command_{}__"
@@ -133,6 +156,8 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     migrate_shell = partial(migrate_shell, written=written)
     # (index, number, source) of `%%writefile requirements.txt` cells: migrated once the imports are known.
     requirement_cells: list[tuple[int, int, str]] = []
+    # What each cell launches: a compile run in a `%%bash` cell goes when a later cell runs the same launch.
+    launched = [launches(_shell_text(_source_text(cell))) for _, cell in code_cells]
     for number, (index, cell) in enumerate(code_cells, start=1):
         source = _source_text(cell)
         try:
@@ -140,7 +165,9 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
                 requirement_cells.append((index, number, source))
                 continue
             if source.startswith("%%"):
-                migrated = _cell_magic(source, number, migrate_python, migrate_shell, findings)
+                following = frozenset().union(*launched[number:])
+                migrate_cell = partial(migrate_shell, following=following)
+                migrated = _cell_magic(source, number, migrate_python, migrate_cell, findings)
                 if migrated is not None:
                     new_sources[index] = migrated
                     continue
@@ -166,7 +193,9 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     )
     # An export whose output folder a Python cell loads must stay until that load changes (NM452).
     python_code = tuple((cell.number, cell.python) for cell in python_cells)
-    migrate_lines = partial(migrate_shell, imported=imported, python_cells=python_code)
+    # The `!` lines run as one script here; what the `%%bash` cells launch may follow them.
+    in_cells = frozenset().union(*(launched[n - 1] for n, (_, c) in enumerate(code_cells, 1) if _is_bash(c)))
+    migrate_lines = partial(migrate_shell, imported=imported, python_cells=python_code, following=in_cells)
     _migrate_shell_lines(shell_lines, migrate_lines, findings)
     for index, number, source in requirement_cells:
         header, newline, body = source.partition("\n")
@@ -179,6 +208,13 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
         findings += cell_findings
         new_sources[cell.index] = _restore(text, cell.magics)
 
+    # A cell left as it is because it does not parse says so above its code, as every manual finding does.
+    for finding in findings:
+        if finding.rule is CELL_ERROR and finding.cell is not None:
+            index, cell = code_cells[finding.cell - 1]
+            flagged = _with_error_todo(new_sources.get(index, _source_text(cell)))
+            if flagged is not None:
+                new_sources[index] = flagged
     old_sources: dict[int, object] = {}
     cells_by_index = {cell.index: cell for cell in python_cells}
     for index, text in new_sources.items():
@@ -193,14 +229,24 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
                 message = f"internal error: the rewritten cell would not parse ({error}); cell left unchanged"
                 findings = [f for f in findings if f.cell != number]
                 findings.append(Finding(CELL_ERROR, error.line, 1, message, False, number))
-                continue
+                text = _with_error_todo(_source_text(cell))
+                if text is None:
+                    continue
         old_sources[index] = cell["source"]
         cell["source"] = text.splitlines(keepends=True) if isinstance(cell["source"], list) else text
     findings.sort(key=lambda f: (f.cell or 0, f.line, f.column, f.code))
     findings = [_at_file_line(finding, file_lines) for finding in findings]
     if not old_sources:
         return content, findings
+    # A cell whose every command went (`xm.mark_step()` alone, a compile-only run) goes too: what is left of
+    # it (the comments about those commands, a `%%bash` line) does nothing.
+    emptied = [index for index in old_sources if _does_nothing(_source_text(document["cells"][index]))]
+    for index in sorted(emptied, reverse=True):
+        del document["cells"][index]
+        del old_sources[index]
     _validate(document)
+    if emptied and style is None:  # cells cannot be spliced out of the text: Jupyter's own format
+        return _dump(document, JsonStyle(1, False, True, "\n", "\n")), findings
     return _write_back(content, document, style, old_sources), findings
 
 
@@ -247,13 +293,37 @@ def cell_diff(before: str, after: str, path: str) -> str:
         [cell for cell in json.loads(text).get("cells", []) if cell.get("cell_type") == "code"]
         for text in (before, after)
     ]
+    sources = [[_source_text(cell) for cell in side] for side in cells]
     hunks: list[str] = []
-    for number, (old, new) in enumerate(zip(*cells, strict=True), start=1):
-        old_lines, new_lines = (_diff_lines(_source_text(cell)) for cell in (old, new))
+    for old, new in _aligned(*sources):
+        old_lines = _diff_lines(sources[0][old]) if old is not None else []
+        new_lines = _diff_lines(sources[1][new]) if new is not None else []
         if old_lines != new_lines:
+            number = old + 1 if old is not None else new + 1
             names = (f"{side}/{path.lstrip('/')} (cell {number})" for side in "ab")
             hunks += difflib.unified_diff(old_lines, new_lines, *names)
     return "".join(hunks)
+
+
+def _aligned(old: list[str], new: list[str]) -> list[tuple[int | None, int | None]]:
+    """Pairs (old cell, new cell) of two versions of a notebook's code cells, None for a cell the other lacks
+    (a cell the migration removed): runs of changed cells pair each new cell with the most similar old one."""
+    pairs: list[tuple[int | None, int | None]] = []
+    for _, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if i2 - i1 <= j2 - j1:
+            pairs += zip(range(i1, i2), range(j1, j1 + i2 - i1), strict=True)
+            pairs += [(None, j) for j in range(j1 + i2 - i1, j2)]
+            continue
+        start = i1
+        for j in range(j1, j2):
+            last = i2 - (j2 - j)  # leave an old cell for each new cell still to pair
+            best = max(
+                range(start, last + 1), key=lambda i: difflib.SequenceMatcher(None, old[i], new[j]).ratio()
+            )
+            pairs += [(i, None) for i in range(start, best)] + [(best, j)]
+            start = best + 1
+        pairs += [(i, None) for i in range(start, i2)]
+    return pairs
 
 
 def _diff_lines(source: str) -> list[str]:
@@ -274,24 +344,74 @@ def _validate(document: dict) -> None:
 def _cell_magic(source: str, number: int, migrate_python, migrate_shell, findings) -> str | None:
     """Migrate a `%%bash` / `%%writefile` cell; None for other cell magics."""
     header, newline, body = source.partition("\n")
-    words = header[2:].split()
-    name, arguments = (words[0], words[1:]) if words else ("", [])
-    kind = None
-    if name in ("bash", "sh") or (
-        name == "script" and arguments[:1] and arguments[0].endswith(("bash", "sh"))
-    ):
-        kind = "shell"
-    elif name in ("writefile", "file"):
-        target = _writefile_target(header)
-        kind = "python" if target.endswith(".py") else "shell" if target.endswith((".sh", ".bash")) else None
-        if kind is None:
-            _flag_config(target, body, number, findings)
-            return None
+    kind = _body_kind(header)
+    if kind == "file":
+        return _flag_config(header, newline, _writefile_target(header), body, number, findings)
     if kind is None:
         return None
     migrated, body_findings = (migrate_python if kind == "python" else migrate_shell)(body)
     findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
     return f"{header}{newline}{migrated}"
+
+
+def _body_kind(header: str) -> str | None:
+    """What the body of a `%%` cell is: "shell" (`%%bash`, `%%sh`, `%%script bash`, `%%writefile` of a .sh),
+    "python" (`%%writefile` of a .py), "file" (`%%writefile` of anything else); None for other cell magics."""
+    words = header[2:].split()
+    name, arguments = (words[0], words[1:]) if words else ("", [])
+    if name in ("bash", "sh") or (
+        name == "script" and arguments[:1] and arguments[0].endswith(("bash", "sh"))
+    ):
+        return "shell"
+    if name in ("writefile", "file"):
+        target = _writefile_target(header)
+        return (
+            "python" if target.endswith(".py") else "shell" if target.endswith((".sh", ".bash")) else "file"
+        )
+    return None
+
+
+_CELL_ERROR_TODO = (
+    f"{TODO_PREFIX} {CELL_ERROR.code} IPython cannot parse this cell, so it is left as it is: fix it so that it "
+    "runs, then migrate again"
+)
+
+
+def _with_error_todo(source: str) -> str | None:
+    """The cell with the TODO of a cell that does not parse above its code (after a `%%bash` line; a cell of
+    another magic, whose first line must stay first, cannot take one); None when it has one or cannot."""
+    if _CELL_ERROR_TODO in source:
+        return None
+    header, newline, body = source.partition("\n")
+    if source.startswith(("%%bash", "%%sh")):
+        return f"{header}\n{_CELL_ERROR_TODO}\n{body}"
+    if source.startswith("%%"):
+        return None
+    return f"{_CELL_ERROR_TODO}\n{source}"
+
+
+def _does_nothing(source: str) -> bool:
+    """A cell with no code left: blank and comment lines only (none of them a TODO of neuron-migrate), after a
+    `%%bash` / `%%sh` line."""
+    lines = source.splitlines()
+    if lines and lines[0].split()[:1] in (["%%bash"], ["%%sh"]):
+        lines = lines[1:]
+    return (
+        all(not line.strip() or line.lstrip().startswith("#") for line in lines) and TODO_PREFIX not in source
+    )
+
+
+def _is_bash(cell: dict) -> bool:
+    words = _source_text(cell).partition("\n")[0][2:].split()
+    return _source_text(cell).startswith("%%") and bool(words) and words[0] in ("bash", "sh")
+
+
+def _shell_text(source: str) -> str:
+    """The shell a cell runs, roughly (for the launches it makes): a `%%bash` body, else its `!` lines."""
+    header, _, body = source.partition("\n")
+    if source.startswith(("%%bash", "%%sh")):
+        return body
+    return "\n".join(line.strip()[1:] for line in source.splitlines() if line.strip().startswith("!"))
 
 
 def _writes_requirements(source: str) -> bool:
@@ -329,14 +449,36 @@ def _written_script(source: str) -> tuple[str | None, str]:
     return (target, body) if target.endswith(".py") else (None, "")
 
 
-def _flag_config(target: str, body: str, number: int, findings: list[Finding]) -> None:
+# Files whose format reads `#` lines as comments: the TODO of a configuration cell can go into them.
+_COMMENTED_CONFIGS = (".yaml", ".yml", ".toml", ".cfg", ".ini", ".conf", ".env", ".properties")
+
+
+def _flag_config(
+    header: str, newline: str, target: str, body: str, number: int, findings: list[Finding]
+) -> str | None:
+    """Findings for the optimum-neuron / XLA keys a configuration cell writes, and the cell with one TODO below
+    its `%%writefile` line naming them, where the file's format has `#` comments (None: the cell stays)."""
+    named_keys: list[str] = []
+    where: list[tuple[int, int]] = []  # (line, column) of each line naming keys
     for line_number, line in enumerate(body.splitlines(), start=2):
+        if line.lstrip().startswith("#"):
+            continue
         keys = list(dict.fromkeys(m[0] for m in _CONFIG_KEYS.finditer(line)))
         if keys:
-            named = ", ".join(f"`{key}`" for key in keys)
-            message = f"{named} in `{target}`, which this cell writes. {WRITEFILE_CONFIG.action}"
-            column = line.find(keys[0]) + 1
-            findings.append(Finding(WRITEFILE_CONFIG, line_number, column, message, False, number))
+            where.append((line_number, line.find(keys[0]) + 1))
+            named_keys += keys
+    if not named_keys:
+        return None
+    # One decision (review the file's settings): one finding, at the first line, naming the others.
+    keys = ", ".join(f"`{key}`" for key in dict.fromkeys(named_keys))
+    also = tuple(line for line, _ in where[1:])
+    why = f"{keys} in `{target}`, which this cell writes{also_on(also)}"
+    message = f"{why}. {WRITEFILE_CONFIG.action}"
+    findings.append(Finding(WRITEFILE_CONFIG, *where[0], message, False, number, why=why, also=also))
+    if not target.endswith(_COMMENTED_CONFIGS) or TODO_PREFIX in body:
+        return None
+    todo = f"{TODO_PREFIX} {WRITEFILE_CONFIG.code} {keys} in this file are optimum-neuron / XLA settings: review them"
+    return f"{header}{newline}{todo}\n{body}"
 
 
 def _spans(lines: list[str]) -> list[Span]:
@@ -519,8 +661,9 @@ def _rebuild(line: ShellLine, migrated: str, own: list[Finding], findings: list[
 
 def _shell_finding(finding: Finding, line: ShellLine, line_in_command: int) -> Finding:
     column = finding.column + line.span.column + line.columns if line_in_command == 1 else finding.column
-    cell_line = line.span.first + line_in_command
-    return replace(finding, line=cell_line, column=column, cell=line.cell.number)
+    shift = line.span.first + line_in_command - finding.line
+    others = {other: other + shift for other in finding.also}
+    return finding.moved(others, line=finding.line + shift, column=column, cell=line.cell.number)
 
 
 def _migrate_python_cells(cells: list[PythonCell], migrate_python, findings):
@@ -553,7 +696,14 @@ def _migrate_one(cell: PythonCell, migrate_python, findings):
 def _in_python_cell(finding: Finding, cell: PythonCell, python_line: int) -> Finding:
     """A finding on line `python_line` (0-based) of the placeholder text, moved to the cell's own lines."""
     line = cell.line_of[python_line] + 1 if 0 <= python_line < len(cell.line_of) else python_line + 1
-    return replace(finding, line=line, cell=cell.number)
+    # Its other lines are in the same cell (a cell is a block of its own): moved the same way.
+    first = finding.line - python_line
+    others = {
+        other: cell.line_of[other - first] + 1
+        for other in finding.also
+        if 0 <= other - first < len(cell.line_of)
+    }
+    return finding.moved(others, line=line, cell=cell.number)
 
 
 def _restore(text: str, magics: list[str | None]) -> str:
@@ -584,7 +734,8 @@ def _split_cells(migrated: str) -> list[tuple[int, str]]:
 
 
 def _in_cell(finding: Finding, cell_number: int, line_offset: int) -> Finding:
-    return replace(finding, line=finding.line + line_offset, cell=cell_number)
+    others = {other: other + line_offset for other in finding.also}
+    return finding.moved(others, line=finding.line + line_offset, cell=cell_number)
 
 
 def _cell_file_lines(content: str, document: dict) -> dict[int, list[int]]:
@@ -686,3 +837,51 @@ def _value_text(value: object, unit: str | None, ensure_ascii: bool, newline: st
         return '"source": ' + json.dumps(value, ensure_ascii=ensure_ascii)
     text = json.dumps(value, indent=len(unit) if unit.strip(" ") == "" else unit, ensure_ascii=ensure_ascii)
     return '"source": ' + text.replace("\n", newline + unit * 3)
+
+
+# -- reading without rewriting --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CellCode:
+    """A code cell as IPython runs it, for readers that do not rewrite it (the checklist's scan)."""
+
+    number: int  # among code cells, from 1
+    source: str  # the cell as written
+    python: str | None = None  # the Python it runs (IPython constructs as placeholder lines); None: none
+    python_lines: tuple[int, ...] = ()  # 0-based line of `python` -> 0-based line of the cell
+    shell: tuple[tuple[int, str], ...] = ()  # (0-based line of the cell, script) of each shell construct
+
+
+def read_cells(content: str) -> list[CellCode]:
+    """The code cells of a notebook, their Python and shell commands found as `migrate_notebook` finds them:
+    `!cmd` / `%pip` / `%env` lines, `%%bash` and `%%writefile` bodies. MigrationError when it is not a
+    notebook; a cell IPython cannot parse holds neither Python nor commands."""
+    cells = []
+    code_cells = [cell for cell in read_document(content).get("cells", []) if cell.get("cell_type") == "code"]
+    for number, cell in enumerate(code_cells, start=1):
+        source = _source_text(cell)
+        if source.startswith("%%"):
+            header, _, body = source.partition("\n")
+            kind = _body_kind(header)
+            if kind == "shell":
+                cells.append(CellCode(number, source, shell=((1, body),)))
+                continue
+            if kind == "python":
+                cells.append(CellCode(number, source, body, tuple(range(1, body.count("\n") + 2))))
+                continue
+            if (source[2:].split(None, 1) or [""])[0] not in _PYTHON_CELL_MAGICS:
+                cells.append(CellCode(number, source))
+                continue
+        cells.append(_read_python_cell(number, source))
+    return cells
+
+
+def _read_python_cell(number: int, source: str) -> CellCode:
+    lines = source.splitlines(keepends=True)
+    try:
+        cell = PythonCell(0, number, lines, _spans(lines))
+    except CellError:
+        return CellCode(number, source)
+    shell = tuple((line.span.first, line.command) for line in _placeholders(cell))
+    return CellCode(number, source, cell.python, tuple(cell.line_of), shell)

@@ -142,8 +142,20 @@ def sarif_report(results: list[FileResult], fixed_in_place: bool = False) -> dic
                         }
                     ],
                     "properties": {"fixed": finding.fixed}
-                    | ({"cell": finding.cell, "cellLine": finding.line} if finding.cell is not None else {}),
+                    | ({"cell": finding.cell, "cellLine": finding.line} if finding.cell is not None else {})
+                    | ({"also": list(finding.also)} if finding.also else {}),
                 }
+                # The other lines one TODO stands for (a notebook's are lines of its cell: in `properties`).
+                | (
+                    {
+                        "relatedLocations": [
+                            {"id": n, "physicalLocation": {**location, "region": {"startLine": line}}}
+                            for n, line in enumerate(finding.also)
+                        ]
+                    }
+                    if finding.also and finding.cell is None
+                    else {}
+                )
             )
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",

@@ -1,26 +1,39 @@
 """What a rule is and what it reports: `Rule` (code, severity, title, what to do, examples), `Finding`.
 
 A rule lives in its own module with its matcher (see `docs/writing-rules.md`); `migrator.registry` lists
-those modules in dispatch order and builds the table `docs/rules.md` is generated from. Codes by family:
-NM1xx inference, NM2xx training, NM3xx PyTorch/XLA, NM4xx environment and shell, NM5xx legacy
-references, platforms and commands in strings, NM8xx compile risks that
-the checklist's scan finds, NM9xx manual work that no family can rewrite.
+those modules in dispatch order and builds the table `docs/rules.md` is generated from. `FAMILIES` says
+which codes belong to which family; the docs, the reports and the checklist read it from here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 
-FAMILY_BY_PREFIX = {
-    "NM1": "inference",
-    "NM2": "training",
-    "NM3": "xla",
-    "NM4": "environment",
-    "NM5": "leftovers",
-    "NM8": "risk",
-    "NM9": "manual",
-}
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # what findings, reports and the checklist call it
+    prefix: str  # its codes: NM1 for NM100-NM199
+    title: str  # its section of docs/rules.md
+
+    @property
+    def codes(self) -> str:
+        return f"{self.prefix}xx"
+
+
+# The rule families, in the order docs/rules.md and the checklist list them.
+FAMILIES = (
+    Family("inference", "NM1", "Inference"),
+    Family("training", "NM2", "Training"),
+    Family("xla", "NM3", "PyTorch/XLA idioms"),
+    Family("environment", "NM4", "Environment variables and shell launchers"),
+    Family("leftovers", "NM5", "Leftovers, platforms and commands in strings"),
+    Family("risk", "NM8", "Compile risks the checklist finds"),
+    Family("manual", "NM9", "Manual work"),
+)
+FAMILY_BY_PREFIX = {family.prefix: family.name for family in FAMILIES}
 
 
 class Severity(str, Enum):
@@ -55,11 +68,19 @@ class Rule:
 
     def __post_init__(self) -> None:
         if self.code[:3] not in FAMILY_BY_PREFIX or len(self.code) != 5 or not self.code[2:].isdigit():
-            raise ValueError(f"bad rule code {self.code!r}: expected NM1xx..NM5xx, NM8xx or NM9xx")
+            expected = ", ".join(family.codes for family in FAMILIES)
+            raise ValueError(f"bad rule code {self.code!r}: expected one of {expected}")
 
     @property
     def family(self) -> str:
         return FAMILY_BY_PREFIX[self.code[:3]]
+
+
+def also_on(lines: tuple[int, ...] | list[int]) -> str:
+    """What a finding that stands for several lines adds to its reason: ` (also on lines 12, 30)`."""
+    if not lines:
+        return ""
+    return f" (also on line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})"
 
 
 @dataclass(frozen=True)
@@ -75,6 +96,23 @@ class Finding:
     todo: str | None = None
     subject: str | None = None  # the argument, variable or symbol the finding is about, when it has one
     file_line: int | None = None  # notebooks: the line of the .ipynb file that holds the cell's line
+    # Manual findings: the other lines where the same decision is made again in its block (one TODO, above
+    # `line`, stands for them).
+    also: tuple[int, ...] = ()
+
+    def moved(self, lines: dict[int, int], **changes) -> Finding:
+        """The finding with its other lines (`also`) moved by `lines` (old line -> new line), and `changes`."""
+        if not self.also:
+            return dataclasses.replace(self, **changes)
+        also = tuple(lines.get(line, line) for line in self.also)
+        old, new = also_on(self.also), also_on(also)
+        return dataclasses.replace(
+            self,
+            message=self.message.replace(old, new),
+            why=self.why.replace(old, new) if self.why else self.why,
+            also=also,
+            **changes,
+        )
 
     @property
     def code(self) -> str:
@@ -94,6 +132,8 @@ class Finding:
         }
         if self.subject is not None:
             data["subject"] = self.subject
+        if self.also:
+            data["also"] = list(self.also)
         if self.cell is not None:
             data["cell"] = self.cell
         return data

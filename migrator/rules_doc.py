@@ -6,19 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from migrator.registry import RULES
-from migrator.rules import FAMILY_BY_PREFIX
+from migrator.registry import RULE_MODULES, RULES
+from migrator.rules import FAMILIES
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
-FAMILY_TITLES = {
-    "inference": "Inference (NM1xx)",
-    "training": "Training (NM2xx)",
-    "xla": "PyTorch/XLA idioms (NM3xx)",
-    "environment": "Environment variables and shell launchers (NM4xx)",
-    "leftovers": "Leftovers, platforms and commands in strings (NM5xx)",
-    "risk": "Compile risks the checklist finds (NM8xx)",
-    "manual": "Manual work (NM9xx)",
-}
 FENCES = {"python": "python", "shell": "bash", "notebook": "json"}
 
 
@@ -35,15 +26,15 @@ def render() -> str:
         "`# TODO(neuron-migrate)` comment instead.",
         "",
     ]
-    for family in FAMILY_BY_PREFIX.values():
-        rules = sorted((rule for rule in RULES.values() if rule.family == family), key=lambda rule: rule.code)
-        if not rules:
-            continue
+    for family in FAMILIES:
+        rules = sorted(
+            (rule for rule in RULES.values() if rule.family == family.name), key=lambda rule: rule.code
+        )
         lines += [
-            f"## {FAMILY_TITLES[family]}",
+            f"## {family.title} ({family.codes})",
             "",
-            "| code | severity | looks for | does / what to do |",
-            "|---|---|---|---|",
+            "| code | severity | looks for | does / what to do | defined in |",
+            "|---|---|---|---|---|",
         ]
         for rule in rules:
             cells = [
@@ -52,6 +43,7 @@ def render() -> str:
                 str(rule.severity),
                 rule.title,
                 rule.action,
+                _home(rule.code),
             ]
             if rule.fixed_by:
                 cells[3] += f" Fixed by: {', '.join(_fix(fix) for fix in rule.fixed_by)}."
@@ -60,6 +52,12 @@ def render() -> str:
         for rule in rules:
             lines += _examples(rule)
     return "\n".join(lines)
+
+
+def _home(code: str) -> str:
+    """A link to the module that defines the rule (docs/ is one level below the repository root)."""
+    path = RULE_MODULES[code].replace(".", "/") + ".py"
+    return f"[{path.rpartition('/')[2]}](../{path})"
 
 
 def _fix(fix: str) -> str:

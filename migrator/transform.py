@@ -20,12 +20,14 @@ from typing import TypeVar
 
 import libcst as cst
 
-from migrator.cst_helpers import CommentKeeper, dotted_name
+from migrator.cst_helpers import CommentKeeper, block_comments, dotted_name, shows, without_empty_branches
 from migrator.imports import ImportRequest, add_missing_imports, code_without_unused_imports
-from migrator.rules import Finding, Rule
+from migrator.rules import Finding, Rule, also_on
 from migrator.source_map import STATEMENT_CLASSES, STATEMENT_TYPES, SourceIndex, SourceMap
 
 TODO_PREFIX = "# TODO(neuron-migrate):"
+# How a notebook's Python cells are marked once joined into one module (`migrator.notebook`).
+CELL_MARKER_PREFIX = "__neuron_migrate_cell_"
 # Module prefixes whose imports mark a file as something to migrate.
 SOURCE_MODULES = (
     "optimum.neuron",
@@ -49,6 +51,7 @@ class _Report:
     why: str | None = None
     todo: str | None = None
     subject: str | None = None
+    also: list[cst.CSTNode] = field(default_factory=list)  # the same TODO's other nodes in its block
 
 
 @dataclass
@@ -59,6 +62,20 @@ class FileContext:
     module: cst.Module  # the input, unmodified
     code: str  # its text
     imported: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
+    # The imports the module makes outside functions and classes, wherever they stand (under `if __name__ ==
+    # "__main__":`, in a `try`, after the functions): bound by the time a function runs (see `qualified`).
+    module_imports: dict[str, str] = field(default_factory=dict)
+    functions: list[cst.FunctionDef] = field(default_factory=list)  # the functions the walk is inside
+    # The module-level function or class the walk is in, else the notebook cell (its marker statement): the
+    # block where one TODO stands for a decision repeated in it.
+    definition: cst.FunctionDef | cst.ClassDef | None = None
+    cell: cst.CSTNode | None = None
+    # The calls the walk is inside whose arguments are only shown (`print(...)`, `logger.info(...)`): a value
+    # read there decides nothing (see `cst_helpers.shows`).
+    shown: list[cst.Call] = field(default_factory=list)
+    # Statement -> the next statement of its block (the block itself after its last), for the blocks the walk
+    # has entered: what a rule deciding on a run of statements (an import block) reads ahead.
+    next_statement: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
     # Qualified names (or module prefixes) some rule handles; an imported source symbol outside is NM901.
     claimed: frozenset[str] = frozenset()
     line: cst.SimpleStatementLine | None = None  # the simple statement the walk is in (original node)
@@ -74,6 +91,7 @@ class FileContext:
     inserted_before: set[cst.CSTNode] = field(default_factory=set)
     _hint_pattern: re.Pattern[str] | None = None
     _states: dict[type, object] = field(default_factory=dict)
+    _todo_blocks: dict[tuple[cst.CSTNode | None, str], _Report] = field(default_factory=dict)
     tree: ast.Module | None = None  # Python's parse of `code`, when the caller made one
 
     @cached_property
@@ -120,6 +138,8 @@ class FileContext:
             return None
         head, _, rest = name.partition(".")
         base = self.imported.get(head)
+        if base is None and self.functions:
+            base = self.module_imports.get(head)
         if base is None:
             return name
         return f"{base}.{rest}" if rest else base
@@ -144,16 +164,27 @@ class FileContext:
         action: str | None = None,
         *,
         subject: str | None = None,
-    ) -> None:
-        """Record a manual finding and put a TODO comment above the statement that holds `node`.
+    ) -> _Report:
+        """Record a manual finding and put a TODO comment above the statement that holds `node`; returns the
+        finding's report (the block's first one, when the same TODO already stands in the block).
 
         The finding says why the code was left as it is and what to do (`<why>; <action>` in the
         message and the TODO); without them, the rule's own action.
         """
         text = f"{why}; {action}" if why and action else why or rule.action
-        self.reports.append(_Report(node, rule, text, False, why, action, subject))
         # A comment is one line: code quoted from several lines (an argument split over them) is joined.
-        self.pending_todos.append(f"{TODO_PREFIX} {rule.code} {' '.join(text.split())}")
+        comment = f"{TODO_PREFIX} {rule.code} {' '.join(text.split())}"
+        # The same TODO again in one block (a module-level function or class, a notebook cell, the rest of the
+        # module) is the same decision: one TODO, above its first statement, and one finding naming the others.
+        block = (self.definition or self.cell, comment)
+        first = self._todo_blocks.get(block)
+        if first is not None:
+            first.also.append(node)
+            return first
+        self._todo_blocks[block] = report = _Report(node, rule, text, False, why, action, subject)
+        self.reports.append(report)
+        self.pending_todos.append(comment)
+        return report
 
     def launch(self, processes: str = "N", script: str = "train.py") -> str:
         """What to do so that a rewrite runs as `processes` processes (one per rank, as Transformers'
@@ -203,6 +234,11 @@ class Handler:
       anything to do there (checked on the file's AST index); a handler without triggers always runs.
     - `CALLS`: qualified names of the calls (`ctx.qualified(call.func)`) whose `leave_Call` the handler
       decides on; the dispatcher does not call it for other calls. None (the default): every call.
+    - `STATEMENTS`: qualified names of the calls the handler rewrites where a call is a whole expression
+      statement (in its `leave_SimpleStatementLine`: `xm.mark_step()`, `xm.save(...)`).
+    - `DECIDES`: qualified names of other calls the handler decides on (rewrites, or leaves with its own
+      finding) without a `CALLS` filter. A family's catch-all (NM318) leaves alone every call its rules
+      declare in `CALLS`, `STATEMENTS` or `DECIDES` (`families/xla/state.declared_calls`).
     - `HINTS`: strings of which one appears in the code of every statement the handler acts on or learns
       from, or in the qualified name of an import the statement uses (then the import's local name
       counts as a hint). When every handler at work in a file has hints, the walk does not descend into
@@ -215,6 +251,8 @@ class Handler:
     SYMBOLS: frozenset[str] = frozenset()
     TRIGGERS: frozenset[str] = frozenset()
     CALLS: frozenset[str] | None = None
+    STATEMENTS: frozenset[str] = frozenset()
+    DECIDES: frozenset[str] = frozenset()
     HINTS: frozenset[str] | None = None
     # The visit_/leave_ methods a handler class defines, noted once (a failed hasattr per handler and
     # node type, for each file, costs more than the lookups the dispatcher saves).
@@ -237,13 +275,15 @@ class MigrationTransformer(cst.CSTTransformer):
         handlers = list(handlers)
         # A handler with nothing to do in this file costs a method call per node: leave it out.
         identifiers = ctx.source.identifiers
-        self.handlers = [
-            handler(ctx)
+        active = [
+            handler
             for handler in handlers
             if not handler.TRIGGERS or not handler.TRIGGERS.isdisjoint(identifiers)
         ]
         ctx.claimed = frozenset().union(*(handler.SYMBOLS for handler in handlers))
+        ctx.module_imports = module_imports(ctx.module)
         self.comments = CommentKeeper()
+        ctx.next_statement = self.comments.following
         self._visitors: dict[str, list] = {}
         self._leavers: dict[str, list] = {}
         self._call_leavers: dict[str | None, list] = {}  # qualified callee -> the leave_Call methods for it
@@ -251,10 +291,14 @@ class MigrationTransformer(cst.CSTTransformer):
         # `if`, not to the first statement of its body); a removed statement's go to the next one.
         self._todo_marks: list[int] = []
         self._todo_carry: int | None = None
-        if all(handler.HINTS is not None for handler in self.handlers):
+        if all(handler.HINTS is not None for handler in active):
             # Imports are always visited: they are recorded for `qualified` (and checked for NM901).
-            self._static_hints = frozenset({"import"}).union(*(handler.HINTS for handler in self.handlers))
+            self._static_hints = frozenset({"import"}).union(*(handler.HINTS for handler in active))
             ctx.hints = set(self._static_hints)
+            for local, qualified in ctx.module_imports.items():  # a function above the import uses it too
+                self._note_hint(local, qualified)
+        # Created once the hints are set: a handler (or its family's state) may watch names from the start.
+        self.handlers = [handler(ctx) for handler in active]
 
     def _methods(self, cache: dict[str, list], prefix: str, node_type: str) -> list:
         methods = cache.get(node_type)
@@ -272,6 +316,15 @@ class MigrationTransformer(cst.CSTTransformer):
             self.comments.index(node)
         elif kind is cst.SimpleStatementLine:
             self.ctx.line = node
+            if self.ctx.notebook and self.ctx.definition is None and _is_cell_marker(node):
+                self.ctx.cell = node
+        elif kind is cst.Call and shows(dotted_name(node.func)):
+            self.ctx.shown.append(node)
+        elif kind is cst.FunctionDef or kind is cst.ClassDef:
+            if kind is cst.FunctionDef:
+                self.ctx.functions.append(node)
+            if self.ctx.definition is None:
+                self.ctx.definition = node
         for method in self._methods(self._visitors, "visit_", kind.__name__):
             method(node)
         if kind in STATEMENT_CLASSES:
@@ -313,6 +366,17 @@ class MigrationTransformer(cst.CSTTransformer):
             result = method(original, result)
             if not isinstance(result, cst.CSTNode):  # removed or flattened: later handlers see nothing
                 break
+        if kind is cst.FunctionDef:
+            self.ctx.functions.pop()
+        elif kind is cst.Call and self.ctx.shown and self.ctx.shown[-1] is original:
+            self.ctx.shown.pop()
+        if original is self.ctx.definition:
+            self.ctx.definition = None
+        if kind is cst.If and isinstance(result, cst.If):
+            simplified = without_empty_branches(original, result)
+            if simplified is not result:
+                self.comments.hand_on(original, block_comments(result.body))
+                result = simplified
         if kind in _COMMENT_HOLDERS:
             if kind is cst.SimpleStatementLine:
                 self.ctx.line = None
@@ -369,30 +433,81 @@ class MigrationTransformer(cst.CSTTransformer):
         return result.with_changes(leading_lines=[*result.leading_lines, *new_lines])
 
     def _record_import(self, node: cst.Import | cst.ImportFrom) -> None:
-        if isinstance(node, cst.Import):
-            for alias in node.names:
-                full = dotted_name(alias.name)
-                if alias.asname:
-                    self.ctx.imported[alias.asname.name.value] = full
-                    self._note_hint(alias.asname.name.value, full)
-                else:  # `import a.b` binds `a`
-                    head = full.split(".")[0]
-                    self.ctx.imported[head] = head
-            return
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-            return
-        module = dotted_name(node.module)
-        for alias in node.names:
-            name = alias.name.value
-            local = alias.asname.name.value if alias.asname else name
-            qualified = f"{module}.{name}"
+        for local, qualified in _bindings(node):
             self.ctx.imported[local] = qualified
-            self._note_hint(local, qualified)
+            if local != qualified:  # `import a.b` binds `a` itself: nothing to watch
+                self._note_hint(local, qualified)
 
     def _note_hint(self, local: str, qualified: str) -> None:
         """`local` names a hinted import (`from os import environ as env`): it is a hint too."""
         if self.ctx.hints is not None and any(hint in qualified for hint in self._static_hints):
             self.ctx.watch(local)
+
+
+def _is_cell_marker(line: cst.SimpleStatementLine) -> bool:
+    """The statement that marks where a notebook's cell starts in the module of its Python cells."""
+    statement = line.body[0]
+    return (
+        isinstance(statement, cst.Import)
+        and isinstance(statement.names[0].name, cst.Name)
+        and statement.names[0].name.value.startswith(CELL_MARKER_PREFIX)
+    )
+
+
+# Statements whose blocks run as part of the module's own code (a function's or a class's body does not bind
+# module names).
+_MODULE_LEVEL_BLOCKS = (cst.If, cst.Try, cst.TryStar, cst.With, cst.For, cst.While)
+
+
+def module_imports(module: cst.Module) -> dict[str, str]:
+    """Local name -> qualified name of every import the module's own code makes, at any depth of its `if` /
+    `try` / `with` / loop blocks; a name two imports bind differently is left out (which one a function sees
+    depends on the branch taken)."""
+    found: dict[str, str | None] = {}
+    stack: list[cst.CSTNode] = list(reversed(module.body))
+    while stack:
+        statement = stack.pop()
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    for local, qualified in _bindings(small):
+                        found[local] = qualified if found.get(local, qualified) == qualified else None
+        elif isinstance(statement, _MODULE_LEVEL_BLOCKS):
+            blocks = [
+                statement.body,
+                getattr(statement, "orelse", None),
+                getattr(statement, "finalbody", None),
+            ]
+            blocks += [handler.body for handler in getattr(statement, "handlers", ())]
+            for block in blocks:
+                if isinstance(block, cst.Else | cst.Finally | cst.If):
+                    block = block if isinstance(block, cst.If) else block.body
+                if isinstance(block, cst.If):  # `elif`
+                    stack.append(block)
+                elif isinstance(block, cst.IndentedBlock):
+                    stack.extend(reversed(block.body))
+    return {local: qualified for local, qualified in found.items() if qualified is not None}
+
+
+def _bindings(node: cst.Import | cst.ImportFrom) -> list[tuple[str, str]]:
+    """(local name, qualified name) of what an import statement binds."""
+    if isinstance(node, cst.Import):
+        bound = []
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if alias.asname:
+                bound.append((alias.asname.name.value, full))
+            else:  # `import a.b` binds `a`
+                head = full.split(".")[0]
+                bound.append((head, head))
+        return bound
+    if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        return []
+    module = dotted_name(node.module)
+    return [
+        (alias.asname.name.value if alias.asname else alias.name.value, f"{module}.{alias.name.value}")
+        for alias in node.names
+    ]
 
 
 @dataclass
@@ -434,16 +549,22 @@ def _place(ctx: FileContext) -> list[Finding]:
     findings = []
     for report in ctx.reports:
         line, column = ctx.source_map.position(report.node) or (1, 1)
+        message, why = report.message, report.why
+        others = sorted({(ctx.source_map.position(node) or (line,))[0] for node in report.also} - {line})
+        if others:
+            why = (why or report.rule.action) + also_on(others)
+            message = f"{why}; {report.todo}" if report.todo else why
         findings.append(
             Finding(
                 report.rule,
                 line,
                 column,
-                report.message,
+                message,
                 report.fixed,
-                why=report.why,
+                why=why,
                 todo=report.todo,
                 subject=report.subject,
+                also=tuple(others),
             )
         )
     return sorted(findings, key=lambda f: (f.line, f.column, f.code))

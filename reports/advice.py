@@ -62,8 +62,20 @@ def advice(row: dict) -> list[str]:
             "differs): it is not a TorchNeuron problem, and it would fail on any backend. Check for a newer "
             "Transformers release or report it there."
         )
+    elif verdict == "fails" and row.get("failure_by_rule"):
+        steps.append(
+            "The compiled graph holds an op TorchNeuron cannot lower, so on the device the compile fails and, with "
+            "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1 (the default), the step raises; no measured one-line "
+            "change avoids it. Run that stage eagerly, or try TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 on a "
+            "trn2 (the failing graph then runs eagerly)."
+        )
     elif verdict in ("fails", "crash", "harness-error") and stage in STAGE_ADVICE:
         steps.append(STAGE_ADVICE[stage])
+    if row.get("avoided_by"):
+        steps.append(
+            f"The default code path's compiled graph holds an op the device raises on; {row['avoided_by']} avoids "
+            "it (measured here: no such op in its graphs, the step runs). Make that change before running on a trn2."
+        )
     if row.get("tokens_match") is False or row.get("outputs_match") is False:
         diff = row.get("max_logit_diff")
         detail = f" (max logit difference {diff:.3g})" if isinstance(diff, (int, float)) else ""
@@ -88,7 +100,13 @@ def advice(row: dict) -> list[str]:
             "fullgraph=False for this architecture, or run it eagerly; the reasons name the construct "
             "at fault."
         )
-    ops = row.get("unsupported_ops") or []
+    if row.get("train_content_compiles"):
+        steps.append(
+            f"Training compiled {row['train_content_compiles']} more graph(s) when only the batch content changed "
+            "(same padded length): the graphs follow the data (expert token counts, a data-dependent branch), "
+            "so padding does not remove them; past Dynamo's recompile_limit (8) those frames run eagerly."
+        )
+    ops = [op for op in row.get("unsupported_ops") or [] if op not in (row.get("device_raising_ops") or [])]
     if ops:
         steps.append(
             f"{len(ops)} op(s) without a Neuron kernel run on CPU or fail: watch for them in profiles and "

@@ -9,18 +9,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import cache
 from pathlib import Path
 
 from compat_matrix.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
+from migrator import target_stack
+from migrator.engine import FileResult
+from migrator.registry import RULES
+from migrator.risks.base import Risk
+from migrator.rules import FAMILIES, Finding, Severity
 from migrator.sources import UsageError, named_file_kind
 from reports.advice import STAGE_MEANINGS, advice
+from reports.inventory import FileScan, Location, find_configs, scan_file
 from reports.render import NULL, asset, fail, render, write_output
 from reports.results import (
     NOT_MEASURED_VERDICTS,
@@ -31,7 +35,6 @@ from reports.results import (
     display_path,
     load_runs,
 )
-from reports.scan import FileScan, Location, Risk, find_configs, scan_file
 from reports.tries import load_try_reports, match
 
 SEVERITIES = ("blocking", "manual", "compile-risk", "check")
@@ -41,20 +44,14 @@ SEVERITY_LABELS = {
     "compile-risk": "compile risk",
     "check": "check",
 }
-FAMILIES = ("inference", "training", "xla", "environment", "shell", "manual")
 
-# What the migrated code needs (TorchNeuron public beta; see docs and the migration map's platform table).
-PLATFORM = "trn2 or trn3 instances: TorchNeuron does not run on inf1, inf2 or trn1"
-REQUIREMENTS = (
-    ("always", "Neuron SDK", "2.33 or later (TorchNeuron public beta)"),
-    ("always", "PyTorch", "torch 2.14 with torch-neuronx 2.14.x, Python 3.10 to 3.14"),
-    ("always", "Transformers", ">= 5.23 (device_map='neuron', static-cache generation compiled for neuron)"),
-    ("trl", "TRL", ">= 1.16 (pads batches to a multiple of 128 on neuron)"),
-    ("peft", "PEFT", ">= 0.21"),
+# Where the migrated code runs (migrator/target_stack.json, which also holds the versions it needs).
+PLATFORM = (
+    f"{' or '.join(target_stack.INSTANCES)} instances: TorchNeuron does not run on "
+    f"{', '.join(target_stack.NOT_ON[:-1])} or {target_stack.NOT_ON[-1]}"
 )
 RULES_DOC = REPO_ROOT / "docs" / "rules.md"
 COMPAT_REPORT_NAME = "compat.html"  # what `make demo` writes next to the checklist
-RULE_ANCHOR = re.compile(r'<a id="(nm\d+)"></a>')
 # The matrix a model that is not a causal LM would need; neuron-compat measures causal LMs only.
 OTHER_MATRICES = {
     "embedding": "an embedding (feature-extraction) matrix: a compiled forward pass at fixed batch and sequence "
@@ -111,6 +108,8 @@ class ModelRow:
     result: dict | None = None
     task: str | None = None  # embedding / classification / diffusion: no causal-LM verdict applies
     href: str = ""  # its row in the compatibility report, when that page sits next to the checklist
+    config: Path | None = None  # a local model directory's config.json
+    measured_config: str = ""  # which config the result measured, where that matters to this model
 
     @property
     def matrix(self) -> str:
@@ -121,31 +120,32 @@ def _location(display: str, line: int | None, cell: int | None) -> str:
     return str(Location(display, line or 1, cell))
 
 
-def _migrator_items(file: dict, display: str) -> list[Item]:
+# What a finding the migrator leaves to a person is in the checklist, by its rule's severity.
+SEVERITY_OF_MANUAL = {Severity.ERROR: "blocking", Severity.WARNING: "manual", Severity.INFO: "check"}
+
+
+def _migrator_items(file: FileResult, display: str) -> list[Item]:
     items = []
-    if file.get("error"):
+    if file.error:
         items.append(
             Item(
                 "blocking",
-                f"neuron-migrate cannot process this file: {file['error']}",
+                f"neuron-migrate cannot process this file: {file.error}",
                 "Fix the file so that it parses (or exclude it), then run the checklist again.",
                 display,
                 code="parse-error",
             )
         )
-    for finding in file.get("findings", []):
-        if finding.get("fixed"):
-            continue
-        severity = {"error": "blocking", "warning": "manual"}.get(finding.get("severity"), "check")
+    for finding in file.manual:
         items.append(
             Item(
-                severity,
-                f"{finding.get('code', '')}: {finding.get('why') or finding.get('message', '')}".strip(": "),
-                finding.get("action") or "See the migrator's rule reference for this code.",
-                _location(display, finding.get("line"), finding.get("cell")),
-                finding.get("line") or 0,
-                code=str(finding.get("code", "")),
-                cell=finding.get("cell"),
+                SEVERITY_OF_MANUAL[finding.rule.severity],
+                f"{finding.code}: {finding.why or finding.message}",
+                finding.todo or finding.rule.action,
+                _location(display, finding.line, finding.cell),
+                finding.line,
+                code=finding.code,
+                cell=finding.cell,
             )
         )
     return items
@@ -171,18 +171,18 @@ def _target_items(scan: FileScan) -> list[Item]:
     ]
 
 
-def _handled_by_migrator(risk: Risk, fixed: list[dict]) -> str | None:
+def _handled_by_migrator(risk: Risk, fixed: list[Finding]) -> str | None:
     """The migrator's own message when one of its rewrites already removes this risk: a fixed finding
     with a code the risk's rule names (`CODE`, or `CODE:subject` for a finding about that subject)."""
     for finding in fixed:
         for fix in risk.rule.fixed_by:
             code, _, subject = fix.partition(":")
-            if finding.get("code") == code and (not subject or finding.get("subject") == subject):
-                return str(finding.get("message", ""))
+            if finding.code == code and (not subject or finding.subject == subject):
+                return finding.message
     return None
 
 
-def _risk_items(scan: FileScan, fixed: list[dict]) -> list[Item]:
+def _risk_items(scan: FileScan, fixed: list[Finding]) -> list[Item]:
     items = []
     for risk in scan.risks:
         severity, action = "compile-risk", risk.rule.action
@@ -194,16 +194,33 @@ def _risk_items(scan: FileScan, fixed: list[dict]) -> list[Item]:
                 severity,
                 f"{risk.rule.code}: {risk.rule.title} ({risk.detail})",
                 action,
-                str(risk.location),
-                risk.location.line,
+                str(scan.at(risk.line, risk.cell)),
+                risk.line,
                 code=risk.rule.code,
-                cell=risk.location.cell,
+                cell=risk.cell,
             )
         )
     return items
 
 
 def _result_item(row: ModelRow, run: Run | None) -> Item | None:
+    item = _verdict_item(row, run)
+    if "config.json has" not in row.measured_config:
+        return item
+    if item is None:  # works, but with other code-path values than this model's
+        return Item(
+            "check",
+            f"`{row.reference}` ({row.architecture.model_type}) works ({row.measured_config})",
+            f"Run neuron-compat --config class-defaults --archs {row.architecture.model_type}, or on this "
+            "model's values, before migrating.",
+            ", ".join(row.locations),
+            code="model",
+        )
+    item.title += f" ({row.measured_config})"
+    return item
+
+
+def _verdict_item(row: ModelRow, run: Run | None) -> Item | None:
     model_type = row.architecture.model_type
     where = ", ".join(row.locations)
     if row.task:
@@ -288,7 +305,10 @@ def _models(
         model_type = read_model_type(config)
         key = str(config.parent.resolve())
         rows[key] = ModelRow(
-            show(config.parent), [show(config)], Architecture(model_type or UNKNOWN, f"local {show(config)}")
+            show(config.parent),
+            [show(config)],
+            Architecture(model_type or UNKNOWN, f"local {show(config)}"),
+            config=config,
         )
     for scan in scans:
         for reference in scan.models:
@@ -299,20 +319,63 @@ def _models(
             else:
                 key = reference.value
                 architecture = resolve(reference.value, scan.path.parent, online)
-            row = rows.setdefault(key, ModelRow(reference.value, [], architecture))
+            row = rows.setdefault(key, ModelRow(reference.value, [], architecture, config=config))
             row.locations.append(f"{reference.location} ({reference.how})")
             # How the code loads it (an embedding class, a pipeline task) outranks the id table.
             row.task = row.task or reference.task or architecture.task
     return sorted(rows.values(), key=lambda row: (row.architecture.model_type == UNKNOWN, row.reference))
 
 
-def _load_results(results: Path | None) -> tuple[Run | None, str]:
-    """The run to check models against: the file's first environment (the reference run has one)."""
+def _load_results(results: Path | None) -> tuple[list[Run], str]:
+    """The runs to check models against: the first (in the reference run, the one on checkpoint configs)
+    decides, a class-defaults run beside it serves local models whose config differs from the checkpoint's."""
     path = results if results is not None else REFERENCE_RESULTS
     if results is None and not path.is_file():
-        return None, "no results given and the reference run is not available"
-    runs = load_runs([path])
-    return runs[0], display_path(path)
+        return [], "no results given and the reference run is not available"
+    return load_runs([path]), display_path(path)
+
+
+def _config_value(config: dict, name: str):
+    """A field of a config.json, top-level or in a sub-config (Gemma 3's text_config); KeyError if absent."""
+    if name in config:
+        return config[name]
+    for value in config.values():
+        if isinstance(value, dict) and name in value:
+            return value[name]
+    raise KeyError(name)
+
+
+def _measured_result(row: ModelRow, runs: list[Run]) -> tuple[dict | None, str]:
+    """The result a model is checked against and, where it matters, which config it measured. A local
+    config.json whose code-path values differ from the checkpoint values the run applied takes the
+    class-defaults row of the same file where there is one."""
+    model_type = row.architecture.model_type
+    result = runs[0].rows.get(model_type) if runs else None
+    values = (result or {}).get("checkpoint_values")
+    if result is None or result.get("config_source") != "checkpoint" or not isinstance(values, dict):
+        return result, ""
+    measured = ", ".join(f"{name}={json.dumps(value)}" for name, value in values.items())
+    note = f"measured with the code-path values of {result.get('checkpoint')}: {measured}"
+    try:
+        local = json.loads(row.config.read_text(encoding="utf-8")) if row.config else None
+    except (OSError, UnicodeDecodeError, ValueError):
+        local = None
+    differing = []
+    for name, value in values.items():
+        try:
+            mine = _config_value(local, name) if isinstance(local, dict) else value
+        except KeyError:
+            continue
+        if mine != value:
+            differing.append(f"{name}={json.dumps(mine)}")
+    if not differing:
+        return result, note
+    note += f"; its config.json has {', '.join(differing)}"
+    class_defaults = next((run.rows[model_type] for run in runs[1:] if run.config == "class-defaults"
+                           and model_type in run.rows), None)  # fmt: skip
+    if class_defaults is not None:
+        return class_defaults, note + ": shown, the row measured with the config class's defaults"
+    return result, note + ": not measured with those values"
 
 
 def _shown_under(roots: list[Path]) -> Callable[[Path], str]:
@@ -332,31 +395,8 @@ def _shown_under(roots: list[Path]) -> Callable[[Path], str]:
     return show
 
 
-def _source_lines(path: Path, kind: str) -> dict[int | None, list[str]]:
-    """The file's lines (key None), or a notebook's code-cell lines by 1-based code-cell number."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return {}
-    if kind != "notebook":
-        return {None: text.splitlines()}
-    try:
-        cells = json.loads(text).get("cells", [])
-    except (ValueError, RecursionError, AttributeError):
-        return {}
-    if not isinstance(cells, list):
-        return {}
-    sources = [
-        cell.get("source", "") for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"
-    ]
-    return {
-        number: ("".join(source) if isinstance(source, list) else str(source)).splitlines()
-        for number, source in enumerate(sources, start=1)
-    }
-
-
-def _line_text(lines: dict[int | None, list[str]], item: Item) -> str:
-    body = lines.get(item.cell) or []
+def _line_text(scan: FileScan, item: Item) -> str:
+    body = scan.lines.get(item.cell) or []
     return body[item.sort_line - 1].strip() if 0 < item.sort_line <= len(body) else ""
 
 
@@ -380,22 +420,17 @@ def _links(output: Path | None) -> tuple[str, str]:
     return rules, compat
 
 
-@cache
-def _rule_anchors() -> frozenset[str]:
-    """The rule codes docs/rules.md has an anchor for (a finding of another code gets no dead link)."""
-    return (
-        frozenset(RULE_ANCHOR.findall(RULES_DOC.read_text(encoding="utf-8")))
-        if RULES_DOC.is_file()
-        else frozenset()
-    )
+def _why(component: target_stack.Component) -> str:
+    where = f": {component.index}" if component.index else ""
+    return f"({component.why}{where})" if component.why else ""
 
 
 def _platform_items(uses: set[str]) -> list[Item]:
     items = [Item("check", f"Run on {PLATFORM}", "TorchNeuron is a public beta on Trainium2 and Trainium3.")]
     items += [
-        Item("check", f"Install {name} {version}", "")
-        for needs, name, version in REQUIREMENTS
-        if needs == "always" or needs in uses
+        Item("check", " ".join(filter(None, ("Install", c.name, c.wanted, _why(c)))), "")
+        for c in target_stack.COMPONENTS
+        if c.needed_when == "always" or c.needed_when in uses
     ]
     items += [Item("check", f"Uninstall {text}", "") for name, text in REMOVALS.items() if name in uses]
     for item in items:
@@ -408,7 +443,7 @@ def build_checklist(
     results: Path | None,
     online: bool,
     exclude: tuple[str, ...] = (),
-    analyze: Callable[..., dict] | None = None,
+    analyze: Callable[[list[Path], tuple[str, ...]], list[FileResult]] | None = None,
     output: Path | None = None,
     try_reports: list[Path] = (),
 ) -> dict:
@@ -418,17 +453,18 @@ def build_checklist(
     for path in paths:
         if not path.exists():
             raise ValueError(f"{path}: no such file or directory")
-    run, results_label = _load_results(results)
+    runs, results_label = _load_results(results)
+    run = runs[0] if runs else None
     tried = load_try_reports(list(try_reports))
     rules_href, compat_href = _links(output)
     show = _shown_under(paths)
-    report = analyze(list(paths), exclude)
+    analyzed = analyze(list(paths), exclude)
     sections: list[FileSection] = []
     scans: list[FileScan] = []
     blocking: list[Item] = []
     uses: set[str] = set()
-    for file in report.get("files", []):
-        source = Path(file["path"])
+    for file in analyzed:
+        source = Path(file.path)
         display = show(source)
         # The kind the migrator read the file as (suffix, else a shell `#!` line): a Slurm job or a
         # suffix-less launcher is scanned as shell, never parsed as Python.
@@ -436,26 +472,24 @@ def build_checklist(
         scan = scan_file(source, display, kind)
         scans.append(scan)
         uses |= scan.uses
-        findings = file.get("findings", [])
-        fixed = [finding for finding in findings if finding.get("fixed")]
-        counts = Counter(finding.get("family", "manual") for finding in fixed)
+        fixed = [finding for finding in file.findings if finding.fixed]
+        counts = Counter(finding.rule.family for finding in fixed)
         items = _migrator_items(file, display) + _target_items(scan) + _risk_items(scan, fixed)
-        lines = _source_lines(source, kind)
         for item in items:
-            item.file, item.line_text = display, _line_text(lines, item)
-            if rules_href and item.code.lower() in _rule_anchors():
+            item.file, item.line_text = display, _line_text(scan, item)
+            if rules_href and item.code in RULES:  # docs/rules.md has an entry for every rule
                 item.rule_href = f"{rules_href}#{item.code.lower()}"
         items.sort(key=lambda item: item.key)
         blocking += [item for item in items if item.severity == "blocking"]
         section_items = [item for item in items if item.severity != "blocking"]
-        rewrites = {family: counts[family] for family in FAMILIES if counts[family]}
+        rewrites = {family.name: counts[family.name] for family in FAMILIES if counts[family.name]}
         tries = [line for entry in match(tried, source) for line in entry.lines]
         sections.append(FileSection(display, kind, rewrites, section_items, tries))
     models = _models(scans, find_configs(list(paths), exclude), online, show)
     model_items = []
     for row in models:
         if row.task is None and run is not None and row.architecture.model_type != UNKNOWN:
-            row.result = run.rows.get(row.architecture.model_type)
+            row.result, row.measured_config = _measured_result(row, runs)
             if compat_href and row.result is not None:
                 row.href = f"{compat_href}#arch-{row.architecture.model_type}"
         item = _result_item(row, run)
@@ -481,7 +515,6 @@ def build_checklist(
         "total_rewrites": sum(sum(section.rewrites.values()) for section in sections),
         "try_reports": [display_path(path) for path in try_reports],
         "severity_labels": SEVERITY_LABELS,
-        "families": FAMILIES,
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
@@ -498,7 +531,7 @@ def write_checklist(
     results: Path | None,
     online: bool,
     exclude: tuple[str, ...] = (),
-    analyze: Callable[..., dict] | None = None,
+    analyze: Callable[[list[Path], tuple[str, ...]], list[FileResult]] | None = None,
     try_reports: list[Path] = (),
 ) -> int:
     """Writes the checklist as Markdown (stdout or .md) or HTML (.html); returns the exit code."""

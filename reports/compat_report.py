@@ -12,7 +12,7 @@ import pandas as pd
 
 from compat_matrix.model_ids import example_hub_ids, hub_id_patterns
 from compat_matrix.results import spreadsheet_safe
-from reports import charts
+from reports import charts, device_gaps
 from reports.advice import STAGE_MEANINGS, advice
 from reports.render import asset, fail, render, write_output
 from reports.results import (
@@ -34,6 +34,7 @@ from reports.results import (
     buckets_by_band,
     display_path,
     headline,
+    is_comparison_run,
     load_runs,
     load_top100,
     long_frame,
@@ -48,6 +49,14 @@ PUBLISHED_CLAIM = {
     "(huggingface.co/blog/hf-torchneuron, 2026-10-19)",
     "torchneuron_percent": 89,
     "optimum_neuron_percent": 46,
+    # Which reading of the headline the 89 % sits beside, and what the 46 % can and cannot be.
+    "matching_reading": "any",
+    "optimum_neuron_reconciled": "optimum-neuron 0.4.5 documents support per architecture in two registries: "
+    "Neuron inference model classes and custom tensor/pipeline-parallel training modeling. Every other "
+    "architecture can only try its generic NeuronTrainer, which works “if the model compiles and fits” and is "
+    "verified for no architecture. So the documented figure counts what optimum-neuron names; the 46 % must "
+    "count something else (most likely an empirical pass rate that includes the generic trainer), and the post "
+    "publishes neither its list nor its criterion, so it cannot be reproduced from the documentation.",
 }
 # The harness joins the stages' reasons with "; " ("generate: ...; train: ..."); each is shown on its own line.
 STAGE_REASON_BOUNDARY = re.compile(r";\s+(?=(?:build|eager|generate|compare|train):\s)")
@@ -94,7 +103,25 @@ def _cell(record: dict) -> dict:
     cell["cause_label"] = CAUSE_LABELS.get(cell.get("cause") or "", "")
     cell["cause_meaning"] = CAUSE_MEANINGS.get(cell.get("cause") or "", "")
     cell["bucket_label"] = BUCKET_LABELS[cell["bucket"]]
+    cell["config_text"] = config_text(cell)
+    cell["trn2_checks"] = device_gaps.row_checks(cell)
     return cell
+
+
+def config_text(cell: dict) -> str | None:
+    """Which config values the row measured, in words (None for rows that do not say)."""
+    if cell.get("config_source") == "checkpoint":
+        values = ", ".join(
+            f"{name}={json.dumps(value)}" for name, value in (cell.get("checkpoint_values") or {}).items()
+        )
+        return f"the code-path values of {cell.get('checkpoint')}: {values}"
+    if cell.get("config_source") == "class-defaults":
+        return "the config class's defaults" + (
+            ""
+            if cell.get("settings_config") == "class-defaults"
+            else " (no checkpoint values recorded for it)"
+        )
+    return None
 
 
 def reason_parts(reason: str) -> list[str]:
@@ -106,8 +133,10 @@ def _search_text(model_type: str, cells: list[dict], hub_ids: list[str]) -> str:
     """Everything a reader may type to find a row: names, Hub ids, errors, reasons, guards and ops."""
     parts = [model_type, *hub_ids]
     for cell in cells:
-        parts += [cell.get(name) or "" for name in ("class_name", "error", "reason", "recompile_guard")]
-        for name in ("recompile_reasons", "graph_break_reasons", "unsupported_ops", "cpu_fallback_ops"):
+        parts += [cell.get(name) or "" for name in ("class_name", "error", "reason", "recompile_guard", "checkpoint",
+                                                    "avoided_by")]  # fmt: skip
+        for name in ("recompile_reasons", "graph_break_reasons", "unsupported_ops", "cpu_fallback_ops",
+                     "train_graph_break_reasons", "lowering_unverified_ops"):  # fmt: skip
             parts += cell.get(name) or []
     return " ".join(part for part in parts if part).lower()
 
@@ -171,7 +200,7 @@ def _context(paths: list[Path], merge: bool = False) -> dict:
     rows = _matrix_rows(frame, runs)
     run_views = []
     for index, run in enumerate(runs):
-        figures = headline(frame, index, top100)
+        figures = headline(frame, index, top100, partial=is_comparison_run(run, runs))
         run_views.append(
             {
                 "index": index,
@@ -184,6 +213,8 @@ def _context(paths: list[Path], merge: bool = False) -> dict:
                 "older_schema": run.older_schema_rows,
                 "replaced": run.replaced,
                 "headline": figures,
+                "config": run.config,
+                "gaps": device_gaps.run_gaps(frame, index),
                 "band_chart": charts.buckets_by_band_svg(
                     buckets_by_band(frame, index, top100), f"Outcome by rank band: {run.label}"
                 ),
@@ -216,6 +247,7 @@ def _context(paths: list[Path], merge: bool = False) -> dict:
         "claim": PUBLISHED_CLAIM,
         "top100_known": bool(top100),
         "any_simulated": any(run.simulated for run in runs),
+        "all_simulated": all(run.simulated for run in runs),
         "hub_table": json.dumps(hub_id_patterns()).replace("</", "<\\/"),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }

@@ -21,7 +21,15 @@ from pathlib import Path
 import pandas as pd
 
 from compat_matrix.results import ResultsFileError, json_lines
-from compat_matrix.schema import GENERATION_COMPILE_FIGURES, SCHEMA_VERSION, Cause, Row, Stage, Verdict
+from compat_matrix.schema import (
+    GENERATION_COMPILE_FIGURES,
+    SCHEMA_VERSION,
+    Cause,
+    Row,
+    Stage,
+    Verdict,
+    environment_key,
+)
 from compat_matrix.schema import OK_VERDICTS as OK_VERDICT_ENUMS
 
 # Display order of the schema's verdicts (the overall one and each stage's).
@@ -91,10 +99,15 @@ CAUSE_LABELS = {
     "harness": "harness",
 }
 CAUSE_MEANINGS = {
-    "device": "fails only on the compiled / device path",
+    "device": "fails only on the compiled / device path, or its compiled graph holds an op the device's own rule "
+    "says raises and no measured code path avoids it",
     "transformers": "already fails or differs in uncompiled static-cache generation on CPU: a Transformers bug",
     "simulator": "fails only under the simulator's own graph execution: not measured on the device",
-    "harness": "the tiny model could not be built",
+    "harness": "the tiny model could not be built, or a failure could not be confirmed at a second tiny size",
+}
+CONFIG_LABELS = {
+    "checkpoint": "checkpoint configs",
+    "class-defaults": "class-default configs",
 }
 RANK_BANDS = (("1-10", 1, 10), ("11-25", 11, 25), ("26-50", 26, 50), ("51-100", 51, 100))
 UNRANKED_BAND = "unranked"
@@ -108,6 +121,7 @@ INTEGER_FIELDS = (
     "train_compile_count",
     "train_expected_compile_count",
     "train_graph_breaks",
+    "train_content_compiles",
 )
 FLOAT_FIELDS = (
     "seconds",
@@ -122,6 +136,10 @@ LIST_FIELDS = (
     "graph_break_reasons",
     "unsupported_ops",
     "cpu_fallback_ops",
+    "device_raising_ops",
+    "lowering_unverified_ops",
+    "train_graph_break_reasons",
+    "train_recompile_reasons",
 )
 TEXT_FIELDS = (
     "stage",
@@ -135,9 +153,12 @@ TEXT_FIELDS = (
     "dtype",
     "sim_device",
     "measured_at",
+    "config_source",
+    "checkpoint",
+    "avoided_by",
 )
 FLAG_FIELDS = ("outputs_match", "tokens_match", "compiled_generation", "recompiles_every_step")
-ENV_KEY_FIELDS = ("backend", "simulated", "torch", "transformers", "settings_id")
+FAILURE_KEYS = ("generate_failure", "train_failure")
 # The committed reference run and the top-100 list the harness writes next to it.
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_RESULTS = REPO_ROOT / "fixtures" / "compat" / "results-neuron-sim.jsonl"
@@ -225,7 +246,16 @@ class Run:
 
     @property
     def older_schema_rows(self) -> list[str]:
-        return [name for name, row in self.rows.items() if row.get("upgraded_from") is not None]
+        """Rows of schema 1, which carry no cause and no stage split (rows of schema 2 have both)."""
+        return [name for name, row in self.rows.items() if lacks_stage_split(row)]
+
+    @property
+    def config(self) -> str | None:
+        return self.env.get("config")
+
+
+def lacks_stage_split(row: dict) -> bool:
+    return (row.get("upgraded_from") or SCHEMA_VERSION) < 2
 
 
 def _short_time(stamp: str) -> str:
@@ -246,10 +276,6 @@ class Top100Entry:
     optimum_neuron_inference: bool | None
     optimum_neuron_training: bool | None
     class_name: str | None = None
-
-
-def _env_key(env: dict) -> tuple:
-    return tuple(str(env.get(name)) for name in ENV_KEY_FIELDS)
 
 
 def _row_env(row: dict) -> dict:
@@ -344,7 +370,7 @@ def load_runs(paths: list[Path], merge: bool = False) -> list[Run]:
         for number, line in lines:
             row = _parse_line(path, number, line)
             env = _row_env(row)
-            key = _env_key(env) if merge else (file_index, *_env_key(env))
+            key = environment_key(env) if merge else (file_index, *environment_key(env))
             run = runs.setdefault(key, Run(env=env))
             if path not in run.sources:
                 run.sources.append(path)
@@ -363,7 +389,10 @@ def load_runs(paths: list[Path], merge: bool = False) -> list[Run]:
                 )
             run.rows[model_type] = row
             run.origins[model_type] = where
-    result = list(runs.values())
+    # Within one file, the run on checkpoint configs comes first (it is what users run); files keep their order.
+    order = {key: index for index, key in enumerate(runs)}
+    result = [runs[key] for key in sorted(runs, key=lambda key: (key[0] if not merge else 0,
+                                                              runs[key].config == "class-defaults", order[key]))]  # fmt: skip
     _label_runs(result)
     return result
 
@@ -375,6 +404,7 @@ def _label_runs(runs: list[Run]) -> None:
         for name in ("torch", "transformers", "settings_id")
         if len({str(run.env.get(name)) for run in runs}) > 1
     ]
+    configs = {run.config for run in runs}
     names = [source.name for run in runs for source in run.sources]
     # Runs on two devices differ in settings by that alone: the device names them.
     devices_differ = len({run.device for run in runs}) > 1
@@ -383,14 +413,17 @@ def _label_runs(runs: list[Run]) -> None:
             source.name if names.count(source.name) == 1 else display_path(source) for source in run.sources
         )
         parts = [files, run.backend + (" (simulated)" if run.simulated else "")]
-        if len({run.device for run in runs}) > 1:
+        if devices_differ:
             parts.append(
                 f"on {run.device or 'the device'}" + (" (stand-in)" if run.device == "neuron" else "")
             )
+        if len(configs) > 1:
+            parts.append(CONFIG_LABELS.get(run.config or "", "config not recorded"))
+        # Runs that differ in device or config differ in settings by that alone: those name them.
         parts += [
             f"{name} {run.env.get(name)}"
             for name in differing
-            if not (name == "settings_id" and devices_differ)
+            if not (name == "settings_id" and (devices_differ or len(configs) > 1))
         ]
         run.label = " · ".join(parts)
     seen: dict[str, int] = {}
@@ -510,13 +543,23 @@ def long_frame(runs: list[Run], top100: list[Top100Entry]) -> pd.DataFrame:
                 "torch": run.env.get("torch"),
                 "transformers": run.env.get("transformers"),
                 "settings_id": run.env.get("settings_id"),
+                "settings_config": run.config,
                 "model_type": model_type,
                 "class_name": (entry.class_name if entry else None) or causal_lm_classes().get(model_type),
                 "rank": rank,
                 "rank_band": rank_band(rank),
                 "verdict": row["verdict"],
                 "bucket": bucket_of(row["verdict"], row.get("cause")),
-                "older_schema": row.get("upgraded_from") is not None,
+                "older_schema": lacks_stage_split(row),
+                "schema_version": row.get("upgraded_from") or SCHEMA_VERSION,
+                "failure_by_rule": any((row.get(key) or {}).get("by_rule") for key in FAILURE_KEYS),
+                "code_paths": row.get("code_paths") if isinstance(row.get("code_paths"), list) else None,
+                "artifact_check": row.get("artifact_check")
+                if isinstance(row.get("artifact_check"), dict)
+                else None,
+                "checkpoint_values": row.get("checkpoint_values")
+                if isinstance(row.get("checkpoint_values"), dict)
+                else None,
                 "origin": run.origins[model_type],
                 "optimum_neuron_inference": inference
                 if isinstance(inference, bool)
@@ -550,14 +593,28 @@ def long_frame(runs: list[Run], top100: list[Top100Entry]) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """One reading of a run's top-100 figures: a count of architectures and what it counts."""
+
+    key: str
+    label: str
+    count: int
+    level: int = 0  # 1: a part of the reading above it (a caveat kind, a cause)
+
+
+@dataclass(frozen=True)
 class Headline:
-    """Top-100 figures of one run. `documented_*` are optimum-neuron 0.4.5's supported-architecture lists."""
+    """Top-100 figures of one run. `documented_*` are optimum-neuron 0.4.5's supported-architecture lists.
+    A partial run (the class defaults measured only where a checkpoint run beside it has other values) counts
+    only its own rows."""
 
     total: int
     counts: dict[str, int]
     documented_inference: int | None
     documented_training: int | None
     not_measured_names: list[str]
+    readings: tuple[Reading, ...] = ()
+    partial: bool = False
 
     def percent(self, bucket: str) -> float:
         return 100.0 * self.counts[bucket] / self.total if self.total else 0.0
@@ -567,7 +624,9 @@ class Headline:
         return sum(self.percent(bucket) for bucket in OK_BUCKETS)
 
 
-def headline(frame: pd.DataFrame, run_index: int, top100: list[Top100Entry]) -> Headline:
+def headline(
+    frame: pd.DataFrame, run_index: int, top100: list[Top100Entry], partial: bool = False
+) -> Headline:
     rows = frame[frame["run"] == run_index] if not frame.empty else frame
     if top100:
         listed = {entry.model_type for entry in top100}
@@ -586,16 +645,140 @@ def headline(frame: pd.DataFrame, run_index: int, top100: list[Top100Entry]) -> 
         training = int(in_list["optimum_neuron_training"].eq(True).sum()) if not in_list.empty else 0
         has_inference = not in_list.empty and in_list["optimum_neuron_inference"].notna().any()
         has_training = not in_list.empty and in_list["optimum_neuron_training"].notna().any()
+    listed_total = len(top100) or TOP_N
+    if partial:
+        missing = []
     counts = {bucket: 0 for bucket in BUCKETS}
     if not in_list.empty:
         counts.update(in_list["bucket"].value_counts().to_dict())
     counts["not-measured"] += len(missing)
     return Headline(
-        total=len(top100) or TOP_N,
+        total=len(in_list) if partial else listed_total,
         counts={bucket: int(counts[bucket]) for bucket in BUCKETS},
         documented_inference=inference if has_inference else None,
         documented_training=training if has_training else None,
         not_measured_names=missing,
+        readings=readings(in_list, counts),
+        partial=partial,
+    )
+
+
+def is_comparison_run(run: Run, runs: list[Run]) -> bool:
+    """A class-defaults run beside a checkpoint-configs run of the same results file that covers more
+    architectures: the class defaults of the ones whose checkpoint values differ, shown for comparison."""
+    return run.config == "class-defaults" and any(
+        other.config == "checkpoint"
+        and set(other.sources) == set(run.sources)
+        and len(other.rows) > len(run.rows)
+        for other in runs
+    )
+
+
+def _has(rows: pd.DataFrame, column: str) -> pd.Series:
+    """Rows whose list field is not empty."""
+    return rows[column].map(lambda value: bool(value) if isinstance(value, list) else False)
+
+
+def _positive(rows: pd.DataFrame, column: str) -> pd.Series:
+    return rows[column].fillna(0) > 0
+
+
+def readings(rows: pd.DataFrame, counts: dict[str, int]) -> tuple[Reading, ...]:
+    """Every reading of the headline, from the strictest to the broadest; caveat kinds and causes as parts
+    (a row with several caveats counts under each of its kinds)."""
+    if rows.empty:
+        return ()
+    working = rows[rows["bucket"].isin(OK_BUCKETS)]
+    caveated = rows[rows["bucket"] == "works-with-caveats"]
+    every_step = working["recompiles_every_step"].fillna(False).astype(bool)
+    raising = _has(working, "device_raising_ops")
+    other_ops = [
+        set(ops or []) - set(raising_ops or [])
+        for ops, raising_ops in zip(caveated["unsupported_ops"], caveated["device_raising_ops"], strict=True)
+    ]
+    failing = rows[rows["bucket"].isin(("fails-device", "fails-transformers", "fails-unattributed"))]
+    by_rule = failing["failure_by_rule"].fillna(False).astype(bool)
+    device = failing["bucket"] == "fails-device"
+    return (
+        Reading("any", "work in any form (compiled, eager generation or with caveats)", len(working)),
+        Reading(
+            "no-step-no-raise",
+            "work without a decode step that recompiles at every token and without an "
+            "op the device raises on, on the default code path",
+            int((~every_step & ~raising).sum()),
+        ),  # fmt: skip
+        Reading("clean", "work compiled with nothing to report", counts["works"]),
+        Reading("eager", "work, generation not compiled by Transformers (eager)", counts["works-eager"]),
+        Reading("caveats", "work with caveats; by kind (a row may have several):", len(caveated)),
+        Reading(
+            "every-step",
+            "recompile at every decode step",
+            int(caveated["recompiles_every_step"].fillna(False).astype(bool).sum()),
+            1,
+        ),  # fmt: skip
+        Reading(
+            "recompiles",
+            "other recompiles in generation",
+            int(
+                (
+                    _positive(caveated, "recompile_count")
+                    & ~caveated["recompiles_every_step"].fillna(False).astype(bool)
+                ).sum()
+            ),
+            1,
+        ),  # fmt: skip
+        Reading(
+            "graph-breaks",
+            "graph breaks (generation or training)",
+            int((_positive(caveated, "graph_breaks") | _positive(caveated, "train_graph_breaks")).sum()),
+            1,
+        ),  # fmt: skip
+        Reading(
+            "data-recompiles",
+            "training recompiles that depend on the data",
+            int(_positive(caveated, "train_content_compiles").sum()),
+            1,
+        ),  # fmt: skip
+        Reading(
+            "raising-avoided",
+            "an op the device raises on, avoided by a measured one-line change",
+            int((_has(caveated, "device_raising_ops") & caveated["avoided_by"].notna()).sum()),
+            1,
+        ),  # fmt: skip
+        Reading("ops", "other ops or dtypes the device rules report", sum(bool(ops) for ops in other_ops), 1),
+        Reading(
+            "cpu-fallbacks",
+            "ops TorchNeuron's eager mode runs on the CPU (information; counted over all working rows)",
+            int(_has(working, "cpu_fallback_ops").sum()),
+            1,
+        ),  # fmt: skip
+        Reading("fails", "fail; by cause:", len(failing)),
+        Reading("fails-device-measured", "on the device path, measured", int((device & ~by_rule).sum()), 1),
+        Reading(
+            "fails-device-rule",
+            "on the device, by its own rule: the compiled graph holds an op the device "
+            "raises on and no measured code path avoids it",
+            int((device & by_rule).sum()),
+            1,
+        ),  # fmt: skip
+        Reading(
+            "fails-transformers",
+            "in Transformers itself (already on CPU, uncompiled)",
+            counts["fails-transformers"],
+            1,
+        ),  # fmt: skip
+        Reading("fails-unattributed", "cause not recorded (older rows)", counts["fails-unattributed"], 1),
+        Reading("not-measured", "not measured; why:", sum(counts[bucket] for bucket in NOT_MEASURED_BUCKETS)),
+        Reading(
+            "not-measured-simulator", "the simulator's own limitation", counts["not-measured-simulator"], 1
+        ),
+        Reading(
+            "not-measured-harness",
+            "the harness (a tiny model it cannot build, a failure it could not confirm)",
+            counts["not-measured-harness"],
+            1,
+        ),  # fmt: skip
+        Reading("not-measured-other", "a time limit, or no row", counts["not-measured"], 1),
     )
 
 

@@ -4,6 +4,7 @@ for the checklist: `python train.py` ran 3 steps on the stand-in, 2 recompiles a
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,11 +60,18 @@ def _place(reason: dict) -> str:
     return f"cell {reason['cell']}:{reason['line']}" if reason.get("cell") else str(reason["line"])
 
 
+def _real(path: Path) -> Path:
+    # realpath, unlike Path.resolve, does not raise on a loop of symbolic links (the checklist lists those).
+    return Path(os.path.realpath(path))
+
+
 def match(tried: list[TriedFile], section_path: Path) -> list[TriedFile]:
     """The tries of a checklist file: the same file, else a file of the same name whose trailing path parts
     agree best (the checklist reads the original scripts; a try normally runs their migrated copies)."""
-    resolved = section_path.resolve()
-    same = [entry for entry in tried if entry.path.resolve() == resolved]
+    if not tried:
+        return []
+    resolved = _real(section_path)
+    same = [entry for entry in tried if _real(entry.path) == resolved]
     if same:
         return same
     named = [entry for entry in tried if entry.path.name == resolved.name]
@@ -72,7 +80,7 @@ def match(tried: list[TriedFile], section_path: Path) -> list[TriedFile]:
 
     def shared_tail(entry: TriedFile) -> int:
         count = 0
-        for mine, theirs in zip(reversed(resolved.parts), reversed(entry.path.resolve().parts), strict=False):
+        for mine, theirs in zip(reversed(resolved.parts), reversed(_real(entry.path).parts), strict=False):
             if mine != theirs:
                 break
             count += 1

@@ -22,13 +22,14 @@ fi
 
 echo "==> [2/4] Compatibility report from $reference"
 if [ ! -f "$reference" ]; then
-    echo "error: $reference is missing: run 'neuron-compat run' (see README) or restore the file from git" >&2
+    echo "error: $reference is missing: run 'neuron-compat run' (see docs/compat-matrix.md) or restore the file from git" >&2
     exit 2
 fi
 "$bin/neuron-compat" report "$reference" -o "$out/compat.html"
 
 echo "==> [3/4] Trying the migrated sft_llama.py for 2 steps on the stand-in neuron device (tiny models, local data)"
-# Exit 1 only means the try found the script failing; the report says where, and the checklist shows it.
+# The bundled example must run: a failed try (exit 1) still writes its report and the checklist shows it, then
+# the demo fails.
 try_status=0
 "$bin/neuron-migrate" try "$out/migrated/sft_llama.py" --steps 2 -q --format json --report "$out/try.json" \
     -- --per_device_train_batch_size 1 || try_status=$?
@@ -49,3 +50,7 @@ Done. Open these files in a browser (they work offline):
   migrated scripts:     $(pwd)/$out/migrated/
   try report:           $(pwd)/$out/try.json   (shown per script in the checklist)
 SUMMARY
+if [ "$try_status" -ne 0 ]; then
+    echo "error: the try of the migrated sft_llama.py failed; $out/try.json says where" >&2
+    exit 1
+fi

@@ -1,5 +1,6 @@
-"""Redraws the README's screenshots (docs/img/) from the pages `make demo` writes and the tests' two-run data,
-in headless Chromium (Debian's package). Run after `make demo`:  .venv/bin/python scripts/readme_screenshots.py"""
+"""Redraws the screenshots of the README and docs/reports.md (docs/img/) from the pages `make demo` writes and
+the tests' two-run data, in headless Chromium (Debian's package).
+Run after `make demo`:  .venv/bin/python scripts/readme_screenshots.py"""
 
 from __future__ import annotations
 

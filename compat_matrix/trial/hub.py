@@ -4,7 +4,8 @@ A Hub id the model-id table knows (or `--model ID=MODEL_TYPE`) becomes a tiny ra
 architecture (`compat_matrix.tiny`), saved with `save_pretrained` together with a small tokenizer (a pad
 token, a chat template) into HF_HUB_CACHE/models--org--name/snapshots/<revision>/ with refs/main, so
 `from_pretrained`'s own loading code runs, offline. The cache is kept between tries (it only depends on the
-tiny-model revision, the id and the architecture).
+tiny-model revision, the id and the architecture). A script that feeds random token ids up to N gets tiny
+models whose vocabulary holds them, from a cache of their own.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from compat_matrix import model_ids
 
 REVISION = "0" * 40  # one snapshot per stand-in; refs/main points at it
-CACHE_LAYOUT = 4  # bump when what is written here changes
+CACHE_LAYOUT = 5  # bump when what is written here changes
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<|im_start|>", "<|im_end|>")
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -38,12 +39,14 @@ class ModelStandIn:
     model_type: str
     parameters: int
     source: str  # where the architecture came from (table, --model)
+    vocab_size: int
 
     def as_report(self) -> dict:
         return {
             "id": self.id,
             "architecture": self.model_type,
             "parameters": self.parameters,
+            "vocab_size": self.vocab_size,
             "source": self.source,
         }
 
@@ -55,10 +58,16 @@ def default_cache_root() -> Path:
     return Path(base) / "try-hub"
 
 
-def hub_cache_dir(root: Path) -> Path:
+def hub_cache_dir(root: Path, token_ids_below: int = 0) -> Path:
+    """The Hub cache of the stand-ins; tiny models with a vocabulary wider than the tiny one (for a script
+    that draws token ids up to `token_ids_below`) have their own."""
+    from compat_matrix import tiny
     from compat_matrix.settings import ProbeSettings
 
-    return root / f"tiny-r{ProbeSettings().tiny_models_revision}-layout{CACHE_LAYOUT}" / "hub"
+    name = f"tiny-r{ProbeSettings().tiny_models_revision}-layout{CACHE_LAYOUT}"
+    if token_ids_below > tiny.VOCAB:
+        name += f"-vocab{token_ids_below}"
+    return root / name / "hub"
 
 
 def architecture(model_id: str, overrides: dict[str, str]) -> tuple[str, str]:
@@ -79,8 +88,11 @@ def architecture(model_id: str, overrides: dict[str, str]) -> tuple[str, str]:
     return entry.model_type, "model-id table"
 
 
-def ensure_model(cache: Path, model_id: str, model_type: str, source: str) -> ModelStandIn:
-    """The stand-in for `model_id` in the Hub cache at `cache`, written if missing."""
+def ensure_model(
+    cache: Path, model_id: str, model_type: str, source: str, token_ids_below: int = 0
+) -> ModelStandIn:
+    """The stand-in for `model_id` in the Hub cache at `cache`, written if missing; its vocabulary holds ids
+    below `token_ids_below` (give the same bound as to hub_cache_dir)."""
     from filelock import FileLock
 
     repo = cache / f"models--{model_id.replace('/', '--')}"
@@ -90,13 +102,17 @@ def ensure_model(cache: Path, model_id: str, model_type: str, source: str) -> Mo
         if marker.is_file():
             written = json.loads(marker.read_text())
             if written.get("model_type") == model_type:
-                return ModelStandIn(model_id, model_type, written["parameters"], source)
-        parameters = _write(repo, model_type)
-        marker.write_text(json.dumps({"model_type": model_type, "parameters": parameters}))
-    return ModelStandIn(model_id, model_type, parameters, source)
+                return ModelStandIn(
+                    model_id, model_type, written["parameters"], source, written["vocab_size"]
+                )
+        parameters, vocab_size = _write(repo, model_type, token_ids_below)
+        marker.write_text(
+            json.dumps({"model_type": model_type, "parameters": parameters, "vocab_size": vocab_size})
+        )
+    return ModelStandIn(model_id, model_type, parameters, source, vocab_size)
 
 
-def _write(repo: Path, model_type: str) -> int:
+def _write(repo: Path, model_type: str, token_ids_below: int) -> tuple[int, int]:
     import torch
     from transformers import CONFIG_MAPPING, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
     from transformers.models.auto.modeling_auto import (
@@ -109,6 +125,8 @@ def _write(repo: Path, model_type: str) -> int:
     if model_type not in CONFIG_MAPPING:
         raise CannotStandIn(f"architecture {model_type!r} is not one the installed Transformers knows")
     config = build_tiny_config(model_type)
+    if token_ids_below > (getattr(config, "vocab_size", None) or token_ids_below):
+        config.vocab_size = token_ids_below
     # BERT-style tokenizers also return the segment ids the model's token_type embeddings take.
     tokenizer = build_tokenizer(token_type_ids=(getattr(config, "type_vocab_size", 0) or 0) > 1)
     for name in ("pad_token", "bos_token", "eos_token"):
@@ -138,7 +156,7 @@ def _write(repo: Path, model_type: str) -> int:
     os.replace(scratch, repo / "snapshots" / REVISION)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(REVISION)
-    return parameters
+    return parameters, getattr(config, "vocab_size", 0) or 0
 
 
 def build_tokenizer(token_type_ids: bool = False):

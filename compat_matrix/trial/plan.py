@@ -81,6 +81,8 @@ class Launch:
     notebook: Path | None = None
     line: int | None = None  # where a launcher runs it
     processes: int = 1
+    # The try chose torchrun for a script that needs several processes: how many its user starts is not known.
+    processes_chosen: bool = False
 
 
 @dataclass
@@ -165,6 +167,7 @@ def plan_script(script: Path, arguments: list[str], multi_process: str | None) -
         scripts=[script],
         arguments=list(arguments),
         processes=processes,
+        processes_chosen=bool(multi_process),
     )
     return Plan("script", [launch])
 

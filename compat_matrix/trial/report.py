@@ -97,6 +97,7 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
             "id": model_id,
             "architecture": model.get("model_type"),
             "parameters": model.get("parameters"),
+            "vocab_size": model.get("vocab_size"),
             "source": "local",
         }
         for model_id, model in loaded.items()
@@ -240,7 +241,7 @@ def text_lines(runs: list[RunReport]) -> list[str]:
                 f"         dataset {dataset['id']}: {', '.join(dataset['columns'])} ({dataset['source']})"
             )
         for capped in run.launcher_capped:
-            lines.append(f"         launcher capped: {capped}")
+            lines.append(f"         capped (a try runs at most 2 processes): {capped}")
         for skipped in run.skipped:
             at = f" (line {skipped['line']})" if skipped.get("line") else ""
             at = f" (cell {skipped['cell']})" if skipped.get("cell") else at

@@ -180,6 +180,9 @@ def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[
             "TOKENIZERS_PARALLELISM": "false",
             "PYTHONUNBUFFERED": "1",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(BOOTSTRAP), base.get("PYTHONPATH", "")])),
+            # The environment's own commands first (`python`, `torchrun`, `accelerate` in a shell cell or a
+            # script's subprocess), as in an activated virtual environment.
+            "PATH": os.pathsep.join(filter(None, [os.path.dirname(sys.executable), base.get("PATH", "")])),
         }
     )
     return env
@@ -228,7 +231,8 @@ def _serve_quietly(
             unserved[model_id] = str(error)
             continue
         try:
-            run.models.append(hub.ensure_model(cache, model_id, model_type, source).as_report())
+            stand_in = hub.ensure_model(cache, model_id, model_type, source, facts.token_ids_below)
+            run.models.append(stand_in.as_report())
         except Exception as error:  # a tiny model of some architectures cannot be built: say so, run on
             unserved[model_id] = (
                 f"model {model_id}: its tiny {model_type} stand-in could not be built ({error})"
@@ -303,8 +307,12 @@ class _Trial:
         for cell in self.cells or []:
             for _, command in plan.notebook_shell_lines(cell):
                 facts.merge(_scripts_of(command, self.sandbox))
+        env = self.env
+        if facts.token_ids_below:  # tiny models whose vocabulary holds the token ids the code draws
+            cache_root = self.options.cache_root or hub.default_cache_root()
+            env = {**env, "HF_HUB_CACHE": str(hub.hub_cache_dir(cache_root, facts.token_ids_below))}
         serving = time.monotonic()
-        unserved = _serve(facts, self.options, self.env, run)
+        unserved = _serve(facts, self.options, env, run)
         serving = round(time.monotonic() - serving, 2)
         if run.status == NOT_RUN and run.reason:
             return run
@@ -317,8 +325,9 @@ class _Trial:
             "output_dir": str(self.sandbox / "trainer_output"),
             "roots": {os.path.realpath(self.sandbox): str(self.path.parent)},
             "notebook": self.kind == "notebook",
+            "fewer_processes": launch.processes_chosen,
         }
-        child_env = {**self.env, **launch.env, "NEURON_MIGRATE_TRY": json.dumps(config)}
+        child_env = {**env, **launch.env, "NEURON_MIGRATE_TRY": json.dumps(config)}
         argv = launch.argv
         if self.cells is not None:
             cells_file = self.work / "cells.json"

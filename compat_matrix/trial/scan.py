@@ -6,6 +6,8 @@
 - Datasets: `load_dataset(...)` calls (id, config, split) and dataset-named defaults, with the columns the
   code reads: string subscripts of examples and batches, `dataset_text_field`, `remove_columns`,
   `formatting_func` bodies, chat `messages`.
+- Token ids: the largest bound of `torch.randint(...)` calls (a literal, or a module-level constant), so the
+  tiny models' vocabulary holds the ids a script draws as random input.
 - Several processes: a script that wraps a model in DDP/FSDP, shards it or asks Transformers for tensor
   parallelism is run under torchrun.
 """
@@ -54,9 +56,11 @@ class CodeFacts:
     datasets: dict[str, data.DatasetRequest] = field(default_factory=dict)
     columns: set[str] = field(default_factory=set)
     multi_process: str | None = None  # why it needs torchrun
+    token_ids_below: int = 0  # the largest bound of the random token ids the code draws
 
     def merge(self, other: CodeFacts) -> None:
         self.model_ids |= other.model_ids
+        self.token_ids_below = max(self.token_ids_below, other.token_ids_below)
         self.columns |= other.columns
         for dataset_id, request in other.datasets.items():
             mine = self.datasets.setdefault(dataset_id, data.DatasetRequest(dataset_id, request.config))
@@ -115,6 +119,7 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
     tree = ast.parse(source)
     facts = CodeFacts()
     named = _named_defaults(tree) + _argv_pairs(list(argv))
+    integers = _module_integers(tree)
     for node in ast.walk(tree):
         value = _constant(node)
         if (
@@ -132,10 +137,18 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
                 facts.columns.add(key)
         elif isinstance(node, ast.Call):
             _read_call(node, facts)
+            facts.token_ids_below = max(facts.token_ids_below, _randint_bound(node, integers))
         elif isinstance(node, ast.Name | ast.Attribute):
             name = node.id if isinstance(node, ast.Name) else node.attr
             if name in MULTI_PROCESS_NAMES and facts.multi_process is None:
                 facts.multi_process = MULTI_PROCESS_NAMES[name]
+    for word in argv:  # a Hub id given as a positional argument (`python eval.py bert-base-cased`)
+        if (
+            not word.startswith("-")
+            and model_ids.table_entry(word)
+            and model_ids.looks_like_model_reference(word)
+        ):
+            facts.model_ids.add(word)
     for name, value in named:
         lowered = name.lower()
         if any(word in lowered for word in DATASET_WORDS) and is_hub_dataset(value):
@@ -152,6 +165,48 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
         request.columns = set(facts.columns)
         request.splits |= splits  # a split asked of a dataset named through a variable
     return facts
+
+
+def _module_integers(tree: ast.Module) -> dict[str, int]:
+    """Module-level integer constants (`VOCAB = 32000`, `BATCH, SEQ = 8, 128`)."""
+    found = {}
+    for node in tree.body:
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        pairs = (
+            zip(target.elts, value.elts, strict=False)
+            if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
+            else [(target, value)]
+        )
+        for name, constant in pairs:
+            if isinstance(name, ast.Name) and _integer(constant, {}) is not None:
+                found[name.id] = _integer(constant, {})
+    return found
+
+
+def _integer(node: ast.AST | None, integers: dict[str, int]) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return integers.get(node.id) if isinstance(node, ast.Name) else None
+
+
+def _randint_bound(call: ast.Call, integers: dict[str, int]) -> int:
+    """The exclusive upper bound of `torch.randint(high, size)` / `torch.randint(low, high, size)`, else 0."""
+    function = call.func
+    if not (
+        isinstance(function, ast.Attribute)
+        and function.attr == "randint"
+        and isinstance(function.value, ast.Name)
+        and function.value.id == "torch"
+    ):
+        return 0
+    high = _keyword(call, "high")
+    if high is None and call.args:
+        # randint(low, high, size) when its second argument is a number, else randint(high, size)
+        second = call.args[1] if len(call.args) > 1 else None
+        high = second if _integer(second, integers) is not None else call.args[0]
+    return _integer(high, integers) or 0
 
 
 def _argv_pairs(argv: list[str]) -> list[tuple[str, str]]:

@@ -97,3 +97,46 @@ def _signature(words: list[Word]) -> tuple[str, ...]:
     values = [w.value for w in words]
     script = next((i for i, v in enumerate(values) if v.endswith(_SCRIPT_SUFFIXES)), None)
     return tuple(values[: script + 1] if script is not None else values)
+
+
+def python_launches(data: bytes) -> list[tuple[int, list[Word]]]:
+    """Every Python launch of a shell text (start of its command, launched words): a script or a module run
+    by a launcher; `neuron_parallel_compile` runs are not launches."""
+    from migrator.shell.syntax import parse, word
+
+    found = []
+    stack = [parse(data).root_node]
+    while stack:
+        node = stack.pop()
+        if node.type == "command":
+            part = _command_parts(node, data)[-1]
+            words = [
+                word(c, data) for c in part if c.type != "variable_assignment" and "redirect" not in c.type
+            ]
+            words, _ = _look_through(words)
+            if words and _is_launcher(words[0].value):
+                found.append((node.start_byte, words))
+        stack.extend(c for c in node.children if c.type != "heredoc_body")
+    return found
+
+
+def unsets(data: bytes) -> list[tuple[int, str]]:
+    """Every `unset` of a shell text: (start of the command, variable)."""
+    from migrator.shell.syntax import parse
+
+    found = []
+    stack = [parse(data).root_node]
+    while stack:
+        node = stack.pop()
+        if node.type == "unset_command":
+            found += [
+                (node.start_byte, data[c.start_byte : c.end_byte].decode()) for c in node.named_children
+            ]
+        stack.extend(c for c in node.children if c.type != "heredoc_body")
+    return found
+
+
+def launches(text: str) -> frozenset[tuple[str, ...]]:
+    """The signatures of the Python launches a shell text runs: what a later piece of a notebook runs, against
+    which a compile run of an earlier one is recognised."""
+    return frozenset(_signature(words) for _, words in python_launches(text.encode()))

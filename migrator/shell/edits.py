@@ -27,20 +27,63 @@ def _escape_for(quote: str | None) -> Callable[[str], str]:
 
 @dataclass
 class Context:
-    """A piece of the file parsed as a script of its own: the file, a string bash re-runs, a heredoc."""
+    """A piece of the file parsed as a script of its own: the file, a string bash re-runs, a heredoc.
+
+    Offsets inside a piece are offsets into `data`, the text bash runs: the file's bytes, except in an unquoted
+    heredoc, whose backslash escapes (of a backslash, `$`, a backquote) bash undoes as it writes the body out:
+    `where` maps its offsets back to the file."""
 
     start: int  # byte offset of the piece in the file
     end: int
     escape: Callable[[str], str]
     standalone: bool  # a script of its own (the file, a heredoc written to a script): gets its own export
+    data: bytes  # the text parsed
     host: Node | None = None  # the command holding the piece (strings bash re-runs)
     host_context: Context | None = None
     anchor: int | None = None  # where TODOs go, for pieces nested in the file
     launchers: list[tuple[int, int]] = field(default_factory=list)  # byte ranges of its Python launches
     survey: list[tuple[int, list[Word]]] | None = None  # every Python launch in it (see `survey`)
-    unsets: list[tuple[int, str]] = field(
-        default_factory=list
-    )  # (offset, variable) of its `unset`s (`survey`)
+    # (offset, variable) of its `unset`s (see `survey`)
+    unsets: list[tuple[int, str]] = field(default_factory=list)
+    where: tuple[int, ...] | None = (
+        None  # file offset of each byte of `data` (and of its end), when not start+i
+    )
+
+    def at(self, offset: int) -> int:
+        """The file offset of an offset into `data`."""
+        return self.where[offset] if self.where is not None else self.start + offset
+
+    def piece(
+        self,
+        start: int,
+        end: int,
+        escape: Callable[[str], str],
+        standalone: bool,
+        unescape: bool = False,
+        **fields,
+    ) -> Context:
+        """The part [start, end) of this piece as a piece of its own; `unescape`: an unquoted heredoc body."""
+        data, positions = self.data[start:end], None
+        if unescape and b"\\" in data:
+            data, positions = unescaped(data)
+        if positions is not None:
+            where = tuple(self.at(start + position) for position in positions)
+        else:
+            where = self.where[start : end + 1] if self.where is not None else None
+        return Context(self.at(start), self.at(end), escape, standalone, data, where=where, **fields)
+
+
+def unescaped(raw: bytes) -> tuple[bytes, list[int]]:
+    """An unquoted heredoc body as bash writes it out (a backslash before a backslash, `$` or a backquote goes;
+    one before a newline, which bash joins, stays: read as a line continuation it means the same), and the offset in `raw`
+    of each of its bytes and of its end."""
+    text, where, position = bytearray(), [], 0
+    while position < len(raw):
+        escaped = raw[position] == 0x5C and raw[position + 1 : position + 2] in (b"\\", b"$", b"`")
+        where.append(position)
+        text.append(raw[position + 1] if escaped else raw[position])
+        position += 2 if escaped else 1
+    return bytes(text), [*where, len(raw)]
 
 
 @dataclass(frozen=True)
@@ -69,11 +112,11 @@ class EditList:
 
     def todo(self, ctx: Context, node: Node, rule: Rule, message: str, at: int | None = None) -> None:
         """A manual finding at `at` (default: the node) and a TODO comment above the node's statement."""
-        self.report(ctx.start + (node.start_byte if at is None else at), rule, message, fixed=False)
+        self.report(ctx.at(node.start_byte if at is None else at), rule, message, fixed=False)
         self.todos.append((self.anchor(ctx, node), f"{TODO_PREFIX} {rule.code} {message}", self.owner))
 
     def edit(self, ctx: Context, start: int, end: int, text: str = "", weak: bool = False) -> None:
-        self.edits.append(Edit(ctx.start + start, ctx.start + end, ctx.escape(text), weak, self.owner))
+        self.edits.append(Edit(ctx.at(start), ctx.at(end), ctx.escape(text), weak, self.owner))
 
     def anchor(self, ctx: Context, node: Node) -> int:
         """The line start where a comment about `node` can go: above the statement that holds it."""
@@ -110,7 +153,7 @@ class EditList:
 
         The only statement of a block becomes `:` (a block cannot be empty), unless `placeholder` is False.
         """
-        data = self.data[ctx.start : ctx.end]
+        data = ctx.data
         if node.parent is not None and node.parent.type == "redirected_statement":
             node = node.parent  # `cmd > log 2>&1` goes with its redirections
         parent = node.parent
@@ -143,8 +186,10 @@ class EditList:
 
     def remove_lines(self, ctx: Context, start: int, end: int, data: bytes) -> bool:
         """Remove [start, end) with its whole lines when nothing else is on them (a trailing comment goes)."""
-        line_start = self.line_start(ctx.start + start) - ctx.start
-        if line_start < 0 or data[line_start:start].strip():
+        line_start = data.rfind(b"\n", 0, start) + 1
+        if line_start == 0 and self.line_start(ctx.start) != ctx.start:
+            return False  # the piece starts within a line (`bash -c "..."`)
+        if data[line_start:start].strip():
             return False
         rest = re.match(rb"[ \t]*;?[ \t]*(#[^\n]*)?(\r?\n|$)", data[end:])
         if rest is None:
@@ -190,15 +235,20 @@ class EditList:
         out.append(data[position:].decode())
         return "".join(out)
 
-    def todo_lines(self, offset: int, texts: list[str]) -> str:
-        """TODO comment lines for `offset`, without the ones already right above it (a rerun adds none)."""
+    def comments_above(self, offset: int) -> list[str]:
+        """The comment lines right above the line of `offset`, nearest first, stripped."""
         line = bisect.bisect_right(self.line_starts, offset)
-        above = set()
+        above = []
         for number in range(line - 2, -1, -1):
             text = self.data[self.line_starts[number] : self.line_starts[number + 1]].decode().strip()
             if not text.startswith("#"):
                 break
-            above.add(text)
+            above.append(text)
+        return above
+
+    def todo_lines(self, offset: int, texts: list[str]) -> str:
+        """TODO comment lines for `offset`, without the ones already right above it (a rerun adds none)."""
+        above = set(self.comments_above(offset))
         end = self.data.find(b"\n", offset)
         current = self.data[offset : end if end >= 0 else len(self.data)].decode()
         indent = current[: len(current) - len(current.lstrip(" \t"))]

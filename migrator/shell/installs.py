@@ -19,8 +19,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from migrator import target_stack
+
 # torch-neuronx is published on the Neuron pip repository, not on PyPI.
-NEURON_INDEX = "https://pip.repos.neuron.amazonaws.com"
+NEURON_INDEX = target_stack.component("torch-neuronx").index
 # Distributions TorchNeuron replaces (canonical names), and the module each one provides.
 REPLACED = {
     "optimum-neuron": "optimum.neuron",
@@ -30,14 +32,8 @@ REPLACED = {
     "libneuronxla": "libneuronxla",
     "transformers-neuronx": "transformers_neuronx",
 }
-# What migrated code needs (the versions the codemod's rewrites target).
-TARGET = (
-    ("torch-neuronx", ""),
-    ("transformers", ">=5.23"),
-    ("trl", ">=1.16"),
-    ("peft", ""),
-    ("accelerate", ""),
-)
+# What migrated code needs, (distribution, specifier) in install order (migrator/target_stack.json).
+TARGET = target_stack.INSTALL
 # optimum-neuron extras: the packages each one pulled in that TorchNeuron code still uses (none: covered by
 # the target set or by torch-neuronx). An extra not listed has no counterpart the codemod can name.
 EXTRAS = {
@@ -95,10 +91,26 @@ def _url(text: str) -> Parsed | None:
 
 
 def stale(requirement: Parsed) -> bool:
-    """A torch-neuronx pin from the XLA era (TorchNeuron is torch-neuronx 2.14+): it goes, the current one comes."""
+    """A torch-neuronx pin from the XLA era (one no TorchNeuron version satisfies): it goes, the current one comes."""
     return requirement.name == "torch-neuronx" and (
-        requirement.url is not None or not _admits(requirement.specifier, SpecifierSet(">=2.14"))
+        requirement.url is not None
+        or not _admits(requirement.specifier, target_stack.component("torch-neuronx").requires)
     )
+
+
+# Operators that hold the Neuron compiler to one release line: an exact version or an upper bound.
+_HOLDING = frozenset({"==", "===", "<", "<=", "~="})
+
+
+def unpinned_compiler(requirement: Parsed) -> str | None:
+    """`neuronx-cc==2.14.213.0`: the compiler held to the release of an XLA-era Neuron SDK, which would hold
+    the resolver to the torch-neuronx of that release. The requirement without its version (its marker kept):
+    torch-neuronx requires the compiler it works with. None for any other requirement."""
+    if requirement.name != "neuronx-cc" or requirement.url is not None:
+        return None
+    if not any(s.operator in _HOLDING and not s.version.endswith(".*") for s in requirement.specifier):
+        return None
+    return "neuronx-cc" + (f"; {requirement.marker}" if requirement.marker is not None else "")
 
 
 def concerns_torchneuron(requirements: list[Parsed]) -> bool:

@@ -1,6 +1,7 @@
 """NM450/NM451/NM458/NM459: `neuron_parallel_compile` runs and the pre-compilation variables it set
-(migration map §3.3): a compile run goes when the same launch follows it, a branch on the variable is folded
-with it unset, any other use gets a TODO."""
+(`NEURON_EXTRACT_GRAPHS_ONLY`, `NEURON_PARALLEL_COMPILE`). TorchNeuron compiles just in time and caches its
+graphs, so there is no separate pre-compilation run: a compile run goes when the same launch follows it, a
+branch on the variable is folded with it unset, any other use gets a TODO."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from migrator.rules import Finding, Rule, Severity
 from migrator.shell import example
 from migrator.shell.commands import _is_program, _signature
 from migrator.shell.edits import Context
-from migrator.shell.syntax import Node, Word, block_statement, statements, walk_expansions
+from migrator.shell.syntax import Node, Word, block_statement, shown_by_shell, statements, walk_expansions
 
 PARALLEL_COMPILE = Rule(
     "NM450",
@@ -20,7 +21,8 @@ PARALLEL_COMPILE = Rule(
     "`neuron_parallel_compile <launch>` (a compile-only run) that no identical launch follows",
     "Left in place with a TODO: TorchNeuron compiles just in time and caches graphs, so there is no separate "
     "pre-compilation run; removing only the prefix would turn it into a second real run. Delete the job. A "
-    "cache command (`--command clean|clear-locks|analyze`) launches nothing: delete it.",
+    "cache command (`--command clean|clear-locks|analyze`) that cannot go on its own (in a pipeline) gets a TODO "
+    "too.",
     examples=(
         example(
             "#!/bin/bash\nneuron_parallel_compile torchrun --nproc_per_node=32 train.py --bf16\n",
@@ -28,20 +30,23 @@ PARALLEL_COMPILE = Rule(
             "# TODO(neuron-migrate): NM450 compile-only run (`neuron_parallel_compile`) with no identical launch after it; TorchNeuron compiles just in time, in the training run itself: delete this job (dropping only the prefix would make it a training run)\n"
             "neuron_parallel_compile torchrun --nproc_per_node=32 train.py --bf16\n",
         ),
-        example(
-            "#!/bin/bash\nneuron_parallel_compile --command clear-locks\n",
-            "#!/bin/bash\n"
-            "# TODO(neuron-migrate): NM450 `neuron_parallel_compile --command clear-locks` manages the compile cache of the XLA flow and launches nothing; TorchNeuron does not use that cache: delete this command\n"
-            "neuron_parallel_compile --command clear-locks\n",
-        ),
     ),
 )
 PRECOMPILE_RUN = Rule(
     "NM451",
     Severity.INFO,
-    "`neuron_parallel_compile <launcher>` followed by the same launcher (compile run, then training run)",
-    "The pre-compilation run is removed; the training run is kept once.",
+    "`neuron_parallel_compile <launcher>` followed by the same launcher (compile run, then training run), or a "
+    "cache command (`neuron_parallel_compile --command clear-locks`)",
+    "The pre-compilation run is removed; the training run is kept once. A cache command is removed: it manages "
+    "the XLA flow's compile cache, which TorchNeuron does not use, and launches nothing.",
     examples=(
+        example(
+            "#!/bin/bash\n"
+            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
+            "neuron_parallel_compile --command clear-locks\n"
+            "torchrun --nproc_per_node=32 train.py\n",
+            "#!/bin/bash\nexport HF_DEACTIVATE_ASYNC_LOAD=1\ntorchrun --nproc_per_node=32 train.py\n",
+        ),
         example(
             "#!/bin/bash\n"
             "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
@@ -86,13 +91,13 @@ PRECOMPILE_USE = Rule(
         example(
             "#!/bin/bash\n"
             "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            'echo "compile only: ${NEURON_EXTRACT_GRAPHS_ONLY:-0}" >> run.log\n'
-            "torchrun --nproc_per_node=2 train.py\n",
+            "STEPS=${NEURON_EXTRACT_GRAPHS_ONLY:+10}\n"
+            "torchrun --nproc_per_node=2 train.py --max_steps ${STEPS:-1000}\n",
             "#!/bin/bash\n"
             "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
             "# TODO(neuron-migrate): NM459 `NEURON_EXTRACT_GRAPHS_ONLY` is only set by neuron_parallel_compile, which TorchNeuron does not have; keep only the commands of the real run\n"
-            'echo "compile only: ${NEURON_EXTRACT_GRAPHS_ONLY:-0}" >> run.log\n'
-            "torchrun --nproc_per_node=2 train.py\n",
+            "STEPS=${NEURON_EXTRACT_GRAPHS_ONLY:+10}\n"
+            "torchrun --nproc_per_node=2 train.py --max_steps ${STEPS:-1000}\n",
         ),
     ),
 )
@@ -134,7 +139,7 @@ class PrecompileMatcher:
         self.edits[edits:] = [replace(e, owner=self.owner) for e in self.edits[edits:]]
         self.todos[todos:] = [(o, t, self.owner) for o, t, _ in self.todos[todos:]]
         cache_command = command if not inner and command not in (None, "compile") else None
-        run = CompileRun(node, ctx, ctx.start + node.start_byte, _signature(inner), self.owner, cache_command)
+        run = CompileRun(node, ctx, ctx.at(node.start_byte), _signature(inner), self.owner, cache_command)
         self.compile_runs.append(run)
         if inner:
             self.launched(ctx, node, inner, data, siblings)
@@ -143,7 +148,7 @@ class PrecompileMatcher:
     def resolve_compile_runs(self) -> None:
         """A compile run goes when the same launch follows it; otherwise it stays, inert, with a TODO."""
         for run in self.compile_runs:
-            follows = any(
+            follows = run.signature in self.following or any(
                 launch.offset > run.offset and launch.signature == run.signature for launch in self.launches
             )
             if follows and run.signature and self.remove_statement(run.context, run.node):
@@ -151,6 +156,15 @@ class PrecompileMatcher:
                 self.todos = [t for t in self.todos if t[2] != run.owner]
                 self.findings = [f for f in self.findings if f[1] != run.owner]
                 self.report(run.offset, PRECOMPILE_RUN)
+            elif run.cache_command is not None and self.remove_statement(
+                run.context, run.node, placeholder=False
+            ):
+                self.report(
+                    run.offset,
+                    PRECOMPILE_RUN,
+                    f"`neuron_parallel_compile --command {run.cache_command}` removed: it manages the compile cache "
+                    "of the XLA flow, which TorchNeuron does not use, and launches nothing.",
+                )
             elif run.cache_command is not None:
                 self.todo(
                     run.context,
@@ -187,7 +201,7 @@ class PrecompileMatcher:
             kept = [s for s in statements(node) if s.type != "else_clause"]
         else:
             kept = statements(else_clause) if else_clause is not None else []
-        line, column = self.position(ctx.start + node.start_byte)
+        line, column = self.position(ctx.at(node.start_byte))
         self.findings.append((Finding(PRECOMPILE_BRANCH, line, column, PRECOMPILE_BRANCH.action, True), 0))
         if not kept:
             if not self.remove_statement(ctx, node):
@@ -196,13 +210,13 @@ class PrecompileMatcher:
         self.edit(ctx, node.start_byte, kept[0].start_byte)
         self.edit(ctx, kept[-1].end_byte, node.end_byte)
         # The kept lines move out one level, to the indentation of the `if` (heredoc and string lines stay).
-        extra = self.indent_of(ctx.start + kept[0].start_byte) - self.indent_of(ctx.start + node.start_byte)
+        extra = _indent_of(data, kept[0].start_byte) - _indent_of(data, node.start_byte)
         root = node
         while root.parent is not None:
             root = root.parent
-        for line_start in self.line_starts:
-            position = line_start - ctx.start
-            if not kept[0].start_byte < position < kept[-1].end_byte or extra <= 0:
+        for newline in _NEWLINE.finditer(data, kept[0].start_byte, kept[-1].end_byte):
+            position = newline.end()
+            if not position < kept[-1].end_byte or extra <= 0:
                 continue
             inside = root.descendant_for_byte_range(position, position)
             if any(a.type in ("heredoc_body", "string", "raw_string") for a in _ancestors(inside)):
@@ -211,16 +225,16 @@ class PrecompileMatcher:
             self.edit(ctx, position, position + min(extra, blanks), weak=True)
         return kept
 
-    def indent_of(self, offset: int) -> int:
-        start = self.line_start(offset)
-        return offset - start if not self.data[start:offset].strip() else 0
-
     def precompile_uses(self, ctx: Context, root: Node, folded: list[Node]) -> None:
         flagged: set[int] = set()
         for expansion, name in walk_expansions(root):
             if name.text.decode() not in PRECOMPILE_VARIABLES:
                 continue
             if any(f.start_byte <= expansion.start_byte < f.end_byte for f in folded):
+                continue
+            if shown_by_shell(
+                expansion
+            ):  # `echo "compile only: $NEURON_EXTRACT_GRAPHS_ONLY"` decides nothing
                 continue
             statement = block_statement(expansion) or expansion
             if statement.start_byte in flagged:
@@ -233,6 +247,14 @@ class PrecompileMatcher:
                 f"`{name.text.decode()}` is only set by neuron_parallel_compile, which TorchNeuron does not "
                 "have; keep only the commands of the real run",
             )
+
+
+_NEWLINE = re.compile(b"\n")
+
+
+def _indent_of(data: bytes, offset: int) -> int:
+    start = data.rfind(b"\n", 0, offset) + 1
+    return offset - start if not data[start:offset].strip() else 0
 
 
 def _mentions_precompile(node: Node) -> bool:

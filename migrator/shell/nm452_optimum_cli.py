@@ -1,5 +1,6 @@
-"""NM452-NM455: `optimum-cli` commands (migration map §1.8): export, consolidate and cache go, any other
-`optimum-cli neuron` command gets a TODO."""
+"""NM452-NM455: `optimum-cli` commands of optimum-neuron (`export neuron`, `neuron consolidate`, `neuron cache`,
+...). TorchNeuron loads the original checkpoint, saves unsharded checkpoints and has no Hub compile cache, so
+export, consolidate and cache go; any other `optimum-cli neuron` command gets a TODO."""
 
 from __future__ import annotations
 
@@ -107,9 +108,7 @@ class OptimumCliMatcher:
             rule = CONSOLIDATE_COMMAND
         elif arguments == ["neuron", "cache"]:
             rule = CACHE_COMMAND
-        reused = (
-            _output_reused(self.data, ctx.start + node.end_byte, words) if rule is EXPORT_COMMAND else None
-        )
+        reused = _output_reused(self.data, ctx.at(node.end_byte), words) if rule is EXPORT_COMMAND else None
         loading_cell = (
             _cell_using(self.python_cells, words) if rule is EXPORT_COMMAND and reused is None else None
         )
@@ -133,7 +132,7 @@ class OptimumCliMatcher:
         elif rule is not None and self.owner == 0 and self.remove_statement(ctx, node, placeholder=False):
             core_count = _export_core_count(words) if rule is EXPORT_COMMAND else None
             self.report(
-                ctx.start + words[0].start,
+                ctx.at(words[0].start),
                 rule,
                 f"{EXPORT_REMOVED} {core_count}: {EXPORT_TP_SIZE}" if core_count else None,
             )
@@ -187,7 +186,8 @@ def _cell_using(cells, words: list[Word]) -> tuple[int, str] | None:
     return None
 
 
-# What each export setting becomes where the model id is loaded instead (the migration map's §2.1).
+# What each export setting becomes where the model id is loaded instead: the static shapes and dtype the export
+# compiled for are set at load and generation time on TorchNeuron.
 _LOAD_SETTINGS = {
     "sequence_length": "max_cache_len={} (a decoder) or a fixed padding length of {} (an encoder)",
     "batch_size": "a fixed batch size of {}",

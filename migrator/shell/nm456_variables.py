@@ -7,16 +7,15 @@ from migrator.families.environment import MANUAL_VARIABLES, PRECOMPILE_VARIABLES
 from migrator.rules import Rule, Severity
 from migrator.shell import example
 from migrator.shell.commands import (
-    _command_parts,
     _falsy,
-    _is_launcher,
-    _look_through,
     _script_index,
     _truthy,
+    python_launches,
+    unsets,
 )
 from migrator.shell.edits import Context
 from migrator.shell.nm450_precompile import PRECOMPILE_USE
-from migrator.shell.syntax import Node, Word, parse, word
+from migrator.shell.syntax import Node, Word, word
 
 DROPPED_VARIABLE = Rule(
     "NM456",
@@ -158,7 +157,7 @@ class VariablesMatcher:
                 continue
             reason = dropped_reason(name, self.text)
             if reason is not None:
-                self.report(ctx.start + item.start, DROPPED_VARIABLE, f"`{name}` removed: {reason}.")
+                self.report(ctx.at(item.start), DROPPED_VARIABLE, f"`{name}` removed: {reason}.")
                 dropped.append(item)
             elif name in MANUAL_VARIABLES:
                 self.todo(
@@ -232,7 +231,7 @@ class VariablesMatcher:
         for words in targets:
             self.add_bf16(ctx, words)
         self.report(
-            ctx.start + item.start,
+            ctx.at(item.start),
             PRECISION_FLAG,
             f"`{name}` removed; `--bf16` added to the Trainer launch{'es' if len(targets) > 1 else ''} it reached "
             "(bf16 autocast keeps float32 master weights, where XLA_USE_BF16 cast the weights themselves).",
@@ -244,9 +243,9 @@ class VariablesMatcher:
         if _has_bf16(words):
             return
         arguments = [w.value for w in words[_script_index(words) + 1 :]]
-        if ctx.start + words[-1].start in self.bf16_added:
+        if ctx.at(words[-1].start) in self.bf16_added:
             return
-        self.bf16_added.add(ctx.start + words[-1].start)
+        self.bf16_added.add(ctx.at(words[-1].start))
         spelled = next((v for v in arguments if v.lower() in ("true", "false")), None)
         value = "" if spelled is None else " True" if spelled[0] == "T" else " true"
         self.edit(ctx, words[-1].end, words[-1].end, f" --bf16{value}")
@@ -254,25 +253,12 @@ class VariablesMatcher:
     def survey(self, ctx: Context) -> list[tuple[int, list[Word]]]:
         """Every Python launch of the context (offset of its end, launched words), compile runs excluded."""
         if ctx.survey is None:
-            data = self.data[ctx.start : ctx.end]
-            ctx.survey = []
-            stack = [parse(data).root_node]
-            while stack:
-                node = stack.pop()
-                if node.type == "command":
-                    part = _command_parts(node, data)[-1]
-                    words = [
-                        word(c, data)
-                        for c in part
-                        if c.type != "variable_assignment" and "redirect" not in c.type
-                    ]
-                    words, _ = _look_through(words)
-                    if words and _is_launcher(words[0].value) and _script_index(words) is not None:
-                        ctx.survey.append((node.start_byte, words))
-                elif node.type == "unset_command":
-                    names = [data[c.start_byte : c.end_byte].decode() for c in node.named_children]
-                    ctx.unsets += [(node.start_byte, name) for name in names]
-                stack.extend(c for c in node.children if c.type != "heredoc_body")
+            ctx.survey = [
+                (start, words)
+                for start, words in python_launches(ctx.data)
+                if _script_index(words) is not None
+            ]
+            ctx.unsets = unsets(ctx.data)
         return ctx.survey
 
     def declaration(self, ctx: Context, node: Node, data: bytes) -> None:

@@ -1,4 +1,5 @@
-"""NM460/NM472/NM473: `pip install` commands (migration map §3.4; requirements files: `requirements.py`)."""
+"""NM460/NM472/NM473: `pip install` commands (requirements files: `requirements.py`). What an install becomes is
+decided per requirement in `installs.py`, from the target stack of `migrator/target_stack.json`."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ from migrator.rules import Rule, Severity
 from migrator.shell import example, installs
 from migrator.shell.edits import Context
 from migrator.shell.syntax import Node, Word
+from migrator.target_stack import PINS, PIP_ARGUMENTS, component
 
 PIP_INSTALL = Rule(
     "NM460",
     Severity.WARNING,
     "An install (`pip install`, `%pip`, a requirements file) of optimum-neuron / torch-xla / neuronx-distributed, "
-    "or of an XLA-era torch-neuronx (below 2.14)",
-    'Replaced with the TorchNeuron package set, torch-neuronx "transformers>=5.23" "trl>=1.16" peft accelerate, '
-    "plus what an optimum-neuron extra pulled in (`[diffusers]`: diffusers), with the replaced line's marker; "
-    "`--extra-index-url https://pip.repos.neuron.amazonaws.com` is added: torch-neuronx comes from the Neuron pip "
+    f"or of an XLA-era torch-neuronx (below {component('torch-neuronx').version})",
+    f"Replaced with the TorchNeuron package set, {PIP_ARGUMENTS}, "
+    "plus what an optimum-neuron extra pulled in (`[diffusers]`: diffusers), with the replaced line's marker "
+    "(a `neuronx-cc==2.x` pin beside it loses its version); "
+    f"`--extra-index-url {installs.NEURON_INDEX}` is added: torch-neuronx comes from the Neuron pip "
     "repository, not PyPI. Uninstall torch-xla from existing environments: Transformers still takes the XLA path "
     "when it is importable.",
     examples=(
@@ -32,7 +35,7 @@ INSTALL_CONFLICT = Rule(
     Severity.WARNING,
     "An install pins transformers / trl to versions the migrated code cannot run with (`transformers==4.52.3`), "
     "in the install of the TorchNeuron stack or in any other install of a file that installs it",
-    "Left in place with a TODO: the migrated code needs transformers>=5.23 and trl>=1.16; relax the pin.",
+    f"Left in place with a TODO: the migrated code needs {' and '.join(PINS)}; relax the pin.",
     examples=(
         example(
             '#!/bin/bash\npip install optimum-neuron transformers==4.52.3 "trl>=1.16"\n',
@@ -128,7 +131,12 @@ class InstallsMatcher:
         replaced = sorted([*legacy, *stale], key=lambda w: w.start)
         if not replaced:
             return
-        self.report(ctx.start + replaced[0].start, PIP_INSTALL)
+        for item, parsed in current:
+            unpinned = installs.unpinned_compiler(parsed)
+            if unpinned is not None:
+                self.report(ctx.at(item.start), PIP_INSTALL, compiler_unpinned(item.value))
+                self.edit(ctx, item.start, item.end, _shell_quoted(unpinned))
+        self.report(ctx.at(replaced[0].start), PIP_INSTALL)
         first = editable.get(replaced[0].start, replaced[0])  # an editable install goes with its `-e`
         self.edit(ctx, first.start, replaced[0].end, " ".join(_shell_quoted(text) for text in plan.added))
         values = [w.value for w in words]
@@ -138,6 +146,13 @@ class InstallsMatcher:
             self.remove_word(ctx, item, siblings)
             if item.start in editable:
                 self.remove_word(ctx, editable[item.start], siblings)
+
+
+def compiler_unpinned(requirement: str) -> str:
+    return (
+        f"`{requirement}` unpinned: the compiler of an XLA-era Neuron release would hold pip to that release's "
+        "torch-neuronx; torch-neuronx requires the compiler it works with."
+    )
 
 
 def _requirements(words: list[Word]) -> tuple[list[tuple[Word, installs.Parsed]], dict[int, Word]]:

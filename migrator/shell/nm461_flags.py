@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
-from migrator.rules import Rule, Severity
+from migrator.rules import Finding, Rule, Severity, also_on
 from migrator.shell import example
 from migrator.shell.commands import _script_index, _truthy
 from migrator.shell.edits import Context
@@ -48,7 +50,9 @@ FLAG_DISTRIBUTED = Rule(
     Severity.WARNING,
     "`--tensor_parallel_size` on a launcher line",
     "Kept as a script argument with a TODO: it now feeds `DistributedConfig(tp_size=...)` when the script "
-    "loads the model; torchrun --nproc_per_node must equal tp_size x fsdp_size.",
+    "loads the model; torchrun --nproc_per_node must equal tp_size x fsdp_size. Removed, with a TODO saying the "
+    "degree, from the launch of a script of the tree that never reads it (optimum-neuron's trainer did): its "
+    "migrated parser (TrainingArguments) would reject it.",
     examples=(
         example(
             "#!/bin/bash\n"
@@ -100,9 +104,11 @@ FLAG_UNKNOWN_SCRIPT = Rule(
 )
 CPU_FLAG = Rule(
     "NM467",
-    Severity.ERROR,
+    Severity.WARNING,
     "`--use_cpu True` / `--no_cuda True` on a training launch",
-    "Left in place with a TODO: under XLA it kept the run off CUDA; on TorchNeuron it trains on the CPU. Remove it.",
+    "Removed from the launch of an XLA-era script (one that imports torch_xla / optimum-neuron, or launched "
+    "with XLA variables or packages in the file), where it never moved training to the CPU; elsewhere left in "
+    "place with a TODO: on TorchNeuron it trains on the CPU.",
     examples=(
         example(
             "#!/bin/bash\n"
@@ -131,8 +137,14 @@ RULES: tuple[Rule, ...] = (
     FLAG_UNKNOWN_SCRIPT,
     CPU_FLAG,
 )
-# `--use_cpu True` (and the older `--no_cuda True`) kept XLA runs off CUDA; on TorchNeuron they select the CPU.
+# How NM463's TODO of a removed flag reads (a rerun finds the TODO, not the flag).
+_REMOVED_MARK = " removed: "
+# `--use_cpu True` (and the older `--no_cuda True`): on TorchNeuron they select the CPU.
 _CPU_FLAGS = frozenset({"use_cpu", "no_cuda"})
+# A launcher of the XLA flow: its variables, its compile-only runs, its packages.
+_XLA_ERA = re.compile(
+    rb"\b(?:PT_)?XLA_[A-Z_]+=|\bneuron_parallel_compile\b|\btorch[-_]xla\b|\boptimum[-_]neuron\b"
+)
 
 
 class FlagsMatcher:
@@ -154,12 +166,23 @@ class FlagsMatcher:
             following = arguments[position + 1] if position + 1 < len(arguments) else None
             value = following if not equals and following and not following.text.startswith("--") else None
             flag = f"`--{name}`"
-            offset = ctx.start + item.start
+            offset = ctx.at(item.start)
             if (
                 name in _CPU_FLAGS
                 and name not in parser.own
                 and _truthy(given if equals else value.value if value else "1")
             ):
+                if parser.xla_era or _XLA_ERA.search(self.data):
+                    # Under XLA it never moved training to the CPU (Accelerate takes the XLA device whenever
+                    # torch_xla is importable); on TorchNeuron it would.
+                    self.report(
+                        offset,
+                        CPU_FLAG,
+                        f"{flag} removed: under XLA the run was on the XLA device whatever it said, and on "
+                        "TorchNeuron it would train on the CPU.",
+                    )
+                    self.remove_word(ctx, item, siblings, through=value if not equals else None)
+                    continue
                 renamed = parser.action(name)
                 if (
                     renamed is not None and renamed.kind == "rename"
@@ -191,6 +214,19 @@ class FlagsMatcher:
                 note = f": {action.note}" if action.note else ""
                 self.report(offset, FLAG_RENAMED, f"{flag} renamed to `--{action.target}`{note}.")
                 self.edit(ctx, item.start, item.start + 2 + len(name), f"--{action.target}")
+            elif action.kind == "distributed" and parser.read and name not in parser.names:
+                shown = f"--{name}{'=' + given if equals else ' ' + value.text if value else ''}"
+                self.remove_word(ctx, item, siblings, through=value)
+                self.todo(
+                    ctx,
+                    node,
+                    FLAG_DISTRIBUTED,
+                    f"`{shown}`{_REMOVED_MARK}`{parser.script}` never reads it (optimum-neuron's trainer did) and its "
+                    "migrated parser rejects it; to keep that degree, pass distributed_config=DistributedConfig("
+                    f"{action.target}=...) where the script loads the model (a trainer given a model id: "
+                    "model_init_kwargs of its config), and torchrun --nproc_per_node must equal tp_size x fsdp_size",
+                    at=item.start,
+                )
             elif action.kind == "distributed":
                 self.todo(
                     ctx,
@@ -204,6 +240,16 @@ class FlagsMatcher:
                 self.todo(ctx, node, FLAG_MANUAL, f"{flag} {action.note}", at=item.start)
         if unknown:
             self.unknown_parser(ctx, node, parser, unknown)
+        # A flag NM463 removed is gone on a rerun; its TODO above the launch still stands for a manual finding.
+        removed = f"{TODO_PREFIX} {FLAG_DISTRIBUTED.code} `--"
+        for comment in self.comments_above(self.anchor(ctx, node)):
+            if comment.startswith(removed) and _REMOVED_MARK in comment:
+                self.report(
+                    ctx.start + words[script].start,
+                    FLAG_DISTRIBUTED,
+                    comment[len(removed) - 3 :],
+                    fixed=False,
+                )
 
     def unknown_parser(
         self, ctx: Context, node: Node, parser: ScriptParser, flags: list[tuple[Word, str]]
@@ -214,22 +260,28 @@ class FlagsMatcher:
             if parser.read
             else "is neither in this tree nor a known Transformers/TRL example script"
         )
-        changes = []
-        for item, name in flags:
-            change = _legacy_change(name)
-            changes.append(change)
-            note = SFT_CONFIG_ARGUMENTS[name].note
-            message = f"`--{name}` left as it is: `{parser.script}` {how}; if it reaches TrainingArguments/SFTConfig, {change}"
-            self.report(
-                ctx.start + item.start,
-                FLAG_UNKNOWN_SCRIPT,
-                message + (f" ({note})" if note else ""),
-                fixed=False,
-            )
-        text = (
-            f"{TODO_PREFIX} {FLAG_UNKNOWN_SCRIPT.code} `{parser.script}` {how}, so its optimum-neuron training "
-            f"flags are left as they are; if they reach TrainingArguments/SFTConfig: {'; '.join(changes)}"
+        # One decision (the launch's parser is unknown): one TODO, one finding at its first flag naming the others.
+        changes = [_legacy_change(name) for _, name in flags]
+        notes = [
+            f"{change} ({SFT_CONFIG_ARGUMENTS[name].note})" if SFT_CONFIG_ARGUMENTS[name].note else change
+            for change, (_, name) in zip(changes, flags, strict=True)
+        ]
+        (line, column), *others = [self.position(ctx.at(item.start)) for item, _ in flags]
+        also = tuple(sorted({other for other, _ in others} - {line}))
+        why = f"`{parser.script}` {how}, so its optimum-neuron training flags are left as they are"
+        action = f"if they reach TrainingArguments/SFTConfig: {'; '.join(changes)}"
+        finding = Finding(
+            FLAG_UNKNOWN_SCRIPT,
+            line,
+            column,
+            f"{why}{also_on(also)}; if they reach TrainingArguments/SFTConfig: {'; '.join(notes)}",
+            False,
+            why=why + also_on(also),
+            todo=action,
+            also=also,
         )
+        self.findings.append((finding, self.owner))
+        text = f"{TODO_PREFIX} {FLAG_UNKNOWN_SCRIPT.code} {why}; {action}"
         self.todos.append((self.anchor(ctx, node), text, self.owner))
 
 

@@ -35,7 +35,7 @@ class AsyncLoadMatcher:
 
     def async_load(self, ctx: Context) -> None:
         """A script that launches Python gets `export HF_DEACTIVATE_ASYNC_LOAD=1` near the top."""
-        data = self.data[ctx.start : ctx.end]
+        data = ctx.data
         launchers = list(dict.fromkeys(ctx.launchers))
         if not ctx.standalone or not launchers or not self.findings:
             return
@@ -50,13 +50,13 @@ class AsyncLoadMatcher:
                     # then tries to run the command's own `VAR=1` words as a program.
                     keyword = _TIME_KEYWORD.match(data, start, end)
                     at = keyword.end() if keyword else start
-                    self.report(ctx.start + start, ASYNC_LOAD_EXPORT, message)
+                    self.report(ctx.at(start), ASYNC_LOAD_EXPORT, message)
                     self.edit(ctx, at, at, f"{ASYNC_LOAD}=1 ")
             return
         if ASYNC_LOAD.encode() in data:
             return
         top = statements(parse(data).root_node)
-        self.report(ctx.start + launchers[0][0], ASYNC_LOAD_EXPORT)
+        self.report(ctx.at(launchers[0][0]), ASYNC_LOAD_EXPORT)
         # Right after the shebang and any scheduler directives (#SBATCH...: they must precede every
         # command), before anything that could start Python.
         offset = data.index(b"\n") + 1 if data.startswith(b"#!") and b"\n" in data else 0

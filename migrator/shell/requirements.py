@@ -14,7 +14,7 @@ import re
 
 from migrator.rules import Finding
 from migrator.shell import installs
-from migrator.shell.nm460_installs import INSTALL_CONFLICT, INSTALL_KEPT, PIP_INSTALL
+from migrator.shell.nm460_installs import INSTALL_CONFLICT, INSTALL_KEPT, PIP_INSTALL, compiler_unpinned
 from migrator.transform import TODO_PREFIX
 from migrator.verify import MigrationError
 
@@ -91,12 +91,22 @@ def migrate_requirements(
     # Where torch-neuronx comes from, unless a line that stays names it (a replaced line may hold it as an option).
     gone = {line for number in replaced for line in logical[number][1]}
     has_index = any(installs.NEURON_INDEX in line for n, line in enumerate(lines) if n not in gone)
+    # The compiler of the XLA-era release would hold pip to that release's torch-neuronx.
+    unpinned = {
+        number: text
+        for number, requirement in current.items()
+        if replaced and len(logical[number][1]) == 1 and (text := installs.unpinned_compiler(requirement))
+    }
     out: list[str] = []
     for number, line in enumerate(lines):
         out += [
             f"{text}{newline}" for text in todos.get(number, []) if text not in _comments_above(lines, number)
         ]
-        if replaced and number == replaced[0]:
+        if number in unpinned:
+            requirement = _requirement_text(line)
+            findings.append(Finding(PIP_INSTALL, number + 1, 1, compiler_unpinned(requirement), True))
+            out.append(line.replace(requirement, unpinned[number], 1))
+        elif replaced and number == replaced[0]:
             findings.append(Finding(PIP_INSTALL, number + 1, 1, PIP_INSTALL.action, True))
             if not has_index:
                 out.append(f"--extra-index-url {installs.NEURON_INDEX}{newline}")

@@ -67,8 +67,10 @@ class ShellRewriter(
         python_cells: Sequence[tuple[int, str]] = (),
         root: Path | None = None,
         beside: Importer | None = None,
+        following: frozenset[tuple[str, ...]] = frozenset(),
     ) -> None:
         self.inline = inline
+        self.following = following  # launches that run after this text (later cells of a notebook)
         self.written = written  # scripts the notebook writes, by path (their parsers are read there)
         self.python_cells = python_cells  # the notebook's Python cells (number, code): what they load
         self.directory = directory
@@ -98,7 +100,7 @@ class ShellRewriter(
     # -- walking ------------------------------------------------------------------------------------------
 
     def run(self) -> tuple[str, list[Finding]]:
-        top = Context(0, len(self.data), _escape_for(None), standalone=True)
+        top = Context(0, len(self.data), _escape_for(None), standalone=True, data=self.data)
         self.script(top)
         self.pips()
         self.resolve_compile_runs()
@@ -110,8 +112,8 @@ class ShellRewriter(
 
     def script(self, ctx: Context) -> None:
         self.contexts.append(ctx)
-        tree = parse(self.data[ctx.start : ctx.end])
-        data = self.data[ctx.start : ctx.end]
+        data = ctx.data
+        tree = parse(data)
         folded = self.walk(ctx, tree.root_node, data)
         self.precompile_uses(ctx, tree.root_node, folded)
 
@@ -173,7 +175,7 @@ class ShellRewriter(
             return
         self.launched(ctx, node, words, data, removable)
         if self.owner == 0:
-            self.launches.append(Launch(ctx.start + node.start_byte, _signature(words)))
+            self.launches.append(Launch(ctx.at(node.start_byte), _signature(words)))
 
     def launched(
         self, ctx: Context, node: Node, words: list[Word], data: bytes, siblings: list[Word]
@@ -228,9 +230,9 @@ class ShellRewriter(
             if body is None:
                 continue
             start, end, quote = body
-            inner = Context(
-                ctx.start + start,
-                ctx.start + end,
+            inner = ctx.piece(
+                start,
+                end,
                 _compose(ctx.escape, _escape_for(quote)),
                 standalone=False,
                 host=node,
@@ -247,56 +249,46 @@ class ShellRewriter(
             start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
             if content is None or start is None or content.end_byte <= content.start_byte:
                 continue
-            kind = _heredoc_kind(body, node)
+            kind = _heredoc_kind(body, node, ctx.data[content.start_byte : content.end_byte])
             if kind is None:
                 continue  # data, not code
             quoted = any(q in start.text.decode() for q in "'\"\\")
             escape = _compose(ctx.escape, _escape_for(None if quoted else "heredoc"))
             if kind == "shell":
-                self.script(
-                    Context(
-                        ctx.start + content.start_byte,
-                        ctx.start + content.end_byte,
-                        escape,
-                        standalone=True,
-                        anchor=self.anchor(ctx, node),
-                    )
+                # Parsed as bash writes it out: `--flag \\` in an unquoted body is a continued line.
+                body = ctx.piece(
+                    content.start_byte,
+                    content.end_byte,
+                    escape,
+                    standalone=True,
+                    unescape=not quoted,
+                    anchor=self.anchor(ctx, node),
                 )
+                self.script(body)
             elif self.migrate_python is not None:
-                self.python_body(ctx, content, escape)
+                self.python_body(ctx, content, escape, unescape=not quoted)
 
-    def python_body(self, ctx: Context, content: Node, escape: Callable[[str], str]) -> None:
+    def python_body(self, ctx: Context, content: Node, escape: Callable[[str], str], unescape: bool) -> None:
         from migrator.verify import MigrationError
 
-        base = ctx.start + content.start_byte
-        raw = self.data[base : ctx.start + content.end_byte].decode()
-        # What bash writes out: an unquoted body has its \\, \$ and \` escapes undone.
-        source, where = _unescape(raw) if escape("`") != "`" else (raw, list(range(len(raw) + 1)))
+        body = ctx.piece(content.start_byte, content.end_byte, escape, standalone=True, unescape=unescape)
+        source = body.data.decode()
         try:
             migrated, findings = self.migrate_python(source)
             self.imported = self.imported | python_imports(migrated)
         except MigrationError:
             return  # not Python after all (or shell expansions in it): leave it as it is
-        line, _ = self.position(ctx.start + content.start_byte)
+        line, _ = self.position(body.start)
         for finding in findings:
             self.findings.append((_shifted(finding, line - 1), self.owner))
         # Only what the Python rewrite inserted is escaped; the user's text is already as bash needs it.
         matcher = difflib.SequenceMatcher(None, source, migrated, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag != "equal":
-                start, end = len(raw[: where[i1]].encode()), len(raw[: where[i2]].encode())
-                self.edits.append(Edit(base + start, base + end, escape(migrated[j1:j2]), owner=self.owner))
-
-
-def _unescape(raw: str) -> tuple[str, list[int]]:
-    """An unquoted heredoc body as bash expands its escapes, and where each character came from in `raw`."""
-    text, where, position = [], [], 0
-    while position < len(raw):
-        escaped = raw[position] == "\\" and raw[position + 1 : position + 2] in ("\\", "$", "`")
-        where.append(position)
-        text.append(raw[position + 1] if escaped else raw[position])
-        position += 2 if escaped else 1
-    return "".join(text), [*where, len(raw)]
+                start, end = len(source[:i1].encode()), len(source[:i2].encode())
+                self.edits.append(
+                    Edit(body.at(start), body.at(end), escape(migrated[j1:j2]), owner=self.owner)
+                )
 
 
 def _compose(outer: Callable[[str], str], inner: Callable[[str], str]) -> Callable[[str], str]:
@@ -304,13 +296,19 @@ def _compose(outer: Callable[[str], str], inner: Callable[[str], str]) -> Callab
 
 
 def _shifted(finding: Finding, lines: int) -> Finding:
-    return Finding(finding.rule, finding.line + lines, finding.column, finding.message, finding.fixed)
+    return finding.moved({other: other + lines for other in finding.also}, line=finding.line + lines)
 
 
-def _heredoc_kind(command: Node | None, statement: Node) -> str | None:
+_SHEBANG = re.compile(rb"#!\S*(?:/|\s)(python[\d.]*|(?:ba|z|k|da)?sh)\b")
+
+
+def _heredoc_kind(command: Node | None, statement: Node, content: bytes) -> str | None:
     """`"shell"` or `"python"` when the heredoc body is a script, None when it is data."""
     if command is None or command.type != "command":
         return None
+    shebang = _SHEBANG.match(content.lstrip(b"\n"))
+    if shebang is not None:  # `cat > $JOB <<EOF` / `#!/bin/bash`: a script whatever the target is called
+        return "python" if shebang[1].startswith(b"python") else "shell"
     name = command.child_by_field_name("name")
     program = name.text.decode().rsplit("/", 1)[-1] if name is not None else ""
     arguments = [c.text.decode().strip("'\"") for c in command.children_by_field_name("argument")]
@@ -352,6 +350,7 @@ def rewrite_shell(
     python_cells: Sequence[tuple[int, str]] = (),
     root: Path | None = None,
     beside: Importer | None = None,
+    following: frozenset[tuple[str, ...]] = frozenset(),
 ) -> tuple[str, list[Finding]]:
     """Migrate a shell script; `migrate_python` rewrites Python heredoc bodies (left alone without it).
 
@@ -363,7 +362,8 @@ def rewrite_shell(
     `python_cells`: the notebook's Python cells (number, code), where an export's output may be loaded.
     `root`: the top of the tree being migrated (a launched script's path may start there); `beside`: what the
     code of the file's folder still imports once migrated, asked only when an install would remove a package.
+    `following`: signatures of the launches that run after the text (a notebook's later cells).
     """
     return ShellRewriter(
-        text, migrate_python, inline, directory, imported, written, python_cells, root, beside
+        text, migrate_python, inline, directory, imported, written, python_cells, root, beside, following
     ).run()

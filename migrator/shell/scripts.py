@@ -64,6 +64,7 @@ _TRAINING_CONFIGS = frozenset(
     }
 )
 _PARSERS = frozenset({"HfArgumentParser", "NeuronHfArgumentParser", "TrlParser"})
+_XLA_ERA_MODULES = ("torch_xla", "optimum.neuron", "neuronx_distributed", "torch_neuronx")
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ class ScriptParser:
     table: dict[str, ArgAction] | None
     own: frozenset[str] = frozenset()  # flags the script declares itself
     read: bool = False  # True when the script's source was read, not recognised by its name
+    names: frozenset[str] = frozenset()  # names and attributes its source uses (when read)
+    xla_era: bool = False  # it imports torch_xla / optimum-neuron / NxD: its training ran on the XLA device
 
     def action(self, flag: str) -> ArgAction | None:
         """What becomes of `--flag`: None when it is the script's own or the table keeps it."""
@@ -131,7 +134,11 @@ def _find(script: str, directory: Path | None, root: Path | None = None) -> Path
 def _read(script: str, tree: ast.Module, read: bool) -> ScriptParser:
     names: set[str] = set()
     own: set[str] = set()
+    xla_era = False
     for node in ast.walk(tree):
+        modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+        modules += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+        xla_era = xla_era or any(module.startswith(_XLA_ERA_MODULES) for module in modules)
         if isinstance(node, ast.Name):
             names.add(node.id)
         elif isinstance(node, ast.Attribute):
@@ -163,7 +170,7 @@ def _read(script: str, tree: ast.Module, read: bool) -> ScriptParser:
             if names & _TRAINING_CONFIGS
             else None
         )
-    return ScriptParser(script, table, frozenset(own), read=read)
+    return ScriptParser(script, table, frozenset(own), read=read, names=frozenset(names), xla_era=xla_era)
 
 
 def _is_dataclass(node: ast.ClassDef) -> bool:

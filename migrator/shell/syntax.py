@@ -118,3 +118,53 @@ def walk_expansions(node: Node):
             if name is not None:
                 yield current, name
         stack.extend(reversed(current.children))
+
+
+# Commands whose arguments are text shown to a person, and where text may go and still be only shown.
+_SHELL_PRINTERS = frozenset({"echo", "printf"})
+_SHOWN_FILES = (".log", ".txt", ".out", ".err", ".md")
+
+
+def shown_by_shell(node: Node) -> bool:
+    """Whether `node` is text a shell script only shows: an argument of `echo` / `printf` (to the terminal or a
+    log; one that writes a file such as `~/.bashrc` decides what it holds), or the body of a heredoc that `cat`
+    prints (no file to write)."""
+    for ancestor in ancestors(node):
+        if ancestor.type == "command":
+            name = ancestor.child_by_field_name("name")
+            program = name.text.decode().rsplit("/", 1)[-1] if name is not None else ""
+            if program not in _SHELL_PRINTERS or name.start_byte <= node.start_byte < name.end_byte:
+                return False
+            statement = ancestor.parent if ancestor.parent is not None else ancestor
+            targets = [
+                redirect.child_by_field_name("destination")
+                for redirect in statement.children
+                if statement.type == "redirected_statement" and redirect.type == "file_redirect"
+            ]
+            return all(
+                target is None
+                or target.text.decode().strip("'\"").startswith(("/dev/", "&"))
+                or target.text.decode().strip("'\"").endswith(_SHOWN_FILES)
+                for target in targets
+            )
+        if ancestor.type == "heredoc_body":
+            statement = ancestor.parent.parent if ancestor.parent is not None else None
+            command = statement.child_by_field_name("body") if statement is not None else None
+            name = command.child_by_field_name("name") if command is not None else None
+            prints = name is not None and name.text.decode() == "cat"
+            return prints and not any(child.type == "file_redirect" for child in _statement_nodes(statement))
+    return False
+
+
+def ancestors(node: Node):
+    while node is not None:
+        yield node
+        node = node.parent
+
+
+def _statement_nodes(statement):
+    stack = [statement] if statement is not None else []
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(c for c in current.children if c.type != "heredoc_body")

@@ -16,7 +16,12 @@ def test_llama_works_and_every_probe_reports(settings):
     assert row["verdict"] == "works", row["reason"]
     assert (row["rank"], row["simulated"], row["stage"], row["error"], row["cause"], row["reason"]) == (
         1, True, None, None, None, None)  # fmt: skip
-    assert (row["generate_verdict"], row["train_verdict"], row["schema_version"]) == ("works", "works", 2)
+    assert (row["generate_verdict"], row["train_verdict"], row["schema_version"]) == ("works", "works", 3)
+    # Built from Llama-3.1-8B-Instruct's code-path values (its llama3 rope scaling), and the row says so.
+    assert (row["config_source"], row["checkpoint"]) == ("checkpoint", "meta-llama/Llama-3.1-8B-Instruct")
+    assert row["checkpoint_values"]["rope_scaling"]["rope_type"] == "llama3"
+    # Training evidence: one recompile per new padded length, none for other tokens at the same length.
+    assert row["train_content_compiles"] == 0 and row["train_graph_break_reasons"] == []
     # The code path a user's model takes: attention as Transformers chooses it, the run's dtype.
     assert (row["attn_implementation"], row["dtype"], row["sim_device"]) == ("sdpa", "float32", "cpu")
     # b. compiled generation through Transformers' CompileConfig: the decode step compiles once for both
@@ -42,6 +47,48 @@ def test_llama_works_and_every_probe_reports(settings):
     assert row["seconds"] >= sum(row["probe_seconds"].values()) and row["peak_rss_mb"] > 100
     assert row["measured_at"].endswith("+00:00")
     assert (row["optimum_neuron_inference"], row["optimum_neuron_training"]) == (True, True)
+
+
+def test_a_tie_artifact_is_not_blamed_and_an_op_the_device_raises_on_is_avoided_by_a_measured_path(settings):
+    # deepseek_v32's tiny indexer keeps 8 of up to 64 positions and ties at the k-th ReLU score: the static
+    # cache differs from the dynamic one at the first tiny size only. Its float32 MoE training graph holds
+    # Transformers' opaque grouped_mm_fallback, which the device raises on; batched_mm avoids it.
+    row = run_one_isolated("deepseek_v32", dataclasses.replace(settings, train_lengths=(100,)))
+    check = row["artifact_check"]["generate"]
+    assert check["outcome"] == "dropped" and check["first"]["max_diff_static_vs_dynamic"] > 1e-3
+    assert (
+        check["second"]["ties_broken"] == {"index_topk": settings.max_cache_len}
+        and check["second"]["failure"] is None
+    )
+    assert row["generate_verdict"] == "works" and "an artifact of the tiny model" in row["reason"]
+    assert row["max_diff_static_vs_dynamic"] < row["logit_tolerance"]  # the measurement that counts
+    assert (
+        row["avoided_by"] == 'AutoModelForCausalLM.from_pretrained(..., experts_implementation="batched_mm")'
+    )
+    paths = {path["path"]: path for path in row["code_paths"]}
+    assert paths["experts_implementation=batched_mm"]["raising_ops"] == []
+    assert paths["experts_implementation=batched_mm"]["loss_difference"] < 1e-5  # the same loss, plain ATen
+    assert "aten._grouped_mm" in paths["bfloat16"]["lowering_unverified_ops"]  # bf16 takes grouped_mm
+    assert (row["verdict"], row["train_verdict"], row["cause"]) == (
+        "works-with-caveats",
+        "works-with-caveats",
+        None,
+    )
+    assert "which the device raises on" in row["reason"] and "aten.topk" in row["lowering_unverified_ops"]
+
+
+def test_checkpoint_values_change_what_is_measured(settings):
+    # MistralConfig defaults to a 4096-token window (every decode step recompiles); Mistral-7B-Instruct-v0.2
+    # has none, and compiles one decode graph.
+    one_length = dataclasses.replace(settings, train_lengths=(100,))
+    checkpoint = run_one_isolated("mistral", one_length)
+    defaults = run_one_isolated("mistral", dataclasses.replace(one_length, config="class-defaults"))
+    assert (checkpoint["config_source"], defaults["config_source"]) == ("checkpoint", "class-defaults")
+    assert checkpoint["verdict"] == "works" and checkpoint["compile_count"] == 1
+    assert (
+        defaults["recompiles_every_step"]
+        and defaults["env"]["settings_id"] != checkpoint["env"]["settings_id"]
+    )
 
 
 def test_gemma2_recompiles_at_every_decode_step_until_the_default_limit(settings):

@@ -39,7 +39,11 @@ def test_row_has_the_contract_fields_in_order(settings):
         "cpu",
     )
     assert set(row["env"]) == {"torch", "transformers", "python", "platform", "harness_version", "backend",
-                               "simulated", "settings_id"}  # fmt: skip
+                               "simulated", "settings_id", "config"}  # fmt: skip
+    # Every row says which config values it measured, a crash row too: llama has a checkpoint entry, gpt2 none.
+    assert (row["config_source"], crashed["config_source"]) == ("checkpoint", "class-defaults")
+    assert a_row(settings, "llama", "crash")["config_source"] == "checkpoint"
+    assert row["checkpoint"] and row["checkpoint_values"]
     for extra in ("unique_graphs", "eager_new_op_signatures", "probe_seconds", "peak_rss_mb",
                   "train_padded_lengths", "optimum_neuron_inference", "optimum_neuron_training"):  # fmt: skip
         assert extra in row
@@ -55,8 +59,25 @@ def test_rows_written_before_schema_2_are_still_read_with_a_note(tmp_path, setti
     path.write_text(json.dumps(old) + "\n")
     rows = read_rows(path)
     assert rows[0]["model_type"] == "llama"
-    assert "1 row(s) written before schema version 2" in older_schema_note(rows)
+    assert "1 row(s) written before schema version 3 (no cause, generate_verdict" in older_schema_note(rows)
     assert older_schema_note([a_row(settings)]) is None
+
+
+def test_rows_of_schema_2_are_read_with_the_version_3_fields_unset(tmp_path, settings):
+    from compat_matrix.results import older_schema_note
+    from compat_matrix.schema import Row
+
+    version_3_only = ("config_source", "checkpoint", "checkpoint_values", "artifact_check", "device_raising_ops",
+                      "code_paths", "avoided_by", "lowering_unverified_ops", "train_graph_break_reasons",
+                      "train_recompile_reasons", "train_content_compiles")  # fmt: skip
+    version_2 = {k: v for k, v in a_row(settings).items() if k not in version_3_only} | {"schema_version": 2}
+    path = tmp_path / "v2.jsonl"
+    path.write_text(json.dumps(version_2) + "\n")
+    rows = read_rows(path)
+    row = Row.from_dict(rows[0])
+    assert row.upgraded_from == 2 and row.config_source is None and row.artifact_check is None
+    note = older_schema_note(rows)
+    assert "before schema version 3 (no config_source, artifact_check" in note and "cause" not in note
 
 
 def test_rows_from_a_newer_schema_are_refused(tmp_path, settings):

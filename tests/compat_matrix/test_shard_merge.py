@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from compat_matrix.merge import MergeError, Shard, merge_results, summary_lines, write_rows_atomically
+from compat_matrix.results import resume_key
+from compat_matrix.schema import SCHEMA_VERSION
 
 SIM_ENV = {
     "torch": "2.13.0+cpu",
@@ -132,6 +134,21 @@ def test_only_env_key_fields_separate_runs(tmp_path):
     assert len(result.groups) == 1
     assert result.rows[0]["env"]["platform"] == "Linux-aarch64"
     assert result.identical_duplicates == 1
+
+
+def test_the_stand_in_and_a_real_device_are_two_environments(tmp_path):
+    """Both say backend `neuron`; `simulated` (part of the one environment key) keeps them apart, in merge and
+    in `run --resume`."""
+    device = {**SIM_ENV, "backend": "neuron", "simulated": False}
+    standin = {**device, "simulated": True}
+    path = write_jsonl(
+        tmp_path / "r.jsonl", [result_row("llama", 1, env=device), result_row("llama", 1, env=standin)]
+    )
+    result = merge_results([path])
+    assert len(result.groups) == 2 and result.replacements == []
+    assert resume_key({"model_type": "llama", "env": device}) != resume_key(
+        {"model_type": "llama", "env": standin}
+    )
 
 
 def test_later_rerun_wins_and_is_reported(tmp_path):
@@ -287,7 +304,11 @@ def test_merge_cli_refuses_to_overwrite_an_unrelated_file_or_read_a_corrupt_one(
 def test_merge_reads_rows_from_before_schema_2_and_says_so(tmp_path):
     """These synthetic rows have no schema_version: the layout of every results file before version 2."""
     old = write_jsonl(tmp_path / "old.jsonl", [result_row("llama", 1), result_row("qwen2", 2)])
-    new = write_jsonl(tmp_path / "new.jsonl", [result_row("gpt2", 3, schema_version=2, cause=None)])
+    new = write_jsonl(
+        tmp_path / "new.jsonl", [result_row("gpt2", 3, schema_version=SCHEMA_VERSION, cause=None)]
+    )
     merged = merge_results([old, new])
     assert [row["model_type"] for row in merged.rows] == ["llama", "qwen2", "gpt2"]
-    assert any("2 row(s) written before schema version 2" in line for line in summary_lines(merged))
+    assert any(
+        f"2 row(s) written before schema version {SCHEMA_VERSION}" in line for line in summary_lines(merged)
+    )

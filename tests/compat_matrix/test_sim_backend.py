@@ -15,12 +15,28 @@ def fresh_dynamo(settings):
 
 def test_every_rule_cites_a_documentation_source():
     rules = json.loads(sim_backend.RULES_PATH.read_text())["rules"]
-    kinds = {"symbolic-shape", "dtype", "op", "signature", "operator-coverage"}
+    kinds = {"symbolic-shape", "dtype", "op", "signature", "operator-coverage", "lowering-unverified"}
     assert {rule["kind"] for rule in rules} >= kinds
     for rule in rules:
         assert rule["sources"] and all(re.match(r"https://\S+", url) for url in rule["sources"]), rule["id"]
-        assert rule["action"] in ("reject", "report", "count"), rule["id"]
+        assert rule["action"] in ("reject", "report", "count", "note"), rule["id"]
         assert rule.get("eager_action", "report") in ("report", "cpu-fallback"), rule["id"]
+        # What the device does with it decides a row's severity: every rule says so.
+        assert rule["on_device"] in ("raises", "caveat", "unknown"), rule["id"]
+
+
+def test_only_compiled_graph_findings_of_raising_rules_raise():
+    findings = [
+        "operator-coverage: transformers.grouped_mm_fallback (compiled graph)",
+        "data-dependent-shape: aten.nonzero (graph break)",  # runs eagerly between graphs
+        "float64: aten.mul torch.float64 (compiled graph)",  # not documented either way: unknown
+        "complex: aten.mul torch.complex64 (eager)",
+    ]
+    assert sim_backend.raising_findings(findings) == [findings[0]]
+    assert sim_backend.lowering_unverified({"aten.topk", "aten.mm", "aten.roll"}) == [
+        "aten.roll",
+        "aten.topk",
+    ]
 
 
 def test_dynamic_shapes_are_rejected_like_on_neuron():

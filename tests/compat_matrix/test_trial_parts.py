@@ -44,8 +44,33 @@ def _bootstrap():
 )
 def test_launchers_are_capped_to_two_processes_on_one_node(argv, expected, changes):
     bootstrap = _bootstrap()
-    assert len(bootstrap._cap_launcher_arguments(argv)) == changes
+    assert len(bootstrap._cap_launcher_arguments(argv)[0]) == changes
     assert argv == expected
+
+
+@pytest.mark.parametrize(
+    ("sizes", "asked", "fitted", "changes"),
+    [
+        # tp_size=8 written for 8 processes, run on 2; fsdp computed from WORLD_SIZE=2 as 2 // 8 = 0
+        ({"tp_size": 8, "fsdp_size": 0}, 0, {"tp_size": 2, "fsdp_size": 1}, 2),
+        ({"tp_size": 4, "dp_replicate_size": 1}, 0, {"tp_size": 2, "dp_replicate_size": 1}, 1),
+        ({"tp_size": 2}, 0, {"tp_size": 2}, 0),  # fits: nothing to say
+        # the launcher asked for 2 processes only: tp_size=4 fails there too, and must fail here
+        ({"tp_size": 4}, 2, {"tp_size": 4}, 0),
+        ({"tp_size": 4}, 8, {"tp_size": 2}, 1),
+    ],
+)
+def test_parallel_degrees_are_fitted_to_the_processes_a_try_runs(sizes, asked, fitted, changes):
+    from transformers import DistributedConfig
+
+    bootstrap = _bootstrap()
+    bootstrap.STATE = bootstrap._State({})
+    config = DistributedConfig.__new__(DistributedConfig)
+    for name in bootstrap.PARALLEL_SIZES + ("ep_size",):
+        setattr(config, name, sizes.get(name))
+    bootstrap._fit_degrees(config, 2, asked)
+    assert {name: getattr(config, name) for name in sizes} == fitted
+    assert len(bootstrap.STATE.launcher_capped) == changes
 
 
 def test_launcher_kind_from_the_full_command_line():
@@ -151,12 +176,47 @@ train = load_dataset("glue", "mrpc", split="train[:10%]")
 own = load_dataset("json", data_files="local.jsonl")
 model = torch.nn.parallel.DistributedDataParallel(model)
 """
-    facts = scan.read_python(source, ["--model_id", "Qwen/Qwen3-0.6B"])
-    assert facts.model_ids == {"meta-llama/Llama-3.2-1B", "someone/private-tokenizer", "Qwen/Qwen3-0.6B"}
+    facts = scan.read_python(source, ["--model_id", "Qwen/Qwen3-0.6B", "gpt2", "tickets.jsonl"])
+    assert facts.model_ids == {
+        "meta-llama/Llama-3.2-1B",
+        "someone/private-tokenizer",
+        "Qwen/Qwen3-0.6B",
+        "gpt2",
+    }
     assert set(facts.datasets) == {"databricks/databricks-dolly-15k", "glue"}
     assert facts.datasets["glue"].config == "mrpc" and "train[:10%]" in facts.datasets["glue"].splits
     assert {"instruction", "response"} <= facts.columns
     assert "DistributedDataParallel" in facts.multi_process
+
+
+@pytest.mark.parametrize(
+    ("code", "bound"),
+    [
+        ("ids = torch.randint(0, 30000, (8, 128))", 30000),
+        ("ids = torch.randint(32000, (8, 128))", 32000),
+        ("VOCAB, SEQ = 50257, 64\nids = torch.randint(VOCAB, (2, SEQ))", 50257),
+        ("ids = torch.randint(low=2, high=1000, size=(2, 4))", 1000),
+        ("ids = torch.randint(0, config.vocab_size, (2, 4))", 0),  # the model's own size: any vocabulary
+        ("n = random.randint(0, 30000)", 0),  # Python's random, not token ids
+    ],
+)
+def test_code_facts_the_token_ids_a_script_draws(code, bound):
+    assert scan.read_python(code).token_ids_below == bound
+
+
+def test_tiny_models_hold_the_token_ids_a_script_draws(tmp_path):
+    from transformers import AutoConfig
+
+    assert (
+        hub.hub_cache_dir(tmp_path, 30000) != hub.hub_cache_dir(tmp_path) == hub.hub_cache_dir(tmp_path, 100)
+    )
+    cache = hub.hub_cache_dir(tmp_path, 30000)
+    stand_in = hub.ensure_model(cache, "google-bert/bert-base-uncased", "bert", "model-id table", 30000)
+    assert stand_in.as_report()["vocab_size"] == 30000
+    config = AutoConfig.from_pretrained(
+        "google-bert/bert-base-uncased", cache_dir=cache, local_files_only=True
+    )
+    assert config.vocab_size == 30000
 
 
 def test_dataset_stand_ins_from_the_table_the_code_or_a_file(tmp_path):
@@ -301,3 +361,12 @@ def test_process_reports_merge_into_one_run():
     assert (reason["file"], reason["line"], reason["count"], reason["sizes"]) == ("t.py", 7, 2, [9, 12, 5])
     assert "pad to a fixed length" in reason["explanation"]
     assert run.graph_breaks == [{"reason": "Tensor.item", "count": 2}]
+
+
+def test_a_run_finds_the_environments_own_commands_first(tmp_path):
+    import sys
+
+    from compat_matrix.trial import runner
+
+    env = runner._environment({"PATH": "/usr/bin"}, tmp_path, runner.TryOptions(cache_root=tmp_path))
+    assert env["PATH"].split(os.pathsep) == [os.path.dirname(sys.executable), "/usr/bin"]

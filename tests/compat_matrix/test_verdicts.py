@@ -20,6 +20,8 @@ from compat_matrix.probes import (
 )
 from compat_matrix.schema import Cause, Verdict
 
+COVERAGE = "operator-coverage: transformers.grouped_mm_fallback (compiled graph)"
+
 
 def finished(**changes):
     row = {"stage": None, "recompile_count": 0, "graph_breaks": 0, "unsupported_ops": [],
@@ -43,8 +45,18 @@ def failure(stage, cause):
         (finished(unsupported_ops=["float64: aten.mul torch.float64 (eager)"],
                   generate_unsupported_ops=["float64: aten.mul torch.float64 (eager)"]),
          "works-with-caveats", "works-with-caveats", "works", None),
-        (finished(unsupported_ops=["operator-coverage: transformers.grouped_mm_fallback (compiled graph)"]),
+        (finished(unsupported_ops=["float64: aten.mul torch.float64 (compiled graph)"],
+                  train_unsupported_ops=["float64: aten.mul torch.float64 (compiled graph)"]),
          "works-with-caveats", "works", "works-with-caveats", None),
+        (finished(train_content_compiles=7), "works-with-caveats", "works", "works-with-caveats", None),
+        # An op the device raises on, avoided by a measured code path: a caveat, not a failure.
+        (finished(train_unsupported_ops=[COVERAGE], train_device_rule_caveat="avoided by batched_mm"),
+         "works-with-caveats", "works", "works-with-caveats", None),
+        (finished(stage="train", train_failure=failure("train", "device") | {"by_rule": ["operator-coverage"]}),
+         "fails", "works", "fails", "device"),
+        # A failure the artifact guard could not confirm is not blamed on anyone.
+        (finished(stage="compare", generate_failure=failure("compare", "harness") | {"unconfirmed": True}),
+         "not-measured", "not-measured", "works", "harness"),
         (finished(train_compile_count=3), "works-with-caveats", "works", "works-with-caveats", None),
         (finished(stage="build", generate_failure=failure("build", "harness")), "harness-error",
          "harness-error", "harness-error", "harness"),
@@ -69,6 +81,7 @@ def test_verdict_rules(row, verdict, generate, train, cause):
     )
     assert fields["cause"] == (Cause(cause) if cause else None)
     assert (fields["reason"] is None) == (verdict == "works")
+    assert "\n" not in (fields["reason"] or "")
     assert "\n" not in (fields["reason"] or "")
 
 

@@ -1,5 +1,5 @@
 """What CI setups use: the pre-commit hook runs `neuron-migrate --check` on the files it is given, and the
-README's code-scanning workflow uploads the SARIF report the CLI writes."""
+code-scanning workflow of docs/ci.md uploads the SARIF report the CLI writes."""
 
 from __future__ import annotations
 
@@ -162,9 +162,9 @@ def test_pre_commit_environment_installs_only_what_neuron_migrate_imports(tmp_pa
     assert re.search(rf"needs (jinja2|pandas), {re.escape(extra)}", checklist.stderr)
 
 
-def test_readme_code_scanning_workflow_uploads_the_sarif_file_the_cli_writes(tmp_path):
-    readme = (ROOT / "README.md").read_text()
-    workflow = yaml.safe_load(re.search(r"```yaml\n(# \.github/workflows/.*?)```", readme, re.S)[1])
+def test_the_code_scanning_workflow_uploads_the_sarif_file_the_cli_writes(tmp_path):
+    page = (ROOT / "docs" / "ci.md").read_text()
+    workflow = yaml.safe_load(re.search(r"```yaml\n(# \.github/workflows/.*?)```", page, re.S)[1])
     steps = workflow["jobs"]["neuron-migrate"]["steps"]
     run = next(step["run"] for step in steps if step.get("run", "").lstrip().startswith("neuron-migrate"))
     upload = next(

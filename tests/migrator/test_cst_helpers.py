@@ -47,3 +47,31 @@ def test_read_only_walks_match_libcst_visit(source):
     module.visit(by_libcst)
     visit_read_only(module, read_only)
     assert read_only.calls == by_libcst.calls
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("if is_xla:\n    xm.mark_step()\nx = 1\n", "x = 1\n"),  # nothing left: the `if` goes
+        ("if is_xla:\n    xm.mark_step()\nelse:\n    sync()\n", "if not is_xla:\n    sync()\n"),
+        ("if kind == 'xla':\n    xm.mark_step()\nelse:\n    sync()\n", "if kind != 'xla':\n    sync()\n"),
+        ("if a and b:\n    xm.mark_step()\nelse:\n    sync()\n", "if not (a and b):\n    sync()\n"),
+        ("if fast:\n    run()\nelse:\n    xm.mark_step()\n", "if fast:\n    run()\n"),  # the else goes
+        ("if step():\n    xm.mark_step()\n", "step()\n"),  # the test may do something: it stays
+        ("if int(os.environ.get('RANK', 0)) == 0:\n    xm.mark_step()\nx = 1\n", "x = 1\n"),
+        ("if a:\n    xm.mark_step()\nelif b:\n    sync()\n", "if a:\n    pass\nelif b:\n    sync()\n"),
+    ],
+)
+def test_an_emptied_branch_is_simplified_away(source, expected):
+    from migrator.cst_helpers import without_empty_branches
+
+    class Drop(cst.CSTTransformer):
+        def leave_If(self, original, updated):
+            return without_empty_branches(original, updated)
+
+        def leave_SimpleStatementLine(self, original, updated):
+            return (
+                cst.RemoveFromParent() if "mark_step" in cst.Module([]).code_for_node(original) else updated
+            )
+
+    assert cst.parse_module(source).visit(Drop()).code == expected

@@ -174,6 +174,47 @@ def test_broken_notebook_is_reported(tmp_path):
     assert "not a valid notebook" in result.error and path.read_text() == '{"cells": ['
 
 
+def test_a_rule_todo_repeated_in_one_function_is_one_todo_and_one_finding_naming_the_other_lines():
+    source = (
+        "import torch\n"
+        "import torch_xla.core.xla_model as xm\n\n\n"
+        "def evaluate(model, batch):\n"
+        "    total = xm.all_reduce(xm.REDUCE_SUM, model(batch))\n"
+        "    count = xm.all_reduce(xm.REDUCE_SUM, torch.ones(1))\n"
+        "    return total / count\n\n\n"
+        "def train(loss):\n"
+        "    return xm.all_reduce(xm.REDUCE_SUM, loss)\n"
+    )
+    migrated, findings = engine.migrate_python(source)
+    assert migrated.count("# TODO(neuron-migrate): NM314") == 2  # one per function
+    assert [(f.line, f.code, f.also) for f in findings] == [(6, "NM314", (7,)), (12, "NM314", ())]
+    assert "(also on line 7)" in findings[0].message
+    # The import is used only where a TODO stands: it needs none of its own.
+    assert migrated.startswith("import torch\nimport torch_xla")
+    again, again_findings = engine.migrate_python(migrated)
+    assert again == migrated and [f.also for f in again_findings] == [(8,), ()]  # below the TODO now
+
+
+def test_each_notebook_cell_is_a_block_of_its_own():
+    import json
+
+    cells = ["import torch_xla.core.xla_model as xm\n", "xm.set_rng_state(1)\nxm.set_rng_state(2)\n"]
+    cells.append("xm.set_rng_state(3)\n")
+    notebook = {
+        "cells": [
+            {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": text}
+            for text in cells
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 4,
+    }
+    migrated, findings = engine.migrate_notebook(json.dumps(notebook))
+    manual = [f for f in findings if f.code == "NM318"]
+    assert [(f.cell, f.line, f.also) for f in manual] == [(2, 1, (2,)), (3, 1, ())]  # lines of the cell
+    assert "(also on line 2)" in manual[0].message
+
+
 NBFORMAT_3 = {
     "nbformat": 3,
     "nbformat_minor": 0,

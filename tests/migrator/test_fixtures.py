@@ -8,7 +8,9 @@ must come out byte-identical), `<case>.findings` (one `LINE CODE fixed|manual` p
 
 from __future__ import annotations
 
+import re
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from migrator.engine import rewriter
 from migrator.sources import file_kind, read_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
+TODO_CODE = re.compile(r"TODO\(neuron-migrate\): (NM\d{3})")
 CASES = sorted(
     path
     for path in FIXTURES.rglob("*")
@@ -67,6 +70,8 @@ def test_fixture(case: Path, tmp_path: Path) -> None:
     findings_file = case.with_suffix(".findings")
     assert findings_file.exists(), f"missing {findings_file.name}"
     assert finding_lines(findings) == findings_file.read_text().splitlines()
+    # Every TODO comment has its manual finding, and the reverse.
+    assert Counter(TODO_CODE.findall(migrated)) == Counter(f.code for f in findings if not f.fixed)
     # Second run: the migrated file is stable; manual items are still reported, nothing is fixed twice.
     again, again_findings = migrate(case, migrated, tmp_path)
     assert again == migrated

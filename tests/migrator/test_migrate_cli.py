@@ -105,9 +105,51 @@ def test_json_report_follows_its_documented_schema(tmp_path):
     documented = (ROOT / "docs" / "json-report.md").read_text()
     findings = [finding for file in data["files"] for finding in file["findings"]]
     fields = {*data, *data["summary"], *data["files"][0], *(name for finding in findings for name in finding)}
-    assert {"subject", "cell"} <= fields
+    assert {"subject", "cell", "also"} <= fields
     for name in fields:
         assert f"`{name}`" in documented, f"{name} is not documented"
+
+
+def test_every_todo_written_has_its_finding_in_json_and_sarif_and_the_reverse(tmp_path):
+    """A run in place over a copy of every fixture input: in each file, the TODO comments of each code are as many
+    as its manual findings in the JSON report, and the SARIF report holds the same findings (and their lines)."""
+    import re
+    import shutil
+    from collections import Counter
+
+    from migrator.report import artifact_uri
+
+    tree = tmp_path / "fixtures"
+    shutil.copytree(
+        ROOT / "fixtures" / "migrator",
+        tree,
+        ignore=lambda _, names: [n for n in names if ".expected." in n or n.endswith(".findings")],
+    )
+    data = json.loads(invoke("--format", "json", "--output-dir", tmp_path / "out", tree).stdout)
+    sarif = json.loads(invoke("--check", "--format", "sarif", tree).stdout)
+    todo = re.compile(r"TODO\(neuron-migrate\): (NM\d{3})")
+    checked = 0
+    for file in data["files"]:
+        written = (tmp_path / "out" / Path(file["path"]).relative_to(tree)).read_text(encoding="utf-8")
+        manual = Counter(f["code"] for f in file["findings"] if not f["fixed"])
+        assert Counter(todo.findall(written)) == manual, file["path"]
+        checked += bool(manual)
+    assert checked > 100
+    json_findings = sorted(
+        (artifact_uri(file["path"]), f["code"], f.get("also", []))
+        for file in data["files"]
+        for f in file["findings"]
+    )
+    sarif_findings = sorted(
+        (
+            result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            result["ruleId"],
+            result["properties"].get("also", []),
+        )
+        for result in sarif["runs"][0]["results"]
+    )
+    assert sarif_findings == json_findings
+    assert any(also for _, _, also in json_findings)
 
 
 def test_sarif_report(tree):

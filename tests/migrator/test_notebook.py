@@ -81,7 +81,7 @@ def test_rewrite_changes_only_the_rewritten_lines(style):
     assert REWRITERS["notebook"](migrated)[0] == migrated
 
 
-def test_unparseable_cell_is_left_byte_identical_and_the_others_migrate():
+def test_unparseable_cell_is_left_as_it_is_under_its_todo_and_the_others_migrate():
     cells = [
         {
             "cell_type": "code",
@@ -105,9 +105,11 @@ def test_unparseable_cell_is_left_byte_identical_and_the_others_migrate():
     )
     migrated, findings = REWRITERS["notebook"](original)
     after = json.loads(migrated)["cells"]
-    assert after[0]["source"] == cells[0]["source"]
+    assert after[0]["source"][1:] == cells[0]["source"]
+    assert after[0]["source"][0].startswith("# TODO(neuron-migrate): NM470 IPython cannot parse this cell")
     assert "xla_device" not in "".join(after[1]["source"])
     assert [(f.code, f.cell) for f in findings if not f.fixed] == [("NM470", 1)]
+    assert REWRITERS["notebook"](migrated)[0] == migrated  # one TODO, kept on a rerun
 
 
 def test_sarif_results_carry_the_cell_and_the_line_in_it(tmp_path):

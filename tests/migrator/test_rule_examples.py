@@ -12,7 +12,7 @@ from migrator.rules import Rule
 EXAMPLES = [
     pytest.param(rule, number, example, id=f"{rule.code}-{number}")
     for rule in RULES.values()
-    if rule.family != "risk"  # compile risks are found by the checklist's scan: tests/reports
+    if rule.family != "risk"  # compile risks are found by their `find`: test_risk_rules.py
     for number, example in enumerate(rule.examples, start=1)
 ]
 

@@ -64,6 +64,34 @@ def test_flag_removed_inside_a_heredoc_keeps_the_continuation_of_the_line_above(
     assert problems(migrated.encode()) == 0
 
 
+@needs_bash
+def test_an_unquoted_heredoc_is_read_as_bash_writes_it_out(tmp_path):
+    """`\\\\` before a newline is a continuation once bash has written the body: the flags on the lines below
+    belong to the launch, and `--bf16` goes after the last of them, not after the `\\\\`."""
+    script = textwrap.dedent(
+        """\
+        cat > job.sh <<EOF
+        #!/bin/bash
+        export XLA_USE_BF16=1
+        cd \\$HOME
+        torchrun --nproc_per_node=2 run_clm.py \\\\
+            --zero_1 true \\\\
+            --output_dir /tmp/out
+        EOF
+        """
+    )
+    migrated, findings = rewrite_shell(script)
+    assert {f.code for f in findings} == {"NM461", "NM465", "NM468"}
+    run_bash(migrated, tmp_path)
+    written = (tmp_path / "job.sh").read_text()
+    assert written.endswith(
+        "torchrun --nproc_per_node=2 run_clm.py \\\n    --output_dir /tmp/out --bf16 true\n"
+    )
+    assert "cd $HOME\n" in written
+    assert problems(written.encode()) == 0
+    assert rewrite_shell(migrated)[0] == migrated
+
+
 def test_quoted_data_heredoc_is_left_alone():
     script = "cat > notes.txt <<'EOF'\nexport XLA_USE_BF16=1\ntorchrun train.py --zero_1 true\nEOF\n"
     assert rewrite_shell(script) == (script, [])

@@ -7,6 +7,7 @@ import csv
 import json
 import shutil
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -457,8 +458,8 @@ def test_checklist_ticks_stay_on_their_items_when_regenerated(open_page, tmp_pat
         )
 
     manual = [
-        finding("NM901", "manual", "warning", 5, "no rewrite rule for this load; do it by hand", False),
-        finding("NM105", "manual", "warning", 8, "generate() arguments differ; check them", False),
+        finding("NM901", 5, "no rewrite rule for this load; do it by hand", False),
+        finding("NM105", 8, "generate() arguments differ; check them", False),
     ]
     generate(manual)
     page = open_page(output)
@@ -471,7 +472,7 @@ def test_checklist_ticks_stay_on_their_items_when_regenerated(open_page, tmp_pat
     script.write_text(
         "import os\n" + INFERENCE_SCRIPT.replace('instance_type="inf2"', 'instance_type="inf2", num_cores=2')
     )
-    generate([dict(item, line=item["line"] + 1) for item in manual])
+    generate([replace(item, line=item.line + 1) for item in manual])
     page.reload()
     assert page.get_attribute('li.task[data-code="NM105"]', "data-key") == key
     assert page.locator('li.task[data-code="NM105"] input').is_checked()
@@ -501,12 +502,24 @@ def test_checklist_links_to_rules_and_to_report_rows(open_page, tmp_path):
 REFERENCE = REPO / "fixtures" / "compat" / "results-neuron-sim.jsonl"
 
 
+def reference_run(tmp_path: Path) -> tuple[Path, dict[str, dict]]:
+    """The reference file's first run (checkpoint configs) alone, as its own file beside the ranked list: the
+    second run in the file (the class defaults where they differ) is tested by itself below."""
+    lines = [line for line in REFERENCE.read_text().splitlines() if line.strip()]
+    kept = [line for line in lines if json.loads(line)["env"].get("config", "checkpoint") == "checkpoint"]
+    path = tmp_path / "reference-checkpoint-run.jsonl"
+    path.write_text("\n".join(kept) + "\n")
+    for name in ("top100.csv", "optimum_neuron_0.4.5.csv"):
+        shutil.copy(REFERENCE.parent / name, tmp_path / name)
+    return path, {row["model_type"]: row for row in map(json.loads, kept)}
+
+
 @pytest.mark.skipif(not REFERENCE.is_file(), reason="the reference run is not committed")
 def test_reference_run_nulls_filters_and_chart_agree(open_page, tmp_path):
     """The committed reference run: its null figures are "–", and the recompile filter equals the chart."""
     output = tmp_path / "compat.html"
-    assert write_report([REFERENCE], output, "html") == 0
-    rows = {row["model_type"]: row for row in map(json.loads, REFERENCE.read_text().splitlines())}
+    path, rows = reference_run(tmp_path)
+    assert write_report([path], output, "html") == 0
     page = open_page(output)
     shown = dict(
         page.eval_on_selector_all(
@@ -545,8 +558,8 @@ def test_reference_run_headline_reasons_and_time_read_from_the_file(open_page, t
     """The committed reference run as `make demo` shows it: every headline figure, the band chart and the
     measured time range equal what the file says, and a two-stage reason shows both stages."""
     output = tmp_path / "compat.html"
-    assert write_report([REFERENCE], output, "html") == 0
-    rows = {row["model_type"]: row for row in map(json.loads, REFERENCE.read_text().splitlines())}
+    path, rows = reference_run(tmp_path)
+    assert write_report([path], output, "html") == 0
     with (REFERENCE.parent / "top100.csv").open() as handle:
         listed = {
             record["model_type"] for record in csv.DictReader(handle) if (record.get("rank") or "").isdigit()
@@ -583,3 +596,38 @@ def test_reference_run_headline_reasons_and_time_read_from_the_file(open_page, t
     parts = page.locator(f'#arch-{two_stage} td.why[data-run="0"] .reason .part')
     assert parts.all_inner_texts() == reason_parts(rows[two_stage]["reason"])
     assert all(part.is_visible() for part in parts.all())
+
+
+@pytest.mark.skipif(not REFERENCE.is_file(), reason="the reference run is not committed")
+def test_reference_file_shows_checkpoint_configs_first_and_every_reading(open_page, tmp_path):
+    """The committed file as `make demo` shows it: the checkpoint-config run first, the class defaults of the
+    architectures whose checkpoint values differ beside it as a partial comparison run; every reading of the
+    headline adds up; what only a trn2 can show lists rows; nothing claims to have run on a device."""
+    output = tmp_path / "compat.html"
+    assert write_report([REFERENCE], output, "html") == 0
+    rows = [json.loads(line) for line in REFERENCE.read_text().splitlines() if line.strip()]
+    page = open_page(output)
+    configs = page.locator("#env td.configs").all_inner_texts()
+    assert configs[0].startswith("checkpoint values") and configs[1] == "config-class defaults"
+    compared = {row["model_type"] for row in rows if row["env"]["config"] == "class-defaults"}
+    assert compared and page.locator('.headline[data-run="1"] .partial').inner_text().startswith(
+        f"partial run: {len(compared)}"
+    )
+    readings = dict(
+        page.locator('.readings[data-run="0"] tr.reading').evaluate_all(
+            "trs => trs.map(tr => [tr.dataset.reading, Number(tr.querySelector('.count').textContent)])"
+        )
+    )
+    top = [row for row in rows if row["env"]["config"] == "checkpoint" and row.get("rank")]
+    assert readings["clean"] == sum(row["verdict"] == "works" for row in top)
+    assert readings["any"] == readings["clean"] + readings["eager"] + readings["caveats"]
+    assert readings["any"] + readings["fails"] + readings["not-measured"] == len(top)
+    assert readings["fails"] == sum(
+        readings[key] for key in ("fails-device-measured", "fails-device-rule", "fails-transformers")
+    )
+    assert "beside the blog" in page.inner_text('.readings[data-run="0"] tr[data-reading="any"]')
+    assert "46" in page.inner_text("#reconciled") and "generic NeuronTrainer" in page.inner_text(
+        "#reconciled"
+    )
+    assert "nothing here ran on a Neuron device" in page.inner_text("#intro")
+    assert page.locator('#trn2 .gaps[data-run="0"] dt').count() >= 4

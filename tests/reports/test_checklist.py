@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from migrator.engine import FileResult
+from migrator.registry import RULES
+from migrator.rules import Finding, Rule, Severity
 from reports.checklist import build_checklist, write_checklist
 from tests.reports.conftest import write_jsonl
 
@@ -23,8 +26,8 @@ model.generate(**inputs)
 """
 
 
-def fake_analyze(findings_by_name: dict[str, list[dict]], errors: dict[str, str] | None = None):
-    """Stands in for migrator.analyze_paths with chosen findings (same JSON shape as the real one)."""
+def fake_analyze(findings_by_name: dict[str, list[Finding]], errors: dict[str, str] | None = None):
+    """Stands in for migrator.analyze_paths with chosen findings."""
 
     def analyze(paths, exclude=()):
         files = []
@@ -33,23 +36,15 @@ def fake_analyze(findings_by_name: dict[str, list[dict]], errors: dict[str, str]
                 if path.suffix in (".py", ".sh", ".ipynb"):
                     findings = findings_by_name.get(path.name, [])
                     error = (errors or {}).get(path.name)
-                    files.append(
-                        {"path": str(path), "changed": bool(findings), "error": error, "findings": findings}
-                    )
-        return {"files": files, "summary": {}}
+                    files.append(FileResult(str(path), bool(findings), error, list(findings)))
+        return files
 
     return analyze
 
 
-def finding(code, family, severity, line, message, fixed, cell=None, why=None, action=None, subject=None):
-    """A finding as `Finding.to_dict` writes it."""
-    data = {"code": code, "family": family, "severity": severity, "line": line, "column": 0}
-    data.update(message=message, fixed=fixed, why=why, action=action)
-    if subject is not None:
-        data["subject"] = subject
-    if cell is not None:
-        data["cell"] = cell
-    return data
+def finding(code, line, message, fixed, cell=None, why=None, action=None, subject=None) -> Finding:
+    """A finding of the registered rule `code` (its family and severity are the rule's)."""
+    return Finding(RULES[code], line, 1, message, fixed, cell, why, action, subject)
 
 
 @pytest.fixture
@@ -69,12 +64,10 @@ def test_items_models_and_order(project, results, rows):
     analyze = fake_analyze(
         {
             "infer.py": [
-                finding("NM101", "inference", "info", 5, "Rewritten to AutoModelForCausalLM.", True),
-                finding("NM102", "inference", "warning", 5, "Rewritten; check the cache size.", True),
+                finding("NM101", 5, "Rewritten to AutoModelForCausalLM.", True),
+                finding("NM102", 5, "Rewritten; check the cache size.", True),
                 finding(
-                    "NM902",
-                    "manual",
-                    "warning",
+                    "NM104",
                     5,
                     "instance_type has no equivalent; remove it",
                     False,
@@ -94,7 +87,7 @@ def test_items_models_and_order(project, results, rows):
     assert any(gpt2["error"] in title and "fails at generate" in title for title in titles)
     manual = [item for item in section.items if item.severity == "manual"]
     assert [(item.title, item.action, item.location) for item in manual] == [
-        ("NM902: instance_type has no equivalent", "remove it", f"{section.display}:5")
+        ("NM104: instance_type has no equivalent", "remove it", f"{section.display}:5")
     ]
     risks = [
         (item.title.split(" ")[0], item.location) for item in section.items if item.severity == "compile-risk"
@@ -114,9 +107,7 @@ def test_items_models_and_order(project, results, rows):
 
 def test_markdown_is_a_task_list_with_blocking_first(project, results, tmp_path, capsys):
     output = tmp_path / "out" / "checklist.md"
-    analyze = fake_analyze(
-        {"infer.py": [finding("NM901", "manual", "error", 1, "no rewrite rule; do it", False)]}
-    )
+    analyze = fake_analyze({"infer.py": [finding("NM901", 1, "no rewrite rule; do it", False)]})
     assert write_checklist([project], output, results, False, analyze=analyze) == 0
     assert str(output.resolve()) in capsys.readouterr().out
     text = output.read_text()
@@ -134,7 +125,7 @@ def test_notebook_cells_and_file_errors(tmp_path, results):
     )
     (tmp_path / "broken.py").write_text("def f(:\n")
     analyze = fake_analyze(
-        {"nb.ipynb": [finding("NM903", "manual", "warning", 2, "why; what", False, cell=4)]},
+        {"nb.ipynb": [finding("NM102", 2, "why; what", False, cell=4)]},
         errors={"broken.py": "line 1: invalid syntax"},
     )
     context = build_checklist([tmp_path], results, online=False, analyze=analyze)
@@ -187,11 +178,25 @@ def test_stdout_when_no_output(project, results, capsys):
 
 def test_risks_the_migrator_rewrites_become_checks(project, results):
     message = 'Added `os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")` after the imports.'
-    analyze = fake_analyze({"infer.py": [finding("NM404", "environment", "info", 5, message, True)]})
+    analyze = fake_analyze({"infer.py": [finding("NM404", 5, message, True)]})
     (section,) = build_checklist([project], results, online=False, analyze=analyze)["sections"]
     (async_item,) = [item for item in section.items if item.title.startswith("NM809:")]
     assert async_item.severity == "check" and message in async_item.action
     assert section.rewrites == {"environment": 1}
+
+
+def test_fixed_leftover_rewrites_count_as_rewrites(results):
+    """A fixed NM5xx finding (a command in an f-string rewritten) is one of the rewrites neuron-migrate does:
+    the checklist counts every family the rules have, leftovers included."""
+    fixture = EXAMPLES.parent / "migrator" / "leftovers" / "launcher_fstring_precompile.py"
+    fixed = [
+        line.split()[1]
+        for line in fixture.with_suffix(".findings").read_text().splitlines()
+        if "fixed" in line
+    ]
+    assert fixed == ["NM503"]
+    (section,) = build_checklist([fixture], results, online=False)["sections"]
+    assert section.rewrites == {"leftovers": 1}
 
 
 def _keys(context) -> dict[str, str]:
@@ -210,13 +215,7 @@ def test_ticks_are_keyed_by_code_file_line_text_and_message(tmp_path, results):
         [tmp_path],
         results,
         online=False,
-        analyze=fake_analyze(
-            {
-                "infer.py": [
-                    finding("NM902", "manual", "warning", 5, manual, False, why=why, action="remove it")
-                ]
-            }
-        ),
+        analyze=fake_analyze({"infer.py": [finding("NM104", 5, manual, False, why=why, action="remove it")]}),
     )
     # The file changes above the finding: its line moves, its text and message do not.
     script.write_text("# a new first line\n" + INFERENCE_SCRIPT)
@@ -224,18 +223,12 @@ def test_ticks_are_keyed_by_code_file_line_text_and_message(tmp_path, results):
         [tmp_path],
         results,
         online=False,
-        analyze=fake_analyze(
-            {
-                "infer.py": [
-                    finding("NM902", "manual", "warning", 6, manual, False, why=why, action="remove it")
-                ]
-            }
-        ),
+        analyze=fake_analyze({"infer.py": [finding("NM104", 6, manual, False, why=why, action="remove it")]}),
     )
     keys_before, keys_after = _keys(before), _keys(after)
     assert keys_before == keys_after
     assert len(set(keys_before.values())) == len(keys_before)  # no two items share a key
-    (item,) = [item for item in after["sections"][0].items if item.code == "NM902"]
+    (item,) = [item for item in after["sections"][0].items if item.code == "NM104"]
     assert item.location == "infer.py:6" and item.line_text.startswith("model = NeuronModelForCausalLM")
     # Another line under the same rule is another item: its tick does not carry over.
     script.write_text(INFERENCE_SCRIPT.replace('instance_type="inf2"', 'instance_type="inf2", num_cores=2'))
@@ -243,17 +236,11 @@ def test_ticks_are_keyed_by_code_file_line_text_and_message(tmp_path, results):
         [tmp_path],
         results,
         online=False,
-        analyze=fake_analyze(
-            {
-                "infer.py": [
-                    finding("NM902", "manual", "warning", 5, manual, False, why=why, action="remove it")
-                ]
-            }
-        ),
+        analyze=fake_analyze({"infer.py": [finding("NM104", 5, manual, False, why=why, action="remove it")]}),
     )
     assert (
-        _keys(changed)["NM902: instance_type has no equivalent"]
-        != keys_before["NM902: instance_type has no equivalent"]
+        _keys(changed)["NM104: instance_type has no equivalent"]
+        != keys_before["NM104: instance_type has no equivalent"]
     )
 
 
@@ -277,8 +264,9 @@ def test_findings_link_their_rule_and_models_their_report_row(project, results, 
     analyze = fake_analyze(
         {
             "infer.py": [
-                finding("NM901", "manual", "warning", 5, "why; what", False),
-                finding("NM999", "manual", "warning", 6, "a code the rules doc does not have; what", False),
+                finding("NM901", 5, "why; what", False),
+                # A rule the registry does not hold (a plug-in's, say): docs/rules.md has no entry for it.
+                Finding(Rule("NM999", Severity.WARNING, "unregistered", "what"), 6, 1, "why; what", False),
             ]
         }
     )
@@ -332,10 +320,8 @@ def test_embedding_classification_and_diffusion_models_get_no_causal_lm_verdict(
 
 def test_a_risk_is_handled_only_by_the_codes_and_subject_its_rule_names(tmp_path, results):
     (tmp_path / "sft.py").write_text('config = SFTConfig(output_dir="out", padding_free=True)\n')
-    other = finding("NM203", "training", "warning", 1, "`overwrite_output_dir` removed.", True, subject="x")
-    dropped = finding(
-        "NM203", "training", "warning", 1, "`padding_free` removed.", True, subject="padding_free"
-    )
+    other = finding("NM203", 1, "`overwrite_output_dir` removed.", True, subject="x")
+    dropped = finding("NM203", 1, "`padding_free` removed.", True, subject="padding_free")
     for findings, severity in (([other], "compile-risk"), ([other, dropped], "check")):
         analyze = fake_analyze({"sft.py": findings})
         (section,) = build_checklist([tmp_path], results, online=False, analyze=analyze)["sections"]
@@ -360,18 +346,56 @@ def test_slurm_jobs_and_shebang_launchers_are_scanned_as_shell(tmp_path, results
 
 
 def test_a_model_that_recompiles_at_every_decode_step_says_what_happens_on_a_device(tmp_path):
-    """With the committed reference run, the bundled tiny-mistral checkpoint (mistral: a guard on the cache
-    length fails at every decode step) gets the device consequence, not "one compilation per cache length"."""
+    """With the committed reference run's class-default configs (mistral's `sliding_window=4096`, as the bundled
+    tiny-mistral checkpoint has: a guard on the cache length fails at every decode step), the checkpoint gets
+    the device consequence, not "one compilation per cache length"."""
     reference = EXAMPLES.parents[1] / "fixtures" / "compat" / "results-neuron-sim.jsonl"
-    mistral = next(
-        json.loads(line) for line in reference.read_text().splitlines() if '"model_type": "mistral"' in line
-    )
+    rows = [json.loads(line) for line in reference.read_text().splitlines() if line.strip()]
+    class_defaults = [row for row in rows if row["env"].get("config") == "class-defaults"]
+    mistral = next(row for row in class_defaults if row["model_type"] == "mistral")
     assert mistral["recompiles_every_step"] is True
+    results = tmp_path / "class-defaults.jsonl"
+    results.write_text("".join(json.dumps(row) + "\n" for row in class_defaults))
     output = tmp_path / "checklist.md"
-    assert write_checklist([EXAMPLES], output, reference, False) == 0
+    assert write_checklist([EXAMPLES], output, results, False) == 0
     text = output.read_text()
     assert f"works with caveats: {mistral['recompile_count']} recompile(s) (at every decode step)" in text
     assert "recompile_limit (8)" in text and "one compilation per cache length" not in text
+
+
+def test_a_local_model_whose_config_differs_from_the_measured_checkpoint_takes_the_class_defaults_row(
+    tmp_path, rows
+):
+    """The first run measured Mistral-7B-Instruct-v0.2's sliding_window=null; a local checkpoint with a window of
+    4096 is checked against the class-defaults run beside it (which recompiles at every decode step), and says
+    so; one without a window keeps the checkpoint row."""
+    base = next(row for row in rows["results-sim"] if row["model_type"] == "mistral")
+    checkpoint = dict(
+        base, verdict="works", config_source="checkpoint", checkpoint="mistralai/Mistral-7B-Instruct-v0.2",
+        checkpoint_values={"sliding_window": None}, env=dict(base["env"], config="checkpoint", settings_id="ck"),
+    )  # fmt: skip
+    defaults = dict(
+        base, verdict="works-with-caveats", recompiles_every_step=True, recompile_count=7, graph_breaks=0,
+        config_source="class-defaults", checkpoint=None, checkpoint_values=None,
+        env=dict(base["env"], config="class-defaults", settings_id="cd"),
+    )  # fmt: skip
+    results = write_jsonl(tmp_path / "results.jsonl", [checkpoint, defaults])
+    project = tmp_path / "project"
+    for name, window in (("windowed", 4096), ("plain", None)):
+        (project / name).mkdir(parents=True)
+        (project / name / "config.json").write_text(
+            json.dumps({"model_type": "mistral", "sliding_window": window})
+        )
+    context = build_checklist([project], results, online=False, analyze=fake_analyze({}))
+    models = {row.reference: row for row in context["models"]}
+    assert models["windowed"].result["config_source"] == "class-defaults"
+    assert models["plain"].result["config_source"] == "checkpoint"
+    (item,) = context["model_items"]
+    assert item.title == (
+        "`windowed` (mistral) works with caveats: 7 recompile(s) (at every decode step), 0 graph break(s) "
+        "(measured with the code-path values of mistralai/Mistral-7B-Instruct-v0.2: sliding_window=null; its "
+        "config.json has sliding_window=4096: shown, the row measured with the config class's defaults)"
+    )
 
 
 def _try_report(path: Path, tried: Path, runs: list[dict]) -> Path:

@@ -1,15 +1,17 @@
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
+import shutil
 
 import markupsafe
 import pandas as pd
 import pytest
 
 from reports.compat_report import infer_format, write_report
-from tests.reports.conftest import measured
+from tests.reports.conftest import DATA, measured, write_jsonl
 
 
 @pytest.fixture
@@ -308,3 +310,90 @@ def test_verdict_split_reason_cause_and_older_rows(data, tmp_path):
         "2026-11-29 18:00 UTC to 2026-11-29 18:40 UTC" in text
         and "not recorded (rows carry no measured_at)" in text
     )
+
+
+def version_3_runs(rows: list[dict]) -> list[dict]:
+    """The synthetic v2 rows as harness 0.3 writes them: a checkpoint-config run with the new evidence, then
+    the class defaults of the two architectures whose checkpoint values differ (a comparison run)."""
+    evidence = {
+        "llama": {"config_source": "checkpoint", "checkpoint": "meta-llama/Llama-3.1-8B-Instruct",
+                  "checkpoint_values": {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}},
+        "mistral": {"config_source": "checkpoint", "checkpoint": "mistralai/Mistral-7B-Instruct-v0.2",
+                    "checkpoint_values": {"sliding_window": None}, "verdict": "works-with-caveats",
+                    "generate_verdict": "works", "train_verdict": "works-with-caveats",
+                    "reason": "train: in float32 the compiled training graph holds transformers.grouped_mm_fallback",
+                    "device_raising_ops": ["operator-coverage: transformers.grouped_mm_fallback (compiled graph)"],
+                    "unsupported_ops": ["operator-coverage: transformers.grouped_mm_fallback (compiled graph)"],
+                    "avoided_by": 'AutoModelForCausalLM.from_pretrained(..., experts_implementation="batched_mm")',
+                    "code_paths": [{"stage": "train", "path": "bfloat16", "change": "dtype", "runs": True,
+                                    "error": None, "raising_ops": [], "loss_difference": None,
+                                    "lowering_unverified_ops": ["aten._grouped_mm"]}],
+                    "lowering_unverified_ops": ["aten.topk"], "train_content_compiles": 3,
+                    "train_graph_break_reasons": ["Dynamic shape operator | aten.nonzero"]},
+        "gemma3_text": {"artifact_check": {"generate": {
+            "first": {"size": "primary tiny size", "failure": "static differs (0.2)"},
+            "second": {"size": "second tiny size", "ties_broken": {"index_topk": 64}, "failure": "static differs (0.4)"},
+            "outcome": "kept"}}},
+    }  # fmt: skip
+    checkpoint = []
+    for row in rows:
+        row = dict(
+            row, schema_version=3, **evidence.get(row["model_type"], {"config_source": "class-defaults"})
+        )
+        row["env"] = dict(row["env"], config="checkpoint", settings_id="s-v3-checkpoint")
+        checkpoint.append(row)
+    defaults = [
+        dict(row, config_source="class-defaults", checkpoint=None, checkpoint_values=None, verdict="works",
+             generate_verdict="works", train_verdict="works", reason=None, device_raising_ops=None,
+             avoided_by=None, code_paths=None, unsupported_ops=[], train_content_compiles=0,
+             env=dict(row["env"], config="class-defaults", settings_id="s-v3-defaults"))
+        for row in checkpoint if row["model_type"] in ("llama", "mistral")
+    ]  # fmt: skip
+    return defaults + checkpoint  # written in the other order on purpose: the report puts checkpoint first
+
+
+def markdown_as_written(text: str) -> str:
+    """The report's Markdown without the backslash escapes and entities its values go through."""
+    return html.unescape(re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text))
+
+
+def test_every_reading_trn2_gaps_and_the_evidence_of_version_3_rows(tmp_path, rows):
+    path = write_jsonl(tmp_path / "results.jsonl", version_3_runs(rows["results-v2-sim"]))
+    shutil.copy(DATA / "top100.csv", tmp_path / "top100.csv")
+    assert write_report([path], tmp_path / "r.md", "md") == 0
+    text = markdown_as_written((tmp_path / "r.md").read_text())
+    assert "nothing\nhere ran on a Neuron device" in text
+    # The checkpoint run is the first column; the class-default run beside it is a partial comparison run.
+    header = next(line for line in text.splitlines() if line.startswith("| | "))
+    assert header.index("checkpoint configs") < header.index("class-default configs")
+    assert "class-default configs (partial run: 2 architecture(s) of the list)" in text
+    first_run = (
+        text.split("### Every reading")[1].split("| architectures | share | reading |")[1].split("\n\n")[0]
+    )
+    readings = {}
+    for line in first_run.splitlines()[2:]:
+        count, _, label = (cell.strip().replace("&nbsp;", "") for cell in line.strip("|").split("|"))
+        readings[label.split(" (beside")[0]] = int(count)
+    assert readings["work compiled with nothing to report"] == 1  # llama
+    assert readings["an op the device raises on, avoided by a measured one-line change"] == 1  # mistral
+    assert readings["training recompiles that depend on the data"] == 1
+    assert "(beside the blog's 89%)" in text and "generic NeuronTrainer" in text
+    # What only a trn2 can show: the run's gaps and, per row, what to try first.
+    assert "## What only a trn2 can show" in text and "1 row(s): `mistral`" in text
+    assert "- Try first on a trn2: lowering of aten._grouped_mm on the bfloat16 path" in text
+    assert (
+        "- Config measured: the code-path values of mistralai/Mistral-7B-Instruct-v0.2: sliding_window=null"
+        in text
+    )
+    assert "- Second measurement (generate): blame kept" in text and "ties broken (index_topk=64)" in text
+    assert "- Training graph-break reason: `Dynamic shape operator | aten.nonzero`" in text
+    assert 'experts_implementation="batched_mm") avoids it' in text  # the advice names the one-line change
+    assert write_report([path], tmp_path / "r.csv", "csv") == 0
+    table = pd.read_csv(tmp_path / "r.csv")
+    assert {
+        "config_source",
+        "checkpoint",
+        "avoided_by",
+        "device_raising_ops",
+        "train_content_compiles",
+    } <= set(table.columns)

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
+from compat_matrix.schema import SCHEMA_VERSION
 from reports.results import (
     NOT_RUN,
     ResultsError,
@@ -137,8 +140,9 @@ def test_minimal_rows_and_unknown_fields_are_accepted(tmp_path):
             "graph_breaks of llama is true",
         ),
         (
-            '{"model_type": "llama", "verdict": "works", "schema_version": 3}\n',
-            "row schema version 3; this report",
+            json.dumps({"model_type": "llama", "verdict": "works", "schema_version": SCHEMA_VERSION + 1})
+            + "\n",
+            f"row schema version {SCHEMA_VERSION + 1}; this report",
         ),
     ],
 )

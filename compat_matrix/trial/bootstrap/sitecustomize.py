@@ -5,7 +5,9 @@ environment variable, so the script, torchrun's workers and a notebook's kernel 
 files are never edited. Without that variable it does nothing but hand over to the next sitecustomize.
 
 What it does, each through the library's own extension point where one exists:
-- caps the processes a launcher starts (torchrun / accelerate launch arguments, at most 2, one node);
+- caps the processes a launcher starts (torchrun / accelerate launch arguments, at most 2, one node), and
+  fits the parallel degrees of a `DistributedConfig` to the processes the try runs when it runs fewer than
+  the code was written for (tp_size=8 -> 2; a size computed as 0 from the smaller world -> 1);
 - counts optimizer steps with a global optimizer step hook and ends a hand-written loop cleanly after the
   cap (SystemExit(0) from the hook); a Trainer gets `max_steps` and a stopping callback instead, so its own
   end-of-training code (saving into the temporary run folder) still runs;
@@ -34,6 +36,11 @@ _CONFIG = json.loads(os.environ.get("NEURON_MIGRATE_TRY") or "null")
 LAUNCHER_PROCESS_OPTIONS = ("--nproc_per_node", "--nproc-per-node", "--num_processes", "--num-processes")
 LAUNCHER_NODE_OPTIONS = ("--nnodes", "--num_machines", "--num-machines")
 MAX_PROCESSES = 2
+# The processes the user's launcher asked for, when the try started fewer (set by the launcher's bootstrap
+# for its workers); the runner sets "fewer_processes" itself when it chose torchrun for a script.
+ASKED_WORLD = "NEURON_MIGRATE_TRY_ASKED_WORLD"
+# DistributedConfig's degrees, in the order they are fitted to the processes the try runs.
+PARALLEL_SIZES = ("tp_size", "pp_size", "fsdp_size", "dp_replicate_size")
 KEPT_LOSSES = 20
 
 
@@ -168,10 +175,11 @@ def _launcher_kind(argv: list[str]) -> str | None:
     return None
 
 
-def _cap_launcher_arguments(argv: list[str]) -> list[str]:
+def _cap_launcher_arguments(argv: list[str]) -> tuple[list[str], int]:
     """Caps, in place, the process and node counts a launcher's options ask for (the options before the
-    script or module it launches); returns what it changed."""
+    script or module it launches); returns what it changed and the processes asked for (0: not known)."""
     changed = []
+    asked = {"processes": 1, "nodes": 1}
     end = next(
         (i for i, word in enumerate(argv) if i and (word.endswith(".py") or word in ("-m", "--module"))),
         len(argv),
@@ -183,10 +191,13 @@ def _cap_launcher_arguments(argv: list[str]) -> list[str]:
         limit = MAX_PROCESSES if name in LAUNCHER_PROCESS_OPTIONS else 1
         position = index if has_value else index + 1
         current = value if has_value else (argv[position] if position < end else "")
+        asked["processes" if name in LAUNCHER_PROCESS_OPTIONS else "nodes"] = (
+            int(current) if current.isdigit() else 0
+        )
         if not current.isdigit() or int(current) > limit:
             argv[position] = f"{name}={limit}" if has_value else str(limit)
             changed.append(f"{name} {current} -> {limit}")
-    return changed
+    return changed, asked["processes"] * asked["nodes"]
 
 
 # -- hooks installed when the libraries are imported ---------------------------------------------------
@@ -337,11 +348,47 @@ def _after_modeling(module) -> None:
                 "class": type(model).__name__,
                 "model_type": getattr(getattr(model, "config", None), "model_type", None),
                 "parameters": parameters,
+                "vocab_size": getattr(getattr(model, "config", None), "vocab_size", None),
             }
         )
         return model
 
     pretrained.from_pretrained = classmethod(recording_from_pretrained)
+
+
+def _after_distributed_config(module) -> None:
+    """A try runs at most 2 processes: where it runs fewer than the code was written for, the degrees of a
+    DistributedConfig are fitted to them (and said so), so that the sharded code paths still run."""
+    config_class = module.DistributedConfig
+    resolve = config_class.__post_init__
+
+    def fitted(self):
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        asked = int(os.environ.get(ASKED_WORLD) or 0)
+        if world > 1 and (STATE.config.get("fewer_processes") or asked > world):
+            _fit_degrees(self, world, asked)
+        resolve(self)
+
+    config_class.__post_init__ = fitted
+
+
+def _fit_degrees(config, world: int, asked: int) -> None:
+    sizes = {name: getattr(config, name) for name in PARALLEL_SIZES if getattr(config, name) is not None}
+    wanted = math.prod(max(1, size) for size in sizes.values())
+    if wanted <= world or (asked and wanted > asked):
+        return  # it fits, or it would not fit the processes asked for either: that failure is the script's
+    left = world
+    for name, size in sizes.items():
+        new = max(1, min(size, left))
+        while left % new:
+            new -= 1
+        left //= new
+        if new != size:
+            setattr(config, name, new)
+            STATE.launcher_capped.append(f"DistributedConfig {name} {size} -> {new}")
+    if config.ep_size is not None and config.ep_size > (config.tp_size or 1) * (config.fsdp_size or 1):
+        STATE.launcher_capped.append(f"DistributedConfig ep_size {config.ep_size} -> {config.tp_size or 1}")
+        config.ep_size = config.tp_size or 1
 
 
 # -- errors ---------------------------------------------------------------------------------------------
@@ -369,7 +416,9 @@ def _install(config: dict) -> None:
     argv = list(getattr(sys, "orig_argv", sys.argv))
     if _launcher_kind(argv):
         STATE.role = "launcher"
-        STATE.launcher_capped = _cap_launcher_arguments(sys.argv)
+        STATE.launcher_capped, asked = _cap_launcher_arguments(sys.argv)
+        if STATE.launcher_capped and asked:
+            os.environ[ASKED_WORLD] = str(asked)  # for its workers
     sys.meta_path.insert(
         0,
         _AfterImport(
@@ -378,6 +427,7 @@ def _install(config: dict) -> None:
                 "transformers.trainer": _after_trainer,
                 "transformers.generation.utils": _after_generation,
                 "transformers.modeling_utils": _after_modeling,
+                "transformers.distributed.configuration_utils": _after_distributed_config,
             }
         ),
     )

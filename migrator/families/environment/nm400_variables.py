@@ -8,7 +8,7 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import string_value, tidy_args
 from migrator.families.environment.state import HINTS, EnvironmentFile
-from migrator.families.environment.variables import MANUAL_VARIABLES, dropped_reason
+from migrator.families.environment.variables import MANUAL_VARIABLES, dropped_reason, torchneuron_code
 from migrator.families.training.nm218_bf16 import BF16_PRECISION, BF16_VARIABLES, Bf16Plan
 from migrator.families.xla.state import XlaFlowBlocks
 from migrator.rules import Example, Rule, Severity
@@ -83,9 +83,19 @@ class VariableWrites(Handler):
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
         if len(original.targets) == 1:
-            variable = self.file.variable_of(original.targets[0].target)
+            target = original.targets[0].target
+            variable = self.file.variable_of(target)
             if variable is not None:
                 return self._write(original, variable, updated)
+            if (
+                isinstance(target, cst.Name)
+                and target.value in self.file.environment_dicts
+                and not self.ctx.functions
+                and isinstance(original.value, cst.Dict)
+            ):  # `NEURON_ENV = {...}`, only ever given to an environment: its keys are variables set
+                kept = self._without_dropped(original.value.elements, updated.value.elements)
+                if kept is not None:
+                    return updated.with_changes(value=updated.value.with_changes(elements=kept))
         return updated
 
     def leave_Del(self, original: cst.Del, updated: cst.Del):
@@ -148,6 +158,8 @@ class VariableWrites(Handler):
         return True
 
     def _manual(self, node: cst.CSTNode, variable: str) -> None:
+        if torchneuron_code(self.ctx.code):  # set for TorchNeuron's own compile: not the XLA flow's setting
+            return
         self.ctx.todo(
             node, MANUAL_VARIABLE, f"`{variable}` holds {MANUAL_VARIABLES[variable]}", subject=variable
         )
@@ -159,10 +171,27 @@ class VariableWrites(Handler):
         if len(call.args) == 1 and isinstance(call.args[0].value, cst.Dict):
             elements = call.args[0].value.elements
             new_elements = new_call.args[0].value.elements
-            keys = [string_value(e.key) if isinstance(e, cst.DictElement) else None for e in elements]
         else:
             elements, new_elements = call.args, new_call.args
-            keys = [arg.keyword.value if arg.keyword else None for arg in call.args]
+        kept = self._without_dropped(elements, new_elements)
+        if kept is None:
+            return updated
+        if not kept:
+            return cst.RemoveFromParent()
+        if isinstance(new_call.args[0].value, cst.Dict) and len(call.args) == 1:
+            mapping = new_call.args[0].value.with_changes(elements=kept)
+            return updated.with_changes(
+                value=new_call.with_changes(args=[new_call.args[0].with_changes(value=mapping)])
+            )
+        return updated.with_changes(value=new_call.with_changes(args=tidy_args(kept)))
+
+    def _without_dropped(self, elements, new_elements) -> list | None:
+        """Dict elements (`"K": v`) or keyword arguments (`K=v`) without the dropped variables, the manual ones
+        with a TODO; None when none goes."""
+        keys = [
+            string_value(e.key) if isinstance(e, cst.DictElement) else e.keyword.value if e.keyword else None
+            for e in elements
+        ]
         kept = []
         for element, new_element, key in zip(elements, new_elements, keys, strict=True):
             if key in BF16_VARIABLES and self._bf16_nowhere(element):
@@ -176,16 +205,10 @@ class VariableWrites(Handler):
                 self._manual(element, key)
             kept.append(new_element)
         if len(kept) == len(elements):
-            return updated
-        if not kept:
-            return cst.RemoveFromParent()
-        if isinstance(new_call.args[0].value, cst.Dict) and len(call.args) == 1:
+            return None
+        if kept and isinstance(kept[-1], cst.DictElement | cst.StarredDictElement):
             kept[-1] = kept[-1].with_changes(comma=new_elements[-1].comma)
-            mapping = new_call.args[0].value.with_changes(elements=kept)
-            return updated.with_changes(
-                value=new_call.with_changes(args=[new_call.args[0].with_changes(value=mapping)])
-            )
-        return updated.with_changes(value=new_call.with_changes(args=tidy_args(kept)))
+        return kept
 
 
 HANDLER = VariableWrites

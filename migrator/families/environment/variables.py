@@ -1,13 +1,14 @@
-"""Environment variables of the XLA / NxD flow and what becomes of them (migration map §3.3); shared by
-the Python rules and the shell family."""
+"""Environment variables of the XLA / NxD flow and what becomes of them on TorchNeuron; shared by the Python
+rules and the shell family."""
 
 from __future__ import annotations
 
 import re
 
-# Variables only the XLA / NxD flow reads (migration map §3.3); any XLA_* / PT_XLA_* is torch_xla's. The Neuron
-# runtime's own variables (NEURON_RT_*: stochastic rounding, visible cores, in-flight requests...) stay: TorchNeuron
-# runs on the same runtime (libnrt), which reads them (TorchNeuron environment variable reference).
+# Variables only the XLA / NxD flow reads (each entry says what it did there); any XLA_* / PT_XLA_* is
+# torch_xla's. The Neuron runtime's own variables (NEURON_RT_*: stochastic rounding, visible cores, in-flight
+# requests...) stay: TorchNeuron runs on the same runtime (libnrt), which reads them (TorchNeuron environment
+# variable reference).
 DROPPED_VARIABLES: dict[str, str] = {
     "XLA_USE_BF16": "XLA-only casting flag; load the model with dtype=torch.bfloat16 or train with bf16=True",
     "XLA_DOWNCAST_BF16": "XLA-only casting flag; load the model with dtype=torch.bfloat16 or train with bf16=True",
@@ -52,3 +53,20 @@ def dropped_reason(variable: str, code: str) -> str | None:
     if variable.startswith(DROPPED_PREFIXES):
         return "PyTorch/XLA setting"
     return None
+
+
+# Code written for TorchNeuron already (`torch.compile(..., backend="neuron")`, the "neuron" device) with nothing
+# of the XLA flow in it: the compiler and cache variables it sets are set for TorchNeuron, on purpose.
+_TORCHNEURON = re.compile(
+    r"""backend\s*=\s*["']neuron["']|torch\.device\(\s*["']neuron["']|device_map\s*=\s*["']neuron["']"""
+    r"""|\.to\(\s*["']neuron["']"""
+)
+_XLA_FLOW = re.compile(
+    r"\b(?:torch_xla|optimum\.neuron|neuronx_distributed|transformers_neuronx|torch_neuron|neuron_parallel_compile)\b"
+    r"|\b(?:PT_)?XLA_[A-Z_]+\b|\bNEURON_(?:EXTRACT_GRAPHS_ONLY|PARALLEL_COMPILE|FUSE_SOFTMAX)\b"
+)
+
+
+def torchneuron_code(code: str) -> bool:
+    """Whether `code` (a file as its author wrote it) already targets TorchNeuron and nothing of the XLA flow."""
+    return _TORCHNEURON.search(code) is not None and _XLA_FLOW.search(code) is None

@@ -211,14 +211,54 @@ class CausalLM(Handler):
                 "this load is not assigned to a name, so the static cache cannot be set after it",
                 "assign the model to a variable and run neuron-migrate again",
             )
-        new_args, cache_len = self._arguments(original, updated, owner, method)
-        file.report(original, CAUSAL_LM)
+        export = self._export_of_folder(original, method)
+        if export is not None:
+            # The folder holds what the export compiled: load what the export loaded, as it did. Its findings
+            # are the export's own (reported there).
+            effects, file.effects = file.effects, []
+            try:
+                new_args, cache_len = self._arguments(export, export, owner, "from_pretrained")
+            finally:
+                file.effects = effects
+            separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            new_args = [
+                arg.with_changes(
+                    comma=separator if index < len(new_args) - 1 else cst.MaybeSentinel.DEFAULT,
+                    whitespace_after_arg=cst.SimpleWhitespace(""),
+                )
+                for index, arg in enumerate(new_args)
+            ]  # on one line, as the load was written
+            line = (self.ctx.source_map.position(export) or (0,))[0]
+            file.report(
+                original,
+                CAUSAL_LM,
+                f"Loads the folder the export on line {line} saved: rewritten to load what that export loaded, "
+                "as it did (a compiled folder cannot be loaded by Transformers).",
+            )
+        else:
+            new_args, cache_len = self._arguments(original, updated, owner, method)
+            file.report(original, CAUSAL_LM)
         if cache_len is None:
             file.report(original, SEQUENCE_LENGTH, NO_CACHE_LEN)
         target = source_code(file.assigned_calls[original])
         file.loads[original] = PendingLoad(f"{target}.generation_config", cache_len)
         file.remember_model(target)
         return file.retarget(updated, "transformers", "AutoModelForCausalLM", owner, new_args)
+
+    def _export_of_folder(self, load: cst.Call, method: str) -> cst.Call | None:
+        """The export whose saved folder this load reads (by literal path), when its model id can be named here."""
+        if method != "from_pretrained" or not load.args or load.args[0].keyword is not None:
+            return None
+        if find_keyword(load, "export") is not None:
+            return None
+        folder = self.file.folder(load.args[0].value)
+        export = self.file.folders.get(folder) if folder is not None else None
+        if export is None or not export.args or not self.file.fixed_model_id(export.args[0].value):
+            return None
+        cores = [find_keyword(export, name) for name in t.TP_ARGS]
+        if any(arg is not None and literal_value(arg.value) != 1 for arg in cores):
+            return None  # a tensor-parallel export: its launch and core count are decided where it is
+        return export
 
     def _consumed_config(self, config: cst.Call, owner: str) -> None:
         """A `get_neuron_config` goes only when the load that consumes it can be rewritten too: otherwise
@@ -289,9 +329,15 @@ class CausalLM(Handler):
         unknown = [
             name
             for name in args.order
-            if name not in t.KEPT_LOAD_ARGS | t.EXPORT_ONLY_ARGS | {"batch_size", "sequence_length"}
+            if name not in t.KEPT_LOAD_ARGS | t.EXPORT_ONLY_ARGS | {"batch_size", *t.SEQUENCE_LENGTH_ARGS}
             and name not in t.TP_ARGS + t.DTYPE_ARGS + ("config",)
         ]
+        if set(t.SEQUENCE_LENGTH_ARGS) <= set(args.order):
+            raise Unmapped(
+                UNMAPPED_ARGUMENTS,
+                "both `sequence_length` and its old name `n_positions` are given",
+                "keep the one the export used and run neuron-migrate again",
+            )
         if unknown:
             explained = [
                 f"`{name}` is {t.UNMAPPED_DECODER_ARGS[name]}"
@@ -310,9 +356,9 @@ class CausalLM(Handler):
                 file.report(old, EXPORT_ONLY, subject=name)
             elif name == "batch_size":
                 file.report(old, STATIC_SHAPES, shape_dropped(name, new.value), subject=name)
-            elif name == "sequence_length":
+            elif name in t.SEQUENCE_LENGTH_ARGS:  # `n_positions`: its old name
                 cache_len = new.value
-                file.report(old, SEQUENCE_LENGTH)
+                file.report(old, SEQUENCE_LENGTH, subject=name)
             elif name in t.TP_ARGS:
                 if literal_value(new.value) != 1:
                     tp_size = new.value

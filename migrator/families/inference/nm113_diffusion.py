@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.cst_helpers import keyword_arg, literal_value
+from migrator.cst_helpers import keyword_arg, literal_value, source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import (
     EXPORT_ONLY,
@@ -75,19 +75,42 @@ class DiffusionPipeline(FromPretrainedRule):
                 name == "tensor_parallel_size" and literal_value(args.keywords[name][1].value) == 1
             ):
                 raise Unmapped(UNMAPPED_ARGUMENTS, f"`{name}`: {t.DIFFUSION_MANUAL_ARGS[key]}")
+        if "device_ids" in args.keywords and len(_core_ids(args.keywords["device_ids"][1].value)) != 1:
+            raise Unmapped(
+                UNMAPPED_ARGUMENTS,
+                "`device_ids` puts the pipeline on several NeuronCores (or on cores chosen at run time), which "
+                "optimum-neuron replicated it over (data parallel)",
+                "run one process per core (torchrun) with the pipeline on its device, or use a single device",
+            )
         check_not_compiled(args, "a pipeline")
         check_hub_id(args)
         check_known(
             args,
             t.KEPT_LOAD_ARGS | t.EXPORT_ONLY_ARGS | t.TRACED_SHAPE_ARGS,
-            (*t.DTYPE_ARGS, "tensor_parallel_size"),
+            (*t.DTYPE_ARGS, "tensor_parallel_size", "device_ids"),
         )
         # Diffusion export defaults: auto_cast="matmul", auto_cast_type="bf16" (modeling_diffusion.py `_export`).
         casts = auto_cast(args, default="matmul")
         dtype = cst.parse_expression("torch.bfloat16") if casts else None
+        device: cst.BaseExpression = string("neuron")
         for name, (old, new) in args.keywords.items():
             if name in t.EXPORT_ONLY_ARGS or name == "tensor_parallel_size":
                 file.report(old, EXPORT_ONLY, subject=name)
+            elif name == "device_ids":  # one core: where the pipeline runs, which `.to(...)` now says
+                (core,) = _core_ids(new.value)
+                if literal_value(core) != 0:
+                    device = cst.parse_expression('torch.device("neuron", 0)')
+                    device = device.with_changes(
+                        args=[device.args[0], device.args[1].with_changes(value=core)]
+                    )
+                    file.add_import("torch")
+                file.report(
+                    old,
+                    EXPORT_ONLY,
+                    f"`device_ids` placed the pipeline on NeuronCore {source_code(core)}: it moves to "
+                    f"`{source_code(device)}` instead.",
+                    subject=name,
+                )
             elif name in _PIPELINE_CALL_SHAPES:
                 file.report(
                     old,
@@ -109,7 +132,14 @@ class DiffusionPipeline(FromPretrainedRule):
         load = file.retarget(
             updated, "diffusers", t.DIFFUSERS_PIPELINES[owner], owner, assemble(args, kept, extra)
         )
-        return cst.Call(func=cst.Attribute(value=load, attr=cst.Name("to")), args=[cst.Arg(string("neuron"))])
+        return cst.Call(func=cst.Attribute(value=load, attr=cst.Name("to")), args=[cst.Arg(device)])
+
+
+def _core_ids(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The NeuronCore ids `device_ids=` names when it is written out (`[0]`, `0`), else none."""
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return [element.value for element in value.elements]
+    return [value] if isinstance(value, cst.Integer) else []
 
 
 HANDLER = DiffusionPipeline

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import literal_value, source_code
+from migrator.cst_helpers import find_keyword, is_method_call, literal_value, source_code, string_value
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import DTYPE, Unmapped, dtype_expr
 from migrator.families.xla.names import TORCHRUN_VARIABLES
@@ -35,7 +35,7 @@ LOAD_METHODS = ("from_pretrained", "export", "get_neuron_config")
 # Statements the rules act on or learn from: optimum symbols (and their imported names), model and
 # preprocessor loads, tokenizer calls returning tensors, pipelines, and literal dicts that may be unpacked
 # into a load (their names are watched from then on, to see them reassigned).
-HINTS = frozenset({"optimum", *LOAD_METHODS, "return_tensors", "pipeline", "{"})
+HINTS = frozenset({"optimum", *LOAD_METHODS, "return_tensors", "pipeline", "{", "save_pretrained"})
 _PREPROCESSOR_CLASS = re.compile(r"^transformers\.\w*(Tokenizer|Processor|FeatureExtractor)\w*$")
 
 
@@ -59,6 +59,32 @@ class InferenceFile:
         self.class_scopes: list[list[str]] = []
         self.preprocessors: dict[str, str] = {}  # name -> "tokenizer" | "processor"
         self.effects: list = []  # findings/imports of the call being rewritten, applied once it succeeds
+        # Exports (`from_pretrained(..., export=True)`) by the name they are assigned to in a function, and the
+        # folders they are saved to (`model.save_pretrained("llama_neuron/")`): a later load of such a folder
+        # loads what the export loaded.
+        self.exports: dict[tuple[cst.CSTNode | None, str], cst.Call] = {}
+        self.folders: dict[str, cst.Call] = {}
+        self.constants = {
+            small.targets[0].target.value: small.value.evaluated_value
+            for statement in ctx.module.body
+            if isinstance(statement, cst.SimpleStatementLine)
+            for small in statement.body[:1]
+            if isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)
+            and isinstance(small.value, cst.SimpleString)
+        }
+
+    def folder(self, path: cst.BaseExpression) -> str | None:
+        """The folder a literal path (or a module-level constant holding one) names, as written to and read."""
+        value = self.constants.get(path.value) if isinstance(path, cst.Name) else string_value(path)
+        return value.removeprefix("./").rstrip("/") if isinstance(value, str) and value else None
+
+    def fixed_model_id(self, model: cst.BaseExpression) -> bool:
+        """A model id any function of the file can name: a literal, or a module-level constant."""
+        return isinstance(model, cst.SimpleString) or (
+            isinstance(model, cst.Name) and model.value in self.constants
+        )
 
     # --- models on neuron -------------------------------------------------------------------------------------
 
@@ -203,6 +229,27 @@ class InferenceTracker(Handler):
             return
         if isinstance(statement.value, cst.Call) and isinstance(target, (cst.Name, cst.Attribute)):
             self.file.assigned_calls[statement.value] = target
+            call = statement.value
+            export = find_keyword(call, "export")
+            if (
+                is_method_call(call, "from_pretrained")
+                and export is not None
+                and literal_value(export.value) is True
+            ):
+                self.file.exports[(self._function(), source_code(target))] = call
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        """`model.save_pretrained("llama_neuron/")` of a model an export loaded: that folder holds the export."""
+        call = node.value
+        if not (is_method_call(call, "save_pretrained") and call.args):
+            return
+        export = self.file.exports.get((self._function(), source_code(call.func.value)))
+        folder = self.file.folder(call.args[0].value)
+        if export is not None and folder is not None:
+            self.file.folders[folder] = export
+
+    def _function(self) -> cst.CSTNode | None:
+        return self.ctx.functions[-1] if self.ctx.functions else None
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated):
         if len(original.body) != 1 or not isinstance(updated, cst.SimpleStatementLine):

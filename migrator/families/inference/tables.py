@@ -1,6 +1,7 @@
 """Data for the inference rules: which optimum-neuron symbol becomes which Transformers/Diffusers symbol,
-and what each load-time argument means. Source: shared migration map sections 1.1-1.3, 1.7, 2.1-2.5,
-checked against the optimum-neuron 0.4.5 wheel and the installed Transformers 5.23 / Diffusers 0.42.1."""
+and what each load-time argument means, read from the optimum-neuron 0.4.5 wheel (its model classes, their
+`from_pretrained` / export arguments and pipelines) and checked against the installed Transformers 5.23 /
+Diffusers 0.42.1."""
 
 from __future__ import annotations
 
@@ -228,10 +229,10 @@ TRACED_SHAPE_ARGS = frozenset(
     }
 )
 TP_ARGS = ("tensor_parallel_size", "num_cores")
+# The sequence length a decoder was compiled for; `n_positions` is its old optimum-neuron name.
+SEQUENCE_LENGTH_ARGS = ("sequence_length", "n_positions")
 # What a decoder load argument without a mapping is (NM116 says it); others: no equivalent known.
 UNMAPPED_DECODER_ARGS = {
-    "n_positions": "the old optimum-neuron name of the sequence length (not a vLLM argument): pass its value "
-    "as sequence_length and run neuron-migrate again, it becomes generation_config.max_cache_len",
     "continuous_batching": "a serving feature of vLLM Neuron, not of Transformers generate()",
     "speculation_length": "speculative decoding, a serving feature of vLLM Neuron",
     "on_device_sampling": "an NxD Inference setting; generate() samples on the device already",
@@ -250,5 +251,7 @@ DIFFUSION_MANUAL_ARGS = {
     "tensor_parallel_size": "optimum-neuron sharded the Flux transformer over NeuronCores and Diffusers has no "
     "tensor-parallel plan for it; load on one device or shard it by hand with DTensor",
 }
-# Hub ids of precompiled models published by AWS (aws-neuron/<model>-neuron[-latency|-budget...]).
-COMPILED_HUB_ID = r"^aws-neuron/.*neuron"
+# Hub repositories of models compiled by optimum-neuron that AWS publishes: `aws-neuron/<model>-neuron[-latency]`,
+# `-seqlen-2048-bs-4`, `-1024x1024`, `-cores-2`, and the compile cache `aws-neuron/optimum-neuron-cache`.
+COMPILED_HUB_REPO = r"aws-neuron/[\w.-]*?(?:neuron|seqlen|-bs-?\d|\d+x\d+|cores)[\w.-]*"
+COMPILED_HUB_ID = rf"^{COMPILED_HUB_REPO}"

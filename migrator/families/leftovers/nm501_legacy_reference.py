@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 
 from migrator.families.environment.variables import DROPPED_VARIABLES, MANUAL_VARIABLES, other_xla_frontend
+from migrator.families.inference.tables import COMPILED_HUB_REPO
 from migrator.families.leftovers.patterns import Pattern
 from migrator.rules import Example, Rule, Severity
+from migrator.target_stack import PINS
 
 LEGACY_REFERENCE = Rule(
     "NM501",
@@ -16,7 +18,8 @@ LEGACY_REFERENCE = Rule(
     "`optimum-cli ... neuron`, vLLM's `vllm.entrypoints.neuron_multi_node` / `NEURON_MULTI_NODE`, "
     "an XLA-only variable (also in a SageMaker job's `environment`: `RUN_NEURON_PARALLEL_COMPILE`), "
     'an `"xla"` device, `model.neuron_config`, `config.neuron_batch_size`, '
-    "`push_to_hub(..., repository_id=...)`, `TasksManager`, Ray Train's `TorchXLAConfig`",
+    "`push_to_hub(..., repository_id=...)`, `TasksManager`, Ray Train's `TorchXLAConfig`, a Hub repository of "
+    'models compiled by optimum-neuron (`snapshot_download("aws-neuron/...-seqlen-2048-bs-4")`)',
     "A TODO on its statement (once; a rerun adds none) and one manual finding per distinct reference: "
     "nothing on TorchNeuron provides it, so the file is not migrated until a person removes or replaces it.",
     examples=(
@@ -59,6 +62,12 @@ HANDLER = None  # found by the scan of each output (`scan.py`), after every rule
 
 _NON_XLA_NAMES = sorted(name for name in DROPPED_VARIABLES if not name.startswith("XLA_"))
 
+
+def _nxd_inference(code: str) -> bool:
+    """Code written for NxD Inference (it imports neuronx_distributed_inference) rather than optimum-neuron."""
+    return "neuronx_distributed_inference" in code and "optimum" not in code
+
+
 PATTERNS = (
     Pattern(
         LEGACY_REFERENCE,
@@ -73,7 +82,7 @@ PATTERNS = (
         re.compile(r"\boptimum[-_]neuron\b(?:\[\w+(?:,\w+)*\])?"),
         ("optimum",),
         "`{0}` installs or names optimum-neuron, which TorchNeuron replaces",
-        "install torch-neuronx from the Neuron pip repository with transformers>=5.23 and trl>=1.16 instead",
+        f"install torch-neuronx from the Neuron pip repository with {' and '.join(PINS)} instead",
         subject="optimum-neuron",
     ),
     Pattern(
@@ -131,8 +140,10 @@ PATTERNS = (
         LEGACY_REFERENCE,
         re.compile(r"\bXLA_(?:USE|DOWNCAST)_BF16\b"),
         ("_BF16",),
-        "`{0}` is the XLA flow's bf16 switch, which nothing reads on TorchNeuron",
+        # Both variables are one switch: one TODO where a block reads both.
+        "`XLA_USE_BF16` / `XLA_DOWNCAST_BF16` are the XLA flow's bf16 switches, which nothing reads on TorchNeuron",
         "load with dtype=torch.bfloat16 or train with bf16=True (--bf16) instead",
+        subject="XLA_USE_BF16/XLA_DOWNCAST_BF16",
         strings_only=True,
     ),
     Pattern(
@@ -162,6 +173,7 @@ PATTERNS = (
         "`{0}` is a setting of the XLA-flow compiler (as in a SageMaker job's environment)",
         "remove it, or set what TorchNeuron reads instead (see the TorchNeuron environment variable reference)",
         strings_only=True,
+        torchneuron_setting=True,
     ),
     Pattern(
         LEGACY_REFERENCE,
@@ -177,6 +189,18 @@ PATTERNS = (
         (".neuron_config",),
         "`.neuron_config` is an optimum-neuron attribute that Transformers models do not have",
         "read the value from model.config / model.generation_config or from your own settings",
+        foreign=lambda found, code: _nxd_inference(code),
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\.neuron_config\b"),
+        (".neuron_config",),
+        "`.neuron_config` is an attribute of NxD Inference (neuronx-distributed-inference) models and configs, "
+        "which Transformers models do not have",
+        "read the value from model.config / model.generation_config or from your own settings; the NxD "
+        "Inference model code itself has no TorchNeuron port: load the Transformers model of this architecture",
+        foreign=lambda found, code: not _nxd_inference(code),
+        whole_file=True,
     ),
     Pattern(
         LEGACY_REFERENCE,
@@ -201,6 +225,16 @@ PATTERNS = (
         'use ray.train.torch.TorchConfig(backend="neuron") (the process group TorchNeuron registers; check that '
         "your Ray version passes it through) and run the training once",
         subject="TorchXLAConfig",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(rf"(?<![\w./-]){COMPILED_HUB_REPO}"),  # not a URL's path (github.com/aws-neuron/...)
+        ("aws-neuron/",),
+        "`{0}` is a Hub repository of models compiled by optimum-neuron, which Transformers / Diffusers cannot "
+        "load",
+        "download and load the original checkpoint it was exported from (its model card, or `neuron.checkpoint_id` "
+        'in its config.json) on device "neuron"',
+        strings_only=True,
     ),
     Pattern(
         LEGACY_REFERENCE,

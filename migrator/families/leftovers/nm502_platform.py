@@ -7,8 +7,11 @@ import re
 
 from migrator.families.leftovers.patterns import Pattern
 from migrator.rules import Example, Rule, Severity
+from migrator.target_stack import component
 
 TRN2 = "TorchNeuron runs on trn2 and trn3 only"
+_NEURONX = component("torch-neuronx").version
+_STACK = f"torch-neuronx {_NEURONX} and Transformers >= {component('transformers').version}"
 
 PLATFORM = Rule(
     "NM502",
@@ -19,7 +22,7 @@ PLATFORM = Rule(
     "(`torch-neuron`, `neuron-cc` installs and names, `NEURONCORE_GROUP_SIZES`)",
     "A TODO on its statement and a blocking finding per distinct target: TorchNeuron runs on trn2 and trn3 only. "
     "Pick a trn2 / trn3 instance (`ml.trn2.48xlarge`, `trn2.48xlarge`: 64 logical NeuronCores), a container "
-    "with torch-neuronx 2.14 and Transformers >= 5.23, and set the parallel degree with "
+    f"with {_STACK}, and set the parallel degree with "
     "`DistributedConfig(tp_size=N)` + `torchrun --nproc_per_node=N`.",
     examples=(
         Example(
@@ -97,7 +100,7 @@ PATTERNS = (
         ),
         ("neuronx",),
         "`{0}` is a Neuron container of the XLA flow (" + TRN2 + ")",
-        "use an image with torch-neuronx 2.14 and Transformers >= 5.23 on a trn2 / trn3 instance",
+        f"use an image with {_STACK} on a trn2 / trn3 instance",
     ),
     Pattern(
         PLATFORM,
@@ -121,7 +124,7 @@ PATTERNS = (
         "`{0}` installs or names torch-neuron, the PyTorch package of inf1 (Inferentia 1), which TorchNeuron does not run on ("
         + TRN2
         + ")",
-        "install torch-neuronx 2.14 from the Neuron pip repository on a trn2 / trn3 instance, and load the original "
+        f"install torch-neuronx {_NEURONX} from the Neuron pip repository on a trn2 / trn3 instance, and load the original "
         'checkpoint on device "neuron" instead of a model traced for inf1',
         subject="torch-neuron",
     ),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from migrator.rules import Example, Rule, Severity
 
 # Logical NeuronCores of the largest trn2 instance (trn2.48xlarge: 16 Trainium2 chips, LNC=2), the
-# instance AWS's TorchNeuron distributed tutorial runs 64 workers on (migration map §3.4).
+# instance AWS's TorchNeuron distributed tutorial runs 64 workers on.
 TRN2_CORES = 64
 
 CORE_COUNT = Rule(

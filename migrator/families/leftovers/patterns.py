@@ -27,6 +27,10 @@ class Pattern:
     subject: str | None = None
     # Whether a text found belongs to something else in this file (`found`, the file's text): not reported.
     foreign: Callable[[str, str], bool] | None = None
+    # A setting code written for TorchNeuron may set on purpose (NEURON_CC_FLAGS): not a leftover there.
+    torchneuron_setting: bool = False
+    # One decision for the whole file (NxD Inference model code has no port): one TODO, not one per function.
+    whole_file: bool = False
 
     def finditer(self, text: str) -> Iterator[re.Match[str]]:
         if any(needle in text for needle in self.needles):

@@ -2,9 +2,13 @@
 
 Code and strings count, comments do not: Python is read with `tokenize` (its COMMENT tokens are blanked,
 its STRING tokens mark where strings are), shell with tree-sitter's bash grammar (its `comment` nodes are
-blanked). Each remaining reference gets a TODO above its statement, unless a TODO of neuron-migrate is
-already there (a rule's, which reports it, or this scan's from a previous run, which adds none), and each
-distinct reference one manual finding, placed on the input line the statement came from.
+blanked). Text a program only shows is not a decision either: strings it prints, logs, raises, asserts or
+gives as help (`print`, `logger.info`, `raise`, `assert`, `help=`, a pytest skip reason; `echo`, `printf`, a
+heredoc `cat` prints) are skipped. The same reference in one block (a module-level function or class, a
+notebook cell, the rest of the module) is one decision: it gets one TODO, above its first statement unless a
+TODO of neuron-migrate already covers one (a rule's, which reports it, or this scan's from a previous run,
+which adds none), and one manual finding that names the other lines, placed on the input line the statement
+came from.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from migrator.cst_helpers import shows
+from migrator.families.environment.variables import torchneuron_code
 from migrator.families.leftovers import nm501_legacy_reference, nm502_platform
 from migrator.families.leftovers.patterns import Pattern
-from migrator.rules import Finding
-from migrator.transform import TODO_PREFIX
+from migrator.rules import Finding, also_on
+from migrator.transform import CELL_MARKER_PREFIX, TODO_PREFIX
 
 PATTERNS: tuple[Pattern, ...] = (*nm501_legacy_reference.PATTERNS, *nm502_platform.PATTERNS)
 _SCAN_CODES = frozenset(pattern.rule.code for pattern in PATTERNS)
@@ -36,6 +42,7 @@ class _Hit:
     line: int  # 0-based line of the reference in the output
     column: int  # 1-based column of the reference
     statement: int  # 0-based first line of the statement that holds it (where its TODO goes)
+    scope: int  # 0-based first line of the outermost function (or class) that holds it, -1 outside them
 
     @property
     def todo(self) -> str:
@@ -56,15 +63,22 @@ def scan_python(before: str, after: str, findings: list[Finding]) -> tuple[str, 
     findings = findings + _unreported_todos(before, lines, todo_comments, findings)
     statements: list[_Statements] = []  # read from the AST for the first hit only
 
-    def statement_of(line: int, offset: int) -> int:
+    def tree() -> _Statements:
         if not statements:
             statements.append(_Statements.of(after, len(lines) + 1))
-        return statements[0].start_of(line)
+        return statements[0]
 
-    hits = _hits(masked, strings, statement_of)
+    def where(line: int, offset: int) -> tuple[int, int] | None:
+        if tree().shown(offset):
+            return None
+        return tree().start_of(line), tree().scope_of(line)
+
+    hits = _hits(masked, strings, where)
+    if hits and torchneuron_code(before):  # its compiler settings are TorchNeuron's
+        hits = [hit for hit in hits if not hit.pattern.torchneuron_setting]
     if not hits:
         return after, findings
-    return _apply(before, after, lines, hits, findings, statements[0].import_users(hits))
+    return _apply(before, after, lines, hits, findings, tree().import_users(hits))
 
 
 def _unreported_todos(
@@ -100,7 +114,7 @@ def _split_lines(text: str) -> list[str]:
 
 def scan_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
     """The same for a shell script (a notebook's commands arrive as one script)."""
-    from migrator.shell.syntax import block_statement, parse
+    from migrator.shell.syntax import ancestors, block_statement, parse, shown_by_shell
 
     data = after.encode()
     tree = parse(data)
@@ -117,13 +131,22 @@ def scan_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, l
     text = masked.decode()
     ascii_only = text.isascii()
 
-    def statement_of(line: int, offset: int) -> int:
+    def where(line: int, offset: int) -> tuple[int, int] | None:
         byte = offset if ascii_only else len(text[:offset].encode())
         node = tree.root_node.descendant_for_byte_range(byte, byte)
-        statement = block_statement(node) if node is not None else None
-        return statement.start_point[0] if statement is not None else line
+        if node is None:
+            return line, -1
+        if shown_by_shell(node):
+            return None
+        statement = block_statement(node)
+        functions = [n for n in ancestors(node) if n.type == "function_definition"]
+        function = functions[-1] if functions else None
+        return (
+            statement.start_point[0] if statement is not None else line,
+            function.start_point[0] if function is not None else -1,
+        )
 
-    return _apply(before, after, _split_lines(after), _hits(text, None, statement_of), findings)
+    return _apply(before, after, _split_lines(after), _hits(text, None, where), findings)
 
 
 def _python_code(code: str) -> tuple[str | None, list[tuple[int, int]], list[tuple[int, str]]]:
@@ -166,11 +189,15 @@ _LINE_ENDS = (tokenize.NEWLINE, tokenize.ENDMARKER)
 
 
 class _Statements:
-    """The statements of the migrated module, from its AST: where each line's statement starts, and the
-    import statements."""
+    """The statements of the migrated module, from its AST: where each line's statement starts, which function
+    holds it, the import statements, and the strings the program only shows (`shown`)."""
 
-    def __init__(self, tree: ast.Module, count: int) -> None:
+    def __init__(self, tree: ast.Module, count: int, code: str = "") -> None:
         self.tree = tree
+        self.code = code
+        self._shown: list[tuple[int, int]] | None = None
+        self.definitions: list[tuple[int, int]] = []  # 0-based first and last lines of each function, class
+        self.cells: list[int] = []  # 0-based lines of the markers between a notebook's cells
         # For each 0-based line of the module, the first line of the innermost statement that holds it.
         self.starts = list(range(count))
         self.imports: dict[int, ast.Import | ast.ImportFrom] = {}  # first line -> import statement
@@ -182,6 +209,10 @@ class _Statements:
             ordered.append((depth, node))
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.imports[node.lineno - 1] = node
+                if depth == 0 and node.names[0].name.startswith(CELL_MARKER_PREFIX):
+                    self.cells.append(node.lineno - 1)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.definitions.append((node.lineno - 1, (node.end_lineno or node.lineno) - 1))
             for child in ast.iter_child_nodes(node):
                 # The statements of an `except` / `case` block sit one level down, in the handler or case.
                 inner = child.body if isinstance(child, (ast.excepthandler, ast.match_case)) else [child]
@@ -196,10 +227,29 @@ class _Statements:
             tree = ast.parse(code)
         except SyntaxError:  # code libcst reads and Python's parser does not: TODOs go on the line itself
             tree = ast.Module(body=[], type_ignores=[])
-        return cls(tree, count)
+        return cls(tree, count, code)
 
     def start_of(self, line: int) -> int:
         return self.starts[min(line, len(self.starts) - 1)]
+
+    def scope_of(self, line: int) -> int:
+        """The first line of the outermost function or class that holds `line`; outside them, -1, or in a
+        notebook the line of its cell's marker, negated (each cell is a block of its own)."""
+        holders = [first for first, last in self.definitions if first <= line <= last]
+        if holders:
+            return min(holders)
+        if self.cells:
+            return -2 - max((cell for cell in self.cells if cell <= line), default=-1)
+        return -1
+
+    def shown(self, offset: int) -> bool:
+        """Whether the character at `offset` is in a string the program only shows (see `_ShownStrings`)."""
+        if self._shown is None:
+            finder = _ShownStrings(self.code)
+            finder.visit(self.tree)
+            self._shown = sorted(finder.spans)
+        index = bisect_right(self._shown, (offset, float("inf"))) - 1
+        return index >= 0 and self._shown[index][0] <= offset < self._shown[index][1]
 
     def import_users(self, hits: list[_Hit]) -> dict[int, list[int]]:
         """First line of each import statement a hit is on -> first lines of the statements that use a
@@ -222,10 +272,88 @@ class _Statements:
         return users
 
 
+# Keyword arguments (and `metadata={"help": ...}` keys) that hold text for a person: help, usage, a skip reason.
+_TEXT_KEYWORDS = frozenset({"help", "description", "epilog", "usage", "reason", "msg"})
+
+
+class _ShownStrings(ast.NodeVisitor):
+    """Character spans of the string literals a program only prints, logs, raises, asserts or shows as help."""
+
+    def __init__(self, code: str) -> None:
+        self.lines = _split_lines(code)
+        self.starts = [0]
+        for line in self.lines:
+            self.starts.append(self.starts[-1] + len(line))
+        self.spans: list[tuple[int, int]] = []
+
+    def _offset(self, line: int, column: int) -> int:
+        text = self.lines[line - 1] if line - 1 < len(self.lines) else ""
+        return self.starts[line - 1] + len(text.encode()[:column].decode(errors="replace"))
+
+    def _span(self, node: ast.AST) -> tuple[int, int]:
+        return self._offset(node.lineno, node.col_offset), self._offset(node.end_lineno, node.end_col_offset)
+
+    def _strings(self, node: ast.AST | None) -> None:
+        """The string literals in `node`; an f-string's text, not the code in its braces (`{model.neuron_config}`
+        still runs)."""
+        if node is None:
+            return
+        if isinstance(node, ast.JoinedStr):
+            start, end = self._span(node)
+            for value in node.values:
+                if isinstance(value, ast.FormattedValue):
+                    hole_start, hole_end = self._span(value.value)
+                    self.spans.append((start, hole_start))
+                    start = hole_end
+                    self._strings(value.value)
+            self.spans.append((start, end))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            self.spans.append(self._span(node))
+        else:
+            for child in ast.iter_child_nodes(node):
+                self._strings(child)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if _shows(node.func):
+            self._strings(node)
+            return
+        for keyword in node.keywords:
+            if keyword.arg in _TEXT_KEYWORDS:
+                self._strings(keyword.value)
+        self.generic_visit(node)
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        for key, value in zip(node.keys, node.values, strict=True):
+            if isinstance(key, ast.Constant) and key.value in _TEXT_KEYWORDS:
+                self._strings(value)
+        self.generic_visit(node)
+
+    def visit_Raise(self, node: ast.Raise) -> None:
+        self._strings(node.exc)
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        self._strings(node)
+
+
+def _shows(func: ast.expr) -> bool:
+    """`print`, `logger.info`, `warnings.warn`, `xm.master_print`, `st.write`, `pytest.skip`: a call that shows
+    its arguments to a person (`cst_helpers.shows`)."""
+    names = []
+    while isinstance(func, ast.Attribute):
+        names.append(func.attr)
+        func = func.value
+    if isinstance(func, ast.Name):
+        names.append(func.id)
+    return bool(names) and shows(".".join(reversed(names)))
+
+
 def _hits(
-    text: str, strings: list[tuple[int, int]] | None, statement_of: Callable[[int, int], int]
+    text: str,
+    strings: list[tuple[int, int]] | None,
+    where: Callable[[int, int], tuple[int, int] | None],
 ) -> list[_Hit]:
-    """Every match of every pattern, with the first line of its statement (`statement_of(line, offset)`)."""
+    """Every match of every pattern, with the first line of its statement and of its function (`where(line,
+    offset)`, None for text the program only shows)."""
     line_starts = [0] + [match.end() for match in re.finditer("\n", text)]
     string_starts = [start for start, _ in strings] if strings is not None else []
     hits = []
@@ -241,8 +369,9 @@ def _hits(
             if _UNINSTALL.search(text, line_starts[line], match.start()):
                 continue  # `pip uninstall torch-xla`: removing the legacy package is the migration
             column = match.start() - line_starts[line] + 1
-            statement = statement_of(line, match.start())
-            hits.append(_Hit(pattern, match.group(0), match.start(), line, column, statement))
+            found = where(line, match.start())
+            if found is not None:
+                hits.append(_Hit(pattern, match.group(0), match.start(), line, column, *found))
     return sorted(hits, key=lambda hit: hit.offset)
 
 
@@ -258,37 +387,54 @@ def _apply(
         return after, findings
     # A TODO of another rule above the statement covers it, provided that rule reported manual work.
     manual_reported = any(not finding.fixed for finding in findings)
-    inserts: dict[int, list[str]] = {}
-    reported: dict[tuple[str, str], _Hit] = {}
+    groups: dict[tuple[int, str, str], list[_Hit]] = {}  # (function, code, subject) -> hits: one decision
+    covered: set[int] = set()  # statements a group of hits stands for
     import_users = import_users or {}
+    to_input = _line_map(before, lines)
+    # Statements a rule's TODO stands for, above another statement of their block: covered like the others.
+    also = {line for finding in findings if not finding.fixed for line in finding.also}
+    if also:
+        covered.update(line for line in range(len(lines)) if to_input(line) + 1 in also)
+    by_rule = set(covered)
     # Imports last: whether the statements that use them carry a TODO includes the ones added here.
     for hit in sorted(hits, key=lambda hit: hit.statement in import_users):
         users = import_users.get(hit.statement)
-        if users and all(_todos_above(lines, user) or inserts.get(user) for user in users):
+        if users and all(_todos_above(lines, user) or user in covered for user in users):
             continue
         above = _todos_above(lines, hit.statement)
-        if hit.todo not in above:
-            if manual_reported and any(not _is_scan_todo(todo) for todo in above):
-                continue
-            if hit.todo not in inserts.setdefault(hit.statement, []):
-                inserts[hit.statement].append(hit.todo)
-        reported.setdefault((hit.pattern.rule.code, hit.pattern.subject_of(hit.found)), hit)
-    if not reported:
+        others = hit.statement in by_rule or any(not _is_scan_todo(todo) for todo in above)
+        if hit.todo not in above and manual_reported and others:
+            continue
+        scope = -1 if hit.pattern.whole_file else hit.scope
+        key = (scope, hit.pattern.rule.code, hit.pattern.subject_of(hit.found))
+        groups.setdefault(key, []).append(hit)
+        covered.add(hit.statement)
+    if not groups:
         return after, findings
-    to_input = _line_map(before, lines)
-    added = [
-        Finding(
-            hit.pattern.rule,
-            to_input(hit.line) + 1,
-            hit.column,
-            f"{hit.pattern.why.format(hit.found)}; {hit.pattern.action}",
-            False,
-            why=hit.pattern.why.format(hit.found),
-            todo=hit.pattern.action,
-            subject=subject,
+    inserts: dict[int, list[str]] = {}
+    added = []
+    for group in groups.values():
+        # The TODO stays where a previous run put it, else goes above the first statement.
+        first = next((hit for hit in group if hit.todo in _todos_above(lines, hit.statement)), None)
+        if first is None:
+            first = group[0]
+            if first.todo not in inserts.setdefault(first.statement, []):
+                inserts[first.statement].append(first.todo)
+        others = sorted({to_input(hit.line) + 1 for hit in group if hit.statement != first.statement})
+        why = first.pattern.why.format(first.found) + also_on(others)
+        added.append(
+            Finding(
+                first.pattern.rule,
+                to_input(first.line) + 1,
+                first.column,
+                f"{why}; {first.pattern.action}",
+                False,
+                why=why,
+                todo=first.pattern.action,
+                subject=first.pattern.subject_of(first.found),
+                also=tuple(others),
+            )
         )
-        for (_, subject), hit in sorted(reported.items(), key=lambda item: item[1].offset)
-    ]
     out = []
     for number, line in enumerate(lines):
         if number in inserts:

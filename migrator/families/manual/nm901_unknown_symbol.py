@@ -13,8 +13,9 @@ UNKNOWN_OPTIMUM_SYMBOL = Rule(
     "NM901",
     Severity.ERROR,
     "An optimum-neuron symbol that has no TorchNeuron equivalent the codemod can write",
-    "Left in place with a TODO; replace it by hand with the plain Transformers/TRL/PEFT/Diffusers API on "
-    'device "neuron" (see the migration guide).',
+    "Left in place with a TODO (one for a block of imports from one package, its finding naming the other "
+    'lines); replace it by hand with the plain Transformers/TRL/PEFT/Diffusers API on device "neuron" (see the '
+    "migration guide).",
     examples=(
         Example(
             before="""\
@@ -24,9 +25,8 @@ from optimum.neuron.utils import some_private_helper
 some_private_helper()
 """,
             after="""\
-# TODO(neuron-migrate): NM901 `optimum.neuron.NeuronModelForSpeechToText` has no rewrite rule; replace it with the plain Transformers/TRL/PEFT/Diffusers API on device "neuron" by hand.
+# TODO(neuron-migrate): NM901 the `optimum.neuron` names `NeuronModelForSpeechToText`, `some_private_helper` have no rewrite rule; replace them with the plain Transformers/TRL/PEFT/Diffusers API on device "neuron" by hand.
 from optimum.neuron import NeuronModelForSpeechToText
-# TODO(neuron-migrate): NM901 `optimum.neuron.utils.some_private_helper` has no rewrite rule; replace it with the plain Transformers/TRL/PEFT/Diffusers API on device "neuron" by hand.
 from optimum.neuron.utils import some_private_helper
 
 some_private_helper()
@@ -40,26 +40,67 @@ RULES = (UNKNOWN_OPTIMUM_SYMBOL,)
 class UnknownSymbol(Handler):
     HINTS = frozenset()  # imports only, which the walk always visits
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.grouped: set[cst.SimpleStatementLine] = set()  # imports an earlier import's TODO stands for
+
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        """The unknown names of a run of imports from one package (an import block) are one decision: one TODO
+        above the first, whose finding names the other lines."""
+        line = self.ctx.line
+        if line is None or line in self.grouped:
             return
+        unknown = self._unknown(node)
+        if not unknown:
+            return
+        package = _package(unknown[0][1])
+        block = [line]
+        following = self.ctx.next_statement.get(line)
+        while isinstance(following, cst.SimpleStatementLine) and len(following.body) == 1:
+            names = self._unknown(following.body[0])
+            if not names or _package(names[0][1]) != package:
+                break
+            unknown += names
+            block.append(following)
+            following = self.ctx.next_statement.get(following)
+        qualified = [name for _, name in unknown]
+        if len(qualified) == 1:
+            why = f"`{qualified[0]}` has no rewrite rule"
+        else:
+            names = ", ".join(f"`{name.rpartition('.')[2]}`" for name in qualified)
+            why = f"the `{package}` names {names} have no rewrite rule"
+        report = self.ctx.todo(
+            unknown[0][0],
+            UNKNOWN_OPTIMUM_SYMBOL,
+            why,
+            f"replace {'it' if len(qualified) == 1 else 'them'} with the plain Transformers/TRL/PEFT/Diffusers API "
+            'on device "neuron" by hand.',
+            subject=qualified[0] if len(qualified) == 1 else package,
+        )
+        report.also += block[1:]
+        self.grouped.update(block[1:])
+
+    def _unknown(self, node: cst.BaseSmallStatement) -> list[tuple[cst.ImportAlias, str]]:
+        """The names an import takes from a source module that no rule handles (alias, qualified name)."""
+        if not isinstance(node, cst.ImportFrom) or node.relative or node.module is None:
+            return []
+        if isinstance(node.names, cst.ImportStar):
+            return []
         module = dotted_name(node.module)
         if not module.startswith(SOURCE_MODULES):
-            return
-        for alias in node.names:
-            qualified = f"{module}.{alias.name.value}"
-            if not self._claimed(qualified):
-                self.ctx.todo(
-                    alias,
-                    UNKNOWN_OPTIMUM_SYMBOL,
-                    f"`{qualified}` has no rewrite rule",
-                    'replace it with the plain Transformers/TRL/PEFT/Diffusers API on device "neuron" by hand.',
-                    subject=qualified,
-                )
+            return []
+        found = [(alias, f"{module}.{alias.name.value}") for alias in node.names]
+        return [(alias, qualified) for alias, qualified in found if not self._claimed(qualified)]
 
     def _claimed(self, qualified: str) -> bool:
         # A rule may claim a whole module (e.g. "torch_xla.core.xla_model") or one symbol.
         return any(qualified == name or qualified.startswith(name + ".") for name in self.ctx.claimed)
+
+
+def _package(qualified: str) -> str:
+    """The package a name comes from, as a person names it: `optimum.neuron`, `torch_xla`."""
+    parts = qualified.split(".")
+    return ".".join(parts[:2]) if parts[0] == "optimum" else parts[0]
 
 
 HANDLER = UnknownSymbol

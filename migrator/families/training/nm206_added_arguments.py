@@ -10,6 +10,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from migrator.cst_helpers import (
+    descendants,
     find_keyword,
     is_literal,
     keyword_arg,
@@ -18,7 +19,7 @@ from migrator.cst_helpers import (
     with_appended,
 )
 from migrator.families.training.state import TrainingFile, unpacked_arguments
-from migrator.families.training.targets import HINTS, TRIGGERS
+from migrator.families.training.targets import HINTS, RENAMES, TRIGGERS
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
@@ -103,6 +104,7 @@ class AddedArguments(Handler):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self.file = ctx.state(TrainingFile)
+        self._names: frozenset[str] | None = None
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         call = self.file.arguments_calls.get(original)
@@ -143,7 +145,9 @@ class AddedArguments(Handler):
             and not is_literal(packing.value, "False")
             and find_keyword(original, "packing_strategy") is None
         ):
-            if call.has_star:  # the unpacked mapping may already hold a packing_strategy
+            may_hold = unpacked is None or "packing_strategy" in unpacked
+            if call.has_star and may_hold and not self._unpacks_training_arguments_only(original):
+                # the unpacked mapping may already hold a packing_strategy
                 self.ctx.todo(
                     packing,
                     PACKING_STRATEGY,
@@ -156,6 +160,61 @@ class AddedArguments(Handler):
         if not additions:
             return updated
         return updated.with_changes(args=with_appended(list(updated.args), additions))
+
+    def _unpacks_training_arguments_only(self, call: cst.Call) -> bool:
+        """Every `**` of the call unpacks `args.to_dict()` of a TrainingArguments (which has no packing_strategy)."""
+        stars = [arg for arg in call.args if arg.star == "**"]
+        if any(arg.star == "*" for arg in call.args) or not stars:
+            return False
+        names = self._training_arguments_names()
+        return all(
+            m.matches(arg.value, m.Call(func=m.Attribute(value=m.Name(), attr=m.Name("to_dict")), args=[]))
+            and arg.value.func.value.value in names
+            for arg in stars
+        )
+
+    def _training_arguments_names(self) -> frozenset[str]:
+        """Names that only ever hold a TrainingArguments: `args = TrainingArguments(...)`, or its place in
+        `model_args, args = HfArgumentParser((ModelArguments, TrainingArguments)).parse_args_into_dataclasses()`."""
+        if self._names is None:
+            self._names = _training_arguments_names(self.ctx)
+        return self._names
+
+
+# Transformers' training-arguments classes, which have no `packing_strategy` field (TRL's configs do).
+_TRAINING_CLASS_NAMES = frozenset({"TrainingArguments", "Seq2SeqTrainingArguments"})
+_ARGUMENTS_CLASSES = frozenset(
+    {
+        *(name for name, target in RENAMES.items() if target.name in _TRAINING_CLASS_NAMES),
+        *(f"transformers.{name}" for name in _TRAINING_CLASS_NAMES),
+    }
+)
+_PARSES = frozenset({"parse_args_into_dataclasses", "parse_json_file", "parse_yaml_file", "parse_dict"})
+
+
+def _training_arguments_names(ctx: FileContext) -> frozenset[str]:
+    parsers: dict[str, list[str | None]] = {}  # parser variable -> the qualified class at each position
+    bound: dict[str, list[bool]] = {}  # name -> for each binding, whether it is a TrainingArguments
+    for assign in descendants(ctx.module, cst.Assign):
+        if len(assign.targets) != 1:
+            continue
+        target, value = assign.targets[0].target, assign.value
+        if isinstance(target, cst.Name) and m.matches(value, m.Call(args=[m.Arg(m.Tuple() | m.List())])):
+            parsers[target.value] = [ctx.qualified(e.value) for e in value.args[0].value.elements]
+        if isinstance(target, cst.Name):
+            training = isinstance(value, cst.Call) and ctx.qualified(value.func) in _ARGUMENTS_CLASSES
+            bound.setdefault(target.value, []).append(training)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            classes = []
+            if m.matches(value, m.Call(func=m.Attribute(value=m.Name(), attr=m.Name()))) and (
+                value.func.attr.value in _PARSES
+            ):
+                classes = parsers.get(value.func.value.value, [])
+            for index, element in enumerate(target.elements):
+                if isinstance(element.value, cst.Name):
+                    training = index < len(classes) and classes[index] in _ARGUMENTS_CLASSES
+                    bound.setdefault(element.value.value, []).append(training)
+    return frozenset(name for name, kinds in bound.items() if all(kinds))
 
 
 def keywords(call: cst.Call) -> set[str]:

@@ -7,12 +7,21 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import is_method_call, keyword_arg, source_code, without_args
+from migrator.cst_helpers import (
+    descendants,
+    is_method_call,
+    keyword_arg,
+    source_code,
+    with_appended,
+    without_args,
+)
 from migrator.families.training.nm202_arguments import ARGUMENT_RENAMED
+from migrator.families.training.nm206_added_arguments import SAVE_ONLY_MODEL
 from migrator.families.training.state import DISTRIBUTED_CONFIG_BY_HAND, TrainingFile, trn_config_arg
 from migrator.families.training.targets import (
     HINTS,
     MODEL_LOAD_KEYWORDS,
+    RENAMES,
     TRAINING_MODELS,
     TRIGGERS,
     WORLD_SIZE,
@@ -90,6 +99,10 @@ class ModelLoads(Handler):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self.file = ctx.state(TrainingFile)
+        self.parsed, self.dataclasses = _parsed_trn_configs(ctx)
+        self.save_only_model: dict[cst.Call, tuple[str, str]] = {}  # load -> (its arguments variable, its tp)
+        for name in self.dataclasses:
+            ctx.watch(name)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         if not isinstance(updated, cst.Call) or len(original.args) != len(updated.args):
@@ -108,6 +121,9 @@ class ModelLoads(Handler):
     def _training_load(self, original: cst.Call, updated: cst.Call, target: Target) -> cst.Call:
         file, scope = self.file, self.file.scope
         index, trn_config = trn_config_arg(original)
+        parsed = self.parsed.get(original)
+        if parsed is not None:
+            return self._parsed_load(original, updated, target, index, parsed)
         as_config = trn_config in file.inline_configs or (
             isinstance(trn_config, cst.Name) and trn_config.value in scope.distributed_config_names
         )
@@ -138,17 +154,8 @@ class ModelLoads(Handler):
             return updated
         self.ctx.report(original, TRAINING_MODEL, f"-> `transformers.{target.name}.from_pretrained`.")
         file.rewritten_loads.add(self.ctx.qualified(original.func.value))
-        args = list(updated.args)
+        args = self._renamed_keywords(original, updated)
         removed = set() if index is None else {args[index]}
-        for position, (before, arg) in enumerate(zip(original.args, updated.args, strict=True)):
-            keyword = before.keyword.value if before.keyword else None
-            if keyword in MODEL_LOAD_KEYWORDS:
-                message = f"`{keyword}=` -> `{MODEL_LOAD_KEYWORDS[keyword]}=`."
-                self.ctx.report(before, ARGUMENT_RENAMED, message, subject=keyword)
-                args[position] = arg.with_changes(keyword=cst.Name(MODEL_LOAD_KEYWORDS[keyword]))
-            elif keyword == "attn_implementation" and m.matches(before.value, _FLASH_ATTENTION_2):
-                self.ctx.report(before.value, FLASH_ATTENTION)
-                args[position] = arg.with_changes(value=cst.SimpleString('"sdpa"'))
         self.ctx.add_import(target.module, target.name)
         func = updated.func.with_changes(value=cst.Name(target.name))
         if as_config:  # the variable or inline call now holds a DistributedConfig
@@ -158,6 +165,139 @@ class ModelLoads(Handler):
             removed = set()
         updated = updated.with_changes(func=func, args=without_args(args, removed))
         return file.add_distributed_config(original, updated)
+
+    def _renamed_keywords(self, original: cst.Call, updated: cst.Call) -> list[cst.Arg]:
+        """The load's arguments with Transformers 5's keyword names (`dtype=`) and sdpa for flash_attention_2."""
+        args = list(updated.args)
+        for position, (before, arg) in enumerate(zip(original.args, updated.args, strict=True)):
+            keyword = before.keyword.value if before.keyword else None
+            if keyword in MODEL_LOAD_KEYWORDS:
+                message = f"`{keyword}=` -> `{MODEL_LOAD_KEYWORDS[keyword]}=`."
+                self.ctx.report(before, ARGUMENT_RENAMED, message, subject=keyword)
+                args[position] = arg.with_changes(keyword=cst.Name(MODEL_LOAD_KEYWORDS[keyword]))
+            elif keyword == "attn_implementation" and m.matches(before.value, _FLASH_ATTENTION_2):
+                self.ctx.report(before.value, FLASH_ATTENTION)
+                args[position] = arg.with_changes(value=cst.SimpleString('"sdpa"'))
+        return args
+
+    # -- `trn_config` of command-line arguments: the flag moves to the script's own dataclass --------------
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef):
+        """The script's own argument dataclass takes `tensor_parallel_size`, which NeuronTrainingArguments parsed
+        from the command line and TrainingArguments does not have (`--tensor_parallel_size 8` still parses)."""
+        if original.name.value not in self.dataclasses or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        uses_field = "field" in self.ctx.source.identifiers and any(
+            isinstance(item, cst.SimpleStatementLine) and "field(" in source_code(item)
+            for item in original.body.body
+        )
+        value = (
+            'field(default=1, metadata={"help": "tensor parallel degree of the model"})'
+            if uses_field
+            else "1"
+        )
+        self.ctx.report(
+            original,
+            TRAINING_MODEL,
+            f"`tensor_parallel_size` added to `{original.name.value}`: the flag that filled the parsed "
+            "NeuronTrainingArguments' trn_config now reaches the model load.",
+            subject=original.name.value,
+        )
+        line = cst.parse_statement(f"tensor_parallel_size: int = {value}\n")
+        return updated.with_changes(body=updated.body.with_changes(body=[*updated.body.body, line]))
+
+    def _parsed_load(self, original, updated, target: Target, index: int, holder: str) -> cst.Call:
+        tp = f"{holder}.tensor_parallel_size"
+        # A degree of 1 is plain data parallelism, which the Trainer does itself (DDP); a DistributedConfig would
+        # shard at load and make the Trainer refuse checkpoints with optimizer state (NM207).
+        config = (
+            f"DistributedConfig(tp_size={tp}, dp_replicate_size={WORLD_SIZE} // {tp}) if {tp} > 1 else None"
+        )
+        self.ctx.add_import("os")
+        self.ctx.add_import("transformers", "DistributedConfig")
+        self.ctx.add_import(target.module, target.name)
+        self.file.rewritten_loads.add(self.ctx.qualified(original.func.value))
+        self.ctx.report(
+            original,
+            TRAINING_MODEL,
+            f"-> `transformers.{target.name}.from_pretrained` with distributed_config={config}: the parsed "
+            "trn_config's tensor parallel degree, data parallel over the other processes (a degree of 1: "
+            "no DistributedConfig, the Trainer's own data parallelism).",
+        )
+        args = self._renamed_keywords(original, updated)
+        new = keyword_arg("distributed_config", cst.parse_expression(config))
+        args = with_appended(without_args(args, {args[index]}), [new])
+        arguments = trn_config_arg(original)[1].value.value
+        self.save_only_model[original] = (arguments, tp)
+        return updated.with_changes(func=updated.func.with_changes(value=cst.Name(target.name)), args=args)
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated):
+        """After a load sharded by parsed arguments: Trainer cannot save the optimizer state of a sharded model
+        (NM207), so its checkpoints hold the model only when the parsed degree shards it."""
+        if not self.save_only_model or not isinstance(updated, cst.SimpleStatementLine):
+            return updated
+        load = next((call for call in self.save_only_model if call in descendants(original, cst.Call)), None)
+        if load is None:
+            return updated
+        arguments, tp = self.save_only_model.pop(load)
+        self.ctx.report(load, SAVE_ONLY_MODEL, subject="save_only_model")
+        guard = cst.parse_statement(f"if {tp} > 1:\n    {arguments}.save_only_model = True\n")
+        return cst.FlattenSentinel([updated, guard])
+
+
+_PARSES = frozenset({"parse_args_into_dataclasses", "parse_json_file", "parse_yaml_file", "parse_dict"})
+# optimum-neuron's arguments classes, whose `trn_config` holds the parallel degrees parsed from their flags.
+_NEURON_ARGUMENTS = frozenset(
+    name for name, target in RENAMES.items() if target.name.endswith("TrainingArguments")
+)
+
+
+def _parsed_trn_configs(ctx: FileContext) -> tuple[dict[cst.Call, str], set[str]]:
+    """Training loads whose `trn_config` is that of NeuronTrainingArguments parsed from the command line next
+    to a dataclass of the script (`script_args, training_args = parser.parse_args_into_dataclasses()`): each
+    load -> the variable of that dataclass, and the dataclasses that take the flag."""
+    module = ctx.module
+    dataclasses = {
+        node.name.value
+        for node in module.body
+        if isinstance(node, cst.ClassDef)
+        and any("dataclass" in source_code(decorator.decorator) for decorator in node.decorators)
+    }
+    if not dataclasses or "trn_config" not in ctx.source.identifiers:
+        return {}, set()
+    parsers: dict[str, list[str]] = {}
+    holders: dict[str, tuple[str, str]] = {}  # arguments variable -> (dataclass variable, dataclass)
+    loads: dict[cst.Call, str] = {}
+    chosen: set[str] = set()
+    for assign in descendants(module, cst.Assign):
+        target, value = assign.targets[0].target, assign.value
+        if isinstance(target, cst.Name) and m.matches(value, m.Call(args=[m.Arg(m.Tuple() | m.List())])):
+            parsers[target.value] = [source_code(element.value) for element in value.args[0].value.elements]
+        elif isinstance(target, (cst.Tuple, cst.List)) and m.matches(
+            value, m.Call(func=m.Attribute(value=m.Name(), attr=m.Name()))
+        ):
+            classes = parsers.get(value.func.value.value, []) if value.func.attr.value in _PARSES else []
+            names = [element.value for element in target.elements]
+            own = [
+                (n.value, c)
+                for n, c in zip(names, classes, strict=False)
+                if c in dataclasses and isinstance(n, cst.Name)
+            ]
+            for variable, cls in zip(names, classes, strict=False):
+                head, _, rest = cls.partition(".")  # read before the walk: through the module's imports
+                qualified = ctx.module_imports.get(head, head) + (f".{rest}" if rest else "")
+                if own and isinstance(variable, cst.Name) and qualified in _NEURON_ARGUMENTS:
+                    holders[variable.value] = own[0]
+    for call in descendants(module, cst.Call):
+        if not is_method_call(call, "from_pretrained"):
+            continue
+        _, trn_config = trn_config_arg(call)
+        if m.matches(trn_config, m.Attribute(value=m.Name(), attr=m.Name("trn_config"))):
+            holder = holders.get(trn_config.value.value)
+            if holder is not None:
+                loads[call] = holder[0]
+                chosen.add(holder[1])
+    return loads, chosen
 
 
 HANDLER = ModelLoads

@@ -14,9 +14,11 @@ STACK_NAME = Rule(
     "NM219",
     Severity.WARNING,
     "A name imported from transformers / trl / peft that the migrated stack (Transformers 5, TRL 1.x) no "
-    "longer has (`transformers.AdamW`, `trl.DataCollatorForCompletionOnlyLM`, `TFAutoModel...`)",
+    "longer has (`transformers.AdamW`, `ViTFeatureExtractor`, `transformers.generation_utils`, "
+    "`trl.DataCollatorForCompletionOnlyLM`, `TFAutoModel...`)",
     "Rewritten to its replacement where it takes the same arguments (`transformers.AdamW` -> "
-    "`torch.optim.AdamW`, TRL's ORPO/CPO/online-DPO/GKD trainers -> `trl.experimental`); otherwise the "
+    "`torch.optim.AdamW`, a vision `*FeatureExtractor` -> its `*ImageProcessor`, TRL's ORPO/CPO/online-DPO/GKD "
+    "trainers -> `trl.experimental`); otherwise the "
     "import stays with a TODO saying what replaces it. Where the old defaults differ (AdamW's eps=1e-6, "
     "weight_decay=0.0 against torch's 1e-8, 0.01), each call passes them; a use that is not a call (a class "
     "handed to a helper) gets a TODO.",
@@ -117,6 +119,8 @@ class StackNames(Handler):
         target = self._replacement(qualified)
         if target is None:
             return updated
+        if original.value != qualified.rpartition(".")[2]:  # `import ... as Alias`: the alias stays
+            return updated
         if target.old_defaults:
             self.uncalled[original] = (qualified, target)
         if target.name == original.value:
@@ -127,6 +131,8 @@ class StackNames(Handler):
         """`transformers.AdamW` through a module import."""
         if not isinstance(original.value, (cst.Name, cst.Attribute)):
             return updated
+        if self.ctx.line is not None and isinstance(self.ctx.line.body[0], cst.ImportFrom):
+            return updated  # the module an import names: its names are checked one by one
         qualified = self.ctx.qualified(original)
         if qualified is None or qualified.split(".")[0] not in STACK_MODULES:
             return updated

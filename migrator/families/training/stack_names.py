@@ -73,6 +73,47 @@ RENAMED: dict[str, Replacement] = {
     **_from(_TRL, {"DataCollatorForChatML": Replacement("trl.experimental.utils", "DataCollatorForChatML")}),
 }
 
+# Transformers 4's vision feature extractors (class -> its model's folder): each was the model's image processor
+# under another name (a subclass that only warned); Transformers 5 has only `<Model>ImageProcessor`.
+_FEATURE_EXTRACTORS = {
+    "BeitFeatureExtractor": "beit",
+    "CLIPFeatureExtractor": "clip",
+    "ChineseCLIPFeatureExtractor": "chinese_clip",
+    "ConditionalDetrFeatureExtractor": "conditional_detr",
+    "ConvNextFeatureExtractor": "convnext",
+    "DPTFeatureExtractor": "dpt",
+    "DeformableDetrFeatureExtractor": "deformable_detr",
+    "DeiTFeatureExtractor": "deit",
+    "DetrFeatureExtractor": "detr",
+    "DonutFeatureExtractor": "donut",
+    "FlavaFeatureExtractor": "flava",
+    "GLPNFeatureExtractor": "glpn",
+    "ImageGPTFeatureExtractor": "imagegpt",
+    "LayoutLMv2FeatureExtractor": "layoutlmv2",
+    "LayoutLMv3FeatureExtractor": "layoutlmv3",
+    "LevitFeatureExtractor": "levit",
+    "MaskFormerFeatureExtractor": "maskformer",
+    "MobileNetV1FeatureExtractor": "mobilenet_v1",
+    "MobileNetV2FeatureExtractor": "mobilenet_v2",
+    "MobileViTFeatureExtractor": "mobilevit",
+    "OwlViTFeatureExtractor": "owlvit",
+    "PerceiverFeatureExtractor": "perceiver",
+    "PoolFormerFeatureExtractor": "poolformer",
+    "SegformerFeatureExtractor": "segformer",
+    "ViTFeatureExtractor": "vit",
+    "VideoMAEFeatureExtractor": "videomae",
+    "ViltFeatureExtractor": "vilt",
+    "YolosFeatureExtractor": "yolos",
+}
+RENAMED.update(
+    {
+        f"{module}.{name}": Replacement("transformers", name.replace("FeatureExtractor", "ImageProcessor"))
+        for name, model in _FEATURE_EXTRACTORS.items()
+        for module in ("transformers", f"transformers.models.{model}.feature_extraction_{model}")
+    }
+)
+RENAMED["transformers.generation_utils.GenerationMixin"] = Replacement("transformers", "GenerationMixin")
+
 _DATASETS = "removed from Transformers; build the dataset with the `datasets` library"
 _TRL_REMOVED = "removed in TRL 1.x with no replacement in the pinned stack; pin an older TRL for this script"
 # Removed names with no faithful replacement: qualified name -> what to do.
@@ -126,12 +167,23 @@ REMOVED_PREFIXES: dict[str, str] = {
     "transformers.TF": "TensorFlow support was removed in Transformers 5; use the PyTorch class (no `TF` prefix)",
     "transformers.Flax": "Flax support was removed in Transformers 5; use the PyTorch class (no `Flax` prefix)",
 }
+# Modules Transformers no longer has (whatever is imported from them): module -> what to do instead.
+REMOVED_MODULES: dict[str, str] = {
+    "transformers.generation_utils": "removed from Transformers; `GenerationMixin` is `transformers.GenerationMixin`, "
+    "the `*SearchOutput` classes became `transformers.generation.GenerateDecoderOnlyOutput` / "
+    "`GenerateEncoderDecoderOutput` / `GenerateBeamDecoderOnlyOutput`",
+    "transformers.deepspeed": "removed from Transformers; import it from `transformers.integrations.deepspeed`",
+    "transformers.onnx": "removed in Transformers 5; export to ONNX with optimum (`optimum-cli export onnx`)",
+}
 STACK_MODULES = ("transformers", "trl", "peft")
 
 
 def removed_reason(qualified: str) -> str | None:
     if qualified in REMOVED:
         return REMOVED[qualified]
+    for module, reason in REMOVED_MODULES.items():
+        if qualified == module or qualified.startswith(module + "."):
+            return reason
     for prefix, reason in REMOVED_PREFIXES.items():
         rest = qualified.removeprefix(prefix)
         if rest != qualified and rest[:1].isupper():
@@ -140,4 +192,4 @@ def removed_reason(qualified: str) -> str | None:
 
 
 # Last names of everything above: the rule's triggers and hints.
-NAMES = frozenset(name.rpartition(".")[2] for name in (*RENAMED, *REMOVED)) | {"TF", "Flax"}
+NAMES = frozenset(name.rpartition(".")[2] for name in (*RENAMED, *REMOVED, *REMOVED_MODULES)) | {"TF", "Flax"}

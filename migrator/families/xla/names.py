@@ -33,10 +33,6 @@ CALL_RENAMES: dict[str, tuple[str, tuple[str, ...]]] = {
 DEVICE_CALLS = frozenset({f"{XM}.xla_device", "torch_xla.device"})
 SYNC_CALLS = frozenset({f"{XM}.mark_step", "torch_xla.sync"})
 METRICS_CALLS = frozenset({f"{METRICS}.metrics_report", f"{METRICS}.short_metrics_report"})
-# Calls rewritten into statements: handled only when they are a whole expression statement.
-STATEMENT_CALLS = frozenset(
-    {*SYNC_CALLS, *METRICS_CALLS, f"{XM}.master_print", f"{XM}.save", f"{XM}.rendezvous"}
-)
 DEVICE_LOADERS = frozenset({f"{PL}.MpDeviceLoader"})
 PARALLEL_LOADER = f"{PL}.ParallelLoader"
 AUTOCASTS = frozenset({"torch.autocast", "torch.amp.autocast"})
@@ -51,26 +47,6 @@ GRADIENT_SYNC_CALLS = frozenset({OPTIMIZER_STEP, REDUCE_GRADIENTS})
 SPAWN = f"{XMP}.spawn"
 LAUNCH = "torch_xla.launch"  # xmp.spawn over every device (or fn(LOCAL_RANK) when torchrun started it)
 SPAWNS = frozenset({SPAWN, LAUNCH})
-
-# Functions some rule rewrites: used as a value instead of called, they get a TODO.
-REWRITTEN_CALLS = frozenset(
-    {*CALL_RENAMES, *DEVICE_CALLS, *STATEMENT_CALLS, IS_MASTER, OPTIMIZER_STEP, *SPAWNS}
-)
-# Calls some rule decides on (rewrites, or leaves as they are on purpose); the others under torch_xla /
-# neuronx_distributed / torch_neuronx get the manual rules' TODO.
-DECIDED_CALLS = frozenset(
-    {
-        *REWRITTEN_CALLS,
-        "torch.device",
-        *DEVICE_LOADERS,
-        PARALLEL_LOADER,
-        PROCESS_GROUP_INIT,
-        *AUTOCASTS,
-        XLA_AUTOCAST,
-        "torch.compile",
-        XLA_CHECKPOINT,
-    }
-)
 
 # Marks a script that runs several processes; its device gets the LOCAL_RANK index.
 DISTRIBUTED_NAMES = frozenset(
@@ -121,6 +97,7 @@ INF1_PACKAGE = "torch_neuron"
 INF1_NAMESPACE = "torch.neuron"
 INF1_APIS: dict[str, str] = {
     "trace": RUN_ON_NEURON,
+    "trace_module": RUN_ON_NEURON,  # `trace` of several methods of one module
     "DataParallel": PER_PROCESS_CORES,
     "analyze_model": ANALYZE,
     **{f"experimental.{name}": PLACEMENT for name in NEURON_CORE_PLACEMENT},
@@ -152,5 +129,7 @@ TRACE_CALLS = frozenset(
         "torch_neuronx.xla_impl.trace.trace",
         "torch.neuron.trace",
         f"{INF1_PACKAGE}.trace",
+        "torch.neuron.trace_module",
+        f"{INF1_PACKAGE}.trace_module",
     }
 )

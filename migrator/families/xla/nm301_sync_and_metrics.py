@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.cst_helpers import descendants
+from migrator.cst_helpers import descendants, visit_read_only
 from migrator.families.xla.names import CLOCKS, METRICS_CALLS, SYNC_CALLS, SYNCHRONIZE, XM
 from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
 from migrator.rules import Example, Rule, Severity
@@ -15,7 +15,7 @@ MARK_STEP = Rule(
     Severity.INFO,
     "`xm.mark_step()` / `torch_xla.sync()` cuts the lazy XLA graph",
     "Removed: TorchNeuron runs eagerly, there is no lazy graph to cut. Where it is timed (a clock is read "
-    "before and after it in its function, or in the loop that holds it), it becomes "
+    "before and after it in its function, or in the loop that holds it, or it is in a helper called so), it becomes "
     "`torch.accelerator.synchronize()`: TorchNeuron runs asynchronously, and without a wait the clock would "
     "measure the dispatch only.",
     examples=(
@@ -89,6 +89,7 @@ CLOCK_MODULES = frozenset(name.partition(".")[0] for name in CLOCKS) | {
 
 
 class RemoveGraphCalls(Handler):
+    STATEMENTS = SYNC_CALLS | METRICS_CALLS
     HINTS = HINTS
 
     def __init__(self, ctx) -> None:
@@ -97,6 +98,7 @@ class RemoveGraphCalls(Handler):
         self.scopes: list[cst.CSTNode] = []  # the module and the functions around the walk
         self.loops: list[cst.CSTNode] = []  # the loops around it, in the innermost function
         self.clock_lines: dict[cst.CSTNode, tuple[list[int], list[int]]] = {}  # scope or loop -> `_lines`
+        self.helpers: set[str] | None = None  # see `_timed_helpers`
 
     def visit_Module(self, node: cst.Module) -> None:
         self.scopes.append(node)
@@ -139,19 +141,39 @@ class RemoveGraphCalls(Handler):
         return found
 
     def _timed(self, statement: cst.CSTNode) -> bool:
-        """The graph cut is timed: a loop around it in its function reads a clock, or a clock is read before it
-        and the next clock read comes before any other device wait."""
+        """The graph cut is timed where it stands, or it is in a helper the script calls where it times
+        (`def sync(): torch_xla.sync()`, then `sync()` between two clock reads)."""
         if CLOCK_MODULES.isdisjoint(self.ctx.source.identifiers):
             return False
-        for loop in reversed(self.loops):
+        line = self.ctx.source_map.position(statement)[0]
+        if self._timed_at(line, self.loops, self.scopes[-1]):
+            return True
+        function = self.scopes[-1]
+        return isinstance(function, cst.FunctionDef) and function.name.value in self._timed_helpers()
+
+    def _timed_at(self, line: int, loops: list[cst.CSTNode], scope: cst.CSTNode) -> bool:
+        """A loop around `line` in its function reads a clock, or a clock is read before it in `scope` and the
+        next clock read comes before any other device wait."""
+        for loop in reversed(loops):
             if isinstance(loop, cst.FunctionDef):
                 break
             if self._lines(loop)[0]:
                 return True
-        line = self.ctx.source_map.position(statement)[0]
-        clocks, waits = self._lines(self.scopes[-1])
+        clocks, waits = self._lines(scope)
         after = [clock for clock in clocks if clock > line]
         return bool(after) and clocks[0] < line and not any(line < wait < after[0] for wait in waits)
+
+    def _timed_helpers(self) -> set[str]:
+        """The functions of the module that are called (by name) where the script times."""
+        if self.helpers is None:
+            sites = _CallSites({f.name.value for f in descendants(self.ctx.module, cst.FunctionDef)})
+            visit_read_only(self.ctx.module, sites)
+            self.helpers = {
+                call.func.value
+                for call, loops, scope in sites.found
+                if self._timed_at(self.ctx.source_map.position(call)[0], loops, scope)
+            }
+        return self.helpers
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         call = whole_statement_call(original)
@@ -171,6 +193,43 @@ class RemoveGraphCalls(Handler):
             self.ctx.report(call, MARK_STEP if name in SYNC_CALLS else METRICS_REPORT)
             return cst.RemoveFromParent()
         return updated
+
+
+class _CallSites(cst.CSTVisitor):
+    """The calls of the functions `names` (by plain name), with the loops and the scope around each."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+        self.scopes: list[cst.CSTNode] = []
+        self.loops: list[cst.CSTNode] = []
+        self.found: list[tuple[cst.Call, list[cst.CSTNode], cst.CSTNode]] = []
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.scopes.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scopes.append(node)
+        self.loops.append(node)
+
+    def leave_FunctionDef(self, original: cst.FunctionDef) -> None:
+        self.scopes.pop()
+        self.loops.pop()
+
+    def visit_For(self, node: cst.For) -> None:
+        self.loops.append(node)
+
+    def leave_For(self, original: cst.For) -> None:
+        self.loops.pop()
+
+    def visit_While(self, node: cst.While) -> None:
+        self.loops.append(node)
+
+    def leave_While(self, original: cst.While) -> None:
+        self.loops.pop()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value in self.names:
+            self.found.append((node, list(self.loops), self.scopes[-1]))
 
 
 HANDLER = RemoveGraphCalls

@@ -41,6 +41,7 @@ RULES = (RUNTIME_CALL,)
 
 class RuntimeCalls(Handler):
     CALLS = frozenset({*CALL_RENAMES, IS_MASTER})
+    STATEMENTS = frozenset({f"{XM}.rendezvous"})
     HINTS = HINTS
 
     def __init__(self, ctx) -> None:

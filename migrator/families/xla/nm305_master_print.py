@@ -35,6 +35,7 @@ _RENAMED_KEYWORDS = {"fd": "file", "finalize": "flush"}
 
 
 class MasterPrint(Handler):
+    STATEMENTS = frozenset({f"{XM}.master_print"})
     HINTS = HINTS
 
     def __init__(self, ctx) -> None:

@@ -52,6 +52,7 @@ RULES = (XLA_SAVE,)
 
 
 class Save(Handler):
+    STATEMENTS = frozenset({f"{XM}.save"})
     HINTS = HINTS
 
     def __init__(self, ctx) -> None:

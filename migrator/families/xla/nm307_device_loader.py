@@ -78,11 +78,47 @@ _PER_DEVICE_LOADER = m.Attribute(value=m.Call(), attr=m.Name("per_device_loader"
 
 
 class DeviceLoader(Handler):
+    DECIDES = DEVICE_LOADERS | {PARALLEL_LOADER}
     HINTS = HINTS
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.file = ctx.state(XlaFile)
+        self.attribute_names: set[cst.Name] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.attribute_names.add(node.attr)  # `x.MpDeviceLoader` names an attribute of x, not the import
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
+        self._used_as_value(original)
+        return updated
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name):
+        if original not in self.attribute_names:
+            self._used_as_value(original)
+        return updated
+
+    def _used_as_value(self, node: cst.Name | cst.Attribute) -> None:
+        """`isinstance(loader, pl.MpDeviceLoader)`: a loader class named without being called. Its calls become
+        this file's `_DeviceLoader`, which another file's loaders are not instances of: the test is the
+        author's to rewrite (left as it is, it fails with a NameError once the import goes)."""
+        line = self.ctx.line
+        if node in self.file.called or (
+            line is not None and isinstance(line.body[0], (cst.Import, cst.ImportFrom))
+        ):
+            return
+        name = self.ctx.qualified(node)
+        if name not in DEVICE_LOADERS and name != PARALLEL_LOADER:
+            return
+        self.ctx.todo(
+            node,
+            DEVICE_LOADER,
+            f"`{name}` is used as a value (an isinstance test, a reference), not called; its calls become a "
+            "`_DeviceLoader` helper that each migrated file defines for itself",
+            "test for the loader your code builds (this file's `_DeviceLoader` once its loaders are rewritten) "
+            "or drop the test",
+            subject=name,
+        )
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         name = self.ctx.qualified(original.func)

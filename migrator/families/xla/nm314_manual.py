@@ -6,8 +6,8 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.cst_helpers import visit_read_only
-from migrator.families.xla.names import DECIDED_CALLS, REWRITTEN_CALLS, STATEMENT_CALLS, XM
-from migrator.families.xla.state import HINTS, XlaFile
+from migrator.families.xla.names import XM
+from migrator.families.xla.state import HINTS, XlaFile, declared_calls
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -180,7 +180,7 @@ class ManualXla(Handler):
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
         name = self.ctx.qualified(original)
-        if original not in self.file.called and name in REWRITTEN_CALLS:
+        if original not in self.file.called and name in declared_calls().rewritten:
             self.ctx.todo(
                 original,
                 UNSUPPORTED_XLA,
@@ -193,7 +193,7 @@ class ManualXla(Handler):
         name = self.ctx.qualified(original.func)
         if name is None:
             return updated
-        if name in STATEMENT_CALLS:
+        if name in declared_calls().statements:
             if original in self.file.inline_statement_calls:
                 self.ctx.todo(
                     original,
@@ -210,7 +210,7 @@ class ManualXla(Handler):
                     "call it as a statement or rewrite it by hand",
                 )
             return updated
-        if name in DECIDED_CALLS or original in self.file.synced_by_ddp:
+        if name in declared_calls().decided or original in self.file.synced_by_ddp:
             return updated
         if self._shadowed(original.func):
             return updated
@@ -231,9 +231,9 @@ class ManualXla(Handler):
             )
             return
         what = rule.action.removeprefix("Left in place with a TODO: ")
-        self.ctx.todo(call, rule, f"`{name}` has no direct TorchNeuron equivalent", what)
+        report = self.ctx.todo(call, rule, f"`{name}` has no direct TorchNeuron equivalent", what)
         if rule is NEURONX_DISTRIBUTED:
-            self.first_use[name] = (self.ctx.reports[-1], [])
+            self.first_use[name] = (report, [])
 
     # -- a local variable named like an import is not the import -------------------------------------------
 

@@ -86,6 +86,8 @@ _DEVICE_MOVE = m.Call(
     func=m.Attribute(attr=m.Name("to")),
     args=[m.Arg(keyword=None, value=~m.Attribute(value=m.Name("torch"))), m.ZeroOrMore()],
 )
+# `a.to(device) if cond else b.to(device)`: the model is moved whichever branch builds it.
+_CHOSEN_MOVE = m.IfExp(body=_DEVICE_MOVE, orelse=_DEVICE_MOVE)
 _PARAMETERS = m.Call(func=m.Attribute(value=m.Name(), attr=m.Name("parameters") | m.Name("named_parameters")))
 
 
@@ -136,7 +138,9 @@ class _Plan(cst.CSTVisitor):
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         statement = node.body[0]
         model = None
-        if m.matches(statement, m.Assign(targets=[m.AssignTarget(m.Name())], value=_DEVICE_MOVE)):
+        if m.matches(
+            statement, m.Assign(targets=[m.AssignTarget(m.Name())], value=_DEVICE_MOVE | _CHOSEN_MOVE)
+        ):
             model = statement.targets[0].target.value
         elif m.matches(statement, m.Expr(_DEVICE_MOVE)) and m.matches(statement.value.func.value, m.Name()):
             model = statement.value.func.value.value
@@ -532,10 +536,15 @@ class DataParallel(Handler):
     def _device_of(line: cst.SimpleStatementLine) -> str | None:
         """The variable a move statement's `.to(...)` targets, when it is one."""
         statement = line.body[0]
-        call = statement.value
-        if call.args and isinstance(call.args[0].value, cst.Name):
-            return call.args[0].value.value
-        return None
+        calls = (
+            [statement.value.body, statement.value.orelse]
+            if isinstance(statement.value, cst.IfExp)
+            else [statement.value]
+        )
+        targets = {
+            call.args[0].value.value if isinstance(call.args[0].value, cst.Name) else None for call in calls
+        }
+        return targets.pop() if len(targets) == 1 else None
 
     def _line(self, source: str) -> cst.SimpleStatementLine:
         return cst.parse_statement(source + "\n")

@@ -15,7 +15,8 @@ from migrator.transform import Handler
 INF1 = Rule(
     "NM321",
     Severity.ERROR,
-    "The inf1 (Inferentia 1) toolchain: `import torch_neuron` / `import torch.neuron`, `torch.neuron.trace`, `torch.neuron.DataParallel`, "
+    "The inf1 (Inferentia 1) toolchain: `import torch_neuron` / `import torch.neuron`, `torch.neuron.trace` / "
+    "`trace_module`, `torch.neuron.DataParallel`, "
     "`torch.neuron.analyze_model`, `torch_neuron.experimental` core placement",
     "Left in place with a TODO: TorchNeuron does not run on inf1 (trn2 and trn3 only), and models traced with "
     'torch-neuron load only there. Load the original checkpoint with Transformers on device "neuron" on a trn2 / '

@@ -4,13 +4,14 @@ functions, enclosing f-string quotes), the helpers they add to it, and how they 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
+from functools import cache
 
 import libcst as cst
 from libcst.helpers import parse_template_expression
 
 from migrator.cst_helpers import descendants, dotted_name, imports_end
 from migrator.families.xla.names import (
-    DECIDED_CALLS,
     DISTRIBUTED_NAMES,
     METRICS_CALLS,
     TORCHRUN_VARIABLES,
@@ -48,6 +49,34 @@ class _DeviceLoader:
     def __len__(self):
         return len(self.loader)
 '''
+
+
+@dataclass(frozen=True)
+class DeclaredCalls:
+    """What the XLA family's rules declare they handle (`Handler.CALLS`, `STATEMENTS`, `DECIDES`)."""
+
+    decided: frozenset[str]  # calls some rule decides on: NM318's catch-all leaves them alone
+    rewritten: frozenset[str]  # torch_xla functions some rule rewrites: used as a value instead, a TODO
+    statements: frozenset[str]  # calls rewritten only where they are a whole expression statement
+
+
+@cache
+def declared_calls() -> DeclaredCalls:
+    from migrator.registry import PYTHON_RULE_MODULES  # the registry imports the family's modules
+
+    handlers = [
+        module.HANDLER
+        for module in PYTHON_RULE_MODULES
+        if module.__name__.startswith(f"{__package__}.") and module.HANDLER is not None
+    ]
+    matched = frozenset(
+        name for handler in handlers for name in (*(handler.CALLS or ()), *handler.STATEMENTS)
+    )
+    return DeclaredCalls(
+        decided=matched | {name for handler in handlers for name in handler.DECIDES},
+        rewritten=frozenset(name for name in matched if name.startswith("torch_xla")),
+        statements=frozenset(name for handler in handlers for name in handler.STATEMENTS),
+    )
 
 
 class XlaFile:
@@ -116,14 +145,15 @@ class XlaFile:
         return None
 
     def prints_metrics(self, call: cst.Call) -> bool:
-        """`print(met.metrics_report())`: goes as a whole."""
+        """`print(met.metrics_report())` (`flush=True` too): goes as a whole."""
         printer = self.ctx.qualified(call.func)
+        shown = [arg for arg in call.args if arg.keyword is None]  # `flush=True`, `file=` only say where to
         return (
             printer in ("print", f"{XM}.master_print")
-            and bool(call.args)
+            and bool(shown)
             and all(
                 isinstance(arg.value, cst.Call) and self.ctx.qualified(arg.value.func) in METRICS_CALLS
-                for arg in call.args
+                for arg in shown
             )
         )
 
@@ -190,7 +220,7 @@ class XlaFlowBlocks:
         head, _, rest = name.partition(".")
         qualified = self._imports().get(head, head) + (f".{rest}" if rest else "")
         return qualified.startswith(_LEFT_ON_XLA) or (
-            qualified.startswith("torch_xla") and qualified not in DECIDED_CALLS
+            qualified.startswith("torch_xla") and qualified not in declared_calls().decided
         )
 
     def _imports(self) -> dict[str, str]:
@@ -276,7 +306,7 @@ class XlaTracker(Handler):
         if call is not None:
             self.file.statement_calls.add(call)
             if self.file.prints_metrics(call):
-                self.file.statement_calls.update(arg.value for arg in call.args)
+                self.file.statement_calls.update(arg.value for arg in call.args if arg.keyword is None)
         elif len(node.body) > 1:
             self._inline_calls(node.body)
 

@@ -6,7 +6,7 @@ import textwrap
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from reports.scan import find_configs, scan_file
+from reports.inventory import find_configs, scan_file
 
 
 def scan_source(tmp_path, source: str, name: str = "script.py", kind: str = "python"):
@@ -15,8 +15,8 @@ def scan_source(tmp_path, source: str, name: str = "script.py", kind: str = "pyt
     return scan_file(path, name, kind)
 
 
-def kinds(scan) -> list[str]:
-    return sorted(risk.kind for risk in scan.risks)
+def codes(scan) -> list[str]:
+    return sorted(risk.rule.code for risk in scan.risks)
 
 
 def test_models_from_literals_argparse_dataclasses_and_environment(tmp_path):
@@ -75,7 +75,7 @@ def test_unpadded_prompts_are_a_risk_only_when_generating(tmp_path):
         model.generate(**inputs)
         """,
     )
-    assert "unpadded-prompts" in kinds(risky)
+    assert "NM801" in codes(risky)
     padded = scan_source(
         tmp_path,
         """
@@ -83,9 +83,9 @@ def test_unpadded_prompts_are_a_risk_only_when_generating(tmp_path):
         model.generate(**inputs)
         """,
     )
-    assert "unpadded-prompts" not in kinds(padded)
+    assert "NM801" not in codes(padded)
     no_generate = scan_source(tmp_path, "inputs = tokenizer(prompts)\n")
-    assert kinds(no_generate) == []
+    assert codes(no_generate) == []
 
 
 def test_training_without_fixed_padding(tmp_path):
@@ -97,8 +97,8 @@ def test_training_without_fixed_padding(tmp_path):
             model(**batch).loss.backward()
         """,
     )
-    assert kinds(loop) == ["unpadded-training"]
-    assert loop.risks[0].location.line == 2  # points at the collator to change
+    assert codes(loop) == ["NM802"]
+    assert loop.risks[0].line == 2  # points at the collator to change
     fixed = scan_source(
         tmp_path,
         """
@@ -106,11 +106,11 @@ def test_training_without_fixed_padding(tmp_path):
         trainer = Trainer(model=model, data_collator=collator)
         """,
     )
-    assert kinds(fixed) == []
+    assert codes(fixed) == []
     trl = scan_source(tmp_path, "trainer = SFTTrainer(model=model, args=SFTConfig(max_length=512))\n")
-    assert kinds(trl) == []  # TRL pads to multiples of 128 on neuron by itself
+    assert codes(trl) == []  # TRL pads to multiples of 128 on neuron by itself
     trl_off = scan_source(tmp_path, "args = SFTConfig(pad_to_multiple_of=None)\n")
-    assert kinds(trl_off) == ["unpadded-training"]
+    assert codes(trl_off) == ["NM804"]
 
 
 def test_dynamic_shapes(tmp_path):
@@ -124,11 +124,7 @@ def test_dynamic_shapes(tmp_path):
         static = torch.compile(model, dynamic=False)
         """,
     )
-    assert [(risk.kind, risk.location.line) for risk in scan.risks] == [
-        ("dynamic-shapes", 3),
-        ("dynamic-shapes", 4),
-        ("dynamic-shapes", 5),
-    ]
+    assert [(risk.rule.code, risk.line) for risk in scan.risks] == [("NM805", 3), ("NM806", 4), ("NM808", 5)]
 
 
 def test_async_loading_unless_the_variable_is_set(tmp_path):
@@ -139,13 +135,13 @@ def test_async_loading_unless_the_variable_is_set(tmp_path):
         model = AutoModelForCausalLM.from_pretrained("gpt2")
         """,
     )
-    assert [(risk.kind, risk.location.line) for risk in unset.risks] == [("async-load", 3)]
+    assert [(risk.rule.code, risk.line) for risk in unset.risks] == [("NM809", 3)]
     for setter in (
         'os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")',
         'os.environ["HF_DEACTIVATE_ASYNC_LOAD"] = "1"',
     ):
         done = scan_source(tmp_path, f"import os\n{setter}\nmodel = AutoModel.from_pretrained('gpt2')\n")
-        assert kinds(done) == []
+        assert codes(done) == []
 
 
 def test_shell_launcher(tmp_path):
@@ -167,7 +163,7 @@ def test_shell_launcher(tmp_path):
         ("gpt2", 6),
     }
     assert [target for target, _ in scan.targets] == ["trn1.32xlarge"]
-    assert kinds(scan) == ["dynamic-shapes"]
+    assert codes(scan) == ["NM807"]
 
 
 def test_notebook_cells_and_shell_magics(tmp_path):
@@ -189,9 +185,7 @@ def test_notebook_cells_and_shell_magics(tmp_path):
         ("HuggingFaceTB/SmolLM3-3B", "nb.ipynb (cell 2, line 1)"),
     }
     assert [str(location) for _, location in scan.targets] == ["nb.ipynb (cell 1, line 1)"]  # code cells only
-    assert [(risk.kind, str(risk.location)) for risk in scan.risks] == [
-        ("async-load", "nb.ipynb (cell 2, line 2)")
-    ]
+    assert [(risk.rule.code, risk.cell, risk.line) for risk in scan.risks] == [("NM809", 2, 2)]
 
 
 def test_broken_files_do_not_stop_the_scan(tmp_path):
@@ -256,3 +250,39 @@ def test_bang_lines_of_notebooks_are_shell(tmp_path):
     scan = scan_file(path, "nb.ipynb", "notebook")
     found = {(reference.value, reference.location.cell, reference.location.line) for reference in scan.models}
     assert found == {("Qwen/Qwen3-8B", 1, 1), ("codellama/CodeLlama-7b-hf", 2, 1), ("gpt2", 2, 2)}
+
+
+def test_launchers_use_what_they_run_and_install_not_what_comments_say(tmp_path):
+    launcher = scan_source(
+        tmp_path,
+        """
+        #!/bin/bash
+        # Fine-tune with optimum-neuron, then TRL (history, not code)
+        pip install "optimum[neuronx]" peft==0.21.0 --upgrade
+        python -m trl.scripts.sft --model_name_or_path Qwen/Qwen3-0.6B
+        """,
+        name="run.sh",
+        kind="shell",
+    )
+    assert launcher.uses == {"optimum-neuron", "peft", "trl"}
+    comment_only = scan_source(
+        tmp_path, "#!/bin/bash\n# was: optimum-cli, trl\ntorchrun train.py\n", "b.sh", "shell"
+    )
+    assert comment_only.uses == set()
+
+
+def test_a_notebook_cell_with_an_ipython_line_in_a_block_is_still_read(tmp_path):
+    notebook = new_notebook(
+        cells=[
+            new_code_cell("%pip install trl"),
+            new_code_cell(
+                'model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B")\nfor f in files:\n    !ls {f}'
+            ),
+        ]
+    )
+    path = tmp_path / "nb.ipynb"
+    path.write_text(nbformat.writes(notebook))
+    scan = scan_file(path, "nb.ipynb", "notebook")
+    assert scan.uses == {"trl"}
+    assert [(risk.rule.code, risk.cell, risk.line) for risk in scan.risks] == [("NM809", 2, 1)]
+    assert [(model.value, model.location.cell) for model in scan.models] == [("Qwen/Qwen3-0.6B", 2)]

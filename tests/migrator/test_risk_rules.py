@@ -1,12 +1,11 @@
-"""The compile-risk rules (NM8xx) are the checklist scan's findings: each rule's own examples, scanned
-alone, raise that rule."""
+"""The compile-risk rules (NM8xx): each rule's own examples, read alone, raise that rule."""
 
 from __future__ import annotations
 
 import pytest
 
 from migrator import risks
-from reports.scan import scan_file
+from migrator.reading import read_code
 
 SUFFIXES = {"python": ".py", "shell": ".sh"}
 EXAMPLES = [
@@ -20,8 +19,8 @@ EXAMPLES = [
 def test_example_raises_its_rule(tmp_path, rule, example) -> None:
     path = tmp_path / f"example{SUFFIXES[example.kind]}"
     path.write_text(example.before)
-    scan = scan_file(path, path.name, example.kind)
-    assert rule.code in {risk.rule.code for risk in scan.risks}
+    found = risks.find_risks(read_code(path, example.kind))
+    assert rule.code in {risk.rule.code for risk in found}
 
 
 def test_every_risk_rule_has_an_example_and_only_names_known_codes() -> None:

@@ -1,0 +1,141 @@
+"""Scaffold a Python rewrite rule: `python scripts/new_rule.py FAMILY NAME [--code NMxyz]` (or `make new-rule
+FAMILY=xla NAME=replication_calls`).
+
+Writes `migrator/families/FAMILY/<code>_NAME.py` (its Rule with one Example, a Handler, HANDLER), names it in
+`migrator/registry.py` after the family's other rule modules, and starts its scenario fixture
+`fixtures/migrator/FAMILY/NAME.py`. The code is the next free one of the family (`--code` to choose). Until
+their TODO texts are replaced, the rule's example test (tests/migrator/test_rule_examples.py) and its fixture
+test fail, saying what is missing. Shell rules (`migrator/shell/`) are written by hand (docs/writing-rules.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PREFIXES = {"inference": "NM1", "training": "NM2", "xla": "NM3", "environment": "NM4", "leftovers": "NM5"}
+PREFIXES["manual"] = "NM9"
+
+MODULE = '''"""{code}: TODO: what the rule rewrites, in one line."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.rules import Example, Rule, Severity
+from migrator.transform import Handler
+
+{constant} = Rule(
+    "{code}",
+    Severity.INFO,
+    "TODO: what the rule looks for (the `looks for` column of docs/rules.md)",
+    "TODO: what the rewrite does, or what to do where it leaves a TODO",
+    examples=(
+        Example(
+            before="""\\
+TODO: the smallest realistic file that triggers the rule, as a user writes it
+""",
+            after="""\\
+TODO: the same file once migrated (after=None: reported, left byte-identical)
+""",
+        ),
+    ),
+)
+RULES = ({constant},)
+
+
+class {handler}(Handler):
+    # The walk's pre-filter (docs/writing-rules.md, "The matcher"): keep them accurate.
+    HINTS = frozenset({{"TODO: a string every statement the rule acts on holds"}})
+    CALLS = frozenset({{"TODO: the qualified name of each call leave_Call decides on"}})
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        self.ctx.report(original, {constant})
+        return updated
+
+
+HANDLER = {handler}
+'''
+FIXTURE = '''"""TODO: a whole script, written the way users write theirs (your own code), that {code} rewrites; then
+`make fixtures CASES=fixtures/migrator/{family}/{name}.py` writes its expectations for review with git diff."""
+'''
+
+
+def used_codes(root: Path) -> set[int]:
+    """Every rule code defined under migrator/ (a `Rule("NMxyz"` literal)."""
+    found = set()
+    for path in (root / "migrator").rglob("*.py"):
+        found.update(
+            int(m[1]) for m in re.finditer(r'Rule\(\s*"NM(\d{3})"', path.read_text(encoding="utf-8"))
+        )
+    return found
+
+
+def next_code(root: Path, family: str) -> str:
+    """The next free code after the family's highest Python rule module (`nm327_*.py` -> NM328)."""
+    base = int(PREFIXES[family][2]) * 100
+    modules = [
+        int(p.name[2:5]) for p in (root / "migrator" / "families" / family).glob("nm[0-9][0-9][0-9]_*.py")
+    ]
+    used = used_codes(root)
+    free = [code for code in range(max(modules, default=base), base + 100) if code not in used]
+    if not free:
+        raise SystemExit(f"no free code left after NM{max(modules)} in the {family} family: pass --code")
+    return f"NM{free[0]}"
+
+
+def register(registry: Path, entry: str, family: str) -> None:
+    """Insert `"family.module",` after the family's last rule module in PYTHON_RULE_MODULES (the leftovers
+    family: before the modules its scan decides, which come last)."""
+    lines = registry.read_text(encoding="utf-8").splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.startswith("PYTHON_RULE_MODULES"))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith(")"))
+    scanned = next((i for i in range(start, end) if "Found by the scan" in lines[i]), end)
+    limit = scanned if family == "leftovers" else end
+    mine = [i for i in range(start, limit) if lines[i].strip().startswith(f'"{family}.')]
+    if not mine:
+        raise SystemExit(f"registry.py names no module of the {family} family")
+    lines.insert(mine[-1] + 1, f'    "{entry}",\n')
+    registry.write_text("".join(lines), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("family", choices=sorted(PREFIXES))
+    parser.add_argument("name", help="what the rule is about, in snake_case (replication_calls)")
+    parser.add_argument("--code", help="the rule code (default: the family's next free one)")
+    parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)  # tests scaffold a copy
+    args = parser.parse_args(argv)
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", args.name):
+        parser.error(f"NAME must be snake_case: {args.name!r}")
+    code = args.code or next_code(args.root, args.family)
+    if not re.fullmatch(rf"{PREFIXES[args.family]}\d\d", code):
+        parser.error(f"{code} is not a code of the {args.family} family ({PREFIXES[args.family]}xx)")
+    if int(code[2:]) in used_codes(args.root):
+        parser.error(f"{code} is already defined")
+    module = f"{code.lower()}_{args.name}"
+    path = args.root / "migrator" / "families" / args.family / f"{module}.py"
+    fixture = args.root / "fixtures" / "migrator" / args.family / f"{args.name}.py"
+    for existing in (path, fixture):
+        if existing.exists():
+            parser.error(f"{existing} exists")
+    handler = "".join(part.capitalize() for part in args.name.split("_"))
+    path.write_text(MODULE.format(code=code, constant=args.name.upper(), handler=handler), encoding="utf-8")
+    register(args.root / "migrator" / "registry.py", f"{args.family}.{module}", args.family)
+    fixture.parent.mkdir(parents=True, exist_ok=True)
+    fixture.write_text(FIXTURE.format(code=code, family=args.family, name=args.name), encoding="utf-8")
+    print(
+        f"wrote {path.relative_to(args.root)} ({code}), its registry entry, and {fixture.relative_to(args.root)}"
+    )
+    print("next: replace the TODO texts (rule, example, hints, matcher), write the fixture, then")
+    print(
+        f"  make fixtures CASES={fixture.relative_to(args.root)} && python -m migrator.rules_doc && make test"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
