@@ -6,8 +6,11 @@ backward, AdamW step; batch 2 x 128 tokens), after warm-up steps; the ratio is t
 step over the CPU step just before it), so a machine whose speed drifts (a shared one) still gives a fair
 ratio. The figure to quote is the median of the paired ratios. One thread, as the harness's workers use.
 
+``--device cpu|neuron`` runs the steps on that device only (no pairing, nothing written): a whole process to
+time from outside against the same command on the other device.
+
 Usage: .venv/bin/python benchmarks/standin_speed.py [--archs llama,gpt2,qwen3] [--steps 30]
-       [--json benchmarks/standin_speed.json]
+       [--json benchmarks/standin_speed.json] [--device cpu|neuron]
 """
 
 from __future__ import annotations
@@ -35,16 +38,18 @@ def training_step(model, batch: dict, optimizer) -> None:
     optimizer.zero_grad(set_to_none=True)
 
 
-def measure(model_type: str, steps: int, warmup: int = 3) -> dict:
+def measure(
+    model_type: str, steps: int, warmup: int = 3, devices: tuple[str, ...] = ("cpu", "neuron")
+) -> dict:
     from compat_matrix.tiny import VOCAB, build_tiny_model
 
     ids = torch.randint(3, VOCAB - 16, (2, 128), generator=torch.Generator().manual_seed(0))
     runs = {}
-    for device in ("cpu", "neuron"):
+    for device in devices:
         model = build_tiny_model(model_type).to(device).train()
         batch = {"input_ids": ids.to(device), "labels": ids.to(device)}
         runs[device] = (model, batch, torch.optim.AdamW(model.parameters(), lr=1e-4))
-    seconds: dict[str, list[float]] = {"cpu": [], "neuron": []}
+    seconds: dict[str, list[float]] = {device: [] for device in devices}
     for step in range(warmup + steps):
         for device, (model, batch, optimizer) in runs.items():
             start = time.perf_counter()
@@ -53,6 +58,11 @@ def measure(model_type: str, steps: int, warmup: int = 3) -> dict:
                 torch.neuron.synchronize()
             if step >= warmup:
                 seconds[device].append(time.perf_counter() - start)
+    if len(devices) == 1:
+        return {
+            f"{devices[0]}_ms_median": round(statistics.median(seconds[devices[0]]) * 1000, 2),
+            "steps": steps,
+        }
     ratios = [n / c for n, c in zip(seconds["neuron"], seconds["cpu"], strict=True)]
     return {
         "cpu_ms_median": round(statistics.median(seconds["cpu"]) * 1000, 2),
@@ -69,10 +79,15 @@ def main() -> None:
     parser.add_argument("--archs", default="llama,gpt2,qwen3")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument("--device", choices=("cpu", "neuron"), default=None, help="this device only")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     standin.activate()
     torch.set_num_threads(1)
+    if args.device:
+        for model_type in args.archs.split(","):
+            print(model_type, json.dumps(measure(model_type, args.steps, devices=(args.device,))))
+        return
     results = {}
     for model_type in args.archs.split(","):
         results[model_type] = measure(model_type, args.steps)

@@ -30,7 +30,7 @@ import torch._dynamo
 from torch._dynamo.utils import counters, get_compilation_metrics
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from compat_matrix import artifacts, severity, sim_backend
+from compat_matrix import artifacts, severity, sim_backend, standin
 from compat_matrix.checkpoints import config_choice
 from compat_matrix.errors import first_error_line
 from compat_matrix.schema import GENERATION_COMPILE_FIGURES, Cause, Stage, Verdict
@@ -541,10 +541,13 @@ def _passes(fn: Callable[[], Any]) -> tuple[bool, str | None]:
 
 
 def attribute_failure(
-    error: BaseException, rerun: Callable[[str | None], None], simulated: bool = True
+    error: BaseException,
+    rerun: Callable[[str | None], None],
+    simulated: bool = True,
+    uncompiled_on: str = "CPU",
 ) -> tuple[Cause, str]:
     """Whom a failing compiled stage blames. ``rerun(backend)`` repeats the stage on a fresh tiny model with
-    that Dynamo backend (None: uncompiled on CPU) and raises as the stage did. On the real device
+    that Dynamo backend (None: uncompiled, on ``uncompiled_on``) and raises as the stage did. On the real device
     (``simulated`` false) there is no simulator to blame."""
     root = _root_error(error)
     if isinstance(root, sim_backend.DynamicShapeRejected):
@@ -553,7 +556,7 @@ def attribute_failure(
     if not eager_ok:
         uncompiled_ok, uncompiled_error = _passes(lambda: rerun(None))
         if not uncompiled_ok:
-            return Cause.TRANSFORMERS, f"already fails uncompiled on CPU ({uncompiled_error})"
+            return Cause.TRANSFORMERS, f"already fails uncompiled on {uncompiled_on} ({uncompiled_error})"
         return Cause.DEVICE, f"{first_error_line(error)} (also under Dynamo's eager backend: {eager_error})"
     stride_ok = simulated and _passes(lambda: rerun(sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME))[0]
     if stride_ok:
@@ -697,9 +700,13 @@ def judge_device_rules(model, fresh_model, settings, device, references, row) ->
 
 
 def _attribute(row: dict, key: str, failure: ProbeFailure, rerun: Callable[[str | None], None],
-               settings: ProbeSettings) -> None:  # fmt: skip
+               settings: ProbeSettings, uncompiled_on: torch.device = CPU) -> None:  # fmt: skip
     start = time.perf_counter()
-    cause, reason = attribute_failure(failure.error, rerun, simulated=settings.backend == "neuron-sim")
+    where = "CPU" if uncompiled_on.type == "cpu" else uncompiled_on.type
+    if uncompiled_on.type != "cpu" and standin.is_active():
+        where += " (stand-in)"
+    cause, reason = attribute_failure(failure.error, rerun, simulated=settings.backend == "neuron-sim",
+                                      uncompiled_on=where)  # fmt: skip
     seconds = row["probe_seconds"]
     seconds["attribution"] = round(seconds.get("attribution", 0.0) + time.perf_counter() - start, 3)
     _record_failure(row, key, failure, cause, reason)
@@ -727,7 +734,7 @@ def probe_generation(model, fresh_model, settings, device, references, tolerance
                          lambda: run_compiled_generate(model.to(device), settings, device, references, row))  # fmt: skip
     except ProbeFailure as failure:
         row["generate_unsupported_ops"] = sim_backend.STATE.as_list()
-        _attribute(row, "generate_failure", failure, rerun, settings)
+        _attribute(row, "generate_failure", failure, rerun, settings, device)
         return
     row["generate_unsupported_ops"] = sim_backend.STATE.as_list()
     diff = max_logit_diff(references, compiled)
@@ -742,7 +749,7 @@ def probe_generation(model, fresh_model, settings, device, references, tolerance
     elif not row["outputs_match"]:
         error = OutputsDiffer(f"compiled static-cache logits differ from the eager dynamic-cache reference: "
                               f"max diff {diff:.3g} > {tolerance:g}")  # fmt: skip
-        _attribute(row, "generate_failure", ProbeFailure("compare", error), rerun, settings)
+        _attribute(row, "generate_failure", ProbeFailure("compare", error), rerun, settings, device)
     elif not row["compiled_generation"]:
         row["not_compiled_because"] = why_not_compiled(model, row)
 

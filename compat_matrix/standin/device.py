@@ -154,6 +154,10 @@ def _run(func, info: tuple, args: tuple, kwargs: dict | None):
                     device = CPU
             elif isinstance(value, _Tensor):
                 value = _other_tensor(value, func)
+            elif type(value) is list or type(value) is tuple:  # out=[...] of a foreach or split copy
+                value = [_unwrap(item) if isinstance(item, _Tensor) else item for item in value]
+                if device is None:
+                    device = next((item._device for item in kwargs[name] if type(item) is NeuronTensor), None)
             cpu_kwargs[name] = value
         if info[2] and cpu_kwargs.get("generator") is None:
             cpu_kwargs["generator"] = generator(device)
@@ -288,6 +292,26 @@ def _sdp_choice(func, info, args, kwargs):
     return 4 if overrideable else 0
 
 
+def _sdp_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+                   enable_gqa=False):  # fmt: skip
+    """``scaled_dot_product_attention`` on the device, above autograd. PyTorch picks its fused kernel through a
+    per-device-type stub that only a C++ backend can fill, so eager attention on a Python backend would always
+    take the math decomposition (two batched matmuls and a softmax, each saved for backward); this makes the
+    choice ``_fused_sdp_choice`` makes, and runs the ``overrideable`` kernel as TorchNeuron does."""
+    kwargs = {"scale": scale, "enable_gqa": enable_gqa}
+    args = (query, key, value, attn_mask, dropout_p, is_causal)
+    same_heads = query.dim() == 4 and query.size(1) == key.size(1) == value.size(1)
+    if same_heads and type(query) is NeuronTensor and _sdp_choice(None, None, args, kwargs) == 4:
+        if (
+            attn_mask is not None and attn_mask.dtype == torch.bool
+        ):  # as PyTorch hands a mask to a fused kernel
+            attn_mask = torch.zeros_like(attn_mask, dtype=query.dtype).masked_fill_(~attn_mask, float("-inf"))
+        return aten._scaled_dot_product_fused_attention_overrideable.default(
+            query, key, value, attn_mask, dropout_p, is_causal, False, scale=scale
+        )[0]
+    return aten.scaled_dot_product_attention.default.decompose(*args, **kwargs)
+
+
 def _unwrap(value):
     return value._cpu if type(value) is NeuronTensor else value
 
@@ -337,6 +361,10 @@ def _histc(func, info, args, kwargs):
 _SPECIAL = {
     aten.histc.default: _histc,
     aten._fused_sdp_choice.default: _sdp_choice,
+    # Reaches the device itself only with autograd off (inference mode); else the AutogradPrivateUse1 kernel.
+    aten.scaled_dot_product_attention.default: lambda func, info, args, kwargs: _sdp_attention(
+        *args, **kwargs
+    ),
     aten._scaled_dot_product_fused_attention_overrideable.default: _sdp_overrideable,
     aten._scaled_dot_product_fused_attention_overrideable_backward.default: _sdp_overrideable_backward,
 }
@@ -402,6 +430,49 @@ def _keep_device_copies_fake() -> None:
     FakeTensorMode.may_turn_const = may_turn_const_unless_on_device
 
 
+def _same_device_tensor(first, second) -> bool:
+    """Two stand-in tensors that are the same tensor: same data, layout, dtype, device and requires_grad."""
+    if first is second:
+        return True
+    if type(first) is not NeuronTensor or type(second) is not NeuronTensor:
+        return False
+    a, b = first._cpu, second._cpu
+    return (
+        first._device == second._device
+        and a.dtype == b.dtype
+        and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        and (a.size(), a.stride(), a.storage_offset()) == (b.size(), b.stride(), b.storage_offset())
+        and first.requires_grad == second.requires_grad
+    )
+
+
+def _skip_swaps_that_change_nothing() -> None:
+    """``Module.to`` swaps the parameters of a wrapper subclass (``torch.utils.swap_tensors``) even where the
+    move is a no-op, and the swap refuses a parameter that something else references (a compiled graph's
+    guards): moving a model already on the device failed. On a device the move sets ``param.data`` to the same
+    tensor; here a swap of a stand-in tensor with itself is skipped."""
+    swap = torch.utils.swap_tensors
+
+    def swap_tensors(t1, t2):
+        if _same_device_tensor(t1, t2):
+            return
+        swap(t1, t2)
+
+    swap_tensors.__doc__ = swap.__doc__
+    torch.utils.swap_tensors = swap_tensors
+
+
+_PRIVATEUSE1 = torch._C._autograd.DeviceType.PrivateUse1
+
+
+class _DeviceGuard(torch._C._acc.DeviceGuard):
+    """The python PrivateUse1 device guard. The autograd engine asks it for its device type about four times per
+    backward node: answered from a constant."""
+
+    def type_(self):
+        return _PRIVATEUSE1
+
+
 _DTYPE_RULES: frozenset[str] = frozenset()
 _library: torch.library.Library | None = None
 
@@ -411,9 +482,12 @@ def register() -> None:
     global _library, _DTYPE_RULES
     from compat_matrix.standin import runtime
 
-    _setup_privateuseone_for_python_backend(rename=DEVICE_TYPE, backend_module=runtime.module())
+    _setup_privateuseone_for_python_backend(rename=DEVICE_TYPE, backend_module=runtime.module(),
+                                            device_guard=_DeviceGuard())  # fmt: skip
+    runtime.route_accelerator()
     _DTYPE_RULES = frozenset(sim_backend._dtype_rule_index())
     _keep_device_copies_fake()
+    _skip_swaps_that_change_nothing()
     _library = torch.library.Library("aten", "IMPL")  # noqa: TOR901  (kept alive: the registrations live with it)
     for name, kernel in (("empty.memory_format", _empty), ("empty_strided", _empty_strided),
                          ("_copy_from", _copy_from), ("_copy_from_and_resize", _copy_from_and_resize)):  # fmt: skip
@@ -426,6 +500,6 @@ def register() -> None:
     for supported in (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types):
         if NeuronTensor not in supported:
             supported.append(NeuronTensor)
+    _library.impl("scaled_dot_product_attention", _sdp_attention, "AutogradPrivateUse1")
     # DataLoader(pin_memory=True) pins for the current accelerator: for this one, a plain host copy.
     _library.impl("_pin_memory", _pin_memory, "CPU")
-    runtime.bind_accelerator_index()

@@ -92,22 +92,11 @@ def set_device(device) -> None:
     _device.STATE.current = index
 
 
-def bind_accelerator_index() -> None:
-    """`torch.accelerator`'s device index is this device's current one, as on a device: Transformers binds each
-    rank of a sharded load with `torch.accelerator.set_device_index(LOCAL_RANK)`, and "neuron" then means that
-    device. PyTorch's python PrivateUse1 device guard neither sets nor reports an index (always 0), so the
-    accelerator's index functions are pointed at this module's."""
-
-    def exchange(index: int) -> int:
-        previous = current_device()
-        if index >= 0:
-            set_device(index)
-        return previous
-
-    torch._C._accelerator_setDeviceIndex = lambda index: set_device(index) if index >= 0 else None
-    torch._C._accelerator_getDeviceIndex = current_device
-    torch._C._accelerator_exchangeDevice = exchange
-    torch._C._accelerator_maybeExchangeDevice = exchange
+def _exchange_device(index: int) -> int:
+    previous = current_device()
+    if index >= 0:
+        set_device(index)
+    return previous
 
 
 class device:  # noqa: N801  (torch.cuda.device's name)
@@ -404,3 +393,26 @@ def mem_get_info(device=None) -> tuple[int, int]:
 
     memory = psutil.virtual_memory()
     return memory.available, memory.total
+
+
+# --- torch.accelerator -----------------------------------------------------------------------------------
+
+
+def route_accelerator() -> None:
+    """``torch.accelerator``'s device index, synchronize and memory functions reach a backend through its C++
+    device guard and allocator; the python PrivateUse1 guard keeps no current device (its index is always 0) and
+    there is no allocator, so they are routed to this module's functions, which factories on ``neuron`` and
+    ``torch.neuron`` use."""
+    bindings = torch._C
+    bindings._accelerator_getDeviceIndex = current_device
+    bindings._accelerator_setDeviceIndex = set_device
+    bindings._accelerator_exchangeDevice = _exchange_device
+    bindings._accelerator_maybeExchangeDevice = _exchange_device
+    bindings._accelerator_synchronizeDevice = synchronize
+    bindings._accelerator_isAllocatorInitialized = lambda: True
+    bindings._accelerator_getDeviceStats = memory_stats
+    bindings._accelerator_resetPeakStats = reset_peak_memory_stats
+    bindings._accelerator_resetAccumulatedStats = reset_accumulated_memory_stats
+    bindings._accelerator_getMemoryInfo = mem_get_info
+    bindings._accelerator_emptyCache = empty_cache
+    bindings._accelerator_emptyHostCache = empty_cache

@@ -142,14 +142,20 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
     assert found["cpu_scalar_mixes"] == "neuron"
     assert found["pinned_batches"] == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
     assert (found["current_device_after_set"], found["factory_device_after_set"]) == (1, "neuron:1")
-    assert found["accelerator_binds"] == [1, "neuron:1", 0, 1]
+    assert found["accelerator_device_index"] == [2, "neuron:3", 2]
     assert found["rng_reproducible"] and found["rng_state_restores"] and found["event_elapsed_ms"] >= 0
     assert found["memory_allocated_covers_a_4MiB_tensor"]
     assert found["fallback_ops"] == ["aten::nonzero"]
+    assert found["attention_ops"] == [
+        "aten::_scaled_dot_product_fused_attention_overrideable",
+        "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+    ]
+    assert found["attention_grad_equal_cpu"]
     assert found["generate_tokens_equal_cpu"] and found["generate_graphs"] == 1
     assert found["dynamo_metrics"] and found["dynamo_metrics"][0].endswith("_forward_0")
     assert found["reloaded"] == ["neuron:0", True]
     assert found["torch_load_devices"] == ["neuron:0", "cpu"] and found["deepcopy_device"] == "neuron:0"
+    assert found["moved_again"]
     assert found["saved_files_equal_cpu"] and found["saved_tensors_equal_on_cpu"]
     assert found["inference_mode_tokens_equal_cpu"] == [True, True]
     assert found["inference_mode_tensors"] == [False, True, True]
@@ -178,7 +184,7 @@ def test_trainer_trl_and_peft_take_their_own_neuron_paths():
 
 
 @pytest.mark.slow
-def test_ddp_tensor_parallelism_and_collectives_on_the_neuron_process_group(tmp_path):
+def test_ddp_fsdp2_tensor_parallelism_and_collectives_on_the_neuron_process_group(tmp_path):
     from compat_matrix.tiny import build_tiny_model
 
     build_tiny_model("llama").save_pretrained(tmp_path / "checkpoint")
@@ -193,6 +199,7 @@ def test_ddp_tensor_parallelism_and_collectives_on_the_neuron_process_group(tmp_
     assert found["tp_generate_device"] == "neuron:0" and found["tp_generate_equal_one_process"]
     assert found["ddp_grad_device"] == "neuron:0" and found["ddp_params"] == 21
     assert found["ddp_max_grad_diff"] < 1e-6
+    assert found["fsdp_shard"] == ["DTensor", "neuron:0"] and found["fsdp_max_loss_diff"] < 1e-5
     assert found["collectives"] == {
         "all_reduce": [3.0] * 4,
         "all_gather_into_tensor": [0.0] * 4 + [1.0] * 4,

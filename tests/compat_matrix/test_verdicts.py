@@ -157,6 +157,14 @@ def test_failures_are_attributed_by_rerunning_the_stage(fails, cause, calls):
     assert reason and "\n" not in reason
 
 
+def test_the_reason_names_where_the_uncompiled_rerun_ran():
+    rerun, _ = rerun_outcomes(eager=True, uncompiled=True)
+    assert "already fails uncompiled on CPU (" in attribute_failure(RuntimeError("x"), rerun)[1]
+    rerun, _ = rerun_outcomes(eager=True, uncompiled=True)
+    reason = attribute_failure(RuntimeError("x"), rerun, uncompiled_on="neuron (stand-in)")[1]
+    assert "already fails uncompiled on neuron (stand-in) (" in reason
+
+
 def test_on_the_real_device_nothing_is_blamed_on_the_simulator():
     rerun, seen = rerun_outcomes()
     assert attribute_failure(RuntimeError("x"), rerun, simulated=False)[0] is Cause.DEVICE

@@ -177,11 +177,6 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
         MANUAL,
         "NM320: device_type stays 'xla' where a helper compares it (the TODO: rewrite value and tests together)",
     ),
-    "xla/latency_benchmark_timed_syncs.expected.py": (
-        STANDIN,
-        "torch.accelerator.synchronize(), which NM301 puts in its timed loops: the stand-in has no device "
-        "synchronize",
-    ),
     "xla/mlp_downcast_bf16.expected.py": (
         MIGRATOR,
         "NM218 moves the model to bf16 for XLA_DOWNCAST_BF16, which also downcast the loop's float32 inputs: "

@@ -6,6 +6,7 @@ import json
 import sys
 import tempfile
 import warnings
+import weakref
 from pathlib import Path
 
 import torch_neuronx  # before torch, as a trn2 script may do
@@ -59,13 +60,18 @@ torch.neuron.set_device(1)
 found["current_device_after_set"] = torch.neuron.current_device()
 found["factory_device_after_set"] = str(torch.empty(1, device="neuron").device)
 torch.neuron.set_device(0)
-# Transformers binds each rank of a sharded load through torch.accelerator, as on a device.
-torch.accelerator.set_device_index(1)
-found["accelerator_binds"] = [torch.neuron.current_device(), str(torch.empty(1, device="neuron").device)]
-with torch.accelerator.device_index(0):
-    found["accelerator_binds"].append(torch.accelerator.current_device_index())
-found["accelerator_binds"].append(torch.accelerator.current_device_index())
-torch.neuron.set_device(0)
+# torch.accelerator's device-agnostic functions reach the same current device, streams and memory figures.
+torch.accelerator.set_device_index(2)
+with torch.accelerator.device_index(3):
+    inside = str(torch.empty(1, device="neuron").device)
+found["accelerator_device_index"] = [
+    torch.neuron.current_device(),
+    inside,
+    torch.accelerator.current_device_index(),
+]
+torch.accelerator.set_device_index(0)
+torch.accelerator.synchronize()
+torch.Event(device="neuron").record(torch.accelerator.current_stream())
 torch.manual_seed(7)
 first = torch.randn(3, device="neuron").cpu()
 torch.manual_seed(7)
@@ -83,7 +89,10 @@ with torch.neuron.stream(stream):
 torch.neuron.synchronize()
 found["event_elapsed_ms"] = start.elapsed_time(end)
 big = torch.zeros(1024, 1024, device="neuron")
-found["memory_allocated_covers_a_4MiB_tensor"] = torch.neuron.memory_allocated() >= big.numel() * 4
+found["memory_allocated_covers_a_4MiB_tensor"] = (
+    torch.neuron.memory_allocated() >= big.numel() * 4
+    and torch.accelerator.memory_allocated() >= big.numel() * 4
+)
 del big
 torch.neuron.empty_cache()
 
@@ -91,6 +100,21 @@ torch.neuron.empty_cache()
 torch_neuronx.clear_op_tracking()
 torch.nonzero(on_device > 0)
 found["fallback_ops"] = torch_neuronx.get_fallback_ops()
+
+# Eager attention takes the fused ("overrideable") kernel, forward and backward, with the CPU's results.
+query = torch.randn(2, 4, 16, 8, requires_grad=True)
+mask = torch.ones(16, 16, dtype=torch.bool).tril()
+torch.nn.functional.scaled_dot_product_attention(query, query, query, attn_mask=mask).sum().backward()
+device_query = query.detach().to("neuron").requires_grad_()
+torch_neuronx.clear_op_tracking()
+attention = torch.nn.functional.scaled_dot_product_attention(
+    device_query, device_query, device_query, attn_mask=mask.to("neuron")
+)
+attention.sum().backward()
+found["attention_ops"] = [
+    name for name in torch_neuronx.get_executed_ops() if "attention" in name or "bmm" in name
+]
+found["attention_grad_equal_cpu"] = torch.allclose(device_query.grad.cpu(), query.grad, atol=1e-6)
 
 # generate with a static cache: Transformers' neuron branch compiles by itself with backend "neuron".
 model = build_tiny_model("llama")
@@ -125,6 +149,11 @@ with tempfile.TemporaryDirectory() as folder:
         str(torch.load(f"{folder}/state.pt", map_location="cpu")["lm_head.weight"].device),
     ]
 found["deepcopy_device"] = str(next(copy.deepcopy(model).parameters()).device)
+# Moving a model that is already on the device again is a no-op, as on a device, also while something holds
+# its parameters (a compiled graph's guards hold weak references to them).
+held = weakref.ref(model.lm_head.weight)
+model.to("neuron")
+found["moved_again"] = held() is model.lm_head.weight
 # The files save_pretrained writes from the device are the ones it writes from the CPU, and load on the CPU.
 with tempfile.TemporaryDirectory() as folder:
     model.save_pretrained(folder)

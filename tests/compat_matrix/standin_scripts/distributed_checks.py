@@ -1,5 +1,5 @@
 """Run under the stand-in with ``torchrun --nproc_per_node=2`` (tests/compat_matrix/test_standin.py): the
-``neuron`` process group through DDP and through Transformers' tensor parallelism. Rank 0 writes one JSON
+``neuron`` process group through DDP, FSDP2 and Transformers' tensor parallelism. Rank 0 writes one JSON
 object of findings to the path given as the first argument; the test asserts on them."""
 
 import json
@@ -9,6 +9,8 @@ import warnings
 
 import torch
 import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
 from transformers import AutoModelForCausalLM
 from transformers.distributed import DistributedConfig
 
@@ -65,6 +67,39 @@ if rank == 0:
     found["ddp_grad_device"] = str(next(model.parameters()).grad.device)
     found["ddp_max_grad_diff"] = max(diffs)
     found["ddp_params"] = len(diffs)
+
+# FSDP2: fully_shard over a neuron device mesh (parameters become DTensors of device shards); each rank trains
+# on its half of the global batch, and its losses over two AdamW steps equal one process's on that half.
+mesh = init_device_mesh("neuron", (world,))
+sharded = build_tiny_model("llama").to(device).train()
+for layer in sharded.model.layers:
+    fully_shard(layer, mesh=mesh)
+fully_shard(sharded, mesh=mesh)
+optimizer = torch.optim.AdamW(sharded.parameters(), lr=1e-2)
+fsdp_losses = []
+for _ in range(2):
+    loss = sharded(input_ids=half, labels=half).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    fsdp_losses.append(loss.item())
+shard = next(sharded.parameters())
+found["fsdp_shard"] = [type(shard).__name__, str(shard.to_local().device)]
+every_rank = [None] * world
+dist.all_gather_object(every_rank, fsdp_losses)
+if rank == 0:
+    single = build_tiny_model("llama").train()
+    optimizer = torch.optim.AdamW(single.parameters(), lr=1e-2)
+    reference_losses = []
+    for _ in range(2):
+        losses = [single(input_ids=part, labels=part).loss for part in batch.chunk(world)]
+        (sum(losses) / world).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        reference_losses.append([loss.item() for loss in losses])
+    found["fsdp_max_loss_diff"] = max(
+        abs(every_rank[r][step] - reference_losses[step][r]) for r in range(world) for step in range(2)
+    )
 
 # The collectives the issue names, on device tensors.
 ones = torch.ones(4, device=device) * (rank + 1)
