@@ -7,10 +7,8 @@
 3. compare: each step's logits of both against the reference (three-way), within a per-dtype tolerance;
 4. train: one compiled training step per padded length.
 
-A failing stage is attributed (``attribute_failure``): ``transformers`` when uncompiled CPU code already fails,
-``simulator`` when the stage passes under Dynamo's plain ``eager`` backend and with the AOT graphs run
-stride-agnostically, ``device`` otherwise. ``probe_architecture`` returns the measured part of a row;
-``decide_verdict`` turns it into the verdict fields.
+A failing stage is attributed by ``attribution.attribute_failure``. ``probe_architecture`` returns the measured
+part of a row; ``verdict.decide_verdict`` turns it into the verdict fields.
 """
 
 from __future__ import annotations
@@ -31,16 +29,15 @@ from torch._dynamo.utils import counters, get_compilation_metrics
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from compat_matrix import artifacts, severity, sim_backend, standin
+from compat_matrix.attribution import attribute_failure
 from compat_matrix.checkpoints import config_choice
 from compat_matrix.errors import first_error_line
-from compat_matrix.schema import GENERATION_COMPILE_FIGURES, Cause, Stage, Verdict
+from compat_matrix.schema import GENERATION_COMPILE_FIGURES, Cause
 from compat_matrix.settings import ProbeSettings
 from compat_matrix.tiny import PRIMARY, SECOND, VOCAB, TinySize, build_tiny_model
 
 CPU = torch.device("cpu")
 MOE_MARKERS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
-# Read before configure_dynamo raises it: what a user's process has on the device.
-DYNAMO_DEFAULT_RECOMPILE_LIMIT = torch._dynamo.config._config["recompile_limit"].default
 # Transformers' get_compiled_call returns the uncompiled __call__ for these model types.
 NEVER_COMPILED_BY_TRANSFORMERS = ("llama4",)
 
@@ -60,12 +57,6 @@ class DeviceUnavailable(RuntimeError):
 
 class OutputsDiffer(ValueError):
     """Teacher-forced logits differ from the reference beyond the tolerance."""
-
-
-def _root_error(error: BaseException) -> BaseException:
-    while error.__cause__ is not None and error.__cause__ is not error:
-        error = error.__cause__
-    return error
 
 
 class EagerOpSignatures(TorchDispatchMode):
@@ -530,43 +521,6 @@ def configure_dynamo(settings: ProbeSettings) -> None:
     sim_backend.reset()
 
 
-def _passes(fn: Callable[[], Any]) -> tuple[bool, str | None]:
-    """Run a confirmation probe; its findings and compiled code never reach the row."""
-    with sim_backend.findings_apart():
-        try:
-            fn()
-            return True, None
-        except Exception as error:
-            return False, first_error_line(error)
-
-
-def attribute_failure(
-    error: BaseException,
-    rerun: Callable[[str | None], None],
-    simulated: bool = True,
-    uncompiled_on: str = "CPU",
-) -> tuple[Cause, str]:
-    """Whom a failing compiled stage blames. ``rerun(backend)`` repeats the stage on a fresh tiny model with
-    that Dynamo backend (None: uncompiled, on ``uncompiled_on``) and raises as the stage did. On the real device
-    (``simulated`` false) there is no simulator to blame."""
-    root = _root_error(error)
-    if isinstance(root, sim_backend.DynamicShapeRejected):
-        return Cause.DEVICE, f"rejected by a TorchNeuron rule: {first_error_line(root)}"
-    eager_ok, eager_error = _passes(lambda: rerun("eager"))
-    if not eager_ok:
-        uncompiled_ok, uncompiled_error = _passes(lambda: rerun(None))
-        if not uncompiled_ok:
-            return Cause.TRANSFORMERS, f"already fails uncompiled on {uncompiled_on} ({uncompiled_error})"
-        return Cause.DEVICE, f"{first_error_line(error)} (also under Dynamo's eager backend: {eager_error})"
-    stride_ok = simulated and _passes(lambda: rerun(sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME))[0]
-    if stride_ok:
-        return Cause.SIMULATOR, (
-            f"{first_error_line(error)}: passes under Dynamo's eager backend and with the AOT graphs run "
-            "stride-agnostically, so only the simulator's strided CPU execution fails"
-        )
-    return Cause.DEVICE, f"{first_error_line(error)} (after AOT autograd; Dynamo's eager backend passes)"
-
-
 def initial_measurement() -> dict[str, Any]:
     return {
         "stage": None, "error": None, "compile_count": None, "recompile_count": None, "recompile_reasons": [],
@@ -814,104 +768,3 @@ def finish(row: dict, settings: ProbeSettings) -> dict:
     row["cpu_fallback_ops"] = device_fallback_ops(settings)
     row["decomposed_ops"] = sorted(sim_backend.STATE.decomposed)
     return row
-
-
-def generate_caveats(row: dict[str, Any]) -> list[str]:
-    """Why a generation that matched the reference is not a clean ``works``."""
-    found = []
-    if row.get("recompiles_every_step"):
-        after_limit = (
-            f"with Dynamo's default recompile_limit ({DYNAMO_DEFAULT_RECOMPILE_LIMIT}), as on a device, the "
-            f"decode step compiled {row['compile_count']} graphs and then ran eagerly"
-            if row.get("recompile_limit_hit")
-            else f"on a device with Dynamo's default recompile_limit ({DYNAMO_DEFAULT_RECOMPILE_LIMIT}) the "
-            "decode step would stop compiling at that limit and run eagerly"
-        )
-        found.append(f"recompiles at every decode step (guard {row['recompile_guard']}): {after_limit}")
-    elif row.get("recompile_count"):
-        found.append(f"{row['recompile_count']} recompile(s) in generation")
-    if row.get("graph_breaks"):
-        found.append(f"{row['graph_breaks']} graph break(s) in generation")
-    found += _op_caveats(row.get("generate_unsupported_ops") or [], row.get("generate_device_rule_caveat"),
-                         "generation")  # fmt: skip
-    return found
-
-
-def _op_caveats(findings: list[str], device_rule_caveat: str | None, where: str) -> list[str]:
-    """The device-rule line when a measured code path avoided the raising ops, then the other findings."""
-    found = [device_rule_caveat] if device_rule_caveat else []
-    rest = set(findings) - (set(sim_backend.raising_findings(findings)) if device_rule_caveat else set())
-    if rest:
-        found.append(f"{len(rest)} reported op/dtype finding(s) in {where}")
-    return found
-
-
-def train_caveats(row: dict[str, Any]) -> list[str]:
-    found = []
-    expected = row.get("train_expected_compile_count")
-    if expected is not None and (row.get("train_compile_count") or 0) > expected:
-        found.append(f"training compiled {row['train_compile_count']} graphs, expected {expected}")
-    if row.get("train_graph_breaks"):
-        found.append(f"{row['train_graph_breaks']} graph break(s) in training")
-    if row.get("train_content_compiles"):
-        lengths = row.get("train_padded_lengths") or ["the first"]
-        found.append(f"training compiled {row['train_content_compiles']} more graph(s) for a batch of the same "
-                     f"padded length ({lengths[0]} tokens) with other tokens: recompiles that depend on the data"
-                     + (f" ({row['train_content_check']})" if row.get("train_content_check") else ""))  # fmt: skip
-    found += _op_caveats(
-        row.get("train_unsupported_ops") or [], row.get("train_device_rule_caveat"), "training"
-    )
-    return found
-
-
-def caveats(row: dict[str, Any]) -> list[str]:
-    return generate_caveats(row) + train_caveats(row)
-
-
-def _stage_verdict(
-    failure: dict | None, caveat_list: list[str], note: str | None
-) -> tuple[Verdict, str | None]:
-    """A stage's verdict and reason; ``note`` says why a failure of the first measurement was dropped."""
-    if failure is not None:
-        not_blamed = failure["cause"] in (Cause.SIMULATOR.value, Cause.HARNESS.value)
-        return (Verdict.NOT_MEASURED if not_blamed else Verdict.FAILS), failure["reason"]
-    text = "; ".join([*caveat_list, *([note] if note else [])]) or None
-    return (Verdict.WORKS_WITH_CAVEATS if caveat_list else Verdict.WORKS), text
-
-
-def decide_verdict(row: dict[str, Any]) -> dict[str, Any]:
-    """The verdict fields of a measured row: ``verdict``, ``generate_verdict``, ``train_verdict``, ``cause``
-    and a one-line ``reason``. A build or eager-reference failure is the harness's (never the
-    architecture's); otherwise the first failing stage decides, then a simulator limitation, then caveats,
-    then uncompiled generation (``works-eager``)."""
-    generate_failure, train_failure = row.get("generate_failure"), row.get("train_failure")
-    if row.get("stage") in (Stage.BUILD.value, Stage.EAGER.value):
-        reason = (generate_failure or {}).get("reason") or (
-            f"the tiny model cannot be built or run eagerly here: {row.get('error') or 'no error recorded'}"
-        )
-        return {"verdict": Verdict.HARNESS_ERROR, "generate_verdict": Verdict.HARNESS_ERROR,
-                "train_verdict": Verdict.HARNESS_ERROR, "cause": Cause.HARNESS, "reason": reason}  # fmt: skip
-    generate_verdict, generate_reason = _stage_verdict(
-        generate_failure, generate_caveats(row), artifacts.dropped_note(row, "generate")
-    )
-    if generate_verdict is Verdict.WORKS and row.get("compiled_generation") is False:
-        generate_verdict = Verdict.WORKS_EAGER
-        generate_reason = f"generation is not compiled: {row.get('not_compiled_because')}"
-    train_verdict, train_reason = _stage_verdict(
-        train_failure, train_caveats(row), artifacts.dropped_note(row, "train")
-    )
-    stages = [("generate", generate_verdict, generate_reason, generate_failure),
-              ("train", train_verdict, train_reason, train_failure)]  # fmt: skip
-    cause = None
-    for wanted in (Verdict.FAILS, Verdict.NOT_MEASURED, Verdict.WORKS_WITH_CAVEATS, Verdict.WORKS_EAGER):
-        hits = [stage for stage in stages if stage[1] is wanted]
-        if hits:
-            verdict = wanted
-            failure = hits[0][3]
-            cause = Cause(failure["cause"]) if failure else None
-            break
-    else:
-        verdict = Verdict.WORKS
-    reason = "; ".join(f"{name}: {text}" for name, _, text, _ in stages if text) or None
-    return {"verdict": verdict, "generate_verdict": generate_verdict, "train_verdict": train_verdict,
-            "cause": cause, "reason": reason}  # fmt: skip

@@ -98,7 +98,8 @@ def verdict_fields(verdict: str | Verdict, error: str | None) -> dict[str, Any]:
 def make_row(model_type: str, settings: ProbeSettings, measured: dict, verdict: dict | str, seconds: float,
              peak_rss_mb: float | None) -> dict[str, Any]:  # fmt: skip
     """The result row (``schema.Row``): its fields in their documented order, then the extra measurements.
-    ``verdict`` is ``probes.decide_verdict``'s fields, or a bare verdict for a row the probes did not finish."""
+    ``verdict`` is ``compat_matrix.verdict.decide_verdict``'s fields, or a bare verdict for a row the probes did
+    not finish."""
     inference, training = optimum_neuron_support().get(model_type, (None, None))
     fields = verdict if isinstance(verdict, dict) else verdict_fields(verdict, measured.get("error"))
     data = {
@@ -146,7 +147,7 @@ def run_one_isolated(
 ) -> dict[str, Any]:
     """Probe one architecture in a fresh process; never raises for anything the architecture does.
     ``visible_cores`` (neuron backend): the NeuronCores this worker may use, as NEURON_RT_VISIBLE_CORES."""
-    from compat_matrix.probes import decide_verdict
+    from compat_matrix.verdict import decide_verdict
 
     context = _context(settings)
     if context is _FORKSERVER:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from migrator import notebook
+from migrator import ipynb, notebook
 from migrator.beside import importer
 from migrator.families.inference.tables import COMPILED_HUB_REPO
 from migrator.families.leftovers.scan import scan_python, scan_shell
@@ -281,7 +281,7 @@ def process(job: Job) -> FileResult:
 def _emit(job: Job, text: Text, migrated: str, result: FileResult) -> None:
     source = job.source
     if job.mode is Mode.DIFF and result.changed and source.kind == "notebook":
-        result.diff = notebook.cell_diff(text.content, migrated, result.path)
+        result.diff = ipynb.cell_diff(text.content, migrated, result.path)
     elif job.mode is Mode.DIFF and result.changed:
         result.diff = "".join(
             difflib.unified_diff(

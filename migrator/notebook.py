@@ -7,24 +7,30 @@ placeholder import line; `!`, `%pip`, `%env`, `%sx`/`%system` commands and `%%ba
 the shell rewriter. `%%writefile PATH` cells are migrated as the file PATH names (.py, .sh); a config file
 is scanned for optimum-neuron / XLA keys and flagged. A cell IPython cannot parse is left byte-identical
 with an error finding; the other cells are still migrated. Every rewritten cell is checked again with the
-transformer and Python's parser, and the JSON is written back in the notebook's own formatting, so a
-one-line rewrite is a one-line diff.
+transformer and Python's parser, and the JSON is written back in the notebook's own formatting
+(`migrator.ipynb`), so a one-line rewrite is a one-line diff.
 """
 
 from __future__ import annotations
 
 import ast
-import difflib
 import json
 import re
-import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 
-import nbformat
-from nbformat.validator import MissingIDFieldWarning
-
+from migrator.ipynb import (
+    JUPYTER_STYLE,
+    at_file_line,
+    cell_file_lines,
+    dump,
+    json_style,
+    read_document,
+    source_text,
+    validate,
+    write_back,
+)
 from migrator.rules import Example, Finding, Rule, Severity, also_on
 from migrator.shell.commands import launches
 from migrator.shell.installs import python_imports
@@ -144,22 +150,22 @@ class PythonCell:
 def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> tuple[str, list[Finding]]:
     """`migrate_shell(text, inline=True, imported=modules)` rewrites shell commands as notebook lines run them."""
     document = read_document(content)
-    style = _json_style(content, document)
-    file_lines = _cell_file_lines(content, document)
+    style = json_style(content, document)
+    file_lines = cell_file_lines(content, document)
     findings: list[Finding] = []
     new_sources: dict[int, str] = {}
     python_cells: list[PythonCell] = []
     code_cells = [(i, c) for i, c in enumerate(document.get("cells", [])) if c.get("cell_type") == "code"]
     # A launch of a script the notebook writes (`%%writefile train.py`) reads that script's argument parser.
-    written = dict(map(_written_script, (_source_text(cell) for _, cell in code_cells)))
+    written = dict(map(_written_script, (source_text(cell) for _, cell in code_cells)))
     written.pop(None, None)
     migrate_shell = partial(migrate_shell, written=written)
     # (index, number, source) of `%%writefile requirements.txt` cells: migrated once the imports are known.
     requirement_cells: list[tuple[int, int, str]] = []
     # What each cell launches: a compile run in a `%%bash` cell goes when a later cell runs the same launch.
-    launched = [launches(_shell_text(_source_text(cell))) for _, cell in code_cells]
+    launched = [launches(_shell_text(source_text(cell))) for _, cell in code_cells]
     for number, (index, cell) in enumerate(code_cells, start=1):
-        source = _source_text(cell)
+        source = source_text(cell)
         try:
             if _writes_requirements(source):
                 requirement_cells.append((index, number, source))
@@ -212,14 +218,14 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     for finding in findings:
         if finding.rule is CELL_ERROR and finding.cell is not None:
             index, cell = code_cells[finding.cell - 1]
-            flagged = _with_error_todo(new_sources.get(index, _source_text(cell)))
+            flagged = _with_error_todo(new_sources.get(index, source_text(cell)))
             if flagged is not None:
                 new_sources[index] = flagged
     old_sources: dict[int, object] = {}
     cells_by_index = {cell.index: cell for cell in python_cells}
     for index, text in new_sources.items():
         cell = document["cells"][index]
-        if text == _source_text(cell):
+        if text == source_text(cell):
             continue
         if index in cells_by_index:
             try:  # the rewritten cell must still be one IPython can run
@@ -229,113 +235,25 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
                 message = f"internal error: the rewritten cell would not parse ({error}); cell left unchanged"
                 findings = [f for f in findings if f.cell != number]
                 findings.append(Finding(CELL_ERROR, error.line, 1, message, False, number))
-                text = _with_error_todo(_source_text(cell))
+                text = _with_error_todo(source_text(cell))
                 if text is None:
                     continue
         old_sources[index] = cell["source"]
         cell["source"] = text.splitlines(keepends=True) if isinstance(cell["source"], list) else text
     findings.sort(key=lambda f: (f.cell or 0, f.line, f.column, f.code))
-    findings = [_at_file_line(finding, file_lines) for finding in findings]
+    findings = [at_file_line(finding, file_lines) for finding in findings]
     if not old_sources:
         return content, findings
     # A cell whose every command went (`xm.mark_step()` alone, a compile-only run) goes too: what is left of
     # it (the comments about those commands, a `%%bash` line) does nothing.
-    emptied = [index for index in old_sources if _does_nothing(_source_text(document["cells"][index]))]
+    emptied = [index for index in old_sources if _does_nothing(source_text(document["cells"][index]))]
     for index in sorted(emptied, reverse=True):
         del document["cells"][index]
         del old_sources[index]
-    _validate(document)
+    validate(document)
     if emptied and style is None:  # cells cannot be spliced out of the text: Jupyter's own format
-        return _dump(document, JsonStyle(1, False, True, "\n", "\n")), findings
-    return _write_back(content, document, style, old_sources), findings
-
-
-def read_document(content: str) -> dict:
-    """The notebook's JSON, checked against nbformat's schema; MigrationError saying why it is not one."""
-    try:
-        document = json.loads(content)
-    except (ValueError, RecursionError) as error:  # bad JSON, an integer over 4,300 digits, nesting too deep
-        raise MigrationError(f"not a valid notebook: {_first_line(error)}") from None
-    if not isinstance(document, dict):
-        raise MigrationError(f"not a valid notebook: the JSON is {_json_kind(document)}, not an object")
-    version = document.get("nbformat")
-    if isinstance(version, int) and not isinstance(version, bool) and version < 4:
-        raise MigrationError(
-            f"a version {version} notebook (IPython 2 or older): neuron-migrate reads version 4, which Jupyter "
-            "has written since 2015; convert it (`jupyter nbconvert --to notebook --nbformat 4 --inplace FILE`, "
-            "or open and save it in Jupyter), then migrate again"
-        )
-    if version != 4:
-        raise MigrationError(
-            f"not a valid notebook: format version {version!r}; neuron-migrate reads version 4"
-        )
-    try:
-        _validate(document)
-    except (nbformat.ValidationError, ValueError, TypeError, KeyError, ImportError, RecursionError) as error:
-        raise MigrationError(f"not a valid notebook: {_first_line(error)}") from None
-    return document
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).splitlines() or [type(error).__name__])[0]
-
-
-def _json_kind(value: object) -> str:
-    kinds = {list: "a list", str: "a string", bool: "a boolean", type(None): "null", int: "a number"}
-    return kinds.get(type(value), "a number")
-
-
-def cell_diff(before: str, after: str, path: str) -> str:
-    """A unified diff of each code cell whose source the migration changed, headed `a/PATH (cell N)` with N
-    counted among the code cells as the findings count them: what a reviewer reads, where a diff of the
-    JSON text would shift every quoted line of a cell around a removed one."""
-    cells = [
-        [cell for cell in json.loads(text).get("cells", []) if cell.get("cell_type") == "code"]
-        for text in (before, after)
-    ]
-    sources = [[_source_text(cell) for cell in side] for side in cells]
-    hunks: list[str] = []
-    for old, new in _aligned(*sources):
-        old_lines = _diff_lines(sources[0][old]) if old is not None else []
-        new_lines = _diff_lines(sources[1][new]) if new is not None else []
-        if old_lines != new_lines:
-            number = old + 1 if old is not None else new + 1
-            names = (f"{side}/{path.lstrip('/')} (cell {number})" for side in "ab")
-            hunks += difflib.unified_diff(old_lines, new_lines, *names)
-    return "".join(hunks)
-
-
-def _aligned(old: list[str], new: list[str]) -> list[tuple[int | None, int | None]]:
-    """Pairs (old cell, new cell) of two versions of a notebook's code cells, None for a cell the other lacks
-    (a cell the migration removed): runs of changed cells pair each new cell with the most similar old one."""
-    pairs: list[tuple[int | None, int | None]] = []
-    for _, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        if i2 - i1 <= j2 - j1:
-            pairs += zip(range(i1, i2), range(j1, j1 + i2 - i1), strict=True)
-            pairs += [(None, j) for j in range(j1 + i2 - i1, j2)]
-            continue
-        start = i1
-        for j in range(j1, j2):
-            last = i2 - (j2 - j)  # leave an old cell for each new cell still to pair
-            best = max(
-                range(start, last + 1), key=lambda i: difflib.SequenceMatcher(None, old[i], new[j]).ratio()
-            )
-            pairs += [(i, None) for i in range(start, best)] + [(best, j)]
-            start = best + 1
-        pairs += [(i, None) for i in range(start, i2)]
-    return pairs
-
-
-def _diff_lines(source: str) -> list[str]:
-    """A cell's lines, each ending with a newline (a cell's last line has none; a diff line needs one)."""
-    return [line if line.endswith("\n") else line + "\n" for line in source.splitlines(keepends=True)]
-
-
-def _validate(document: dict) -> None:
-    """nbformat's schema check, on a copy (the file is never normalised; its missing cell ids stay missing)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MissingIDFieldWarning)
-        nbformat.validate(nbformat.from_dict(document))
+        return dump(document, JUPYTER_STYLE), findings
+    return write_back(content, document, style, old_sources), findings
 
 
 # -- cells ----------------------------------------------------------------------------------------------
@@ -402,8 +320,8 @@ def _does_nothing(source: str) -> bool:
 
 
 def _is_bash(cell: dict) -> bool:
-    words = _source_text(cell).partition("\n")[0][2:].split()
-    return _source_text(cell).startswith("%%") and bool(words) and words[0] in ("bash", "sh")
+    words = source_text(cell).partition("\n")[0][2:].split()
+    return source_text(cell).startswith("%%") and bool(words) and words[0] in ("bash", "sh")
 
 
 def _shell_text(source: str) -> str:
@@ -427,7 +345,7 @@ def _imported_beside(header: str, code_cells, new_sources: dict[int, str]) -> fr
     directory = _writefile_target(header).rpartition("/")[0]
     imported: set[str] = set()
     for index, cell in code_cells:
-        source = new_sources.get(index, _source_text(cell))
+        source = new_sources.get(index, source_text(cell))
         path, body = _written_script(source)
         if path is not None and path.rpartition("/")[0] == directory:
             imported |= python_imports(body)
@@ -738,107 +656,6 @@ def _in_cell(finding: Finding, cell_number: int, line_offset: int) -> Finding:
     return finding.moved(others, line=finding.line + line_offset, cell=cell_number)
 
 
-def _cell_file_lines(content: str, document: dict) -> dict[int, list[int]]:
-    """For each code cell (by number), the line of the .ipynb file that holds each of its source lines:
-    what a SARIF location points at. A source written as one JSON string sits on one line."""
-    match = re.match(r"\{\r?\n([ \t]+)\"", content)
-    unit = match[1] if match else None
-    newline = "\r\n" if "\r\n" in content else "\n"
-    lines: dict[int, list[int]] = {}
-    position = 0
-    code_cells = [cell for cell in document.get("cells", []) if cell.get("cell_type") == "code"]
-    for number, cell in enumerate(code_cells, start=1):
-        source = cell.get("source", "")
-        candidates = [_value_text(source, unit, ascii_only, newline) for ascii_only in (False, True)]
-        candidates.append('"source":' + json.dumps(source, separators=(",", ":")))  # minified
-        found = next((at for at in (content.find(c, position) for c in candidates) if at >= 0), -1)
-        if found < 0:
-            continue  # a writer whose layout we cannot find: the finding keeps the cell and its line only
-        position = found
-        first = content.count("\n", 0, found) + 1
-        many = isinstance(source, list) and unit is not None and len(source) > 0
-        count = len(_source_text(cell).splitlines()) or 1
-        lines[number] = [first + 1 + i if many else first for i in range(count)]
-    return lines
-
-
-def _at_file_line(finding: Finding, file_lines: dict[int, list[int]]) -> Finding:
-    lines = file_lines.get(finding.cell or 0)
-    if not lines:
-        return finding
-    return replace(finding, file_line=lines[min(finding.line, len(lines)) - 1])
-
-
-def _source_text(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
-# -- JSON formatting ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class JsonStyle:
-    indent: int | str | None
-    ensure_ascii: bool
-    sort_keys: bool
-    trailing: str
-    newline: str
-
-
-def _json_style(content: str, document: dict) -> JsonStyle | None:
-    """The json.dumps settings that reproduce the file byte for byte; None when none does."""
-    match = re.match(r"\{\r?\n([ \t]+)\"", content)
-    indent = (len(match[1]) if match[1].strip(" ") == "" else match[1]) if match else None
-    trailing = content[len(content.rstrip()) :]
-    newline = "\r\n" if "\r\n" in content else "\n"
-    for ensure_ascii in (False, True):
-        for sort_keys in (False, True):
-            style = JsonStyle(indent, ensure_ascii, sort_keys, trailing, newline)
-            if _dump(document, style) == content:
-                return style
-    return None
-
-
-def _dump(document: dict, style: JsonStyle) -> str:
-    text = json.dumps(
-        document, indent=style.indent, ensure_ascii=style.ensure_ascii, sort_keys=style.sort_keys
-    )
-    return text.replace("\n", style.newline) + style.trailing
-
-
-def _write_back(content: str, document: dict, style: JsonStyle | None, old_sources: dict[int, object]) -> str:
-    """The notebook with its new cell sources, formatted as the file was, so the diff is the rewrite.
-
-    When no json.dumps setting reproduces the file (another writer's number or escape style), each changed
-    `source` value is replaced where it sits in the text; Jupyter's own format is the last resort.
-    """
-    if style is not None:
-        return _dump(document, style)
-    match = re.match(r"\{\r?\n([ \t]+)\"", content)
-    unit = match[1] if match else None
-    newline = "\r\n" if "\r\n" in content else "\n"
-    spliced = content
-    for index, old in old_sources.items():
-        new = document["cells"][index]["source"]
-        for ensure_ascii in (False, True):
-            before = _value_text(old, unit, ensure_ascii, newline)
-            if spliced.count(before) == 1:
-                spliced = spliced.replace(before, _value_text(new, unit, ensure_ascii, newline))
-                break
-        else:
-            return _dump(document, JsonStyle(1, False, True, "\n", "\n"))
-    return spliced
-
-
-def _value_text(value: object, unit: str | None, ensure_ascii: bool, newline: str) -> str:
-    """A cell's `"source": value` as an indenting writer puts it (the value sits three levels deep)."""
-    if unit is None:
-        return '"source": ' + json.dumps(value, ensure_ascii=ensure_ascii)
-    text = json.dumps(value, indent=len(unit) if unit.strip(" ") == "" else unit, ensure_ascii=ensure_ascii)
-    return '"source": ' + text.replace("\n", newline + unit * 3)
-
-
 # -- reading without rewriting --------------------------------------------------------------------------
 
 
@@ -860,7 +677,7 @@ def read_cells(content: str) -> list[CellCode]:
     cells = []
     code_cells = [cell for cell in read_document(content).get("cells", []) if cell.get("cell_type") == "code"]
     for number, cell in enumerate(code_cells, start=1):
-        source = _source_text(cell)
+        source = source_text(cell)
         if source.startswith("%%"):
             header, _, body = source.partition("\n")
             kind = _body_kind(header)

@@ -25,7 +25,7 @@ STAGE_ADVICE = {
 
 
 def advice(row: dict) -> list[str]:
-    """Ordered, concrete steps for one result row (a record of `results.long_frame`)."""
+    """Ordered, concrete steps for one result row (a record of `tables.long_frame`)."""
     verdict = row.get("verdict")
     steps: list[str] = []
     if verdict == "harness-error":

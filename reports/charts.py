@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from markupsafe import Markup, escape
 
-from reports.results import BUCKET_LABELS, NOT_RUN
+from reports.vocabulary import BUCKET_LABELS, NOT_RUN
 
 # One colour per headline bucket (the harness's causes), the same in the headline, pills and charts.
 BUCKET_COLORS = {

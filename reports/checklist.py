@@ -26,16 +26,9 @@ from migrator.sources import UsageError, named_file_kind
 from reports.advice import STAGE_MEANINGS, advice
 from reports.inventory import FileScan, Location, find_configs, scan_file
 from reports.render import NULL, asset, fail, render, write_output
-from reports.results import (
-    NOT_MEASURED_VERDICTS,
-    REFERENCE_RESULTS,
-    REPO_ROOT,
-    ResultsError,
-    Run,
-    display_path,
-    load_runs,
-)
+from reports.results import REFERENCE_RESULTS, REPO_ROOT, ResultsError, Run, display_path, load_runs
 from reports.tries import load_try_reports, match
+from reports.vocabulary import NOT_MEASURED_VERDICTS
 
 SEVERITIES = ("blocking", "manual", "compile-risk", "check")
 SEVERITY_LABELS = {

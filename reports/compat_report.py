@@ -16,30 +16,28 @@ from reports import charts, device_gaps
 from reports.advice import STAGE_MEANINGS, advice
 from reports.render import asset, fail, render, write_output
 from reports.results import (
-    BUCKET_LABELS,
-    BUCKETS,
-    CAUSE_LABELS,
-    CAUSE_MEANINGS,
     FLAG_FIELDS,
     FLOAT_FIELDS,
     INTEGER_FIELDS,
     LIST_FIELDS,
-    OK_BUCKETS,
-    OPTIONAL_BUCKETS,
     TEXT_FIELDS,
-    VERDICT_MEANINGS,
-    VERDICTS,
     ResultsError,
     Run,
-    buckets_by_band,
     display_path,
-    headline,
     is_comparison_run,
     load_runs,
     load_top100,
-    long_frame,
-    recompile_histogram,
-    verdict_matrix,
+)
+from reports.tables import buckets_by_band, headline, long_frame, recompile_histogram, verdict_matrix
+from reports.vocabulary import (
+    BUCKET_LABELS,
+    BUCKETS,
+    CAUSE_LABELS,
+    CAUSE_MEANINGS,
+    OK_BUCKETS,
+    OPTIONAL_BUCKETS,
+    VERDICT_MEANINGS,
+    VERDICTS,
 )
 
 FORMATS = ("html", "md", "csv")

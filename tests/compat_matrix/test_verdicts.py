@@ -6,19 +6,19 @@ import pytest
 import torch
 
 from compat_matrix import sim_backend
+from compat_matrix.attribution import attribute_failure
+from compat_matrix.errors import first_error_line
 from compat_matrix.probes import (
     OutputsDiffer,
     TeacherForcing,
-    attribute_failure,
     check_match,
-    decide_verdict,
-    first_error_line,
     graph_break_reason,
     greedy_tokens_agree,
     max_logit_diff,
     recompile_guard,
 )
 from compat_matrix.schema import Cause, Verdict
+from compat_matrix.verdict import decide_verdict
 
 COVERAGE = "operator-coverage: transformers.grouped_mm_fallback (compiled graph)"
 

@@ -14,7 +14,7 @@ import pytest
 
 from reports.checklist import build_checklist, write_checklist
 from reports.compat_report import reason_parts, write_report
-from reports.results import bucket_of
+from reports.vocabulary import bucket_of
 from tests.reports.conftest import measured
 from tests.reports.test_checklist import INFERENCE_SCRIPT, fake_analyze, finding
 

@@ -6,19 +6,9 @@ import pandas as pd
 import pytest
 
 from compat_matrix.schema import SCHEMA_VERSION
-from reports.results import (
-    NOT_RUN,
-    ResultsError,
-    bucket_of,
-    buckets_by_band,
-    change_between,
-    headline,
-    load_runs,
-    load_top100,
-    long_frame,
-    recompile_histogram,
-    verdict_matrix,
-)
+from reports.results import ResultsError, load_runs, load_top100
+from reports.tables import buckets_by_band, headline, long_frame, recompile_histogram, verdict_matrix
+from reports.vocabulary import NOT_RUN, bucket_of, change_between
 from tests.reports.conftest import measured, write_jsonl
 
 
@@ -318,7 +308,7 @@ def test_optimum_neuron_support_from_the_separate_table(tmp_path, rows):
 
 def test_every_schema_verdict_has_a_place_and_a_meaning():
     from compat_matrix.schema import Verdict
-    from reports.results import VERDICT_MEANINGS, VERDICTS
+    from reports.vocabulary import VERDICT_MEANINGS, VERDICTS
 
     assert set(VERDICTS) == {verdict.value for verdict in Verdict} == set(VERDICT_MEANINGS)
 

@@ -1,0 +1,58 @@
+"""Whom a failing compiled stage blames (``attribute_failure``).
+
+``transformers`` when uncompiled CPU code already fails, ``simulator`` when the stage passes under Dynamo's plain
+``eager`` backend and with the AOT graphs run stride-agnostically, ``device`` otherwise; a TorchNeuron rule's
+rejection is the device's at once. The confirmation reruns keep their findings and compiled code out of the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from compat_matrix import sim_backend
+from compat_matrix.errors import first_error_line
+from compat_matrix.schema import Cause
+
+
+def _root_error(error: BaseException) -> BaseException:
+    while error.__cause__ is not None and error.__cause__ is not error:
+        error = error.__cause__
+    return error
+
+
+def _passes(fn: Callable[[], Any]) -> tuple[bool, str | None]:
+    """Run a confirmation probe; its findings and compiled code never reach the row."""
+    with sim_backend.findings_apart():
+        try:
+            fn()
+            return True, None
+        except Exception as error:
+            return False, first_error_line(error)
+
+
+def attribute_failure(
+    error: BaseException,
+    rerun: Callable[[str | None], None],
+    simulated: bool = True,
+    uncompiled_on: str = "CPU",
+) -> tuple[Cause, str]:
+    """Whom a failing compiled stage blames. ``rerun(backend)`` repeats the stage on a fresh tiny model with
+    that Dynamo backend (None: uncompiled, on ``uncompiled_on``) and raises as the stage did. On the real device
+    (``simulated`` false) there is no simulator to blame."""
+    root = _root_error(error)
+    if isinstance(root, sim_backend.DynamicShapeRejected):
+        return Cause.DEVICE, f"rejected by a TorchNeuron rule: {first_error_line(root)}"
+    eager_ok, eager_error = _passes(lambda: rerun("eager"))
+    if not eager_ok:
+        uncompiled_ok, uncompiled_error = _passes(lambda: rerun(None))
+        if not uncompiled_ok:
+            return Cause.TRANSFORMERS, f"already fails uncompiled on {uncompiled_on} ({uncompiled_error})"
+        return Cause.DEVICE, f"{first_error_line(error)} (also under Dynamo's eager backend: {eager_error})"
+    stride_ok = simulated and _passes(lambda: rerun(sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME))[0]
+    if stride_ok:
+        return Cause.SIMULATOR, (
+            f"{first_error_line(error)}: passes under Dynamo's eager backend and with the AOT graphs run "
+            "stride-agnostically, so only the simulator's strided CPU execution fails"
+        )
+    return Cause.DEVICE, f"{first_error_line(error)} (after AOT autograd; Dynamo's eager backend passes)"

@@ -1,0 +1,112 @@
+"""The verdict fields of a measured row (``decide_verdict``): what a row's measurements and attributed failures
+mean for generation, training and the architecture, with the caveats that keep a stage from a clean ``works``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from compat_matrix import artifacts, sim_backend
+from compat_matrix.schema import Cause, Stage, Verdict
+
+# Dynamo's default, not the limit probes.configure_dynamo sets: what a user's process has on the device.
+DYNAMO_DEFAULT_RECOMPILE_LIMIT = torch._dynamo.config._config["recompile_limit"].default
+
+
+def generate_caveats(row: dict[str, Any]) -> list[str]:
+    """Why a generation that matched the reference is not a clean ``works``."""
+    found = []
+    if row.get("recompiles_every_step"):
+        after_limit = (
+            f"with Dynamo's default recompile_limit ({DYNAMO_DEFAULT_RECOMPILE_LIMIT}), as on a device, the "
+            f"decode step compiled {row['compile_count']} graphs and then ran eagerly"
+            if row.get("recompile_limit_hit")
+            else f"on a device with Dynamo's default recompile_limit ({DYNAMO_DEFAULT_RECOMPILE_LIMIT}) the "
+            "decode step would stop compiling at that limit and run eagerly"
+        )
+        found.append(f"recompiles at every decode step (guard {row['recompile_guard']}): {after_limit}")
+    elif row.get("recompile_count"):
+        found.append(f"{row['recompile_count']} recompile(s) in generation")
+    if row.get("graph_breaks"):
+        found.append(f"{row['graph_breaks']} graph break(s) in generation")
+    found += _op_caveats(row.get("generate_unsupported_ops") or [], row.get("generate_device_rule_caveat"),
+                         "generation")  # fmt: skip
+    return found
+
+
+def _op_caveats(findings: list[str], device_rule_caveat: str | None, where: str) -> list[str]:
+    """The device-rule line when a measured code path avoided the raising ops, then the other findings."""
+    found = [device_rule_caveat] if device_rule_caveat else []
+    rest = set(findings) - (set(sim_backend.raising_findings(findings)) if device_rule_caveat else set())
+    if rest:
+        found.append(f"{len(rest)} reported op/dtype finding(s) in {where}")
+    return found
+
+
+def train_caveats(row: dict[str, Any]) -> list[str]:
+    found = []
+    expected = row.get("train_expected_compile_count")
+    if expected is not None and (row.get("train_compile_count") or 0) > expected:
+        found.append(f"training compiled {row['train_compile_count']} graphs, expected {expected}")
+    if row.get("train_graph_breaks"):
+        found.append(f"{row['train_graph_breaks']} graph break(s) in training")
+    if row.get("train_content_compiles"):
+        lengths = row.get("train_padded_lengths") or ["the first"]
+        found.append(f"training compiled {row['train_content_compiles']} more graph(s) for a batch of the same "
+                     f"padded length ({lengths[0]} tokens) with other tokens: recompiles that depend on the data"
+                     + (f" ({row['train_content_check']})" if row.get("train_content_check") else ""))  # fmt: skip
+    found += _op_caveats(
+        row.get("train_unsupported_ops") or [], row.get("train_device_rule_caveat"), "training"
+    )
+    return found
+
+
+def _stage_verdict(
+    failure: dict | None, caveat_list: list[str], note: str | None
+) -> tuple[Verdict, str | None]:
+    """A stage's verdict and reason; ``note`` says why a failure of the first measurement was dropped."""
+    if failure is not None:
+        not_blamed = failure["cause"] in (Cause.SIMULATOR.value, Cause.HARNESS.value)
+        return (Verdict.NOT_MEASURED if not_blamed else Verdict.FAILS), failure["reason"]
+    text = "; ".join([*caveat_list, *([note] if note else [])]) or None
+    return (Verdict.WORKS_WITH_CAVEATS if caveat_list else Verdict.WORKS), text
+
+
+def decide_verdict(row: dict[str, Any]) -> dict[str, Any]:
+    """The verdict fields of a measured row: ``verdict``, ``generate_verdict``, ``train_verdict``, ``cause``
+    and a one-line ``reason``. A build or eager-reference failure is the harness's (never the
+    architecture's); otherwise the first failing stage decides, then a simulator limitation, then caveats,
+    then uncompiled generation (``works-eager``)."""
+    generate_failure, train_failure = row.get("generate_failure"), row.get("train_failure")
+    if row.get("stage") in (Stage.BUILD.value, Stage.EAGER.value):
+        reason = (generate_failure or {}).get("reason") or (
+            f"the tiny model cannot be built or run eagerly here: {row.get('error') or 'no error recorded'}"
+        )
+        return {"verdict": Verdict.HARNESS_ERROR, "generate_verdict": Verdict.HARNESS_ERROR,
+                "train_verdict": Verdict.HARNESS_ERROR, "cause": Cause.HARNESS, "reason": reason}  # fmt: skip
+    generate_verdict, generate_reason = _stage_verdict(
+        generate_failure, generate_caveats(row), artifacts.dropped_note(row, "generate")
+    )
+    if generate_verdict is Verdict.WORKS and row.get("compiled_generation") is False:
+        generate_verdict = Verdict.WORKS_EAGER
+        generate_reason = f"generation is not compiled: {row.get('not_compiled_because')}"
+    train_verdict, train_reason = _stage_verdict(
+        train_failure, train_caveats(row), artifacts.dropped_note(row, "train")
+    )
+    stages = [("generate", generate_verdict, generate_reason, generate_failure),
+              ("train", train_verdict, train_reason, train_failure)]  # fmt: skip
+    cause = None
+    for wanted in (Verdict.FAILS, Verdict.NOT_MEASURED, Verdict.WORKS_WITH_CAVEATS, Verdict.WORKS_EAGER):
+        hits = [stage for stage in stages if stage[1] is wanted]
+        if hits:
+            verdict = wanted
+            failure = hits[0][3]
+            cause = Cause(failure["cause"]) if failure else None
+            break
+    else:
+        verdict = Verdict.WORKS
+    reason = "; ".join(f"{name}: {text}" for name, _, text, _ in stages if text) or None
+    return {"verdict": verdict, "generate_verdict": generate_verdict, "train_verdict": train_verdict,
+            "cause": cause, "reason": reason}  # fmt: skip
