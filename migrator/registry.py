@@ -112,7 +112,7 @@ def _table() -> tuple[dict[str, Rule], dict[str, str]]:
     modules = (*PYTHON_RULE_MODULES, *SHELL_RULE_MODULES)
     homed = [(rule, module.__name__) for module in modules for rule in module.RULES]
     homed += [(rule, notebook.__name__) for rule in NOTEBOOK_RULES] + [
-        (rule, risks.__name__) for rule in risks.RULES
+        (rule, module.__name__) for module in risks.RISK_MODULES for rule in module.RULES
     ]
     for rule, home in homed:
         if rules.setdefault(rule.code, rule) is not rule:
