@@ -554,6 +554,20 @@ def without_empty_branches(original: cst.If, updated: cst.If):
     return cst.SimpleStatementLine([cst.Expr(test)], leading_lines=updated.leading_lines)
 
 
+def without_empty_try(original: cst.Try, updated: cst.Try):
+    """A `try` whose body the rewrite emptied (`try: xm.mark_step()` / `except ImportError: pass`) goes when
+    nothing else of it can run: an empty body raises nothing, so handlers that only `pass` are dead too. One
+    with an `else`, a `finally` or a handler that does something stays (`updated`)."""
+    if not _emptied(updated.body, original.body) or updated.orelse or updated.finalbody:
+        return updated
+    for handler in updated.handlers:
+        block = handler.body
+        lines = block.body if isinstance(block, cst.IndentedBlock) else [block]
+        if not all(isinstance(small, cst.Pass) for line in lines for small in line.body):
+            return updated
+    return cst.RemoveFromParent()
+
+
 def block_comments(block: cst.BaseSuite) -> list[cst.EmptyLine]:
     """The comment lines an emptied block still holds (those of the statements removed from it)."""
     if isinstance(block, cst.IndentedBlock):

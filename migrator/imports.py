@@ -14,7 +14,13 @@ import ast
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from migrator.cst_helpers import block_comments, is_setup_line, may_hold_imports, without_empty_branches
+from migrator.cst_helpers import (
+    block_comments,
+    is_setup_line,
+    may_hold_imports,
+    without_empty_branches,
+    without_empty_try,
+)
 
 ImportRequest = tuple[str, str | None, str | None]  # module, imported object (None: the module), alias
 
@@ -226,9 +232,10 @@ class _UnusedImportRemover(cst.CSTTransformer):
             # Its comments introduce what follows, and its blank line separates an import group.
             self.orphan_lines[-1].extend(updated.leading_lines)
             return cst.RemoveFromParent()
-        if isinstance(original, cst.If) and isinstance(updated, cst.If):
-            # `if is_xla:` over a function-local `import torch_xla` and nothing else now.
-            simplified = without_empty_branches(original, updated)
+        if isinstance(original, (cst.If, cst.Try)) and isinstance(updated, (cst.If, cst.Try)):
+            # `if is_xla:` (or `try:`) over a function-local `import torch_xla` and nothing else now.
+            simplify = without_empty_branches if isinstance(updated, cst.If) else without_empty_try
+            simplified = simplify(original, updated)
             if isinstance(simplified, cst.RemovalSentinel):
                 self.orphan_lines[-1].extend([*updated.leading_lines, *block_comments(updated.body)])
                 return simplified

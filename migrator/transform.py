@@ -20,7 +20,14 @@ from typing import TypeVar
 
 import libcst as cst
 
-from migrator.cst_helpers import CommentKeeper, block_comments, dotted_name, shows, without_empty_branches
+from migrator.cst_helpers import (
+    CommentKeeper,
+    block_comments,
+    dotted_name,
+    shows,
+    without_empty_branches,
+    without_empty_try,
+)
 from migrator.imports import ImportRequest, add_missing_imports, code_without_unused_imports
 from migrator.rules import Finding, Rule, also_on
 from migrator.source_map import STATEMENT_CLASSES, STATEMENT_TYPES, SourceIndex, SourceMap
@@ -372,8 +379,10 @@ class MigrationTransformer(cst.CSTTransformer):
             self.ctx.shown.pop()
         if original is self.ctx.definition:
             self.ctx.definition = None
-        if kind is cst.If and isinstance(result, cst.If):
-            simplified = without_empty_branches(original, result)
+        if (kind is cst.If and isinstance(result, cst.If)) or (
+            kind is cst.Try and isinstance(result, cst.Try)
+        ):
+            simplified = (without_empty_branches if kind is cst.If else without_empty_try)(original, result)
             if simplified is not result:
                 self.comments.hand_on(original, block_comments(result.body))
                 result = simplified

@@ -9,7 +9,7 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 
-from migrator.cst_helpers import descendants, visit_read_only
+from migrator.cst_helpers import descendants, visit_read_only, without_empty_try
 
 FIXTURES = sorted(Path("fixtures/migrator").rglob("*.py"))
 # A node class is learnt from its first instance: here the f-string without a format spec comes first.
@@ -75,3 +75,20 @@ def test_an_emptied_branch_is_simplified_away(source, expected):
             )
 
     assert cst.parse_module(source).visit(Drop()).code == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "gone"),
+    [
+        ("try:\n    import torch_xla\nexcept ImportError:\n    pass\n", True),
+        ("try:\n    import torch_xla\nexcept ImportError: pass\n", True),
+        ("try:\n    import torch_xla\nexcept ImportError:\n    print('no xla')\n", False),
+        ("try:\n    import torch_xla\nexcept ImportError:\n    pass\nelse:\n    print('xla')\n", False),
+        ("try:\n    import torch_xla\nfinally:\n    done()\n", False),
+    ],
+)
+def test_a_try_a_removal_emptied_goes_only_when_nothing_else_of_it_runs(source, gone):
+    original = cst.parse_statement(source)
+    emptied = original.with_changes(body=original.body.with_changes(body=[]))
+    result = without_empty_try(original, emptied)
+    assert isinstance(result, cst.RemovalSentinel) is gone
