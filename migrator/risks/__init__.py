@@ -5,34 +5,27 @@ the risk (`fixed_by`), so the checklist shows a risk the migrator already handle
 
 from __future__ import annotations
 
+from importlib import import_module
 from types import ModuleType
 
 from migrator.reading import Code
-from migrator.risks import (
-    nm801_unpadded_prompts,
-    nm802_unpadded_training,
-    nm803_padding_free,
-    nm804_no_pad_multiple,
-    nm805_dynamic_compile,
-    nm806_mark_dynamic,
-    nm807_dynamic_batch,
-    nm808_automatic_dynamic,
-    nm809_async_load,
-)
 from migrator.risks.base import Risk
 from migrator.rules import Rule
 
-# Each has `RULES` (its rule) and `find(code)` (what it finds in one file).
-RISK_MODULES: tuple[ModuleType, ...] = (
-    nm801_unpadded_prompts,
-    nm802_unpadded_training,
-    nm803_padding_free,
-    nm804_no_pad_multiple,
-    nm805_dynamic_compile,
-    nm806_mark_dynamic,
-    nm807_dynamic_batch,
-    nm808_automatic_dynamic,
-    nm809_async_load,
+# Each has `RULES` (its rule) and `find(code)` (what it finds in one file); each is named once, here.
+RISK_MODULES: tuple[ModuleType, ...] = tuple(
+    import_module(f"{__name__}.{name}")
+    for name in (
+        "nm801_unpadded_prompts",
+        "nm802_unpadded_training",
+        "nm803_padding_free",
+        "nm804_no_pad_multiple",
+        "nm805_dynamic_compile",
+        "nm806_mark_dynamic",
+        "nm807_dynamic_batch",
+        "nm808_automatic_dynamic",
+        "nm809_async_load",
+    )
 )
 RULES: tuple[Rule, ...] = tuple(rule for module in RISK_MODULES for rule in module.RULES)
 
