@@ -139,6 +139,8 @@ def migrate(
             progress.close()
 
     verb = {Mode.WRITE: "rewritten", Mode.OUTPUT: "migrated copies written"}.get(mode, "would change")
+    line = summary_line(results, verb) + (f"; migrated tree in {output_dir}" if output_dir else "")
+    interrupted_line = f"interrupted: {len(results)} of {len(jobs_list)} files done; {line}"
     try:
         total = interrupted.total if interrupted is not None else None
         report = render(results, fmt, fixed_in_place=mode is Mode.WRITE, total=total)
@@ -155,19 +157,17 @@ def migrate(
             if report_file is None and fmt != "text":
                 click.echo(report, nl=False)
             if fmt == "text" and not show_diff:
-                for line in text_lines(results, show_fixed=not quiet):
-                    click.echo(line)
-        line = summary_line(results, verb) + (f"; migrated tree in {output_dir}" if output_dir else "")
+                for finding_line in text_lines(results, show_fixed=not quiet):
+                    click.echo(finding_line)
         if interrupted is not None:
-            click.echo(f"interrupted: {len(results)} of {interrupted.total} files done; {line}", err=True)
+            click.echo(interrupted_line, err=True)
             if report_error:
                 click.echo(f"neuron-migrate: error: {report_error}", err=True)
             sys.exit(EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED)
         click.echo(line, err=True)
     except KeyboardInterrupt:
         # Ctrl-C while the findings print: every file is done already (written whole or left as it was).
-        done = f"{len(results)} of {len(jobs_list)} files done; {summary_line(results, verb)}"
-        click.echo(f"\ninterrupted: {done}", err=True)
+        click.echo(f"\n{interrupted_line}", err=True)
         sys.exit(EXIT_INTERRUPTED)
     if mode in (Mode.CHECK, Mode.DIFF) and not any(result.changed for result in results):
         click.echo("no files were modified", err=True)
