@@ -157,7 +157,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     python_cells: list[PythonCell] = []
     code_cells = [(i, c) for i, c in enumerate(document.get("cells", [])) if c.get("cell_type") == "code"]
     # A launch of a script the notebook writes (`%%writefile train.py`) reads that script's argument parser.
-    written = dict(map(_written_script, (source_text(cell) for _, cell in code_cells)))
+    written = dict(map(written_script, (source_text(cell) for _, cell in code_cells)))
     written.pop(None, None)
     migrate_shell = partial(migrate_shell, written=written)
     # (index, number, source) of `%%writefile requirements.txt` cells: migrated once the imports are known.
@@ -346,7 +346,7 @@ def _imported_beside(header: str, code_cells, new_sources: dict[int, str]) -> fr
     imported: set[str] = set()
     for index, cell in code_cells:
         source = new_sources.get(index, source_text(cell))
-        path, body = _written_script(source)
+        path, body = written_script(source)
         if path is not None and path.rpartition("/")[0] == directory:
             imported |= python_imports(body)
     return frozenset(imported)
@@ -360,7 +360,7 @@ def _writefile_target(header: str) -> str:
     return next((w for w in reversed(words[1:]) if not w.startswith("-")), "").strip("'\"")
 
 
-def _written_script(source: str) -> tuple[str | None, str]:
+def written_script(source: str) -> tuple[str | None, str]:
     """(PATH, body) of a `%%writefile PATH` cell that writes a Python script, else (None, "")."""
     header, _, body = source.partition("\n")
     target = _writefile_target(header)

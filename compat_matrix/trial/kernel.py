@@ -13,42 +13,57 @@ import sys
 from pathlib import Path
 
 FAILED_CELL_MARK = "neuron-migrate-try-failed-cell:"
+KERNEL_DIED = 3
+# Run in the kernel after the last cell, so the report never depends on the kernel's exit: a graceful
+# shutdown kills a kernel that takes over 5 s to tear torch down (a loaded machine) before its atexit
+# hook runs, so the kernel is shut down at once instead.
+WRITE_REPORT = "__import__('sys').modules['sitecustomize'].STATE.write()"
 
 
 def main(argv: list[str]) -> int:
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError, DeadKernelError
 
     notebook, cells_file = Path(argv[0]), Path(argv[1])
     sources = json.loads(cells_file.read_text(encoding="utf-8"))
     document = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
     client = NotebookClient(
-        document, timeout=None, kernel_name="python3", resources={"metadata": {"path": str(notebook.parent)}}
+        document,
+        timeout=None,
+        kernel_name="python3",
+        shutdown_kernel="immediate",
+        resources={"metadata": {"path": str(notebook.parent)}},
     )
     with client.setup_kernel():
-        for number, cell in enumerate(document.cells, start=1):
-            print(f"[cell {number}/{len(document.cells)}]", flush=True)
-            try:
-                client.execute_cell(cell, number - 1)
-            except CellExecutionError as error:
-                print(
-                    f"{FAILED_CELL_MARK} {json.dumps({'cell': number, 'ename': error.ename, 'evalue': error.evalue})}"
-                )
-                return 1
-            except DeadKernelError as error:
-                print(
-                    f"{FAILED_CELL_MARK} {json.dumps({'cell': number, 'ename': 'DeadKernelError', 'evalue': f'the kernel died in cell {number}: {error}'})}"
-                )
-                return 3
-            for output in cell.get("outputs", []):
-                text = output.get("text") or output.get("data", {}).get("text/plain", "")
-                if text:
-                    print(
-                        text if isinstance(text, str) else "".join(text),
-                        end="" if str(text).endswith("\n") else "\n",
-                        flush=True,
-                    )
+        code = _run_cells(client, document)
+        if code != KERNEL_DIED:
+            client.wait_for_reply(client.kc.execute(WRITE_REPORT, silent=True, store_history=False))
+        return code
+
+
+def _run_cells(client, document) -> int:
+    from nbclient.exceptions import CellExecutionError, DeadKernelError
+
+    for number, cell in enumerate(document.cells, start=1):
+        print(f"[cell {number}/{len(document.cells)}]", flush=True)
+        try:
+            client.execute_cell(cell, number - 1)
+        except CellExecutionError as error:
+            print(
+                f"{FAILED_CELL_MARK} {json.dumps({'cell': number, 'ename': error.ename, 'evalue': error.evalue})}"
+            )
+            return 1
+        except DeadKernelError as error:
+            evalue = f"the kernel died in cell {number}: {error}"
+            print(
+                f"{FAILED_CELL_MARK} {json.dumps({'cell': number, 'ename': 'DeadKernelError', 'evalue': evalue})}"
+            )
+            return KERNEL_DIED
+        for output in cell.get("outputs", []):
+            text = output.get("text") or output.get("data", {}).get("text/plain", "")
+            if text:
+                text = text if isinstance(text, str) else "".join(text)
+                print(text, end="" if text.endswith("\n") else "\n", flush=True)
     return 0
 
 

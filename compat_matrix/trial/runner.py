@@ -25,6 +25,7 @@ from pathlib import Path
 from compat_matrix.trial import data, hub, plan, scan
 from compat_matrix.trial.device import DeviceUnavailable, device_environment
 from compat_matrix.trial.report import FAILED, NOT_RUN, RAN, RunReport, load_process_reports, merge_processes
+from migrator.notebook import written_script
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap")
 LAUNCHER_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
@@ -274,16 +275,29 @@ def _facts(launch: plan.Launch, cells: list[str] | None) -> scan.CodeFacts:
             continue  # the run itself reports it, from the user's own traceback
     if not launch.scripts and launch.notebook is None:  # a command line only: its Hub ids are arguments
         facts.merge(scan.read_python("", launch.arguments))
-    for cell in cells or []:
+    if cells is not None:
+        facts.merge(notebook_facts(cells, launch.cwd))
+    return facts
+
+
+def notebook_facts(cells: list[str], folder: Path) -> scan.CodeFacts:
+    """What a notebook's cells load: their Python, the scripts `%%writefile` cells write and the scripts
+    (written or already in `folder`) that `!torchrun train.py ...` lines run, read with their arguments."""
+    facts = scan.CodeFacts()
+    written = dict(map(written_script, cells))
+    for cell in cells:
         facts.merge(_cell_facts(cell))
+        for _, command in plan.notebook_shell_lines(cell):
+            facts.merge(_scripts_of(command, folder, written))
     return facts
 
 
 def _cell_facts(cell: str) -> scan.CodeFacts:
     from IPython.core.inputtransformer2 import TransformerManager
 
+    path, body = written_script(cell)  # the script, not the string of a magic's call
     try:
-        return scan.read_python(TransformerManager().transform_cell(cell))
+        return scan.read_python(body if path else TransformerManager().transform_cell(cell))
     except SyntaxError:
         return scan.CodeFacts()
 
@@ -304,9 +318,6 @@ class _Trial:
     def run(self, launch: plan.Launch, index: int) -> RunReport:
         run = RunReport(launch.label, device=self.device)
         facts = _facts(launch, self.cells)
-        for cell in self.cells or []:
-            for _, command in plan.notebook_shell_lines(cell):
-                facts.merge(_scripts_of(command, self.sandbox))
         env = self.env
         if facts.token_ids_below:  # tiny models whose vocabulary holds the token ids the code draws
             cache_root = self.options.cache_root or hub.default_cache_root()
@@ -344,8 +355,9 @@ class _Trial:
         return run
 
 
-def _scripts_of(command: str, sandbox: Path) -> scan.CodeFacts:
-    """A notebook's `!torchrun train.py ...` line: the script's facts, read with its arguments."""
+def _scripts_of(command: str, sandbox: Path, written: dict[str | None, str]) -> scan.CodeFacts:
+    """A notebook's `!torchrun train.py ...` line: the script's facts, read with its arguments (the script
+    as a `%%writefile` cell writes it, or as it is in the notebook's folder)."""
     import shlex
 
     try:
@@ -353,11 +365,12 @@ def _scripts_of(command: str, sandbox: Path) -> scan.CodeFacts:
     except ValueError:
         return scan.CodeFacts()
     script = next((word for word in words if word.endswith(".py")), None)
-    if script is None or not (sandbox / script).is_file():
+    if script is None or not (script in written or (sandbox / script).is_file()):
         return scan.CodeFacts()
     arguments = words[words.index(script) + 1 :]
+    source = written.get(script) or (sandbox / script).read_text(encoding="utf-8", errors="replace")
     try:
-        return scan.read_python((sandbox / script).read_text(encoding="utf-8", errors="replace"), arguments)
+        return scan.read_python(source, arguments)
     except SyntaxError:
         return scan.CodeFacts()
 

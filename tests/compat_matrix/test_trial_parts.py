@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.trial import data, hub, plan, report, scan
+from compat_matrix.trial import data, hub, plan, report, runner, scan
 
 BOOTSTRAP = Path(__file__).resolve().parents[2] / "compat_matrix" / "trial" / "bootstrap" / "sitecustomize.py"
 
@@ -187,6 +187,19 @@ model = torch.nn.parallel.DistributedDataParallel(model)
     assert facts.datasets["glue"].config == "mrpc" and "train[:10%]" in facts.datasets["glue"].splits
     assert {"instruction", "response"} <= facts.columns
     assert "DistributedDataParallel" in facts.multi_process
+
+
+def test_notebook_facts_read_the_scripts_cells_write_and_run(tmp_path):
+    """A `%%writefile` cell's model is found although the script exists only once the cell has run, and a
+    `!torchrun` line's arguments name the dataset; a script already beside the notebook is read too."""
+    (tmp_path / "eval.py").write_text("import sys\nname = sys.argv[1]\n")
+    cells = [
+        "%%writefile train.py\nfrom transformers import AutoModel\nAutoModel.from_pretrained('bert-base-uncased')",
+        "!torchrun --nproc_per_node=2 train.py --dataset_name glue",
+        "!python eval.py gpt2",
+    ]
+    facts = runner.notebook_facts(cells, tmp_path)
+    assert facts.model_ids == {"bert-base-uncased", "gpt2"} and set(facts.datasets) == {"glue"}
 
 
 @pytest.mark.parametrize(
