@@ -3,9 +3,9 @@
 - Hub ids: string constants (argparse and dataclass defaults included) and command-line values that the
   model-id table knows, or that sit in a model-named argument; unknown ones are served only if `--model` names
   them (the run's error then says which id had no stand-in).
-- Datasets: `load_dataset(...)` calls (id, config, split) and dataset-named defaults, with the columns the
-  code reads: string subscripts of examples and batches, `dataset_text_field`, `remove_columns`,
-  `formatting_func` bodies, chat `messages`.
+- Datasets: `load_dataset(...)` calls (id, config, split, or the splits its DatasetDict is subscripted with)
+  and dataset-named defaults, with the columns the code reads: string subscripts of examples and batches,
+  `dataset_text_field`, `remove_columns`, `formatting_func` bodies, chat `messages`.
 - Token ids: the largest bound of `torch.randint(...)` calls (a literal, or a module-level constant), so the
   tiny models' vocabulary holds the ids a script draws as random input.
 - Several processes: a script that wraps a model in DDP/FSDP, shards it or asks Transformers for tensor
@@ -120,6 +120,7 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
     facts = CodeFacts()
     named = _named_defaults(tree) + _argv_pairs(list(argv))
     integers = _module_integers(tree)
+    dataset_dicts = _dataset_dicts(tree)
     for node in ast.walk(tree):
         value = _constant(node)
         if (
@@ -133,7 +134,11 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
                 facts.datasets.setdefault(value, data.DatasetRequest(value))
         if isinstance(node, ast.Subscript):
             key = _constant(node.slice)
-            if key is not None and not _is_environ(node.value):
+            dataset_id = _dataset_dict_id(node.value, dataset_dicts)
+            if key is not None and dataset_id is not None:  # `dataset["test"]`: a split, not a column
+                if dataset_id == "" or is_hub_dataset(dataset_id):
+                    facts.datasets.setdefault(dataset_id, data.DatasetRequest(dataset_id)).splits.add(key)
+            elif key is not None and not _is_environ(node.value):
                 facts.columns.add(key)
         elif isinstance(node, ast.Call):
             _read_call(node, facts)
@@ -221,6 +226,26 @@ def _argv_pairs(argv: list[str]) -> list[tuple[str, str]]:
         elif index + 1 < len(argv) and not argv[index + 1].startswith("--"):
             pairs.append((name, argv[index + 1]))
     return pairs
+
+
+def _dataset_dicts(tree: ast.AST) -> dict[str, str]:
+    """Names bound to a `load_dataset(...)` without a split (a DatasetDict) -> the dataset's id, or its
+    packaged builder ("json"...), or "" when a variable names it."""
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and (dataset_id := _dataset_dict_id(node.value, {})) is not None:
+            names.update({target.id: dataset_id for target in node.targets if isinstance(target, ast.Name)})
+    return names
+
+
+def _dataset_dict_id(node: ast.AST, dataset_dicts: dict[str, str]) -> str | None:
+    """The dataset id of an expression that is a DatasetDict: a name bound to one, or the split-less call."""
+    if isinstance(node, ast.Name):
+        return dataset_dicts.get(node.id)
+    if not (isinstance(node, ast.Call) and _call_name(node) == "load_dataset") or _keyword(node, "split"):
+        return None
+    path = _constant(node.args[0]) if node.args else _constant(_keyword(node, "path"))
+    return "" if path is None else path
 
 
 def _is_environ(node: ast.AST) -> bool:

@@ -189,6 +189,18 @@ model = torch.nn.parallel.DistributedDataParallel(model)
     assert "DistributedDataParallel" in facts.multi_process
 
 
+def test_code_facts_splits_of_a_dataset_dict_are_not_columns():
+    source = """
+raw = load_dataset("glue", "sst2")
+train, test = raw["train"], load_dataset("imdb")["test"]
+local = load_dataset("json", data_files="mine.json")
+print(train[0]["sentence"], local["train"])
+"""
+    facts = scan.read_python(source)
+    assert {"train", "test"} <= facts.datasets["glue"].splits and "test" in facts.datasets["imdb"].splits
+    assert "json" not in facts.datasets and facts.columns == {"sentence"}
+
+
 def test_notebook_facts_read_the_scripts_cells_write_and_run(tmp_path):
     """A `%%writefile` cell's model is found although the script exists only once the cell has run, and a
     `!torchrun` line's arguments name the dataset; a script already beside the notebook is read too."""
