@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import partial
@@ -381,7 +381,3 @@ def _size(job: Job) -> int:
         return job.source.path.stat().st_size
     except OSError:  # reported by `process`
         return 0
-
-
-def analyze(sources: Iterable[SourceFile]) -> list[FileResult]:
-    return run([Job(source, Mode.CHECK) for source in sources])

@@ -19,15 +19,17 @@ SLOW_S = 10.0  # in a log, a file that takes this long gets a line of its own
 
 
 class Progress:
-    def __init__(self, jobs, timeout: float, enabled: bool = True, stream=None) -> None:
-        self.stream = stream or sys.stderr
+    def __init__(
+        self, jobs, timeout: float, enabled: bool = True, stream=None, verb: str = "migrating"
+    ) -> None:
+        self.stream, self.verb = stream or sys.stderr, verb
         self.total, self.finished = len(jobs), 0
         self.enabled, self.timeout = enabled, timeout
         self.terminal = enabled and _is_terminal(self.stream)
         self.noted: set[int] = set()
         self.drawn = False
         if enabled and not self.terminal and self.total >= MANY_FILES:
-            click.echo(f"migrating {self.total} files", file=self.stream)
+            click.echo(f"{verb} {self.total} files", file=self.stream)
 
     def done(self, _result) -> None:
         self.finished += 1
@@ -47,7 +49,7 @@ class Progress:
                 self.noted.add(id(job))
                 limit = f"; the time limit is {self.timeout:g} s" if self.timeout else ""
                 click.echo(
-                    f"neuron-migrate: still migrating {job.display} ({_size(job)}) after {seconds:.0f} s{limit}",
+                    f"neuron-migrate: still {self.verb} {job.display} ({_size(job)}) after {seconds:.0f} s{limit}",
                     file=self.stream,
                 )
 
@@ -59,7 +61,7 @@ class Progress:
     def _draw(self, slow) -> None:
         if self.total < MANY_FILES and not slow and not self.drawn:
             return
-        text = f"migrating: {self.finished}/{self.total} files"
+        text = f"{self.verb}: {self.finished}/{self.total} files"
         text += "".join(f"; {job.display} ({_size(job)}) {seconds:.0f} s" for job, seconds in slow)
         width = shutil.get_terminal_size().columns - 1
         self.stream.write("\r\033[K" + (text if len(text) <= width else text[: width - 1] + "…"))

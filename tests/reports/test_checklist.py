@@ -136,6 +136,14 @@ def test_notebook_cells_and_file_errors(tmp_path, results):
     )
 
 
+def test_a_long_checklist_says_what_it_reads(tmp_path, capsys):
+    """A project of many files shows progress on standard error while the migrator reads them."""
+    for number in range(20):
+        (tmp_path / f"step_{number}.py").write_text("import torch\n")
+    assert write_checklist([tmp_path], tmp_path / "checklist.md", None, False) == 0
+    assert "reading 20 files" in capsys.readouterr().err
+
+
 def test_real_migrator_on_the_bundled_examples(tmp_path, rows, results):
     output = tmp_path / "checklist.html"
     assert write_checklist([EXAMPLES], output, results, False) == 0
