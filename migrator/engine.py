@@ -14,7 +14,6 @@ from pathlib import Path
 import libcst as cst
 
 from migrator import ipynb, notebook
-from migrator.beside import importer
 from migrator.families.inference.tables import COMPILED_HUB_REPO
 from migrator.families.leftovers.scan import scan_python, scan_shell
 from migrator.registry import PYTHON_HANDLERS
@@ -22,6 +21,7 @@ from migrator.rules import Finding
 from migrator.shell.requirements import migrate_requirements as rewrite_requirements
 from migrator.shell.rewrite import rewrite_shell
 from migrator.sources import SourceFile, Text, read_text
+from migrator.still_imported import first_importer
 from migrator.transform import migrate_module
 from migrator.verify import MigrationError, python_tree, syntax_error_message, verify_python, verify_shell
 from migrator.workers import DEFAULT_TIMEOUT_S, Supervisor
@@ -135,7 +135,7 @@ def migrate_shell(
     serve the code of its folder; a notebook's, the notebook (`imported`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
-    code_beside = None if inline or directory is None else partial(importer, directory, _migrated)
+    code_beside = None if inline or directory is None else partial(first_importer, directory, _migrated)
     migrated, findings = rewrite_shell(
         content,
         partial(migrate_python, scan=False),
@@ -159,7 +159,7 @@ def migrate_requirements(content: str, directory: Path | None = None) -> tuple[s
     if not any(hint in content.lower() for hint in REQUIREMENTS_HINTS):
         return content, []
     return rewrite_requirements(
-        content, beside=None if directory is None else partial(importer, directory, _migrated)
+        content, beside=None if directory is None else partial(first_importer, directory, _migrated)
     )
 
 
