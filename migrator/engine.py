@@ -15,7 +15,7 @@ import libcst as cst
 
 from migrator import ipynb, notebook
 from migrator.families.inference.tables import COMPILED_HUB_REPO
-from migrator.families.leftovers.scan import scan_python, scan_shell
+from migrator.families.leftovers.marking import mark_python, mark_shell
 from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
 from migrator.shell.requirements import migrate_requirements as rewrite_requirements
@@ -113,7 +113,7 @@ def migrate_python(content: str, scan: bool = True, notebook: bool = False) -> t
     # After every rewrite, before verification: what legacy code is left gets a TODO and a finding.
     code, findings = result.code, result.findings
     if scan:
-        code, findings = scan_python(content, code, findings)
+        code, findings = mark_python(content, code, findings)
     if code != content:
         verify_python(code)
     return code, findings
@@ -148,7 +148,7 @@ def migrate_shell(
         beside=code_beside,
         following=following,
     )
-    migrated, findings = scan_shell(content, migrated, findings)
+    migrated, findings = mark_shell(content, migrated, findings)
     if migrated != content:
         verify_shell(content, migrated)
     return migrated, findings
