@@ -430,7 +430,7 @@ def _apply(
                 f"{why}; {first.pattern.action}",
                 False,
                 why=why,
-                todo=first.pattern.action,
+                action=first.pattern.action,
                 subject=first.pattern.subject_of(first.found),
                 also=tuple(others),
             )
