@@ -266,47 +266,58 @@ class _UnusedImportRemover(cst.CSTTransformer):
         return may_hold_imports(node)
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
-        if isinstance(original, cst.Import):
-            return self._kept_aliases(updated, [(alias.evaluated_name, None) for alias in original.names])
-        if isinstance(original, cst.ImportFrom):
-            if original.relative or original.module is None or isinstance(original.names, cst.ImportStar):
-                return updated
-            module_name = get_full_name_for_node(original.module)
-            return self._kept_aliases(
-                updated, [(module_name, alias.evaluated_name) for alias in original.names]
-            )
+        if isinstance(original, (cst.Import, cst.ImportFrom)):
+            return self._leave_import(original, updated)
         if isinstance(original, cst.SimpleStatementLine) and not updated.body:
             # Its comments introduce what follows, and its blank line separates an import group.
             self.orphan_lines[-1].extend(updated.leading_lines)
             return cst.RemoveFromParent()
         if isinstance(original, (cst.If, cst.Try)) and isinstance(updated, (cst.If, cst.Try)):
-            # `if is_xla:` (or `try:`) over a function-local `import torch_xla` and nothing else now.
-            simplify = without_empty_branches if isinstance(updated, cst.If) else without_empty_try
-            simplified = simplify(original, updated)
-            if isinstance(simplified, cst.RemovalSentinel):
-                self.orphan_lines[-1].extend([*updated.leading_lines, *block_comments(updated.body)])
-                return simplified
-            updated = simplified
+            updated = self._without_empty_parts(original, updated)
+            if isinstance(updated, cst.RemovalSentinel):
+                return updated
         if isinstance(updated, _STATEMENTS) and self.orphan_lines[-1]:
             lines, self.orphan_lines[-1] = self.orphan_lines[-1], []
             return updated.with_changes(leading_lines=_joined_leading_lines(lines, updated.leading_lines))
         if isinstance(original, (cst.Module, cst.IndentedBlock)):
-            lines = [line for line in self.orphan_lines.pop() if line.comment]
-            if lines:
-                updated = updated.with_changes(footer=[*lines, *updated.footer])
-            if (
-                isinstance(updated, cst.IndentedBlock)
-                and updated.body
-                and updated.body[0] is not original.body[0]
-            ):
-                # The block's first statement went (`import torch_xla` in `if on_xla:`): no blank line opens it.
-                first = updated.body[0]
-                leading = list(first.leading_lines)
-                while leading and leading[0].comment is None:
-                    leading.pop(0)
-                updated = updated.with_changes(
-                    body=[first.with_changes(leading_lines=leading), *updated.body[1:]]
-                )
+            return self._leave_block(original, updated)
+        return updated
+
+    def _leave_import(self, original: cst.Import | cst.ImportFrom, updated: cst.Import | cst.ImportFrom):
+        if isinstance(original, cst.Import):
+            return self._kept_aliases(updated, [(alias.evaluated_name, None) for alias in original.names])
+        if original.relative or original.module is None or isinstance(original.names, cst.ImportStar):
+            return updated
+        module_name = get_full_name_for_node(original.module)
+        return self._kept_aliases(updated, [(module_name, alias.evaluated_name) for alias in original.names])
+
+    def _without_empty_parts(self, original: cst.If | cst.Try, updated: cst.If | cst.Try):
+        """`if is_xla:` (or `try:`) over a function-local `import torch_xla` and nothing else now: its empty
+        branches go, or the whole statement, whose comments then wait for the next statement."""
+        simplify = without_empty_branches if isinstance(updated, cst.If) else without_empty_try
+        simplified = simplify(original, updated)
+        if isinstance(simplified, cst.RemovalSentinel):
+            self.orphan_lines[-1].extend([*updated.leading_lines, *block_comments(updated.body)])
+        return simplified
+
+    def _leave_block(self, original: cst.Module | cst.IndentedBlock, updated: cst.Module | cst.IndentedBlock):
+        """The block's waiting comment lines go to its footer; a block whose first statement went (`import
+        torch_xla` in `if on_xla:`) does not open with a blank line."""
+        lines = [line for line in self.orphan_lines.pop() if line.comment]
+        if lines:
+            updated = updated.with_changes(footer=[*lines, *updated.footer])
+        if (
+            isinstance(updated, cst.IndentedBlock)
+            and updated.body
+            and updated.body[0] is not original.body[0]
+        ):
+            first = updated.body[0]
+            leading = list(first.leading_lines)
+            while leading and leading[0].comment is None:
+                leading.pop(0)
+            updated = updated.with_changes(
+                body=[first.with_changes(leading_lines=leading), *updated.body[1:]]
+            )
         return updated
 
     def _removable(self, module_name: str, obj: str | None, alias: cst.ImportAlias) -> bool:
