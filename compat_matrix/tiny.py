@@ -406,6 +406,23 @@ def tiny_config_kwargs(
     # Building standardises nested dicts in place: it gets a copy.
     defaults = _full_size_values(config_cls, copy.deepcopy(own))
     kwargs: dict[str, Any] = copy.deepcopy(own)
+    _shrink_knobs(kwargs, defaults, size, tower)
+    _shrink_layer_lists(kwargs, defaults)
+    if "qk_rope_head_dim" in defaults and "head_dim" in defaults:  # MLA: rope runs on the rope part only
+        kwargs["head_dim"] = SMALL_KNOBS["qk_rope_head_dim"]
+    rest = {name: value for name, value in overrides.items() if name not in own}
+    kwargs.update(_sub_config_kwargs(config_cls, defaults, size, rest))
+    kwargs.update(family_overrides(getattr(config_cls, "model_type", ""), size))
+    return kwargs
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shrink_knobs(kwargs: dict[str, Any], defaults: dict[str, Any], size: TinySize, tower: bool) -> None:
+    """Set the tiny value of every size knob among ``defaults``: routing top-k, widths and counts, kv heads,
+    knobs a model needs although their default is None, and special token ids outside the tiny vocabulary."""
     knobs = size_knobs(size) | SMALL_KNOBS | {name: knob(size) for name, knob in SIZED_KNOBS.items()}
     if tower:
         knobs = knobs | TOWER_KNOBS
@@ -413,56 +430,86 @@ def tiny_config_kwargs(
     for name, default in defaults.items():
         if name in TOP_K_KNOBS and default == 1:
             kwargs[name] = 1  # top-1 routing is its own code path (no mixing of expert outputs)
-        elif name in knobs and isinstance(default, int) and not isinstance(default, bool) and default > 0:
+        elif name in knobs and _is_count(default) and default > 0:
             kwargs[name] = knobs[name]
-        elif name in KV_KNOBS and isinstance(default, int) and not isinstance(default, bool):
-            base_heads = defaults.get("num_attention_heads") or default
-            kwargs[name] = (
-                heads if default >= base_heads else (1 if default == 1 else min(size.kv_heads, heads))
-            )
+        elif name in KV_KNOBS and _is_count(default):
+            kwargs[name] = _kv_heads(default, defaults.get("num_attention_heads") or default, heads, size)
         elif name in REQUIRED_WHEN_NONE and default is None:
-            required = REQUIRED_WHEN_NONE[name]
-            kwargs[name] = (
-                required
-                if required is not None
-                else getattr(size, name.replace("num_key_value_heads", "kv_heads"))
-            )
+            kwargs[name] = _required_value(name, size)
         elif name.endswith(SPECIAL_TOKEN_KNOB_SUFFIXES) and isinstance(default, int) and default >= VOCAB:
             kwargs[name] = VOCAB - 1 - len([k for k in kwargs if k.endswith(SPECIAL_TOKEN_KNOB_SUFFIXES)])
-    # Per-layer lists (one value per layer) and layer-index lists (`moe_layers`, `full_attn_idxs`): keep one
-    # layer of each kind, consistently across all of them, and renumber the kept indices.
+
+
+def _kv_heads(default: int, base_heads: int, heads: int, size: TinySize) -> int:
+    """Tiny kv heads that keep the attention kind: MHA stays MHA, MQA stays MQA, GQA stays grouped."""
+    if default >= base_heads:
+        return heads
+    return 1 if default == 1 else min(size.kv_heads, heads)
+
+
+def _required_value(name: str, size: TinySize) -> int:
+    required = REQUIRED_WHEN_NONE[name]
+    return (
+        required if required is not None else getattr(size, name.replace("num_key_value_heads", "kv_heads"))
+    )
+
+
+def _layer_lists(defaults: dict[str, Any]) -> tuple[int, dict[str, list], dict[str, list]]:
+    """The full-size layer count, the per-layer lists (one value per layer) and the layer-index lists
+    (`moe_layers`, `full_attn_idxs`) among ``defaults``."""
     base_layers = next((defaults[n] for n in LAYER_KNOBS if isinstance(defaults.get(n), int)), None)
-    lists = {n: v for n, v in defaults.items() if isinstance(v, list | tuple) and base_layers}
+    if not base_layers:
+        return 0, {}, {}
+    lists = {n: v for n, v in defaults.items() if isinstance(v, list | tuple)}
     index_lists = {n: v for n, v in lists.items() if _is_layer_index_list(n, v, base_layers)}
     per_layer = {n: v for n, v in lists.items() if len(v) == base_layers and n not in index_lists}
-    if per_layer or index_lists:
-        members = [[i in indices for i in range(base_layers)] for indices in map(set, index_lists.values())]
-        keep = _kept_layer_indices([*per_layer.values(), *members], LAYERS)
-        for name, values in per_layer.items():
-            kwargs[name] = [values[i] for i in keep]
-        for name, values in index_lists.items():
-            kwargs[name] = [keep.index(i) for i in values if i in keep]
-        for name in LAYER_KNOBS:
-            if name in kwargs:
-                kwargs[name] = len(keep)
-    if "qk_rope_head_dim" in defaults and "head_dim" in defaults:  # MLA: rope runs on the rope part only
-        kwargs["head_dim"] = SMALL_KNOBS["qk_rope_head_dim"]
-    rest = {name: value for name, value in overrides.items() if name not in own}
+    return base_layers, per_layer, index_lists
+
+
+def _shrink_layer_lists(kwargs: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Keep one layer of each kind, consistently across the per-layer and layer-index lists, and renumber the
+    kept indices."""
+    base_layers, per_layer, index_lists = _layer_lists(defaults)
+    if not (per_layer or index_lists):
+        return
+    members = [[i in indices for i in range(base_layers)] for indices in map(set, index_lists.values())]
+    keep = _kept_layer_indices([*per_layer.values(), *members], LAYERS)
+    for name, values in per_layer.items():
+        kwargs[name] = [values[i] for i in keep]
+    for name, values in index_lists.items():
+        kwargs[name] = [keep.index(i) for i in values if i in keep]
+    for name in LAYER_KNOBS:
+        if name in kwargs:
+            kwargs[name] = len(keep)
+
+
+def _sub_config_kwargs(
+    config_cls: type[PreTrainedConfig], defaults: dict[str, Any], size: TinySize, rest: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """The tiny kwargs of each sub-config; ``rest`` (the overrides the parent does not declare) go to the
+    text parts, never to a tower."""
+    kwargs = {}
     for name, sub_cls in getattr(config_cls, "sub_configs", {}).items():
         # Sub-configs declared through AutoConfig take their concrete class from the default instance.
         if isinstance(defaults.get(name), PreTrainedConfig):
             sub_cls = type(defaults[name])
-        if isinstance(sub_cls, type) and issubclass(sub_cls, PreTrainedConfig):
-            # A part of the model's own blocks (DBRX's attn_config/ffn_config) has no model_type: not a tower.
-            is_tower = bool(sub_cls.model_type) and not name.startswith(
-                ("text", "decoder", "global", "encoder", "patcher")
-            )
-            kwargs[name] = tiny_config_kwargs(sub_cls, tower=is_tower, size=size,
-                                              overrides=None if is_tower else rest)  # fmt: skip
-            if sub_cls.model_type:
-                kwargs[name]["model_type"] = sub_cls.model_type
-    kwargs.update(family_overrides(getattr(config_cls, "model_type", ""), size))
+        if not (isinstance(sub_cls, type) and issubclass(sub_cls, PreTrainedConfig)):
+            continue
+        is_tower = _is_tower(name, sub_cls)
+        kwargs[name] = tiny_config_kwargs(
+            sub_cls, tower=is_tower, size=size, overrides=None if is_tower else rest
+        )
+        if sub_cls.model_type:
+            kwargs[name]["model_type"] = sub_cls.model_type
     return kwargs
+
+
+def _is_tower(name: str, sub_cls: type[PreTrainedConfig]) -> bool:
+    """A vision or audio tower; a part of the model's own blocks (DBRX's attn_config/ffn_config) has no
+    model_type and is not one."""
+    return bool(sub_cls.model_type) and not name.startswith(
+        ("text", "decoder", "global", "encoder", "patcher")
+    )
 
 
 def _sub_configs(config: PreTrainedConfig) -> list[PreTrainedConfig]:

@@ -14,14 +14,14 @@ from pathlib import Path
 import libcst as cst
 
 from migrator import ipynb, notebook
-from migrator.beside import importer
 from migrator.families.inference.tables import COMPILED_HUB_REPO
-from migrator.families.leftovers.scan import scan_python, scan_shell
+from migrator.families.leftovers.marking import mark_python, mark_shell
 from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
 from migrator.shell.requirements import migrate_requirements as rewrite_requirements
 from migrator.shell.rewrite import rewrite_shell
 from migrator.sources import SourceFile, Text, read_text
+from migrator.still_imported import first_importer
 from migrator.transform import migrate_module
 from migrator.verify import MigrationError, python_tree, syntax_error_message, verify_python, verify_shell
 from migrator.workers import DEFAULT_TIMEOUT_S, Supervisor
@@ -113,7 +113,7 @@ def migrate_python(content: str, scan: bool = True, notebook: bool = False) -> t
     # After every rewrite, before verification: what legacy code is left gets a TODO and a finding.
     code, findings = result.code, result.findings
     if scan:
-        code, findings = scan_python(content, code, findings)
+        code, findings = mark_python(content, code, findings)
     if code != content:
         verify_python(code)
     return code, findings
@@ -135,7 +135,7 @@ def migrate_shell(
     serve the code of its folder; a notebook's, the notebook (`imported`)."""
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
-    code_beside = None if inline or directory is None else partial(importer, directory, _migrated)
+    code_beside = None if inline or directory is None else partial(first_importer, directory, _migrated)
     migrated, findings = rewrite_shell(
         content,
         partial(migrate_python, scan=False),
@@ -148,7 +148,7 @@ def migrate_shell(
         beside=code_beside,
         following=following,
     )
-    migrated, findings = scan_shell(content, migrated, findings)
+    migrated, findings = mark_shell(content, migrated, findings)
     if migrated != content:
         verify_shell(content, migrated)
     return migrated, findings
@@ -159,7 +159,7 @@ def migrate_requirements(content: str, directory: Path | None = None) -> tuple[s
     if not any(hint in content.lower() for hint in REQUIREMENTS_HINTS):
         return content, []
     return rewrite_requirements(
-        content, beside=None if directory is None else partial(importer, directory, _migrated)
+        content, beside=None if directory is None else partial(first_importer, directory, _migrated)
     )
 
 

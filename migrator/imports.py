@@ -10,6 +10,8 @@ that descends through statements only drops the unused aliases.
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -34,101 +36,146 @@ def add_missing_imports(module: cst.Module, requests: list[ImportRequest]) -> cs
     a missing `from M import x` joins the first leading `from M import ...`; other missing imports go
     after the leading import block: `import M` (sorted), `import M as A`, then `from M import ...`.
     """
-    requests = [request for request in requests if request[0] != "__future__"]
     body = list(module.body)
     start = 1 if body and _is_docstring_or_strict(body[0]) else 0
-    # The leading imports go on through environment settings (`os.environ[...] = ...` written before `import
-    # torch`): what is added goes after the last import, never above what the author set before importing.
-    end = header = start
-    while header < len(body) and (_single_import(body[header]) is not None or is_setup_line(body[header])):
-        header += 1
-        if _single_import(body[header - 1]) is not None:
-            end = header
-    leading = [node for node in map(_single_import, body[start:end]) if node is not None]
+    end = _leading_imports_end(body, start)
+    missing = _MissingImports.of([request for request in requests if request[0] != "__future__"])
+    for node in map(_single_import, body[start:end]):
+        if node is not None:
+            missing.discard_present(node)
+    body[start:end] = [_joined(statement, missing) for statement in body[start:end]]
+    if not missing:
+        return module.with_changes(body=body)
+    new_imports = missing.statements(module.config_for_parsing)
+    return module.with_changes(body=[*body[:end], *new_imports, *_apart_from_imports(body[end:])])
 
-    plain_modules = {name for name, obj, asname in requests if obj is None and asname is None}
-    module_aliases = {name: asname for name, obj, asname in requests if obj is None and asname is not None}
-    objects: dict[str, set[str]] = {}
-    aliased_objects: dict[str, list[tuple[str, str]]] = {}
-    for name, obj, asname in requests:
-        if obj is not None and asname is None:
-            objects.setdefault(name, set()).add(obj)
-        elif obj is not None:
-            aliased_objects.setdefault(name, []).append((obj, asname))
-    objects = dict(sorted(objects.items()))
-    aliased_objects = dict(sorted(aliased_objects.items()))
 
-    for node in leading:  # drop what the leading import block already has
+def _leading_imports_end(body: list[cst.BaseStatement], start: int) -> int:
+    """Where the leading import block ends (after its last import). The block goes on through environment
+    settings (`os.environ[...] = ...` written before `import torch`): what is added goes after the last
+    import, never above what the author set before importing."""
+    end = start
+    for index in range(start, len(body)):
+        if _single_import(body[index]) is not None:
+            end = index + 1
+        elif not is_setup_line(body[index]):
+            break
+    return end
+
+
+def _joined(statement: cst.BaseStatement, missing: _MissingImports) -> cst.BaseStatement:
+    """A `from M import ...` of the leading block with the missing names of M added (only the first such
+    import of M gets them: they are no longer missing then)."""
+    node = _single_import(statement)
+    name = _from_module(node) if isinstance(node, cst.ImportFrom) else None
+    if name is None or isinstance(node.names, cst.ImportStar):
+        return statement
+    added = missing.pop_from_aliases(name)
+    if not added:
+        return statement
+    return statement.with_changes(body=[node.with_changes(names=[*added, *node.names])])
+
+
+@dataclass
+class _MissingImports:
+    """The requested imports the module lacks, grouped as AddImportsVisitor groups them."""
+
+    modules: set[str]  # import M
+    module_aliases: dict[str, str]  # import M as A
+    objects: dict[str, set[str]]  # from M import x
+    aliased_objects: dict[str, list[tuple[str, str]]]  # from M import x as A
+
+    @classmethod
+    def of(cls, requests: list[ImportRequest]) -> _MissingImports:
+        objects: dict[str, set[str]] = {}
+        aliased_objects: dict[str, list[tuple[str, str]]] = {}
+        for name, obj, asname in requests:
+            if obj is not None and asname is None:
+                objects.setdefault(name, set()).add(obj)
+            elif obj is not None:
+                aliased_objects.setdefault(name, []).append((obj, asname))
+        return cls(
+            modules={name for name, obj, asname in requests if obj is None and asname is None},
+            module_aliases={
+                name: asname for name, obj, asname in requests if obj is None and asname is not None
+            },
+            objects=dict(sorted(objects.items())),
+            aliased_objects=dict(sorted(aliased_objects.items())),
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.modules or self.module_aliases or self.objects or self.aliased_objects)
+
+    def discard_present(self, node: cst.Import | cst.ImportFrom) -> None:
+        """Drop what this import of the leading block already has."""
         if isinstance(node, cst.Import):
             for alias in node.names:
                 if alias.asname is None:
-                    plain_modules.discard(alias.evaluated_name)
-                elif module_aliases.get(alias.evaluated_name) == alias.evaluated_alias:
-                    del module_aliases[alias.evaluated_name]
-            continue
+                    self.modules.discard(alias.evaluated_name)
+                elif self.module_aliases.get(alias.evaluated_name) == alias.evaluated_alias:
+                    del self.module_aliases[alias.evaluated_name]
+            return
         name = _from_module(node)
         if name is None:
-            continue
+            return
         if isinstance(node.names, cst.ImportStar):
-            objects.pop(name, None)
-            continue
+            self.objects.pop(name, None)
+            return
         for alias in node.names:
-            if alias.asname is None and name in objects:
-                objects[name].discard(alias.evaluated_name)
-                if not objects[name]:
-                    del objects[name]
-            elif alias.asname is not None and (
-                alias.evaluated_name,
-                alias.evaluated_alias,
-            ) in aliased_objects.get(name, []):
-                aliased_objects[name].remove((alias.evaluated_name, alias.evaluated_alias))
-                if not aliased_objects[name]:
-                    del aliased_objects[name]
+            if alias.asname is None:
+                _discard(self.objects, name, alias.evaluated_name)
+            else:
+                _discard(self.aliased_objects, name, (alias.evaluated_name, alias.evaluated_alias))
 
-    for index in range(start, end):  # join the first `from M import ...` of the block
-        node = _single_import(body[index])
-        name = _from_module(node) if isinstance(node, cst.ImportFrom) else None
-        if name is None or isinstance(node.names, cst.ImportStar):
-            continue
-        if name not in objects and name not in aliased_objects:
-            continue
-        added = [cst.ImportAlias(name=cst.Name(obj)) for obj in sorted(objects.pop(name, ()))]
-        added += [
+    def pop_from_aliases(self, name: str) -> list[cst.ImportAlias]:
+        """The missing `from name import ...` aliases, no longer missing once they join an existing import."""
+        added = [cst.ImportAlias(name=cst.Name(obj)) for obj in sorted(self.objects.pop(name, ()))]
+        return added + [
             cst.ImportAlias(name=cst.Name(obj), asname=cst.AsName(name=cst.Name(asname)))
-            for obj, asname in sorted(aliased_objects.pop(name, []))
+            for obj, asname in sorted(self.aliased_objects.pop(name, []))
         ]
-        merged = node.with_changes(names=[*added, *node.names])
-        body[index] = body[index].with_changes(body=[merged])
 
-    if not (plain_modules or module_aliases or objects or aliased_objects):
-        return module.with_changes(body=body)
-    from_imports: dict[str, list[tuple[str, str | None]]] = {}
-    for name, pairs in aliased_objects.items():
-        from_imports.setdefault(name, []).extend(pairs)
-    for name, names in objects.items():
-        from_imports.setdefault(name, []).extend((obj, None) for obj in names)
-    config = module.config_for_parsing
-    new_imports = [
-        *(cst.parse_statement(f"import {name}", config=config) for name in sorted(plain_modules)),
-        *(
-            cst.parse_statement(f"import {name} as {asname}", config=config)
-            for name, asname in module_aliases.items()
-        ),
-        *(
-            cst.parse_statement(
-                f"from {name} import "
-                + ", ".join(obj if asname is None else f"{obj} as {asname}" for obj, asname in sorted(pairs)),
-                config=config,
-            )
-            for name, pairs in from_imports.items()
-        ),
-    ]
-    rest = body[end:]
-    if rest and not rest[0].leading_lines:  # at least one blank line between the imports and the code
-        rest[0] = rest[0].with_changes(leading_lines=(cst.EmptyLine(),))
-    elif rest and rest[0].leading_lines[0].comment is not None:
-        rest[0] = rest[0].with_changes(leading_lines=(cst.EmptyLine(), *rest[0].leading_lines))
-    return module.with_changes(body=[*body[:end], *new_imports, *rest])
+    def statements(self, config: cst.PartialParserConfig) -> list[cst.BaseStatement]:
+        """The missing imports as statements: `import M` (sorted), `import M as A`, then `from M import ...`."""
+        from_imports: dict[str, list[tuple[str, str | None]]] = {}
+        for name, pairs in self.aliased_objects.items():
+            from_imports.setdefault(name, []).extend(pairs)
+        for name, names in self.objects.items():
+            from_imports.setdefault(name, []).extend((obj, None) for obj in names)
+        return [
+            *(cst.parse_statement(f"import {name}", config=config) for name in sorted(self.modules)),
+            *(
+                cst.parse_statement(f"import {name} as {asname}", config=config)
+                for name, asname in self.module_aliases.items()
+            ),
+            *(
+                cst.parse_statement(
+                    f"from {name} import "
+                    + ", ".join(
+                        obj if asname is None else f"{obj} as {asname}" for obj, asname in sorted(pairs)
+                    ),
+                    config=config,
+                )
+                for name, pairs in from_imports.items()
+            ),
+        ]
+
+
+def _discard(groups: dict[str, Any], name: str, item: Any) -> None:
+    """Remove `item` from the group of module `name` (a set or a list), and the group once it is empty."""
+    if item in groups.get(name, ()):
+        groups[name].remove(item)
+        if not groups[name]:
+            del groups[name]
+
+
+def _apart_from_imports(rest: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """The code after the imports, with at least one blank line between the imports and it."""
+    if rest and not rest[0].leading_lines:
+        return [rest[0].with_changes(leading_lines=(cst.EmptyLine(),)), *rest[1:]]
+    if rest and rest[0].leading_lines[0].comment is not None:
+        return [rest[0].with_changes(leading_lines=(cst.EmptyLine(), *rest[0].leading_lines)), *rest[1:]]
+    return rest
 
 
 def _single_import(statement: cst.BaseStatement) -> cst.Import | cst.ImportFrom | None:
@@ -219,47 +266,58 @@ class _UnusedImportRemover(cst.CSTTransformer):
         return may_hold_imports(node)
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
-        if isinstance(original, cst.Import):
-            return self._kept_aliases(updated, [(alias.evaluated_name, None) for alias in original.names])
-        if isinstance(original, cst.ImportFrom):
-            if original.relative or original.module is None or isinstance(original.names, cst.ImportStar):
-                return updated
-            module_name = get_full_name_for_node(original.module)
-            return self._kept_aliases(
-                updated, [(module_name, alias.evaluated_name) for alias in original.names]
-            )
+        if isinstance(original, (cst.Import, cst.ImportFrom)):
+            return self._leave_import(original, updated)
         if isinstance(original, cst.SimpleStatementLine) and not updated.body:
             # Its comments introduce what follows, and its blank line separates an import group.
             self.orphan_lines[-1].extend(updated.leading_lines)
             return cst.RemoveFromParent()
         if isinstance(original, (cst.If, cst.Try)) and isinstance(updated, (cst.If, cst.Try)):
-            # `if is_xla:` (or `try:`) over a function-local `import torch_xla` and nothing else now.
-            simplify = without_empty_branches if isinstance(updated, cst.If) else without_empty_try
-            simplified = simplify(original, updated)
-            if isinstance(simplified, cst.RemovalSentinel):
-                self.orphan_lines[-1].extend([*updated.leading_lines, *block_comments(updated.body)])
-                return simplified
-            updated = simplified
+            updated = self._without_empty_parts(original, updated)
+            if isinstance(updated, cst.RemovalSentinel):
+                return updated
         if isinstance(updated, _STATEMENTS) and self.orphan_lines[-1]:
             lines, self.orphan_lines[-1] = self.orphan_lines[-1], []
             return updated.with_changes(leading_lines=_joined_leading_lines(lines, updated.leading_lines))
         if isinstance(original, (cst.Module, cst.IndentedBlock)):
-            lines = [line for line in self.orphan_lines.pop() if line.comment]
-            if lines:
-                updated = updated.with_changes(footer=[*lines, *updated.footer])
-            if (
-                isinstance(updated, cst.IndentedBlock)
-                and updated.body
-                and updated.body[0] is not original.body[0]
-            ):
-                # The block's first statement went (`import torch_xla` in `if on_xla:`): no blank line opens it.
-                first = updated.body[0]
-                leading = list(first.leading_lines)
-                while leading and leading[0].comment is None:
-                    leading.pop(0)
-                updated = updated.with_changes(
-                    body=[first.with_changes(leading_lines=leading), *updated.body[1:]]
-                )
+            return self._leave_block(original, updated)
+        return updated
+
+    def _leave_import(self, original: cst.Import | cst.ImportFrom, updated: cst.Import | cst.ImportFrom):
+        if isinstance(original, cst.Import):
+            return self._kept_aliases(updated, [(alias.evaluated_name, None) for alias in original.names])
+        if original.relative or original.module is None or isinstance(original.names, cst.ImportStar):
+            return updated
+        module_name = get_full_name_for_node(original.module)
+        return self._kept_aliases(updated, [(module_name, alias.evaluated_name) for alias in original.names])
+
+    def _without_empty_parts(self, original: cst.If | cst.Try, updated: cst.If | cst.Try):
+        """`if is_xla:` (or `try:`) over a function-local `import torch_xla` and nothing else now: its empty
+        branches go, or the whole statement, whose comments then wait for the next statement."""
+        simplify = without_empty_branches if isinstance(updated, cst.If) else without_empty_try
+        simplified = simplify(original, updated)
+        if isinstance(simplified, cst.RemovalSentinel):
+            self.orphan_lines[-1].extend([*updated.leading_lines, *block_comments(updated.body)])
+        return simplified
+
+    def _leave_block(self, original: cst.Module | cst.IndentedBlock, updated: cst.Module | cst.IndentedBlock):
+        """The block's waiting comment lines go to its footer; a block whose first statement went (`import
+        torch_xla` in `if on_xla:`) does not open with a blank line."""
+        lines = [line for line in self.orphan_lines.pop() if line.comment]
+        if lines:
+            updated = updated.with_changes(footer=[*lines, *updated.footer])
+        if (
+            isinstance(updated, cst.IndentedBlock)
+            and updated.body
+            and updated.body[0] is not original.body[0]
+        ):
+            first = updated.body[0]
+            leading = list(first.leading_lines)
+            while leading and leading[0].comment is None:
+                leading.pop(0)
+            updated = updated.with_changes(
+                body=[first.with_changes(leading_lines=leading), *updated.body[1:]]
+            )
         return updated
 
     def _removable(self, module_name: str, obj: str | None, alias: cst.ImportAlias) -> bool:

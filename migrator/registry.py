@@ -78,7 +78,7 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = _modules(
     "inference.loads",
     "leftovers.nm503_command_string",
     "leftovers.nm504_core_count",
-    # Found by the scan of each output after the walk (`families/leftovers/scan.py`), not in it.
+    # Found by the scan of each output after the walk (`families/leftovers/marking.py`), not in it.
     "leftovers.nm501_legacy_reference",
     "leftovers.nm502_platform",
 )

@@ -93,7 +93,7 @@ class Finding:
     cell: int | None = None  # notebooks: 1-based number among the code cells (as ruff counts), else None
     # Manual findings: why the code was left as it is, and what to do (the message joins them with "; ").
     why: str | None = None
-    todo: str | None = None
+    action: str | None = None
     subject: str | None = None  # the argument, variable or symbol the finding is about, when it has one
     file_line: int | None = None  # notebooks: the line of the .ipynb file that holds the cell's line
     # Manual findings: the other lines where the same decision is made again in its block (one TODO, above
@@ -128,7 +128,7 @@ class Finding:
             "message": self.message,
             "fixed": self.fixed,
             "why": self.why,
-            "action": self.todo or self.rule.action,
+            "action": self.action or self.rule.action,
         }
         if self.subject is not None:
             data["subject"] = self.subject

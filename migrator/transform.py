@@ -56,7 +56,7 @@ class _Report:
     message: str
     fixed: bool
     why: str | None = None
-    todo: str | None = None
+    action: str | None = None
     subject: str | None = None
     also: list[cst.CSTNode] = field(default_factory=list)  # the same TODO's other nodes in its block
 
@@ -562,7 +562,7 @@ def _place(ctx: FileContext) -> list[Finding]:
         others = sorted({(ctx.source_map.position(node) or (line,))[0] for node in report.also} - {line})
         if others:
             why = (why or report.rule.action) + also_on(others)
-            message = f"{why}; {report.todo}" if report.todo else why
+            message = f"{why}; {report.action}" if report.action else why
         findings.append(
             Finding(
                 report.rule,
@@ -571,7 +571,7 @@ def _place(ctx: FileContext) -> list[Finding]:
                 message,
                 report.fixed,
                 why=why,
-                todo=report.todo,
+                action=report.action,
                 subject=report.subject,
                 also=tuple(others),
             )

@@ -134,7 +134,7 @@ def _migrator_items(file: FileResult, display: str) -> list[Item]:
             Item(
                 SEVERITY_OF_MANUAL[finding.rule.severity],
                 f"{finding.code}: {finding.why or finding.message}",
-                finding.todo or finding.rule.action,
+                finding.action or finding.rule.action,
                 _location(display, finding.line, finding.cell),
                 finding.line,
                 code=finding.code,

@@ -145,7 +145,7 @@ def plan(
 ) -> Plan:
     """`requirements`: every requirement of the install; `imported`: modules the same file still imports;
     `beside`: asked only when a legacy package would go, which file of the code the install serves still imports
-    its module once migrated (see `migrator.beside`)."""
+    its module once migrated (see `migrator.still_imported`)."""
     legacy = [r for r in requirements if replaced(r)]
     present = {r.name for r in requirements}
     kept: list[tuple[Parsed, str]] = []

@@ -277,7 +277,7 @@ class FlagsMatcher:
             f"{why}{also_on(also)}; if they reach TrainingArguments/SFTConfig: {'; '.join(notes)}",
             False,
             why=why + also_on(also),
-            todo=action,
+            action=action,
             also=also,
         )
         self.findings.append((finding, self.owner))

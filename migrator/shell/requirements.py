@@ -11,6 +11,7 @@ must parse again, or nothing is written.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from migrator.rules import Finding
 from migrator.shell import installs
@@ -55,69 +56,122 @@ def migrate_requirements(
     newline = "\r\n" if "\r\n" in content else "\n"
     lines = content.splitlines(keepends=True)
     logical = _logical_lines(lines)  # first physical line -> the requirement line pip reads, and its lines
+    parsed = _parsed_requirements(logical)
+    if not installs.concerns_torchneuron(list(parsed.values())):
+        return content, []
+    stale = {n for n, p in parsed.items() if installs.stale(p)}
+    current = {n: p for n, p in parsed.items() if n not in stale}
+    plan = installs.plan(list(current.values()), imported, beside)
+    todos = _Todos(logical)
+    _add_plan_todos(todos, current, plan)
+    legacy = [n for n, p in current.items() if installs.replaced(p) and not plan.keeps(p)]
+    # An XLA-era torch-neuronx alone is replaced too (removed without a replacement, torch-neuronx would go).
+    replaced = sorted({*legacy, *stale})
+    # pip checks every requirement's hashes once one has `--hash`: a replacement without hashes would not install.
+    if any(_HASH.search(line) for line, _ in logical.values()):
+        for number in replaced:
+            todos.add(INSTALL_KEPT, number, _HASHED)
+        replaced = []
+    replacement = _Replacement.of(lines, logical, current, replaced, plan.added, newline)
+    migrated = "".join(_rewritten_lines(lines, replacement, todos, newline))
+    if _unparsed(migrated) > _unparsed(content):
+        raise MigrationError("internal error: the migrated requirements file has a line pip could not read")
+    findings = todos.findings
+    findings.sort(key=lambda f: (f.line, f.column, f.code))
+    return migrated, findings
+
+
+def _add_plan_todos(todos: _Todos, current: dict[int, installs.Parsed], plan: installs.Plan) -> None:
+    """A TODO on each requirement the plan keeps although it is legacy, or finds in conflict."""
+    for number, requirement in current.items():
+        for rule, reasons in ((INSTALL_KEPT, plan.kept), (INSTALL_CONFLICT, plan.conflicts)):
+            for why in (why for owner, why in reasons if owner is requirement):
+                todos.add(rule, number, why)
+
+
+def _parsed_requirements(logical: dict[int, tuple[str, range]]) -> dict[int, installs.Parsed]:
+    """The requirements pip reads, by their first physical line."""
     parsed: dict[int, installs.Parsed] = {}
     for number, (line, _) in logical.items():
         text = _requirement_text(line)
         requirement = installs.parse(text) if text is not None else None
         if requirement is not None:
             parsed[number] = requirement
-    if not installs.concerns_torchneuron(list(parsed.values())):
-        return content, []
-    stale = {n for n, p in parsed.items() if installs.stale(p)}
-    current = {n: p for n, p in parsed.items() if n not in stale}
-    plan = installs.plan(list(current.values()), imported, beside)
-    # pip checks every requirement's hashes once one has `--hash`: a replacement without hashes would not install.
-    hashed = any(_HASH.search(line) for line, _ in logical.values())
-    findings: list[Finding] = []
-    todos: dict[int, list[str]] = {}
+    return parsed
 
-    def todo(rule, number: int, why: str) -> None:
-        message = f"`{_requirement_text(logical[number][0])}` left as it is: {why}"
-        findings.append(Finding(rule, number + 1, 1, message, False))
-        todos.setdefault(number, []).append(f"{TODO_PREFIX} {rule.code} {message}")
 
-    for number, requirement in current.items():
-        for rule, reasons in ((INSTALL_KEPT, plan.kept), (INSTALL_CONFLICT, plan.conflicts)):
-            for why in (why for owner, why in reasons if owner is requirement):
-                todo(rule, number, why)
-    legacy = [n for n, p in current.items() if installs.replaced(p) and not plan.keeps(p)]
-    # An XLA-era torch-neuronx alone is replaced too (removed without a replacement, torch-neuronx would go).
-    replaced = sorted({*legacy, *stale})
-    if hashed:
-        for number in replaced:
-            todo(INSTALL_KEPT, number, _HASHED)
-        replaced = []
-    removed = {line for number in replaced[1:] for line in logical[number][1]}
-    # Where torch-neuronx comes from, unless a line that stays names it (a replaced line may hold it as an option).
-    gone = {line for number in replaced for line in logical[number][1]}
-    has_index = any(installs.NEURON_INDEX in line for n, line in enumerate(lines) if n not in gone)
-    # The compiler of the XLA-era release would hold pip to that release's torch-neuronx.
-    unpinned = {
-        number: text
-        for number, requirement in current.items()
-        if replaced and len(logical[number][1]) == 1 and (text := installs.unpinned_compiler(requirement))
-    }
+class _Todos:
+    """The findings on a requirements file, and the TODO comments that go above the lines left for a person."""
+
+    def __init__(self, logical: dict[int, tuple[str, range]]) -> None:
+        self.logical = logical
+        self.findings: list[Finding] = []
+        self.comments: dict[int, list[str]] = {}
+
+    def add(self, rule, number: int, why: str) -> None:
+        message = f"`{_requirement_text(self.logical[number][0])}` left as it is: {why}"
+        self.findings.append(Finding(rule, number + 1, 1, message, False))
+        self.comments.setdefault(number, []).append(f"{TODO_PREFIX} {rule.code} {message}")
+
+    def above(self, lines: list[str], number: int, newline: str) -> list[str]:
+        """The TODO lines to write above line `number`, less those already there."""
+        wanted = self.comments.get(number, [])
+        there = _comments_above(lines, number) if wanted else set()
+        return [f"{text}{newline}" for text in wanted if text not in there]
+
+
+@dataclass
+class _Replacement:
+    """The lines of a requirements file that change: the first replaced requirement becomes the TorchNeuron
+    package set, the other replaced ones go, and the XLA-era compiler loses its pin."""
+
+    first: int | None  # the line that becomes the package set
+    package_set: list[str]  # its lines, after the Neuron pip repository's `--extra-index-url` when needed
+    dropped: set[int]  # every physical line of a replaced requirement
+    unpinned: dict[int, str]  # a compiler requirement's line -> the requirement without its pin
+
+    @classmethod
+    def of(
+        cls,
+        lines: list[str],
+        logical: dict[int, tuple[str, range]],
+        current: dict[int, installs.Parsed],
+        replaced: list[int],
+        added: list[str],
+        newline: str,
+    ) -> _Replacement:
+        if not replaced:
+            return cls(None, [], set(), {})
+        dropped = {line for number in replaced for line in logical[number][1]}
+        # Where torch-neuronx comes from, unless a line that stays names it (a replaced line may hold it as an
+        # option).
+        has_index = any(installs.NEURON_INDEX in line for n, line in enumerate(lines) if n not in dropped)
+        index = [] if has_index else [f"--extra-index-url {installs.NEURON_INDEX}{newline}"]
+        # The compiler of the XLA-era release would hold pip to that release's torch-neuronx.
+        unpinned = {
+            number: text
+            for number, requirement in current.items()
+            if len(logical[number][1]) == 1 and (text := installs.unpinned_compiler(requirement))
+        }
+        package_set = [*index, *(f"{text}{newline}" for text in added)]
+        return cls(replaced[0], package_set, dropped, unpinned)
+
+
+def _rewritten_lines(lines: list[str], replacement: _Replacement, todos: _Todos, newline: str) -> list[str]:
+    """The file's lines with the replacement made and the TODO comments added (its findings go to `todos`)."""
     out: list[str] = []
     for number, line in enumerate(lines):
-        out += [
-            f"{text}{newline}" for text in todos.get(number, []) if text not in _comments_above(lines, number)
-        ]
-        if number in unpinned:
+        out += todos.above(lines, number, newline)
+        if number in replacement.unpinned:
             requirement = _requirement_text(line)
-            findings.append(Finding(PIP_INSTALL, number + 1, 1, compiler_unpinned(requirement), True))
-            out.append(line.replace(requirement, unpinned[number], 1))
-        elif replaced and number == replaced[0]:
-            findings.append(Finding(PIP_INSTALL, number + 1, 1, PIP_INSTALL.action, True))
-            if not has_index:
-                out.append(f"--extra-index-url {installs.NEURON_INDEX}{newline}")
-            out += [f"{text}{newline}" for text in plan.added]
-        elif number not in removed and not (replaced and number in logical[replaced[0]][1]):
+            todos.findings.append(Finding(PIP_INSTALL, number + 1, 1, compiler_unpinned(requirement), True))
+            out.append(line.replace(requirement, replacement.unpinned[number], 1))
+        elif number == replacement.first:
+            todos.findings.append(Finding(PIP_INSTALL, number + 1, 1, PIP_INSTALL.action, True))
+            out += replacement.package_set
+        elif number not in replacement.dropped:
             out.append(line)
-    migrated = "".join(out)
-    if _unparsed(migrated) > _unparsed(content):
-        raise MigrationError("internal error: the migrated requirements file has a line pip could not read")
-    findings.sort(key=lambda f: (f.line, f.column, f.code))
-    return migrated, findings
+    return out
 
 
 def _logical_lines(lines: list[str]) -> dict[int, tuple[str, range]]:

@@ -148,7 +148,7 @@ def test_every_match_holds_one_of_its_patterns_needles():
     """A pattern's needles decide whether its regex runs at all: a match without one would go unseen."""
     from pathlib import Path
 
-    from migrator.families.leftovers.scan import PATTERNS
+    from migrator.families.leftovers.marking import PATTERNS
     from migrator.registry import PYTHON_RULE_MODULES, SHELL_RULE_MODULES
 
     texts = [path.read_text(errors="replace") for path in Path("fixtures").rglob("*") if path.is_file()]

@@ -227,7 +227,7 @@ class ManualXla(Handler):
             report, lines = self.first_use[name]
             lines.append((self.ctx.source_map.position(call) or (0,))[0])
             report.message = f"{report.why} (also used on line{'s' if len(lines) > 1 else ''} " + (
-                f"{', '.join(map(str, lines))}); {report.todo}"
+                f"{', '.join(map(str, lines))}); {report.action}"
             )
             return
         what = rule.action.removeprefix("Left in place with a TODO: ")

@@ -1,4 +1,4 @@
-"""The leftover scan: after every rewrite of a file, what legacy references remain in its output.
+"""After every rewrite of a file, the legacy references left in its output get a TODO and a finding.
 
 Code and strings count, comments do not: Python is read with `tokenize` (its COMMENT tokens are blanked,
 its STRING tokens mark where strings are), shell with tree-sitter's bash grammar (its `comment` nodes are
@@ -50,7 +50,7 @@ class _Hit:
         return f"{TODO_PREFIX} {self.pattern.rule.code} {why}; {self.pattern.action}"
 
 
-def scan_python(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
+def mark_python(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
     """`after` (the migrated module) with TODOs on its leftovers, and `findings` with theirs added."""
     # Blanking comments and docstrings only takes matches away: without one in the raw text (or an old
     # TODO to account for), there is nothing to tokenize for.
@@ -112,7 +112,7 @@ def _split_lines(text: str) -> list[str]:
     return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
-def scan_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
+def mark_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
     """The same for a shell script (a notebook's commands arrive as one script)."""
     from migrator.shell.syntax import ancestors, block_statement, parse, shown_by_shell
 
@@ -430,7 +430,7 @@ def _apply(
                 f"{why}; {first.pattern.action}",
                 False,
                 why=why,
-                todo=first.pattern.action,
+                action=first.pattern.action,
                 subject=first.pattern.subject_of(first.found),
                 also=tuple(others),
             )

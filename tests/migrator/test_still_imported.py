@@ -1,4 +1,4 @@
-"""What the code beside an install still imports once migrated (`migrator.beside`), and the installs that ask."""
+"""What the code beside an install still imports once migrated (`migrator.still_imported`), and the installs that ask."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from migrator import beside, engine
+from migrator import engine, still_imported
 from migrator.cli import main
 from migrator.engine import _migrated, migrate_requirements
 
@@ -35,9 +35,9 @@ def test_only_what_migration_leaves_counts_with_the_first_file_that_imports_it(t
     (tmp_path / "xla_loop.py").write_text(MIGRATES)  # its torch_xla import goes with its last use
     (tmp_path / "plain.py").write_text("import torch\n")
     calls = []
-    assert beside.importer(tmp_path, counting(calls), "torch_xla") is None
+    assert still_imported.first_importer(tmp_path, counting(calls), "torch_xla") is None
     assert calls == ["python", "python"]  # plain.py names no legacy module: never migrated
-    assert beside.importer(tmp_path, counting(calls), "optimum.neuron") == "scripts/train.py"
+    assert still_imported.first_importer(tmp_path, counting(calls), "optimum.neuron") == "scripts/train.py"
     assert calls == ["python", "python"]  # once per folder and process
 
 
@@ -46,10 +46,10 @@ def test_files_are_read_only_until_one_answers(tmp_path):
     (tmp_path / "b.py").write_text(f"{NXD_LEFTOVER}{LEFTOVER}")
     (tmp_path / "c.py").write_text(f"# the same import, in another script\n{LEFTOVER}")
     calls = []
-    assert beside.importer(tmp_path, counting(calls), "optimum.neuron") == "a.py"
+    assert still_imported.first_importer(tmp_path, counting(calls), "optimum.neuron") == "a.py"
     assert calls == ["python"]  # b.py and c.py are not read yet
-    assert beside.importer(tmp_path, counting(calls), "neuronx_distributed") == "b.py"
-    assert beside.importer(tmp_path, counting(calls), "torch_xla") is None
+    assert still_imported.first_importer(tmp_path, counting(calls), "neuronx_distributed") == "b.py"
+    assert still_imported.first_importer(tmp_path, counting(calls), "torch_xla") is None
     assert calls == ["python", "python"]  # c.py imports only what is known to stay: not migrated
 
 
@@ -58,7 +58,7 @@ def test_environments_hidden_and_build_folders_are_not_read(tmp_path):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "mod.py").write_text(LEFTOVER)
     (tmp_path / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")  # a virtual environment by any name
-    assert beside.importer(tmp_path, _migrated, "optimum.neuron") is None
+    assert still_imported.first_importer(tmp_path, _migrated, "optimum.neuron") is None
 
 
 def test_from_optimum_import_neuron_and_notebook_cells_count(tmp_path):
@@ -72,13 +72,13 @@ def test_from_optimum_import_neuron_and_notebook_cells_count(tmp_path):
     ]
     notebook = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     (tmp_path / "explore.ipynb").write_text(json.dumps(notebook))
-    assert beside.importer(tmp_path, _migrated, "optimum.neuron") == "serve.py"
-    assert beside.importer(tmp_path, _migrated, "neuronx_distributed") == "explore.ipynb"
+    assert still_imported.first_importer(tmp_path, _migrated, "optimum.neuron") == "serve.py"
+    assert still_imported.first_importer(tmp_path, _migrated, "neuronx_distributed") == "explore.ipynb"
 
 
 def test_a_requirements_file_reads_its_folder_only_to_remove_a_package(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(engine, "importer", lambda *args: calls.append(args[-1]))
+    monkeypatch.setattr(engine, "first_importer", lambda *args: calls.append(args[-1]))
     migrated, _ = migrate_requirements("datasets\nsentencepiece\n", tmp_path)
     assert (
         migrated == "datasets\nsentencepiece\n" and calls == []

@@ -38,7 +38,7 @@ class _Folder:
         self.files = _code_files(directory)
         self.found: dict[str, str] = {}  # module -> the first file that still imports it once migrated
 
-    def importer(self, module: str, migrate: Migrate) -> str | None:
+    def first_importer(self, module: str, migrate: Migrate) -> str | None:
         while module not in self.found:
             path = next(self.files, None)
             if path is None:
@@ -51,12 +51,12 @@ class _Folder:
 _folders: dict[Path, _Folder] = {}
 
 
-def importer(directory: Path, migrate: Migrate, module: str) -> str | None:
+def first_importer(directory: Path, migrate: Migrate, module: str) -> str | None:
     """The first file under `directory` (a path relative to it) that imports `module` (a legacy package's module,
     `optimum.neuron`: a value of `installs.REPLACED`) once migrated; None when none does. Files are read only
     until one does."""
     folder = _folders.setdefault(directory.resolve(), _Folder(directory))
-    return folder.importer(module, migrate)
+    return folder.first_importer(module, migrate)
 
 
 def _code_files(directory: Path):
