@@ -189,5 +189,17 @@ except Exception as error:  # noqa: BLE001  (Dynamo wraps the backend's error)
     found["dynamic_shape"] = type(cause).__name__
     found["dynamic_rule"] = isinstance(cause, sim_backend.DynamicShapeRejected)
 
+
+# A traced vmap (Mamba's associative scan) compiles and trains: values inside it are functorch's wrappers.
+def scan_step(a, b):
+    return torch.vmap(lambda left, right: left * right + torch.ones_like(right))(a, b).sum()
+
+
+weights = torch.ones(3, 4, device="neuron", requires_grad=True)
+torch.compile(scan_step, backend="neuron", dynamic=False)(
+    weights, torch.full((3, 4), 2.0, device="neuron")
+).backward()
+found["vmap_grad"] = weights.grad.cpu().tolist()[0]
+
 found["network_connections"] = len(sockets)
 print(json.dumps(found))
