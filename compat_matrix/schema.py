@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
+import typing
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -268,7 +270,7 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)  # keys a row read from a file has beyond these
     upgraded_from: int | None = None  # schema version of the line read, when older than SCHEMA_VERSION
 
-    _ENUMS = {
+    ENUMS = {
         "verdict": Verdict,
         "stage": Stage,
         "cause": Cause,
@@ -289,7 +291,7 @@ class Row:
             data = _upgraded(data)
         names = set(cls.field_names())
         values = {name: data[name] for name in names if name in data}
-        for name, enum in cls._ENUMS.items():
+        for name, enum in cls.ENUMS.items():
             if values.get(name) is not None:
                 values[name] = enum(values[name])
         values["schema_version"] = SCHEMA_VERSION
@@ -305,6 +307,18 @@ class Row:
             data[name] = value.value if isinstance(value, Enum) else value
         data.update(self.extra)
         return data
+
+
+def json_types() -> dict[str, type]:
+    """Each field's JSON type when it is set: int, float, bool, str (enums too), list or dict."""
+    found = {}
+    for name, hint in typing.get_type_hints(Row).items():
+        if name in Row.field_names():
+            if isinstance(hint, types.UnionType):  # X | None
+                hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+            kind = typing.get_origin(hint) or hint
+            found[name] = str if issubclass(kind, Enum) else kind
+    return found
 
 
 def _upgraded(data: dict[str, Any]) -> dict[str, Any]:
