@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from compat_matrix.model_ids import example_hub_ids, hub_id_patterns
-from compat_matrix.results import spreadsheet_safe
+from compat_matrix.results_file import spreadsheet_safe
 from compat_matrix.schema import JUDGED_STAGES
 from reports import charts, device_gaps
 from reports.advice import STAGE_MEANINGS, advice

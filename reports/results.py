@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from compat_matrix.results import ResultsFileError, json_lines
+from compat_matrix.results_file import ResultsFileError, json_lines
 from compat_matrix.schema import GENERATION_COMPILE_FIGURES, SCHEMA_VERSION, Row, environment_key, json_types
 from reports.vocabulary import CONFIG_LABELS
 

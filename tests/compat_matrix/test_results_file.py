@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from compat_matrix.results import ResultsFileError, append_row, check_writable, export_csv, read_rows
+from compat_matrix.results_file import ResultsFileError, append_row, check_writable, export_csv, read_rows
 from compat_matrix.runner import empty_measurement, make_row
 
 
@@ -49,7 +49,7 @@ def test_row_has_the_contract_fields_in_order(settings):
 
 
 def test_rows_written_before_schema_2_are_still_read_with_a_note(tmp_path, settings):
-    from compat_matrix.results import older_schema_note
+    from compat_matrix.results_file import older_schema_note
 
     old = {
         k: v for k, v in a_row(settings).items() if k not in ("schema_version", "cause", "generate_verdict")
@@ -63,7 +63,7 @@ def test_rows_written_before_schema_2_are_still_read_with_a_note(tmp_path, setti
 
 
 def test_rows_of_schema_2_are_read_with_the_version_3_fields_unset(tmp_path, settings):
-    from compat_matrix.results import older_schema_note
+    from compat_matrix.results_file import older_schema_note
     from compat_matrix.schema import Row
 
     version_3_only = ("config_source", "checkpoint", "checkpoint_values", "artifact_check", "device_raising_ops",
