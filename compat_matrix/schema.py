@@ -270,15 +270,6 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)  # keys a row read from a file has beyond these
     upgraded_from: int | None = None  # schema version of the line read, when older than SCHEMA_VERSION
 
-    ENUMS = {
-        "verdict": Verdict,
-        "stage": Stage,
-        "cause": Cause,
-        "generate_verdict": Verdict,
-        "train_verdict": Verdict,
-        "config_source": ConfigSource,
-    }
-
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("extra", "upgraded_from"))
@@ -291,7 +282,7 @@ class Row:
             data = _upgraded(data)
         names = set(cls.field_names())
         values = {name: data[name] for name in names if name in data}
-        for name, enum in cls.ENUMS.items():
+        for name, enum in ENUM_FIELDS.items():
             if values.get(name) is not None:
                 values[name] = enum(values[name])
         values["schema_version"] = SCHEMA_VERSION
@@ -309,16 +300,20 @@ class Row:
         return data
 
 
-def json_types() -> dict[str, type]:
-    """Each field's JSON type when it is set: int, float, bool, str (enums too), list or dict."""
+def _declared_types() -> dict[str, type]:
+    """Each field's declared type without its None: an enum, or int, float, bool, str, list, dict."""
     found = {}
     for name, hint in typing.get_type_hints(Row).items():
         if name in Row.field_names():
             if isinstance(hint, types.UnionType):  # X | None
                 hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-            kind = typing.get_origin(hint) or hint
-            found[name] = str if issubclass(kind, Enum) else kind
+            found[name] = typing.get_origin(hint) or hint
     return found
+
+
+# The fields whose values are an enum's, and each field's JSON type when it is set (an enum's is a string).
+ENUM_FIELDS = {name: kind for name, kind in _declared_types().items() if issubclass(kind, Enum)}
+JSON_TYPES = {name: str if name in ENUM_FIELDS else kind for name, kind in _declared_types().items()}
 
 
 def _upgraded(data: dict[str, Any]) -> dict[str, Any]:

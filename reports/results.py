@@ -22,7 +22,14 @@ from pathlib import Path
 import pandas as pd
 
 from compat_matrix.results_file import ResultsFileError, json_lines
-from compat_matrix.schema import GENERATION_COMPILE_FIGURES, SCHEMA_VERSION, Row, environment_key, json_types
+from compat_matrix.schema import (
+    ENUM_FIELDS,
+    GENERATION_COMPILE_FIGURES,
+    JSON_TYPES,
+    SCHEMA_VERSION,
+    Row,
+    environment_key,
+)
 from reports.vocabulary import CONFIG_LABELS
 
 TOP_N = 100
@@ -34,7 +41,7 @@ _TAKEN_APART = ("model_type", "rank", "backend", "simulated", "verdict", "schema
 
 def _fields(kind: type) -> tuple[str, ...]:
     return tuple(
-        name for name, json_type in json_types().items() if json_type is kind and name not in _TAKEN_APART
+        name for name, json_type in JSON_TYPES.items() if json_type is kind and name not in _TAKEN_APART
     )
 
 
@@ -173,7 +180,7 @@ def _parse_line(path: Path, number: int, data: object) -> dict:
             f"{path}:{number}: row schema version {version!r}; this report reads versions up to "
             f"{SCHEMA_VERSION} (upgrade neuron-migrate to read newer rows)"
         )
-    for name, kind in json_types().items():
+    for name, kind in JSON_TYPES.items():
         value = data.get(name)
         types = (int, float) if kind is float else (kind,)
         wrong = value is not None and (
@@ -183,7 +190,7 @@ def _parse_line(path: Path, number: int, data: object) -> dict:
             raise ResultsError(
                 f"{path}:{number}: {name} of {data['model_type']} is {json.dumps(value)[:60]}, not {_EXPECTED[kind]}"
             )
-    for name, choices in Row.ENUMS.items():
+    for name, choices in ENUM_FIELDS.items():
         value = data.get(name)
         if (value is not None or name == "verdict") and value not in {choice.value for choice in choices}:
             raise ResultsError(
