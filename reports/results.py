@@ -26,6 +26,7 @@ from compat_matrix.schema import (
     ENUM_FIELDS,
     GENERATION_COMPILE_FIGURES,
     JSON_TYPES,
+    JUDGED_STAGES,
     SCHEMA_VERSION,
     Row,
     environment_key,
@@ -51,7 +52,7 @@ FLOAT_FIELDS = _fields(float)
 LIST_FIELDS = _fields(list)
 TEXT_FIELDS = _fields(str)
 FLAG_FIELDS = _fields(bool)
-FAILURE_KEYS = ("generate_failure", "train_failure")
+FAILURE_KEYS = tuple(f"{stage}_failure" for stage in JUDGED_STAGES)
 # The committed reference run and the top-100 list the harness writes next to it.
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_RESULTS = REPO_ROOT / "fixtures" / "compat" / "results-neuron-sim.jsonl"
