@@ -163,7 +163,7 @@ def run(
     """Run every probe for each architecture, one isolated worker each, appending rows to OUTPUT."""
     from compat_matrix.archs import UnknownArchitecture, longest_first, select_architectures
     from compat_matrix.environment import BackendUnavailable, check_sim_device, resolve_backend, run_env
-    from compat_matrix.results import ResultsFileError, check_writable, read_rows, resume_key
+    from compat_matrix.results_file import ResultsFileError, check_writable, read_rows, resume_key
 
     jobs_given = ctx.get_parameter_source("jobs") is not click.core.ParameterSource.DEFAULT
     sim_device_given = ctx.get_parameter_source("sim_device") is not click.core.ParameterSource.DEFAULT
@@ -256,7 +256,7 @@ def run_and_record(
     from tqdm import tqdm
 
     from compat_matrix.ray_runner import RaySetupError
-    from compat_matrix.results import append_row, export_csv
+    from compat_matrix.results_file import append_row, export_csv
     from compat_matrix.schema import OK_VERDICTS
 
     rows = list(existing)
@@ -287,7 +287,7 @@ def run_and_record(
 def summary(rows: list[dict], output: Path, csv_path: Path) -> str:
     from collections import Counter
 
-    from compat_matrix.results import VERDICTS, older_schema_note
+    from compat_matrix.results_file import VERDICTS, older_schema_note
 
     # A failure's cause is part of its headline: "fails (transformers)" and "fails (device)" ask different people.
     def label(row: dict) -> str:
@@ -363,7 +363,7 @@ def list_architectures(archs: str) -> None:
 def rank(from_hub: bool, output: Path, top: int) -> None:
     """Rank causal-LM architectures by Hub downloads of text-generation models (needs network)."""
     from compat_matrix.rank import HubUnavailable, rank_from_hub, write_ranking
-    from compat_matrix.results import ResultsFileError, check_writable
+    from compat_matrix.results_file import ResultsFileError, check_writable
 
     try:
         check_writable(output)
@@ -418,7 +418,7 @@ def merge(results: tuple[Path, ...], output: Path) -> None:
     transformers, backend or probe settings stay separate runs; a later row for the same architecture and
     settings replaces an earlier one, and every such replacement with a different outcome is listed."""
     from compat_matrix.merge import MergeError, merge_results, summary_lines, write_rows_atomically
-    from compat_matrix.results import export_csv
+    from compat_matrix.results_file import export_csv
 
     if output.exists() and output.resolve() not in {path.resolve() for path in results}:
         raise BadInput(

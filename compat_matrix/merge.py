@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compat_matrix.results import ResultsFileError, older_schema_note, read_rows, resume_key
+from compat_matrix.results_file import ResultsFileError, older_schema_note, read_rows, resume_key
 
 # Measurements that change from one run to the next without the outcome changing.
 VOLATILE_FIELDS = frozenset({"seconds", "probe_seconds", "peak_rss_mb", "measured_at"})

@@ -97,7 +97,7 @@ def verdict_fields(verdict: str | Verdict, error: str | None) -> dict[str, Any]:
 
 def make_row(model_type: str, settings: ProbeSettings, measured: dict, verdict: dict | str, seconds: float,
              peak_rss_mb: float | None) -> dict[str, Any]:  # fmt: skip
-    """The result row (``schema.Row``): its fields in their documented order, then the extra measurements.
+    """The result row (``schema.Row``), its fields in their documented order.
     ``verdict`` is ``compat_matrix.verdict.decide_verdict``'s fields, or a bare verdict for a row the probes did
     not finish."""
     inference, training = optimum_neuron_support().get(model_type, (None, None))
@@ -110,18 +110,18 @@ def make_row(model_type: str, settings: ProbeSettings, measured: dict, verdict: 
         **fields,
         "dtype": settings.dtype,
         "sim_device": settings.sim_device if settings.backend == "neuron-sim" else None,
+        "recompile_limit": settings.recompile_limit,
         "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "seconds": round(seconds, 2),
         "peak_rss_mb": measured.get("peak_rss_mb", peak_rss_mb),
         "optimum_neuron_inference": inference,
         "optimum_neuron_training": training,
-        "schema_version": Row.__dataclass_fields__["schema_version"].default,
         **config_choice(model_type, settings.config).row_fields(),
     }
     for name, value in measured.items():
         data.setdefault(name, value)
     data["env"] = run_env(settings)
-    return Row.from_dict(data).to_dict()
+    return Row(**data).to_dict()  # a key the schema does not declare fails here (TypeError)
 
 
 def _tree_rss(process: psutil.Process) -> int:

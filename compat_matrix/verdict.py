@@ -75,9 +75,9 @@ def _stage_verdict(
 
 
 def decide_verdict(row: dict[str, Any]) -> dict[str, Any]:
-    """The verdict fields of a measured row: ``verdict``, ``generate_verdict``, ``train_verdict``, ``cause``
-    and a one-line ``reason``. A build or eager-reference failure is the harness's (never the
-    architecture's); otherwise the first failing stage decides, then a simulator limitation, then caveats,
+    """The verdict fields of a measured row: ``verdict``, ``cause``, and each stage's verdict and one-line
+    reason (``generate_verdict``, ``generate_reason``, ...); a harness error has one ``reason`` for the row.
+    A build or eager-reference failure is the harness's (never the architecture's); otherwise the first failing stage decides, then a simulator limitation, then caveats,
     then uncompiled generation (``works-eager``)."""
     generate_failure, train_failure = row.get("generate_failure"), row.get("train_failure")
     if row.get("stage") in (Stage.BUILD.value, Stage.EAGER.value):
@@ -95,18 +95,15 @@ def decide_verdict(row: dict[str, Any]) -> dict[str, Any]:
     train_verdict, train_reason = _stage_verdict(
         train_failure, train_caveats(row), artifacts.dropped_note(row, "train")
     )
-    stages = [("generate", generate_verdict, generate_reason, generate_failure),
-              ("train", train_verdict, train_reason, train_failure)]  # fmt: skip
+    stages = [(generate_verdict, generate_failure), (train_verdict, train_failure)]
     cause = None
     for wanted in (Verdict.FAILS, Verdict.NOT_MEASURED, Verdict.WORKS_WITH_CAVEATS, Verdict.WORKS_EAGER):
-        hits = [stage for stage in stages if stage[1] is wanted]
+        hits = [failure for verdict, failure in stages if verdict is wanted]
         if hits:
             verdict = wanted
-            failure = hits[0][3]
-            cause = Cause(failure["cause"]) if failure else None
+            cause = Cause(hits[0]["cause"]) if hits[0] else None
             break
     else:
         verdict = Verdict.WORKS
-    reason = "; ".join(f"{name}: {text}" for name, _, text, _ in stages if text) or None
     return {"verdict": verdict, "generate_verdict": generate_verdict, "train_verdict": train_verdict,
-            "cause": cause, "reason": reason}  # fmt: skip
+            "cause": cause, "generate_reason": generate_reason, "train_reason": train_reason}  # fmt: skip

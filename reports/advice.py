@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-STAGE_MEANINGS = {
-    "build": "building the model from its Transformers config",
-    "eager": "the eager reference run on CPU, before the neuron backend is involved",
-    "generate": "generate() with a static KV cache (compiled)",
-    "compare": "comparing outputs with the CPU reference",
-    "train": "a compiled training step",
-}
+from compat_matrix.schema import Stage
+
+STAGE_MEANINGS = {stage.value: stage.meaning for stage in Stage}
 
 STAGE_ADVICE = {
     "build": "Transformers could not build this architecture from its config on this stack: check that the "
@@ -82,17 +78,19 @@ def advice(row: dict) -> list[str]:
         if stage != "compare":
             steps.append(f"Outputs differ from the CPU reference{detail}: {STAGE_ADVICE['compare']}")
     recompiles = row.get("recompile_count") or 0
+    limit = row.get("recompile_limit")
     if row.get("recompiles_every_step"):
         guard = row.get("recompile_guard")
         steps.append(
             "Recompiles at every decode step"
             + (f" (the guard that fails: {guard})" if guard else "")
-            + ": with Dynamo's default recompile_limit (8), as on a device, the decode step compiles 8 times "
-            "and then runs eagerly for the rest of the generation. Padding the inputs does not remove it; "
-            "expect eager decode speed after 8 tokens until the cache is compile-friendly in Transformers."
+            + f": with Dynamo's default recompile_limit ({limit}), as on a device, the decode step compiles "
+            f"{limit} times and then runs eagerly for the rest of the generation. Padding the inputs does not "
+            f"remove it; expect eager decode speed after {limit} tokens until the cache is compile-friendly in "
+            "Transformers."
         )
     elif recompiles:
-        steps += _recompile_advice(recompiles, row.get("recompile_reasons") or [])
+        steps += _recompile_advice(recompiles, row.get("recompile_reasons") or [], limit)
     breaks = row.get("graph_breaks") or 0
     if breaks:
         steps.append(
@@ -104,7 +102,7 @@ def advice(row: dict) -> list[str]:
         steps.append(
             f"Training compiled {row['train_content_compiles']} more graph(s) when only the batch content changed "
             "(same padded length): the graphs follow the data (expert token counts, a data-dependent branch), "
-            "so padding does not remove them; past Dynamo's recompile_limit (8) those frames run eagerly."
+            f"so padding does not remove them; past Dynamo's recompile_limit ({limit}) those frames run eagerly."
         )
     ops = [op for op in row.get("unsupported_ops") or [] if op not in (row.get("device_raising_ops") or [])]
     if ops:
@@ -115,7 +113,7 @@ def advice(row: dict) -> list[str]:
     return steps
 
 
-def _recompile_advice(recompiles: int, reasons: list[str]) -> list[str]:
+def _recompile_advice(recompiles: int, reasons: list[str], limit: int | None) -> list[str]:
     """Which guard failed decides the cure: input shapes are the user's to fix, cache state is not."""
     on_cache = [reason for reason in reasons if "past_key_values" in reason or "cache" in reason.lower()]
     on_inputs = [reason for reason in reasons if reason not in on_cache]
@@ -129,7 +127,7 @@ def _recompile_advice(recompiles: int, reasons: list[str]) -> list[str]:
         steps.append(
             f"{len(on_cache)} recompile(s) guard on the KV cache's own state (past_key_values), which changes "
             "at every decode step: padding the inputs does not remove them. Past Dynamo's recompile_limit "
-            "(8 by default) the decode step runs eagerly, until the cache is compile-friendly in "
+            f"({limit} by default) the decode step runs eagerly, until the cache is compile-friendly in "
             "Transformers."
         )
     return steps

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
 from compat_matrix.model_ids import example_hub_ids, hub_id_patterns
-from compat_matrix.results import spreadsheet_safe
+from compat_matrix.results_file import spreadsheet_safe
+from compat_matrix.schema import JUDGED_STAGES
 from reports import charts, device_gaps
 from reports.advice import STAGE_MEANINGS, advice
 from reports.render import asset, fail, render, write_output
@@ -56,8 +56,6 @@ PUBLISHED_CLAIM = {
     "count something else (most likely an empirical pass rate that includes the generic trainer), and the post "
     "publishes neither its list nor its criterion, so it cannot be reproduced from the documentation.",
 }
-# The harness joins the stages' reasons with "; " ("generate: ...; train: ..."); each is shown on its own line.
-STAGE_REASON_BOUNDARY = re.compile(r";\s+(?=(?:build|eager|generate|compare|train):\s)")
 CHANGE_KINDS = ("fixed", "regressed", "changed", "new", "missing")
 ENV_FIELDS = (
     "backend",
@@ -95,9 +93,12 @@ def _cell(record: dict) -> dict:
     cell["green"] = cell["verdict"] == "works"
     cell["stage_meaning"] = STAGE_MEANINGS.get(cell.get("stage") or "", "")
     cell["advice"] = advice(cell)
-    # The one-line reason: the harness's own; rows of the older schema have only their first error line.
-    cell["reason_text"] = cell.get("reason") or cell.get("error") or ""
-    cell["reason_parts"] = reason_parts(cell["reason_text"])
+    # The reasons the row states, each shown on its own line; rows of the older schema have only their first
+    # error line.
+    stated = reason_parts(cell)
+    cell["stated_reason"] = "; ".join(stated)
+    cell["reason_text"] = cell["stated_reason"] or cell.get("error") or ""
+    cell["reason_parts"] = stated or ([cell["error"]] if cell.get("error") else [])
     cell["cause_label"] = CAUSE_LABELS.get(cell.get("cause") or "", "")
     cell["cause_meaning"] = CAUSE_MEANINGS.get(cell.get("cause") or "", "")
     cell["bucket_label"] = BUCKET_LABELS[cell["bucket"]]
@@ -122,16 +123,18 @@ def config_text(cell: dict) -> str | None:
     return None
 
 
-def reason_parts(reason: str) -> list[str]:
-    """A row's one-line reason split per stage: the failing stage's part is never hidden behind another's."""
-    return [part for part in STAGE_REASON_BOUNDARY.split(reason) if part]
+def reason_parts(cell: dict) -> list[str]:
+    """A row's reasons: one per judged stage ("generate: ..."), so the failing stage's is never hidden behind
+    another's, or the row's own reason when its stages were not judged apart."""
+    staged = [f"{stage}: {cell[f'{stage}_reason']}" for stage in JUDGED_STAGES if cell.get(f"{stage}_reason")]
+    return staged or ([cell["reason"]] if cell.get("reason") else [])
 
 
 def _search_text(model_type: str, cells: list[dict], hub_ids: list[str]) -> str:
     """Everything a reader may type to find a row: names, Hub ids, errors, reasons, guards and ops."""
     parts = [model_type, *hub_ids]
     for cell in cells:
-        parts += [cell.get(name) or "" for name in ("class_name", "error", "reason", "recompile_guard", "checkpoint",
+        parts += [cell.get(name) or "" for name in ("class_name", "error", "stated_reason", "recompile_guard", "checkpoint",
                                                     "avoided_by")]  # fmt: skip
         for name in ("recompile_reasons", "graph_break_reasons", "unsupported_ops", "cpu_fallback_ops",
                      "train_graph_break_reasons", "lowering_unverified_ops"):  # fmt: skip

@@ -21,65 +21,38 @@ from pathlib import Path
 
 import pandas as pd
 
-from compat_matrix.results import ResultsFileError, json_lines
+from compat_matrix.results_file import ResultsFileError, json_lines
 from compat_matrix.schema import (
+    ENUM_FIELDS,
     GENERATION_COMPILE_FIGURES,
+    JSON_TYPES,
+    JUDGED_STAGES,
     SCHEMA_VERSION,
-    Cause,
     Row,
-    Stage,
-    Verdict,
     environment_key,
 )
 from reports.vocabulary import CONFIG_LABELS
 
 TOP_N = 100
-INTEGER_FIELDS = (
-    "compile_count",
-    "recompile_count",
-    "graph_breaks",
-    "unique_graphs",
-    "train_compile_count",
-    "train_expected_compile_count",
-    "train_graph_breaks",
-    "train_content_compiles",
-)
-FLOAT_FIELDS = (
-    "seconds",
-    "peak_rss_mb",
-    "max_logit_diff",
-    "max_diff_static_vs_dynamic",
-    "max_diff_compiled_vs_dynamic",
-    "logit_tolerance",
-)
-LIST_FIELDS = (
-    "recompile_reasons",
-    "graph_break_reasons",
-    "unsupported_ops",
-    "cpu_fallback_ops",
-    "device_raising_ops",
-    "lowering_unverified_ops",
-    "train_graph_break_reasons",
-    "train_recompile_reasons",
-)
-TEXT_FIELDS = (
-    "stage",
-    "error",
-    "cause",
-    "generate_verdict",
-    "train_verdict",
-    "reason",
-    "recompile_guard",
-    "attn_implementation",
-    "dtype",
-    "sim_device",
-    "measured_at",
-    "config_source",
-    "checkpoint",
-    "avoided_by",
-)
-FLAG_FIELDS = ("outputs_match", "tokens_match", "compiled_generation", "recompiles_every_step")
-FAILURE_KEYS = ("generate_failure", "train_failure")
+# Fields the report's frame takes apart from their type's list (`tables.long_frame`): the architecture and run
+# columns, the enums it buckets, the evidence it keeps whole, and figures it completes from the top-100 list.
+_TAKEN_APART = ("model_type", "rank", "backend", "simulated", "verdict", "schema_version", "env", "code_paths",
+                "optimum_neuron_inference", "optimum_neuron_training")  # fmt: skip
+
+
+def _fields(kind: type) -> tuple[str, ...]:
+    return tuple(
+        name for name, json_type in JSON_TYPES.items() if json_type is kind and name not in _TAKEN_APART
+    )
+
+
+# The report's columns by type, each as the schema declares its fields (None where a row has no value).
+INTEGER_FIELDS = _fields(int)
+FLOAT_FIELDS = _fields(float)
+LIST_FIELDS = _fields(list)
+TEXT_FIELDS = _fields(str)
+FLAG_FIELDS = _fields(bool)
+FAILURE_KEYS = tuple(f"{stage}_failure" for stage in JUDGED_STAGES)
 # The committed reference run and the top-100 list the harness writes next to it.
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_RESULTS = REPO_ROOT / "fixtures" / "compat" / "results-neuron-sim.jsonl"
@@ -191,16 +164,10 @@ def _row_env(row: dict) -> dict:
     return env
 
 
-# The type each figure of a row must have when present (None: not measured); anything else is refused, never
-# shown as "not measured".
-_FIELD_TYPES = (
-    (INTEGER_FIELDS + ("rank",), (int,), "an integer"),
-    (FLOAT_FIELDS, (int, float), "a number"),
-    (LIST_FIELDS, (list,), "a list"),
-    (TEXT_FIELDS, (str,), "a string"),
-    (FLAG_FIELDS + ("simulated",), (bool,), "true or false"),
-    (("env",), (dict,), "an object"),
-)
+# What each JSON type of a row's fields must be when present (None: not measured); anything else is refused,
+# never shown as "not measured".
+_EXPECTED = {int: "an integer", float: "a number", list: "a list", str: "a string", bool: "true or false",
+             dict: "an object"}  # fmt: skip
 
 
 def _parse_line(path: Path, number: int, data: object) -> dict:
@@ -214,23 +181,17 @@ def _parse_line(path: Path, number: int, data: object) -> dict:
             f"{path}:{number}: row schema version {version!r}; this report reads versions up to "
             f"{SCHEMA_VERSION} (upgrade neuron-migrate to read newer rows)"
         )
-    for names, types, expected in _FIELD_TYPES:
-        for name in names:
-            value = data.get(name)
-            wrong = value is not None and (
-                not isinstance(value, types) or (bool not in types and isinstance(value, bool))
+    for name, kind in JSON_TYPES.items():
+        value = data.get(name)
+        types = (int, float) if kind is float else (kind,)
+        wrong = value is not None and (
+            not isinstance(value, types) or (kind is not bool and isinstance(value, bool))
+        )
+        if wrong:
+            raise ResultsError(
+                f"{path}:{number}: {name} of {data['model_type']} is {json.dumps(value)[:60]}, not {_EXPECTED[kind]}"
             )
-            if wrong:
-                raise ResultsError(
-                    f"{path}:{number}: {name} of {data['model_type']} is {json.dumps(value)[:60]}, not {expected}"
-                )
-    for name, choices in (
-        ("verdict", Verdict),
-        ("generate_verdict", Verdict),
-        ("train_verdict", Verdict),
-        ("stage", Stage),
-        ("cause", Cause),
-    ):
+    for name, choices in ENUM_FIELDS.items():
         value = data.get(name)
         if (value is not None or name == "verdict") and value not in {choice.value for choice in choices}:
             raise ResultsError(

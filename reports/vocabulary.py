@@ -7,18 +7,11 @@ from __future__ import annotations
 import pandas as pd
 
 from compat_matrix.schema import OK_VERDICTS as OK_VERDICT_ENUMS
+from compat_matrix.schema import Cause, Verdict
 
-# Display order of the schema's verdicts (the overall one and each stage's).
-VERDICTS = (
-    "works",
-    "works-eager",
-    "works-with-caveats",
-    "fails",
-    "crash",
-    "timeout",
-    "not-measured",
-    "harness-error",
-)
+# The schema's verdicts (the overall one and each stage's), in display order, and what each means.
+VERDICTS = tuple(verdict.value for verdict in Verdict)
+VERDICT_MEANINGS = {verdict.value: verdict.meaning for verdict in Verdict}
 OK_VERDICTS = frozenset(verdict.value for verdict in OK_VERDICT_ENUMS)
 NOT_MEASURED_VERDICTS = frozenset({"not-measured", "harness-error", "timeout"})
 # Headline buckets follow the harness's causes: a failure is the device's or Transformers' own; rows the
@@ -52,35 +45,13 @@ NOT_MEASURED_BUCKETS = ("not-measured-simulator", "not-measured-harness", "not-m
 # Shown only where a run has some: they exist only in older rows, timeouts, or rows missing from a run.
 OPTIONAL_BUCKETS = ("fails-unattributed", "not-measured")
 OK_BUCKETS = ("works", "works-eager", "works-with-caveats")
-VERDICT_MEANINGS = {
-    "works": "every stage passed (eager reference, compiled generation with a static cache, comparison with "
-    "the CPU reference, a compiled training step) with no caveat",
-    "works-eager": "works, but Transformers does not compile this architecture's generation path: generation "
-    "runs eagerly (slower), training compiled",
-    "works-with-caveats": "every stage passed, but with recompiles, graph breaks, CPU fallbacks or more "
-    "training graphs than expected",
-    "fails": "a stage failed; the cause says whose failure it is (the device path, or Transformers itself, "
-    "which already fails on CPU with a static cache)",
-    "crash": "the process running the model died (native crash or out of memory)",
-    "timeout": "the run exceeded the harness time limit: not a verdict on the architecture",
-    "not-measured": "the harness could not measure this (the cause says why, e.g. the simulator's own limits): "
-    "not a verdict on the architecture",
-    "harness-error": "the harness could not build the tiny model or run it eagerly on CPU: "
-    "not a verdict on the architecture",
-}
 CAUSE_LABELS = {
     "device": "device",
     "transformers": "Transformers",
     "simulator": "simulator",
     "harness": "harness",
 }
-CAUSE_MEANINGS = {
-    "device": "fails only on the compiled / device path, or its compiled graph holds an op the device's own rule "
-    "says raises and no measured code path avoids it",
-    "transformers": "already fails or differs in uncompiled static-cache generation on CPU: a Transformers bug",
-    "simulator": "fails only under the simulator's own graph execution: not measured on the device",
-    "harness": "the tiny model could not be built, or a failure could not be confirmed at a second tiny size",
-}
+CAUSE_MEANINGS = {cause.value: cause.meaning for cause in Cause}
 CONFIG_LABELS = {
     "checkpoint": "checkpoint configs",
     "class-defaults": "class-default configs",

@@ -4,7 +4,7 @@ import pytest
 from click.testing import CliRunner
 
 from compat_matrix import cli, rank
-from compat_matrix.results import append_row
+from compat_matrix.results_file import append_row
 from compat_matrix.runner import empty_measurement, make_row
 
 DATA = __import__("pathlib").Path(__file__).with_name("data")

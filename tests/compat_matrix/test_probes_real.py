@@ -6,17 +6,20 @@ import signal
 import pytest
 
 from compat_matrix.runner import run_one_isolated
-from compat_matrix.schema import GENERATION_COMPILE_FIGURES
+from compat_matrix.schema import GENERATION_COMPILE_FIGURES, Row
 
 pytestmark = pytest.mark.slow
 
 
 def test_llama_works_and_every_probe_reports(settings):
     row = run_one_isolated("llama", settings)
-    assert row["verdict"] == "works", row["reason"]
+    assert row["verdict"] == "works", (row["generate_reason"], row["train_reason"])
     assert (row["rank"], row["simulated"], row["stage"], row["error"], row["cause"], row["reason"]) == (
         1, True, None, None, None, None)  # fmt: skip
-    assert (row["generate_verdict"], row["train_verdict"], row["schema_version"]) == ("works", "works", 3)
+    assert (row["generate_verdict"], row["train_verdict"], row["schema_version"]) == ("works", "works", 4)
+    assert (row["generate_reason"], row["train_reason"], row["recompile_limit"]) == (None, None, 8)
+    # Every key the probes wrote is a declared field of the schema, in its order (nothing beside it).
+    assert list(row) == list(Row.field_names())
     # Built from Llama-3.1-8B-Instruct's code-path values (its llama3 rope scaling), and the row says so.
     assert (row["config_source"], row["checkpoint"]) == ("checkpoint", "meta-llama/Llama-3.1-8B-Instruct")
     assert row["checkpoint_values"]["rope_scaling"]["rope_type"] == "llama3"
@@ -60,7 +63,7 @@ def test_a_tie_artifact_is_not_blamed_and_an_op_the_device_raises_on_is_avoided_
         check["second"]["ties_broken"] == {"index_topk": settings.max_cache_len}
         and check["second"]["failure"] is None
     )
-    assert row["generate_verdict"] == "works" and "an artifact of the tiny model" in row["reason"]
+    assert row["generate_verdict"] == "works" and "an artifact of the tiny model" in row["generate_reason"]
     assert row["max_diff_static_vs_dynamic"] < row["logit_tolerance"]  # the measurement that counts
     assert (
         row["avoided_by"] == 'AutoModelForCausalLM.from_pretrained(..., experts_implementation="batched_mm")'
@@ -74,7 +77,9 @@ def test_a_tie_artifact_is_not_blamed_and_an_op_the_device_raises_on_is_avoided_
         "works-with-caveats",
         None,
     )
-    assert "which the device raises on" in row["reason"] and "aten.topk" in row["lowering_unverified_ops"]
+    assert (
+        "which the device raises on" in row["train_reason"] and "aten.topk" in row["lowering_unverified_ops"]
+    )
 
 
 def test_checkpoint_values_change_what_is_measured(settings):
@@ -99,7 +104,7 @@ def test_gemma2_recompiles_at_every_decode_step_until_the_default_limit(settings
     assert row["recompiles_every_step"] and row["recompile_limit_hit"]
     assert row["compile_count"] == 8 == row["recompile_count"] + 1  # Dynamo's default limit, then eager
     assert "cumulative_length" in row["recompile_guard"]  # the sliding-window cache length
-    assert "recompile_limit (8)" in row["reason"] and row["outputs_match"]
+    assert "recompile_limit (8)" in row["generate_reason"] and row["outputs_match"]
 
 
 def test_cpmant_is_a_transformers_failure_not_a_device_one(settings):
@@ -108,7 +113,7 @@ def test_cpmant_is_a_transformers_failure_not_a_device_one(settings):
     row = run_one_isolated("cpmant", dataclasses.replace(settings, train_lengths=(100,)))
     assert (row["verdict"], row["stage"], row["cause"]) == ("fails", "generate", "transformers")
     assert (row["generate_verdict"], row["train_verdict"]) == ("fails", "works")
-    assert row["reason"].startswith("generate: uncompiled static-cache generation on CPU already fails")
+    assert row["generate_reason"].startswith("uncompiled static-cache generation on CPU already fails")
     assert row["compile_count"] is None and row["train_compile_count"] == 1
 
 
@@ -116,7 +121,7 @@ def test_a_strided_view_in_training_is_a_simulator_limitation(settings):
     row = run_one_isolated("qwen3_next", dataclasses.replace(settings, train_lengths=(100,)))
     assert (row["verdict"], row["cause"], row["stage"]) == ("not-measured", "simulator", "train")
     assert (row["generate_verdict"], row["train_verdict"]) == ("works", "not-measured")
-    assert "view size is not compatible" in row["error"] and "stride-agnostically" in row["reason"]
+    assert "view size is not compatible" in row["error"] and "stride-agnostically" in row["train_reason"]
     assert row["probe_seconds"]["attribution"] > 0
 
 
@@ -124,7 +129,7 @@ def test_generation_transformers_does_not_compile_is_works_eager(settings):
     row = run_one_isolated("llama4_text", dataclasses.replace(settings, train_lengths=(100,)))
     assert (row["verdict"], row["generate_verdict"], row["compiled_generation"]) == (
         "works-eager", "works-eager", False)  # fmt: skip
-    assert row["compile_count"] == 0 and "never compiles llama4" in row["reason"]
+    assert row["compile_count"] == 0 and "never compiles llama4" in row["generate_reason"]
     # Nothing compiled: recompiles and graph breaks were not measured, so they are null, not 0.
     assert [row[name] for name in GENERATION_COMPILE_FIGURES] == [None] * 4
 

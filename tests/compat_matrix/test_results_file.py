@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from compat_matrix.results import ResultsFileError, append_row, check_writable, export_csv, read_rows
+from compat_matrix.results_file import ResultsFileError, append_row, check_writable, export_csv, read_rows
 from compat_matrix.runner import empty_measurement, make_row
 
 
@@ -44,13 +44,12 @@ def test_row_has_the_contract_fields_in_order(settings):
     assert (row["config_source"], crashed["config_source"]) == ("checkpoint", "class-defaults")
     assert a_row(settings, "llama", "crash")["config_source"] == "checkpoint"
     assert row["checkpoint"] and row["checkpoint_values"]
-    for extra in ("unique_graphs", "eager_new_op_signatures", "probe_seconds", "peak_rss_mb",
-                  "train_padded_lengths", "optimum_neuron_inference", "optimum_neuron_training"):  # fmt: skip
-        assert extra in row
+    # Every key is a declared field of the schema: nothing beside it.
+    assert list(row) == list(Row.field_names()) and row["recompile_limit"] == settings.recompile_limit
 
 
 def test_rows_written_before_schema_2_are_still_read_with_a_note(tmp_path, settings):
-    from compat_matrix.results import older_schema_note
+    from compat_matrix.results_file import older_schema_note
 
     old = {
         k: v for k, v in a_row(settings).items() if k not in ("schema_version", "cause", "generate_verdict")
@@ -59,12 +58,12 @@ def test_rows_written_before_schema_2_are_still_read_with_a_note(tmp_path, setti
     path.write_text(json.dumps(old) + "\n")
     rows = read_rows(path)
     assert rows[0]["model_type"] == "llama"
-    assert "1 row(s) written before schema version 3 (no cause, generate_verdict" in older_schema_note(rows)
+    assert "1 row(s) written before schema version 4 (no cause, generate_verdict" in older_schema_note(rows)
     assert older_schema_note([a_row(settings)]) is None
 
 
 def test_rows_of_schema_2_are_read_with_the_version_3_fields_unset(tmp_path, settings):
-    from compat_matrix.results import older_schema_note
+    from compat_matrix.results_file import older_schema_note
     from compat_matrix.schema import Row
 
     version_3_only = ("config_source", "checkpoint", "checkpoint_values", "artifact_check", "device_raising_ops",
@@ -77,7 +76,27 @@ def test_rows_of_schema_2_are_read_with_the_version_3_fields_unset(tmp_path, set
     row = Row.from_dict(rows[0])
     assert row.upgraded_from == 2 and row.config_source is None and row.artifact_check is None
     note = older_schema_note(rows)
-    assert "before schema version 3 (no config_source, artifact_check" in note and "cause" not in note
+    assert "before schema version 4 (no config_source, artifact_check" in note and "cause" not in note
+
+
+@pytest.mark.parametrize(
+    ("verdict", "reason", "expected"),
+    [
+        ("fails", "generate: a (x; y); confirmed; train: b", (None, "a (x; y); confirmed", "b")),
+        ("works-with-caveats", "train: 1 graph break(s) in training", (None, None, "1 graph break(s) in training")),
+        ("harness-error", "the tiny model cannot be built: E: x", ("the tiny model cannot be built: E: x", None, None)),
+        ("works", None, (None, None, None)),
+    ],
+)  # fmt: skip
+def test_rows_of_schema_3_have_their_joined_reason_split_per_stage(verdict, reason, expected):
+    from compat_matrix.schema import Row
+
+    row = Row.from_dict({"model_type": "llama", "rank": 1, "backend": "neuron-sim", "simulated": True,
+                         "verdict": verdict, "stage": None, "error": None, "env": {}, "schema_version": 3,
+                         "reason": reason, "peak_rss_mb": 900.0})  # fmt: skip
+    assert (row.reason, row.generate_reason, row.train_reason) == expected
+    # Measured with the only limit rows before version 4 had; their undeclared fields are fields now.
+    assert (row.recompile_limit, row.peak_rss_mb, row.extra, row.upgraded_from) == (8, 900.0, {}, 3)
 
 
 def test_rows_from_a_newer_schema_are_refused(tmp_path, settings):

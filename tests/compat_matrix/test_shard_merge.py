@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from compat_matrix.merge import MergeError, Shard, merge_results, summary_lines, write_rows_atomically
-from compat_matrix.results import resume_key
+from compat_matrix.results_file import resume_key
 from compat_matrix.schema import SCHEMA_VERSION
 
 SIM_ENV = {

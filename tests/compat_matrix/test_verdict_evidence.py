@@ -107,8 +107,8 @@ def test_a_failure_the_second_measurement_does_not_repeat_is_an_artifact_and_not
     fields = decide_verdict(row)
     assert (fields["verdict"], fields["cause"]) == ("works", None)
     assert (
-        "an artifact of the tiny model, not blamed" in fields["reason"]
-        and "index_topk=64" in fields["reason"]
+        "an artifact of the tiny model, not blamed" in fields["generate_reason"]
+        and "index_topk=64" in fields["generate_reason"]
     )
 
 
@@ -117,7 +117,7 @@ def test_a_failure_both_measurements_agree_on_keeps_its_blame():
     assert row["artifact_check"]["generate"]["outcome"] == "kept"
     fields = decide_verdict(row)
     assert (fields["verdict"], fields["cause"]) == ("fails", "transformers")
-    assert "confirmed at the second tiny size" in fields["reason"]
+    assert "confirmed at the second tiny size" in fields["generate_reason"]
 
 
 @pytest.mark.parametrize("second", [generate_failure("device"), "raises"])
@@ -135,7 +135,7 @@ def test_a_failure_that_cannot_be_confirmed_is_not_measured_never_blamed(second)
     assert row["artifact_check"]["generate"]["outcome"] == "unconfirmed"
     fields = decide_verdict(row)
     assert (fields["verdict"], fields["cause"]) == ("not-measured", "harness")
-    assert "not confirmed" in fields["reason"]
+    assert "not confirmed" in fields["generate_reason"]
 
 
 def test_device_rule_failures_and_simulator_limits_are_not_re_measured():
@@ -170,7 +170,7 @@ def test_training_recompiles_that_follow_the_data_are_flagged():
     assert row["train_content_compiles"] > 0 and row["train_graph_break_reasons"]
     fields = decide_verdict({"stage": None, "compiled_generation": True, "generate_failure": None,
                              "train_failure": None, "train_padded_lengths": [128], **row})  # fmt: skip
-    assert "recompiles that depend on the data" in fields["reason"]
+    assert "recompiles that depend on the data" in fields["train_reason"]
 
 
 class StateFlipping(torch.nn.Module):

@@ -80,20 +80,25 @@ def test_verdict_rules(row, verdict, generate, train, cause):
         train,
     )
     assert fields["cause"] == (Cause(cause) if cause else None)
-    assert (fields["reason"] is None) == (verdict == "works")
-    assert "\n" not in (fields["reason"] or "")
-    assert "\n" not in (fields["reason"] or "")
+    # One line per judged stage, none for a plain works; a harness error has one for the row.
+    if verdict == "harness-error":
+        assert fields["reason"] and "\n" not in fields["reason"]
+    for stage, stage_verdict in (("generate", generate), ("train", train)):
+        reason = fields.get(f"{stage}_reason")
+        assert (reason is None) == (stage_verdict in ("works", "harness-error")) and "\n" not in (
+            reason or ""
+        )
 
 
 def test_uncompiled_generation_is_never_plain_works():
     fields = decide_verdict(finished(compiled_generation=False, not_compiled_because="no static cache"))
-    assert fields["verdict"] is Verdict.WORKS_EAGER and "no static cache" in fields["reason"]
+    assert fields["verdict"] is Verdict.WORKS_EAGER and "no static cache" in fields["generate_reason"]
 
 
 def test_every_step_recompiles_say_what_the_default_limit_does():
     row = finished(recompile_count=7, compile_count=8, recompiles_every_step=True, recompile_limit_hit=True,
                    recompile_guard="wrapper: cumulative_length == N")  # fmt: skip
-    reason = decide_verdict(row)["reason"]
+    reason = decide_verdict(row)["generate_reason"]
     assert "every decode step" in reason and "recompile_limit (8)" in reason and "ran eagerly" in reason
 
 

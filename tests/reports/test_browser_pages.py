@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from compat_matrix.schema import Row
 from reports.checklist import build_checklist, write_checklist
 from reports.compat_report import reason_parts, write_report
 from reports.vocabulary import bucket_of
@@ -93,6 +94,11 @@ def screenshot(page, name: str, full_page: bool = True) -> Path:
     return path
 
 
+def stated_reasons(row: dict) -> list[str]:
+    """The reasons the report shows for a row as written in a file (of any schema version), one per stage."""
+    return reason_parts(Row.from_dict(row).to_dict())
+
+
 def kept_rows(name: str) -> dict[str, dict]:
     """The rows of a results file as the report keeps them: a later row for an architecture wins."""
     lines = (DATA / name).read_text().splitlines()
@@ -143,7 +149,7 @@ def test_numbers_verdicts_and_nulls_shown_equal_the_results(open_page, compat_ht
             why = body.locator(f'td.why[data-run="{run_index}"]')
             assert why.get_attribute("data-cause") == (row["cause"] or "")
             # Each stage's part of the reason on its own line, in full.
-            assert why.locator(".reason .part").all_inner_texts() == reason_parts(row["reason"] or "")
+            assert why.locator(".reason .part").all_inner_texts() == stated_reasons(row)
     # Not measured is never shown as 0, in the table or in the evidence.
     gemma = page.locator("#arch-gemma")
     gemma.locator('td.verdict[data-run="0"] button').click()
@@ -592,9 +598,9 @@ def test_reference_run_headline_reasons_and_time_read_from_the_file(open_page, t
     assert measured.startswith(stamps[0][:10] + " " + stamps[0][11:16]) and measured.endswith(
         stamps[-1][11:16] + " UTC"
     )
-    two_stage = next(name for name, row in rows.items() if len(reason_parts(row["reason"] or "")) == 2)
+    two_stage = next(name for name, row in rows.items() if len(stated_reasons(row)) == 2)
     parts = page.locator(f'#arch-{two_stage} td.why[data-run="0"] .reason .part')
-    assert parts.all_inner_texts() == reason_parts(rows[two_stage]["reason"])
+    assert parts.all_inner_texts() == stated_reasons(rows[two_stage])
     assert all(part.is_visible() for part in parts.all())
 
 

@@ -136,6 +136,7 @@ def test_format_follows_the_output_suffix(tmp_path, name, fmt):
                 "recompile_count": 7,
                 "recompiles_every_step": True,
                 "recompile_guard": "kwargs['past_key_values'].layers[N].cumulative_length_int == N",
+                "recompile_limit": 8,
             },
             ["every decode step", "cumulative_length_int", "recompile_limit (8)", "runs eagerly"],
         ),

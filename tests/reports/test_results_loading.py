@@ -306,11 +306,37 @@ def test_optimum_neuron_support_from_the_separate_table(tmp_path, rows):
     assert (figures.documented_inference, figures.documented_training) == (2, 1)
 
 
-def test_every_schema_verdict_has_a_place_and_a_meaning():
-    from compat_matrix.schema import Verdict
-    from reports.vocabulary import VERDICT_MEANINGS, VERDICTS
+def test_every_verdict_cause_and_stage_carries_its_meaning():
+    from compat_matrix.schema import Cause, ConfigSource, Stage, Verdict
 
-    assert set(VERDICTS) == {verdict.value for verdict in Verdict} == set(VERDICT_MEANINGS)
+    for enum in (Verdict, Cause, Stage, ConfigSource):
+        assert all(member.meaning and member.meaning != member.value for member in enum), enum
+
+
+def test_the_committed_schema_3_reference_reads_with_the_verdicts_and_reasons_it_was_written_with():
+    """Rows of schema 3 joined their stage reasons into one; read now, each stage has its own, and the
+    report shows the same text per row and the same verdict counts."""
+    from collections import Counter
+
+    from reports.compat_report import reason_parts
+    from reports.results import REFERENCE_RESULTS
+
+    written = [json.loads(line) for line in REFERENCE_RESULTS.read_text().splitlines() if line.strip()]
+    assert {row["schema_version"] for row in written} == {3}
+    by_key = {(row["env"]["config"], row["model_type"]): row for row in written}  # a later row replaces
+    runs = load_runs([REFERENCE_RESULTS])
+    for run in runs:
+        assert Counter(row["verdict"] for row in run.rows.values()) == Counter(
+            row["verdict"] for (config, _), row in by_key.items() if config == run.config
+        )
+        for model_type, row in run.rows.items():
+            old = by_key[(run.config, model_type)]
+            assert "; ".join(reason_parts(row)) == (old["reason"] or ""), model_type
+            assert (row["upgraded_from"], row["recompile_limit"]) == (3, 8)
+    staged = [
+        row for run in runs for row in run.rows.values() if row["generate_reason"] and row["train_reason"]
+    ]
+    assert staged and not any(row["reason"] for row in staged)
 
 
 def test_generation_that_was_not_compiled_has_no_recompile_or_graph_break_figures(tmp_path):

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from compat_matrix.schema import FIELDS_ADDED, SCHEMA_VERSION, Stage, Verdict, environment_key
+from compat_matrix.schema import FIELDS_ADDED, SCHEMA_VERSION, Verdict, environment_key
 
 # Present in rows of every schema version (version 1 rows have no schema_version and none of version 2's
 # fields; they are still read: see schema.Row.from_dict).
@@ -17,7 +17,6 @@ REQUIRED_FIELDS = (
     "outputs_match", "train_compile_count", "seconds", "env",
 )  # fmt: skip
 VERDICTS = tuple(verdict.value for verdict in Verdict)
-STAGES = tuple(stage.value for stage in Stage)
 
 
 class ResultsFileError(ValueError):
