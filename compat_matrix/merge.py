@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compat_matrix.results_file import ResultsFileError, older_schema_note, read_rows, resume_key
+from compat_matrix.schema import ENVIRONMENT_KEY, NEWER_ENVIRONMENT_FIELDS
+
+REQUIRED_ENVIRONMENT_FIELDS = tuple(name for name in ENVIRONMENT_KEY if name not in NEWER_ENVIRONMENT_FIELDS)
 
 # Measurements that change from one run to the next without the outcome changing.
 VOLATILE_FIELDS = frozenset({"seconds", "probe_seconds", "peak_rss_mb", "measured_at"})
@@ -106,10 +109,9 @@ def _rank_order(row: dict) -> tuple:
 
 def environment_key(row: dict) -> tuple:
     """What a row was measured under: the ``--resume`` key without the architecture. KeyError when its env
-    lacks a field that defines the measurement (`simulated` may be absent: rows before the stand-in)."""
-    missing = [name for name in ("backend", "torch", "transformers", "settings_id") if name not in row["env"]]
-    if missing:
-        raise KeyError(missing[0])
+    lacks a field that defines the measurement."""
+    if any(name not in row["env"] for name in REQUIRED_ENVIRONMENT_FIELDS):
+        raise KeyError("env")
     return resume_key(row)[1:]
 
 
@@ -147,7 +149,7 @@ def merge_results(paths: list[Path]) -> MergeResult:
                 key = environment_key(row)
             except (KeyError, TypeError):
                 raise MergeError(
-                    f"{source.where}: its env lacks torch/transformers/backend/settings_id"
+                    f"{source.where}: its env lacks {'/'.join(REQUIRED_ENVIRONMENT_FIELDS)}"
                 ) from None
             group = groups.setdefault(key, EnvGroup(env=row["env"], label=env_label(row["env"])))
             if path not in group.sources:

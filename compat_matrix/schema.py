@@ -43,6 +43,7 @@ FIELDS_ADDED = {
 # skips an architecture already measured under them, and in `merge` a later such row replaces an earlier one.
 # `simulated` tells the neuron stand-in's rows from a real device's (both are backend `neuron`).
 ENVIRONMENT_KEY = ("backend", "simulated", "torch", "transformers", "settings_id")
+NEWER_ENVIRONMENT_FIELDS = ("simulated",)  # absent from rows written before the stand-in existed
 
 
 def environment_key(env: dict) -> tuple[str, ...]:

@@ -312,3 +312,18 @@ def test_merge_reads_rows_from_before_schema_2_and_says_so(tmp_path):
     assert any(
         f"2 row(s) written before schema version {SCHEMA_VERSION}" in line for line in summary_lines(merged)
     )
+
+
+def test_merge_needs_the_environment_key_but_not_the_stand_ins_later_field(tmp_path):
+    """Rows from before the stand-in have no `simulated`; a row without `settings_id` cannot be placed in a run."""
+    rows = [result_row("llama", 1)]
+    del rows[0]["env"]["simulated"]
+    assert [row["model_type"] for row in merge_results([write_jsonl(tmp_path / "a.jsonl", rows)]).rows] == [
+        "llama"
+    ]
+    unplaced = result_row("qwen2", 2)
+    del unplaced["env"]["settings_id"]
+    with pytest.raises(
+        MergeError, match="b.jsonl row 1: its env lacks backend/torch/transformers/settings_id"
+    ):
+        merge_results([write_jsonl(tmp_path / "b.jsonl", [unplaced])])
