@@ -316,12 +316,12 @@ def test_merge_reads_rows_from_before_schema_2_and_says_so(tmp_path):
 
 def test_merge_needs_the_environment_key_but_not_the_stand_ins_later_field(tmp_path):
     """Rows from before the stand-in have no `simulated`; a row without `settings_id` cannot be placed in a run."""
-    rows = [result_row("llama", 1)]
+    rows = [result_row("llama", 1, env=dict(SIM_ENV))]
     del rows[0]["env"]["simulated"]
     assert [row["model_type"] for row in merge_results([write_jsonl(tmp_path / "a.jsonl", rows)]).rows] == [
         "llama"
     ]
-    unplaced = result_row("qwen2", 2)
+    unplaced = result_row("qwen2", 2, env=dict(SIM_ENV))
     del unplaced["env"]["settings_id"]
     with pytest.raises(
         MergeError, match="b.jsonl row 1: its env lacks backend/torch/transformers/settings_id"
