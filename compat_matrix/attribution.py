@@ -1,8 +1,8 @@
 """Whom a failing compiled stage blames (``attribute_failure``).
 
 ``transformers`` when uncompiled CPU code already fails, ``simulator`` when the stage passes under Dynamo's plain
-``eager`` backend and with the AOT graphs run stride-agnostically, ``device`` otherwise; a TorchNeuron rule's
-rejection is the device's at once. The confirmation reruns keep their findings and compiled code out of the row.
+``eager`` backend and with the AOT graphs run stride-agnostically (or, on the neuron stand-in, compiled on CPU
+tensors), ``device`` otherwise; a TorchNeuron rule's rejection is the device's at once. The confirmation reruns keep their findings and compiled code out of the row.
 """
 
 from __future__ import annotations
@@ -36,10 +36,13 @@ def attribute_failure(
     rerun: Callable[[str | None], None],
     simulated: bool = True,
     uncompiled_on: str = "CPU",
+    standin: bool = False,
 ) -> tuple[Cause, str]:
-    """Whom a failing compiled stage blames. ``rerun(backend)`` repeats the stage on a fresh tiny model with
-    that Dynamo backend (None: uncompiled, on ``uncompiled_on``) and raises as the stage did. On the real device
-    (``simulated`` false) there is no simulator to blame."""
+    """Whom a failing compiled stage blames. ``rerun(backend, on_host=False)`` repeats the stage on a fresh tiny
+    model with that Dynamo backend (None: uncompiled, on ``uncompiled_on``; ``on_host``: on CPU tensors) and
+    raises as the stage did. On the real device (``simulated`` false) there is no simulator to blame. On the
+    neuron ``standin``, AOT autograd traces the stand-in's wrapper tensors, which a device's tensors are not: a
+    stage that passes eagerly there and compiled on CPU tensors failed in the stand-in."""
     root = _root_error(error)
     if isinstance(root, sim_backend.DynamicShapeRejected):
         return Cause.DEVICE, f"rejected by a TorchNeuron rule: {first_error_line(root)}"
@@ -54,5 +57,10 @@ def attribute_failure(
         return Cause.SIMULATOR, (
             f"{first_error_line(error)}: passes under Dynamo's eager backend and with the AOT graphs run "
             "stride-agnostically, so only the simulator's strided CPU execution fails"
+        )
+    if standin and _passes(lambda: rerun(sim_backend.BACKEND_NAME, on_host=True))[0]:
+        return Cause.SIMULATOR, (
+            f"{first_error_line(error)}: passes under Dynamo's eager backend on the stand-in and compiled on CPU "
+            "tensors, so only AOT autograd over the stand-in's device tensors fails (a stand-in limit)"
         )
     return Cause.DEVICE, f"{first_error_line(error)} (after AOT autograd; Dynamo's eager backend passes)"

@@ -660,7 +660,7 @@ def _attribute(row: dict, key: str, failure: ProbeFailure, rerun: Callable[[str 
     if uncompiled_on.type != "cpu" and standin.is_active():
         where += " (stand-in)"
     cause, reason = attribute_failure(failure.error, rerun, simulated=settings.backend == "neuron-sim",
-                                      uncompiled_on=where)  # fmt: skip
+                                      uncompiled_on=where, standin=on_standin(settings))  # fmt: skip
     seconds = row["probe_seconds"]
     seconds["attribution"] = round(seconds.get("attribution", 0.0) + time.perf_counter() - start, 3)
     _record_failure(row, key, failure, cause, reason)
@@ -679,8 +679,9 @@ def probe_generation(model, fresh_model, settings, device, references, tolerance
     static_diff = max_logit_diff(references, static)
     row["max_diff_static_vs_dynamic"] = _finite(static_diff)
 
-    def rerun(backend: str | None) -> None:
-        outputs = forced_generate(fresh_model().to(device), settings, device, references, backend)
+    def rerun(backend: str | None, on_host: bool = False) -> None:
+        where = CPU if on_host else device
+        outputs = forced_generate(fresh_model().to(where), settings, where, references, backend)
         check_match(max_logit_diff(references, outputs), tolerance, f"compiled ({backend})")
 
     try:
@@ -727,11 +728,11 @@ def content_compiles_past_the_limit(fresh_model, settings, device) -> int:
 
 
 def probe_training(model, fresh_model, settings, device, row) -> None:
-    def rerun(backend: str | None) -> None:
+    def rerun(backend: str | None, on_host: bool = False) -> None:
         # Up to the length that failed: the confirmation repeats what failed, not more.
         failed_at = row.get("train_lengths_started") or len(settings.train_lengths)
         up_to = dataclasses.replace(settings, train_lengths=settings.train_lengths[:failed_at])
-        where = CPU if backend is None else device
+        where = CPU if backend is None or on_host else device
         run_training_step(fresh_model().to(where), up_to, where, {}, backend)
 
     torch._dynamo.reset()  # the decode graphs are done; training compiles its own

@@ -132,13 +132,12 @@ def test_recompile_guard_generalises_numbers_and_whitespace():
 
 
 def rerun_outcomes(**fails):
-    """A rerun that raises for the backends named (eager, stride, uncompiled)."""
+    """A rerun that raises for the backends named (eager, stride, uncompiled; host: compiled on CPU tensors)."""
     calls = []
 
-    def rerun(backend):
-        name = {"eager": "eager", None: "uncompiled", sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME: "stride"}[
-            backend
-        ]
+    def rerun(backend, on_host=False):
+        names = {"eager": "eager", None: "uncompiled", sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME: "stride"}
+        name = "host" if on_host else names[backend]
         calls.append(name)
         if fails.get(name):
             raise RuntimeError(f"{name} failed")
@@ -160,6 +159,20 @@ def test_failures_are_attributed_by_rerunning_the_stage(fails, cause, calls):
     found, reason = attribute_failure(RuntimeError("view size is not compatible"), rerun)
     assert (found, seen) == (cause, calls)
     assert reason and "\n" not in reason
+
+
+@pytest.mark.parametrize(
+    ("fails", "cause", "calls"),
+    [
+        ({"stride": True}, Cause.SIMULATOR, ["eager", "stride", "host"]),
+        ({"stride": True, "host": True}, Cause.DEVICE, ["eager", "stride", "host"]),
+    ],
+)
+def test_on_the_standin_a_stage_that_compiles_on_cpu_tensors_blames_the_standin(fails, cause, calls):
+    rerun, seen = rerun_outcomes(**fails)
+    found, reason = attribute_failure(RuntimeError("isFunctionalTensor INTERNAL ASSERT"), rerun, standin=True)
+    assert (found, seen) == (cause, calls)
+    assert found is not Cause.SIMULATOR or "a stand-in limit" in reason
 
 
 def test_the_reason_names_where_the_uncompiled_rerun_ran():
