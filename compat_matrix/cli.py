@@ -163,7 +163,7 @@ def run(
     """Run every probe for each architecture, one isolated worker each, appending rows to OUTPUT."""
     from compat_matrix.archs import UnknownArchitecture, longest_first, select_architectures
     from compat_matrix.environment import BackendUnavailable, check_sim_device, resolve_backend, run_env
-    from compat_matrix.results_file import ResultsFileError, check_writable, read_rows, resume_key
+    from compat_matrix.results_file import ResultsFileError, check_writable, not_yet_measured, read_rows
 
     jobs_given = ctx.get_parameter_source("jobs") is not click.core.ParameterSource.DEFAULT
     sim_device_given = ctx.get_parameter_source("sim_device") is not click.core.ParameterSource.DEFAULT
@@ -196,8 +196,7 @@ def run(
         memory_mb=memory_mb,
     )
     env = run_env(settings)
-    done = {resume_key(row) for row in existing}
-    todo = [m for m in model_types if resume_key({"model_type": m, "env": env}) not in done]
+    todo = not_yet_measured(model_types, env, existing)
     if len(todo) < len(model_types):
         click.echo(
             f"--resume: {len(model_types) - len(todo)} architecture(s) already in {output}, skipped", err=True

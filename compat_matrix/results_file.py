@@ -28,6 +28,12 @@ def resume_key(row: dict) -> tuple:
     return (row["model_type"], *environment_key(row["env"]))
 
 
+def not_yet_measured(model_types: list[str], env: dict, rows: list[dict]) -> list[str]:
+    """The architectures of ``model_types`` that no row measured under ``env`` (what ``--resume`` runs)."""
+    done = {resume_key(row) for row in rows}
+    return [name for name in model_types if resume_key({"model_type": name, "env": env}) not in done]
+
+
 def json_lines(path: Path) -> Iterator[tuple[int, object]]:
     """(line number, value) of each non-blank line of a JSON-lines file. ResultsFileError for a line that is
     not UTF-8 text or not JSON: bad syntax, NaN or Infinity (which JSON does not have), an integer too long
