@@ -146,7 +146,8 @@ def _run(func, info: tuple, args: tuple, kwargs: dict | None):
                     device = value._device
                 value = value._cpu
             elif name == "device":
-                # A device argument names where the result goes: neuron keeps it wrapped, cpu does not.
+                # A device argument names where the result goes: neuron keeps it wrapped, cpu (the constant
+                # CPU, which no stand-in tensor has) does not.
                 if value is not None and torch.device(value).type == DEVICE_TYPE:
                     device = torch.device(value)
                     value = CPU
@@ -168,7 +169,7 @@ def _run(func, info: tuple, args: tuple, kwargs: dict | None):
         out = func._op(*unwrapped)
     if info[3] is not None:
         _record_eager_rule(func, info[3])
-    if device is None or device.type != DEVICE_TYPE:
+    if device is None or device is CPU:  # (not device.type: that property formats a new string per call)
         return out
     if info[1] >= 0:  # an in-place or out= op returns the tensor it wrote to
         return args[info[1]] if info[1] < len(args) else kwargs.get("out")
@@ -177,6 +178,8 @@ def _run(func, info: tuple, args: tuple, kwargs: dict | None):
         # base's version counter with it, which an inference tensor cannot have): made outside inference mode.
         with torch._C._InferenceMode(False):
             return _wrap_all(out, device)
+    if type(out) is _Tensor:  # one tensor, the common case
+        return _wrap(out, device)
     return _wrap_all(out, device)
 
 
