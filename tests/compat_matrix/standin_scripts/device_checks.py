@@ -189,5 +189,19 @@ except Exception as error:  # noqa: BLE001  (Dynamo wraps the backend's error)
     found["dynamic_shape"] = type(cause).__name__
     found["dynamic_rule"] = isinstance(cause, sim_backend.DynamicShapeRejected)
 
+
+# torch.vmap inside a compiled region (Mamba's associative_scan): Dynamo inlines it, and its batched values hold
+# the device's tensors; gradients as on CPU.
+def scaled_sum(a, b):
+    return torch.vmap(lambda x, y: x * y + y)(a, b).sum()
+
+
+host = torch.randn(4, 3)
+host_grad = host.clone().requires_grad_()
+scaled_sum(host_grad, host).backward()
+device_grad = host.to("neuron").requires_grad_()
+torch.compile(scaled_sum, backend="neuron", dynamic=False)(device_grad, host.to("neuron")).backward()
+found["vmap_grad_equal_cpu"] = torch.allclose(device_grad.grad.cpu(), host_grad.grad)
+
 found["network_connections"] = len(sockets)
 print(json.dumps(found))
