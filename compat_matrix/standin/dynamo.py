@@ -141,11 +141,6 @@ def register() -> None:
     from torch._dynamo import register_backend, trace_rules
 
     register_backend(neuron, name=BACKEND_NAME)
-    # FakeTensor's dispatch cache (shared by every compile; a speed-up only, the graphs are the same without it)
-    # hands AOT autograd, tracing the stand-in's tensors, a cached view whose functionalized data is functional
-    # again, and PyTorch's functionalization asserts (isFunctionalTensor(base_) / (view_to_wrap)); MoE routing
-    # graphs such as jetmoe's, longcat_flash's and dbrx's failed to compile on the stand-in only.
-    torch._dynamo.config.fake_tensor_cache_enabled = False
     # The stand-in is the device, not user code: Dynamo never traces its frames (it would, for the dispatch
     # that runs eagerly between the graphs of a compiled function that breaks).
     trace_rules.add("compat_matrix.standin")

@@ -165,14 +165,6 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
 
 
 @pytest.mark.slow
-def test_moe_routing_compiles_for_generation_and_training_in_a_fresh_process():
-    found = findings([str(SCRIPTS / "moe_checks.py")])
-    assert found == dict.fromkeys(
-        ["generate_tokens_equal_cpu", "train_loss_close_to_cpu", "memory_allocated_after_compile"], True
-    )
-
-
-@pytest.mark.slow
 def test_trainer_trl_and_peft_take_their_own_neuron_paths():
     found = findings([str(SCRIPTS / "train_checks.py")])
     assert (found["trainer_device"], found["trainer_backend"]) == ("neuron:0", "neuron")
