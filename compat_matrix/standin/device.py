@@ -139,26 +139,7 @@ def _run(func, info: tuple, args: tuple, kwargs: dict | None):
         else:
             unwrapped.append(arg)
     if kwargs:
-        cpu_kwargs = {}
-        for name, value in kwargs.items():
-            if type(value) is NeuronTensor:
-                if device is None:
-                    device = value._device
-                value = value._cpu
-            elif name == "device":
-                # A device argument names where the result goes: neuron keeps it wrapped, cpu does not.
-                if value is not None and torch.device(value).type == DEVICE_TYPE:
-                    device = torch.device(value)
-                    value = CPU
-                elif value is not None:
-                    device = CPU
-            elif isinstance(value, _Tensor):
-                value = _other_tensor(value, func)
-            elif type(value) is list or type(value) is tuple:  # out=[...] of a foreach or split copy
-                value = [_unwrap(item) if isinstance(item, _Tensor) else item for item in value]
-                if device is None:
-                    device = next((item._device for item in kwargs[name] if type(item) is NeuronTensor), None)
-            cpu_kwargs[name] = value
+        cpu_kwargs, device = _host_kwargs(func, kwargs, device)
         if info[2] and cpu_kwargs.get("generator") is None:
             cpu_kwargs["generator"] = generator(device)
         out = func._op(*unwrapped, **cpu_kwargs)
@@ -168,7 +149,7 @@ def _run(func, info: tuple, args: tuple, kwargs: dict | None):
         out = func._op(*unwrapped)
     if info[3] is not None:
         _record_eager_rule(func, info[3])
-    if device is None or device.type != DEVICE_TYPE:
+    if device is None or device is CPU:  # (not device.type: that property formats a new string per call)
         return out
     if info[1] >= 0:  # an in-place or out= op returns the tensor it wrote to
         return args[info[1]] if info[1] < len(args) else kwargs.get("out")
@@ -177,7 +158,35 @@ def _run(func, info: tuple, args: tuple, kwargs: dict | None):
         # base's version counter with it, which an inference tensor cannot have): made outside inference mode.
         with torch._C._InferenceMode(False):
             return _wrap_all(out, device)
+    if type(out) is _Tensor:  # one tensor, the common case
+        return _wrap(out, device)
     return _wrap_all(out, device)
+
+
+def _host_kwargs(func, kwargs: dict, device: torch.device | None) -> tuple[dict, torch.device | None]:
+    """``kwargs`` with the CPU tensors inside, and the device the result goes to (``device`` if none says)."""
+    cpu_kwargs = {}
+    for name, value in kwargs.items():
+        if type(value) is NeuronTensor:
+            if device is None:
+                device = value._device
+            value = value._cpu
+        elif name == "device":
+            # A device argument names where the result goes: neuron keeps it wrapped, cpu (the constant
+            # CPU, which no stand-in tensor has) does not.
+            if value is not None and torch.device(value).type == DEVICE_TYPE:
+                device = torch.device(value)
+                value = CPU
+            elif value is not None:
+                device = CPU
+        elif isinstance(value, _Tensor):
+            value = _other_tensor(value, func)
+        elif type(value) is list or type(value) is tuple:  # out=[...] of a foreach or split copy
+            value = [_unwrap(item) if isinstance(item, _Tensor) else item for item in value]
+            if device is None:
+                device = next((item._device for item in kwargs[name] if type(item) is NeuronTensor), None)
+        cpu_kwargs[name] = value
+    return cpu_kwargs, device
 
 
 def _wrap_all(out, device: torch.device):

@@ -107,7 +107,8 @@ def _device_values_as_device_tensors(gm: torch.fx.GraphModule) -> None:
         plain_on_device = (
             isinstance(value, torch.Tensor)
             and not is_traceable_wrapper_subclass(value)  # the stand-in's tensor itself, or a DTensor of them
-            # a value inside a traced vmap/grad is functorch's wrapper of a device tensor, wrapped already
+            # A vmap's batched value (Dynamo inlines torch.vmap, e.g. in associative_scan) holds the stand-in's
+            # tensor already: wrapping it would put the batch inside the device tensor.
             and not torch._C._functorch.is_functorch_wrapped_tensor(value)
             and value.device.type == "neuron"
         )

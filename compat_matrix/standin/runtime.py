@@ -323,9 +323,15 @@ _peak: dict[int, int] = {}
 
 
 def _live_bytes(index: int) -> int:
+    from torch._subclasses import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
     storages: dict[int, int] = {}
     for obj in gc.get_objects():
         if type(obj) is _device.NeuronTensor and obj.device.index == index:
+            # A stand-in tensor a compile left behind (its data a fake or functional tensor) holds no memory.
+            if isinstance(obj._cpu, (FakeTensor, FunctionalTensor)) or torch._is_functional_tensor(obj._cpu):
+                continue
             storage = obj._cpu.untyped_storage()
             storages[storage.data_ptr()] = storage.nbytes()
     return sum(storages.values())

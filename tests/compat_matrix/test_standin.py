@@ -160,7 +160,7 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
     assert found["inference_mode_tokens_equal_cpu"] == [True, True]
     assert found["inference_mode_tensors"] == [False, True, True]
     assert found["dynamic_shape"] == "DynamicShapeRejected" and found["dynamic_rule"]
-    assert found["vmap_grad"] == [2.0] * 4
+    assert found["vmap_grad_equal_cpu"]
     assert found["network_connections"] == 0
 
 

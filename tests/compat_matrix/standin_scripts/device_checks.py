@@ -17,10 +17,12 @@ sockets = []
 sys.addaudithook(lambda event, args: sockets.append(event) if event == "socket.connect" else None)
 
 from torch._dynamo.utils import counters  # noqa: E402
+from torch._subclasses import FakeTensorMode  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.utils import is_torch_neuron_available  # noqa: E402
 
 from compat_matrix import sim_backend  # noqa: E402
+from compat_matrix.standin.device import NeuronTensor  # noqa: E402
 from compat_matrix.tiny import build_tiny_model  # noqa: E402
 
 found = {
@@ -89,6 +91,13 @@ with torch.neuron.stream(stream):
 torch.neuron.synchronize()
 found["event_elapsed_ms"] = start.elapsed_time(end)
 big = torch.zeros(1024, 1024, device="neuron")
+# Device tensors whose data is a fake or a functional tensor, as a compiled graph can keep them: no memory of
+# their own (and no data pointer to read).
+with FakeTensorMode():
+    fake_data = torch.empty(8)
+kept_by_a_compile = [
+    NeuronTensor(data, torch.device("neuron", 0)) for data in (fake_data, torch._to_functional_tensor(cpu))
+]
 found["memory_allocated_covers_a_4MiB_tensor"] = (
     torch.neuron.memory_allocated() >= big.numel() * 4
     and torch.accelerator.memory_allocated() >= big.numel() * 4
@@ -190,16 +199,18 @@ except Exception as error:  # noqa: BLE001  (Dynamo wraps the backend's error)
     found["dynamic_rule"] = isinstance(cause, sim_backend.DynamicShapeRejected)
 
 
-# A traced vmap (Mamba's associative scan) compiles and trains: values inside it are functorch's wrappers.
-def scan_step(a, b):
-    return torch.vmap(lambda left, right: left * right + torch.ones_like(right))(a, b).sum()
+# torch.vmap inside a compiled region (Mamba's associative_scan): Dynamo inlines it, and its batched values hold
+# the device's tensors; gradients as on CPU.
+def scaled_sum(a, b):
+    return torch.vmap(lambda x, y: x * y + y)(a, b).sum()
 
 
-weights = torch.ones(3, 4, device="neuron", requires_grad=True)
-torch.compile(scan_step, backend="neuron", dynamic=False)(
-    weights, torch.full((3, 4), 2.0, device="neuron")
-).backward()
-found["vmap_grad"] = weights.grad.cpu().tolist()[0]
+host = torch.randn(4, 3)
+host_grad = host.clone().requires_grad_()
+scaled_sum(host_grad, host).backward()
+device_grad = host.to("neuron").requires_grad_()
+torch.compile(scaled_sum, backend="neuron", dynamic=False)(device_grad, host.to("neuron")).backward()
+found["vmap_grad_equal_cpu"] = torch.allclose(device_grad.grad.cpu(), host_grad.grad)
 
 found["network_connections"] = len(sockets)
 print(json.dumps(found))
