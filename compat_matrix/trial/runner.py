@@ -327,6 +327,9 @@ class _Trial:
         serving = round(time.monotonic() - serving, 2)
         if run.status == NOT_RUN and run.reason:
             return run
+        served = [model["id"] for model in run.models]
+        view = _hub_view(Path(env["HF_HUB_CACHE"]), served, self.work / "hub" / str(index))
+        env = {**env, "HF_HUB_CACHE": str(view)}
         reports = self.work / "reports" / str(index)
         reports.mkdir(parents=True)
         config = {
@@ -353,6 +356,16 @@ class _Trial:
         run.timings["serving_stand_ins_seconds"] = serving
         _conclude(run, timed_out, unserved, tail, self.options)
         return run
+
+
+def _hub_view(shared: Path, model_ids: list[str], view: Path) -> Path:
+    """A Hub cache holding only the stand-ins this run serves, linked from the shared cache: a model that an
+    earlier try served (under `--model`) is not found by a run that does not serve it."""
+    view.mkdir(parents=True)
+    for model_id in model_ids:
+        name = f"models--{model_id.replace('/', '--')}"
+        (view / name).symlink_to(shared / name, target_is_directory=True)
+    return view
 
 
 def _scripts_of(command: str, sandbox: Path, written: dict[str | None, str]) -> scan.CodeFacts:
