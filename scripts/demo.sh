@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 bin=.venv/bin
 examples=fixtures/examples
 reference=fixtures/compat/results-neuron-sim.jsonl
+standin=fixtures/compat/results-neuron-standin.jsonl  # the top 100 again, on the stand-in neuron device
 out=out
 mkdir -p "$out"
 
@@ -20,12 +21,14 @@ if [ "$status" -gt 1 ]; then
     exit "$status"
 fi
 
-echo "==> [2/4] Compatibility report from $reference"
-if [ ! -f "$reference" ]; then
-    echo "error: $reference is missing: run 'neuron-compat run' (see docs/compat-matrix.md) or restore the file from git" >&2
-    exit 2
-fi
-"$bin/neuron-compat" report "$reference" -o "$out/compat.html"
+echo "==> [2/4] Compatibility report from $reference and $standin, side by side"
+for results in "$reference" "$standin"; do
+    if [ ! -f "$results" ]; then
+        echo "error: $results is missing: run 'neuron-compat run' (see docs/compat-matrix.md) or restore the file from git" >&2
+        exit 2
+    fi
+done
+"$bin/neuron-compat" report "$reference" "$standin" -o "$out/compat.html"
 
 echo "==> [3/4] Trying the migrated sft_llama.py for 2 steps on the stand-in neuron device (tiny models, local data)"
 # The bundled example must run: a failed try (exit 1) still writes its report and the checklist shows it, then
