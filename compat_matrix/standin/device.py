@@ -310,7 +310,9 @@ def _sdp_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=F
     kwargs = {"scale": scale, "enable_gqa": enable_gqa}
     args = (query, key, value, attn_mask, dropout_p, is_causal)
     same_heads = query.dim() == 4 and query.size(1) == key.size(1) == value.size(1)
-    if same_heads and type(query) is NeuronTensor and _sdp_choice(None, None, args, kwargs) == 4:
+    # Dynamo's fake propagation may hand a plain fake key or value made on the device: the math path then.
+    on_device = type(query) is NeuronTensor and type(key) is NeuronTensor and type(value) is NeuronTensor
+    if same_heads and on_device and _sdp_choice(None, None, args, kwargs) == 4:
         if (
             attn_mask is not None and attn_mask.dtype == torch.bool
         ):  # as PyTorch hands a mask to a fused kernel

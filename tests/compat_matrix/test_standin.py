@@ -152,6 +152,7 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
     ]
     assert found["attention_grad_equal_cpu"]
     assert found["generate_tokens_equal_cpu"] and found["generate_graphs"] == 1
+    assert found["fullgraph_forward_tokens_equal_cpu"]
     assert found["dynamo_metrics"] and found["dynamo_metrics"][0].endswith("_forward_0")
     assert found["reloaded"] == ["neuron:0", True]
     assert found["torch_load_devices"] == ["neuron:0", "cpu"] and found["deepcopy_device"] == "neuron:0"

@@ -115,11 +115,6 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
         LIMIT,
         "its jobs launch Transformers' example run_glue.py, which the fixture does not ship",
     ),
-    "environment/unchanged_torchneuron_compile_flags.py": (
-        STANDIN,
-        "SDPA in a fullgraph compile on the device: the stand-in's fused-attention choice (`_fused_sdp_choice`) "
-        "is traced as a data-dependent integer (`Eq(u0, 0)`); the same code compiles on CPU (eager backend too)",
-    ),
     "inference/unchanged_commented_out_compile_block.py": (
         LIMIT,
         "snapshot_download of a private compiled repository: the try serves only models it can stand in for",

@@ -143,6 +143,12 @@ found["generate_tokens_equal_cpu"] = torch.equal(generated.cpu(), reference)
 found["generate_graphs"] = counters["neuron"]["compiled_graphs"]
 found["dynamo_metrics"] = [metric.graph_name for metric in torch_neuronx.get_dynamo_metrics()]
 
+# A user's own fullgraph compile of forward (SDPA inside): Dynamo's fake propagation meets plain fake keys.
+own = build_tiny_model("llama").to("neuron")
+own.forward = torch.compile(own.forward, backend="neuron", fullgraph=True, dynamic=False)
+own_tokens = own.generate(ids.to("neuron"), attention_mask=torch.ones_like(ids).to("neuron"), **kwargs)
+found["fullgraph_forward_tokens_equal_cpu"] = torch.equal(own_tokens.cpu(), reference)
+
 # Saving and loading as on a device: save_pretrained (safetensors tells tied weights apart by storage),
 # torch.save / torch.load (map_location), deepcopy.
 with tempfile.TemporaryDirectory() as folder:
