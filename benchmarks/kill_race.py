@@ -17,6 +17,7 @@ Prints the figures as JSON; exits 1 on any violation.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -101,7 +102,8 @@ def kills(count: int, rng: random.Random, work: Path, violations: list[str], cop
         time.sleep(rng.uniform(0.0, max(0.1, full_run_s * 0.9)))
         os.kill(run.pid, signum)  # the command itself, as `kill PID` or Ctrl-C in its terminal would
         if signum == signal.SIGINT:
-            os.killpg(run.pid, signum)  # a terminal sends Ctrl-C to the whole foreground group
+            with contextlib.suppress(ProcessLookupError):  # a group whose run is already over
+                os.killpg(run.pid, signum)  # a terminal sends Ctrl-C to the whole foreground group
         out, err = run.communicate(timeout=120)
         time.sleep(0.2)
         orphans = session_alive(run.pid)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import multiprocessing
+import os
 import signal
 import sys
 import threading
@@ -57,8 +58,9 @@ class Supervisor(Generic[Result]):
     def run(self, count: int, batches: Sequence[Sequence[int]], workers: int) -> list[Result]:
         self.results: list[Result | None] = [None] * count
         queue: deque[list[int]] = deque(list(batch) for batch in batches if batch)
-        pool = [_Worker(self) for _ in range(min(workers, len(queue)))]
+        self.started: list[_Worker] = []  # every worker, so that a Ctrl-C while one starts still stops it
         try:
+            pool = [_Worker(self) for _ in range(min(workers, len(queue)))]
             while True:
                 for worker in pool:
                     if not worker.pending and queue:
@@ -97,8 +99,9 @@ class Supervisor(Generic[Result]):
                         [(worker.pending[0], now - worker.since) for worker in pool if worker.pending]
                     )
         finally:
-            for worker in pool:
-                worker.stop()
+            with _signals_deferred():  # a second Ctrl-C must not leave a worker running
+                for worker in self.started:
+                    worker.stop()
         return self.results  # type: ignore[return-value]
 
     def _wait_s(self, busy: list[_Worker]) -> float | None:
@@ -132,10 +135,13 @@ class _Worker:
         self.process = supervisor._context.Process(
             target=_serve, args=(child, supervisor.work, supervisor.failed), daemon=True
         )
-        self.process.start()
-        child.close()
+        # Known before it starts: a worker ignores SIGTERM, so one the command forgot would keep the command's
+        # exit (multiprocessing joins its children) waiting for ever.
         self.pending: deque[int] = deque()
         self.since = time.monotonic()
+        supervisor.started.append(self)
+        self.process.start()
+        child.close()
 
     def assign(self, batch: list[int]) -> None:
         self.connection.send(batch)
@@ -206,6 +212,26 @@ def _loop(connection: Connection, work: Callable, failed: Callable) -> None:
                 return
             except Exception as error:  # a result that cannot be sent
                 connection.send((index, failed(index, f"internal error: {type(error).__name__}: {error}")))
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Ctrl-C and SIGTERM wait until the block is done, then arrive as they would have (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {
+        signum: signal.signal(signum, lambda signum, _frame: received.append(signum)) for signum in held
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if received:
+            os.kill(os.getpid(), received[0])
 
 
 def _die_with_parent() -> None:

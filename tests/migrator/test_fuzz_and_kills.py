@@ -15,6 +15,7 @@ def run_script(name: str, *args: str) -> dict:
     run = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / name), *args], capture_output=True, text=True, timeout=600
     )
+    assert run.stdout.strip(), f"{name} printed no figures (exit {run.returncode}): {run.stderr[-3000:]}"
     figures = json.loads(run.stdout)
     assert figures["violations"] == [], figures["violations"]
     assert run.returncode == 0, run.stderr[-2000:]

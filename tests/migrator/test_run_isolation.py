@@ -224,3 +224,24 @@ def test_the_worker_stack_walks_what_python_accepts(tmp_path):
     result = invoke(path)
     assert result.exit_code == 0, result.output
     assert textwrap.dedent(path.read_text()).endswith('d = torch.device("neuron")\n')
+
+
+def test_ctrl_c_while_workers_start_stops_every_started_worker(tree, monkeypatch):
+    """A Ctrl-C right after a worker started, before the command recorded it: that worker (which ignores
+    SIGTERM) was left waiting on its pipe, and the command's exit waited for it for ever."""
+    import multiprocessing.context
+
+    started = []
+
+    class InterruptedAfterTheSecondStart(multiprocessing.context.ForkProcess):
+        def start(self):
+            super().start()
+            started.append(self)
+            if len(started) == 2:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(multiprocessing.context.ForkContext, "Process", InterruptedAfterTheSecondStart)
+    jobs = [Job(source, Mode.CHECK) for source in discover([tree])]
+    with pytest.raises(engine.Interrupted):
+        run(jobs, workers=2)
+    assert len(started) == 2 and not any(process.is_alive() for process in started)
