@@ -8,23 +8,25 @@
   let saved = {};
   try { saved = JSON.parse(localStorage.getItem(storageKey) || "{}"); } catch (error) { saved = {}; }
 
-  function update() {
-    // Keep ticks of items this version does not show (they may come back), drop unticked ones.
-    items.forEach((item) => {
-      const box = item.querySelector("input[type=checkbox]");
-      item.classList.toggle("checked", box.checked);
-      if (box.checked) saved[item.dataset.key] = true; else delete saved[item.dataset.key];
-    });
+  function show() {
+    items.forEach((item) => item.classList.toggle("checked", item.querySelector("input[type=checkbox]").checked));
     const done = items.filter((item) => item.classList.contains("checked")).length;
     document.getElementById("done").textContent = String(done);
+  }
+
+  function save(item, checked) {
+    // Only a tick or untick writes: a load that wrote what it had read could overwrite a tick another page
+    // (or this page before a reload) stored a moment earlier. Ticks of items this version does not show stay.
+    try { saved = JSON.parse(localStorage.getItem(storageKey) || "{}"); } catch (error) { saved = {}; }
+    if (checked) saved[item.dataset.key] = true; else delete saved[item.dataset.key];
     try { localStorage.setItem(storageKey, JSON.stringify(saved)); } catch (error) { /* storage disabled */ }
   }
 
   items.forEach((item) => {
     const box = item.querySelector("input[type=checkbox]");
     box.checked = Boolean(saved[item.dataset.key]);
-    box.addEventListener("change", update);
+    box.addEventListener("change", () => { save(item, box.checked); show(); });
   });
   document.getElementById("total-tasks").textContent = String(items.length);
-  update();
+  show();
 })();

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -84,6 +85,17 @@ def open_page(browser):
         context.close()
     assert errors == [], errors
     assert network == [], f"the page tried to reach the network: {network}"
+
+
+def reload_until_ticked(page, checkbox: str, seconds: float = 10.0) -> None:
+    """Reloads the page until the checkbox shows its tick, for at most `seconds`. Chromium hands a page's
+    localStorage write to its browser process asynchronously, and the reloaded document may read before it
+    lands (seen once on a loaded CI machine); a tick that was never stored still fails the caller."""
+    deadline = time.monotonic() + seconds
+    page.reload()
+    while not page.locator(checkbox).is_checked() and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+        page.reload()
 
 
 def screenshot(page, name: str, full_page: bool = True) -> Path:
@@ -444,7 +456,7 @@ def test_checklist_page(open_page, tmp_path):
     first = page.locator("li.task").first
     first.locator("input").check()
     assert page.inner_text("#done") == "1"
-    page.reload()
+    reload_until_ticked(page, "li.task input >> nth=0")
     assert page.locator("li.task").first.locator("input").is_checked() and page.inner_text("#done") == "1"
     screenshot(page, "checklist.png")
 
@@ -479,7 +491,7 @@ def test_checklist_ticks_stay_on_their_items_when_regenerated(open_page, tmp_pat
         "import os\n" + INFERENCE_SCRIPT.replace('instance_type="inf2"', 'instance_type="inf2", num_cores=2')
     )
     generate([replace(item, line=item.line + 1) for item in manual])
-    page.reload()
+    reload_until_ticked(page, 'li.task[data-code="NM105"] input')
     assert page.get_attribute('li.task[data-code="NM105"]', "data-key") == key
     assert page.locator('li.task[data-code="NM105"] input').is_checked()
     checked = page.eval_on_selector_all(
