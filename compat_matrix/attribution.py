@@ -1,8 +1,8 @@
 """Whom a failing compiled stage blames (``attribute_failure``).
 
 ``transformers`` when uncompiled CPU code already fails, ``simulator`` when the stage passes under Dynamo's plain
-``eager`` backend and with the AOT graphs run stride-agnostically (or, on the neuron stand-in, compiled on CPU
-tensors), ``device`` otherwise; a TorchNeuron rule's rejection is the device's at once. The confirmation reruns keep their findings and compiled code out of the row.
+``eager`` backend and with the AOT graphs run stride-agnostically (on the neuron stand-in: compiled on CPU tensors,
+then stride-agnostically on CPU tensors), ``device`` otherwise; a TorchNeuron rule's rejection is the device's at once. The confirmation reruns keep their findings and compiled code out of the row.
 """
 
 from __future__ import annotations
@@ -52,15 +52,19 @@ def attribute_failure(
         if not uncompiled_ok:
             return Cause.TRANSFORMERS, f"already fails uncompiled on {uncompiled_on} ({uncompiled_error})"
         return Cause.DEVICE, f"{first_error_line(error)} (also under Dynamo's eager backend: {eager_error})"
-    stride_ok = simulated and _passes(lambda: rerun(sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME))[0]
-    if stride_ok:
-        return Cause.SIMULATOR, (
-            f"{first_error_line(error)}: passes under Dynamo's eager backend and with the AOT graphs run "
-            "stride-agnostically, so only the simulator's strided CPU execution fails"
-        )
     if standin and _passes(lambda: rerun(sim_backend.BACKEND_NAME, on_host=True))[0]:
         return Cause.SIMULATOR, (
             f"{first_error_line(error)}: passes under Dynamo's eager backend on the stand-in and compiled on CPU "
             "tensors, so only AOT autograd over the stand-in's device tensors fails (a stand-in limit)"
+        )
+    # On the stand-in the strided-execution check runs on CPU tensors: over the stand-in's tensors it would
+    # repeat an AOT failure of the stand-in's own (and such a rerun has aborted the whole process).
+    stride_ok = (
+        simulated and _passes(lambda: rerun(sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME, on_host=standin))[0]
+    )
+    if stride_ok:
+        return Cause.SIMULATOR, (
+            f"{first_error_line(error)}: passes under Dynamo's eager backend and with the AOT graphs run "
+            "stride-agnostically, so only the simulator's strided CPU execution fails"
         )
     return Cause.DEVICE, f"{first_error_line(error)} (after AOT autograd; Dynamo's eager backend passes)"

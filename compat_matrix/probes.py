@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters, get_compilation_metrics
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from compat_matrix import artifacts, severity, sim_backend, standin
@@ -518,6 +519,11 @@ def configure_dynamo(settings: ProbeSettings) -> None:
     # Past the limit a frame runs eagerly, as on the device; the row records when that happened.
     torch._dynamo.config.recompile_limit = settings.recompile_limit
     torch._dynamo.config.fail_on_recompile_limit_hit = False
+    if on_standin(settings):
+        # FakeTensor's op cache, which the worker's warm-up filled on CPU tensors, decides whether AOT autograd's
+        # functionalization over the stand-in's tensors meets its internal assert (longcat_flash trained in a
+        # fresh process and failed after the warm-up): every row starts from an empty cache, as in a fresh one.
+        FakeTensorMode.cache_clear()
     sim_backend.reset()
 
 

@@ -187,3 +187,25 @@ def test_warmed_worker_server_measures_the_same_as_a_cold_process(settings):
     timing = {"probe_seconds", "traceback_tail", "peak_rss_mb"}
     assert cold["graph_breaks"] > 0  # an architecture with something to count
     assert {k: v for k, v in cold.items() if k not in timing} == {k: warm[k] for k in cold if k not in timing}
+
+
+def test_on_the_standin_every_row_starts_with_an_empty_fake_tensor_cache(settings):
+    """The warm-up fills FakeTensor's op cache on CPU tensors; on the stand-in, what that cache held decided
+    whether AOT autograd's functionalization of the stand-in's tensors asserted (longcat_flash trained in a fresh
+    process and failed after the warm-up). configure_dynamo empties it there, and keeps it on CPU."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from compat_matrix.probes import configure_dynamo
+
+    def cache_filled() -> bool:
+        with FakeTensorMode():
+            torch.empty(3) + 1
+        return FakeTensorMode.cache_info().size > 0
+
+    assert cache_filled()
+    configure_dynamo(settings)
+    assert FakeTensorMode.cache_info().size > 0
+    assert cache_filled()
+    configure_dynamo(dataclasses.replace(settings, sim_device="neuron"))
+    assert FakeTensorMode.cache_info().size == 0
