@@ -34,8 +34,9 @@ BF16_PRECISION = Rule(
     "`XLA_USE_BF16=1` / `XLA_DOWNCAST_BF16=1` set in Python made the XLA flow compute in bf16",
     "The variable goes (NM400) and bf16 is asked for where the script says how it trains: `bf16=True` in "
     "its `TrainingArguments` / `SFTConfig`, else `dtype=torch.bfloat16` at its model `from_pretrained`, else "
-    "`dtype=torch.bfloat16` where a plain loop moves the optimized model to the device. With none of "
-    "those, the variable stays with a TODO: choose bf16 there by hand.",
+    "`dtype=torch.bfloat16` where a plain loop moves the optimized model to the device, with a TODO there to "
+    "cast the loop's float inputs as XLA did. With none of those, the variable stays with a TODO: choose bf16 "
+    "there by hand.",
     examples=(
         Example(
             before="""\
@@ -70,6 +71,7 @@ import os
 
 import torch
 device = torch.device("neuron")
+# TODO(neuron-migrate): NM218 the removed XLA bf16 variable also cast every float tensor the loop moves to the device, and the model is now moved as bf16 (float32 inputs to it raise a dtype mismatch); cast the loop's float inputs with `.to(device, dtype=torch.bfloat16)` where it moves them (not its integer labels or ids)
 model = Net().to(device, dtype=torch.bfloat16)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 """,
@@ -277,10 +279,20 @@ class Bf16Precision(Handler):
             self.ctx.add_import("torch")
             added = keyword_arg("dtype", cst.parse_expression("torch.bfloat16"))
             what = "`dtype=torch.bfloat16` added"
-        message = f"{what}: the removed XLA bf16 variable made the XLA flow compute in bf16."
-        if self.plan.kind == "move":  # XLA also cast the inputs; the bf16 model now expects them in bf16
-            message += " Cast the float inputs to torch.bfloat16 as well."
-        self.ctx.report(original, BF16_PRECISION, message)
+        if self.plan.kind == "move":
+            # XLA cast every float tensor on the device, the loop's inputs too; which of the tensors the loop
+            # moves are float (inputs) and which are not (labels, ids) is known only when it runs.
+            self.ctx.todo(
+                original,
+                BF16_PRECISION,
+                "the removed XLA bf16 variable also cast every float tensor the loop moves to the device, and the "
+                "model is now moved as bf16 (float32 inputs to it raise a dtype mismatch)",
+                "cast the loop's float inputs with `.to(device, dtype=torch.bfloat16)` where it moves them (not "
+                "its integer labels or ids)",
+            )
+        else:
+            message = f"{what}: the removed XLA bf16 variable made the XLA flow compute in bf16."
+            self.ctx.report(original, BF16_PRECISION, message)
         return updated.with_changes(args=with_appended(list(updated.args), [added]))
 
 
