@@ -8,6 +8,9 @@ TRL 1.16 `SFTConfig` field optimum-neuron forwarded unchanged).
 Kinds:
 - keep: same name, same meaning.
 - rename: same value under `target` (a `TrainingArguments`/`SFTConfig` field).
+- switch: a removed boolean whose `True` is now `value` and whose `False` is `off` (Python source, the target's
+  default) of the field `target`: a literal `True` becomes `target=value`, a literal `False` goes, any other value
+  `x` becomes `target=value if x else off` (evaluated once, as before); manual (`note`) where `target` is given too.
 - drop: no equivalent in Transformers 5 / TRL 1.16; remove it (`note` says what changes).
 - distributed: moves to the model load, `DistributedConfig(<target>=...)` on `from_pretrained`.
 - environment: moves to the environment variable `target`, set just before the arguments are built (where a
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KINDS = frozenset({"keep", "rename", "drop", "distributed", "environment", "manual"})
+KINDS = frozenset({"keep", "rename", "switch", "drop", "distributed", "environment", "manual"})
 
 
 @dataclass(frozen=True)
@@ -30,12 +33,16 @@ class ArgAction:
     kind: str
     target: str | None = None
     note: str = ""
+    value: str | None = None  # switch: what `target` is set to for True
+    off: str | None = None  # switch: what `target` is for False (its default)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown argument action {self.kind!r}")
-        if (self.kind in ("rename", "distributed", "environment")) != (self.target is not None):
+        if (self.kind in ("rename", "switch", "distributed", "environment")) != (self.target is not None):
             raise ValueError(f"{self.kind!r} actions need a target, other kinds none")
+        if (self.kind == "switch") != (self.value is not None and self.off is not None):
+            raise ValueError("switch actions need a value and an off value, other kinds neither")
 
 
 KEEP = ArgAction("keep")
@@ -145,12 +152,18 @@ TRAINING_ARGUMENTS: dict[str, ArgAction] = {
         "from_pretrained(..., distributed_config=DistributedConfig(fsdp_size=...)) instead",
     ),
     "group_by_length": ArgAction(
-        "manual",
-        note='removed in Transformers 5; use train_sampling_strategy="group_by_length" if it was enabled',
+        "switch",
+        "train_sampling_strategy",
+        'removed in Transformers 5; use train_sampling_strategy="group_by_length" if it was enabled',
+        value='"group_by_length"',
+        off='"random"',
     ),
     "include_inputs_for_metrics": ArgAction(
-        "manual",
-        note='removed in Transformers 5; use include_for_metrics=["inputs"] if it was enabled',
+        "switch",
+        "include_for_metrics",
+        'removed in Transformers 5; use include_for_metrics=["inputs"] if it was enabled',
+        value='["inputs"]',
+        off="[]",
     ),
     "past_index": ArgAction(
         "manual",

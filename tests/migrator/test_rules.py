@@ -73,3 +73,34 @@ def test_a_spawn_of_an_xla_function_is_left_with_a_todo_and_stays_stable():
     assert ("NM308", False) in [(f.code, f.fixed) for f in findings]
     again, again_findings = migrate_python(migrated)
     assert again == migrated and not [f for f in again_findings if f.fixed]
+
+
+def test_a_removed_switch_becomes_its_replacement_field_for_every_kind_of_value(tmp_path):
+    """`group_by_length` / `include_inputs_for_metrics`: a literal False goes (the old default), an expression
+    becomes `on if x else off` with `x` parenthesized where it must be, and a call that also sets the replacement
+    field is left with a TODO; the result builds Transformers' TrainingArguments with the same settings."""
+    from transformers import TrainingArguments
+
+    from migrator.engine import migrate_python
+
+    source = (
+        "from optimum.neuron import NeuronTrainingArguments\n\n"
+        "def build(a, b, out):\n"
+        "    off = NeuronTrainingArguments(output_dir=out, group_by_length=False, include_inputs_for_metrics=False)\n"
+        "    on = NeuronTrainingArguments(output_dir=out, group_by_length=a if b else False,\n"
+        "                                 include_inputs_for_metrics=not a)\n"
+        "    return off, on\n\n"
+        "def both(out):\n"
+        '    return NeuronTrainingArguments(output_dir=out, group_by_length=True, train_sampling_strategy="random")\n'
+    )
+    migrated, findings = migrate_python(source)
+    assert 'train_sampling_strategy="group_by_length" if (a if b else False) else "random"' in migrated
+    assert 'include_for_metrics=["inputs"] if not a else []' in migrated
+    assert [(f.code, f.subject) for f in findings if not f.fixed] == [("NM205", "group_by_length")]
+    assert migrate_python(migrated)[0] == migrated
+    build = migrated[migrated.index("def build") : migrated.index("def both")]
+    namespace = {"TrainingArguments": TrainingArguments}
+    exec(build, namespace)  # the migrated function, run against Transformers itself
+    off, on = namespace["build"](True, True, str(tmp_path))
+    assert (off.train_sampling_strategy, off.include_for_metrics) == ("random", [])
+    assert (on.train_sampling_strategy, on.include_for_metrics) == ("group_by_length", [])

@@ -43,9 +43,11 @@ ARGUMENT_RENAMED = Rule(
     "NM202",
     Severity.INFO,
     "A training keyword whose name changed (`warmup_ratio`, `max_seq_length`, `evaluation_strategy`, "
-    "`tokenizer=` of a trainer, `torch_dtype=` of a training model load, ...)",
+    "`group_by_length`, `tokenizer=` of a trainer, `torch_dtype=` of a training model load, ...)",
     "Renamed (`warmup_steps` takes the ratio as a float in [0, 1), `max_length`, `eval_strategy`, "
-    "`processing_class=`, `dtype=`, ...).",
+    "`processing_class=`, `dtype=`, ...). A removed switch becomes the field that replaced it: "
+    '`group_by_length=x` -> `train_sampling_strategy="group_by_length" if x else "random"` (a literal True: '
+    '`"group_by_length"`; a literal False goes), `include_inputs_for_metrics` -> `include_for_metrics`.',
     examples=(
         Example(
             before="""\
@@ -158,6 +160,17 @@ args = TrainingArguments(output_dir="out", torch_compile=True)
 RULES = (ARGUMENT_RENAMED, ARGUMENT_DROPPED, MOVED_TO_DISTRIBUTED_CONFIG, MANUAL_ARGUMENT, LOGGING_DIR)
 
 
+def _switch_value(given: cst.BaseExpression, action: ArgAction) -> cst.BaseExpression:
+    """The target's value for a switch given `given`: its on value for a literal True, else `on if given else
+    off`, which evaluates `given` once, as the old keyword did."""
+    on, off = cst.parse_expression(action.value), cst.parse_expression(action.off)
+    if is_literal(given, "True"):
+        return on
+    if isinstance(given, (cst.IfExp, cst.Lambda, cst.NamedExpr)) and not given.lpar:
+        given = given.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.IfExp(test=given, body=on, orelse=off)
+
+
 class TrainingArguments(Handler):
     CALLS = frozenset({*RENAMES, *TARGET_CALLS})
     HINTS = HINTS
@@ -215,10 +228,7 @@ class TrainingArguments(Handler):
         manual = []
         for arg in original.args:
             action = table.get(arg.keyword.value) if arg.keyword else None
-            # A variable can be set only before a statement that is the call itself.
-            if action is not None and (
-                action.kind == "manual" or action.kind == "environment" and not self._line_holds(original)
-            ):
+            if action is not None and self._by_hand(original, action):
                 manual.append((arg, action))
         for arg, action in manual:
             self.ctx.todo(
@@ -250,6 +260,18 @@ class TrainingArguments(Handler):
                     args[index] = arg.with_changes(keyword=cst.Name(action.target))
                     message = f"`{name}=` -> `{action.target}=`: {action.note}".rstrip(": ")
                     self.ctx.report(before, ARGUMENT_RENAMED, message, subject=name)
+            elif action.kind == "switch" and is_literal(before.value, "False"):
+                removed.add(arg)
+                message = f"`{name}=False` removed: `{name}` is gone from Transformers 5, and False was its default."
+                self.ctx.report(before, ARGUMENT_DROPPED, message, subject=name)
+            elif action.kind == "switch":
+                value = _switch_value(arg.value, action)
+                args[index] = arg.with_changes(keyword=cst.Name(action.target), value=value)
+                message = (
+                    f"`{name}={source_code(before.value)}` -> `{action.target}={source_code(value)}`: `{name}` is "
+                    "gone from Transformers 5."
+                )
+                self.ctx.report(before, ARGUMENT_RENAMED, message, subject=name)
             elif action.kind == "drop":
                 removed.add(arg)
                 self.ctx.report(before, ARGUMENT_DROPPED, f"`{name}` removed: {action.note}.", subject=name)
@@ -290,6 +312,15 @@ class TrainingArguments(Handler):
         )
         names = {a.targets[0].target.value for a in descendants(scope, cst.Assign) if m.matches(a, assigned)}
         return bool(names) and all(model in names for model in models)
+
+    def _by_hand(self, call: cst.Call, action: ArgAction) -> bool:
+        """The argument is left to a person: a manual field; a variable where no statement can go before the
+        call (only one that is the call itself); a switch whose target the call also sets."""
+        if action.kind == "environment":
+            return not self._line_holds(call)
+        if action.kind == "switch":
+            return find_keyword(call, action.target) is not None
+        return action.kind == "manual"
 
     def _line_holds(self, call: cst.Call) -> bool:
         """The call is the whole value of the current simple statement (so a statement can go before it)."""
