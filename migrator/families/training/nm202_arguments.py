@@ -35,7 +35,7 @@ from migrator.families.training.targets import (
     TRIGGERS,
     Target,
 )
-from migrator.families.training_args import ArgAction
+from migrator.families.training_args import KEEP, ArgAction
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import TODO_PREFIX, FileContext, Handler
 
@@ -128,7 +128,7 @@ args = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=4)
             after="""\
 from optimum.neuron import NeuronTrainingArguments
 
-# TODO(neuron-migrate): NM205 `pipeline_parallel_size`: pipeline parallelism of HF models is not documented on TorchNeuron and DistributedConfig(pp_size=...) cannot be combined with FSDP; remove the pipeline stages and shard with DistributedConfig(tp_size=..., fsdp_size=...) instead
+# TODO(neuron-migrate): NM205 `pipeline_parallel_size`: pipeline parallelism of HF models is not documented on TorchNeuron and DistributedConfig(pp_size=...) cannot be combined with FSDP; remove the pipeline stages and shard with DistributedConfig(tp_size=..., fsdp_size=...) instead; until then the call stays as it was (`NeuronTrainingArguments`): run neuron-migrate again afterwards
 args = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=4)
 """,
         ),
@@ -230,13 +230,17 @@ class TrainingArguments(Handler):
             action = table.get(arg.keyword.value) if arg.keyword else None
             if action is not None and self._by_hand(original, action):
                 manual.append((arg, action))
+        decided = {arg.keyword.value for arg, _ in manual}
+        held = self._held_back(original, table, migrated, decided)
         for arg, action in manual:
-            self.ctx.todo(
-                arg, MANUAL_ARGUMENT, f"`{arg.keyword.value}`: {action.note}", subject=arg.keyword.value
-            )
+            name = arg.keyword.value
+            self.ctx.todo(arg, MANUAL_ARGUMENT, f"`{name}`: {action.note}{held}", subject=name)
         parallelism, reason = (None, None) if manual else self._parallelism(original, table)
         if reason:
-            self.ctx.todo(original, DISTRIBUTED_CONFIG_BY_HAND, *reason)
+            distributed = {name for name, action in table.items() if action.kind == "distributed"}
+            why, what = reason
+            self.ctx.todo(original, DISTRIBUTED_CONFIG_BY_HAND, why,
+                          what + self._held_back(original, table, migrated, distributed))  # fmt: skip
         if manual or reason:
             self.file.kept.add(qualified)
             return updated
@@ -312,6 +316,26 @@ class TrainingArguments(Handler):
         )
         names = {a.targets[0].target.value for a in descendants(scope, cst.Assign) if m.matches(a, assigned)}
         return bool(names) and all(model in names for model in models)
+
+    def _held_back(
+        self, call: cst.Call, table: dict[str, ArgAction], migrated: bool, decided: set[str]
+    ) -> str:
+        """For the TODO of a call left to a person: what else in it stays as it was until then (its
+        optimum-neuron class, its other arguments that change), and that a second run migrates them."""
+        names = [
+            f"`{arg.keyword.value}`"
+            for arg in call.args
+            if arg.keyword
+            and arg.keyword.value not in decided
+            and table.get(arg.keyword.value, KEEP).kind != "keep"
+        ]
+        if migrated:
+            names.insert(0, f"`{(self.ctx.qualified(call.func) or '').rsplit('.', 1)[-1]}`")
+        if not names:
+            return ""
+        return (
+            f"; until then the call stays as it was ({', '.join(names)}): run neuron-migrate again afterwards"
+        )
 
     def _by_hand(self, call: cst.Call, action: ArgAction) -> bool:
         """The argument is left to a person: a manual field; a variable where no statement can go before the
