@@ -155,7 +155,8 @@ def _compile_metrics() -> dict:
         fallbacks |= rules.STATE.cpu_fallbacks
     standin_device = sys.modules.get("compat_matrix.standin.device")
     if standin_device is not None:
-        fallbacks |= set(getattr(standin_device, "FALLBACK", ()))
+        # The stand-in records schema names (aten::op), the rules op packets (aten.op): one name per op.
+        fallbacks |= {name.replace("::", ".", 1) for name in getattr(standin_device, "FALLBACK", ())}
     metrics["cpu_fallback_ops"] = sorted(fallbacks)
     return metrics
 
