@@ -262,7 +262,11 @@ def assemble(args: Args, kept: list[str], extra: list[cst.Arg]) -> list[cst.Arg]
     original_last = args.order[-1] if args.order else None
     result: list[tuple[cst.Arg, bool]] = []  # (arg, keeps its own comma)
     if args.model:
-        result.append((args.model[1], bool(args.order)))
+        model = args.model[1]
+        if model.keyword is not None and model.keyword.value != "pretrained_model_name_or_path":
+            # optimum's `model_id=` / `model_name_or_path=`: the targets' from_pretrained take the id first.
+            model = model.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+        result.append((model, bool(args.order)))
     for name in kept:
         result.append((args.keywords[name][1], name != original_last))
     result.extend((arg, False) for arg in extra)
