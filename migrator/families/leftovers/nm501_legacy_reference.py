@@ -17,7 +17,7 @@ LEGACY_REFERENCE = Rule(
     "`optimum-neuron`, `torch_xla`, `neuronx_distributed`, `transformers_neuronx`, `neuron_parallel_compile`, "
     "`optimum-cli ... neuron`, vLLM's `vllm.entrypoints.neuron_multi_node` / `NEURON_MULTI_NODE`, "
     "an XLA-only variable (also in a SageMaker job's `environment`: `RUN_NEURON_PARALLEL_COMPILE`), "
-    'an `"xla"` device, `model.neuron_config`, `config.neuron_batch_size`, '
+    'an `"xla"` device, `model.neuron_config`, `config.neuron_batch_size`, `config.neuron[...]`, '
     "`push_to_hub(..., repository_id=...)`, `TasksManager`, Ray Train's `TorchXLAConfig`, a Hub repository of "
     'models compiled by optimum-neuron (`snapshot_download("aws-neuron/...-seqlen-2048-bs-4")`)',
     "A TODO on its statement (once; a rerun adds none) and one manual finding per distinct reference: "
@@ -201,6 +201,16 @@ PATTERNS = (
         "Inference model code itself has no TorchNeuron port: load the Transformers model of this architecture",
         foreign=lambda found, code: not _nxd_inference(code),
         whole_file=True,
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        # `config.neuron["batch_size"]`, `getattr(model.config, "neuron")` (not `neuron_batch_size`: below).
+        re.compile(r"""\bconfig\.neuron\b|\bgetattr\(\s*[\w.]*config\s*,\s*(["'])neuron\1"""),
+        ("config.neuron", "config,"),
+        "`config.neuron` is the block optimum-neuron writes into a compiled model's config.json; a Transformers "
+        "checkpoint's config has none",
+        "use the batch size / sequence length your script sets itself (the tokenizer's padding, max_cache_len)",
+        subject="config.neuron",
     ),
     Pattern(
         LEGACY_REFERENCE,
