@@ -395,19 +395,3 @@ def test_a_run_finds_the_environments_own_commands_first(tmp_path):
 
     env = runner._environment({"PATH": "/usr/bin"}, tmp_path, runner.TryOptions(cache_root=tmp_path))
     assert env["PATH"].split(os.pathsep) == [os.path.dirname(sys.executable), "/usr/bin"]
-
-
-def test_an_op_the_rules_and_the_standin_both_saw_fall_back_is_named_once(monkeypatch):
-    """The simulator's rules name an op packet (aten.op), the stand-in a schema (aten::op): the try lists
-    `_local_scalar_dense` once, not twice in two spellings."""
-    import sys
-    import types
-
-    rules = types.SimpleNamespace(
-        STATE=types.SimpleNamespace(as_list=list, cpu_fallbacks={"aten._local_scalar_dense"})
-    )
-    device = types.SimpleNamespace(FALLBACK={"aten::_local_scalar_dense", "aten::nonzero"})
-    monkeypatch.setitem(sys.modules, "compat_matrix.sim_backend", rules)
-    monkeypatch.setitem(sys.modules, "compat_matrix.standin.device", device)
-    metrics = _bootstrap()._compile_metrics()
-    assert metrics["cpu_fallback_ops"] == ["aten._local_scalar_dense", "aten.nonzero"]

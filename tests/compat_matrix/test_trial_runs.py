@@ -94,6 +94,31 @@ def test_a_hand_written_loop_runs_three_steps_and_names_the_recompiling_line(tmp
     }
 
 
+def test_an_op_that_falls_back_to_the_cpu_is_named_once(tmp_path, try_cache):
+    """The neuron rules name an op packet (aten.op), the stand-in's torch_neuronx a schema (aten::op): the report
+    lists each op run on the CPU once, as the rules name it."""
+    write(
+        tmp_path,
+        "fallbacks.py",
+        """
+        import torch
+
+        model = torch.nn.Linear(4, 1).to("neuron")
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            inputs = torch.arange(8.0, device="neuron").view(2, 4) - step
+            loss = model(inputs).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            print(step, loss.item(), inputs.nonzero().shape)
+        """,
+    )
+    _, document, stderr = run_try(tmp_path, "fallbacks.py", cache=try_cache)
+    (run,) = document["runs"]
+    assert run["cpu_fallback_ops"] == ["aten._local_scalar_dense", "aten.nonzero"], (stderr, run)
+
+
 TRAINER = """
 import argparse
 

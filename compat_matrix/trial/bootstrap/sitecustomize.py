@@ -149,14 +149,12 @@ def _compile_metrics() -> dict:
             sum(utils.compilation_time_metrics.get("_compile.compile_inner", [])), 3
         )
     rules = sys.modules.get("compat_matrix.sim_backend")
-    fallbacks = set()
+    fallbacks: set[str] = set()
     if rules is not None:
         metrics["unsupported_ops"] = rules.STATE.as_list()
-        fallbacks |= rules.STATE.cpu_fallbacks
-    standin_device = sys.modules.get("compat_matrix.standin.device")
-    if standin_device is not None:
-        # The stand-in records schema names (aten::op), the rules op packets (aten.op): one name per op.
-        fallbacks |= {name.replace("::", ".", 1) for name in getattr(standin_device, "FALLBACK", ())}
+        # The stand-in's eager dispatch applies these rules too (sim_backend.check_op_and_dtypes), so its CPU
+        # fallbacks are among them, named as the rules name them (aten.op; torch_neuronx says aten::op).
+        fallbacks = rules.STATE.cpu_fallbacks
     metrics["cpu_fallback_ops"] = sorted(fallbacks)
     return metrics
 
