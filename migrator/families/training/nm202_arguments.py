@@ -230,8 +230,11 @@ class TrainingArguments(Handler):
             action = table.get(arg.keyword.value) if arg.keyword else None
             if action is not None and self._by_hand(original, action):
                 manual.append((arg, action))
-        decided = {arg.keyword.value for arg, _ in manual}
-        held = self._held_back(original, table, migrated, decided)
+        held = (
+            self._held_back(original, table, migrated, {arg.keyword.value for arg, _ in manual})
+            if manual
+            else ""
+        )
         for arg, action in manual:
             name = arg.keyword.value
             self.ctx.todo(arg, MANUAL_ARGUMENT, f"`{name}`: {action.note}{held}", subject=name)
