@@ -305,7 +305,10 @@ def _with_error_todo(source: str) -> str | None:
         return f"{header}\n{_CELL_ERROR_TODO}\n{body}"
     if source.startswith("%%"):
         return None
-    return f"{_CELL_ERROR_TODO}\n{source}"
+    # Indented as the cell's first line: IPython strips that indentation from every line only when the first
+    # line has it, so a TODO at column 0 would make an indented cell that runs stop parsing.
+    first = next((line for line in source.splitlines() if line.strip()), "")
+    return f"{first[: len(first) - len(first.lstrip())]}{_CELL_ERROR_TODO}\n{source}"
 
 
 def _does_nothing(source: str) -> bool:

@@ -112,6 +112,37 @@ def test_unparseable_cell_is_left_as_it_is_under_its_todo_and_the_others_migrate
     assert REWRITERS["notebook"](migrated)[0] == migrated  # one TODO, kept on a rerun
 
 
+def test_a_cell_indented_as_a_whole_keeps_running_under_its_todo():
+    """IPython strips a common indentation when the first line has it (a cell pasted with one leading space
+    runs); the migrator leaves such a cell as it is, and its TODO, indented the same, keeps it runnable."""
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    source = [
+        " # Upgrade the compiler\n",
+        " !pip install --upgrade neuronx-cc==2.21.*\n",
+        " import torch_xla",
+    ]
+    cell = {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": "a",
+        "metadata": {},
+        "outputs": [],
+        "source": source,
+    }
+    original = (
+        json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+    )
+    migrated, findings = REWRITERS["notebook"](original)
+    after = json.loads(migrated)["cells"][0]["source"]
+    assert after[1:] == source and "NM470" in after[0]
+    assert [(f.code, f.cell) for f in findings if not f.fixed] == [("NM470", 1)]
+    ast.parse(TransformerManager().transform_cell("".join(after)))  # runs as the original did
+    assert REWRITERS["notebook"](migrated)[0] == migrated
+
+
 def test_sarif_results_carry_the_cell_and_the_line_in_it(tmp_path):
     path = tmp_path / "train.ipynb"
     path.write_text(notebook(indent=1))
