@@ -17,7 +17,9 @@ MARK_STEP = Rule(
     "Removed: TorchNeuron runs eagerly, there is no lazy graph to cut. Where it is timed (a clock is read "
     "before and after it in its function, or in the loop that holds it, or it is in a helper called so), it becomes "
     "`torch.accelerator.synchronize()`: TorchNeuron runs asynchronously, and without a wait the clock would "
-    "measure the dispatch only.",
+    "measure the dispatch only. Where it ends the work before a timed region (the next clock read in its function "
+    "starts one, with no other wait before it: a warm-up), it becomes that wait too, after the loop that holds "
+    "it: without it the queued warm-up work would run inside the timed region.",
     examples=(
         Example(
             before="""\
@@ -61,6 +63,34 @@ for _ in range(10):
 print(f"{(time.perf_counter() - start) / 10 * 1000:.1f} ms per step")
 """,
         ),
+        Example(
+            before="""\
+import time
+
+import torch_xla
+
+for _ in range(3):
+    model(batch)
+    torch_xla.sync()
+start = time.perf_counter()
+model(batch)
+torch_xla.sync()
+print(f"{(time.perf_counter() - start) * 1000:.1f} ms")
+""",
+            after="""\
+import time
+
+import torch
+
+for _ in range(3):
+    model(batch)
+torch.accelerator.synchronize()
+start = time.perf_counter()
+model(batch)
+torch.accelerator.synchronize()
+print(f"{(time.perf_counter() - start) * 1000:.1f} ms")
+""",
+        ),
     ),
 )
 METRICS_REPORT = Rule(
@@ -99,6 +129,9 @@ class RemoveGraphCalls(Handler):
         self.loops: list[cst.CSTNode] = []  # the loops around it, in the innermost function
         self.clock_lines: dict[cst.CSTNode, tuple[list[int], list[int]]] = {}  # scope or loop -> `_lines`
         self.helpers: set[str] | None = None  # see `_timed_helpers`
+        self.drained_loops: set[cst.CSTNode] = (
+            set()
+        )  # loops whose graph cuts drained a warm-up: a wait after them
 
     def visit_Module(self, node: cst.Module) -> None:
         self.scopes.append(node)
@@ -117,14 +150,21 @@ class RemoveGraphCalls(Handler):
 
     def leave_For(self, original: cst.For, updated: cst.For):
         self.loops.pop()
-        return updated
+        return self._wait_after(original, updated)
 
     def visit_While(self, node: cst.While) -> None:
         self.loops.append(node)
 
     def leave_While(self, original: cst.While, updated: cst.While):
         self.loops.pop()
-        return updated
+        return self._wait_after(original, updated)
+
+    def _wait_after(self, original: cst.CSTNode, updated: cst.CSTNode):
+        if original not in self.drained_loops:
+            return updated
+        return cst.FlattenSentinel(
+            [updated, cst.SimpleStatementLine([cst.Expr(cst.parse_expression(f"{SYNCHRONIZE}()"))])]
+        )
 
     def _lines(self, node: cst.CSTNode) -> tuple[list[int], list[int]]:
         """Lines of the clock reads and of the device waits (graph cuts, `xm.wait_device_ops()`) in `node`."""
@@ -163,6 +203,33 @@ class RemoveGraphCalls(Handler):
         after = [clock for clock in clocks if clock > line]
         return bool(after) and clocks[0] < line and not any(line < wait < after[0] for wait in waits)
 
+    def _drained_before_timing(self, statement: cst.CSTNode) -> cst.CSTNode | None:
+        """The graph cut ends the work queued before a timed region: after it (after the outermost loop that
+        holds it in its function), the next clock read of its scope, with no other device wait before it,
+        starts a region that a later clock read ends (`warm-up; sync; start = clock; ...; end = clock`).
+        Returns the statement the wait goes after: the cut itself, or that loop."""
+        if CLOCK_MODULES.isdisjoint(self.ctx.source.identifiers):
+            return None
+        loops = []
+        for loop in reversed(self.loops):
+            if isinstance(loop, cst.FunctionDef):
+                break
+            loops.append(loop)
+        anchor = loops[-1] if loops else statement
+        if loops and self._lines(anchor)[0]:
+            return None
+        if loops:
+            end = max(
+                self.ctx.source_map.position(line)[0] for line in descendants(anchor, cst.SimpleStatementLine)
+            )
+        else:
+            end = self.ctx.source_map.position(statement)[0]
+        clocks, waits = self._lines(self.scopes[-1])
+        after = [clock for clock in clocks if clock > end]
+        if len(after) < 2 or any(end < wait < after[0] for wait in waits):
+            return None
+        return anchor
+
     def _timed_helpers(self) -> set[str]:
         """The functions of the module that are called (by name) where the script times."""
         if self.helpers is None:
@@ -180,13 +247,32 @@ class RemoveGraphCalls(Handler):
         if call is None or whole_statement_call(updated) is None:
             return updated
         name = self.ctx.qualified(call.func)
-        if name in SYNC_CALLS and self._timed(original):
+        timed = name in SYNC_CALLS and self._timed(original)
+        drained = self._drained_before_timing(original) if name in SYNC_CALLS and not timed else None
+        if drained is not None and drained is not original:  # in a warm-up loop: one wait after the loop
+            self.drained_loops.add(drained)
             self.ctx.add_import("torch")
             self.ctx.report(
                 call,
                 MARK_STEP,
-                f"Rewritten to `{SYNCHRONIZE}()`: it is timed, and TorchNeuron runs asynchronously (without a "
-                "wait the clock measures the dispatch only).",
+                f"Removed; `{SYNCHRONIZE}()` added after its loop: the loop's last graph cut ended the warm-up "
+                "work before the clock started, and TorchNeuron runs asynchronously (without a wait the queued "
+                "work would run inside the timed region).",
+            )
+            return cst.RemoveFromParent()
+        if timed or drained is not None:
+            self.ctx.add_import("torch")
+            self.ctx.report(
+                call,
+                MARK_STEP,
+                f"Rewritten to `{SYNCHRONIZE}()`: "
+                + (
+                    "it is timed, and TorchNeuron runs asynchronously (without a wait the clock measures the "
+                    "dispatch only)."
+                    if timed
+                    else "it ends the work queued before the clock starts, and TorchNeuron runs asynchronously "
+                    "(without a wait that work would run inside the timed region)."
+                ),
             )
             return updated.with_changes(body=[cst.Expr(cst.parse_expression(f"{SYNCHRONIZE}()"))])
         if name in SYNC_CALLS or name in METRICS_CALLS or self.file.prints_metrics(call):
