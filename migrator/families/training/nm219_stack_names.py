@@ -1,4 +1,4 @@
-"""NM219: names imported from transformers / trl / peft that the pinned target stack no longer has are
+"""NM219: names imported from transformers / trl / peft / huggingface_hub that the pinned target stack no longer has are
 rewritten to their replacement, or keep a TODO (tables in `stack_names.py`)."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from migrator.transform import FileContext, Handler
 STACK_NAME = Rule(
     "NM219",
     Severity.WARNING,
-    "A name imported from transformers / trl / peft that the migrated stack (Transformers 5, TRL 1.x) no "
-    "longer has (`transformers.AdamW`, `ViTFeatureExtractor`, `transformers.generation_utils`, "
-    "`trl.DataCollatorForCompletionOnlyLM`, `TFAutoModel...`)",
+    "A name imported from transformers / trl / peft / huggingface_hub that the migrated stack (Transformers 5, "
+    "TRL 1.x, huggingface_hub 1.x) no longer has (`transformers.AdamW`, `ViTFeatureExtractor`, "
+    "`transformers.generation_utils`, `trl.DataCollatorForCompletionOnlyLM`, `TFAutoModel...`, `HfFolder`)",
     "Rewritten to its replacement where it takes the same arguments (`transformers.AdamW` -> "
     "`torch.optim.AdamW`, a vision `*FeatureExtractor` -> its `*ImageProcessor`, TRL's ORPO/CPO/online-DPO/GKD "
-    "trainers -> `trl.experimental`); otherwise the "
+    "trainers -> `trl.experimental`, `HfFolder.get_token()` -> `huggingface_hub.get_token()`); otherwise the "
     "import stays with a TODO saying what replaces it. Where the old defaults differ (AdamW's eps=1e-6, "
     "weight_decay=0.0 against torch's 1e-8, 0.01), each call passes them; a use that is not a call (a class "
     "handed to a helper) gets a TODO.",
@@ -51,6 +51,25 @@ collator = DataCollatorForCompletionOnlyLM("### Answer:", tokenizer=tokenizer)
 from trl import DataCollatorForCompletionOnlyLM
 
 collator = DataCollatorForCompletionOnlyLM("### Answer:", tokenizer=tokenizer)
+""",
+        ),
+        Example(
+            before="""\
+import argparse
+
+import torch_xla.core.xla_model as xm
+from huggingface_hub import HfFolder
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--hub_token", default=HfFolder.get_token())
+""",
+            after="""\
+import argparse
+
+from huggingface_hub import get_token
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--hub_token", default=get_token())
 """,
         ),
     ),
@@ -141,6 +160,12 @@ class StackNames(Handler):
         if target is not None:
             self.ctx.report(original, STACK_NAME, f"`{qualified}` -> `{target.module}.{target.name}`.")
             self.ctx.add_import(target.module, target.name)
+            owner = self.ctx.qualified(original.value) or ""
+            module, _, name = owner.rpartition(".")
+            if isinstance(original.value, cst.Name) and module and module.split(".")[0] in STACK_MODULES:
+                # `from huggingface_hub import HfFolder`: dropped once nothing else uses the class
+                bound = original.value.value
+                self.ctx.remove_import(module, name, None if bound == name else bound)
             if target.old_defaults:
                 self.uncalled[original] = (qualified, target)
             return cst.Name(target.name)

@@ -1,5 +1,6 @@
-"""Names scripts import from transformers / trl / peft that the pinned stack (constraints.txt:
-transformers 5.23, trl 1.16, peft 0.21) no longer has, and what replaces them (data only).
+"""Names scripts import from transformers / trl / peft / huggingface_hub that the pinned stack (constraints.txt:
+transformers 5.23, trl 1.16, peft 0.21, and the huggingface_hub 1.x Transformers 5 requires) no longer has, and
+what replaces them (data only).
 `tests/migrator/test_stack_names.py` checks every entry against the installed packages: the old name is
 gone, the replacement resolves."""
 
@@ -113,6 +114,8 @@ RENAMED.update(
     }
 )
 RENAMED["transformers.generation_utils.GenerationMixin"] = Replacement("transformers", "GenerationMixin")
+# huggingface_hub 1.x (which Transformers 5 requires) removed HfFolder; its token reader is a function now.
+RENAMED["huggingface_hub.HfFolder.get_token"] = Replacement("huggingface_hub", "get_token")
 
 _DATASETS = "removed from Transformers; build the dataset with the `datasets` library"
 _TRL_REMOVED = "removed in TRL 1.x with no replacement in the pinned stack; pin an older TRL for this script"
@@ -136,6 +139,16 @@ REMOVED: dict[str, str] = {
     "chat template from another tokenizer",
     "trl.get_kbit_device_map": 'removed in TRL 1.x; on TorchNeuron place the model with device_map="neuron"',
     "trl.is_xpu_available": "removed in TRL 1.x",
+    "huggingface_hub.HfFolder.save_token": "removed in huggingface_hub 1.x; huggingface_hub.login(token=...) "
+    "stores a token",
+    "huggingface_hub.HfFolder.delete_token": "removed in huggingface_hub 1.x; huggingface_hub.logout() deletes "
+    "the stored token",
+    "huggingface_hub.HfFolder.path_token": "removed in huggingface_hub 1.x; the path is "
+    "huggingface_hub.constants.HF_TOKEN_PATH",
+    "huggingface_hub.Repository": "removed in huggingface_hub 1.x (the git-based repository class); push files "
+    "with huggingface_hub.HfApi().upload_folder(repo_id=..., folder_path=...) (create_repo first)",
+    "huggingface_hub.cached_download": "removed from huggingface_hub; download with "
+    "huggingface_hub.hf_hub_download(repo_id, filename)",
     **dict.fromkeys(
         [
             f"trl.{name}"
@@ -175,7 +188,7 @@ REMOVED_MODULES: dict[str, str] = {
     "transformers.deepspeed": "removed from Transformers; import it from `transformers.integrations.deepspeed`",
     "transformers.onnx": "removed in Transformers 5; export to ONNX with optimum (`optimum-cli export onnx`)",
 }
-STACK_MODULES = ("transformers", "trl", "peft")
+STACK_MODULES = ("transformers", "trl", "peft", "huggingface_hub")
 
 
 def removed_reason(qualified: str) -> str | None:
