@@ -1,6 +1,7 @@
 """NM206, NM207, NM214: keywords the migrated training arguments need added (`torch_compile=True`,
 `save_only_model=True` when the model is sharded at load, `packing_strategy="wrapped"` when packing), on the
-arguments calls `nm202_arguments.py` rewrote."""
+arguments calls `nm202_arguments.py` rewrote; arguments parsed from the command line get `torch_compile=True`
+as their parser's default."""
 
 from __future__ import annotations
 
@@ -30,7 +31,10 @@ TORCH_COMPILE = Rule(
     "Migrated `TrainingArguments`/`SFTConfig` without `torch_compile`",
     "`torch_compile=True` added: Transformers picks the neuron compile backend by itself and compiles the "
     "training step without dynamic shapes (optimum-neuron always compiled it). Set it to False for eager "
-    "debugging.",
+    "debugging. Arguments an `HfArgumentParser` / `TrlParser` builds get it as the parser's default "
+    "(`parser.set_defaults(torch_compile=True)` after the parser is made): a flag or a `--config` file still "
+    "sets it; a JSON/YAML file read with `parse_json_file` / `parse_yaml_file` takes no parser default and "
+    "needs `torch_compile: true` itself.",
     examples=(
         Example(
             before="""\
@@ -42,6 +46,21 @@ args = NeuronTrainingArguments(output_dir="out", bf16=True)
 from transformers import TrainingArguments
 
 args = TrainingArguments(output_dir="out", bf16=True, torch_compile=True)
+""",
+        ),
+        Example(
+            before="""\
+from optimum.neuron import NeuronHfArgumentParser, NeuronTrainingArguments
+
+parser = NeuronHfArgumentParser((ModelArguments, NeuronTrainingArguments))
+model_args, training_args = parser.parse_args_into_dataclasses()
+""",
+            after="""\
+from transformers import HfArgumentParser, TrainingArguments
+
+parser = HfArgumentParser((ModelArguments, TrainingArguments))
+parser.set_defaults(torch_compile=True)
+model_args, training_args = parser.parse_args_into_dataclasses()
 """,
         ),
     ),
@@ -161,6 +180,46 @@ class AddedArguments(Handler):
             return updated
         return updated.with_changes(args=with_appended(list(updated.args), additions))
 
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        """`parser = HfArgumentParser((..., NeuronTrainingArguments))`: the migrated class would default to
+        eager training, so the parser's default turns compilation on (a flag or a config file still sets it)."""
+        parser = self._arguments_parser(original)
+        if parser is None or not isinstance(updated, cst.SimpleStatementLine):
+            return updated
+        self.ctx.report(
+            original.body[0].value,
+            TORCH_COMPILE,
+            f"`{parser}.set_defaults(torch_compile=True)` added after the parser: Transformers picks the neuron "
+            "compile backend by itself and compiles the training step without dynamic shapes (optimum-neuron "
+            "always compiled it); `--torch_compile false` or a `--config` file still sets it, a JSON/YAML file "
+            "read with parse_json_file / parse_yaml_file needs `torch_compile: true` itself.",
+        )
+        default = cst.parse_statement(f"{parser}.set_defaults(torch_compile=True)\n")
+        return cst.FlattenSentinel([updated, default])
+
+    def _arguments_parser(self, line: cst.SimpleStatementLine) -> str | None:
+        """The variable a parser of optimum-neuron training arguments is assigned to, unless the file already
+        decides `torch_compile` itself."""
+        if (
+            len(line.body) != 1
+            or not isinstance(line.body[0], cst.Assign)
+            or "torch_compile" in self.ctx.source.identifiers
+        ):
+            return None
+        assign = line.body[0]
+        target, value = assign.targets[0].target, assign.value
+        if len(assign.targets) != 1 or not isinstance(target, cst.Name) or not isinstance(value, cst.Call):
+            return None
+        if self.ctx.qualified(value.func) not in _PARSER_CLASSES or not value.args:
+            return None
+        classes = value.args[0].value
+        elements = (
+            [e.value for e in classes.elements] if isinstance(classes, (cst.Tuple, cst.List)) else [classes]
+        )
+        if not any(_is_neuron_arguments(self.ctx.qualified(element)) for element in elements):
+            return None
+        return target.value
+
     def _unpacks_training_arguments_only(self, call: cst.Call) -> bool:
         """Every `**` of the call unpacks `args.to_dict()` of a TrainingArguments (which has no packing_strategy)."""
         stars = [arg for arg in call.args if arg.star == "**"]
@@ -215,6 +274,24 @@ def _training_arguments_names(ctx: FileContext) -> frozenset[str]:
                     training = index < len(classes) and classes[index] in _ARGUMENTS_CLASSES
                     bound.setdefault(element.value.value, []).append(training)
     return frozenset(name for name, kinds in bound.items() if all(kinds))
+
+
+# Parsers of dataclasses from the command line (optimum-neuron's own become HfArgumentParser).
+_PARSER_CLASSES = frozenset(
+    {
+        "transformers.HfArgumentParser",
+        "transformers.hf_argparser.HfArgumentParser",
+        "trl.TrlParser",
+        "trl.scripts.utils.TrlParser",
+        *(name for name, target in RENAMES.items() if target.name == "HfArgumentParser"),
+    }
+)
+
+
+def _is_neuron_arguments(qualified: str | None) -> bool:
+    """An optimum-neuron training-arguments class, which the migration renames to Transformers' / TRL's."""
+    target = RENAMES.get(qualified or "")
+    return target is not None and target.arguments is not None
 
 
 def keywords(call: cst.Call) -> set[str]:
