@@ -7,6 +7,9 @@ XMP = "torch_xla.distributed.xla_multiprocessing"
 METRICS = "torch_xla.debug.metrics"
 
 LOCAL_RANK = 'int(os.environ.get("LOCAL_RANK", 0))'
+# The XLA device as a string given to a tensor call or `torch.device`: "xla:0" is the device `xm.xla_device()`
+# returns (the runtime gives each process one device), so it means what "xla" means.
+XLA_DEVICE_STRINGS = frozenset({"xla", "xla:0"})
 # Waits for the work queued on the device (TorchNeuron runs asynchronously; torch.accelerator is "neuron" there).
 SYNCHRONIZE = "torch.accelerator.synchronize"
 # Clock reads: a graph cut or device wait between two of them (or in a loop that reads one) is being timed.

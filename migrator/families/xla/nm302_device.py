@@ -6,7 +6,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from migrator.cst_helpers import string_value
-from migrator.families.xla.names import DEVICE_CALLS, LOCAL_RANK
+from migrator.families.xla.names import DEVICE_CALLS, LOCAL_RANK, XLA_DEVICE_STRINGS
 from migrator.families.xla.nm314_manual import UNSUPPORTED_XLA
 from migrator.families.xla.state import HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
@@ -15,7 +15,7 @@ from migrator.transform import Handler
 XLA_DEVICE = Rule(
     "NM302",
     Severity.INFO,
-    '`xm.xla_device()` / `torch_xla.device()` / `torch.device("xla")` picks the XLA device',
+    '`xm.xla_device()` / `torch_xla.device()` / `torch.device("xla")` (or `"xla:0"`) picks the XLA device',
     'Rewritten to `torch.device("neuron")`; in a distributed script, and in a module without an entry point '
     "of its own (its importers may run several processes), the index is the LOCAL_RANK torchrun sets.",
     examples=(
@@ -72,7 +72,8 @@ class NeuronDevice(Handler):
         return self.file.expression('torch.device("neuron")')
 
     def _torch_device(self, original: cst.Call, updated: cst.Call):
-        if not updated.args or string_value(updated.args[0].value) != "xla":
+        given = string_value(updated.args[0].value) if updated.args else None
+        if given not in XLA_DEVICE_STRINGS or (given != "xla" and len(updated.args) > 1):
             return updated
         self.ctx.report(original, XLA_DEVICE)
         if (

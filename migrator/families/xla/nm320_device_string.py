@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.cst_helpers import dotted_name, string_value
-from migrator.families.xla.names import LOCAL_RANK
+from migrator.families.xla.names import LOCAL_RANK, XLA_DEVICE_STRINGS
 from migrator.families.xla.state import HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -13,7 +13,8 @@ from migrator.transform import Handler
 DEVICE_STRING = Rule(
     "NM320",
     Severity.INFO,
-    '`"xla"` as a device string (`device = "xla"`, `.to("xla")`, `torch.zeros(..., device="xla")`)',
+    '`"xla"` as a device string (`device = "xla"`, `.to("xla")`, `torch.zeros(..., device="xla")`; `"xla:0"` '
+    "given to a call, the device `xm.xla_device()` returns)",
     'Rewritten to `"neuron"`; in a script that runs several processes, to `torch.device("neuron", '
     "LOCAL_RANK)` (the XLA runtime gave each process its own device). A variable the file also compares to "
     '`"xla"` is left with a TODO: its value and its tests change together.',
@@ -25,6 +26,7 @@ import torch
 device = "xla"
 model = Net().to(device)
 mask = torch.ones(8, device="xla")
+ids = torch.tensor([[101, 102]], device="xla:0")
 """,
             after="""\
 import torch
@@ -32,6 +34,7 @@ import torch
 device = "neuron"
 model = Net().to(device)
 mask = torch.ones(8, device="neuron")
+ids = torch.tensor([[101, 102]], device="neuron")
 """,
         ),
         Example(
@@ -116,7 +119,7 @@ class DeviceString(Handler):
                 and isinstance(original.func, cst.Attribute)
                 and original.func.attr.value == "to"
             )
-            if on_device and string_value(arg.value) == "xla":
+            if on_device and string_value(arg.value) in XLA_DEVICE_STRINGS:
                 args[index] = args[index].with_changes(value=self._device(arg.value))
         return updated.with_changes(args=args) if args != list(updated.args) else updated
 
