@@ -353,12 +353,16 @@ def _hits(
     where: Callable[[int, int], tuple[int, int] | None],
 ) -> list[_Hit]:
     """Every match of every pattern, with the first line of its statement and of its function (`where(line,
-    offset)`, None for text the program only shows)."""
+    offset)`, None for text the program only shows). A match inside the text an earlier pattern matched is
+    that reference already (the package name in an optimum-neuron script's URL)."""
     line_starts = [0] + [match.end() for match in re.finditer("\n", text)]
     string_starts = [start for start, _ in strings] if strings is not None else []
     hits = []
+    matched: list[tuple[int, int]] = []
     for pattern in PATTERNS:
         for match in pattern.finditer(text):
+            if any(start <= match.start() and match.end() <= end for start, end in matched):
+                continue
             if pattern.strings_only and strings is not None:
                 index = bisect_right(string_starts, match.start()) - 1
                 if index < 0 or match.end() > strings[index][1]:
@@ -372,6 +376,7 @@ def _hits(
             found = where(line, match.start())
             if found is not None:
                 hits.append(_Hit(pattern, match.group(0), match.start(), line, column, *found))
+                matched.append(match.span())
     return sorted(hits, key=lambda hit: hit.offset)
 
 

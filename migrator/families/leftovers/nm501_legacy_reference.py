@@ -19,7 +19,9 @@ LEGACY_REFERENCE = Rule(
     "an XLA-only variable (also in a SageMaker job's `environment`: `RUN_NEURON_PARALLEL_COMPILE`), "
     'an `"xla"` device, `model.neuron_config`, `config.neuron_batch_size`, `config.neuron[...]`, '
     "`push_to_hub(..., repository_id=...)`, `TasksManager`, Ray Train's `TorchXLAConfig`, a Hub repository of "
-    'models compiled by optimum-neuron (`snapshot_download("aws-neuron/...-seqlen-2048-bs-4")`)',
+    'models compiled by optimum-neuron (`snapshot_download("aws-neuron/...-seqlen-2048-bs-4")`), a script '
+    "downloaded from optimum-neuron's repository (`wget https://raw.githubusercontent.com/huggingface/"
+    "optimum-neuron/.../train.py`: migrate a copy)",
     "A TODO on its statement (once; a rerun adds none) and one manual finding per distinct reference: "
     "nothing on TorchNeuron provides it, so the file is not migrated until a person removes or replaces it.",
     examples=(
@@ -76,6 +78,20 @@ PATTERNS = (
         "`{0}` is optimum-neuron, which TorchNeuron replaces",
         'use the Transformers / TRL / Diffusers class on device "neuron" (docs/rules.md lists the targets)',
         subject="optimum.neuron",
+    ),
+    # Before the package name it holds: a script downloaded from optimum-neuron's repository is code to migrate.
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(
+            r"https?://(?:raw\.githubusercontent\.com|github\.com)/huggingface/optimum-neuron/[^\s\"'<>]*?"
+            r"\.(?:py|sh|ipynb)\b"
+        ),
+        ("huggingface/optimum-neuron/",),
+        "`{0}` is a script of the optimum-neuron repository, which runs on optimum-neuron and PyTorch/XLA as it "
+        "is downloaded",
+        "download it once, migrate it with neuron-migrate and run the migrated copy instead of downloading it "
+        "each time",
+        subject="optimum-neuron script",
     ),
     Pattern(
         LEGACY_REFERENCE,
