@@ -2,8 +2,8 @@
 moving the data of the CPU tensors inside the stand-in's tensors.
 
 TorchNeuron registers its backend with ``dist.Backend.register_backend("neuron", ..., devices=["neuron"])``
-as a Python ``ProcessGroup``; so does this one. Each collective unwraps its device tensors and runs on gloo,
-which writes into the same memory; gloo is also registered as the group's CPU backend, which gives the group its
+as a Python ``ProcessGroup``; so does this one. Each collective hands gloo its device tensors as CPU tensors
+on the same memory, which gloo writes into; gloo is also registered as the group's CPU backend, which gives the group its
 name for functional collectives (DTensor, FSDP2, tensor parallelism).
 """
 
@@ -13,13 +13,13 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
-from compat_matrix.standin.device import NeuronTensor
+from compat_matrix.standin import device
 
 BACKEND_NAME = "neuron"
 
 
 def _cpu(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor._cpu if type(tensor) is NeuronTensor else tensor
+    return device.host(tensor)
 
 
 def _cpus(tensors) -> list[torch.Tensor]:
@@ -41,7 +41,7 @@ def _pairwise(collective, outputs, inputs, options) -> dist.Work:
 
 
 class ProcessGroupStandin(dist.ProcessGroup):
-    """``neuron`` collectives on gloo, on the CPU tensors inside the device tensors."""
+    """``neuron`` collectives on gloo, on CPU tensors on the memory of the device tensors."""
 
     def __init__(self, store, rank: int, size: int, timeout):
         super().__init__(rank, size)
