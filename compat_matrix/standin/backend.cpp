@@ -12,7 +12,10 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/SDPBackend.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_fused_sdp_choice_ops.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/resize_native.h>
@@ -414,6 +417,38 @@ at::Tensor& set_empty(at::Tensor& self) {
 
 void record_stream(at::Tensor&, c10::Stream) {}  // one stream per device: nothing to record
 
+// A CPU tensor with the sizes, strides and dtype of `tensor` and no memory: what the CPU's choice of an attention
+// kernel reads (a fake tensor, while Dynamo traces, has no memory either).
+at::Tensor layout_only(const at::Tensor& tensor) {
+  c10::Storage none(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), 0,
+                                                          c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)),
+                                                          nullptr, false));
+  return with_layout_of(std::move(none), c10::DispatchKey::CPU, tensor);
+}
+
+// Like TorchNeuron (its SdpBackendSelection), 4-D attention with the same heads in query, key and value takes
+// the `overrideable` fused kernel (Python: device.py) where the CPU would take its fused (flash) kernel; the
+// rest takes the math decomposition. PyTorch asks through a per-device stub, and through the op.
+int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                         const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                         std::optional<double> scale, bool enable_gqa) {
+  const auto math = static_cast<int64_t>(at::SDPBackend::math);
+  bool has_mask = attn_mask && attn_mask->defined();
+  for (const at::Tensor* tensor : {&query, &key, &value, has_mask ? &*attn_mask : &query}) {
+    if (tensor->unsafeGetTensorImpl()->has_symbolic_sizes_strides()) return math;
+  }
+  std::optional<at::Tensor> mask;
+  if (has_mask) mask = layout_only(*attn_mask);
+  // Straight to the CPU kernel: no mode (Dynamo's fake tensors, functionalization) is asked on the way.
+  int64_t cpu_choice = at::_ops::_fused_sdp_choice::redispatch(
+      c10::DispatchKeySet(c10::DispatchKey::CPU), layout_only(query), layout_only(key), layout_only(value), mask,
+      dropout_p, is_causal, scale, enable_gqa);
+  bool same_heads = query.dim() == 4 && query.size(1) == key.size(1) && key.size(1) == value.size(1);
+  bool trainable_mask = has_mask && attn_mask->requires_grad();
+  bool fused = cpu_choice == static_cast<int64_t>(at::SDPBackend::flash_attention) && same_heads && !trainable_mask;
+  return fused ? static_cast<int64_t>(at::SDPBackend::overrideable) : math;
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>()); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -433,7 +468,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", at::native::set_storage_cpu_);
   m.impl("set_", set_empty);
   m.impl("record_stream", record_stream);
+  m.impl("_fused_sdp_choice", fused_sdp_choice);
 }
+
+}  // namespace
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &fused_sdp_choice)
+}  // namespace at::native
+
+namespace {
 
 // --- the device guard: a current device per thread, one stream per device, events complete at once ------
 

@@ -17,8 +17,9 @@ CPU = torch.device("cpu")
 DEVICE_TYPE = "neuron"
 aten = torch.ops.aten
 # The ops among those that ran on the device that TorchNeuron runs on the CPU in eager mode (neuron_rules.json),
-# by schema name, for torch_neuronx.get_fallback_ops().
+# by schema name, for torch_neuronx.get_fallback_ops(); and the ops that ran through this module's kernels.
 FALLBACK: set[str] = set()
+EXECUTED_HERE: set[str] = set()
 
 
 def backend():
@@ -46,13 +47,15 @@ def generator(index: int) -> torch.Generator:
 
 
 def executed_ops() -> list[str]:
-    """Schema names of the ops that ran on the device through the backend's fallback since clear_op_tracking."""
-    return sorted(set(backend().executed_ops()))
+    """Schema names of the ops that ran on the device (the backend's fallback and this module's kernels) since
+    clear_op_tracking."""
+    return sorted({*backend().executed_ops(), *EXECUTED_HERE})
 
 
 def clear_op_tracking() -> None:
     backend().clear_executed_ops()
     FALLBACK.clear()
+    EXECUTED_HERE.clear()
 
 
 def _op(name: str):
@@ -94,22 +97,9 @@ def _dtype_rule(dtype: torch.dtype) -> bool:
 # --- what TorchNeuron decides itself -----------------------------------------------------------------------
 
 
-def _fused_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
-                      enable_gqa=False):  # fmt: skip
-    """Like TorchNeuron (its SdpBackendSelection), 4-D attention with the same heads in query, key and value
-    takes the ``overrideable`` fused kernel where the CPU would take its fused (flash) kernel; the rest takes
-    the math decomposition."""
-    cpu_choice = aten._fused_sdp_choice.default(
-        host(query), host(key), host(value), None if attn_mask is None else host(attn_mask), dropout_p,
-        is_causal, scale=scale, enable_gqa=enable_gqa,
-    )  # fmt: skip
-    same_heads = query.dim() == 4 and query.size(1) == key.size(1) == value.size(1)
-    trainable_mask = attn_mask is not None and attn_mask.requires_grad
-    return 4 if cpu_choice == 1 and same_heads and not trainable_mask else 0
-
-
 def _sdp_overrideable(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False,
                       *, scale=None):  # fmt: skip
+    EXECUTED_HERE.add("aten::_scaled_dot_product_fused_attention_overrideable")
     if attn_bias is not None and attn_bias.dtype == torch.bool:  # as PyTorch hands a mask to a fused kernel
         attn_bias = torch.zeros_like(attn_bias, dtype=query.dtype).masked_fill_(~attn_bias, float("-inf"))
     out, logsumexp = aten._scaled_dot_product_flash_attention_for_cpu.default(
@@ -125,6 +115,7 @@ def _sdp_overrideable(query, key, value, attn_bias=None, dropout_p=0.0, is_causa
 def _sdp_overrideable_backward(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp,
                                cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
                                philox_offset, *, scale=None):  # fmt: skip
+    EXECUTED_HERE.add("aten::_scaled_dot_product_fused_attention_overrideable_backward")
     if attn_bias is not None and attn_bias.dtype == torch.bool:
         attn_bias = torch.zeros_like(attn_bias, dtype=query.dtype).masked_fill_(~attn_bias, float("-inf"))
     grads = aten._scaled_dot_product_flash_attention_for_cpu_backward.default(
@@ -137,6 +128,7 @@ def _sdp_overrideable_backward(grad_out, query, key, value, attn_bias, grad_inpu
 def _histc(tensor, bins=100, min=0, max=0):  # noqa: A002  (the schema's names)
     """Integer histograms, as a device computes them (the CPU kernel takes floating point only; Transformers'
     MoE routing on a device counts expert ids with torch.histc)."""
+    EXECUTED_HERE.add("aten::histc")
     _record_rule("aten::histc")
     data = host(tensor)
     counts = torch.histc(data if data.is_floating_point() else data.float(), bins, min, max)
@@ -157,8 +149,8 @@ def register() -> None:
     backend().start(runtime.device_count(), _has_rule, _record_rule, _dtype_rule)
     runtime.route_accelerator()
     _library = torch.library.Library("aten", "IMPL")  # noqa: TOR901  (kept alive: the registrations live with it)
-    for name, kernel in (("_fused_sdp_choice", _fused_sdp_choice),
-                         ("_scaled_dot_product_fused_attention_overrideable", _sdp_overrideable),
+    # The fused attention kernel that backend.cpp's choice picks, as TorchNeuron picks it.
+    for name, kernel in (("_scaled_dot_product_fused_attention_overrideable", _sdp_overrideable),
                          ("_scaled_dot_product_fused_attention_overrideable_backward", _sdp_overrideable_backward),
                          ("histc", _histc)):  # fmt: skip
         _library.impl(name, kernel, "PrivateUse1")

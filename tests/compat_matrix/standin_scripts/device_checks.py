@@ -22,7 +22,6 @@ from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.utils import is_torch_neuron_available  # noqa: E402
 
 from compat_matrix import sim_backend  # noqa: E402
-from compat_matrix.standin.device import NeuronTensor  # noqa: E402
 from compat_matrix.tiny import build_tiny_model  # noqa: E402
 
 found = {
@@ -91,13 +90,6 @@ with torch.neuron.stream(stream):
 torch.neuron.synchronize()
 found["event_elapsed_ms"] = start.elapsed_time(end)
 big = torch.zeros(1024, 1024, device="neuron")
-# Device tensors whose data is a fake or a functional tensor, as a compiled graph can keep them: no memory of
-# their own (and no data pointer to read).
-with FakeTensorMode():
-    fake_data = torch.empty(8)
-kept_by_a_compile = [
-    NeuronTensor(data, torch.device("neuron", 0)) for data in (fake_data, torch._to_functional_tensor(cpu))
-]
 found["memory_allocated_covers_a_4MiB_tensor"] = (
     torch.neuron.memory_allocated() >= big.numel() * 4
     and torch.accelerator.memory_allocated() >= big.numel() * 4
