@@ -365,7 +365,9 @@ void check_dtype(at::ScalarType dtype) {
   int8_t& ruled = dtype_ruled[static_cast<size_t>(dtype)];
   if (ruled == 1 || dtype_rule == nullptr) return;
   py::gil_scoped_acquire gil;
-  bool named = (*dtype_rule)(py::handle(reinterpret_cast<PyObject*>(torch::getTHPDtype(dtype)))).cast<bool>();
+  // (a new reference: the call's argument tuple releases one)
+  py::object python_dtype = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(dtype)));
+  bool named = (*dtype_rule)(python_dtype).cast<bool>();
   ruled = named ? 2 : 1;
 }
 
@@ -469,6 +471,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_", set_empty);
   m.impl("record_stream", record_stream);
   m.impl("_fused_sdp_choice", fused_sdp_choice);
+}
+
+// A copy between the device and the CPU keeps a conjugate or negative view's bit (the CPU copy resolves it),
+// so it goes past the keys that would first materialize such a view with a clone, which copies through here.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace

@@ -37,14 +37,29 @@ def load() -> ModuleType:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
-    import ninja
     from torch.utils.cpp_extension import load as build
 
+    from compat_matrix.standin import StandinUnavailable
+
+    try:
+        import ninja
+    except ImportError:
+        raise StandinUnavailable(
+            "the stand-in's C++ backend is built with ninja, which is not installed: pip install ninja "
+            "(bash scripts/setup.sh installs it)"
+        ) from None
     directory.mkdir(parents=True, exist_ok=True)
     # PyTorch's builder runs `ninja` from PATH; the venv's may not be on it.
     os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
     print(f"neuron stand-in: compiling its backend once (about 20 s) into {directory}", file=sys.stderr)
-    return build(name=NAME, sources=[str(SOURCE)], extra_cflags=["-O2"], build_directory=str(directory))
+    try:
+        return build(name=NAME, sources=[str(SOURCE)], extra_cflags=["-O2"], build_directory=str(directory))
+    except (RuntimeError, OSError) as error:  # no compiler, or it failed: PyTorch's builder says which
+        raise StandinUnavailable(
+            f"could not compile the stand-in's C++ backend ({SOURCE.name}) with this machine's C++ compiler "
+            f"(the stand-in needs g++ or another compiler PyTorch's extension builder finds): "
+            f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
+        ) from None
 
 
 if __name__ == "__main__":

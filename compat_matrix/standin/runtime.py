@@ -210,41 +210,20 @@ class Event:
         return (end_event._time - self._time) * 1000.0
 
 
-class Stream:
-    """A stream: work on it is complete when its call returns."""
+class Stream(torch.Stream):
+    """A stream (a ``torch.Stream`` of the device, as TorchNeuron's are): work on it is complete when its call
+    returns, so its queries, waits and synchronizations return at once."""
 
-    def __init__(self, device=None, priority: int = 0, stream_id: int = 0, **_ignored):
-        self.device_index = _index(device)
-        self.device = torch.device(_device.DEVICE_TYPE, self.device_index)
-        self.device_type = _device.DEVICE_TYPE
-        self.priority = priority
-        self.stream_id = stream_id
+    def __new__(cls, device=None, priority: int = 0, **_ignored):
+        return super().__new__(cls, device=torch.device(_device.DEVICE_TYPE, _index(device)), priority=priority)
 
-    def query(self) -> bool:
-        return True
-
-    def synchronize(self) -> None:
-        """Work is complete."""
-
-    def wait_stream(self, stream: Stream) -> None:
-        """Work is complete."""
-
-    def wait_event(self, event: Event) -> None:
-        """Work is complete."""
+    def __init__(self, device=None, priority: int = 0, **_ignored):
+        """Made by ``__new__``."""
 
     def record_event(self, event: Event | None = None) -> Event:
         event = event or Event()
         event.record(self)
         return event
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Stream) and (other.device_index, other.stream_id) == (
-            self.device_index,
-            self.stream_id,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.device_index, self.stream_id))
 
     def __enter__(self):
         self._context = StreamContext(self)
