@@ -220,6 +220,18 @@ class Stream(torch.Stream):
     def __init__(self, device=None, priority: int = 0, **_ignored):
         """Made by ``__new__``."""
 
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        """Work is complete."""
+
+    def wait_stream(self, stream: torch.Stream) -> None:
+        """Work is complete."""
+
+    def wait_event(self, event: Event) -> None:
+        """Work is complete (the event may be this module's or a ``torch.Event``)."""
+
     def record_event(self, event: Event | None = None) -> Event:
         event = event or Event()
         event.record(self)
