@@ -419,6 +419,31 @@ at::Tensor& set_empty(at::Tensor& self) {
 
 void record_stream(at::Tensor&, c10::Stream) {}  // one stream per device: nothing to record
 
+// Convolutions: on a backend other than the CPU's and CUDA's, PyTorch's convolution calls these two ops.
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                       bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
+  std::optional<at::Tensor> host_bias;
+  if (bias && bias->defined()) host_bias = as_host(*bias);
+  at::Tensor result = at::convolution(as_host(input), as_host(weight), host_bias, stride, padding, dilation,
+                                      transposed, output_padding, groups);
+  StorageMap map;
+  return to_device(result, input.device().index(), map);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  std::vector<int64_t> bias_sizes{grad_output.size(1)};
+  auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
+      as_host(grad_output), as_host(input), as_host(weight), bias_sizes, stride, padding, dilation, transposed,
+      output_padding, groups, output_mask);
+  StorageMap map;
+  c10::DeviceIndex index = input.device().index();
+  return {to_device(grad_input, index, map), to_device(grad_weight, index, map), to_device(grad_bias, index, map)};
+}
+
 // A CPU tensor with the sizes, strides and dtype of `tensor` and no memory: what the CPU's choice of an attention
 // kernel reads (a fake tensor, while Dynamo traces, has no memory either).
 at::Tensor layout_only(const at::Tensor& tensor) {
@@ -471,6 +496,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_", set_empty);
   m.impl("record_stream", record_stream);
   m.impl("_fused_sdp_choice", fused_sdp_choice);
+  m.impl("convolution_overrideable", convolution);
+  m.impl("convolution_backward_overrideable", convolution_backward);
 }
 
 // A copy between the device and the CPU keeps a conjugate or negative view's bit (the CPU copy resolves it),

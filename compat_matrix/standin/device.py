@@ -78,10 +78,12 @@ def _has_rule(name: str) -> bool:
 
 
 def _record_rule(name: str) -> None:
-    """One eager call of an op a rule names."""
+    """One eager call of an op: recorded where a rule names it."""
+    rule = _op_rule(name)
+    if rule is None:
+        return
     op = _op(name)
     sim_backend.check_op_and_dtypes(op, (), "eager")
-    rule = _op_rule(name)
     if rule.get("eager_action", rule["action"]) == "cpu-fallback":
         FALLBACK.add(op._schema.name)
 

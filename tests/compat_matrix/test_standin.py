@@ -159,6 +159,7 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
         "aten::_scaled_dot_product_fused_attention_overrideable_backward",
     ]
     assert found["attention_grad_equal_cpu"]
+    assert found["conv_grads_equal_cpu"] and found["int_histc"] == [1, 2, 0, 1]
     assert found["generate_tokens_equal_cpu"] and found["generate_graphs"] == 1
     assert found["fullgraph_forward_tokens_equal_cpu"]
     assert found["dynamo_metrics"] and found["dynamo_metrics"][0].endswith("_forward_0")

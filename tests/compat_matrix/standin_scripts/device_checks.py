@@ -56,6 +56,19 @@ found["cpu_scalar_mixes"] = (on_device * torch.tensor(2.0)).device.type
 loader = torch.utils.data.DataLoader(torch.arange(8.0), batch_size=4, pin_memory=True)
 found["pinned_batches"] = [batch.tolist() for batch in loader]
 
+# Convolutions (the overrideable convolution PyTorch calls on a device) and integer histograms (MoE routing).
+conv = torch.nn.Conv1d(4, 8, 3, padding=1, groups=2)
+signal = torch.randn(2, 4, 10, requires_grad=True)
+conv(signal).square().sum().backward()
+device_conv = copy.deepcopy(conv).to("neuron")
+device_conv.zero_grad()
+device_signal = signal.detach().to("neuron").requires_grad_()
+device_conv(device_signal).square().sum().backward()
+found["conv_grads_equal_cpu"] = torch.allclose(
+    device_signal.grad.cpu(), signal.grad, atol=1e-5
+) and torch.allclose(device_conv.weight.grad.cpu(), conv.weight.grad, atol=1e-5)
+found["int_histc"] = torch.histc(torch.tensor([0, 1, 1, 3], device="neuron"), bins=4, min=0, max=3).tolist()
+
 # torch.neuron: devices, random numbers (its own generator, seeded by torch.manual_seed too), streams, memory.
 torch.neuron.set_device(1)
 found["current_device_after_set"] = torch.neuron.current_device()
