@@ -215,7 +215,9 @@ class Stream(torch.Stream):
     returns, so its queries, waits and synchronizations return at once."""
 
     def __new__(cls, device=None, priority: int = 0, **_ignored):
-        return super().__new__(cls, device=torch.device(_device.DEVICE_TYPE, _index(device)), priority=priority)
+        return super().__new__(
+            cls, device=torch.device(_device.DEVICE_TYPE, _index(device)), priority=priority
+        )
 
     def __init__(self, device=None, priority: int = 0, **_ignored):
         """Made by ``__new__``."""

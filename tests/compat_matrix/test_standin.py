@@ -94,7 +94,9 @@ def test_an_unsupported_torch_is_one_clear_error_and_exit_2(setup, message):
 
 
 def test_a_backend_that_cannot_be_compiled_is_one_clear_error_and_exit_2(tmp_path):
-    env = standin.activation_env({**os.environ, "XDG_CACHE_HOME": str(tmp_path), "CXX": str(tmp_path / "no-g++")})
+    env = standin.activation_env(
+        {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "CXX": str(tmp_path / "no-g++")}
+    )
     result = run_python(["-c", "import torch"], env=env)
     assert result.returncode == 2
     assert "could not compile the stand-in's C++ backend" in result.stderr

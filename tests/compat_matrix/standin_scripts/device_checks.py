@@ -17,7 +17,6 @@ sockets = []
 sys.addaudithook(lambda event, args: sockets.append(event) if event == "socket.connect" else None)
 
 from torch._dynamo.utils import counters  # noqa: E402
-from torch._subclasses import FakeTensorMode  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.utils import is_torch_neuron_available  # noqa: E402
 
