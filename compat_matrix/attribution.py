@@ -41,8 +41,8 @@ def attribute_failure(
     """Whom a failing compiled stage blames. ``rerun(backend, on_host=False)`` repeats the stage on a fresh tiny
     model with that Dynamo backend (None: uncompiled, on ``uncompiled_on``; ``on_host``: on CPU tensors) and
     raises as the stage did. On the real device (``simulated`` false) there is no simulator to blame. On the
-    neuron ``standin``, AOT autograd traces the stand-in's wrapper tensors, which a device's tensors are not: a
-    stage that passes eagerly there and compiled on CPU tensors failed in the stand-in."""
+    neuron ``standin``, a stage that passes eagerly there and compiled on CPU tensors failed only where the
+    stand-in's device differs from a trn2's: not blamed on the device."""
     root = _root_error(error)
     if isinstance(root, sim_backend.DynamicShapeRejected):
         return Cause.DEVICE, f"rejected by a TorchNeuron rule: {first_error_line(root)}"
@@ -58,7 +58,7 @@ def attribute_failure(
             "tensors, so only AOT autograd over the stand-in's device tensors fails (a stand-in limit)"
         )
     # On the stand-in the strided-execution check runs on CPU tensors: over the stand-in's tensors it would
-    # repeat an AOT failure of the stand-in's own (and such a rerun has aborted the whole process).
+    # repeat a failure of the stand-in's own.
     stride_ok = (
         simulated and _passes(lambda: rerun(sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME, on_host=standin))[0]
     )

@@ -520,9 +520,9 @@ def configure_dynamo(settings: ProbeSettings) -> None:
     torch._dynamo.config.recompile_limit = settings.recompile_limit
     torch._dynamo.config.fail_on_recompile_limit_hit = False
     if on_standin(settings):
-        # FakeTensor's op cache, which the worker's warm-up filled on CPU tensors, decides whether AOT autograd's
-        # functionalization over the stand-in's tensors meets its internal assert (longcat_flash trained in a
-        # fresh process and failed after the warm-up): every row starts from an empty cache, as in a fresh one.
+        # FakeTensor's op cache, which the worker's warm-up filled on CPU tensors, can change which path AOT
+        # autograd takes over the device's tensors: every row starts from an empty cache, as in a fresh process,
+        # so a row does not depend on what ran before it.
         FakeTensorMode.cache_clear()
     sim_backend.reset()
 

@@ -19,9 +19,9 @@ from pathlib import Path
 SWITCH = "NEURON_STANDIN"
 # Holds the stand-in ``torch_neuronx`` package: importable only where this directory is on the path.
 SITE_DIR = Path(__file__).with_name("site")
-# The private PyTorch API the stand-in registers with (torch.utils.backend_registration.
-# _setup_privateuseone_for_python_backend, the python PrivateUse1 hooks) is tested with these releases, the
-# ones pyproject.toml allows (torch>=2.13,<2.15).
+# The stand-in's C++ backend is compiled against the installed torch and registers through PyTorch's PrivateUse1
+# C++ interfaces (hooks, device guard, allocator, dispatch stubs), which change between releases: it is tested
+# with these releases, the ones pyproject.toml allows (torch>=2.13,<2.15).
 SUPPORTED_TORCH = ((2, 13), (2, 14))
 # A stand-in run never reaches the Hub or the network.
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -30,7 +30,8 @@ _active = False
 
 
 class StandinUnavailable(RuntimeError):
-    """The stand-in cannot be switched on here: an unsupported torch, or a real torch_neuronx."""
+    """The stand-in cannot be switched on here: an unsupported torch, a real torch_neuronx, or its C++ backend
+    cannot be compiled."""
 
 
 def is_active() -> bool:
@@ -96,8 +97,8 @@ def activate() -> None:
     autocast.register()
     dynamo.register()
     distributed.register()
-    # Backward runs on the thread that calls it, as on CPU: no hand-off to an autograd device thread per op
-    # (the engine would start one thread for the python PrivateUse1 device, with its GIL round trips).
+    # Backward runs on the thread that calls it, as on CPU: no hand-off to an autograd thread per device (the
+    # engine starts one per device of a backend, as for CUDA), so a stand-in backward costs what a CPU one does.
     torch._C._set_multithreading_enabled(False)
     _active = True
 

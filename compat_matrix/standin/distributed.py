@@ -2,8 +2,8 @@
 moving the data of the CPU tensors inside the stand-in's tensors.
 
 TorchNeuron registers its backend with ``dist.Backend.register_backend("neuron", ..., devices=["neuron"])``
-as a Python ``ProcessGroup``; so does this one. Each collective unwraps its device tensors and runs on gloo,
-which writes into the same memory; gloo is also registered as the group's CPU backend, which gives the group its
+as a Python ``ProcessGroup``; so does this one. Each collective hands gloo its device tensors as CPU tensors
+on the same memory, which gloo writes into; gloo is also registered as the group's CPU backend, which gives the group its
 name for functional collectives (DTensor, FSDP2, tensor parallelism).
 """
 
@@ -13,13 +13,13 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
-from compat_matrix.standin.device import NeuronTensor
+from compat_matrix.standin import device
 
 BACKEND_NAME = "neuron"
 
 
 def _cpu(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor._cpu if type(tensor) is NeuronTensor else tensor
+    return device.host(tensor)
 
 
 def _cpus(tensors) -> list[torch.Tensor]:
@@ -41,7 +41,7 @@ def _pairwise(collective, outputs, inputs, options) -> dist.Work:
 
 
 class ProcessGroupStandin(dist.ProcessGroup):
-    """``neuron`` collectives on gloo, on the CPU tensors inside the device tensors."""
+    """``neuron`` collectives on gloo, on CPU tensors on the memory of the device tensors."""
 
     def __init__(self, store, rank: int, size: int, timeout):
         super().__init__(rank, size)
@@ -73,6 +73,12 @@ class ProcessGroupStandin(dist.ProcessGroup):
     def _allgather_base(self, output, input, opts=None):
         return self.gloo._allgather_base(_cpu(output), _cpu(input), opts or dist.AllgatherOptions())
 
+    def all_gather_single(self, output, input, opts=None):
+        return self._allgather_base(output, input, opts)
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        return self.allgather_into_tensor_coalesced(outputs, inputs, opts)
+
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         outputs = [_cpus(group) for group in output_lists]
         return self.gloo.allgather_coalesced(outputs, _cpus(input_list), opts or dist.AllgatherOptions())
@@ -90,6 +96,12 @@ class ProcessGroupStandin(dist.ProcessGroup):
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         return _pairwise(self.gloo._reduce_scatter_base, outputs, inputs, opts or dist.ReduceScatterOptions())
 
+    def reduce_scatter_single(self, output, input, opts=None):
+        return self._reduce_scatter_base(output, input, opts)
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        return self.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
+
     def alltoall(self, output_tensors, input_tensors, opts=None):
         return self.gloo.alltoall(_cpus(output_tensors), _cpus(input_tensors), opts or dist.AllToAllOptions())
 
@@ -97,6 +109,9 @@ class ProcessGroupStandin(dist.ProcessGroup):
         return self.gloo.alltoall_base(
             _cpu(output), _cpu(input), output_split_sizes, input_split_sizes, opts or dist.AllToAllOptions()
         )
+
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
 
     def gather(self, output_tensors, input_tensors, opts=None):
         outputs = [_cpus(group) for group in output_tensors]

@@ -3,8 +3,8 @@ stand-in tensors, with TorchNeuron's compile accounting.
 
 Like TorchNeuron's backend it rejects symbolic sizes, compiles after AOT autograd, counts each backend graph in
 ``counters["neuron"]["compiled_graphs"]`` (``graphs_with_collectives`` too) and records one
-``NeuronCompilationMetrics`` per graph for ``get_dynamo_metrics()``. The graphs then run as they are on the CPU
-tensors inside the stand-in's tensors: no Neuron compiler runs, so compile times are the stand-in's own.
+``NeuronCompilationMetrics`` per graph for ``get_dynamo_metrics()``. The graphs then run as they are, op by op on
+the device: no Neuron compiler runs, so compile times are the stand-in's own.
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from dataclasses import dataclass
 
 import torch
 from torch._dynamo.utils import counters
-from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from compat_matrix import sim_backend
-from compat_matrix.standin.device import CPU, NeuronTensor
 
 BACKEND_NAME = "neuron"
 _lock = threading.Lock()
@@ -89,45 +87,9 @@ def _recording_compiler(model_name: str, graph_type: str):
     return compile_aten_graph
 
 
-def as_device_tensor(value, device: torch.device):
-    """In a compiled graph: a value Dynamo traced as a plain tensor on the device (made there by a factory or a
-    copy) as the stand-in's device tensor, so AOT autograd traces it, and every write into it, as one."""
-    if not isinstance(value, torch.Tensor) or isinstance(value, NeuronTensor):
-        return value
-    if value.device.type != "cpu":
-        value = torch.ops.aten._to_copy.default(value, device=CPU)
-    return NeuronTensor(value, device)
-
-
-def _device_values_as_device_tensors(gm: torch.fx.GraphModule) -> None:
-    """Follow each node whose traced value is a plain device tensor with ``as_device_tensor``; a factory's
-    ``device`` becomes the host, where its data is made."""
-    for node in list(gm.graph.nodes):
-        value = node.meta.get("example_value")
-        plain_on_device = (
-            isinstance(value, torch.Tensor)
-            and not is_traceable_wrapper_subclass(value)  # the stand-in's tensor itself, or a DTensor of them
-            # A vmap's batched value (Dynamo inlines torch.vmap, e.g. in associative_scan) holds the stand-in's
-            # tensor already: wrapping it would put the batch inside the device tensor.
-            and not torch._C._functorch.is_functorch_wrapped_tensor(value)
-            and value.device.type == "neuron"
-        )
-        if node.op not in ("call_function", "call_method") or not plain_on_device:
-            continue
-        device = node.kwargs.get("device")
-        if isinstance(device, torch.device) and device.type == "neuron":
-            node.kwargs = {**node.kwargs, "device": CPU}
-        with gm.graph.inserting_after(node):
-            wrapped = gm.graph.call_function(as_device_tensor, (node, value.device))
-        node.replace_all_uses_with(wrapped, delete_user_cb=lambda user, wrapped=wrapped: user is not wrapped)
-    gm.recompile()
-
-
 def neuron(gm: torch.fx.GraphModule, example_inputs: list):
     """``torch.compile(backend="neuron")`` on the stand-in."""
     from torch._guards import CompileContext
-
-    _device_values_as_device_tensors(gm)
 
     compile_id = CompileContext.current_compile_id()
     model_name = (

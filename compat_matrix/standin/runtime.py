@@ -7,7 +7,6 @@ memory figures are the host memory behind the device's live tensors (not HBM; se
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import time
@@ -73,30 +72,23 @@ def _is_in_bad_fork() -> bool:
 
 def _index(device=None) -> int:
     if device is None:
-        return _device.STATE.current
+        return current_device()
     if isinstance(device, int):
         return device
     device = torch.device(device)
     if device.type != _device.DEVICE_TYPE:
         raise ValueError(f"Expected a neuron device, got {device}")
-    return device.index if device.index is not None else _device.STATE.current
+    return device.index if device.index is not None else current_device()
 
 
 def current_device() -> int:
-    return _device.STATE.current
+    return _device.current_device()
 
 
 def set_device(device) -> None:
     index = _index(device)
     check_index(index)
-    _device.STATE.current = index
-
-
-def _exchange_device(index: int) -> int:
-    previous = current_device()
-    if index >= 0:
-        set_device(index)
-    return previous
+    _device.backend().set_device(index)
 
 
 class device:  # noqa: N801  (torch.cuda.device's name)
@@ -148,35 +140,35 @@ def synchronize(device=None) -> None:
 
 
 def manual_seed(seed: int) -> None:
-    _device.generator(torch.device(_device.DEVICE_TYPE, current_device())).manual_seed(int(seed))
+    _device.generator(current_device()).manual_seed(int(seed))
 
 
 def manual_seed_all(seed: int) -> None:
     # torch.manual_seed calls this; it must not call torch.manual_seed back.
     for index in range(device_count()):
-        _device.generator(torch.device(_device.DEVICE_TYPE, index)).manual_seed(int(seed))
+        _device.generator(index).manual_seed(int(seed))
 
 
 def seed() -> None:
-    _device.generator(torch.device(_device.DEVICE_TYPE, current_device())).seed()
+    _device.generator(current_device()).seed()
 
 
 def seed_all() -> None:
-    first = _device.generator(torch.device(_device.DEVICE_TYPE, 0))
+    first = _device.generator(0)
     first.seed()
     manual_seed_all(first.initial_seed())
 
 
 def initial_seed() -> int:
-    return _device.generator(torch.device(_device.DEVICE_TYPE, current_device())).initial_seed()
+    return _device.generator(current_device()).initial_seed()
 
 
 def get_rng_state(device=None) -> torch.Tensor:
-    return _device.generator(torch.device(_device.DEVICE_TYPE, _index(device))).get_state()
+    return _device.generator(_index(device)).get_state()
 
 
 def set_rng_state(new_state: torch.Tensor, device=None) -> None:
-    _device.generator(torch.device(_device.DEVICE_TYPE, _index(device))).set_state(new_state.cpu())
+    _device.generator(_index(device)).set_state(new_state.cpu())
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
@@ -218,15 +210,17 @@ class Event:
         return (end_event._time - self._time) * 1000.0
 
 
-class Stream:
-    """A stream: work on it is complete when its call returns."""
+class Stream(torch.Stream):
+    """A stream (a ``torch.Stream`` of the device, as TorchNeuron's are): work on it is complete when its call
+    returns, so its queries, waits and synchronizations return at once."""
 
-    def __init__(self, device=None, priority: int = 0, stream_id: int = 0, **_ignored):
-        self.device_index = _index(device)
-        self.device = torch.device(_device.DEVICE_TYPE, self.device_index)
-        self.device_type = _device.DEVICE_TYPE
-        self.priority = priority
-        self.stream_id = stream_id
+    def __new__(cls, device=None, priority: int = 0, **_ignored):
+        return super().__new__(
+            cls, device=torch.device(_device.DEVICE_TYPE, _index(device)), priority=priority
+        )
+
+    def __init__(self, device=None, priority: int = 0, **_ignored):
+        """Made by ``__new__``."""
 
     def query(self) -> bool:
         return True
@@ -234,25 +228,16 @@ class Stream:
     def synchronize(self) -> None:
         """Work is complete."""
 
-    def wait_stream(self, stream: Stream) -> None:
+    def wait_stream(self, stream: torch.Stream) -> None:
         """Work is complete."""
 
     def wait_event(self, event: Event) -> None:
-        """Work is complete."""
+        """Work is complete (the event may be this module's or a ``torch.Event``)."""
 
     def record_event(self, event: Event | None = None) -> Event:
         event = event or Event()
         event.record(self)
         return event
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Stream) and (other.device_index, other.stream_id) == (
-            self.device_index,
-            self.stream_id,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.device_index, self.stream_id))
 
     def __enter__(self):
         self._context = StreamContext(self)
@@ -317,37 +302,15 @@ def query() -> bool:
     return True
 
 
-# --- memory: the host memory behind the device's live tensors ----------------------------------------------
-
-_peak: dict[int, int] = {}
-
-
-def _live_bytes(index: int) -> int:
-    from torch._subclasses import FakeTensor
-    from torch._subclasses.functional_tensor import FunctionalTensor
-
-    storages: dict[int, int] = {}
-    for obj in gc.get_objects():
-        if type(obj) is _device.NeuronTensor and obj.device.index == index:
-            # A stand-in tensor a compile left behind (its data a fake or functional tensor) holds no memory.
-            if isinstance(obj._cpu, (FakeTensor, FunctionalTensor)) or torch._is_functional_tensor(obj._cpu):
-                continue
-            storage = obj._cpu.untyped_storage()
-            storages[storage.data_ptr()] = storage.nbytes()
-    return sum(storages.values())
+# --- memory: the host memory of the device's live storages, counted by the backend ------------------------
 
 
 def memory_allocated(device=None) -> int:
-    index = _index(device)
-    allocated = _live_bytes(index)
-    _peak[index] = max(_peak.get(index, 0), allocated)
-    return allocated
+    return _device.backend().memory_stats(_index(device))["current"]
 
 
 def max_memory_allocated(device=None) -> int:
-    index = _index(device)
-    memory_allocated(index)
-    return _peak[index]
+    return _device.backend().memory_stats(_index(device))["peak"]
 
 
 def memory_reserved(device=None) -> int:
@@ -373,13 +336,13 @@ def memory_stats(device=None) -> dict[str, int]:
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:
     stats = memory_stats(device)
-    lines = [f"neuron:{_index(device)} (stand-in: host memory behind live device tensors)"]
+    lines = [f"neuron:{_index(device)} (stand-in: host memory of live device storages)"]
     lines += [f"  {name}: {value}" for name, value in stats.items()]
     return "\n".join(lines)
 
 
 def reset_peak_memory_stats(device=None) -> None:
-    _peak.pop(_index(device), None)
+    _device.backend().reset_peak(_index(device))
 
 
 def reset_accumulated_memory_stats(device=None) -> None:
@@ -405,16 +368,10 @@ def mem_get_info(device=None) -> tuple[int, int]:
 
 
 def route_accelerator() -> None:
-    """``torch.accelerator``'s device index, synchronize and memory functions reach a backend through its C++
-    device guard and allocator; the python PrivateUse1 guard keeps no current device (its index is always 0) and
-    there is no allocator, so they are routed to this module's functions, which factories on ``neuron`` and
-    ``torch.neuron`` use."""
+    """``torch.accelerator``'s memory functions reach a backend through its caching device allocator, which the
+    stand-in does not have (its allocator is the host's): they are routed to this module's functions. Its device
+    index and synchronize reach the backend's device guard."""
     bindings = torch._C
-    bindings._accelerator_getDeviceIndex = current_device
-    bindings._accelerator_setDeviceIndex = set_device
-    bindings._accelerator_exchangeDevice = _exchange_device
-    bindings._accelerator_maybeExchangeDevice = _exchange_device
-    bindings._accelerator_synchronizeDevice = synchronize
     bindings._accelerator_isAllocatorInitialized = lambda: True
     bindings._accelerator_getDeviceStats = memory_stats
     bindings._accelerator_resetPeakStats = reset_peak_memory_stats

@@ -64,9 +64,9 @@ def test_activation_env_switches_it_on_for_children_and_keeps_the_hub_offline():
     assert standin.activation_env(env)["PYTHONPATH"] == env["PYTHONPATH"]  # idempotent
 
 
-def test_the_private_torch_api_is_pinned_to_the_torch_versions_the_project_allows():
-    """_setup_privateuseone_for_python_backend is private: the stand-in supports exactly the torch releases
-    pyproject.toml allows, and the pinned one is among them."""
+def test_the_torch_interfaces_the_backend_uses_are_pinned_to_the_torch_versions_the_project_allows():
+    """The C++ backend is built against PyTorch's PrivateUse1 interfaces, which change between releases: the
+    stand-in supports exactly the torch releases pyproject.toml allows, and the pinned one is among them."""
     from importlib.metadata import requires
 
     (allowed,) = [r.specifier for r in map(Requirement, requires("neuron-migrate")) if r.name == "torch"]
@@ -91,6 +91,16 @@ def test_an_unsupported_torch_is_one_clear_error_and_exit_2(setup, message):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]  # one line, no traceback
     assert message in result.stderr
+
+
+def test_a_backend_that_cannot_be_compiled_is_one_clear_error_and_exit_2(tmp_path):
+    env = standin.activation_env(
+        {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "CXX": str(tmp_path / "no-g++")}
+    )
+    result = run_python(["-c", "import torch"], env=env)
+    assert result.returncode == 2
+    assert "could not compile the stand-in's C++ backend" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_a_real_torch_neuronx_keeps_it_off_with_exit_2(tmp_path):
@@ -151,6 +161,7 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
         "aten::_scaled_dot_product_fused_attention_overrideable_backward",
     ]
     assert found["attention_grad_equal_cpu"]
+    assert found["conv_grads_equal_cpu"] and found["int_histc"] == [1, 2, 0, 1]
     assert found["generate_tokens_equal_cpu"] and found["generate_graphs"] == 1
     assert found["fullgraph_forward_tokens_equal_cpu"]
     assert found["dynamo_metrics"] and found["dynamo_metrics"][0].endswith("_forward_0")

@@ -48,7 +48,6 @@ STANDIN_MODULES = frozenset({"torch_neuronx"})  # what the stand-in device provi
 TRAINS = re.compile(r"\.train\(\)|\.backward\(|optimizer\.step\(")
 GENERATES = re.compile(r"\.generate\(|\bpipeline\(")
 SCRIPT_WORD = re.compile(r"[\w./-]+\.py\b")
-STANDIN = "stand-in gap (compat_matrix/standin)"
 LIMIT = "try limit"
 MANUAL = "manual work left by the migrator (its TODO says what)"
 FIXTURE = "the fixture's own code fails, on any device"
@@ -72,10 +71,6 @@ DEFAULT_TRIED = frozenset(
 
 # output (relative to fixtures/migrator, or examples/NAME) -> (kind, what happens), as the tries found it
 KNOWN_FAILURES: dict[str, tuple[str, str]] = {
-    "examples/launch_sft.sh": (
-        STANDIN,
-        "aten::record_stream has no kernel for a stand-in tensor (the launcher's 2-process Trainer run)",
-    ),
     "examples/chat_smollm3.ipynb": (
         MANUAL,
         "NM103: DistributedConfig(tp_size=2) in a one-process notebook kernel (the TODO: move it into a script "
@@ -156,23 +151,21 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
     ),
     "training/comments_above_removed_statements.expected.py": (
         UNSURE,
-        "tp_size=2 over the 2 processes: rank 1's loss comes back on neuron:0 while its Trainer uses neuron:1 "
-        "(the stand-in or Transformers' tensor parallelism)",
+        "tp_size=2 over the 2 processes: rank 1's compiled forward meets tensors on neuron:1 and neuron:0 in the "
+        "tensor-parallel embedding (TorchRuntimeError: Tensor device mismatch; its weights and inputs are on "
+        "neuron:1: the stand-in, Dynamo or Transformers' tensor parallelism)",
     ),
     "training/consolidate_checkpoints.expected.py": (
         UNSURE,
-        "tp_size=2 over the 2 processes: rank 1's loss comes back on neuron:0 while its Trainer uses neuron:1 "
-        "(the stand-in or Transformers' tensor parallelism)",
+        "tp_size=2 over the 2 processes: rank 1's compiled forward meets tensors on neuron:1 and neuron:0 in the "
+        "tensor-parallel embedding (TorchRuntimeError: Tensor device mismatch; its weights and inputs are on "
+        "neuron:1: the stand-in, Dynamo or Transformers' tensor parallelism)",
     ),
     "training/lazy_load_for_parallelism.expected.py": (
         UNSURE,
-        "tp_size=2 over the 2 processes: rank 1's loss comes back on neuron:0 while its Trainer uses neuron:1 "
-        "(the stand-in or Transformers' tensor parallelism)",
-    ),
-    "training/llama_tp_from_flags.expected.py": (
-        STANDIN,
-        "with the default degree 1 the Trainer wraps the model in DDP, whose buckets call aten::record_stream, "
-        "which the stand-in's device lacks",
+        "tp_size=2 over the 2 processes: rank 1's compiled forward meets tensors on neuron:1 and neuron:0 in the "
+        "tensor-parallel embedding (TorchRuntimeError: Tensor device mismatch; its weights and inputs are on "
+        "neuron:1: the stand-in, Dynamo or Transformers' tensor parallelism)",
     ),
     "training/sft_config_from_training_args.expected.py": (
         MIGRATOR,
@@ -206,8 +199,10 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
         "with fullgraph=True (Logger.set_runtime_stats_and_log)",
     ),
     "xla/unchanged_torchneuron_device_module.py": (
-        STANDIN,
-        "moving a TorchScript module to the device: _apply() cannot swap its weight",
+        UNSURE,
+        "moving a TorchScript module to the device: Module.to raises 'param must be a Parameter', as PyTorch does "
+        "for any PrivateUse1 device (TensorImpl::has_compatible_shallow_copy_type counts CPU, CUDA, MPS, HIP, XPU, "
+        "HPU and MTIA as dense, not PrivateUse1); whether TorchNeuron works around it is not measured",
     ),
 }
 

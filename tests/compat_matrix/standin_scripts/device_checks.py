@@ -17,12 +17,10 @@ sockets = []
 sys.addaudithook(lambda event, args: sockets.append(event) if event == "socket.connect" else None)
 
 from torch._dynamo.utils import counters  # noqa: E402
-from torch._subclasses import FakeTensorMode  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.utils import is_torch_neuron_available  # noqa: E402
 
 from compat_matrix import sim_backend  # noqa: E402
-from compat_matrix.standin.device import NeuronTensor  # noqa: E402
 from compat_matrix.tiny import build_tiny_model  # noqa: E402
 
 found = {
@@ -56,6 +54,19 @@ found["cpu_scalar_mixes"] = (on_device * torch.tensor(2.0)).device.type
 # Pinned memory, as a DataLoader(pin_memory=True) asks for it on this accelerator.
 loader = torch.utils.data.DataLoader(torch.arange(8.0), batch_size=4, pin_memory=True)
 found["pinned_batches"] = [batch.tolist() for batch in loader]
+
+# Convolutions (the overrideable convolution PyTorch calls on a device) and integer histograms (MoE routing).
+conv = torch.nn.Conv1d(4, 8, 3, padding=1, groups=2)
+signal = torch.randn(2, 4, 10, requires_grad=True)
+conv(signal).square().sum().backward()
+device_conv = copy.deepcopy(conv).to("neuron")
+device_conv.zero_grad()
+device_signal = signal.detach().to("neuron").requires_grad_()
+device_conv(device_signal).square().sum().backward()
+found["conv_grads_equal_cpu"] = torch.allclose(
+    device_signal.grad.cpu(), signal.grad, atol=1e-5
+) and torch.allclose(device_conv.weight.grad.cpu(), conv.weight.grad, atol=1e-5)
+found["int_histc"] = torch.histc(torch.tensor([0, 1, 1, 3], device="neuron"), bins=4, min=0, max=3).tolist()
 
 # torch.neuron: devices, random numbers (its own generator, seeded by torch.manual_seed too), streams, memory.
 torch.neuron.set_device(1)
@@ -91,13 +102,6 @@ with torch.neuron.stream(stream):
 torch.neuron.synchronize()
 found["event_elapsed_ms"] = start.elapsed_time(end)
 big = torch.zeros(1024, 1024, device="neuron")
-# Device tensors whose data is a fake or a functional tensor, as a compiled graph can keep them: no memory of
-# their own (and no data pointer to read).
-with FakeTensorMode():
-    fake_data = torch.empty(8)
-kept_by_a_compile = [
-    NeuronTensor(data, torch.device("neuron", 0)) for data in (fake_data, torch._to_functional_tensor(cpu))
-]
 found["memory_allocated_covers_a_4MiB_tensor"] = (
     torch.neuron.memory_allocated() >= big.numel() * 4
     and torch.accelerator.memory_allocated() >= big.numel() * 4

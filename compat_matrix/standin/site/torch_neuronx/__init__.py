@@ -51,7 +51,7 @@ def get_fallback_ops() -> list[str]:
 
 
 def get_executed_ops() -> list[str]:
-    return sorted({op._schema.name for op in _device.EXECUTED.values()})
+    return _device.executed_ops()
 
 
 def clear_op_tracking() -> None:
