@@ -129,9 +129,8 @@ class RemoveGraphCalls(Handler):
         self.loops: list[cst.CSTNode] = []  # the loops around it, in the innermost function
         self.clock_lines: dict[cst.CSTNode, tuple[list[int], list[int]]] = {}  # scope or loop -> `_lines`
         self.helpers: set[str] | None = None  # see `_timed_helpers`
-        self.drained_loops: set[cst.CSTNode] = (
-            set()
-        )  # loops whose graph cuts drained a warm-up: a wait after them
+        # loops whose graph cuts drained a warm-up: a wait after them
+        self.drained_loops: set[cst.CSTNode] = set()
 
     def visit_Module(self, node: cst.Module) -> None:
         self.scopes.append(node)
