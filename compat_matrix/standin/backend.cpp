@@ -37,7 +37,8 @@ namespace {
 
 constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
 
-thread_local c10::DeviceIndex current_index = 0;
+c10::DeviceIndex first_index = 0;  // every thread's current device until it sets one (start() sets it)
+thread_local c10::DeviceIndex current_index = first_index;
 c10::DeviceIndex device_total = 1;
 
 c10::Device neuron_device(c10::DeviceIndex index) { return c10::Device(kNeuron, index); }
@@ -194,6 +195,7 @@ struct OpInfo {
   std::vector<bool> writes;      // per argument: the op writes to it
   bool crosses_devices = false;  // takes tensors from another device by design (indices for indexing)
   bool has_rule = false;         // neuron_rules.json names it: Python records each call
+  bool draws_from_cpu_generator = false;  // random, but its CPU kernel takes no generator argument
 };
 
 std::mutex ops_mutex;
@@ -227,6 +229,7 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
     info.writes.push_back(arguments[i].alias_info() != nullptr && arguments[i].alias_info()->isWrite());
   }
   info.crosses_devices = kCrossDeviceOps.count(schema->name()) > 0;
+  info.draws_from_cpu_generator = schema->name() == "aten::native_dropout";
   std::string name = full_name(op);
   if (rule_lookup) {
     py::gil_scoped_acquire gil;
@@ -325,7 +328,19 @@ void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
     if (generator.isNone()) generator = default_generator(index);
   }
 
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  if (info.draws_from_cpu_generator) {
+    // Dropout's CPU kernel draws from the CPU's default generator: it draws from the device's here, so that the
+    // device's seed and saved states (activation checkpointing replays them) decide its mask, as on a device.
+    at::Generator cpu = at::detail::getDefaultCPUGenerator();
+    const at::Generator& device = default_generator(index);
+    at::Tensor cpu_state = cpu.get_state();
+    cpu.set_state(device.get_state());
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    const_cast<at::Generator&>(device).set_state(cpu.get_state());
+    cpu.set_state(cpu_state);
+  } else {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
 
   for (auto& [host, device] : written) {
     c10::TensorImpl* impl = device.unsafeGetTensorImpl();
@@ -579,8 +594,10 @@ struct NeuronHooks final : at::PrivateUse1HooksInterface {
 
 // --- what Python calls ---------------------------------------------------------------------------------------
 
-void start(int devices, py::object lookup, py::object record, py::object dtypes) {
+void start(int devices, int first, py::object lookup, py::object record, py::object dtypes) {
   device_total = static_cast<c10::DeviceIndex>(devices);
+  first_index = static_cast<c10::DeviceIndex>(first);
+  current_index = first_index;
   rule_lookup = new py::object(std::move(lookup));
   rule_record = new py::object(std::move(record));
   dtype_rule = new py::object(std::move(dtypes));
@@ -622,7 +639,7 @@ void clear_executed_ops() {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("start", &start, "register the allocator and hooks; the device count and the rule callbacks");
+  m.def("start", &start, "register the allocator and hooks; the device count, the first current device, the rule callbacks");
   m.def("host", &as_host, "a device tensor as a CPU tensor on the same memory");
   m.def("device_tensor", &device_tensor, "a CPU tensor as a device tensor on the same memory");
   m.def("current_device", [] { return static_cast<int>(current_index); });

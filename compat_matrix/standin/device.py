@@ -148,7 +148,7 @@ def register() -> None:
     torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
     torch.utils.generate_methods_for_privateuse1_backend()
     torch._register_device_module(DEVICE_TYPE, runtime.module())
-    backend().start(runtime.device_count(), _has_rule, _record_rule, _dtype_rule)
+    backend().start(runtime.device_count(), runtime.first_device(), _has_rule, _record_rule, _dtype_rule)
     runtime.route_accelerator()
     _library = torch.library.Library("aten", "IMPL")  # noqa: TOR901  (kept alive: the registrations live with it)
     # The fused attention kernel that backend.cpp's choice picks, as TorchNeuron picks it.

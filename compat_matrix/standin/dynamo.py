@@ -99,8 +99,42 @@ def neuron(gm: torch.fx.GraphModule, example_inputs: list):
                                 _recording_compiler(model_name, "backward"))  # fmt: skip
 
 
+def _run_rng_state_ops_on_the_device() -> None:
+    """A compiled graph that recomputes random ops (activation checkpointing under ``torch.compile``) holds
+    PyTorch's ``run_and_save_rng_state`` / ``run_with_rng_state``, which pick the device's generator by device
+    type and know only PyTorch's own devices. TorchNeuron runs such a graph compiled; the stand-in runs it op by
+    op, so it gives the two ops the device's generator, as PyTorch does for CUDA."""
+    from torch._C import DispatchKey
+    from torch._prims import rng_prims
+
+    save, replay = rng_prims.run_and_save_rng_state, rng_prims.run_with_rng_state
+    save_elsewhere = save.py_kernels[DispatchKey.BackendSelect]
+    replay_elsewhere = replay.py_kernels[DispatchKey.BackendSelect]
+
+    def save_state(op, *args, **kwargs):
+        if rng_prims.get_device(args, kwargs) != BACKEND_NAME:
+            return save_elsewhere(op, *args, **kwargs)
+        return torch.neuron.get_rng_state(), op(*args, **kwargs)
+
+    def run_with_state(rng_state, op, *args, **kwargs):
+        if rng_prims.get_device(args, kwargs) != BACKEND_NAME:
+            return replay_elsewhere(rng_state, op, *args, **kwargs)
+        current = torch.neuron.get_rng_state()
+        torch.neuron.set_rng_state(rng_state.cpu())
+        try:
+            return op(*args, **kwargs)
+        finally:
+            torch.neuron.set_rng_state(current)
+
+    for operator, kernel in ((save, save_state), (replay, run_with_state)):
+        operator.py_kernels[DispatchKey.BackendSelect] = kernel
+        operator._dispatch_cache.clear()
+
+
 def register() -> None:
     from torch._dynamo import register_backend, trace_rules
+
+    _run_rng_state_ops_on_the_device()
 
     register_backend(neuron, name=BACKEND_NAME)
     # The stand-in is the device, not user code: Dynamo never traces its frames (it would, for the dispatch

@@ -48,6 +48,14 @@ def device_count() -> int:
     return int(number) if number else DEFAULT_CORES
 
 
+def first_device() -> int:
+    """The current device a process starts with: under torchrun (LOCAL_RANK) its local rank modulo the device
+    count, so each worker has a NeuronCore of its own by default, as Accelerate (``torch.neuron.current_device()``
+    with no ``set_device``) and TorchNeuron's torch.distributed guide (``torch.device("neuron")``) expect; else 0."""
+    local_rank = os.environ.get("LOCAL_RANK", "").strip()
+    return int(local_rank) % device_count() if local_rank.isdigit() else 0
+
+
 def check_index(index: int) -> None:
     count = device_count()
     if not 0 <= index < count:
@@ -60,6 +68,11 @@ def is_available() -> bool:
 
 def is_initialized() -> bool:
     return True
+
+
+# torch.utils.checkpoint saves and replays a device's random state only where its module says so, as torch.cuda
+# does once initialised: without it a recomputed dropout would draw a new mask.
+_initialized = True
 
 
 def init() -> None:

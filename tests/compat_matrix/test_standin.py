@@ -162,6 +162,7 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
     ]
     assert found["attention_grad_equal_cpu"]
     assert found["conv_grads_equal_cpu"] and found["int_histc"] == [1, 2, 0, 1]
+    assert found["checkpoint_replays_dropout"] == [True, True] and found["dropout_on_device_generator"]
     assert found["generate_tokens_equal_cpu"] and found["generate_graphs"] == 1
     assert found["fullgraph_forward_tokens_equal_cpu"]
     assert found["dynamo_metrics"] and found["dynamo_metrics"][0].endswith("_forward_0")
@@ -208,6 +209,7 @@ def test_ddp_fsdp2_tensor_parallelism_and_collectives_on_the_neuron_process_grou
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(output.read_text())
     assert found["backend"] == "neuron" and found["tp_device"] == "neuron:0"
+    assert found["first_devices"] == [0, 1]  # each torchrun worker starts on the core of its local rank
     assert found["tp_loss"] == pytest.approx(found["reference_loss"], abs=1e-5)
     assert found["tp_generate_device"] == "neuron:0" and found["tp_generate_equal_one_process"]
     assert found["ddp_grad_device"] == "neuron:0" and found["ddp_params"] == 21

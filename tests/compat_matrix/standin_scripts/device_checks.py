@@ -68,6 +68,7 @@ found["conv_grads_equal_cpu"] = torch.allclose(
 ) and torch.allclose(device_conv.weight.grad.cpu(), conv.weight.grad, atol=1e-5)
 found["int_histc"] = torch.histc(torch.tensor([0, 1, 1, 3], device="neuron"), bins=4, min=0, max=3).tolist()
 
+
 # torch.neuron: devices, random numbers (its own generator, seeded by torch.manual_seed too), streams, memory.
 torch.neuron.set_device(1)
 found["current_device_after_set"] = torch.neuron.current_device()
@@ -221,6 +222,33 @@ scaled_sum(host_grad, host).backward()
 device_grad = host.to("neuron").requires_grad_()
 torch.compile(scaled_sum, backend="neuron", dynamic=False)(device_grad, host.to("neuron")).backward()
 found["vmap_grad_equal_cpu"] = torch.allclose(device_grad.grad.cpu(), host_grad.grad)
+
+
+# Dropout draws from the device's generator, and activation checkpointing replays its mask, eager and compiled.
+def dropout_block(values):
+    return torch.nn.functional.dropout(values.sin(), p=0.5, training=True).sum()
+
+
+replayed = []
+for compile_backend in (None, "neuron"):
+
+    def checkpointed(values):
+        return torch.utils.checkpoint.checkpoint(dropout_block, values, use_reentrant=False)
+
+    run = torch.compile(checkpointed, backend=compile_backend) if compile_backend else checkpointed
+    values = torch.randn(64, device="neuron", requires_grad=True)
+    total = run(values)
+    total.backward()
+    kept = values.grad != 0  # the backward's (recomputed) mask
+    replayed.append(torch.allclose(total.cpu(), (kept * 2 * values.detach().sin()).sum().cpu(), atol=1e-5))
+found["checkpoint_replays_dropout"] = replayed
+torch.neuron.manual_seed(5)
+first_mask = torch.nn.functional.dropout(torch.ones(32, device="neuron"), 0.5).cpu()
+torch.rand(100)  # the CPU's generator moves, not the device's
+torch.neuron.manual_seed(5)
+found["dropout_on_device_generator"] = torch.equal(
+    torch.nn.functional.dropout(torch.ones(32, device="neuron"), 0.5).cpu(), first_mask
+)
 
 found["network_connections"] = len(sockets)
 print(json.dumps(found))

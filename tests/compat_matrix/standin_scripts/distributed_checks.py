@@ -21,6 +21,7 @@ rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 local_rank = int(os.environ["LOCAL_RANK"])
 output, checkpoint = sys.argv[1], sys.argv[2]  # checkpoint: a saved tiny Llama (the test saves it)
 found = {}
+first_device = torch.neuron.current_device()  # before anything sets one: each worker starts on its own core
 batch = torch.randint(3, VOCAB - 16, (2 * world, 32), generator=torch.Generator().manual_seed(0))
 
 # Tensor parallelism as Transformers sets it up on neuron: it initialises the "neuron" process group and
@@ -32,6 +33,9 @@ tp_model = AutoModelForCausalLM.from_pretrained(
 found["backend"] = dist.get_backend()
 found["tp_device"] = str(tp_model.device)
 device = tp_model.device
+first_devices = torch.empty(world, dtype=torch.long, device=device)
+dist.all_gather_into_tensor(first_devices, torch.tensor([first_device], device=device))
+found["first_devices"] = first_devices.tolist()
 tp_loss = tp_model(input_ids=batch.to(device), labels=batch.to(device)).loss
 found["tp_loss"] = tp_loss.item()
 if rank == 0:
