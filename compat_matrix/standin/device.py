@@ -13,7 +13,6 @@ import torch
 from compat_matrix import sim_backend
 from compat_matrix.standin import native
 
-CPU = torch.device("cpu")
 DEVICE_TYPE = "neuron"
 aten = torch.ops.aten
 # The ops among those that ran on the device that TorchNeuron runs on the CPU in eager mode (neuron_rules.json),
