@@ -162,6 +162,7 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
     ]
     assert found["attention_grad_equal_cpu"]
     assert found["conv_grads_equal_cpu"] and found["int_histc"] == [1, 2, 0, 1]
+    assert found["conjugate_copies_to_cpu"]
     assert found["checkpoint_replays_dropout"] == [True, True] and found["dropout_on_device_generator"]
     assert found["generate_tokens_equal_cpu"] and found["generate_graphs"] == 1
     assert found["fullgraph_forward_tokens_equal_cpu"]

@@ -66,6 +66,11 @@ device_conv(device_signal).square().sum().backward()
 found["conv_grads_equal_cpu"] = torch.allclose(
     device_signal.grad.cpu(), signal.grad, atol=1e-5
 ) and torch.allclose(device_conv.weight.grad.cpu(), conv.weight.grad, atol=1e-5)
+complex_values = torch.randn(3, dtype=torch.complex64)
+found["conjugate_copies_to_cpu"] = torch.equal(
+    complex_values.to("neuron").conj().cpu(), complex_values.conj()
+)
+on_device.record_stream(torch.neuron.current_stream())  # DDP's buckets do, with the device's stream
 found["int_histc"] = torch.histc(torch.tensor([0, 1, 1, 3], device="neuron"), bins=4, min=0, max=3).tolist()
 
 
