@@ -278,9 +278,14 @@ void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
   std::vector<std::pair<at::Tensor, at::Tensor>> written;  // (CPU view, device tensor) of tensors written to
   StorageMap map;
 
+  c10::DeviceIndex first_tensor_index = -1, other_tensor_index = -1;  // two devices in one op: refused below
+
   auto to_host = [&](const at::Tensor& tensor, bool write) -> at::Tensor {
     if (on_device(tensor)) {
-      if (index < 0) index = tensor.device().index();
+      c10::DeviceIndex tensor_index = tensor.device().index();
+      if (first_tensor_index < 0) first_tensor_index = tensor_index;
+      if (tensor_index != first_tensor_index) other_tensor_index = tensor_index;
+      if (index < 0) index = tensor_index;
       at::Tensor host = write ? host_view_to_write(tensor) : host_view(tensor);
       if (write) written.emplace_back(host, tensor);
       originals.emplace_back(host.unsafeGetTensorImpl(), tensor);
@@ -323,6 +328,10 @@ void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
   }
   if (index < 0) index = current_index;
   if (host_tensor && !originals.empty() && !info.crosses_devices) mixed_devices(op, index);
+  TORCH_CHECK(other_tensor_index < 0 || info.crosses_devices,
+              "Expected all tensors to be on the same device, but found at least two devices, neuron:",
+              static_cast<int>(first_tensor_index), " and neuron:", static_cast<int>(other_tensor_index),
+              "! (when checking argument for ", op.schema().name(), ")");
   if (info.generator_argument >= 0) {
     c10::IValue& generator = (*stack)[first + info.generator_argument];
     if (generator.isNone()) generator = default_generator(index);

@@ -149,6 +149,8 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
     assert found["dtypes"] == ["torch.bfloat16", "torch.float16"] and found["second_device"] == "neuron:1"
     assert found["view_writes_through"]
     assert found["mixed_devices"].startswith("Expected all tensors to be on the same device")
+    # Two NeuronCores in one op: refused, as on a device.
+    assert "neuron:0 and neuron:1" in found["two_devices"]
     assert found["cpu_scalar_mixes"] == "neuron"
     assert found["pinned_batches"] == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
     assert (found["current_device_after_set"], found["factory_device_after_set"]) == (1, "neuron:1")

@@ -49,6 +49,11 @@ try:
     found["mixed_devices"] = "no error"
 except RuntimeError as error:
     found["mixed_devices"] = str(error)
+try:
+    on_device + on_device.to("neuron:1")
+    found["two_devices"] = "no error"
+except RuntimeError as error:
+    found["two_devices"] = str(error)
 found["cpu_scalar_mixes"] = (on_device * torch.tensor(2.0)).device.type
 
 # Pinned memory, as a DataLoader(pin_memory=True) asks for it on this accelerator.
