@@ -30,6 +30,7 @@
 #include <torch/library.h>
 
 #include <mutex>
+#include <utility>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -46,6 +47,11 @@ c10::Device neuron_device(c10::DeviceIndex index) { return c10::Device(kNeuron, 
 void check_index(c10::DeviceIndex index) {
   TORCH_CHECK(index >= 0 && index < device_total, "Invalid device id: ", static_cast<int>(index),
               ". Valid range is 0 to ", device_total - 1, " (neuron stand-in)");
+}
+
+void set_current(c10::DeviceIndex index) {
+  check_index(index);
+  current_index = index;
 }
 
 // --- memory: per-device byte counts of live device storages ---------------------------------------------
@@ -395,31 +401,40 @@ void check_dtype(at::ScalarType dtype) {
   ruled = named ? 2 : 1;
 }
 
+// Allocates with `make` on the device an allocation names (else the current one), as the allocator reads it.
+template <typename Make>
+at::Tensor allocate_on(std::optional<at::Device> device, at::ScalarType dtype, Make make) {
+  check_dtype(dtype);
+  c10::DeviceIndex index = device && device->has_index() ? device->index() : current_index;
+  check_index(index);
+  c10::DeviceIndex saved = std::exchange(current_index, index);
+  try {
+    at::Tensor result = make();
+    current_index = saved;
+    return result;
+  } catch (...) {
+    current_index = saved;
+    throw;
+  }
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout>, std::optional<at::Device> device, std::optional<bool>,
                                std::optional<at::MemoryFormat> memory_format) {
-  check_dtype(c10::dtype_or_default(dtype));
-  c10::DeviceIndex index = device && device->has_index() ? device->index() : current_index;
-  check_index(index);
-  c10::DeviceIndex saved = current_index;
-  current_index = index;
-  at::Tensor result = at::detail::empty_generic(size, &allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                                c10::dtype_or_default(dtype), memory_format);
-  current_index = saved;
-  return result;
+  at::ScalarType type = c10::dtype_or_default(dtype);
+  return allocate_on(device, type, [&] {
+    return at::detail::empty_generic(size, &allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), type,
+                                     memory_format);
+  });
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                          std::optional<at::Layout>, std::optional<at::Device> device, std::optional<bool>) {
-  check_dtype(c10::dtype_or_default(dtype));
-  c10::DeviceIndex index = device && device->has_index() ? device->index() : current_index;
-  check_index(index);
-  c10::DeviceIndex saved = current_index;
-  current_index = index;
-  at::Tensor result = at::detail::empty_strided_generic(
-      size, stride, &allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype));
-  current_index = saved;
-  return result;
+  at::ScalarType type = c10::dtype_or_default(dtype);
+  return allocate_on(device, type, [&] {
+    return at::detail::empty_strided_generic(size, stride, &allocator,
+                                             c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), type);
+  });
 }
 
 at::Tensor as_host(const at::Tensor& tensor) { return on_device(tensor) ? host_view(tensor) : tensor; }
@@ -554,10 +569,7 @@ struct NeuronGuard final : c10::impl::DeviceGuardImplInterface {
     return previous;
   }
   c10::Device getDevice() const override { return neuron_device(current_index); }
-  void setDevice(c10::Device device) const override {
-    check_index(device.index());
-    current_index = device.index();
-  }
+  void setDevice(c10::Device device) const override { set_current(device.index()); }
   void uncheckedSetDevice(c10::Device device) const noexcept override { current_index = device.index(); }
   c10::Stream getStream(c10::Device device) const override {
     return c10::Stream(c10::Stream::DEFAULT, device);
@@ -652,10 +664,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("host", &as_host, "a device tensor as a CPU tensor on the same memory");
   m.def("device_tensor", &device_tensor, "a CPU tensor as a device tensor on the same memory");
   m.def("current_device", [] { return static_cast<int>(current_index); });
-  m.def("set_device", [](int index) {
-    check_index(static_cast<c10::DeviceIndex>(index));
-    current_index = static_cast<c10::DeviceIndex>(index);
-  });
+  m.def("set_device", [](int index) { set_current(static_cast<c10::DeviceIndex>(index)); });
   m.def("default_generator", [](int index) { return default_generator(static_cast<c10::DeviceIndex>(index)); });
   m.def("memory_stats", &memory_stats);
   m.def("reset_peak", &reset_peak);

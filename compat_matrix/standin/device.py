@@ -98,11 +98,17 @@ def _dtype_rule(dtype: torch.dtype) -> bool:
 # --- what TorchNeuron decides itself -----------------------------------------------------------------------
 
 
+def _additive(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """A boolean attention mask as the additive bias PyTorch hands a fused kernel."""
+    if mask is None or mask.dtype != torch.bool:
+        return mask
+    return torch.zeros_like(mask, dtype=dtype).masked_fill_(~mask, float("-inf"))
+
+
 def _sdp_overrideable(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False,
                       *, scale=None):  # fmt: skip
     EXECUTED_HERE.add("aten::_scaled_dot_product_fused_attention_overrideable")
-    if attn_bias is not None and attn_bias.dtype == torch.bool:  # as PyTorch hands a mask to a fused kernel
-        attn_bias = torch.zeros_like(attn_bias, dtype=query.dtype).masked_fill_(~attn_bias, float("-inf"))
+    attn_bias = _additive(attn_bias, query.dtype)
     out, logsumexp = aten._scaled_dot_product_flash_attention_for_cpu.default(
         host(query), host(key), host(value), dropout_p, is_causal,
         attn_mask=None if attn_bias is None else host(attn_bias), scale=scale,
@@ -117,8 +123,7 @@ def _sdp_overrideable_backward(grad_out, query, key, value, attn_bias, grad_inpu
                                cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
                                philox_offset, *, scale=None):  # fmt: skip
     EXECUTED_HERE.add("aten::_scaled_dot_product_fused_attention_overrideable_backward")
-    if attn_bias is not None and attn_bias.dtype == torch.bool:
-        attn_bias = torch.zeros_like(attn_bias, dtype=query.dtype).masked_fill_(~attn_bias, float("-inf"))
+    attn_bias = _additive(attn_bias, query.dtype)
     grads = aten._scaled_dot_product_flash_attention_for_cpu_backward.default(
         host(grad_out), host(query), host(key), host(value), host(out), host(logsumexp), dropout_p, is_causal,
         attn_mask=host(attn_bias) if attn_bias is not None and attn_bias.numel() else None, scale=scale,
