@@ -298,9 +298,12 @@ def test_ctrl_c_exits_130_with_a_summary_and_no_debris(tmp_path, xla_script):
 def _stopped_run(tmp_path: Path, xla_script: str, signum: int, code: int) -> None:
     for index in range(30):
         (tmp_path / f"s{index:02}.py").write_text(xla_script)
+    # A command started from a terminal has Ctrl-C at Python's default handler; a child inherits an ignored SIGINT
+    # (as pytest-xdist's workers may have), and Python then never raises KeyboardInterrupt: restored, as a shell does.
     slow = textwrap.dedent(
         """
-        import sys, time
+        import signal, sys, time
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from migrator import engine
         real = engine.process
         def slow(job):
