@@ -33,7 +33,7 @@ from transformers import CompileConfig
 from compat_matrix.tiny import build_tiny_model
 from compat_matrix.probes import padded_training_batch, prompt
 from compat_matrix.settings import ProbeSettings
-import compat_matrix.sim_backend  # registers the neuron-sim backend
+import standin.sim_backend  # registers the neuron-sim backend
 
 torch.set_num_threads(1)
 settings = ProbeSettings()

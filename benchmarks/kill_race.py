@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "migrator"
-NEURON_MIGRATE = (sys.executable, "-c", "from migrator.cli import main; main()")
+NEURON_MIGRATE = (sys.executable, "-c", "from commands.neuron_migrate import main; main()")
 SUFFIX = ".neuron-migrate-tmp"
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "migrator"
-NEURON_MIGRATE = (sys.executable, "-c", "from migrator.cli import main; main()")
+NEURON_MIGRATE = (sys.executable, "-c", "from commands.neuron_migrate import main; main()")
 RUN_LIMIT_S = 900  # a whole run over the tree; a file has the tool's own --timeout
 
 

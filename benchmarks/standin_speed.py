@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from compat_matrix import standin
+import standin
 
 ROOT = Path(__file__).resolve().parents[1]
 

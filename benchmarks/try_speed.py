@@ -59,7 +59,7 @@ def one_run(folder: Path, cache: Path, steps: int) -> dict:
     report = folder / "report.json"
     started = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-c", "from migrator.cli import main; main()", "try", "train.py", "-q", "--steps", str(steps),
+        [sys.executable, "-c", "from commands.neuron_migrate import main; main()", "try", "train.py", "-q", "--steps", str(steps),
          "--format", "json", "--report", str(report)],
         cwd=folder, capture_output=True, text=True, env={**os.environ, "NEURON_MIGRATE_CACHE": str(cache)},
     )  # fmt: skip

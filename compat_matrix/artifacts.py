@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from compat_matrix import sim_backend
 from compat_matrix.errors import first_error_line
 from compat_matrix.schema import Cause
 from compat_matrix.tiny import PRIMARY, SECOND, TinySize
+from standin import sim_backend
 
 # Top-k selections over cached positions, where random weights tie; a value >= the cache length keeps every
 # position. MoE top-k is not among them: it selects experts by router probabilities, which do not tie exactly.

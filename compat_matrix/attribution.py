@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from compat_matrix import sim_backend
 from compat_matrix.errors import first_error_line
 from compat_matrix.schema import Cause
+from standin import sim_backend
 
 
 def _root_error(error: BaseException) -> BaseException:

@@ -30,7 +30,7 @@ def neuron_device_available() -> bool:
 
 
 def standin_torch_neuronx() -> bool:
-    """True when the torch_neuronx of this process is the neuron stand-in's (compat_matrix.standin)."""
+    """True when the torch_neuronx of this process is the neuron stand-in's (standin)."""
     return bool(getattr(sys.modules.get("torch_neuronx"), "STANDIN", False))
 
 
@@ -68,7 +68,7 @@ def check_sim_device(name: str) -> None:
     import torch
 
     if name.split(":")[0] == "neuron":
-        from compat_matrix import standin
+        import standin
 
         try:
             standin.activate()

@@ -29,13 +29,15 @@ from torch._dynamo.utils import counters, get_compilation_metrics
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from compat_matrix import artifacts, severity, sim_backend, standin
+import standin
+from compat_matrix import artifacts, severity
 from compat_matrix.attribution import attribute_failure
 from compat_matrix.checkpoints import config_choice
 from compat_matrix.errors import first_error_line
 from compat_matrix.schema import GENERATION_COMPILE_FIGURES, Cause
 from compat_matrix.settings import ProbeSettings
 from compat_matrix.tiny import PRIMARY, SECOND, VOCAB, TinySize, build_tiny_model
+from standin import sim_backend
 
 CPU = torch.device("cpu")
 MOE_MARKERS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
@@ -218,7 +220,7 @@ def resolve_device(settings: ProbeSettings) -> torch.device:
     if on_standin(settings):
         # Switched on here, after the fork: a worker server that ran a backward with it on would leave its
         # forked workers unable to run autograd (its device threads).
-        from compat_matrix import standin
+        import standin
 
         try:
             standin.activate()

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from compat_matrix import sim_backend
 from compat_matrix.errors import first_error_line
 from compat_matrix.schema import Cause
+from standin import sim_backend
 
 # Loss differences up to this much count as "the same loss" on an alternative path in the same dtype.
 SAME_LOSS = 1e-5

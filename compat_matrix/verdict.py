@@ -8,8 +8,9 @@ from typing import Any
 
 import torch
 
-from compat_matrix import artifacts, sim_backend
+from compat_matrix import artifacts
 from compat_matrix.schema import Cause, Stage, Verdict
+from standin import sim_backend
 
 # Dynamo's default, not the limit probes.configure_dynamo sets: what a user's process has on the device.
 DYNAMO_DEFAULT_RECOMPILE_LIMIT = torch._dynamo.config._config["recompile_limit"].default

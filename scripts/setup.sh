@@ -25,7 +25,7 @@ echo "setting up .venv (torch 2.13.0 CPU, transformers, trl, peft, libcst, ...);
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[${extras}]"
 # The neuron stand-in's C++ backend, compiled once here rather than in the first process that switches it on.
 if [[ ",${extras}," == *",test,"* || ",${extras}," == *",compat,"* || ",${extras}," == *",ray,"* ]]; then
-    .venv/bin/python -m compat_matrix.standin.native >/dev/null
+    .venv/bin/python -m standin.native >/dev/null
 fi
 rm -f .venv/.installed-*
 touch "$stamp"

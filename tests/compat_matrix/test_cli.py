@@ -3,7 +3,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from compat_matrix import cli, rank
+from commands import neuron_compat as cli
+from compat_matrix import rank
 from compat_matrix.results_file import append_row
 from compat_matrix.runner import empty_measurement, make_row
 

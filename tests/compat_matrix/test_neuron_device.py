@@ -15,7 +15,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from compat_matrix import cli, runner
+from commands import neuron_compat as cli
+from compat_matrix import runner
 from compat_matrix.environment import neuron_device_available, run_env
 from compat_matrix.probes import DeviceUnavailable, device_fallback_ops, probe_architecture, resolve_device
 from compat_matrix.settings import ProbeSettings

@@ -13,7 +13,7 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
-from compat_matrix.cli import main
+from commands.neuron_compat import main
 from compat_matrix.ray_runner import RaySetupError, check_capacity, check_reachable, run_on_ray, task_options
 from compat_matrix.runner import run_one_isolated
 from compat_matrix.settings import ProbeSettings

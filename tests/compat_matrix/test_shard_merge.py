@@ -233,7 +233,7 @@ FIVE = ["llama", "qwen2", "qwen3", "mistral", "gpt2"]  # ranks 1..5 of the top-1
 def run_cli(*arguments):
     from click.testing import CliRunner
 
-    from compat_matrix.cli import main
+    from commands.neuron_compat import main
 
     return CliRunner().invoke(main, [str(argument) for argument in arguments])
 

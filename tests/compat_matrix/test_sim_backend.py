@@ -4,8 +4,8 @@ import re
 import pytest
 import torch
 
-from compat_matrix import sim_backend
 from compat_matrix.probes import CompileStats, configure_dynamo, ops_named_in_graph_breaks
+from standin import sim_backend
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""The neuron stand-in (compat_matrix/standin): the switch, the device and its modules, training and generation
+"""The neuron stand-in (standin): the switch, the device and its modules, training and generation
 through Transformers', TRL's and PEFT's own neuron paths, the neuron process group under torchrun, the real
 `--backend neuron` path end to end against the stand-in's torch_neuronx, and its refusals.
 
@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 from packaging.requirements import Requirement
 
-from compat_matrix import cli, standin
+import standin
+from commands import neuron_compat as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).with_name("standin_scripts")
@@ -36,7 +37,7 @@ def test_importing_the_project_never_switches_it_on():
     # A fresh interpreter: an in-process test (`--sim-device neuron`) may have switched it on in this one.
     code = (
         "import json, torch, compat_matrix.probes\n"
-        "from compat_matrix import standin\n"
+        "import standin\n"
         "standin.autoload()\n"  # NEURON_STANDIN is not set here
         "print(json.dumps([standin.is_active(), torch._C._get_privateuse1_backend_name(), hasattr(torch, 'neuron')]))"
     )
@@ -49,9 +50,7 @@ def test_importing_the_project_never_switches_it_on():
 def test_the_switch_is_torchs_device_backend_autoload_entry_point():
     from importlib.metadata import entry_points
 
-    (entry,) = [
-        e for e in entry_points(group="torch.backends") if e.value.startswith("compat_matrix.standin")
-    ]
+    (entry,) = [e for e in entry_points(group="torch.backends") if e.value.startswith("standin")]
     assert entry.load() is standin.autoload
 
 
@@ -86,7 +85,7 @@ def test_the_torch_interfaces_the_backend_uses_are_pinned_to_the_torch_versions_
     ],
 )
 def test_an_unsupported_torch_is_one_clear_error_and_exit_2(setup, message):
-    script = f"import os, torch\n{setup}\nos.environ['NEURON_STANDIN'] = '1'\nfrom compat_matrix import standin\nstandin.autoload()"  # fmt: skip
+    script = f"import os, torch\n{setup}\nos.environ['NEURON_STANDIN'] = '1'\nimport standin\nstandin.autoload()"  # fmt: skip
     result = run_python(["-c", script])
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]  # one line, no traceback
@@ -113,7 +112,7 @@ def test_a_real_torch_neuronx_keeps_it_off_with_exit_2(tmp_path):
     assert "a real torch_neuronx is installed" in result.stderr and "Traceback" not in result.stderr
     env.pop("NEURON_STANDIN")  # asked for by the harness instead
     output = tmp_path / "rows.jsonl"
-    command = ["-c", "from compat_matrix.cli import main; main()", "run", "--backend", "neuron-sim",
+    command = ["-c", "from commands.neuron_compat import main; main()", "run", "--backend", "neuron-sim",
                "--sim-device", "neuron", "--archs", "llama", "-o", str(output)]  # fmt: skip
     result = run_python(command, env=env)
     assert (
@@ -131,7 +130,7 @@ def test_cli_standin_prints_exports_and_runs_a_command(tmp_path):
     )
     marker = tmp_path / "device.txt"
     code = f"import torch; open({str(marker)!r}, 'w').write(str(torch.ones(1, device='neuron').device))"
-    result = subprocess.run([sys.executable, "-c", "from compat_matrix.cli import main; main()", "standin", "--",
+    result = subprocess.run([sys.executable, "-c", "from commands.neuron_compat import main; main()", "standin", "--",
                              sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert marker.read_text() == "neuron:0"
@@ -232,7 +231,7 @@ def test_the_real_device_path_runs_end_to_end_against_the_standins_torch_neuronx
     """`neuron-compat run --backend neuron -j 2`: spawned workers that import torch_neuronx, each with its own
     NEURON_RT_VISIBLE_CORES, compile metrics and fallback ops read from torch_neuronx; rows labelled simulated."""
     output = tmp_path / "rows.jsonl"
-    result = run_python(["-c", "from compat_matrix.cli import main; main()", "run", "--backend", "neuron", "-j", "2",
+    result = run_python(["-c", "from commands.neuron_compat import main; main()", "run", "--backend", "neuron", "-j", "2",
                          "--archs", "llama,mpt", "-o", str(output)], env=standin.activation_env())  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert (

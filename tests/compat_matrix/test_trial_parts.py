@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.trial import data, hub, plan, report, runner, scan
+from try_run import data, hub, plan, report, runner, scan
 
 BOOTSTRAP = Path(__file__).resolve().parents[2] / "compat_matrix" / "trial" / "bootstrap" / "sitecustomize.py"
 
@@ -391,7 +391,7 @@ def test_process_reports_merge_into_one_run():
 def test_a_run_finds_the_environments_own_commands_first(tmp_path):
     import sys
 
-    from compat_matrix.trial import runner
+    from try_run import runner
 
     env = runner._environment({"PATH": "/usr/bin"}, tmp_path, runner.TryOptions(cache_root=tmp_path))
     assert env["PATH"].split(os.pathsep) == [os.path.dirname(sys.executable), "/usr/bin"]

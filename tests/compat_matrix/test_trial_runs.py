@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.trial.device import STANDIN_DEVICE
+from try_run.device import STANDIN_DEVICE
 
-CLI = [sys.executable, "-c", "from migrator.cli import main; main()"]
+CLI = [sys.executable, "-c", "from commands.neuron_migrate import main; main()"]
 
 
 @pytest.fixture(scope="session")

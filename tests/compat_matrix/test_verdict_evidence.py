@@ -8,12 +8,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from compat_matrix import artifacts, severity, sim_backend
+from compat_matrix import artifacts, severity
 from compat_matrix.checkpoints import NOT_FOUND, config_choice, load_checkpoint_configs
 from compat_matrix.probes import run_training_step
 from compat_matrix.settings import ProbeSettings
 from compat_matrix.tiny import CONFIG_MAPPING, SECOND, WINDOW, build_tiny_config, declares
 from compat_matrix.verdict import decide_verdict
+from standin import sim_backend
 
 COVERAGE = "operator-coverage: transformers.grouped_mm_fallback (compiled graph)"
 

@@ -5,7 +5,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from compat_matrix import sim_backend
 from compat_matrix.attribution import attribute_failure
 from compat_matrix.errors import first_error_line
 from compat_matrix.probes import (
@@ -19,6 +18,7 @@ from compat_matrix.probes import (
 )
 from compat_matrix.schema import Cause, Verdict
 from compat_matrix.verdict import decide_verdict
+from standin import sim_backend
 
 COVERAGE = "operator-coverage: transformers.grouped_mm_fallback (compiled graph)"
 

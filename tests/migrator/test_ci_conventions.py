@@ -21,7 +21,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from migrator.cli import main
+from commands.neuron_migrate import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,7 +81,9 @@ def repository(tmp_path):
 
 def _run_hook(hook: dict, root: Path, names: list[str]):
     program, *options = shlex.split(hook["entry"])
-    assert f'{program} = "migrator.cli:main"' in (ROOT / "pyproject.toml").read_text()  # [project.scripts]
+    assert (
+        f'{program} = "commands.neuron_migrate:main"' in (ROOT / "pyproject.toml").read_text()
+    )  # [project.scripts]
     # pre-commit appends the staged file names to the entry, run from the repository's top.
     old = Path.cwd()
     os.chdir(root)
@@ -144,7 +146,7 @@ def test_pre_commit_environment_installs_only_what_neuron_migrate_imports(tmp_pa
                 if name.split(".")[0] in {heavy!r}:
                     raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
         sys.meta_path.insert(0, Block())
-        from migrator.cli import main
+        from commands.neuron_migrate import main
         main()
         """
     )
@@ -196,7 +198,7 @@ def test_the_code_scanning_workflow_uploads_the_sarif_file_the_cli_writes(tmp_pa
 
 def test_both_commands_take_dash_h_and_complete_in_the_shell(tmp_path):
     """`neuron-compat -h` was an error; shell completion (docs/ci.md) offers the subcommands and paths."""
-    from compat_matrix.cli import main as compat
+    from commands.neuron_compat import main as compat
 
     for command, args in (
         (main, ["-h"]),
@@ -207,7 +209,7 @@ def test_both_commands_take_dash_h_and_complete_in_the_shell(tmp_path):
         result = CliRunner().invoke(command, args)
         assert result.exit_code == 0 and result.output.startswith("Usage:"), args
     completion = subprocess.run(
-        [sys.executable, "-c", "from migrator.cli import main; main(prog_name='neuron-migrate')"],
+        [sys.executable, "-c", "from commands.neuron_migrate import main; main(prog_name='neuron-migrate')"],
         env=os.environ
         | {
             "_NEURON_MIGRATE_COMPLETE": "bash_complete",

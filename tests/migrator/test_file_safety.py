@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from commands.neuron_migrate import main
 from migrator import engine, writes
-from migrator.cli import main
 from migrator.engine import Job, Mode, process
 from migrator.sources import discover
 
 SPARE_UID = 1234  # no such user here: a uid that owns nothing
-NEURON_MIGRATE = (sys.executable, "-c", "from migrator.cli import main; main()")
+NEURON_MIGRATE = (sys.executable, "-c", "from commands.neuron_migrate import main; main()")
 
 
 def migrate_in_place(path):
@@ -198,7 +198,7 @@ def _killed_while_writing(tmp_path: Path, xla_script: str, at: str) -> subproces
         def die(*args, **kwargs):
             os.kill(os.getpid(), signal.SIGKILL)
         setattr(os, {at!r}, die)
-        from migrator.cli import main
+        from commands.neuron_migrate import main
         sys.argv = ["neuron-migrate", {str(path)!r}]
         main()
         """
@@ -310,7 +310,7 @@ def _stopped_run(tmp_path: Path, xla_script: str, signum: int, code: int) -> Non
             time.sleep(0.2)
             return real(job)
         engine.process = slow
-        from migrator.cli import main
+        from commands.neuron_migrate import main
         sys.argv = ["neuron-migrate", "-j", "2", sys.argv[1]]
         main()
         """

@@ -35,12 +35,12 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix.trial import TryOptions, try_path
+from try_run import TryOptions, try_path
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures" / "migrator"
 EXAMPLES = REPO / "fixtures" / "examples"
-CLI = [sys.executable, "-c", "from migrator.cli import main; main()"]
+CLI = [sys.executable, "-c", "from commands.neuron_migrate import main; main()"]
 RUN_ALL = os.environ.get("NEURON_MIGRATE_TRY_ALL") == "1"
 STEPS = 2
 TODO_PREFIX = "# TODO(neuron-migrate):"

@@ -8,7 +8,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from migrator.cli import main
+from commands.neuron_migrate import main
 from migrator.engine import Job, Mode, process
 from migrator.sources import discover
 

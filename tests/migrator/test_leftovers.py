@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from migrator.cli import main
+from commands.neuron_migrate import main
 from migrator.engine import migrate_notebook, migrate_python, migrate_shell
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from migrator.cli import main
+from commands.neuron_migrate import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,12 +13,12 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from commands.neuron_migrate import main
 from migrator import engine
-from migrator.cli import main
 from migrator.engine import Job, Mode, run
 from migrator.sources import discover
 
-NEURON_MIGRATE = (sys.executable, "-c", "from migrator.cli import main; main()")
+NEURON_MIGRATE = (sys.executable, "-c", "from commands.neuron_migrate import main; main()")
 
 
 def invoke(*args):

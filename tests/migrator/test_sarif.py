@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from migrator.cli import main
+from commands.neuron_migrate import main
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"

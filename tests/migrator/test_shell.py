@@ -319,7 +319,7 @@ def test_requirements_lines_are_read_as_pip_reads_them():
 def test_a_requirements_file_in_a_tree_is_migrated_by_the_cli(tmp_path):
     from click.testing import CliRunner
 
-    from migrator.cli import main
+    from commands.neuron_migrate import main
 
     (tmp_path / "requirements-train.txt").write_text("optimum-neuron==0.3.0\ndatasets\n")
     (tmp_path / "notes.txt").write_text("optimum-neuron==0.3.0\n")

@@ -6,8 +6,8 @@ import json
 
 from click.testing import CliRunner
 
+from commands.neuron_migrate import main
 from migrator import engine, still_imported
-from migrator.cli import main
 from migrator.engine import _migrated, migrate_requirements
 
 LEFTOVER = (

@@ -155,7 +155,7 @@ def test_advice_follows_the_evidence(row, expected):
 def test_neuron_compat_report_command(both, tmp_path):
     from click.testing import CliRunner
 
-    from compat_matrix.cli import main
+    from commands.neuron_compat import main
 
     runner = CliRunner()
     output = tmp_path / "compat.csv"
@@ -172,7 +172,7 @@ def test_neuron_compat_report_command(both, tmp_path):
 def test_neuron_compat_report_merge_flag(data, tmp_path):
     from click.testing import CliRunner
 
-    from compat_matrix.cli import main
+    from commands.neuron_compat import main
 
     paths = [str(data / "results-v2-sim.jsonl"), str(data / "results-v2-sim-rerun.jsonl")]
     runner = CliRunner()

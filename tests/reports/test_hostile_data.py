@@ -132,7 +132,7 @@ def test_report_refuses_a_suffix_of_another_format(data, tmp_path, capsys):
     """`-o x.pdf` wrote HTML into x.pdf."""
     from click.testing import CliRunner
 
-    from compat_matrix.cli import main
+    from commands.neuron_compat import main
 
     result = CliRunner().invoke(
         main, ["report", str(data / "results-sim.jsonl"), "-o", str(tmp_path / "x.pdf")]
@@ -157,7 +157,7 @@ def test_report_refuses_a_suffix_of_another_format(data, tmp_path, capsys):
 def test_merge_refuses_damaged_files_with_a_message(tmp_path, content, message):
     from click.testing import CliRunner
 
-    from compat_matrix.cli import main
+    from commands.neuron_compat import main
 
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(content)

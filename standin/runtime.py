@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from compat_matrix.standin import device as _device
-from compat_matrix.standin.dynamo import get_dynamo_metrics, reset_dynamo_metrics  # noqa: F401  (module API)
+from standin import device as _device
+from standin.dynamo import get_dynamo_metrics, reset_dynamo_metrics  # noqa: F401  (module API)
 
 # NeuronCores a process sees without NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES: one Trainium2 chip at the
 # default logical-core size (a trn2.3xlarge).

@@ -1,5 +1,5 @@
 """The one place `try` decides which device a run gets: the stand-in `neuron` device when this checkout has
-it (`compat_matrix.standin`), otherwise the CPU, labelled as such in every report."""
+it (`standin`), otherwise the CPU, labelled as such in every report."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ class DeviceUnavailable(Exception):
 def device_environment(env: dict[str, str]) -> tuple[dict[str, str], str]:
     """A copy of `env` with the stand-in switched on for a process and its children, and the device label."""
     try:
-        from compat_matrix import standin
+        import standin
     except ImportError:
         return dict(env), CPU_DEVICE
     try:

@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compat_matrix.trial import data, hub, plan, scan
-from compat_matrix.trial.device import DeviceUnavailable, device_environment
-from compat_matrix.trial.report import FAILED, NOT_RUN, RAN, RunReport, load_process_reports, merge_processes
 from migrator.notebook import written_script
+from try_run import data, hub, plan, scan
+from try_run.device import DeviceUnavailable, device_environment
+from try_run.report import FAILED, NOT_RUN, RAN, RunReport, load_process_reports, merge_processes
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap")
 LAUNCHER_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from compat_matrix import sim_backend
-from compat_matrix.standin import native
+from standin import native, sim_backend
 
 DEVICE_TYPE = "neuron"
 aten = torch.ops.aten
@@ -147,7 +146,7 @@ _library: torch.library.Library | None = None
 def register() -> None:
     """Rename PrivateUse1 to ``neuron``, start the backend, register ``torch.neuron`` and the Python kernels."""
     global _library
-    from compat_matrix.standin import runtime
+    from standin import runtime
 
     torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
     torch.utils.generate_methods_for_privateuse1_backend()

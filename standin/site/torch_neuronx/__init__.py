@@ -1,15 +1,15 @@
-"""The stand-in's ``torch_neuronx`` (neuron-migrate, compat_matrix/standin): importable only where the stand-in is
+"""The stand-in's ``torch_neuronx`` (neuron-migrate, standin): importable only where the stand-in is
 switched on (its directory is on the path), so that ``import torch_neuronx`` and
 ``transformers.utils.is_torch_neuron_available()`` behave as on a trn2. Not TorchNeuron: see docs/standin.md."""
 
 import torch
 
-from compat_matrix import standin as _standin
+import standin as _standin
 
 _standin.activate()
 
-from compat_matrix.standin import device as _device  # noqa: E402
-from compat_matrix.standin.runtime import (  # noqa: E402, F401  (torch_neuronx's public functions)
+from standin import device as _device  # noqa: E402
+from standin.runtime import (  # noqa: E402, F401  (torch_neuronx's public functions)
     Event,
     Stream,
     current_device,

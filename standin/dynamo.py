@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch._dynamo.utils import counters
 
-from compat_matrix import sim_backend
+from standin import sim_backend
 
 BACKEND_NAME = "neuron"
 _lock = threading.Lock()
@@ -139,4 +139,4 @@ def register() -> None:
     register_backend(neuron, name=BACKEND_NAME)
     # The stand-in is the device, not user code: Dynamo never traces its frames (it would, for the dispatch
     # that runs eagerly between the graphs of a compiled function that breaks).
-    trace_rules.add("compat_matrix.standin")
+    trace_rules.add("standin")

@@ -1,5 +1,5 @@
 """The stand-in's C++ backend (backend.cpp): compiled once per source and torch version with PyTorch's own
-extension builder, then loaded from the cache. ``python -m compat_matrix.standin.native`` builds it ahead
+extension builder, then loaded from the cache. ``python -m standin.native`` builds it ahead
 (set-up does), so the first stand-in process does not wait about 20 seconds for the compiler."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def load() -> ModuleType:
         return module
     from torch.utils.cpp_extension import load as build
 
-    from compat_matrix.standin import StandinUnavailable
+    from standin import StandinUnavailable
 
     try:
         import ninja

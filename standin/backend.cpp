@@ -4,7 +4,7 @@
 // storage keeps alive (`Block`). An op on device tensors reaches the PrivateUse1 kernels registered here, or
 // the boxed fallback: it views each device tensor as a CPU tensor on the same memory, runs the op's CPU
 // kernel, and gives back the device tensors it wrote to or a device tensor on the memory of each new result.
-// No data is copied; the cost per op is a few tensor headers. Python (compat_matrix/standin) registers the
+// No data is copied; the cost per op is a few tensor headers. Python (standin) registers the
 // device's name, `torch.neuron`, the attention kernels and the rest.
 
 #include <ATen/ATen.h>

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
-from compat_matrix.standin import device
+from standin import device
 
 BACKEND_NAME = "neuron"
 

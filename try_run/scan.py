@@ -18,7 +18,7 @@ import ast
 from dataclasses import dataclass, field
 
 from compat_matrix import model_ids
-from compat_matrix.trial import data
+from try_run import data
 
 # Dataset builders `datasets` ships: a load of these reads local files, used as they are.
 PACKAGED_BUILDERS = frozenset(

@@ -318,8 +318,8 @@ def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet
     Arguments for the script go after `--`:
         neuron-migrate try train.py -- --lr 1e-4
     """
-    from compat_matrix.trial import TryOptions, TryUsageError, try_path
-    from compat_matrix.trial.report import summary, text_lines
+    from try_run import TryOptions, TryUsageError, try_path
+    from try_run.report import summary, text_lines
 
     options = TryOptions(
         steps=steps,

@@ -1,6 +1,6 @@
 """`neuron-migrate try`'s instrumentation, loaded by Python at start-up into every process of a try.
 
-`compat_matrix.trial` puts this folder first on PYTHONPATH and describes the run in the NEURON_MIGRATE_TRY
+`try_run` puts this folder first on PYTHONPATH and describes the run in the NEURON_MIGRATE_TRY
 environment variable, so the script, torchrun's workers and a notebook's kernel all load it, and the user's
 files are never edited. Without that variable it does nothing but hand over to the next sitecustomize.
 
@@ -148,7 +148,7 @@ def _compile_metrics() -> dict:
         metrics["compile_seconds"] = round(
             sum(utils.compilation_time_metrics.get("_compile.compile_inner", [])), 3
         )
-    rules = sys.modules.get("compat_matrix.sim_backend")
+    rules = sys.modules.get("standin.sim_backend")
     fallbacks: set[str] = set()
     if rules is not None:
         metrics["unsupported_ops"] = rules.STATE.as_list()

@@ -91,7 +91,7 @@ def activate() -> None:
 
     if str(SITE_DIR) not in sys.path:
         sys.path.insert(0, str(SITE_DIR))
-    from compat_matrix.standin import autocast, device, distributed, dynamo
+    from standin import autocast, device, distributed, dynamo
 
     device.register()
     autocast.register()

@@ -313,7 +313,7 @@ def standin(command: tuple[str, ...]) -> None:
     import shlex
     import subprocess
 
-    from compat_matrix import standin as neuron_standin
+    import standin as neuron_standin
 
     try:
         neuron_standin.check_supported()

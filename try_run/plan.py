@@ -374,7 +374,7 @@ def plan_notebook(notebook: Path, sandbox_notebook: Path) -> tuple[Plan, list[st
                 in_bash = lines[0].startswith("%%")
                 lines[index] = indent + (f"echo {shlex.quote(note)}" if in_bash else f"print({note!r})")
         executed.append("\n".join(lines))
-    argv = [sys.executable, "-m", "compat_matrix.trial.kernel", sandbox_notebook.name]
+    argv = [sys.executable, "-m", "try_run.kernel", sandbox_notebook.name]
     launch = Launch(
         f"notebook {notebook.name} ({len(cells)} code cells)",
         argv,

@@ -4,7 +4,7 @@ device with tiny models and local data, and report what a trn2 would recompile (
 Public surface: `try_path`, `TryOptions`, `TryUsageError`, `RunReport` and `report.text_lines`/`summary`.
 """
 
-from compat_matrix.trial.report import RunReport
-from compat_matrix.trial.runner import TryOptions, TryUsageError, try_path
+from try_run.report import RunReport
+from try_run.runner import TryOptions, TryUsageError, try_path
 
 __all__ = ["RunReport", "TryOptions", "TryUsageError", "try_path"]
