@@ -16,8 +16,8 @@ a launcher flag the migrated script rejects) fails here.
   its user gives it is `ARGUMENTS`.
 - What still does not run is listed in KNOWN_FAILURES with its kind and what the try measured; those are
   strict xfails: one that starts to run fails the suite until it leaves the list.
-- The default run tries DEFAULT_TRIED (a try costs 5-60 s); NEURON_MIGRATE_TRY_ALL=1 tries every output,
-  the known failures included.
+- Every output is tried, the known failures included (`make test`, what CI runs). A try costs 5-60 s:
+  NEURON_MIGRATE_TRY_QUICK=1 tries only QUICK_TRIED, one of each kind, for a developer's quick run.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures" / "migrator"
 EXAMPLES = REPO / "fixtures" / "examples"
 CLI = [sys.executable, "-c", "from commands.neuron_migrate import main; main()"]
-RUN_ALL = os.environ.get("NEURON_MIGRATE_TRY_ALL") == "1"
+QUICK = os.environ.get("NEURON_MIGRATE_TRY_QUICK") == "1"
 STEPS = 2
 TODO_PREFIX = "# TODO(neuron-migrate):"
 STANDIN_MODULES = frozenset({"torch_neuronx"})  # what the stand-in device provides in a try
@@ -53,15 +53,11 @@ MANUAL = "manual work left by the migrator (its TODO says what)"
 FIXTURE = "the fixture's own code fails, on any device"
 MIGRATOR = "rewrite that fails at run time (migrator bug)"
 UNSURE = "not yet attributed"
-NOT_A_DEFAULT = (
-    "tried only with NEURON_MIGRATE_TRY_ALL=1 (a try costs 5-60 s; the default run tries one of each kind)"
-)
+NOT_QUICK = "NEURON_MIGRATE_TRY_QUICK=1 tries only QUICK_TRIED (unset it to try every output)"
 
-# What the default run tries: one of each kind of program that runs today (a hand-written loop, generation, a
-# notebook; the Trainer example is tried by the demo's test, tests/reports/test_demo_script.py; no launcher
-# runs yet, see KNOWN_FAILURES). Every other output, and every known failure, is tried with
-# NEURON_MIGRATE_TRY_ALL=1.
-DEFAULT_TRIED = frozenset(
+# What a quick run tries: one of each kind of program that runs today (a hand-written loop, generation, a
+# notebook; the Trainer example is tried by the demo's test, tests/reports/test_demo_script.py).
+QUICK_TRIED = frozenset(
     {
         "inference/chat_template_prompts.expected.py",
         "xla/parallel_loader_dict_batches.expected.py",
@@ -438,14 +434,15 @@ def cases() -> list:
     for name in example_outputs() + fixture_outputs():
         marks = []
         known = KNOWN_FAILURES.get(name)
-        if known:
-            marks.append(pytest.mark.xfail(reason=f"{known[0]}: {known[1]}", strict=True, run=RUN_ALL))
-        elif not RUN_ALL and name not in DEFAULT_TRIED:
-            marks.append(pytest.mark.skip(reason=NOT_A_DEFAULT))
+        if QUICK and name not in QUICK_TRIED:
+            marks.append(pytest.mark.skip(reason=NOT_QUICK))
+        elif known:
+            marks.append(pytest.mark.xfail(reason=f"{known[0]}: {known[1]}", strict=True))
         params.append(pytest.param(name, marks=marks, id=name))
     return params
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", cases())
 def test_migrated_output_runs_on_the_stand_in(name, tmp_path, tmp_path_factory, request):
     if name.startswith("examples/"):
