@@ -3,7 +3,7 @@
 Order matters only where two rules touch the same node: XLA idioms first (device, step, collectives),
 then environment, training, inference (a later rule gets what an earlier one returned). Within a family,
 its `state` tracker comes first, so that the rules read what it tracked; otherwise rules go by code, except
-where a comment says why. A new rule is one module (see `docs/writing-rules.md`) named once in these lists
+where a comment says why. A new rule is one module (see `docs/contributing/writing-rules.md`) named once in these lists
 (`make new-rule` adds it).
 """
 

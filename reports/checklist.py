@@ -43,7 +43,7 @@ PLATFORM = (
     f"{' or '.join(target_stack.INSTANCES)} instances: TorchNeuron does not run on "
     f"{', '.join(target_stack.NOT_ON[:-1])} or {target_stack.NOT_ON[-1]}"
 )
-RULES_DOC = REPO_ROOT / "docs" / "rules.md"
+RULES_DOC = REPO_ROOT / "docs" / "reference" / "rules.md"
 COMPAT_REPORT_NAME = "compat.html"  # what `make demo` writes next to the checklist
 # The matrix a model that is not a causal LM would need; neuron-compat measures causal LMs only.
 OTHER_MATRICES = {
@@ -74,7 +74,7 @@ class Item:
     file: str = ""  # path relative to the scanned root; set with the stable key
     line_text: str = ""  # the source line the item points at, stripped
     stable_key: str = ""  # data-key: hash of (code, file, line text, message); ticks are stored under it
-    rule_href: str = ""  # link to the rule's entry in docs/rules.md
+    rule_href: str = ""  # link to the rule's entry in docs/reference/rules.md
     model_href: str = ""  # link to the architecture's row in the compatibility report
 
     @property
@@ -470,7 +470,7 @@ def build_checklist(
         items = _migrator_items(file, display) + _target_items(scan) + _risk_items(scan, fixed)
         for item in items:
             item.file, item.line_text = display, _line_text(scan, item)
-            if rules_href and item.code in RULES:  # docs/rules.md has an entry for every rule
+            if rules_href and item.code in RULES:  # docs/reference/rules.md has an entry for every rule
                 item.rule_href = f"{rules_href}#{item.code.lower()}"
         items.sort(key=lambda item: item.key)
         blocking += [item for item in items if item.severity == "blocking"]

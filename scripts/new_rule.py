@@ -5,7 +5,7 @@ Writes `migrator/families/FAMILY/<code>_NAME.py` (its Rule with one Example, a H
 `migrator/registry.py` after the family's other rule modules, and starts its scenario fixture
 `fixtures/migrator/FAMILY/NAME.py`. The code is the next free one of the family (`--code` to choose). Until
 their TODO texts are replaced, the rule's example test (tests/migrator/test_rule_examples.py) and its fixture
-test fail, saying what is missing. Shell rules (`migrator/shell/`) are written by hand (docs/writing-rules.md).
+test fail, saying what is missing. Shell rules (`migrator/shell/`) are written by hand (docs/contributing/writing-rules.md).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from migrator.transform import Handler
 {constant} = Rule(
     "{code}",
     Severity.INFO,
-    "TODO: what the rule looks for (the `looks for` column of docs/rules.md)",
+    "TODO: what the rule looks for (the `looks for` column of docs/reference/rules.md)",
     "TODO: what the rewrite does, or what to do where it leaves a TODO",
     examples=(
         Example(
@@ -48,7 +48,7 @@ RULES = ({constant},)
 
 
 class {handler}(Handler):
-    # The walk's pre-filter (docs/writing-rules.md, "The matcher"): keep them accurate.
+    # The walk's pre-filter (docs/contributing/writing-rules.md, "The matcher"): keep them accurate.
     HINTS = frozenset({{"TODO: a string every statement the rule acts on holds"}})
     CALLS = frozenset({{"TODO: the qualified name of each call leave_Call decides on"}})
 

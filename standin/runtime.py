@@ -2,7 +2,7 @@
 numbers, streams and events, memory, synchronize, compilation metrics), with the same names and signatures.
 
 There is one host and no asynchrony: streams and events complete at once, ``synchronize`` returns at once,
-memory figures are the host memory behind the device's live tensors (not HBM; see docs/standin.md).
+memory figures are the host memory behind the device's live tensors (not HBM; see docs/reference/standin.md).
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ def test_the_xla_catch_all_leaves_alone_every_call_a_rule_of_the_family_declares
 
 
 def test_the_guide_names_every_helper_and_shows_a_real_rule_module() -> None:
-    guide = (PACKAGE.parent / "docs" / "writing-rules.md").read_text()
+    guide = (PACKAGE.parent / "docs" / "contributing" / "writing-rules.md").read_text()
     helpers = [
         node.name
         for node in ast.parse((PACKAGE / "cst_helpers.py").read_text()).body

@@ -273,7 +273,7 @@ def test_findings_link_their_rule_and_models_their_report_row(project, results, 
         {
             "infer.py": [
                 finding("NM901", 5, "why; what", False),
-                # A rule the registry does not hold (a plug-in's, say): docs/rules.md has no entry for it.
+                # A rule the registry does not hold (a plug-in's, say): docs/reference/rules.md has no entry for it.
                 Finding(Rule("NM999", Severity.WARNING, "unregistered", "what"), 6, 1, "why; what", False),
             ]
         }
