@@ -287,10 +287,11 @@ def summary(rows: list[dict], output: Path, csv_path: Path) -> str:
     from collections import Counter
 
     from compat_matrix.results_file import VERDICTS, older_schema_note
+    from compat_matrix.schema import Verdict
 
     # A failure's cause is part of its headline: "fails (transformers)" and "fails (device)" ask different people.
     def label(row: dict) -> str:
-        blamed = row["verdict"] in ("fails", "not-measured") and row.get("cause")
+        blamed = row["verdict"] in (Verdict.FAILS, Verdict.NOT_MEASURED) and row.get("cause")
         return f"{row['verdict']} ({row['cause']})" if blamed else row["verdict"]
 
     counts = Counter(label(row) for row in rows)

@@ -319,7 +319,7 @@ def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet
         neuron-migrate try train.py -- --lr 1e-4
     """
     from try_run import TryOptions, TryUsageError, try_path
-    from try_run.report import summary, text_lines
+    from try_run.report import RAN, summary, text_lines
 
     options = TryOptions(
         steps=steps,
@@ -350,7 +350,7 @@ def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet
         for line in text_lines(runs):
             click.echo(line)
     click.echo(summary(runs), err=True)
-    sys.exit(EXIT_OK if all(run.status == "ran" for run in runs) else EXIT_MANUAL)
+    sys.exit(EXIT_OK if all(run.status == RAN for run in runs) else EXIT_MANUAL)
 
 
 def _pairs(values: tuple[str, ...], option: str, form: str) -> dict[str, str]:

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from compat_matrix.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
+from compat_matrix.schema import Verdict
 from migrator import target_stack
 from migrator.engine import FileResult
 from migrator.registry import RULES
@@ -270,11 +271,11 @@ def _verdict_item(row: ModelRow, run: Run | None) -> Item | None:
         )
     if verdict in NOT_MEASURED_VERDICTS:
         return Item("check", f"{subject} was not measured ({verdict})", steps, where, code="model")
-    if verdict == "works-eager":
+    if verdict == Verdict.WORKS_EAGER:
         return Item(
             "check", f"{subject} works, with eager (uncompiled) generation", steps, where, code="model"
         )
-    if verdict == "works-with-caveats":
+    if verdict == Verdict.WORKS_WITH_CAVEATS:
         recompiles, breaks = (
             NULL if result.get(name) is None else result[name] for name in ("recompile_count", "graph_breaks")
         )
