@@ -24,7 +24,8 @@ check: setup
 	.venv/bin/ruff format --check .
 	.venv/bin/python -m migrator.rules_doc --check
 	HF_HUB_OFFLINE=1 .venv/bin/pytest -q tests/migrator/test_rule_examples.py tests/migrator/test_fixtures.py \
-		tests/migrator/test_doc_links.py tests/migrator/test_target_stack.py tests/reports/test_doc_figures.py
+		tests/migrator/test_doc_links.py tests/migrator/test_target_stack.py tests/reports/test_doc_figures.py \
+		tests/test_lanes.py
 
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
