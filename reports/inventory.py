@@ -1,6 +1,6 @@
 """What the checklist reads from a user's scripts, notebooks and shell launchers beyond the migrator's
 findings: which models they use, which instance types they target, which packages they use, and the compile
-risks (`migrator.risks`). The code is read with the migrator's parsers (`migrator.reading`: Python's `ast`,
+risks (`migrator.risks`). The code is read with the migrator's parsers (`usercode.reading`: Python's `ast`,
 IPython's input transformer for notebook cells, tree-sitter's bash grammar for shell)."""
 
 from __future__ import annotations
@@ -14,21 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compat_matrix.model_ids import looks_like_model_reference, table_entry
-from migrator.reading import (
-    Code,
-    PythonModule,
-    ShellCommand,
-    callee,
-    keyword,
-    owner,
-    read_code,
-    string,
-    target_names,
-)
 from migrator.risks import find_risks
 from migrator.risks.base import Risk
 from migrator.shell.installs import parse as parse_requirement
 from migrator.sources import SKIP_DIRS
+from usercode.python import PythonModule, callee, keyword, owner, string, target_names
+from usercode.reading import Code, ShellCommand, read_code
 
 MODEL_KEYWORDS = {
     "model",

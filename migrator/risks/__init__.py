@@ -1,5 +1,5 @@
 """Compile risks (NM8xx): what makes TorchNeuron recompile or hang. Each rule is a module with its definition
-and its `find(code)`, which reads a file's code as `migrator.reading` parses it (Python, notebook cells, shell
+and its `find(code)`, which reads a file's code as `usercode.reading` parses it (Python, notebook cells, shell
 commands); the checklist lists what they find. No rule rewrites: each names the codes whose rewrite removes
 the risk (`fixed_by`), so the checklist shows a risk the migrator already handles as a check."""
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 from importlib import import_module
 from types import ModuleType
 
-from migrator.reading import Code
 from migrator.risks.base import Risk
 from migrator.rules import Rule
+from usercode.reading import Code
 
 # Each has `RULES` (its rule) and `find(code)` (what it finds in one file); each is named once, here.
 RISK_MODULES: tuple[ModuleType, ...] = tuple(

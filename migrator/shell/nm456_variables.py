@@ -15,7 +15,7 @@ from migrator.shell.commands import (
 )
 from migrator.shell.edits import Context
 from migrator.shell.nm450_precompile import PRECOMPILE_USE
-from migrator.shell.syntax import Node, Word, word
+from usercode.shell import Node, Word, word
 
 DROPPED_VARIABLE = Rule(
     "NM456",

@@ -1,4 +1,4 @@
-"""`migrator.reading`: a file's code as it runs, read with the migrator's parsers (what the compile risks and
+"""`usercode.reading`: a file's code as it runs, read with the migrator's parsers (what the compile risks and
 the checklist read). Comments and data are not code; what bash or IPython runs is, wherever it sits."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import textwrap
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
-from migrator.reading import read_code
+from usercode.reading import read_code
 
 
 def test_shell_commands_assignments_and_defaults(tmp_path):

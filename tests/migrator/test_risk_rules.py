@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from migrator import risks
-from migrator.reading import read_code
+from usercode.reading import read_code
 
 SUFFIXES = {"python": ".py", "shell": ".sh"}
 EXAMPLES = [
