@@ -1,5 +1,5 @@
-"""The migrator's layout holds: every rule module is registered and named after its first code, and no
-two modules import each other at import time."""
+"""The migrator's layout holds: every rule module is registered and named after its first code (the imports
+between modules and packages: tests/test_layout.py)."""
 
 from __future__ import annotations
 
@@ -48,38 +48,6 @@ def test_every_risk_module_is_registered_named_after_its_code_and_finds() -> Non
         name = Path(module.__file__).stem
         assert [rule.code.lower() for rule in module.RULES] == [name[:5]], name
         assert callable(module.find), name
-
-
-def _imports(path: Path) -> set[str]:
-    """Modules of the package imported at the top level of `path` (function-level imports excluded)."""
-    found = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("migrator"):
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name.startswith("migrator"))
-    return found
-
-
-def test_no_import_cycles() -> None:
-    modules = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph = {name: _imports(path) & modules.keys() - {name} for name, path in modules.items()}
-    done: set[str] = set()
-
-    def visit(name: str, path: tuple[str, ...]) -> None:
-        assert name not in path, " -> ".join([*path, name])
-        if name in done:
-            return
-        for imported in graph[name]:
-            visit(imported, (*path, name))
-        done.add(name)
-
-    for name in graph:
-        visit(name, ())
 
 
 def test_the_xla_catch_all_leaves_alone_every_call_a_rule_of_the_family_declares(monkeypatch) -> None:
