@@ -333,6 +333,7 @@ class _Trial:
             "report_dir": str(reports),
             "steps": self.options.steps,
             "max_new_tokens": self.options.max_new_tokens,
+            "max_processes": plan.MAX_PROCESSES,  # the one cap: the bootstrap applies it to launchers
             "output_dir": str(self.sandbox / "trainer_output"),
             "roots": {os.path.realpath(self.sandbox): str(self.path.parent)},
             "notebook": self.kind == "notebook",

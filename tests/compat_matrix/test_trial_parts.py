@@ -44,7 +44,7 @@ def _bootstrap():
 )
 def test_launchers_are_capped_to_two_processes_on_one_node(argv, expected, changes):
     bootstrap = _bootstrap()
-    assert len(bootstrap._cap_launcher_arguments(argv)[0]) == changes
+    assert len(bootstrap._cap_launcher_arguments(argv, plan.MAX_PROCESSES)[0]) == changes
     assert argv == expected
 
 
