@@ -1,12 +1,13 @@
 r"""Jupyter notebooks migrated, each cell read the way IPython runs it (`usercode.cells`: `!cmd` / `%magic`
-lines, `x = !cmd`, `%%` cell magics, found by `IPython.core.inputtransformer2`). Python cells are migrated as
-one module (cells share a namespace: an import in cell 1 is known when cell 3 uses it), each IPython construct
-standing in as a placeholder import line; `!`, `%pip`, `%env`, `%sx`/`%system` commands and `%%bash`/`%%sh` cells go through
-the shell rewriter. `%%writefile PATH` cells are migrated as the file PATH names (.py, .sh); a config file
-is scanned for optimum-neuron / XLA keys and flagged. A cell IPython cannot parse is left byte-identical
-with an error finding; the other cells are still migrated. Every rewritten cell is checked again with the
-transformer and Python's parser, and the JSON is written back in the notebook's own formatting
-(`migrator.ipynb`), so a one-line rewrite is a one-line diff.
+lines, `x = !cmd`, `%%` cell magics, found by `IPython.core.inputtransformer2`).
+
+Python cells are migrated as one module (`notebook_python`), each IPython construct standing in as a
+placeholder import line; the `!`, `%pip`, `%env`, `%sx`/`%system` commands of those cells as one shell script
+(`notebook_shell`); `%%bash`/`%%sh` cells through the shell rewriter. `%%writefile PATH` cells are migrated as
+the file PATH names (.py, .sh); a config file is scanned for optimum-neuron / XLA keys and flagged. A cell
+IPython cannot parse is left byte-identical with an error finding; the other cells are still migrated. Every
+rewritten cell is checked again with the transformer and Python's parser, and the JSON is written back in the
+notebook's own formatting (`migrator.ipynb`), so a one-line rewrite is a one-line diff.
 """
 
 from __future__ import annotations
@@ -24,20 +25,19 @@ from migrator.ipynb import (
     json_style,
     write_back,
 )
+from migrator.notebook_python import migrate_python_cells, restore
+from migrator.notebook_shell import migrate_shell_lines
 from migrator.rules import Example, Finding, Rule, Severity, also_on
 from migrator.shell.commands import launches
 from migrator.shell.installs import python_imports
 from migrator.shell.requirements import migrate_requirements
 from migrator.sources import is_requirements
-from migrator.transform import CELL_MARKER_PREFIX, TODO_PREFIX
+from migrator.transform import TODO_PREFIX
 from migrator.verify import MigrationError
 from usercode.cells import (
-    PLACEHOLDER_RE,
     PYTHON_CELL_MAGICS,
-    SHELL_MAGICS,
     CellError,
     PythonCell,
-    ShellLine,
     placeholders,
     python_of,
     spans,
@@ -114,10 +114,6 @@ WRITEFILE_CONFIG = Rule(
     ),
 )
 
-_CELL_MARKER = f"import {CELL_MARKER_PREFIX}{{}}__"
-_CELL_MARKER_RE = re.compile(rf"^import {CELL_MARKER_PREFIX}(\d+)__\n", re.MULTILINE)
-_SHELL_MARKER = "# __neuron_migrate_command_{}__"
-_SHELL_MARKER_RE = re.compile(r"^# __neuron_migrate_command_(\d+)__\n", re.MULTILINE)
 _CONFIG_KEYS = re.compile(
     r"optimum[-_.]neuron|torch[-_]xla|neuronx[-_]distributed|neuron_parallel_compile|\b(?:XLA|NEURON)_[A-Z0-9_]+"
     r"|\bzero_1\b|\btensor_parallel_size\b|\bpipeline_parallel_size\b|\basync_save\b"
@@ -175,7 +171,11 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
 
     shell_lines = [line for cell in python_cells for line in placeholders(cell)]
     # The kernel runs these cells as one process; a `%%writefile` script is launched (torchrun included).
-    migrated_cells = _migrate_python_cells(python_cells, partial(migrate_python, notebook=True), findings)
+    failed: list[tuple[PythonCell, MigrationError]] = []
+    migrated_cells = migrate_python_cells(python_cells, partial(migrate_python, notebook=True), failed)
+    findings += [
+        Finding(CELL_ERROR, 1, 1, f"{CELL_ERROR.action} ({error})", False, c.number) for c, error in failed
+    ]
     # An install must not remove a package that a cell still imports once migrated (a symbol left with a TODO),
     # nor one a script written by a `%%writefile` cell imports (a shell cell body is no Python: no imports).
     bodies = (text.partition("\n")[2] for text in new_sources.values())
@@ -187,7 +187,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     # The `!` lines run as one script here; what the `%%bash` cells launch may follow them.
     in_cells = frozenset().union(*(launched[n - 1] for n, (_, c) in enumerate(code_cells, 1) if _is_bash(c)))
     migrate_lines = partial(migrate_shell, imported=imported, python_cells=python_code, following=in_cells)
-    _migrate_shell_lines(shell_lines, migrate_lines, findings)
+    migrate_shell_lines(shell_lines, migrate_lines, findings)
     for index, number, source in requirement_cells:
         header, newline, body = source.partition("\n")
         migrated, body_findings = migrate_requirements(
@@ -197,7 +197,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
         new_sources[index] = f"{header}{newline}{migrated}"
     for cell, text, cell_findings in migrated_cells:
         findings += cell_findings
-        new_sources[cell.index] = _restore(text, cell.magics)
+        new_sources[cell.index] = restore(text, cell.magics)
 
     # A cell left as it is because it does not parse says so above its code, as every manual finding does.
     for finding in findings:
@@ -353,143 +353,6 @@ def _flag_config(
         return None
     todo = f"{TODO_PREFIX} {WRITEFILE_CONFIG.code} {keys} in this file are optimum-neuron / XLA settings: review them"
     return f"{header}{newline}{todo}\n{body}"
-
-
-def _migrate_shell_lines(lines: list[ShellLine], migrate_shell, findings: list[Finding]) -> None:
-    """Migrate the notebook's shell commands as one script, in the order the cells run.
-
-    One script, so that a pre-compilation run (`!neuron_parallel_compile torchrun ...`) is recognised
-    when the same launch follows in a later cell. Each command still runs in a shell of its own
-    (`inline`). A command tree-sitter cannot parse is left out, so it cannot disturb the others.
-    """
-    from usercode.shell import problems
-
-    lines = [line for line in lines if problems(line.command.encode()) == 0]
-    if not lines:
-        return
-    joined = "".join(f"{_SHELL_MARKER.format(n)}\n{line.command}\n" for n, line in enumerate(lines))
-    try:
-        migrated, shell_findings = migrate_shell(joined, inline=True)
-    except MigrationError:
-        if len(lines) > 1:  # one command the rewriter cannot handle must not hold the others back
-            for line in lines:
-                _migrate_shell_lines([line], migrate_shell, findings)
-        return
-    markers = [joined.count("\n", 0, m.start()) + 1 for m in _SHELL_MARKER_RE.finditer(joined)]
-    texts = dict(_split_shell(migrated))
-    for number, line in enumerate(lines):
-        first, end = markers[number], markers[number + 1] if number + 1 < len(markers) else None
-        own = [f for f in shell_findings if f.line > first and (end is None or f.line < end)]
-        own = [_shell_finding(f, line, f.line - first) for f in own]
-        _rebuild(line, texts.get(number, ""), own, findings)
-
-
-def _split_shell(migrated: str) -> list[tuple[int, str]]:
-    parts = _SHELL_MARKER_RE.split(migrated)
-    return [
-        (int(parts[i]), parts[i + 1][:-1] if parts[i + 1].endswith("\n") else parts[i + 1])
-        for i in range(1, len(parts), 2)
-    ]
-
-
-def _rebuild(line: ShellLine, migrated: str, own: list[Finding], findings: list[Finding]) -> None:
-    """Put the migrated command back as its magic (TODO comments above it); None in the cell: removed."""
-    shell_prefix, magic_prefix = SHELL_MAGICS[line.magic]
-    if migrated == line.command:
-        findings += own
-        return
-    cell = line.cell
-    above = set()  # TODOs already above the command: a rerun must not add them again
-    for previous in reversed(cell.lines[: line.span.first]):
-        if not previous.lstrip().startswith(TODO_PREFIX):
-            break
-        above.add(previous.strip())
-    out, command_lines = [], migrated.splitlines(keepends=True)
-    while command_lines and command_lines[0].lstrip().startswith("#"):
-        comment = command_lines.pop(0).strip()
-        if comment not in above:
-            out.append(f"{line.indent}{comment}\n")
-    remainder = "".join(command_lines).rstrip("\n")
-    if remainder and not remainder.startswith(shell_prefix):
-        return  # the rewrite changed what the magic runs in a way it cannot say: keep the original
-    findings += own
-    if remainder:
-        out.append(f"{line.indent}{magic_prefix}{remainder[len(shell_prefix) :]}{line.ending}")
-    cell.magics[line.slot] = "".join(out) or None
-
-
-def _shell_finding(finding: Finding, line: ShellLine, line_in_command: int) -> Finding:
-    column = finding.column + line.span.column + line.columns if line_in_command == 1 else finding.column
-    shift = line.span.first + line_in_command - finding.line
-    others = {other: other + shift for other in finding.also}
-    return finding.moved(others, line=finding.line + shift, column=column, cell=line.cell.number)
-
-
-def _migrate_python_cells(cells: list[PythonCell], migrate_python, findings):
-    """(cell, migrated python, findings) for each cell: all cells as one module, else one by one."""
-    if not cells:
-        return []
-    joined = "".join(f"{_CELL_MARKER.format(c.index)}\n{c.python}\n" for c in cells)
-    try:
-        migrated, module_findings = migrate_python(joined)
-    except MigrationError:
-        return [result for cell in cells for result in _migrate_one(cell, migrate_python, findings)]
-    by_index = {cell.index: cell for cell in cells}
-    placed: dict[int, list[Finding]] = {cell.index: [] for cell in cells}
-    starts = [(joined.count("\n", 0, m.start()) + 2, int(m[1])) for m in _CELL_MARKER_RE.finditer(joined)]
-    for finding in module_findings:
-        first, index = max((s for s in starts if s[0] <= finding.line), default=starts[0])
-        placed[index].append(_in_python_cell(finding, by_index[index], finding.line - first))
-    return [(by_index[i], text, placed[i]) for i, text in _split_cells(migrated)]
-
-
-def _migrate_one(cell: PythonCell, migrate_python, findings):
-    try:
-        migrated, cell_findings = migrate_python(cell.python)
-    except MigrationError as error:
-        findings.append(Finding(CELL_ERROR, 1, 1, f"{CELL_ERROR.action} ({error})", False, cell.number))
-        return []
-    return [(cell, migrated, [_in_python_cell(f, cell, f.line - 1) for f in cell_findings])]
-
-
-def _in_python_cell(finding: Finding, cell: PythonCell, python_line: int) -> Finding:
-    """A finding on line `python_line` (0-based) of the placeholder text, moved to the cell's own lines."""
-    line = cell.line_of[python_line] + 1 if 0 <= python_line < len(cell.line_of) else python_line + 1
-    # Its other lines are in the same cell (a cell is a block of its own): moved the same way.
-    first = finding.line - python_line
-    others = {
-        other: cell.line_of[other - first] + 1
-        for other in finding.also
-        if 0 <= other - first < len(cell.line_of)
-    }
-    return finding.moved(others, line=line, cell=cell.number)
-
-
-def _restore(text: str, magics: list[str | None]) -> str:
-    out = []
-    for line in text.splitlines(keepends=True):
-        match = PLACEHOLDER_RE.fullmatch(line.rstrip("\n"))
-        if match is None:
-            out.append(line)
-            continue
-        magic = magics[int(match[1])]
-        if magic is not None:
-            out.append(magic if line.endswith("\n") else magic.rstrip("\n"))
-    restored = "".join(out)
-    return restored[:-1] if out and not text.endswith("\n") and restored.endswith("\n") else restored
-
-
-def _split_cells(migrated: str) -> list[tuple[int, str]]:
-    parts = _CELL_MARKER_RE.split(migrated)
-    head, rest = parts[0], parts[1:]
-    cells = []
-    for position in range(0, len(rest), 2):
-        index, text = int(rest[position]), rest[position + 1]
-        text = text[:-1] if text.endswith("\n") else text  # the newline added after each cell
-        if position == 0 and head:  # imports added above the first marker belong to the first cell
-            text = head + text
-        cells.append((index, text))
-    return cells
 
 
 def _in_cell(finding: Finding, cell_number: int, line_offset: int) -> Finding:
