@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compat_matrix.model_ids import looks_like_model_reference, table_entry
-from migrator.risks import find_risks
+from migrator.registry import find_risks
 from migrator.risks.base import Risk
 from migrator.shell.installs import parse as parse_requirement
 from migrator.sources import SKIP_DIRS

@@ -17,7 +17,7 @@ import libcst as cst
 import pytest
 
 from migrator.engine import REWRITERS, MigrationError, migrate_python
-from migrator.notebook import CELL_ERROR
+from migrator.notebook_rules.nm470_cell_error import CELL_ERROR
 from migrator.shell.installs import parse
 from migrator.sources import discover, file_kind, read_text
 from usercode.cells import python_of
