@@ -481,3 +481,11 @@ def test_code_too_deep_for_the_scan_is_still_listed(tmp_path, results):
     (tmp_path / "deep.py").write_text("import torch_xla\nx = " + "-" * 3000 + "1\n")
     context = build_checklist([tmp_path], results, online=False)
     assert [section.display for section in context["sections"]] == ["deep.py"]
+
+
+def test_the_checklist_reads_the_statuses_a_try_writes() -> None:
+    """reports may not import try_run (tests/test_layout.py): its copy of the statuses is checked here."""
+    from reports import tries
+    from try_run import report
+
+    assert (tries.RAN, tries.FAILED) == (report.RAN, report.FAILED)
