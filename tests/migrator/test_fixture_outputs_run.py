@@ -81,10 +81,6 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
         LIMIT,
         "summarises each JSON line of standard input, which a try leaves empty: no generate call",
     ),
-    "inference/llm_subclass_chat_server.expected.py": (
-        MANUAL,
-        "NM115: the class still subclasses optimum-neuron's",
-    ),
     "inference/sdxl_text_to_image.expected.py": (
         LIMIT,
         "a Diffusers pipeline: no tiny stand-in for a model without a Transformers architecture",
@@ -120,10 +116,6 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
         "no stand-in image processor (preprocessor_config.json)",
     ),
     "inference/whisper_seq2seq.expected.py": (LIMIT, "no stand-in for an audio feature extractor"),
-    "leftovers/nxd_inference_app.expected.py": (
-        MANUAL,
-        "NxD Inference code (NM901, NM501) has no TorchNeuron port",
-    ),
     "leftovers/precompiled_repo_download.expected.py": (
         MANUAL,
         "NM501: downloads a Hub repository of optimum-neuron compiled models (not in the try's offline cache)",
@@ -468,6 +460,23 @@ def test_migrated_output_runs_on_the_stand_in(name, tmp_path, tmp_path_factory, 
             assert run.steps >= STEPS and run.loss_finite is True, run.as_dict()
         elif program and GENERATES.search(text):
             assert run.generate_calls >= 1, run.as_dict()
+
+
+def test_every_known_failure_is_complete_here_so_its_try_runs(tmp_path, request) -> None:
+    """A known failure skipped as not complete here never runs, so its strict xfail could never fail the suite."""
+    skipped = []
+    for name in KNOWN_FAILURES:
+        if name.startswith("examples/"):
+            root = request.getfixturevalue("migrated_examples")
+            path = root / name.split("/", 1)[1]
+        else:
+            root = tmp_path / name
+            root.mkdir(parents=True)
+            path = migrated_tree(name, root)
+        reason = incomplete(root, path)
+        if reason:
+            skipped.append(f"{name}: {reason}")
+    assert not skipped, f"not complete here, so never tried: leave them out of KNOWN_FAILURES: {skipped}"
 
 
 def test_an_import_left_for_manual_work_makes_an_output_incomplete(tmp_path: Path) -> None:
