@@ -51,7 +51,8 @@ def main() -> None:
 
     \b
     neuron-migrate [OPTIONS] PATH...        migrate files in place (see `neuron-migrate migrate --help`)
-    neuron-migrate try PATH [-- ARGS...]    run a migrated file for a few steps on the stand-in device
+    neuron-migrate try PATH [-- ARGS...]    run a migrated file (or every entry point of a folder) for a few
+                                            steps on the stand-in device
     neuron-migrate checklist PATH...        write a pre-migration checklist
     """
 

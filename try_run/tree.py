@@ -1,0 +1,104 @@
+"""`neuron-migrate try DIR`: every entry point of a tree (`entry_points`) tried with the engine of a single
+try (`runner.try_path`), N at a time in processes of their own, into one table."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from try_run.entry_points import EntryPoint
+from try_run.report import FAILED, NOT_RUN, RAN, RunReport
+from try_run.runner import TryOptions, TryUsageError, try_path
+
+
+@dataclass
+class EntryResult:
+    entry: EntryPoint
+    runs: list[RunReport]
+    seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        statuses = {run.status for run in self.runs}
+        if statuses == {RAN}:
+            return RAN
+        return NOT_RUN if not statuses or statuses == {NOT_RUN} else FAILED
+
+    @property
+    def reason(self) -> str:
+        """Why it did not run (the first run that did not), or how its runs ended."""
+        failed = next((run for run in self.runs if run.status != RAN), None)
+        return (failed or self.runs[0]).reason if self.runs else ""
+
+    def as_dict(self) -> dict:
+        return {
+            **self.entry.as_dict(),
+            "status": self.status,
+            "reason": self.reason,
+            "seconds": round(self.seconds, 2),
+            "runs": [run.as_dict() for run in self.runs],
+        }
+
+
+def try_tree(
+    root: Path,
+    entries: list[EntryPoint],
+    options: TryOptions,
+    jobs: int,
+    on_done: Callable[[EntryResult, int], None] | None = None,
+) -> list[EntryResult]:
+    """Tries each entry point of `root`; results in the order of `entries`. `on_done(result, finished)`."""
+    fields = {
+        item.name: getattr(options, item.name) for item in dataclasses.fields(options) if item.name != "echo"
+    }
+    fields["show_output"] = False  # N runs at once: their output goes to the table, not the terminal
+    results: dict[int, EntryResult] = {}
+    # spawn: each worker starts clean (no copy of this process's threads, locks or imported libraries' state)
+    with ProcessPoolExecutor(
+        max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
+        futures = {pool.submit(_try_entry, root, entry, fields): index for index, entry in enumerate(entries)}
+        try:
+            for future in as_completed(futures):
+                index = futures[future]
+                results[index] = future.result()
+                if on_done is not None:
+                    on_done(results[index], len(results))
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    return [results[index] for index in range(len(entries))]
+
+
+def _try_entry(root: Path, entry: EntryPoint, fields: dict) -> EntryResult:
+    started = time.monotonic()
+    options = TryOptions(**fields, echo=lambda line: None)
+    try:
+        runs = try_path(root / entry.path, entry.arguments, options)
+    except TryUsageError as error:  # one entry that cannot be tried does not stop the others
+        runs = [RunReport(entry.path.as_posix(), NOT_RUN, str(error))]
+    return EntryResult(entry, runs, time.monotonic() - started)
+
+
+def text_lines(results: list[EntryResult]) -> list[str]:
+    width = max((len(result.entry.path.as_posix()) for result in results), default=0)
+    lines = []
+    for result in results:
+        arguments = " ".join(result.entry.arguments)
+        lines.append(f"{result.status.upper():8} {result.entry.path.as_posix():{width}} {arguments}".rstrip())
+        for run in result.runs:
+            lines.append(f"         {run.status:8} {run.command}: {run.reason}")
+    return lines
+
+
+def summary(results: list[EntryResult]) -> str:
+    counts = {status: sum(result.status == status for result in results) for status in (RAN, FAILED, NOT_RUN)}
+    return (
+        f"neuron-migrate try: {len(results)} entry points: {counts[RAN]} ran, {counts[FAILED]} failed, "
+        f"{counts[NOT_RUN]} not run"
+    )
