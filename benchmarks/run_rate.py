@@ -69,20 +69,22 @@ def mirror_of(mirrors: Path, repo: str) -> Path | None:
     return None
 
 
-def extract(git_dir: Path, commit: str, target: Path) -> None:
+def extract(git_dir: Path, commit: str, target: Path, folders: list[str]) -> None:
     target.mkdir(parents=True)
     archive = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "archive", commit], capture_output=True, check=True
+        ["git", "--git-dir", str(git_dir), "archive", commit, *folders], capture_output=True, check=True
     )
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
 
 
 def run_repo(repo: dict, git_dir: Path, work: Path, jobs: int, timeout: int) -> list[dict]:
     source, migrated = work / "src", work / "migrated"
-    extract(git_dir, repo["commit"], source)
+    extract(git_dir, repo["commit"], source, repo.get("extract", []))
     migration = subprocess.run(
         [
             *CLI,
+            "-j",
+            str(jobs),
             "--output-dir",
             str(migrated),
             str(source),
