@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,11 @@ SDK_MODULES = (
 )
 TODO = re.compile(r"TODO\(neuron-migrate\): (NM\d+)")
 MISSING_MODULE = re.compile(r"No module named '([^']+)'")
+EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.*)$")
+FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+SANDBOX_FRAME = re.compile(r'File "[^"]*neuron-migrate-try-[^/"]+/run/([^"]+)"')
+FEATURE_OBJECT = re.compile(r"'(Value|Sequence|ClassLabel|List)' object has no attribute")
+HUB_MISSES = ("LocalEntryNotFoundError", "offline mode", "outgoing traffic has been disabled")
 LOOK_ABOVE = 8  # lines above a failing statement searched for its TODO (a TODO sits above what it is about)
 
 
@@ -77,7 +83,7 @@ def extract(git_dir: Path, commit: str, target: Path, folders: list[str]) -> Non
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
 
 
-def run_repo(repo: dict, git_dir: Path, work: Path, jobs: int, timeout: int) -> list[dict]:
+def run_repo(repo: dict, git_dir: Path, work: Path, jobs: int, timeout: int, keep: Path | None) -> list[dict]:
     source, migrated = work / "src", work / "migrated"
     extract(git_dir, repo["commit"], source, repo.get("extract", []))
     migration = subprocess.run(
@@ -136,7 +142,6 @@ def run_repo(repo: dict, git_dir: Path, work: Path, jobs: int, timeout: int) -> 
             "json",
             "--report",
             str(report),
-            "-q",
         ],
         text=True,
     )
@@ -146,6 +151,12 @@ def run_repo(repo: dict, git_dir: Path, work: Path, jobs: int, timeout: int) -> 
     for row in rows:
         if "class" not in row:
             row.update(classify(results.get(row["path"]), migrated))
+    if keep is not None:  # the reports behind the rows, for reading the evidence again
+        kept = keep / repo["repo"].replace("/", "+")
+        kept.mkdir(parents=True, exist_ok=True)
+        for name in ("migrate.json", "try.json"):
+            if (work / name).is_file():
+                shutil.copy(work / name, kept / name)
     return rows
 
 
@@ -159,40 +170,80 @@ def classify(result: dict | None, migrated: Path) -> dict:
     if "ran over the --timeout" in reason:
         return {"class": TIME, "evidence": reason, "fix": "a faster run, or a longer --timeout"}
     error = run.get("error") or {}
+    if not error.get("file") or error.get("type") == "CalledProcessError":
+        # A child's failure (torchrun's summary, a %%bash cell): the child's own traceback is in the output.
+        error = _tail_error(run.get("output_tail", ""), migrated / result["path"]) or error
     where = _where(error, migrated)
     evidence = f"{where}: {error.get('type')}: {error.get('message')}" if error.get("type") else reason
-    todo = _todo_above(error, migrated, result["path"])
-    module = MISSING_MODULE.search(f"{error.get('message', '')} {reason}")
+    lines = _source_lines(error, migrated, result["path"])
+    todo = _todo_above(lines, error.get("line"))
+
+    def row(kind: str, fix: str) -> dict:
+        return {"class": kind, "evidence": evidence[:400], "fix": fix}
+
+    text = f"{error.get('type', '')}: {error.get('message', '')} {reason}"
+    module = MISSING_MODULE.search(text)
     if run["status"] == "not-run" or "stand-in" in reason or "could not be built" in reason:
-        return {"class": STAND_IN, "evidence": evidence, "fix": f"try: {reason[:200]}"}
+        return row(STAND_IN, f"try: {reason[:200]}")
     if module:
-        name = module.group(1)
-        if name.split(".")[0] in {m.split(".")[0] for m in SDK_MODULES} and name.split(".")[0] != "neuron":
-            if todo:
-                return {"class": MANUAL, "evidence": evidence, "fix": f"{todo[0]} at {where}: {todo[1]}"}
-            kept_for = _todos(_source_lines(error, migrated, result["path"]))
-            if kept_for:  # the import stays for a use left under a TODO further down: that is the manual work
-                codes = ", ".join(f"{code} (line {line})" for code, line in kept_for[:4])
-                return {
-                    "class": MANUAL,
-                    "evidence": evidence,
-                    "fix": f"{codes}; the import of {name} at {where}, which fails first, has no TODO of its own",
-                }
-            return {
-                "class": FAILS,
-                "evidence": evidence,
-                "fix": f"migrator: the import of {name} at {where} is kept with no TODO in the file",
-            }
-        return {
-            "class": STAND_IN,
-            "evidence": evidence,
-            "fix": f"package {name} is not in the try environment",
-        }
+        return _missing_module(module.group(1), row, todo, where, migrated, result["path"], error)
     if todo:
-        return {"class": MANUAL, "evidence": evidence, "fix": f"{todo[0]} at {where}: {todo[1]}"}
+        return row(MANUAL, f"{todo[0]} at {where}: {todo[1]}")
+    if any(miss in text for miss in HUB_MISSES):
+        return row(STAND_IN, "try: a Hub download it does not serve (snapshot_download, hf_hub_download)")
+    if "magic function" in text:
+        return row(STAND_IN, "try: a magic of another Jupyter kernel (the try's kernel is IPython)")
+    if FEATURE_OBJECT.search(text):
+        return row(
+            STAND_IN, "try: the stand-in dataset's column types (a Value where the code reads a Sequence)"
+        )
+    if "Unable to create tensor" in text and "max_length" in " ".join(lines):
+        return row(
+            STAND_IN,
+            "try: the stand-in tokenizer has no model_max_length, which padding='max_length' pads to",
+        )
     if error.get("type") == "FileNotFoundError" or (not error and "No such file" in reason):
-        return {"class": STAND_IN, "evidence": evidence, "fix": "a file the run reads is not in the tree"}
-    return {"class": FAILS, "evidence": evidence, "fix": f"{error.get('type') or 'exit'} in migrated code"}
+        return row(STAND_IN, "try: a file the run reads is not in the tried folder")
+    return row(FAILS, f"{error.get('type') or 'exit'} in migrated code")
+
+
+def _missing_module(name, row, todo, where, migrated: Path, entry: str, error: dict) -> dict:
+    top = name.split(".")[0]
+    if top in {module.split(".")[0] for module in SDK_MODULES}:
+        if todo:
+            return row(MANUAL, f"{todo[0]} at {where}: {todo[1]}")
+        kept_for = _all_todos(migrated, entry, error)
+        if kept_for:  # the import stays for a use left under a TODO further down: that is the manual work
+            codes = ", ".join(f"{code} ({line})" for code, line in kept_for[:4])
+            return row(
+                MANUAL, f"{codes}; the import of {name} at {where}, which fails first, has no TODO of its own"
+            )
+        return row(FAILS, f"migrator: the import of {name} at {where} is kept with no TODO in the file")
+    if (migrated / top).exists() or (migrated / f"{top}.py").exists():
+        return row(
+            STAND_IN, f"try: `{top}` is the tree's own package at its root, outside the tried file's folder"
+        )
+    return row(STAND_IN, f"try: package {name} is not in the try environment")
+
+
+def _tail_error(tail: str, tried: Path) -> dict | None:
+    """The last traceback's exception and its innermost frame in the tried file's folder (the try runs a copy
+    of it: `.../neuron-migrate-try-*/run/REL` is `REL` there), from a run's output."""
+    lines = tail.splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        match = EXCEPTION_LINE.match(lines[index].strip())
+        if not match:
+            continue
+        frames = [(SANDBOX_FRAME.search(line), FRAME.search(line)) for line in lines[:index]]
+        ours = [(copy, frame) for copy, frame in frames if copy and frame]
+        copy, frame = ours[-1] if ours else (None, None)
+        return {
+            "type": match.group(1).split(".")[-1],
+            "message": match.group(2),
+            "file": str(tried.parent / copy.group(1)) if copy else None,
+            "line": int(frame.group(2)) if frame else None,
+        }
+    return None
 
 
 def _where(error: dict, migrated: Path) -> str:
@@ -206,14 +257,8 @@ def _where(error: dict, migrated: Path) -> str:
     return f"{path}:{error.get('line')}"
 
 
-def _todos(lines: list[str]) -> list[tuple[str, int]]:
-    return [(match.group(1), number) for number, text in enumerate(lines, 1) if (match := TODO.search(text))]
-
-
-def _todo_above(error: dict, migrated: Path, entry: str) -> tuple[str, str] | None:
+def _todo_above(lines: list[str], line: int | None) -> tuple[str, str] | None:
     """(code, text) of the TODO(neuron-migrate) on or just above the failing line, if there is one."""
-    lines = _source_lines(error, migrated, entry)
-    line = error.get("line")
     if not lines or not line:
         return None
     for text in reversed(lines[max(0, line - 1 - LOOK_ABOVE) : line]):
@@ -223,21 +268,38 @@ def _todo_above(error: dict, migrated: Path, entry: str) -> tuple[str, str] | No
     return None
 
 
+def _all_todos(migrated: Path, entry: str, error: dict) -> list[tuple[str, str]]:
+    """(code, where) of every TODO in the failing file: a script, or every code cell of the notebook."""
+    if error.get("cell") is None:
+        lines = _source_lines(error, migrated, entry)
+        return [
+            (match.group(1), f"line {n}") for n, text in enumerate(lines, 1) if (match := TODO.search(text))
+        ]
+    found = []
+    for number, source in enumerate(_code_cells(migrated / entry), start=1):
+        for line, text in enumerate(source.splitlines(), start=1):
+            if match := TODO.search(text):
+                found.append((match.group(1), f"cell {number}:{line}"))
+    return found
+
+
+def _code_cells(notebook: Path) -> list[str]:
+    try:
+        cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells", [])
+    except (OSError, ValueError):
+        return []
+    sources = [cell.get("source", "") for cell in cells if cell.get("cell_type") == "code"]
+    return ["".join(source) if isinstance(source, list) else source for source in sources]
+
+
 def _source_lines(error: dict, migrated: Path, entry: str) -> list[str]:
     """The migrated lines the error points at: a file's, or a notebook's code cell (the tried notebook's)."""
     file = error.get("file")
     if not file:
         return []
     if error.get("cell") is not None:
-        try:
-            cells = json.loads((migrated / entry).read_text(encoding="utf-8")).get("cells", [])
-        except (OSError, ValueError):
-            return []
-        code = [cell for cell in cells if cell.get("cell_type") == "code"]
-        if len(code) < error["cell"]:
-            return []
-        source = code[error["cell"] - 1].get("source", "")
-        return ("".join(source) if isinstance(source, list) else source).splitlines()
+        cells = _code_cells(migrated / entry)
+        return cells[error["cell"] - 1].splitlines() if len(cells) >= error["cell"] else []
     path = Path(file)
     if not path.is_absolute():
         path = migrated / path
@@ -274,6 +336,7 @@ def main() -> None:
     parser.add_argument("--repo", action="append", default=[], help="only these repositories (OWNER/NAME)")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "run_rate.json")
     parser.add_argument("--markdown", type=Path, help="also write the table as Markdown here")
+    parser.add_argument("--keep", type=Path, help="keep each repository's migrate and try reports here")
     args = parser.parse_args()
     corpus = json.loads(args.corpus.read_text())
     repos = [repo for repo in corpus["repos"] if not args.repo or repo["repo"] in args.repo]
@@ -301,7 +364,7 @@ def main() -> None:
             ]
             continue
         with tempfile.TemporaryDirectory(prefix="run-rate-") as work:
-            rows += run_repo(repo, git_dir, Path(work), args.jobs, args.timeout)
+            rows += run_repo(repo, git_dir, Path(work), args.jobs, args.timeout, args.keep)
     counted = [row for row in rows if row["class"] != NO_MIRROR]
     figures = {name: sum(row["class"] == name for row in counted) for name in CLASSES}
     public = [row for row in counted if row["class"] != PRIVATE]

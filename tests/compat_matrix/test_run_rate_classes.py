@@ -81,7 +81,7 @@ def test_a_missing_package_a_timeout_a_stand_in_and_a_plain_error(tmp_path):
     )
     assert (
         package["class"] == run_rate.STAND_IN
-        and package["fix"] == "package evaluate is not in the try environment"
+        and package["fix"] == "try: package evaluate is not in the try environment"
     )
     timeout = run_rate.classify(
         result("c.py", "failed", "ran over the --timeout of 300 s and was stopped"), tmp_path
@@ -96,3 +96,46 @@ def test_a_missing_package_a_timeout_a_stand_in_and_a_plain_error(tmp_path):
         tmp_path,
     )
     assert plain["class"] == run_rate.FAILS and plain["evidence"] == "cell 1:2: TypeError: bad keyword"
+
+
+def test_a_notebook_import_kept_for_a_todo_in_a_later_cell_is_manual_work(tmp_path):
+    cells = [
+        {"cell_type": "code", "source": "from optimum.neuron import NeuronStableDiffusionPipeline\n"},
+        {"cell_type": "markdown", "source": "text"},
+        {
+            "cell_type": "code",
+            "source": "# TODO(neuron-migrate): NM501 use diffusers\npipe = NeuronStableDiffusionPipeline()\n",
+        },
+    ]
+    (tmp_path / "sd.ipynb").write_text(json.dumps({"cells": cells}))
+    missing = error(tmp_path, "", 1, "ModuleNotFoundError", "No module named 'optimum'", cell=1)
+    row = run_rate.classify(result("sd.ipynb", "failed", "x", missing), tmp_path)
+    assert row["class"] == run_rate.MANUAL and row["fix"].startswith(
+        "NM501 (cell 2:1); the import of optimum"
+    )
+
+
+def test_a_child_traceback_in_the_output_names_the_line_in_the_tried_folder(tmp_path):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "train.py").write_text("import torch\nfrom optimum.neuron import X\n")
+    tail = (
+        "Traceback (most recent call last):\n"
+        '  File "/tmp/neuron-migrate-try-ab12/run/train.py", line 2, in <module>\n'
+        "ModuleNotFoundError: No module named 'optimum'\n"
+        "E1206 torch.distributed.elastic.multiprocessing.api: failed (exitcode: 1)"
+    )
+    failed = result("scripts/run.sh", "failed", "exit code 1: ====")
+    failed["runs"][0]["output_tail"] = tail
+    row = run_rate.classify(failed, tmp_path)
+    assert row["evidence"] == "scripts/train.py:2: ModuleNotFoundError: No module named 'optimum'"
+    assert row["class"] == run_rate.FAILS and "kept with no TODO" in row["fix"]
+
+
+def test_a_module_of_the_tree_outside_the_tried_folder_is_the_try_s_limit_not_a_package(tmp_path):
+    (tmp_path / "examples" / "distributed").mkdir(parents=True)
+    (tmp_path / "examples" / "distributed" / "ddp.py").write_text("from examples.common import x\n")
+    missing = error(
+        tmp_path, "examples/distributed/ddp.py", 1, "ModuleNotFoundError", "No module named 'examples'"
+    )
+    row = run_rate.classify(result("examples/distributed/ddp.py", "failed", "x", missing), tmp_path)
+    assert row["class"] == run_rate.STAND_IN and "the tree's own package" in row["fix"]
