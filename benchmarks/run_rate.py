@@ -63,6 +63,7 @@ EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.*)$")
 FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 SANDBOX_FRAME = re.compile(r'File "[^"]*neuron-migrate-try-[^/"]+/run/([^"]+)"')
 FEATURE_OBJECT = re.compile(r"'(Value|Sequence|ClassLabel|List)' object has no attribute")
+CANNOT_OPEN = re.compile(r"can't open file '[^']*neuron-migrate-try-[^/']+/run/([^']+)': \[Errno 2\]")
 HUB_MISSES = ("LocalEntryNotFoundError", "offline mode", "outgoing traffic has been disabled")
 LOOK_ABOVE = 8  # lines above a failing statement searched for its TODO (a TODO sits above what it is about)
 
@@ -201,6 +202,17 @@ def classify(result: dict | None, migrated: Path) -> dict:
         return row(
             STAND_IN,
             "try: the stand-in tokenizer has no model_max_length, which padding='max_length' pads to",
+        )
+    if error.get("type") == "CalledProcessError":
+        return row(
+            STAND_IN,
+            "try: the output of the command this cell or script ran is not in the report, so its failure cannot be read",
+        )
+    opened = CANNOT_OPEN.search(run.get("output_tail", ""))
+    if opened:
+        return row(
+            STAND_IN,
+            f"try: {opened.group(1)} is named from another folder than the launcher's own (the try runs a launcher in a copy of its folder)",
         )
     if error.get("type") == "FileNotFoundError" or (not error and "No such file" in reason):
         return row(STAND_IN, "try: a file the run reads is not in the tried folder")

@@ -139,3 +139,14 @@ def test_a_module_of_the_tree_outside_the_tried_folder_is_the_try_s_limit_not_a_
     )
     row = run_rate.classify(result("examples/distributed/ddp.py", "failed", "x", missing), tmp_path)
     assert row["class"] == run_rate.STAND_IN and "the tree's own package" in row["fix"]
+
+
+def test_a_launcher_naming_its_script_from_the_repository_root_is_the_try_s_limit(tmp_path):
+    failed = result("scripts/sft.sh", "failed", "exit code 1: ====")
+    failed["runs"][0]["output_tail"] = (
+        "python: can't open file '/tmp/neuron-migrate-try-x1/run/notebooks/scripts/sft.py': [Errno 2] No such file"
+    )
+    row = run_rate.classify(failed, tmp_path)
+    assert row["class"] == run_rate.STAND_IN and row["fix"].startswith(
+        "try: notebooks/scripts/sft.py is named from"
+    )
