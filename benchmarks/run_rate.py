@@ -63,6 +63,7 @@ EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.*)$")
 FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 SANDBOX_FRAME = re.compile(r'File "[^"]*neuron-migrate-try-[^/"]+/run/([^"]+)"')
 FEATURE_OBJECT = re.compile(r"'(Value|Sequence|ClassLabel|List)' object has no attribute")
+FAILED_CELL = re.compile(r'neuron-migrate-try-failed-cell: \{"cell": (\d+)')
 CANNOT_OPEN = re.compile(r"can't open file '[^']*neuron-migrate-try-[^/']+/run/([^']+)': \[Errno 2\]")
 HUB_MISSES = ("LocalEntryNotFoundError", "offline mode", "outgoing traffic has been disabled")
 LOOK_ABOVE = 8  # lines above a failing statement searched for its TODO (a TODO sits above what it is about)
@@ -174,8 +175,14 @@ def classify(result: dict | None, migrated: Path) -> dict:
     if not error.get("file") or error.get("type") == "CalledProcessError":
         # A child's failure (torchrun's summary, a %%bash cell): the child's own traceback is in the output.
         error = _tail_error(run.get("output_tail", ""), migrated / result["path"]) or error
+    failed_cell = FAILED_CELL.search(run.get("output_tail", ""))
+    if failed_cell and error.get("cell") is None and "ipykernel" in str(error.get("file")):
+        error = {**error, "file": "notebook", "cell": int(failed_cell.group(1))}  # the kernel names the cell
+    opened = CANNOT_OPEN.search(run.get("output_tail", ""))
     where = _where(error, migrated)
     evidence = f"{where}: {error.get('type')}: {error.get('message')}" if error.get("type") else reason
+    if opened and not error.get("type"):
+        evidence = opened.group(0)
     lines = _source_lines(error, migrated, result["path"])
     todo = _todo_above(lines, error.get("line"))
 
@@ -208,7 +215,6 @@ def classify(result: dict | None, migrated: Path) -> dict:
             STAND_IN,
             "try: the output of the command this cell or script ran is not in the report, so its failure cannot be read",
         )
-    opened = CANNOT_OPEN.search(run.get("output_tail", ""))
     if opened:
         return row(
             STAND_IN,
