@@ -54,6 +54,7 @@ SDK_MODULES = (
     "transformers_neuronx",
     "libneuronxla",
     "neuronxcc",
+    "neuronperf",
     "nki",
     "neuron",
 )
