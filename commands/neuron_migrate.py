@@ -426,7 +426,8 @@ def _try_folder(root: Path, entry_table, options, jobs: int, fmt: str, report_fi
                 err=True,
             )
 
-    results = tree.try_tree(root, entries, options, jobs, done)
+    with _stopped_by_sigterm():
+        results = tree.try_tree(root, entries, options, jobs, done)
     document = {
         "path": str(root),
         "steps": options.steps,

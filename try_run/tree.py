@@ -4,11 +4,14 @@ try (`runner.try_path`), N at a time in processes of their own, into one table."
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing
+import signal
+import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 from pathlib import Path
 
 from try_run.entry_points import EntryPoint
@@ -52,37 +55,74 @@ def try_tree(
     jobs: int,
     on_done: Callable[[EntryResult, int], None] | None = None,
 ) -> list[EntryResult]:
-    """Tries each entry point of `root`; results in the order of `entries`. `on_done(result, finished)`."""
+    """Tries each entry point of `root`, `jobs` at a time, each in a process of its own; results in the order of
+    `entries`. `on_done(result, finished)`. On Ctrl-C (or a KeyboardInterrupt raised for SIGTERM) the running
+    tries are stopped, with the processes they started, and the interrupt goes on."""
     fields = {
         item.name: getattr(options, item.name) for item in dataclasses.fields(options) if item.name != "echo"
     }
     fields["show_output"] = False  # N runs at once: their output goes to the table, not the terminal
+    # spawn: each try starts clean (no copy of this process's threads, locks or imported libraries' state)
+    context = multiprocessing.get_context("spawn")
+    pending = list(enumerate(entries))
+    running: dict[int, tuple] = {}  # index -> (process, its result file, start time)
     results: dict[int, EntryResult] = {}
-    # spawn: each worker starts clean (no copy of this process's threads, locks or imported libraries' state)
-    with ProcessPoolExecutor(
-        max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn")
-    ) as pool:
-        futures = {pool.submit(_try_entry, root, entry, fields): index for index, entry in enumerate(entries)}
+    with tempfile.TemporaryDirectory(prefix="neuron-migrate-try-tree-") as folder:
         try:
-            for future in as_completed(futures):
-                index = futures[future]
-                results[index] = future.result()
-                if on_done is not None:
-                    on_done(results[index], len(results))
+            while pending or running:
+                while pending and len(running) < max(1, jobs):
+                    index, entry = pending.pop(0)
+                    out = Path(folder) / f"{index}.json"
+                    process = context.Process(target=_try_entry, args=(root, entry, fields, out), daemon=True)
+                    process.start()
+                    running[index] = (process, out, time.monotonic())
+                wait([process.sentinel for process, _, _ in running.values()])
+                for index, (process, out, started) in list(running.items()):
+                    if process.is_alive():
+                        continue
+                    process.join()
+                    del running[index]
+                    results[index] = _result(
+                        entries[index], out, process.exitcode, time.monotonic() - started
+                    )
+                    if on_done is not None:
+                        on_done(results[index], len(results))
         except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
+            for process, _, _ in running.values():
+                process.terminate()  # its SIGTERM handler stops its run, and what the run started
+            for process, _, _ in running.values():
+                process.join()
             raise
     return [results[index] for index in range(len(entries))]
 
 
-def _try_entry(root: Path, entry: EntryPoint, fields: dict) -> EntryResult:
-    started = time.monotonic()
+def _try_entry(root: Path, entry: EntryPoint, fields: dict, out: Path) -> None:
+    """One try, in its own process: SIGTERM stops it as Ctrl-C does (the run's processes are killed)."""
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
     options = TryOptions(**fields, echo=lambda line: None)
     try:
         runs = try_path(root / entry.path, entry.arguments, options)
     except TryUsageError as error:  # one entry that cannot be tried does not stop the others
         runs = [RunReport(entry.path.as_posix(), NOT_RUN, str(error))]
-    return EntryResult(entry, runs, time.monotonic() - started)
+    out.write_text(json.dumps([run.as_dict() for run in runs]), encoding="utf-8")
+
+
+def _result(entry: EntryPoint, out: Path, exit_code: int | None, seconds: float) -> EntryResult:
+    try:
+        runs = [RunReport(**run) for run in json.loads(out.read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError):
+        runs = [
+            RunReport(
+                entry.path.as_posix(),
+                NOT_RUN,
+                f"the try of it ended without a report (exit code {exit_code})",
+            )
+        ]
+    return EntryResult(entry, runs, seconds)
 
 
 def text_lines(results: list[EntryResult]) -> list[str]:

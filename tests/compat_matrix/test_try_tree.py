@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from reports.tries import load_try_reports
@@ -124,3 +126,37 @@ def test_try_dir_refuses_script_arguments_and_a_table_for_a_file(tmp_path):
     ):
         result = subprocess.run([*CLI, "try", *arguments], capture_output=True, text=True, timeout=120)
         assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_sigterm_stops_every_running_try_and_the_processes_it_started(tmp_path):
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    for name in ("a.py", "b.py"):
+        write(
+            folder,
+            name,
+            f"import os, time\nif __name__ == '__main__':\n"
+            f"    open(os.path.join({str(pids)!r}, str(os.getpid())), 'w').close()\n    time.sleep(600)\n",
+        )
+    process = subprocess.Popen(
+        [*CLI, "try", str(folder), "-j", "2", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    started = [int(path.name) for path in pids.iterdir()]
+    assert len(started) == 2, process.stderr.read() if process.poll() is not None else "runs did not start"
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 130
+    time.sleep(1)
+    assert [pid for pid in started if _alive(pid)] == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"  # a zombie has ended
+    except (ProcessLookupError, FileNotFoundError):
+        return False
