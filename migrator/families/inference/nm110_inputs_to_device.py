@@ -1,6 +1,7 @@
-"""NM110 / NM111: tokenizer outputs for a model that optimum-neuron kept on CPU move to the migrated model's
-device; unpadded prompts are flagged (every new length runs new kernels). NM118: a tokenizer's chat template
-keeps returning the token ids the code uses (Transformers 5 returns a BatchEncoding by default)."""
+"""NM110 (and NM111, NM118, each defined in its own module): tokenizer outputs for a model that optimum-neuron
+kept on CPU move to the migrated model's device; unpadded prompts are flagged (every new length runs new
+kernels). NM118: a tokenizer's chat template keeps returning the token ids the code uses (Transformers 5
+returns a BatchEncoding by default)."""
 
 from __future__ import annotations
 
@@ -42,102 +43,7 @@ inputs = tokenizer(prompt, return_tensors="pt", padding="max_length", max_length
         ),
     ),
 )
-UNPADDED_PROMPTS = Rule(
-    "NM111",
-    Severity.WARNING,
-    'Tokenizer outputs for a model that optimum-neuron kept on CPU, not padded to `"max_length"`',
-    "`.to(model.device)` appended. Review the padding: shapes follow each prompt. With a static cache sized by "
-    "max_cache_len, generate() compiles the decode step once per batch size, but the prefill runs eagerly at "
-    "each prompt's length, so every new length runs new eager kernels (an encoder forward recompiles per "
-    'shape); pass `padding="max_length", max_length=...` to keep shapes fixed.',
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-from transformers import AutoTokenizer
-
-model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, batch_size=1, sequence_length=512)
-tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
-inputs = tokenizer(prompt, return_tensors="pt")
-""",
-            after="""\
-from transformers import AutoModelForCausalLM, AutoTokenizer
-import os
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
-model.generation_config.cache_implementation = "static"
-model.generation_config.max_cache_len = 512
-tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
-inputs = tokenizer(prompt, return_tensors="pt").to(model.device)
-""",
-        ),
-    ),
-)
-CHAT_TEMPLATE_IDS = Rule(
-    "NM118",
-    Severity.INFO,
-    "`tokenizer.apply_chat_template(...)` that tokenizes, without `return_dict`",
-    "`return_dict=False` added: Transformers 4 (optimum-neuron's) returned the token ids, Transformers 5 returns "
-    "a BatchEncoding (a dict) by default, which `generate(ids)` and `ids.shape` do not take as ids.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-from transformers import AutoTokenizer
-
-model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, batch_size=1, sequence_length=512)
-tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
-ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
-output = model.generate(ids, max_new_tokens=64)
-""",
-            after="""\
-from transformers import AutoModelForCausalLM, AutoTokenizer
-import os
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
-model.generation_config.cache_implementation = "static"
-model.generation_config.max_cache_len = 512
-tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
-ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=False).to(model.device)
-output = model.generate(ids, max_new_tokens=64)
-""",
-        ),
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-from transformers import AutoTokenizer
-
-model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, batch_size=1, sequence_length=512)
-tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
-
-
-def prompt_ids(messages, **options):
-    return tokenizer.apply_chat_template(messages, **options)
-""",
-            after="""\
-from transformers import AutoModelForCausalLM, AutoTokenizer
-import os
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
-model.generation_config.cache_implementation = "static"
-model.generation_config.max_cache_len = 512
-tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
-
-
-def prompt_ids(messages, **options):
-    # TODO(neuron-migrate): NM118 Transformers 5's apply_chat_template returns a BatchEncoding unless return_dict=False, and the unpacked arguments may set it; pass return_dict=False where the code uses the result as token ids
-    return tokenizer.apply_chat_template(messages, **options)
-""",
-        ),
-    ),
-)
-RULES = (INPUTS_TO_DEVICE, UNPADDED_PROMPTS, CHAT_TEMPLATE_IDS)
+RULES = (INPUTS_TO_DEVICE,)
 
 
 class InputsToDevice(Handler):
@@ -166,13 +72,13 @@ class InputsToDevice(Handler):
         if unpacked is None:
             self.ctx.todo(
                 original,
-                CHAT_TEMPLATE_IDS,
+                "NM118",
                 "Transformers 5's apply_chat_template returns a BatchEncoding unless return_dict=False, and the "
                 "unpacked arguments may set it",
                 "pass return_dict=False where the code uses the result as token ids",
             )
             return updated
-        self.ctx.report(original, CHAT_TEMPLATE_IDS)
+        self.ctx.report(original, "NM118")
         return updated.with_changes(
             args=with_appended(list(updated.args), [keyword_arg("return_dict", cst.Name("False"))])
         )
@@ -211,7 +117,7 @@ class InputsToDevice(Handler):
                 m.matches(arg, m.Arg(keyword=m.Name("padding"))) and literal_value(arg.value) == "max_length"
                 for arg in call.args
             )
-            self.ctx.report(call, INPUTS_TO_DEVICE if padded else UNPADDED_PROMPTS)
+            self.ctx.report(call, INPUTS_TO_DEVICE if padded else "NM111")
         template = cst.parse_expression(f"_.to({', '.join(target)})")
         moved_call = template.with_changes(func=template.func.with_changes(value=updated_call))
         if isinstance(updated.value, cst.Attribute):
