@@ -23,9 +23,6 @@ def shape_dropped(name: str, value: cst.BaseExpression, ctx: FileContext) -> str
     )
 
 
-RULES = ()
-HANDLER = None  # these rules are decided inside the load rewrites, with the functions below
-
 _COMPILED_HUB_ID = re.compile(t.COMPILED_HUB_ID)
 _MODEL_ID_KEYWORDS = ("model_id", "model_name_or_path", "pretrained_model_name_or_path")
 
