@@ -30,9 +30,9 @@ from migrator.ipynb import (
     validate,
     write_back,
 )
-from migrator.notebook_rules.nm470_cell_error import CELL_ERROR
-from migrator.notebook_rules.nm471_writefile_config import WRITEFILE_CONFIG
-from migrator.rules import Finding, also_on
+from migrator.notebook_rules.nm470_cell_error import CELL_ERROR, with_error_todo
+from migrator.notebook_rules.nm471_writefile_config import flag_config
+from migrator.rules import Finding
 from migrator.shell.commands import launches
 from migrator.shell.installs import python_imports
 from migrator.shell.requirements import migrate_requirements
@@ -53,10 +53,6 @@ _SHELL_MARKER_RE = re.compile(r"^# __neuron_migrate_command_(\d+)__\n", re.MULTI
 _SHELL_MAGICS = {"!": ("", "!"), "!!": ("", "!!"), "%sx": ("", "%sx "), "%system": ("", "%system ")}
 _SHELL_MAGICS |= {"%pip": ("pip ", "%pip "), "%env": ("export ", "%env ")}
 _PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun"}  # their body runs as Python in the namespace
-_CONFIG_KEYS = re.compile(
-    r"optimum[-_.]neuron|torch[-_]xla|neuronx[-_]distributed|neuron_parallel_compile|\b(?:XLA|NEURON)_[A-Z0-9_]+"
-    r"|\bzero_1\b|\btensor_parallel_size\b|\bpipeline_parallel_size\b|\basync_save\b"
-)
 _TOP_LEVEL_AWAIT = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 
@@ -160,7 +156,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     for finding in findings:
         if finding.rule is CELL_ERROR and finding.cell is not None:
             index, cell = code_cells[finding.cell - 1]
-            flagged = _with_error_todo(new_sources.get(index, source_text(cell)))
+            flagged = with_error_todo(new_sources.get(index, source_text(cell)))
             if flagged is not None:
                 new_sources[index] = flagged
     old_sources: dict[int, object] = {}
@@ -177,7 +173,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
                 message = f"internal error: the rewritten cell would not parse ({error}); cell left unchanged"
                 findings = [f for f in findings if f.cell != number]
                 findings.append(Finding(CELL_ERROR, error.line, 1, message, False, number))
-                text = _with_error_todo(source_text(cell))
+                text = with_error_todo(source_text(cell))
                 if text is None:
                     continue
         old_sources[index] = cell["source"]
@@ -206,7 +202,7 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
     header, newline, body = source.partition("\n")
     kind = _body_kind(header)
     if kind == "file":
-        return _flag_config(header, newline, _writefile_target(header), body, number, findings)
+        return flag_config(header, newline, _writefile_target(header), body, number, findings)
     if kind is None:
         return None
     migrated, body_findings = (migrate_python if kind == "python" else migrate_shell)(body)
@@ -229,28 +225,6 @@ def _body_kind(header: str) -> str | None:
             "python" if target.endswith(".py") else "shell" if target.endswith((".sh", ".bash")) else "file"
         )
     return None
-
-
-_CELL_ERROR_TODO = (
-    f"{TODO_PREFIX} {CELL_ERROR.code} IPython cannot parse this cell, so it is left as it is: fix it so that it "
-    "runs, then migrate again"
-)
-
-
-def _with_error_todo(source: str) -> str | None:
-    """The cell with the TODO of a cell that does not parse above its code (after a `%%bash` line; a cell of
-    another magic, whose first line must stay first, cannot take one); None when it has one or cannot."""
-    if _CELL_ERROR_TODO in source:
-        return None
-    header, newline, body = source.partition("\n")
-    if source.startswith(("%%bash", "%%sh")):
-        return f"{header}\n{_CELL_ERROR_TODO}\n{body}"
-    if source.startswith("%%"):
-        return None
-    # Indented as the cell's first line: IPython strips that indentation from every line only when the first
-    # line has it, so a TODO at column 0 would make an indented cell that runs stop parsing.
-    first = next((line for line in source.splitlines() if line.strip()), "")
-    return f"{first[: len(first) - len(first.lstrip())]}{_CELL_ERROR_TODO}\n{source}"
 
 
 def _does_nothing(source: str) -> bool:
@@ -310,38 +284,6 @@ def written_script(source: str) -> tuple[str | None, str]:
     header, _, body = source.partition("\n")
     target = _writefile_target(header)
     return (target, body) if target.endswith(".py") else (None, "")
-
-
-# Files whose format reads `#` lines as comments: the TODO of a configuration cell can go into them.
-_COMMENTED_CONFIGS = (".yaml", ".yml", ".toml", ".cfg", ".ini", ".conf", ".env", ".properties")
-
-
-def _flag_config(
-    header: str, newline: str, target: str, body: str, number: int, findings: list[Finding]
-) -> str | None:
-    """Findings for the optimum-neuron / XLA keys a configuration cell writes, and the cell with one TODO below
-    its `%%writefile` line naming them, where the file's format has `#` comments (None: the cell stays)."""
-    named_keys: list[str] = []
-    where: list[tuple[int, int]] = []  # (line, column) of each line naming keys
-    for line_number, line in enumerate(body.splitlines(), start=2):
-        if line.lstrip().startswith("#"):
-            continue
-        keys = list(dict.fromkeys(m[0] for m in _CONFIG_KEYS.finditer(line)))
-        if keys:
-            where.append((line_number, line.find(keys[0]) + 1))
-            named_keys += keys
-    if not named_keys:
-        return None
-    # One decision (review the file's settings): one finding, at the first line, naming the others.
-    keys = ", ".join(f"`{key}`" for key in dict.fromkeys(named_keys))
-    also = tuple(line for line, _ in where[1:])
-    why = f"{keys} in `{target}`, which this cell writes{also_on(also)}"
-    message = f"{why}. {WRITEFILE_CONFIG.action}"
-    findings.append(Finding(WRITEFILE_CONFIG, *where[0], message, False, number, why=why, also=also))
-    if not target.endswith(_COMMENTED_CONFIGS) or TODO_PREFIX in body:
-        return None
-    todo = f"{TODO_PREFIX} {WRITEFILE_CONFIG.code} {keys} in this file are optimum-neuron / XLA settings: review them"
-    return f"{header}{newline}{todo}\n{body}"
 
 
 def _spans(lines: list[str]) -> list[Span]:
