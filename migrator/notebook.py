@@ -30,15 +30,26 @@ from migrator.ipynb import (
     validate,
     write_back,
 )
-from migrator.notebook_rules.nm470_cell_error import CELL_ERROR, with_error_todo
-from migrator.notebook_rules.nm471_writefile_config import flag_config
-from migrator.rules import Finding
+from migrator.rules import KINDS, Finding, rule_modules
 from migrator.shell.commands import launches
 from migrator.shell.installs import python_imports
 from migrator.shell.requirements import migrate_requirements
 from migrator.sources import is_requirements
 from migrator.transform import CELL_MARKER_PREFIX, TODO_PREFIX
 from migrator.verify import MigrationError
+
+# The notebook rules (found as the registry finds them: nothing lists them) and the events of the reading each
+# takes, by the name of its function in its `HOOKS`; every rule that takes an event is called, by code:
+# - "unparsed_cell" (source) -> the cell with its TODO, None when it cannot take one: a cell IPython cannot
+#   parse, or whose rewrite would not parse, is left as it is;
+# - "file_cell" (header, newline, target, body, number, findings) -> the cell, None when it stays: a
+#   `%%writefile` cell of a file that is neither Python nor shell (a configuration file).
+_RULE_MODULES = rule_modules(KINDS["notebook"])
+_HOOKS = {
+    event: tuple(getattr(module, module.HOOKS[event]) for module in _RULE_MODULES if event in module.HOOKS)
+    for event in ("unparsed_cell", "file_cell")
+}
+CELL_ERROR = next(rule for module in _RULE_MODULES for rule in module.RULES if rule.code == "NM470")
 
 Rewriter = Callable[[str], tuple[str, list[Finding]]]
 
@@ -156,7 +167,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     for finding in findings:
         if finding.rule is CELL_ERROR and finding.cell is not None:
             index, cell = code_cells[finding.cell - 1]
-            flagged = with_error_todo(new_sources.get(index, source_text(cell)))
+            flagged = _first("unparsed_cell", new_sources.get(index, source_text(cell)))
             if flagged is not None:
                 new_sources[index] = flagged
     old_sources: dict[int, object] = {}
@@ -173,7 +184,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
                 message = f"internal error: the rewritten cell would not parse ({error}); cell left unchanged"
                 findings = [f for f in findings if f.cell != number]
                 findings.append(Finding(CELL_ERROR, error.line, 1, message, False, number))
-                text = with_error_todo(source_text(cell))
+                text = _first("unparsed_cell", source_text(cell))
                 if text is None:
                     continue
         old_sources[index] = cell["source"]
@@ -202,12 +213,21 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
     header, newline, body = source.partition("\n")
     kind = _body_kind(header)
     if kind == "file":
-        return flag_config(header, newline, _writefile_target(header), body, number, findings)
+        return _first("file_cell", header, newline, _writefile_target(header), body, number, findings)
     if kind is None:
         return None
     migrated, body_findings = (migrate_python if kind == "python" else migrate_shell)(body)
     findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
     return f"{header}{newline}{migrated}"
+
+
+def _first(event: str, *args) -> str | None:
+    """What the first notebook rule that takes `event` and changes the cell made of it (None: none did)."""
+    for hook in _HOOKS[event]:
+        changed = hook(*args)
+        if changed is not None:
+            return changed
+    return None
 
 
 def _body_kind(header: str) -> str | None:

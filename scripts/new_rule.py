@@ -4,7 +4,7 @@ FAMILY=xla NAME=replication_calls`); WHERE is a Python family (`xla`, `training`
 
 Writes `<package>/<code>_NAME.py` in the package of its kind (`migrator.rules.KINDS`): its Rule with one Example
 and what decides it (a Python `Handler`, a shell matcher taking the walk's `program` event, a notebook rule's
-check, a compile risk's `find`), which the registry finds there by its name (there is no list to edit); a Python
+function taking the reading's `file_cell` event, a compile risk's `find`), which the registry finds there by its name (there is no list to edit); a Python
 or shell rule also starts its scenario fixture `fixtures/migrator/<FAMILY or shell>/NAME.<py|sh>`. The families
 and their codes are `migrator.rules.FAMILIES` (shell and notebook rules are NM4xx, of the environment family);
 the code is the next free one after the highest module of the kind in the family (`--code` to choose). Until
@@ -117,15 +117,23 @@ from migrator.rules import Example, Finding, Rule, Severity
     "TODO: what the codemod does, or what to do",
     examples=(
         Example(
-            example("TODO: the code cell that triggers the rule").before,
+            example("TODO: the cell that triggers the rule").before,
             example("TODO: the same cell once migrated").before,
             kind="notebook",
         ),
     ),
 )
 RULES = ({constant},)
-# TODO: `migrator/notebook.py` reads the cells; call what decides this rule where it reads the cells it is about
-# (as it calls `nm471_writefile_config.flag_config` for a `%%writefile` cell of a configuration file).
+HOOKS = {{"file_cell": "{name}"}}  # the events of `migrator/notebook.py` it takes (listed there)
+TARGET = "TODO: the file whose `%%writefile` cell the rule decides"
+
+
+def {name}(header: str, newline: str, target: str, body: str, number: int, findings: list[Finding]) -> str | None:
+    """The `%%writefile` cell changed, None when it stays."""
+    if target != TARGET:
+        return None
+    findings.append(Finding({constant}, 1, 1, {constant}.action, False, number))
+    return None
 '''
 RISK = '''"""{code}: TODO: what compile risk the checklist finds, in one line."""
 

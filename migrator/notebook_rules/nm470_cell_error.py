@@ -26,6 +26,7 @@ CELL_ERROR = Rule(
     ),
 )
 RULES = (CELL_ERROR,)
+HOOKS = {"unparsed_cell": "with_error_todo"}  # the events of `migrator/notebook.py` it takes
 
 _CELL_ERROR_TODO = (
     f"{TODO_PREFIX} {CELL_ERROR.code} IPython cannot parse this cell, so it is left as it is: fix it so that it "

@@ -30,6 +30,7 @@ WRITEFILE_CONFIG = Rule(
     ),
 )
 RULES = (WRITEFILE_CONFIG,)
+HOOKS = {"file_cell": "flag_config"}  # the events of `migrator/notebook.py` it takes
 
 # What names an optimum-neuron / XLA setting in a configuration file.
 _CONFIG_KEYS = re.compile(

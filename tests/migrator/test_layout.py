@@ -8,6 +8,7 @@ import ast
 from collections.abc import Collection
 from pathlib import Path
 
+from migrator import notebook
 from migrator.registry import (
     KINDS,
     NOTEBOOK_RULE_MODULES,
@@ -67,7 +68,7 @@ def test_every_rule_is_listed_by_the_module_that_defines_it() -> None:
         assert f'"{code}"' in (PACKAGE.parent / (home.replace(".", "/") + ".py")).read_text(), (code, home)
 
 
-def test_every_shell_matcher_is_part_of_the_walk() -> None:
+def test_every_shell_matcher_and_notebook_rule_takes_known_events() -> None:
     # The rewriter takes its matchers from the modules the registry finds (one discovery, no list to edit).
     assert rewrite.RULE_MODULES == SHELL_RULE_MODULES
     for module in SHELL_RULE_MODULES:
@@ -78,6 +79,10 @@ def test_every_shell_matcher_is_part_of_the_walk() -> None:
         hooks = vars(matcher)["HOOKS"]
         assert set(hooks) <= set(rewrite.EVENTS), matcher
         assert [name for name in hooks.values() if name not in vars(matcher)] == [], matcher
+    for module in NOTEBOOK_RULE_MODULES:
+        # A notebook rule takes events of the reading of cells (`migrator/notebook.py`) by its own functions.
+        assert set(module.HOOKS) <= set(notebook._HOOKS), module.__name__
+        assert all(callable(getattr(module, name)) for name in module.HOOKS.values()), module.__name__
     # No two matchers define the same method: one would silently shadow the other.
     methods = [name for matcher in rewrite.MATCHERS for name in vars(matcher) if not name.startswith("__")]
     assert sorted({name for name in methods if methods.count(name) > 1} - {"HOOKS"}) == []
