@@ -19,10 +19,10 @@ import pkgutil
 from importlib import import_module
 from types import ModuleType
 
-from migrator.reading import Code
 from migrator.risks.base import Risk
 from migrator.rules import KINDS, Rule, is_rule_module, rule_modules
 from migrator.transform import Handler
+from usercode.reading import Code
 
 # The Python walk calls the handlers at each node in this order; it matters only where two rules touch the same
 # node (a later rule gets what an earlier one returned). NM901 first: its TODO goes above an import before any

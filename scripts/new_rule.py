@@ -71,7 +71,7 @@ from __future__ import annotations
 from migrator.rules import Rule, Severity
 from migrator.shell import example
 from migrator.shell.edits import Context
-from migrator.shell.syntax import Node, Word
+from usercode.shell import Node, Word
 
 {constant} = Rule(
     "{code}",
@@ -141,9 +141,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from migrator.reading import Code, callee
 from migrator.risks.base import Risk, at
 from migrator.rules import Example, Rule, Severity
+from usercode.python import callee
+from usercode.reading import Code
 
 {constant} = Rule(
     "{code}",

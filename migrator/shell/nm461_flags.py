@@ -8,11 +8,12 @@ import re
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Finding, Rule, Severity, also_on
 from migrator.shell import example
-from migrator.shell.commands import _is_launcher, _script_index, _truthy
+from migrator.shell.commands import _script_index, _truthy
 from migrator.shell.edits import Context
 from migrator.shell.scripts import ScriptParser
-from migrator.shell.syntax import Node, Word
 from migrator.transform import TODO_PREFIX
+from usercode.launchers import is_launcher
+from usercode.shell import Node, Word
 
 FLAG_REMOVED = Rule(
     "NM461",
@@ -49,7 +50,7 @@ class FlagsMatcher:
     def launcher_command(
         self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]
     ) -> bool | None:
-        if not _is_launcher(words[0].value):
+        if not is_launcher(words[0].value):
             return None
         self.launcher(ctx, node, words, siblings)
         return True
