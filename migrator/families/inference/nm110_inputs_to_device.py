@@ -1,14 +1,13 @@
-"""NM110 (and NM111, NM118, each defined in its own module): tokenizer outputs for a model that optimum-neuron
+"""NM110 (and NM111, defined in `nm111_unpadded_prompts.py`): tokenizer outputs for a model that optimum-neuron
 kept on CPU move to the migrated model's device; unpadded prompts are flagged (every new length runs new
-kernels). NM118: a tokenizer's chat template keeps returning the token ids the code uses (Transformers 5
-returns a BatchEncoding by default)."""
+kernels): one look at each tokenizer call's assignment decides both."""
 
 from __future__ import annotations
 
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import find_keyword, keyword_arg, literal_value, unpacked_mapping, with_appended
+from migrator.cst_helpers import literal_value
 from migrator.families.inference.state import HINTS, TRIGGERS, InferenceFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
@@ -47,41 +46,12 @@ RULES = (INPUTS_TO_DEVICE,)
 
 
 class InputsToDevice(Handler):
-    HINTS = HINTS | {"apply_chat_template"}
+    HINTS = HINTS
     TRIGGERS = TRIGGERS
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self.file = ctx.state(InferenceFile)
-
-    def leave_Call(self, original: cst.Call, updated: cst.Call):
-        """`tokenizer.apply_chat_template(...)` that tokenizes keeps returning the ids (NM118)."""
-        # A processor's apply_chat_template still defaults to return_dict=False.
-        if not (
-            m.matches(original.func, m.Attribute(attr=m.Name("apply_chat_template")))
-            and self.file.preprocessor_kind(original.func) == "tokenizer"
-            and find_keyword(original, "return_dict") is None
-        ):
-            return updated
-        tokenize = find_keyword(original, "tokenize")
-        if tokenize is not None and literal_value(tokenize.value) is False:
-            return updated  # the formatted text, in both versions
-        unpacked = unpacked_mapping(original, self.ctx.module)
-        if unpacked is not None and "return_dict" in unpacked:
-            return updated
-        if unpacked is None:
-            self.ctx.todo(
-                original,
-                "NM118",
-                "Transformers 5's apply_chat_template returns a BatchEncoding unless return_dict=False, and the "
-                "unpacked arguments may set it",
-                "pass return_dict=False where the code uses the result as token ids",
-            )
-            return updated
-        self.ctx.report(original, "NM118")
-        return updated.with_changes(
-            args=with_appended(list(updated.args), [keyword_arg("return_dict", cst.Name("False"))])
-        )
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
         """`inputs = tokenizer(..., return_tensors="pt")[.attr]` next to a migrated model: move the inputs to the

@@ -1,9 +1,15 @@
-"""NM118, decided by the walk of `nm110_inputs_to_device.py`: one look at each tokenizer call decides where
-its outputs go and what they hold."""
+"""NM118: a tokenizer's chat template keeps returning the token ids the code uses (Transformers 5 returns a
+BatchEncoding by default)."""
 
 from __future__ import annotations
 
+import libcst as cst
+import libcst.matchers as m
+
+from migrator.cst_helpers import find_keyword, keyword_arg, literal_value, unpacked_mapping, with_appended
+from migrator.families.inference.state import HINTS, TRIGGERS, InferenceFile
 from migrator.rules import Example, Rule, Severity
+from migrator.transform import FileContext, Handler
 
 CHAT_TEMPLATE_IDS = Rule(
     "NM118",
@@ -68,4 +74,44 @@ def prompt_ids(messages, **options):
     ),
 )
 RULES = (CHAT_TEMPLATE_IDS,)
-HANDLER = None  # decided in `nm110_inputs_to_device.py`
+
+
+class ChatTemplateIds(Handler):
+    HINTS = HINTS | {"apply_chat_template"}
+    TRIGGERS = TRIGGERS
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(InferenceFile)
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        """`tokenizer.apply_chat_template(...)` that tokenizes keeps returning the ids (NM118)."""
+        # A processor's apply_chat_template still defaults to return_dict=False.
+        if not (
+            m.matches(original.func, m.Attribute(attr=m.Name("apply_chat_template")))
+            and self.file.preprocessor_kind(original.func) == "tokenizer"
+            and find_keyword(original, "return_dict") is None
+        ):
+            return updated
+        tokenize = find_keyword(original, "tokenize")
+        if tokenize is not None and literal_value(tokenize.value) is False:
+            return updated  # the formatted text, in both versions
+        unpacked = unpacked_mapping(original, self.ctx.module)
+        if unpacked is not None and "return_dict" in unpacked:
+            return updated
+        if unpacked is None:
+            self.ctx.todo(
+                original,
+                "NM118",
+                "Transformers 5's apply_chat_template returns a BatchEncoding unless return_dict=False, and the "
+                "unpacked arguments may set it",
+                "pass return_dict=False where the code uses the result as token ids",
+            )
+            return updated
+        self.ctx.report(original, "NM118")
+        return updated.with_changes(
+            args=with_appended(list(updated.args), [keyword_arg("return_dict", cst.Name("False"))])
+        )
+
+
+HANDLER = ChatTemplateIds
