@@ -1,5 +1,6 @@
-"""NM459, decided by the walk of `nm450_precompile.py`: one walk of the `neuron_parallel_compile` runs and the
-variables they set decides what goes and what is kept."""
+"""NM459, decided by the walk of `nm450_precompile.py` (one walk of the `neuron_parallel_compile` runs and the
+variables they set decides what goes and what is kept) and by `nm456_variables.py` where a launcher sets a
+pre-compilation variable itself."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""NM102, decided by the walk of `nm101_causal_lm.py`: one rewrite of each `NeuronModelForCausalLM`
-export/load decides every argument it carries."""
+"""NM102, decided by the load rewrites that carry a `sequence_length`: `nm101_causal_lm.py` (one rewrite of
+each `NeuronModelForCausalLM` export/load decides every argument it carries) and `nm114_pipeline.py` (a
+text-generation pipeline)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""NM109, decided by the walk of `nm108_neuron_config_pair.py`: the pairing of a `get_neuron_config` with its
-load decides both outcomes: paired (NM108) or not."""
+"""NM109, decided by the walk of `nm101_causal_lm.py`: a `get_neuron_config` is paired with its load by
+`nm108_neuron_config_pair.py`, but only the load rewrite knows whether the pair can be merged; what it cannot
+merge keeps the config with a TODO."""
 
 from __future__ import annotations
 

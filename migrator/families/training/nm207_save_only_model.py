@@ -1,5 +1,6 @@
-"""NM207, decided by the walk of `nm206_added_arguments.py`: what the migrated arguments need added is decided
-on each arguments call `nm202_arguments.py` rewrote, all keywords together."""
+"""NM207, decided by the walk of `nm206_added_arguments.py` (what the migrated arguments need added, on each
+arguments call `nm202_arguments.py` rewrote, all keywords together) and by `nm209_model_load.py` after a load
+sharded by parsed arguments (`save_only_model` set when the parsed degree shards it)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""NM318, decided by the walk of `nm314_manual.py`: one prefix table of XLA / NxD / torch_neuronx APIs with no
-faithful rewrite decides which code each use gets."""
+"""NM318, decided by the walk of `nm314_manual.py` (one prefix table of XLA / NxD / torch_neuronx APIs with no
+faithful rewrite decides which code each use gets); the XLA rules that rewrite a call report it by code where
+that call has no faithful rewrite (`nm302_device.py`, `nm303_runtime.py`, `nm327_profiler_annotations.py`)."""
 
 from __future__ import annotations
 
