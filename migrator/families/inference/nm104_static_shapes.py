@@ -1,6 +1,6 @@
-"""NM104, decided by the walk of `loads.py`: what a compiled-model load's arguments become is decided argument
-by argument inside each load rewrite (`nm101_causal_lm.py`, `nm113_diffusion.py`, ...), with the helpers of
-`loads.py`."""
+"""NM104, decided argument by argument inside each of the load rewrites (`nm101_causal_lm.py`,
+`nm112_traced_model.py`, `nm113_diffusion.py`, `nm114_pipeline.py`), which share its message
+(`loads.shape_dropped`): one rewrite of a load decides every argument it carries."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""NM106, decided by the walk of `loads.py`: what a compiled-model load's arguments become is decided argument
-by argument inside each load rewrite (`nm101_causal_lm.py`, `nm113_diffusion.py`, ...), with the helpers of
-`loads.py`."""
+"""NM106, decided by `loads.py` (`check_hub_id` and the folder check every load rewrite calls before it
+rewrites: the load rewrites (`nm101_causal_lm.py`, `nm112_traced_model.py`, `nm113_diffusion.py`,
+`nm114_pipeline.py`))."""
 
 from __future__ import annotations
 

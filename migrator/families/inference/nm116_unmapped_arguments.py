@@ -1,6 +1,6 @@
-"""NM116, decided by the walk of `loads.py`: what a compiled-model load's arguments become is decided argument
-by argument inside each load rewrite (`nm101_causal_lm.py`, `nm113_diffusion.py`, ...), with the helpers of
-`loads.py`."""
+"""NM116, raised (`loads.Unmapped`) by `loads.py` and the load rewrites (`nm101_causal_lm.py`,
+`nm112_traced_model.py`, `nm113_diffusion.py`, `nm114_pipeline.py`) where a load's arguments cannot be mapped;
+the family's tracker (`state.py`) puts the TODO."""
 
 from __future__ import annotations
 
