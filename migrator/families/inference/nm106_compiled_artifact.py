@@ -1,6 +1,5 @@
-"""NM106, decided by `loads.py` (`check_hub_id` and the folder check every load rewrite calls before it
-rewrites: the load rewrites (`nm101_causal_lm.py`, `nm112_traced_model.py`, `nm113_diffusion.py`,
-`nm114_pipeline.py`))."""
+"""NM106, decided by `loads.py` (`check_not_compiled`, `check_hub_id`), which every load rewrite calls before it
+rewrites (`nm101_causal_lm.py`, `nm112_traced_model.py`, `nm113_diffusion.py`, `nm114_pipeline.py`)."""
 
 from __future__ import annotations
 
