@@ -1,14 +1,16 @@
 """The rule registry: finds every rule module in its kind's package, and builds the table of rules.
 
 A rule is a module named after its code, `nm<code>_<what>.py`, in the package of its kind (`rules.KINDS`),
-whatever its family; nothing else lists it, so a new module there is registered (`make new-rule` writes one). Each has
-`RULES` (its rules) and what decides them:
-- Python rewrites, `migrator/families/<family>/`: `HANDLER`, a `transform.Handler` (None: a rule the family's
-  scan, `families/leftovers/marking.py`, decides after the walk). A family's `state` tracker is found too;
+whatever its family; nothing else lists it, so a new module there is registered (`make new-rule` writes one).
+Each has `RULES` (its one rule) and what decides it:
+- Python rewrites, `migrator/families/<family>/`: `HANDLER`, a `transform.Handler` (None: a rule another
+  module's handler decides, or the family's scan, `families/leftovers/marking.py`, after the walk). A family's
+  `state` tracker is found too;
 - shell launchers, `migrator/shell/`: `MATCHER`, a mixin of `shell.rewrite.ShellRewriter` that declares the
   events of the walk it takes (`HOOKS`; the rewriter finds the modules the same way, `rules.rule_modules`), or
   None where another module's matcher decides the rule;
-- notebook cells, `migrator/notebook_rules/`: decided by `migrator/notebook.py` as it reads the cells;
+- notebook cells, `migrator/notebook_rules/`: functions taking the events of the reading of cells they declare
+  (`HOOKS`; `migrator/notebook.py` finds them the same way);
 - compile risks, `migrator/risks/`: `find(code)`, what it finds in one file (`reports/inventory.py`).
 No rule module imports another or this one: a handler reports another module's code by `ctx.rule(code)`.
 """
