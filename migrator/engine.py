@@ -16,6 +16,7 @@ import libcst as cst
 from migrator import ipynb, notebook
 from migrator.families.inference.tables import COMPILED_HUB_REPO
 from migrator.families.leftovers.marking import mark_python, mark_shell
+from migrator.families.training.stack_markers import stack_marked
 from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
 from migrator.shell.requirements import migrate_requirements as rewrite_requirements
@@ -93,11 +94,13 @@ class FileResult:
 
 
 def _marked(content: str) -> bool:
-    if not any(hint in content for hint in PYTHON_HINTS):
-        return False
-    if PYTHON_MARKERS.search(content):
+    if any(hint in content for hint in PYTHON_HINTS) and (
+        PYTHON_MARKERS.search(content)
+        or (any(hint in content for hint in LEFTOVER_HINTS) and LEFTOVER_MARKERS.search(content) is not None)
+    ):
         return True
-    return any(hint in content for hint in LEFTOVER_HINTS) and LEFTOVER_MARKERS.search(content) is not None
+    # What the target stack removed marks a file with no optimum-neuron or XLA code too.
+    return stack_marked(content)
 
 
 def migrate_python(content: str, scan: bool = True, notebook: bool = False) -> tuple[str, list[Finding]]:

@@ -67,6 +67,7 @@ PYTHON_RULE_MODULES: tuple[ModuleType, ...] = _modules(
     "training.nm213_accelerator",
     "training.nm209_model_load",
     "training.nm211_lazy_load",
+    "training.nm221_stack_calls",
     "inference.state",  # before nm110: it records the preprocessors an assignment creates
     "inference.nm108_neuron_config_pair",
     "inference.nm115_manual_symbol",
