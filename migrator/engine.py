@@ -19,6 +19,7 @@ from migrator.families.leftovers.marking import mark_python, mark_shell
 from migrator.families.training.stack_markers import stack_marked
 from migrator.registry import PYTHON_HANDLERS
 from migrator.rules import Finding
+from migrator.shell.pyproject import migrate_pyproject as rewrite_pyproject
 from migrator.shell.requirements import migrate_requirements as rewrite_requirements
 from migrator.shell.rewrite import rewrite_shell
 from migrator.sources import SourceFile, Text, read_text
@@ -166,6 +167,15 @@ def migrate_requirements(content: str, directory: Path | None = None) -> tuple[s
     )
 
 
+def migrate_pyproject(content: str, directory: Path | None = None) -> tuple[str, list[Finding]]:
+    """The dependencies a `pyproject.toml` declares, as a requirements file's (`directory`: the same)."""
+    if not any(hint in content.lower() for hint in REQUIREMENTS_HINTS):
+        return content, []
+    return rewrite_pyproject(
+        content, beside=None if directory is None else partial(first_importer, directory, _migrated)
+    )
+
+
 def migrate_notebook(content: str) -> tuple[str, list[Finding]]:
     return notebook.migrate_notebook(content, migrate_python, migrate_shell)
 
@@ -183,6 +193,7 @@ REWRITERS: dict[str, Callable[[str], tuple[str, list[Finding]]]] = {
     "shell": migrate_shell,
     "notebook": migrate_notebook,
     "requirements": migrate_requirements,
+    "pyproject": migrate_pyproject,
 }
 
 
@@ -193,8 +204,8 @@ def rewriter(
     launchers there read the scripts they launch, installs keep what the code beside them still imports."""
     if directory is None or kind == "python":
         return REWRITERS[kind]
-    if kind == "requirements":
-        return partial(migrate_requirements, directory=directory)
+    if kind in ("requirements", "pyproject"):
+        return partial(REWRITERS[kind], directory=directory)
     shell = partial(migrate_shell, directory=directory, root=root)
     if kind == "shell":
         return shell

@@ -1,0 +1,244 @@
+"""Migrate the dependencies a `pyproject.toml` declares (PEP 621: `[project] dependencies` and each list of
+`[project.optional-dependencies]`) as a requirements file is (`requirements.py`, one plan from `installs.plan`).
+
+In each list, the first requirement TorchNeuron replaces becomes the TorchNeuron package set (one string per
+requirement, in the list's own quotes and layout), the others go; a requirement left for a person gets a TODO
+comment above its line (above the list's key when the list is on one line). Everything outside the edited strings
+is kept byte for byte, and the result is read again with `tomllib`: its lists must be exactly the planned ones
+and the rest of the document unchanged, or nothing is written. pip reads no index from a `pyproject.toml`: the
+finding says where torch-neuronx comes from.
+"""
+
+from __future__ import annotations
+
+import re
+from copy import deepcopy
+from dataclasses import dataclass, field
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from migrator.rules import Finding
+from migrator.shell import installs
+from migrator.shell.nm460_installs import INSTALL_CONFLICT, INSTALL_KEPT, PIP_INSTALL, compiler_unpinned
+from migrator.transform import TODO_PREFIX
+from migrator.verify import MigrationError
+
+_STRING = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'")
+_COMMENT = re.compile(r"#[^\n]*")
+
+
+@dataclass
+class _Entry:
+    text: str  # the requirement, as TOML reads it
+    start: int  # the string literal's span in the file, quotes included
+    end: int
+    parsed: installs.Parsed | None
+
+
+@dataclass
+class _Array:
+    path: tuple[str, ...]  # ("project", "dependencies"), ("project", "optional-dependencies", "neuron")
+    key: int  # offset of the line that opens it (`dependencies = [`)
+    start: int  # offset of its `[`
+    entries: list[_Entry] = field(default_factory=list)
+
+    def one_line(self, content: str) -> bool:
+        return not self.entries or "\n" not in content[self.start : self.entries[-1].end]
+
+
+def migrate_pyproject(content: str, beside: installs.Importer | None = None) -> tuple[str, list[Finding]]:
+    """`beside`: which file of the project's code still imports a legacy module once migrated (see
+    `installs.plan`); a package it imports stays."""
+    try:
+        data = tomllib.loads(content)
+    except tomllib.TOMLDecodeError:
+        return content, []  # not ours to judge: pip reports it
+    arrays = _arrays(content, data)
+    requirements = [entry.parsed for array in arrays for entry in array.entries if entry.parsed is not None]
+    if not installs.concerns_torchneuron(requirements):
+        return content, []
+    # An XLA-era torch-neuronx goes, and the current one comes with the package set.
+    plan = installs.plan([r for r in requirements if not installs.stale(r)], frozenset(), beside)
+    edits: list[tuple[int, int, str]] = []  # (start, end, text) in the input
+    findings: list[Finding] = []
+    expected = deepcopy(data)
+    for array in arrays:
+        kept = _planned_todos(content, array, plan, edits, findings)
+        wanted = _replace(content, array, plan, kept, edits, findings)
+        _set(expected, array.path, wanted)
+    if not edits:
+        return content, findings
+    migrated = content
+    for start, end, text in sorted(edits, reverse=True):
+        migrated = migrated[:start] + text + migrated[end:]
+    try:
+        again = tomllib.loads(migrated)
+    except tomllib.TOMLDecodeError as error:
+        raise MigrationError(
+            f"internal error: the migrated pyproject.toml does not parse ({error})"
+        ) from None
+    if again != expected:
+        raise MigrationError(
+            "internal error: the migrated pyproject.toml does not declare the planned dependencies"
+        )
+    findings.sort(key=lambda f: (f.line, f.column, f.code))
+    return migrated, findings
+
+
+def _planned_todos(
+    content: str, array: _Array, plan: installs.Plan, edits: list, findings: list[Finding]
+) -> set[int]:
+    """A TODO on each requirement the plan keeps although it is legacy, or finds in conflict; the indexes of the
+    entries it keeps."""
+    kept = set()
+    for index, entry in enumerate(array.entries):
+        for rule, reasons in ((INSTALL_KEPT, plan.kept), (INSTALL_CONFLICT, plan.conflicts)):
+            for why in (why for owner, why in reasons if owner is entry.parsed):
+                kept.add(index)
+                message = f"`{entry.text}` left as it is: {why}"
+                findings.append(Finding(rule, _line(content, entry.start), 1, message, False))
+                at = array.key if array.one_line(content) else _line_start(content, entry.start)
+                indent = re.match(r"[ \t]*", content[at:]).group(0)
+                comment = f"{TODO_PREFIX} {rule.code} {message}"
+                if comment not in _comments_above(content, at):
+                    edits.append((at, at, f"{indent}{comment}\n"))
+    return kept
+
+
+def _replace(
+    content: str, array: _Array, plan: installs.Plan, kept: set[int], edits: list, findings: list[Finding]
+) -> list[str]:
+    """The edits that replace the list's legacy requirements; the list as it must read afterwards."""
+    replaced = [
+        index
+        for index, entry in enumerate(array.entries)
+        if entry.parsed is not None
+        and index not in kept
+        and (
+            installs.stale(entry.parsed) or (installs.replaced(entry.parsed) and not plan.keeps(entry.parsed))
+        )
+    ]
+    wanted = [entry.text for entry in array.entries]
+    for index, entry in enumerate(array.entries):
+        unpinned = installs.unpinned_compiler(entry.parsed) if entry.parsed is not None else None
+        if unpinned and index not in replaced:
+            quote = content[entry.start]
+            edits.append((entry.start, entry.end, f"{quote}{unpinned}{quote}"))
+            findings.append(
+                Finding(PIP_INSTALL, _line(content, entry.start), 1, compiler_unpinned(entry.text), True)
+            )
+            wanted[index] = unpinned
+    if not replaced:
+        return wanted
+    first = array.entries[replaced[0]]
+    quote = content[first.start]
+    separator = (
+        ", " if array.one_line(content) else ",\n" + content[_line_start(content, first.start) : first.start]
+    )
+    edits.append((first.start, first.end, separator.join(f"{quote}{text}{quote}" for text in plan.added)))
+    for index in replaced[1:]:
+        edits.append(_removal(content, array.entries[index]))
+    message = (
+        f"Replaced with the TorchNeuron package set ({', '.join(plan.added)}); torch-neuronx comes from the Neuron "
+        f"pip repository, and pip reads no index from pyproject.toml: install with `pip install --extra-index-url "
+        f"{installs.NEURON_INDEX} .`"
+    )
+    findings.append(Finding(PIP_INSTALL, _line(content, first.start), 1, message, True))
+    at = replaced[0]
+    return [
+        *wanted[:at],
+        *plan.added,
+        *(text for i, text in enumerate(wanted) if i > at and i not in replaced),
+    ]
+
+
+def _removal(content: str, entry: _Entry) -> tuple[int, int, str]:
+    """The edit that removes an entry and its comma: its whole line when it stands alone on it."""
+    after = re.match(r"[ \t]*,?[ \t]*", content[entry.end :]).end()
+    line_start = _line_start(content, entry.start)
+    line_end = content.find("\n", entry.end)
+    if not content[line_start : entry.start].strip() and not content[entry.end + after : line_end].strip():
+        return line_start, line_end + 1, ""
+    if "," not in content[entry.end : entry.end + after]:  # the last of the list: the comma before it goes
+        before = re.search(r",[ \t]*$", content[: entry.start])
+        return (before.start() if before else entry.start), entry.end, ""
+    return entry.start, entry.end + after, ""
+
+
+def _arrays(content: str, data: dict) -> list[_Array]:
+    """The dependency lists of the document, located in its text (a list written another way, inline in a table,
+    is not: it stays as it is)."""
+    project = data.get("project", {})
+    wanted = []
+    if isinstance(project.get("dependencies"), list):
+        wanted.append((("project", "dependencies"), "project", "dependencies"))
+    for name, value in (project.get("optional-dependencies") or {}).items():
+        if isinstance(value, list):
+            wanted.append((("project", "optional-dependencies", name), "project.optional-dependencies", name))
+    arrays = []
+    for path, table, key in wanted:
+        array = _locate(content, table, key, path)
+        if array is not None and [entry.text for entry in array.entries] == _get(data, path):
+            arrays.append(array)
+    return arrays
+
+
+def _locate(content: str, table: str, key: str, path: tuple[str, ...]) -> _Array | None:
+    header = re.search(rf"(?m)^[ \t]*\[[ \t]*{re.escape(table)}[ \t]*\][ \t]*(?:#.*)?$", content)
+    if header is None:
+        return None
+    following = re.search(r"(?m)^[ \t]*\[", content[header.end() :])
+    end = header.end() + following.start() if following else len(content)
+    quoted = re.escape(key) if re.fullmatch(r"[\w-]+", key) else re.escape(f'"{key}"')
+    opening = re.compile(rf"(?m)^[ \t]*(?:{quoted}|\"{re.escape(key)}\")[ \t]*=[ \t]*\[").search(
+        content, header.end(), end
+    )
+    if opening is None:
+        return None
+    array = _Array(path, opening.start(), opening.end() - 1)
+    position = opening.end()
+    while position < len(content):
+        blank = re.compile(r"[\s,]+|#[^\n]*").match(content, position)
+        if blank:
+            position = blank.end()
+            continue
+        if content[position] == "]":
+            return array
+        string = _STRING.match(content, position)
+        if string is None:
+            return None  # not a list of plain strings
+        text = tomllib.loads(f"v = {string.group(0)}")["v"]
+        array.entries.append(_Entry(text, string.start(), string.end(), installs.parse(text)))
+        position = string.end()
+    return None
+
+
+def _get(data: dict, path: tuple[str, ...]):
+    for key in path:
+        data = data[key]
+    return data
+
+
+def _set(data: dict, path: tuple[str, ...], value: list[str]) -> None:
+    for key in path[:-1]:
+        data = data[key]
+    data[path[-1]] = value
+
+
+def _line(content: str, offset: int) -> int:
+    return content.count("\n", 0, offset) + 1
+
+
+def _line_start(content: str, offset: int) -> int:
+    return content.rfind("\n", 0, offset) + 1
+
+
+def _comments_above(content: str, at: int) -> set[str]:
+    lines = content[:at].split("\n")[:-1]
+    above = set()
+    while lines and lines[-1].lstrip().startswith("#"):
+        above.add(lines.pop().strip())
+    return above

@@ -1,0 +1,50 @@
+"""`pyproject.toml` dependencies are migrated as a requirements file is, keeping the file byte for byte outside the
+edited strings (checked by reading it again with tomllib)."""
+
+from __future__ import annotations
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from migrator.engine import migrate_pyproject
+
+PROJECT = """\
+[project]
+name = "serve"  # the service
+dependencies = ["optimum-neuron==0.0.25", "fastapi>=0.100", 'torch-xla==2.1.2']
+
+[project.optional-dependencies]
+test = [
+    "pytest",
+]
+"""
+
+
+def test_a_one_line_list_takes_the_package_set_in_place_and_the_rest_stays_byte_for_byte() -> None:
+    migrated, findings = migrate_pyproject(PROJECT)
+    data = tomllib.loads(migrated)
+    dependencies = data["project"]["dependencies"]
+    assert dependencies[0] == "torch-neuronx" and "fastapi>=0.100" in dependencies
+    assert not any("optimum" in d or "xla" in d for d in dependencies)
+    assert 'name = "serve"  # the service\n' in migrated and migrated.endswith(PROJECT.split("\n\n")[1])
+    assert [(f.code, f.fixed) for f in findings] == [("NM460", True)]
+    assert "--extra-index-url https://pip.repos.neuron.amazonaws.com" in findings[0].message
+    assert migrate_pyproject(migrated) == (migrated, [])
+
+
+def test_a_package_the_code_beside_still_imports_stays_with_a_todo(tmp_path) -> None:
+    (tmp_path / "app.py").write_text("from optimum.neuron import NeuronModelForCausalLM\n")
+    migrated, findings = migrate_pyproject(PROJECT, tmp_path)
+    assert '"optimum-neuron==0.0.25"' in migrated
+    assert [(f.code, f.fixed) for f in findings if not f.fixed] == [("NM473", False)]
+    assert migrated.splitlines()[2].startswith("# TODO(neuron-migrate): NM473 `optimum-neuron==0.0.25` left")
+    tomllib.loads(migrated)
+
+
+def test_files_without_legacy_dependencies_or_that_do_not_parse_are_left_alone() -> None:
+    plain = '[project]\nname = "x"\ndependencies = ["transformers==4.41.0"]\n'
+    assert migrate_pyproject(plain) == (plain, [])
+    broken = '[project]\ndependencies = ["optimum-neuron"\n'
+    assert migrate_pyproject(broken) == (broken, [])
