@@ -1,7 +1,9 @@
 """Migrate the dependencies a `pyproject.toml` declares (PEP 621: `[project] dependencies` and each list of
-`[project.optional-dependencies]`) as a requirements file is (`requirements.py`, one plan from `installs.plan`).
+`[project.optional-dependencies]`; Poetry: `[tool.poetry.dependencies]`, each group's and the old
+dev-dependencies, one `name = constraint` line each) as a requirements file is (`requirements.py`, one plan from
+`installs.plan`; a Poetry constraint is read as its PEP 440 range, `^4.41` as `>=4.41,<5`).
 
-In each list, the first requirement TorchNeuron replaces becomes the TorchNeuron package set (one string per
+Each list is planned as one install. In each list, the first requirement TorchNeuron replaces becomes the TorchNeuron package set (one string per
 requirement, in the list's own quotes and layout), the others go; a requirement left for a person gets a TODO
 comment above its line (above the list's key when the list is on one line). Everything outside the edited strings
 is kept byte for byte, and the result is read again with `tomllib`: its lists must be exactly the planned ones
@@ -20,6 +22,8 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from packaging.requirements import Requirement
+
 from migrator.rules import Finding
 from migrator.shell import installs
 from migrator.shell.nm460_installs import INSTALL_CONFLICT, INSTALL_KEPT, PIP_INSTALL, compiler_unpinned
@@ -36,6 +40,7 @@ class _Entry:
     start: int  # the string literal's span in the file, quotes included
     end: int
     parsed: installs.Parsed | None
+    key: str = ""  # a Poetry table's key (the package name as written)
 
 
 @dataclass
@@ -44,8 +49,11 @@ class _Array:
     key: int  # offset of the line that opens it (`dependencies = [`)
     start: int  # offset of its `[`
     entries: list[_Entry] = field(default_factory=list)
+    poetry: bool = False  # a Poetry table (`name = "constraint"` per line), not a list of requirement strings
 
     def one_line(self, content: str) -> bool:
+        if self.poetry:
+            return False
         return not self.entries or "\n" not in content[self.start : self.entries[-1].end]
 
 
@@ -56,18 +64,23 @@ def migrate_pyproject(content: str, beside: installs.Importer | None = None) -> 
         data = tomllib.loads(content)
     except tomllib.TOMLDecodeError:
         return content, []  # not ours to judge: pip reports it
-    arrays = _arrays(content, data)
+    arrays = _arrays(content, data) + _poetry_tables(content, data)
     requirements = [entry.parsed for array in arrays for entry in array.entries if entry.parsed is not None]
     if not installs.concerns_torchneuron(requirements):
         return content, []
-    # An XLA-era torch-neuronx goes, and the current one comes with the package set.
-    plan = installs.plan([r for r in requirements if not installs.stale(r)], frozenset(), beside)
     edits: list[tuple[int, int, str]] = []  # (start, end, text) in the input
     findings: list[Finding] = []
     expected = deepcopy(data)
     for array in arrays:
+        # Each list is an install of its own (an extra, a Poetry group): its markers, its packages. An XLA-era
+        # torch-neuronx goes, and the current one comes with the package set.
+        current = [e.parsed for e in array.entries if e.parsed is not None and not installs.stale(e.parsed)]
+        plan = installs.plan(current, frozenset(), beside)
         kept = _planned_todos(content, array, plan, edits, findings)
-        wanted = _replace(content, array, plan, kept, edits, findings)
+        if array.poetry:
+            wanted = _replace_poetry(content, _get(data, array.path), array, plan, kept, edits, findings)
+        else:
+            wanted = _replace(content, array, plan, kept, edits, findings)
         _set(expected, array.path, wanted)
     if not edits:
         return content, findings
@@ -112,15 +125,7 @@ def _replace(
     content: str, array: _Array, plan: installs.Plan, kept: set[int], edits: list, findings: list[Finding]
 ) -> list[str]:
     """The edits that replace the list's legacy requirements; the list as it must read afterwards."""
-    replaced = [
-        index
-        for index, entry in enumerate(array.entries)
-        if entry.parsed is not None
-        and index not in kept
-        and (
-            installs.stale(entry.parsed) or (installs.replaced(entry.parsed) and not plan.keeps(entry.parsed))
-        )
-    ]
+    replaced = _replaced(array, plan, kept)
     wanted = [entry.text for entry in array.entries]
     for index, entry in enumerate(array.entries):
         unpinned = installs.unpinned_compiler(entry.parsed) if entry.parsed is not None else None
@@ -153,6 +158,126 @@ def _replace(
         *plan.added,
         *(text for i, text in enumerate(wanted) if i > at and i not in replaced),
     ]
+
+
+def _replaced(array: _Array, plan: installs.Plan, kept: set[int]) -> list[int]:
+    """The entries of a list that TorchNeuron replaces (an XLA-era torch-neuronx included)."""
+    return [
+        index
+        for index, entry in enumerate(array.entries)
+        if entry.parsed is not None
+        and index not in kept
+        and (
+            installs.stale(entry.parsed) or (installs.replaced(entry.parsed) and not plan.keeps(entry.parsed))
+        )
+    ]
+
+
+def _replace_poetry(
+    content: str, table: dict, array: _Array, plan: installs.Plan, kept: set[int], edits: list, findings: list
+) -> dict:
+    """A Poetry table's edits: the first replaced line becomes one line per package of the set (`name = "*"`),
+    the other replaced lines go; the table as it must read afterwards."""
+    replaced = _replaced(array, plan, kept)
+    if not replaced:
+        return table
+    first = array.entries[replaced[0]]
+    indent = content[_line_start(content, first.start) : first.start]
+    lines = [_poetry_line(text) for text in plan.added]
+    edits.append((first.start, first.end, f"\n{indent}".join(lines)))
+    for index in replaced[1:]:
+        edits.append(_removal(content, array.entries[index]))
+    message = (
+        f"Replaced with the TorchNeuron package set ({', '.join(plan.added)}); torch-neuronx comes from the Neuron "
+        f"pip repository: add it as a source, `poetry source add --priority=supplemental neuron "
+        f"{installs.NEURON_INDEX}`"
+    )
+    findings.append(Finding(PIP_INSTALL, _line(content, first.start), 1, message, True))
+    names = {array.entries[index].key for index in replaced}
+    wanted = {key: value for key, value in table.items() if key not in names}
+    wanted.update(tomllib.loads("\n".join(lines)))
+    return wanted
+
+
+def _poetry_line(requirement: str) -> str:
+    """`transformers>=5.23` as a Poetry dependency line: `transformers = ">=5.23"` (a marker in an inline table)."""
+    parsed = Requirement(requirement)
+    version = str(parsed.specifier) or "*"
+    if parsed.marker is None:
+        return f'{parsed.name} = "{version}"'
+    return f"{parsed.name} = {{ version = \"{version}\", markers = '{parsed.marker}' }}"  # packaging writes "x86_64"
+
+
+def _poetry_tables(content: str, data: dict) -> list[_Array]:
+    """Poetry's dependency tables (`[tool.poetry.dependencies]`, each group's, the old dev-dependencies), their
+    one-line entries located in the text; a table written another way is left as it is."""
+    poetry = data.get("tool", {}).get("poetry", {})
+    wanted = [("dependencies",), ("dev-dependencies",)]
+    wanted += [("group", group, "dependencies") for group in poetry.get("group", {})]
+    tables = []
+    for keys in wanted:
+        path = ("tool", "poetry", *keys)
+        try:
+            table = _get(data, path)
+        except KeyError:
+            continue
+        array = _locate_table(content, ".".join(path), path, table)
+        if array is not None:
+            tables.append(array)
+    return tables
+
+
+_POETRY_LINE = re.compile(r"(?m)^[ \t]*([A-Za-z0-9][\w.-]*)[ \t]*=[ \t]*(\"[^\"\n]*\"|'[^'\n]*'|\{[^\n}]*\})")
+
+
+def _locate_table(content: str, header: str, path: tuple[str, ...], table: dict) -> _Array | None:
+    found = re.search(rf"(?m)^[ \t]*\[[ \t]*{re.escape(header)}[ \t]*\][ \t]*(?:#.*)?$", content)
+    if found is None:
+        return None
+    following = re.search(r"(?m)^[ \t]*\[", content[found.end() :])
+    end = found.end() + following.start() if following else len(content)
+    array = _Array(path, found.start(), found.end(), poetry=True)
+    for line in _POETRY_LINE.finditer(content, found.end(), end):
+        name = line.group(1)
+        if name not in table or name == "python":
+            continue
+        requirement = _poetry_requirement(name, table[name])
+        parsed = installs.parse(requirement) if requirement is not None else None
+        written = content[line.start(1) : line.end(2)]  # what a TODO quotes
+        array.entries.append(_Entry(written, line.start(1), line.end(2), parsed, name))
+    return array if {entry.key for entry in array.entries} == set(table) - {"python"} else None
+
+
+def _poetry_requirement(name: str, value) -> str | None:
+    """A Poetry dependency as a PEP 508 requirement, for the plan: `^4.41` is `>=4.41,<5`."""
+    if isinstance(value, dict):
+        extras = f"[{','.join(value.get('extras', []))}]" if value.get("extras") else ""
+        version = value.get("version", "*")
+        marker = f"; {value['markers']}" if value.get("markers") else ""
+    elif isinstance(value, str):
+        extras, version, marker = "", value, ""
+    else:
+        return None
+    return f"{name}{extras}{_poetry_specifier(version)}{marker}"
+
+
+def _poetry_specifier(constraint: str) -> str:
+    constraint = constraint.strip()
+    if constraint in ("*", ""):
+        return ""
+    caret = re.fullmatch(r"\^(\d+)(?:\.(\d+))?(?:\.\d+)*", constraint)
+    if caret:
+        major, minor = int(caret[1]), int(caret[2] or 0)
+        upper = f"{major + 1}" if major else f"0.{minor + 1}"
+        return f">={constraint[1:]},<{upper}"
+    tilde = re.fullmatch(r"~(\d+)(?:\.(\d+))?(?:\.\d+)*", constraint)
+    if tilde:
+        major, minor = int(tilde[1]), tilde[2]
+        upper = f"{major}.{int(minor) + 1}" if minor is not None else f"{major + 1}"
+        return f">={constraint[1:]},<{upper}"
+    if re.fullmatch(r"\d[\w.]*", constraint):
+        return f"=={constraint}"
+    return constraint
 
 
 def _removal(content: str, entry: _Entry) -> tuple[int, int, str]:

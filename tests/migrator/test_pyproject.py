@@ -48,3 +48,36 @@ def test_files_without_legacy_dependencies_or_that_do_not_parse_are_left_alone()
     assert migrate_pyproject(plain) == (plain, [])
     broken = '[project]\ndependencies = ["optimum-neuron"\n'
     assert migrate_pyproject(broken) == (broken, [])
+
+
+POETRY = """\
+[tool.poetry.dependencies]
+python = "^3.11"
+optimum-neuron = "0.0.25"
+requests = "^2.31"
+
+[tool.poetry.group.neuron.dependencies]
+torch-xla = { version = "2.1.2", markers = "platform_machine == 'x86_64'" }
+"""
+
+
+def test_a_poetry_table_takes_one_line_per_package_and_its_constraints_are_read_as_ranges() -> None:
+    migrated, findings = migrate_pyproject(POETRY)
+    data = tomllib.loads(migrated)
+    main = data["tool"]["poetry"]["dependencies"]
+    assert main["torch-neuronx"] == "*" and main["transformers"] == ">=5.23" and main["requests"] == "^2.31"
+    assert "optimum-neuron" not in main
+    assert "torch-xla" not in data["tool"]["poetry"]["group"]["neuron"]["dependencies"]
+    assert "poetry source add --priority=supplemental neuron" in findings[0].message
+    assert migrate_pyproject(migrated) == (migrated, [])
+
+
+def test_poetry_constraints_as_pep_440_ranges() -> None:
+    from migrator.shell.pyproject import _poetry_specifier
+
+    assert _poetry_specifier("^4.41") == ">=4.41,<5"
+    assert _poetry_specifier("^0.0.25") == ">=0.0.25,<0.1"
+    assert _poetry_specifier("~1.2.3") == ">=1.2.3,<1.3"
+    assert _poetry_specifier("4.41.0") == "==4.41.0"
+    assert _poetry_specifier(">=1,<2") == ">=1,<2"
+    assert _poetry_specifier("*") == ""
