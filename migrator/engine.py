@@ -20,6 +20,7 @@ from migrator.families.training.stack_markers import stack_marked
 from migrator.registry import PYTHON_HANDLERS, PYTHON_RULES, RULES
 from migrator.rules import Finding
 from migrator.shell.pyproject import migrate_pyproject as rewrite_pyproject
+from migrator.shell.pyproject import migrate_setup as rewrite_setup
 from migrator.shell.requirements import migrate_requirements as rewrite_requirements
 from migrator.shell.rewrite import rewrite_shell
 from migrator.sources import SourceFile, Text, read_text
@@ -176,6 +177,20 @@ def migrate_pyproject(content: str, directory: Path | None = None) -> tuple[str,
     )
 
 
+def migrate_setup_py(content: str, directory: Path | None = None) -> tuple[str, list[Finding]]:
+    """A `setup.py`: the dependency lists it passes to `setup()` (as a pyproject.toml's), then its code as any
+    Python file's, and the leftover scan last (what the dependency edit replaced is no leftover)."""
+    code, findings = content, []
+    if any(hint in content.lower() for hint in REQUIREMENTS_HINTS):
+        beside = None if directory is None else partial(first_importer, directory, _migrated)
+        code, findings = rewrite_setup(content, beside=beside)
+    migrated, rewritten = migrate_python(code, scan=False)
+    migrated, findings = mark_python(content, migrated, findings + rewritten, PYTHON_RULES)
+    if migrated != content:
+        verify_python(migrated)
+    return migrated, findings
+
+
 def migrate_notebook(content: str) -> tuple[str, list[Finding]]:
     return notebook.migrate_notebook(content, migrate_python, migrate_shell)
 
@@ -198,10 +213,13 @@ REWRITERS: dict[str, Callable[[str], tuple[str, list[Finding]]]] = {
 
 
 def rewriter(
-    kind: str, directory: Path | None, root: Path | None = None
+    kind: str, directory: Path | None, root: Path | None = None, name: str = ""
 ) -> Callable[[str], tuple[str, list[Finding]]]:
     """The rewriter of a file of `kind` in `directory`, under `root` (the top of the tree being migrated):
-    launchers there read the scripts they launch, installs keep what the code beside them still imports."""
+    launchers there read the scripts they launch, installs keep what the code beside them still imports; a
+    `setup.py` (`name`) is code and the dependencies it declares."""
+    if kind == "python" and name == "setup.py":
+        return partial(migrate_setup_py, directory=directory)
     if directory is None or kind == "python":
         return REWRITERS[kind]
     if kind in ("requirements", "pyproject"):
@@ -274,7 +292,8 @@ def process(job: Job) -> FileResult:
         return result
     try:
         root = source.path.parents[len(source.relative.parts) - 1]
-        migrated, result.findings = rewriter(source.kind, source.path.parent, root)(text.content)
+        migrate = rewriter(source.kind, source.path.parent, root, source.path.name)
+        migrated, result.findings = migrate(text.content)
     except MigrationError as error:
         result.error = str(error)
         return result

@@ -8,11 +8,13 @@ requirement, in the list's own quotes and layout), the others go; a requirement 
 comment above its line (above the list's key when the list is on one line). Everything outside the edited strings
 is kept byte for byte, and the result is read again with `tomllib`: its lists must be exactly the planned ones
 and the rest of the document unchanged, or nothing is written. pip reads no index from a `pyproject.toml`: the
-finding says where torch-neuronx comes from.
+finding says where torch-neuronx comes from. A `setup.py`'s `install_requires` / `extras_require` lists of
+literal strings are planned and edited the same way (`migrate_setup`).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from copy import deepcopy
 from dataclasses import dataclass, field
@@ -84,9 +86,7 @@ def migrate_pyproject(content: str, beside: installs.Importer | None = None) -> 
         _set(expected, array.path, wanted)
     if not edits:
         return content, findings
-    migrated = content
-    for start, end, text in sorted(edits, reverse=True):
-        migrated = migrated[:start] + text + migrated[end:]
+    migrated = _applied(content, edits)
     try:
         again = tomllib.loads(migrated)
     except tomllib.TOMLDecodeError as error:
@@ -99,6 +99,90 @@ def migrate_pyproject(content: str, beside: installs.Importer | None = None) -> 
         )
     findings.sort(key=lambda f: (f.line, f.column, f.code))
     return migrated, findings
+
+
+def migrate_setup(content: str, beside: installs.Importer | None = None) -> tuple[str, list[Finding]]:
+    """The `install_requires=[...]` and `extras_require={"x": [...]}` lists of literal strings a `setup.py` passes
+    to `setup()`, planned and edited as a pyproject.toml's lists; the output is parsed again with `ast` and its
+    lists must be the planned ones (a list built in code is left as it is)."""
+    try:
+        tree = ast.parse(content)
+    except SyntaxError:
+        return content, []
+    arrays = _setup_lists(content, tree)
+    edits: list[tuple[int, int, str]] = []
+    findings: list[Finding] = []
+    expected = {}
+    for array in arrays:
+        current = [e.parsed for e in array.entries if e.parsed is not None and not installs.stale(e.parsed)]
+        if not installs.concerns_torchneuron([e.parsed for e in array.entries if e.parsed is not None]):
+            expected[array.path] = [entry.text for entry in array.entries]
+            continue
+        plan = installs.plan(current, frozenset(), beside)
+        kept = _planned_todos(content, array, plan, edits, findings)
+        expected[array.path] = _replace(content, array, plan, kept, edits, findings)
+    if not edits:
+        return content, findings
+    migrated = _applied(content, edits)
+    try:
+        again = {
+            array.path: [entry.text for entry in array.entries]
+            for array in _setup_lists(migrated, ast.parse(migrated))
+        }
+    except SyntaxError as error:
+        raise MigrationError(f"internal error: the migrated setup.py does not parse ({error})") from None
+    if again != expected:
+        raise MigrationError(
+            "internal error: the migrated setup.py does not declare the planned dependencies"
+        )
+    findings.sort(key=lambda f: (f.line, f.column, f.code))
+    return migrated, findings
+
+
+def _setup_lists(content: str, tree: ast.Module) -> list[_Array]:
+    """The dependency lists of the `setup(...)` calls: `install_requires=`, each `extras_require=` entry."""
+    offsets = [0]
+    for line in content.splitlines(keepends=True):
+        offsets.append(offsets[-1] + len(line))
+
+    def offset(line: int, column: int) -> int:  # ast columns count UTF-8 bytes
+        text = content[offsets[line - 1] : offsets[line]]
+        return offsets[line - 1] + len(text.encode()[:column].decode(errors="replace"))
+
+    def array(path: tuple[str, ...], node: ast.expr) -> _Array | None:
+        if not isinstance(node, ast.List) or not all(
+            isinstance(item, ast.Constant) and isinstance(item.value, str) for item in node.elts
+        ):
+            return None
+        found = _Array(path, offset(node.lineno, 0), offset(node.lineno, node.col_offset))
+        for item in node.elts:
+            start, end = offset(item.lineno, item.col_offset), offset(item.end_lineno, item.end_col_offset)
+            if not _STRING.fullmatch(content[start:end]):
+                return None  # implicit concatenation, a prefix: not a plain literal to edit in place
+            found.entries.append(_Entry(item.value, start, end, installs.parse(item.value)))
+        return found
+
+    arrays = []
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call) or not (
+            (isinstance(call.func, ast.Name) and call.func.id == "setup")
+            or (isinstance(call.func, ast.Attribute) and call.func.attr == "setup")
+        ):
+            continue
+        for keyword in call.keywords:
+            if keyword.arg == "install_requires":
+                arrays.append(array(("install_requires",), keyword.value))
+            elif keyword.arg == "extras_require" and isinstance(keyword.value, ast.Dict):
+                for key, value in zip(keyword.value.keys, keyword.value.values, strict=True):
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                        arrays.append(array(("extras_require", key.value), value))
+    return [found for found in arrays if found is not None]
+
+
+def _applied(content: str, edits: list[tuple[int, int, str]]) -> str:
+    for start, end, text in sorted(edits, reverse=True):
+        content = content[:start] + text + content[end:]
+    return content
 
 
 def _planned_todos(
@@ -148,8 +232,8 @@ def _replace(
         edits.append(_removal(content, array.entries[index]))
     message = (
         f"Replaced with the TorchNeuron package set ({', '.join(plan.added)}); torch-neuronx comes from the Neuron "
-        f"pip repository, and pip reads no index from pyproject.toml: install with `pip install --extra-index-url "
-        f"{installs.NEURON_INDEX} .`"
+        f"pip repository, and pip reads no index from a package's declared dependencies: install with "
+        f"`pip install --extra-index-url {installs.NEURON_INDEX} .`"
     )
     findings.append(Finding(PIP_INSTALL, _line(content, first.start), 1, message, True))
     at = replaced[0]

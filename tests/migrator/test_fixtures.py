@@ -46,13 +46,13 @@ def migrate(case: Path, content: str, tree: Path):
     `neuron-migrate REPOSITORY` would)."""
     family_dir = FIXTURES / case.relative_to(FIXTURES).parts[0]
     if case.parent == family_dir:
-        return rewriter(file_kind(case), case.parent)(content)
+        return rewriter(file_kind(case), case.parent, name=case.name)(content)
     repository = family_dir / case.relative_to(family_dir).parts[0]
     copy = tree / repository.name
     if not copy.exists():
         shutil.copytree(repository, copy, ignore=lambda _, names: [n for n in names if _expectation(n)])
     where = copy / case.relative_to(repository)
-    return rewriter(file_kind(case), where.parent, copy)(content)
+    return rewriter(file_kind(case), where.parent, copy, case.name)(content)
 
 
 def _expectation(name: str) -> bool:

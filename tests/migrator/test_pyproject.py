@@ -81,3 +81,22 @@ def test_poetry_constraints_as_pep_440_ranges() -> None:
     assert _poetry_specifier("4.41.0") == "==4.41.0"
     assert _poetry_specifier(">=1,<2") == ">=1,<2"
     assert _poetry_specifier("*") == ""
+
+
+def test_a_setup_py_declares_the_package_set_and_a_list_built_in_code_stays() -> None:
+    from migrator.engine import migrate_setup_py
+
+    literal = (
+        'from setuptools import setup\n\nsetup(name="x", install_requires=["optimum-neuron", "numpy"])\n'
+    )
+    migrated, findings = migrate_setup_py(literal)
+    assert (
+        'install_requires=["torch-neuronx", "transformers>=5.23", "trl>=1.16", "peft", "accelerate", "numpy"]'
+        in (migrated)
+    )
+    assert [(f.code, f.fixed) for f in findings] == [("NM460", True)]
+    assert migrate_setup_py(migrated) == (migrated, [])
+    computed = (
+        'from setuptools import setup\n\nREQUIRES = ["numpy"]\nsetup(name="x", install_requires=REQUIRES)\n'
+    )
+    assert migrate_setup_py(computed) == (computed, [])
