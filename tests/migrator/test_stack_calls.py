@@ -101,6 +101,8 @@ tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased", token=HfFolder.ge
         ("inputs = tokenizer.batch_encode_plus(texts)", True),
         ('model = AutoModel.from_pretrained("gpt2", use_auth_token=True)', True),
         ("if torchscript == flag:\n    pass", False),
+        ("trainer = Trainer(model=model, args=TrainingArguments(output_dir=out()), tokenizer=tok)", True),
+        ("trainer = Trainer(model=model, processing_class=tok)\npipe = pipeline(tokenizer=tok)", False),
     ],
 )
 def test_the_pre_filter_reads_the_removals(code: str, marked: bool) -> None:

@@ -19,7 +19,7 @@ from migrator.families.training.stack_names import (
     RENAMED,
     STACK_MODULES,
 )
-from migrator.families.training.targets import ARGUMENTS_CLASSES
+from migrator.families.training.targets import ARGUMENTS_CLASSES, TRAINER_KEYWORDS
 from migrator.families.training_args import REMOVED_UPSTREAM
 
 # NM221: a keyword passed, a tokenizer method called; huggingface_hub's removed HfFolder (NM219) by its name.
@@ -32,6 +32,13 @@ _CLASSES = {name.removeprefix("Neuron") for name in ARGUMENTS_CLASSES if "Traini
 ARGUMENT_HINTS = tuple(sorted(name for name in _CLASSES if not any(o in name for o in _CLASSES - {name})))
 _FIELDS = sorted(REMOVED_UPSTREAM, key=len, reverse=True)
 _ARGUMENTS = re.compile(r"\b(?:" + "|".join(_FIELDS) + r")\s*=(?!=)")
+
+
+# A trainer built with a keyword Transformers 5 renamed (`tokenizer=` -> `processing_class=`, NM202), inside the
+# trainer's call (nested calls of two levels read through).
+TRAINER_HINT = "Trainer("
+_TRAINER_KEYWORDS = "|".join(TRAINER_KEYWORDS)
+_TRAINER = re.compile(rf"Trainer\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*?\b(?:{_TRAINER_KEYWORDS})\s*=(?!=)")
 
 
 def _removed_name(qualified: str) -> str:
@@ -63,5 +70,7 @@ def stack_marked(content: str) -> bool:
     if any(hint in content for hint in CALL_HINTS) and _CALLS.search(content):
         return True
     if any(hint in content for hint in ARGUMENT_HINTS) and _ARGUMENTS.search(content):
+        return True
+    if TRAINER_HINT in content and _TRAINER.search(content):
         return True
     return any(hint in content for hint in MODULE_HINTS) and _NAMES.search(content) is not None
