@@ -5,7 +5,7 @@ Laid out as PyTorch's out-of-tree backend example (openreg) lays out its own: ``
 allocators, the generators, the device guard with its streams and events, the PrivateUse1 hooks), ``csrc/aten/``
 (the kernels and the boxed fallback that runs every other op's CPU kernel) and ``csrc/bindings.cpp`` (what Python
 calls). ``python -m standin.native`` builds it ahead
-(set-up does), so the first stand-in process does not wait about 20 seconds for the compiler."""
+(set-up does), so the first stand-in process does not wait a minute or more for the compiler."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def load() -> ModuleType:
     directory.mkdir(parents=True, exist_ok=True)
     # PyTorch's builder runs `ninja` from PATH; the venv's may not be on it.
     os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
-    print(f"neuron stand-in: compiling its backend once (about 20 s) into {directory}", file=sys.stderr)
+    print(f"neuron stand-in: compiling its backend once (a minute or more) into {directory}", file=sys.stderr)
     try:
         return build(
             name=NAME,

@@ -77,6 +77,26 @@ def test_the_torch_interfaces_the_backend_uses_are_pinned_to_the_torch_versions_
     assert ".".join(pin.removeprefix("torch==").split(".")[:2]) in supported
 
 
+def test_the_backend_is_rebuilt_when_any_source_or_header_changes(tmp_path, monkeypatch):
+    from standin import native
+
+    for path in native.source_files():
+        copy = tmp_path / path.relative_to(native.CSRC)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(path.read_bytes())
+    monkeypatch.setattr(native, "CSRC", tmp_path)
+    keys = [native.build_directory()]
+    header = tmp_path / "runtime" / "device.h"
+    header.write_text(header.read_text() + "\n")  # a header that no build step names
+    keys.append(native.build_directory())
+    header.rename(tmp_path / "runtime" / "devices.h")  # the same text under another name
+    keys.append(native.build_directory())
+    (tmp_path / "aten" / "extra.cpp").write_text("")
+    keys.append(native.build_directory())
+    assert len(set(keys)) == 4
+    assert {path.suffix for path in native.source_files()} == {".cpp", ".h"}
+
+
 @pytest.mark.parametrize(
     ("setup", "message"),
     [
