@@ -18,10 +18,10 @@ import pkgutil
 from importlib import import_module
 from types import ModuleType
 
-from migrator.reading import Code
 from migrator.risks.base import Risk
 from migrator.rules import Rule
 from migrator.transform import Handler
+from usercode.reading import Code
 
 # Where each kind of rule lives: a package, or (Python) a package of family packages.
 KINDS = {

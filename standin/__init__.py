@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from standin.errors import StandinUnavailable
+from standin.unavailable import StandinUnavailable
 
 SWITCH = "NEURON_STANDIN"
 # Holds the stand-in ``torch_neuronx`` package: importable only where this directory is on the path.
@@ -88,9 +88,8 @@ def activate() -> None:
 
     if str(SITE_DIR) not in sys.path:
         sys.path.insert(0, str(SITE_DIR))
-    from standin import autocast, device, distributed, dynamo, kernels, runtime, sharing
+    from standin import autocast, distributed, dynamo, kernels, runtime, sharing
 
-    device.register()
     runtime.register()
     kernels.register()
     sharing.register()

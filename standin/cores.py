@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 
-from standin.errors import StandinUnavailable
+from standin.unavailable import StandinUnavailable
 
 DEFAULT_CORES = 4
 # A core id or an ascending range of them: 0, 2-3.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from standin import cores, native, sim_backend
+from standin import native, sim_backend
 
 DEVICE_TYPE = "neuron"
 aten = torch.ops.aten
@@ -94,9 +94,7 @@ def _dtype_rule(dtype: torch.dtype) -> bool:
     return True
 
 
-def register() -> None:
-    """Rename PrivateUse1 to ``neuron`` and start the backend on the NeuronCores the environment gives."""
-    torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
-    torch.utils.generate_methods_for_privateuse1_backend()
-    count = cores.count()
-    backend().start(count, cores.first(count), _has_rule, _record_rule, _dtype_rule)
+def register(device_count: int, first_device: int) -> None:
+    """Start the backend with its NeuronCores and the current device every thread starts on (after PyTorch's
+    PrivateUse1 backend is renamed ``neuron``: runtime.register)."""
+    backend().start(device_count, first_device, _has_rule, _record_rule, _dtype_rule)

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from standin.errors import StandinUnavailable
+from standin.unavailable import StandinUnavailable
 
 CSRC = Path(__file__).with_name("csrc")
 NAME = "neuron_standin"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from standin import cores
 from standin import device as _device
 from standin.dynamo import get_dynamo_metrics, reset_dynamo_metrics  # noqa: F401  (module API)
 
@@ -313,9 +314,14 @@ def _route_accelerator() -> None:
 
 
 def register() -> None:
-    """``torch.neuron`` (the backend started: ``device.register``) and ``torch.accelerator``'s routes to it."""
+    """Rename PrivateUse1 to ``neuron``, register this module as ``torch.neuron``, start the device on the
+    NeuronCores the environment gives and route ``torch.accelerator`` here."""
     global default_generators, _DEVICE_TYPE_ID
+    count = cores.count()  # first: a malformed set changes nothing
+    torch.utils.rename_privateuse1_backend(_device.DEVICE_TYPE)
+    torch.utils.generate_methods_for_privateuse1_backend()
+    torch._register_device_module(_device.DEVICE_TYPE, module())
+    _device.register(count, cores.first(count))
     default_generators = _default_generators()
     _DEVICE_TYPE_ID = torch.Stream(device=_device.DEVICE_TYPE).device_type
-    torch._register_device_module(_device.DEVICE_TYPE, module())
     _route_accelerator()

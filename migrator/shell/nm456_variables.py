@@ -14,7 +14,7 @@ from migrator.shell.commands import (
     unsets,
 )
 from migrator.shell.edits import Context
-from migrator.shell.syntax import Node, Word, word
+from usercode.shell import Node, Word, word
 
 DROPPED_VARIABLE = Rule(
     "NM456",

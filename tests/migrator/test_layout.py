@@ -1,11 +1,10 @@
 """The migrator's layout holds: every rule module lives in its kind's package, is named after its first code
-and found there (no list to edit), lists only the rules it defines, imports no other rule module nor the
-registry, and no module imports another in a circle (imports inside functions count)."""
+and found there (no list to edit) and lists only the rules it defines. Which module may import which (no rule
+module imports another nor the registry, no cycle): tests/test_layout.py."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Collection
 from pathlib import Path
 
 from migrator.registry import (
@@ -69,67 +68,6 @@ def test_every_shell_matcher_is_part_of_the_walk() -> None:
         name for module in SHELL_RULE_MODULES for name in vars(module.MATCHER) if not name.startswith("__")
     ]
     assert sorted({name for name in methods if methods.count(name) > 1}) == []
-
-
-def _imports(path: Path, modules: Collection[str]) -> set[str]:
-    """Modules of the package (`modules`) that `path` imports, anywhere in it (inside functions too):
-    `from migrator.shell import edits` imports `migrator.shell.edits`, `from migrator.rules import Rule`
-    imports `migrator.rules`."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("migrator"):
-            for alias in node.names:
-                submodule = f"{node.module}.{alias.name}"
-                found.add(submodule if submodule in modules else node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name.startswith("migrator"))
-    return found & set(modules)
-
-
-def _modules() -> dict[str, Path]:
-    modules = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return modules
-
-
-def _is_rule_module(name: str) -> bool:
-    leaf = name.rpartition(".")[2]
-    return leaf[:2] == "nm" and leaf[2:5].isdigit()
-
-
-def test_no_rule_module_imports_another_rule_module_or_the_registry() -> None:
-    """A rule reports another module's code by `ctx.rule(code)`; what several rules share is in a data module of
-    the family (`families/xla/names.py`, `families/training/precision.py`)."""
-    modules = _modules()
-    wrong = {
-        name: sorted(
-            imported
-            for imported in _imports(path, modules)
-            if _is_rule_module(imported) or imported == "migrator.registry"
-        )
-        for name, path in modules.items()
-        if _is_rule_module(name)
-    }
-    assert {name: imported for name, imported in wrong.items() if imported} == {}
-
-
-def test_no_import_cycles() -> None:
-    modules = _modules()
-    graph = {name: _imports(path, modules) - {name} for name, path in modules.items()}
-    done: set[str] = set()
-
-    def visit(name: str, path: tuple[str, ...]) -> None:
-        assert name not in path, " -> ".join([*path, name])
-        if name in done:
-            return
-        for imported in graph[name]:
-            visit(imported, (*path, name))
-        done.add(name)
-
-    for name in graph:
-        visit(name, ())
 
 
 def test_the_xla_catch_all_leaves_alone_every_call_a_rule_of_the_family_declares(monkeypatch) -> None:

@@ -1,5 +1,5 @@
-"""The stand-in's one error (re-exported as ``standin.StandinUnavailable``); a module of its own so that the
-modules that raise it never import the package that switches the stand-in on."""
+"""What the stand-in raises where it cannot run (its own module: the package, its NeuronCore set and its compiled
+backend raise it)."""
 
 
 class StandinUnavailable(RuntimeError):
