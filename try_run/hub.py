@@ -70,20 +70,28 @@ def hub_cache_dir(root: Path, token_ids_below: int = 0) -> Path:
     return root / name / "hub"
 
 
-def architecture(model_id: str, overrides: dict[str, str]) -> tuple[str, str]:
-    """(model_type, source) for a Hub id; raises CannotStandIn with the reason."""
+def architecture(model_id: str, overrides: dict[str, str], remote_code: bool = False) -> tuple[str, str]:
+    """(model_type, source) for a Hub id; raises CannotStandIn with the reason. `remote_code`: the script
+    loads with trust_remote_code=True, so the id may name an architecture Transformers does not have."""
     if model_id in overrides:
         return overrides[model_id], "--model"
     entry = model_ids.table_entry(model_id)
+    remote = (
+        " It loads remote code (trust_remote_code=True): an architecture outside Transformers has no tiny "
+        "stand-in; pass --model ID=MODEL_TYPE with the Transformers architecture its code builds on to try "
+        "the script with that one"
+        if remote_code
+        else ""
+    )
     if entry is None:
         raise CannotStandIn(
             f"model {model_id}: not in the model-id table; pass --model {model_id}=MODEL_TYPE "
-            "(its config.json's model_type)"
+            f"(its config.json's model_type).{remote}"
         )
     if not entry.model_type:
         raise CannotStandIn(
             f"model {model_id}: a {entry.task or 'non-Transformers'} model without a Transformers architecture "
-            "(no tiny stand-in for it)"
+            f"(no tiny stand-in for it).{remote}"
         )
     return entry.model_type, "model-id table"
 

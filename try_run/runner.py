@@ -191,7 +191,7 @@ def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[
 
 def _serve(facts: scan.CodeFacts, options: TryOptions, env: dict[str, str], run: RunReport) -> dict[str, str]:
     if not (facts.model_ids or facts.datasets or options.models or options.datasets):
-        return {}
+        return dict(facts.unresolved_ids)
     with _quiet_libraries():
         return _serve_quietly(facts, options, env, run)
 
@@ -223,11 +223,11 @@ def _serve_quietly(
 ) -> dict[str, str]:
     """Writes the models and datasets the code asks for; returns the model ids it could not serve (with the
     reason, shown if the run then fails on one). Sets run.status = NOT_RUN when a dataset cannot be served."""
-    unserved = {}
+    unserved = dict(facts.unresolved_ids)
     cache = Path(env["HF_HUB_CACHE"])
     for model_id in sorted(facts.model_ids | set(options.models)):
         try:
-            model_type, source = hub.architecture(model_id, options.models)
+            model_type, source = hub.architecture(model_id, options.models, facts.remote_code)
         except hub.CannotStandIn as error:
             unserved[model_id] = str(error)
             continue
@@ -430,6 +430,10 @@ def _kill(process: subprocess.Popen) -> None:
     process.wait()
 
 
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), text)[:300]
+
+
 def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: list[str], options) -> None:
     if timed_out:
         run.status, run.reason = FAILED, f"ran over the --timeout of {options.timeout_s:g} s and was stopped"
@@ -446,8 +450,16 @@ def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: l
     error = run.error
     text = " ".join(filter(None, [error and error.get("message"), *tail[-5:]]))
     named = [reason for model_id, reason in unserved.items() if model_id in text]
-    if named or (unserved and any(marker in text for marker in HUB_MISSES)):
-        run.reason = "; ".join(named or unserved.values())
+    hub_miss = any(marker in text for marker in HUB_MISSES)
+    if named or (unserved and hub_miss):  # a load the stand-ins could not serve: the script never ran
+        run.status, run.reason = NOT_RUN, "; ".join(named or unserved.values())
+        return
+    if hub_miss:  # an id the code reading did not find (built at run time, read from a file)
+        run.status = NOT_RUN
+        run.reason = (
+            f"{_first_line(error['message']) if error else 'a Hub load'}: no stand-in for this id; "
+            "pass --model ID=MODEL_TYPE (its config.json's model_type)"
+        )
         return
     if error:
         at = ""

@@ -287,3 +287,30 @@ def test_a_notebook_runs_in_a_kernel_and_a_failing_cell_is_named(tmp_path, try_c
     nbformat.write(notebook, tmp_path / "chat.ipynb")
     code, document, _ = run_try(tmp_path, "chat.ipynb", cache=try_cache)
     assert code == 1 and "kernel died in cell 4" in document["runs"][0]["reason"]
+
+
+def test_a_load_of_an_id_with_no_stand_in_is_not_run_with_what_to_pass(tmp_path, try_cache):
+    # Named only in the load call; and an id read from a file the code reading cannot see.
+    write(
+        tmp_path,
+        "load.py",
+        """
+        from transformers import AutoModel
+        AutoModel.from_pretrained("someone/private-model")
+        """,
+    )
+    write(
+        tmp_path,
+        "from_file.py",
+        """
+        from pathlib import Path
+        from transformers import AutoModel
+        AutoModel.from_pretrained(Path("model.txt").read_text().strip())
+        """,
+    )
+    (tmp_path / "model.txt").write_text("someone/other-model\n")
+    for name in ("load.py", "from_file.py"):
+        code, document, _ = run_try(tmp_path, name, cache=try_cache)
+        run = document["runs"][0]
+        assert code == 1 and run["status"] == "not-run", run
+        assert "--model" in run["reason"] and "MODEL_TYPE" in run["reason"], run["reason"]
