@@ -16,11 +16,13 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from compat_matrix import model_ids
+from try_run import checkpoint_parts
 
 REVISION = "0" * 40  # one snapshot per stand-in; refs/main points at it
-CACHE_LAYOUT = 5  # bump when what is written here changes
+CACHE_LAYOUT = 6  # bump when what is written here changes
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<|im_start|>", "<|im_end|>")
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -40,6 +42,9 @@ class ModelStandIn:
     parameters: int
     source: str  # where the architecture came from (table, --model)
     vocab_size: int
+    parts: tuple[str, ...] = ()  # what the repository holds besides the model and tokenizer
+    kept: tuple[tuple[str, Any], ...] = ()  # the real checkpoint's values the stand-in keeps
+    kept_from: str = ""  # that checkpoint
 
     def as_report(self) -> dict:
         return {
@@ -48,6 +53,9 @@ class ModelStandIn:
             "parameters": self.parameters,
             "vocab_size": self.vocab_size,
             "source": self.source,
+            "parts": list(self.parts),
+            "kept": dict(self.kept),
+            "kept_from": self.kept_from,
         }
 
 
@@ -107,46 +115,67 @@ def ensure_model(
     cache.mkdir(parents=True, exist_ok=True)
     with FileLock(str(cache / f".{repo.name}.lock")):
         marker = repo / MARKER
-        if marker.is_file():
-            written = json.loads(marker.read_text())
-            if written.get("model_type") == model_type:
-                return ModelStandIn(
-                    model_id, model_type, written["parameters"], source, written["vocab_size"]
-                )
-        parameters, vocab_size = _write(repo, model_type, token_ids_below)
-        marker.write_text(
-            json.dumps({"model_type": model_type, "parameters": parameters, "vocab_size": vocab_size})
-        )
-    return ModelStandIn(model_id, model_type, parameters, source, vocab_size)
+        written = json.loads(marker.read_text()) if marker.is_file() else {}
+        if written.get("model_type") != model_type:
+            written = {"model_type": model_type, **_write(repo, model_id, model_type, token_ids_below)}
+            marker.write_text(json.dumps(written))
+    kept = checkpoint_parts.checkpoint_values(model_id)
+    return ModelStandIn(
+        model_id,
+        model_type,
+        written["parameters"],
+        source,
+        written["vocab_size"],
+        tuple(written["parts"]),
+        tuple(kept.values.items()),
+        kept.checkpoint,
+    )
 
 
-def _write(repo: Path, model_type: str, token_ids_below: int) -> tuple[int, int]:
+def _write(repo: Path, model_id: str, model_type: str, token_ids_below: int) -> dict[str, Any]:
     import torch
-    from transformers import CONFIG_MAPPING, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+    from transformers import (
+        CONFIG_MAPPING,
+        AutoModel,
+        AutoModelForCausalLM,
+        AutoModelForSeq2SeqLM,
+        AutoModelForSpeechSeq2Seq,
+    )
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES,
     )
 
     from compat_matrix.tiny import build_tiny_config
 
     if model_type not in CONFIG_MAPPING:
         raise CannotStandIn(f"architecture {model_type!r} is not one the installed Transformers knows")
-    config = build_tiny_config(model_type)
+    kept = checkpoint_parts.checkpoint_values(model_id)
+    # The checkpoint's own values where a script's shapes depend on them (positions, image and patch size).
+    config = build_tiny_config(model_type, exact=kept.part("config"))
     if token_ids_below > (getattr(config, "vocab_size", None) or token_ids_below):
         config.vocab_size = token_ids_below
     # BERT-style tokenizers also return the segment ids the model's token_type embeddings take.
     tokenizer = build_tokenizer(token_type_ids=(getattr(config, "type_vocab_size", 0) or 0) > 1)
-    for name in ("pad_token", "bos_token", "eos_token"):
-        setattr(config, f"{name}_id", tokenizer.convert_tokens_to_ids(getattr(tokenizer, name)))
+    for name, value in kept.part("tokenizer").items():
+        setattr(tokenizer, name, value)  # padding="max_length" pads to the checkpoint's model_max_length
+    text_parts = [config, *(getattr(config, name) for name in getattr(config, "sub_configs", {}))]
+    for name in ("pad_token", "bos_token", "eos_token"):  # on each part: CLIP's text tower pools at its eos
+        for part in text_parts:
+            if part is not None:
+                setattr(part, f"{name}_id", tokenizer.convert_tokens_to_ids(getattr(tokenizer, name)))
     if getattr(config, "is_encoder_decoder", False):  # released seq2seq checkpoints start decoding at pad
         config.decoder_start_token_id = config.pad_token_id
     torch.manual_seed(0)
     # The head a checkpoint of that kind carries; a script loading another head initialises it, as with real ones.
-    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        auto = AutoModelForCausalLM
+    # Seq2seq first: Whisper and BART also have a decoder-only class, which drops the encoder.
+    if model_type in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES:
+        auto = AutoModelForSpeechSeq2Seq
     elif model_type in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
         auto = AutoModelForSeq2SeqLM
+    elif model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        auto = AutoModelForCausalLM
     else:
         auto = AutoModel
     model = auto.from_config(config)
@@ -157,14 +186,16 @@ def _write(repo: Path, model_type: str, token_ids_below: int) -> tuple[int, int]
     if repo.exists():
         shutil.rmtree(repo)
     repo.mkdir(parents=True)
-    scratch = tempfile.mkdtemp(dir=repo)
+    scratch = Path(tempfile.mkdtemp(dir=repo))
     model.save_pretrained(scratch)
     tokenizer.save_pretrained(scratch)
+    parts = checkpoint_parts.write_processors(scratch, model_type, tokenizer, kept)
+    parts += checkpoint_parts.write_sentence_transformers(scratch, kept)
     (repo / "snapshots").mkdir()
     os.replace(scratch, repo / "snapshots" / REVISION)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(REVISION)
-    return parameters, getattr(config, "vocab_size", 0) or 0
+    return {"parameters": parameters, "vocab_size": getattr(config, "vocab_size", 0) or 0, "parts": parts}
 
 
 def build_tokenizer(token_type_ids: bool = False):

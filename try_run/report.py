@@ -236,6 +236,11 @@ def text_lines(runs: list[RunReport]) -> list[str]:
             lines.append(
                 f"         model {model['id']}: tiny {model.get('architecture')} ({model.get('parameters')} parameters, {model.get('source')})"
             )
+            if model.get("parts"):
+                lines.append(f"           with {', '.join(model['parts'])}")
+            if model.get("kept"):
+                kept = ", ".join(f"{name.split('.', 1)[1]} {value}" for name, value in model["kept"].items())
+                lines.append(f"           keeps {model['kept_from']}'s {kept}")
         for dataset in run.datasets:
             lines.append(
                 f"         dataset {dataset['id']}: {', '.join(dataset['columns'])} ({dataset['source']})"

@@ -314,3 +314,84 @@ def test_a_load_of_an_id_with_no_stand_in_is_not_run_with_what_to_pass(tmp_path,
         run = document["runs"][0]
         assert code == 1 and run["status"] == "not-run", run
         assert "--model" in run["reason"] and "MODEL_TYPE" in run["reason"], run["reason"]
+
+
+PROCESSORS = """
+import numpy as np
+import torch
+from transformers import (
+    AutoImageProcessor, AutoModelForSequenceClassification, AutoProcessor, AutoTokenizer,
+    SiglipModel, ViTForImageClassification, WhisperForConditionalGeneration,
+)
+
+# optimum-neuron's BERT notebook pads to the checkpoint's model_max_length.
+tokenizer = AutoTokenizer.from_pretrained("google-bert/bert-base-uncased")
+bert = AutoModelForSequenceClassification.from_pretrained("google-bert/bert-base-uncased").to("neuron")
+batch = tokenizer(["Hello, Trainium!"], padding="max_length", truncation=True, return_tensors="pt")
+assert batch["input_ids"].shape == (1, 512)
+with torch.no_grad():
+    print(torch.compile(bert, backend="neuron")(**batch.to("neuron")).logits.shape)
+
+# Whisper: the id built from a constant, log-mel features at the checkpoint's 80 bins, then generate.
+SIZE = "tiny"
+processor = AutoProcessor.from_pretrained(f"openai/whisper-{SIZE}")
+whisper = WhisperForConditionalGeneration.from_pretrained("openai/whisper-" + SIZE).to("neuron")
+audio = np.sin(np.linspace(0, 2000, 16000 * 5)).astype(np.float32)
+features = processor(audio, sampling_rate=16000, return_tensors="pt").input_features
+assert features.shape == (1, 80, 3000)
+print(processor.batch_decode(whisper.generate(features.to("neuron")), skip_special_tokens=True))
+
+image = np.random.randint(0, 255, (300, 400, 3), dtype=np.uint8)
+vit_processor = AutoImageProcessor.from_pretrained("google/vit-base-patch16-224")
+vit = ViTForImageClassification.from_pretrained("google/vit-base-patch16-224").to("neuron")
+pixels = vit_processor(images=image, return_tensors="pt")["pixel_values"]
+assert pixels.shape == (1, 3, 224, 224)
+print(vit(pixel_values=pixels.to("neuron")).logits.shape)
+
+siglip_processor = AutoProcessor.from_pretrained("google/siglip-base-patch16-224")
+siglip = SiglipModel.from_pretrained("google/siglip-base-patch16-224").to("neuron")
+inputs = siglip_processor(text=["a cat", "a dog"], images=image, padding="max_length", return_tensors="pt")
+assert inputs["input_ids"].shape == (2, 64)
+print(siglip(**inputs.to("neuron")).logits_per_image.shape)
+"""
+
+SENTENCE_TRANSFORMERS = """
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2", device="neuron")
+embeddings = model.encode(["Trainium is a chip", "so is Inferentia"], convert_to_tensor=True)
+assert model.max_seq_length == 256 and embeddings.shape[0] == 2
+assert abs(float(embeddings.norm(dim=-1).min()) - 1) < 1e-4  # its Normalize module
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("script", "served"),
+    [
+        (
+            PROCESSORS,
+            {
+                "google-bert/bert-base-uncased": [],
+                "openai/whisper-tiny": ["WhisperFeatureExtractor", "WhisperProcessor"],
+                "google/vit-base-patch16-224": ["ViTImageProcessorPil"],
+                "google/siglip-base-patch16-224": ["SiglipImageProcessorPil", "SiglipProcessor"],
+            },
+        ),
+        (
+            SENTENCE_TRANSFORMERS,
+            {
+                "sentence-transformers/all-MiniLM-L6-v2": [
+                    "sentence-transformers modules (Transformer, Pooling, Normalize)"
+                ]
+            },
+        ),
+    ],
+    ids=["processors", "sentence-transformers"],
+)
+def test_what_scripts_load_besides_the_model_is_served(tmp_path, try_cache, script, served):
+    write(tmp_path, "load.py", script)
+    code, document, _ = run_try(tmp_path, "load.py", cache=try_cache)
+    run = document["runs"][0]
+    assert code == 0, run["reason"] + run["output_tail"]
+    assert {model["id"]: model["parts"] for model in run["models"]} == served
