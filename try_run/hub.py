@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from compat_matrix import model_ids
-from try_run import checkpoint_parts
+from try_run import checkpoint_parts, pipelines
 
 REVISION = "0" * 40  # one snapshot per stand-in; refs/main points at it
-CACHE_LAYOUT = 6  # bump when what is written here changes
+CACHE_LAYOUT = 7  # bump when what is written here changes
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<|im_start|>", "<|im_end|>")
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -96,6 +96,14 @@ def architecture(model_id: str, overrides: dict[str, str], remote_code: bool = F
             f"model {model_id}: not in the model-id table; pass --model {model_id}=MODEL_TYPE "
             f"(its config.json's model_type).{remote}"
         )
+    if entry.task == "diffusion":
+        spec = pipelines.spec_for(model_id)
+        if spec is None:
+            raise CannotStandIn(
+                f"model {model_id}: a Diffusers pipeline with no tiny stand-in (built: "
+                f"{', '.join(pipelines.checkpoints())}; see docs/try.md)"
+            )
+        return spec.pipeline, "pipeline table"
     if not entry.model_type:
         raise CannotStandIn(
             f"model {model_id}: a {entry.task or 'non-Transformers'} model without a Transformers architecture "
@@ -117,9 +125,16 @@ def ensure_model(
         marker = repo / MARKER
         written = json.loads(marker.read_text()) if marker.is_file() else {}
         if written.get("model_type") != model_type:
-            written = {"model_type": model_type, **_write(repo, model_id, model_type, token_ids_below)}
+            spec = pipelines.spec_for(model_id)
+            if spec is not None and spec.pipeline == model_type:
+                written = {"model_type": model_type, **_write_pipeline(repo, spec)}
+            else:
+                written = {"model_type": model_type, **_write(repo, model_id, model_type, token_ids_below)}
             marker.write_text(json.dumps(written))
+    spec = pipelines.spec_for(model_id)
     kept = checkpoint_parts.checkpoint_values(model_id)
+    if spec is not None and spec.pipeline == model_type:
+        kept = checkpoint_parts.CheckpointValues(spec.checkpoint, spec.values, spec.sources)
     return ModelStandIn(
         model_id,
         model_type,
@@ -191,11 +206,41 @@ def _write(repo: Path, model_id: str, model_type: str, token_ids_below: int) -> 
     tokenizer.save_pretrained(scratch)
     parts = checkpoint_parts.write_processors(scratch, model_type, tokenizer, kept)
     parts += checkpoint_parts.write_sentence_transformers(scratch, kept)
+    _publish(repo, scratch)
+    return {"parameters": parameters, "vocab_size": getattr(config, "vocab_size", 0) or 0, "parts": parts}
+
+
+def _write_pipeline(repo: Path, spec: pipelines.PipelineSpec) -> dict[str, Any]:
+    """A tiny Diffusers pipeline in the checkpoint's layout (model_index.json, a folder per component)."""
+    import torch
+
+    pipeline = pipelines.build(spec)
+    components = {name: part for name, part in pipeline.components.items() if part is not None}
+    parameters = sum(
+        parameter.numel()
+        for part in components.values()
+        if isinstance(part, torch.nn.Module)
+        for parameter in part.parameters()
+    )
+    if repo.exists():
+        shutil.rmtree(repo)
+    repo.mkdir(parents=True)
+    scratch = Path(tempfile.mkdtemp(dir=repo))
+    pipeline.save_pretrained(scratch)
+    for variant in spec.values.get("variants", []):  # `from_pretrained(..., variant="fp16")` finds its files
+        pipeline.to(dtype=getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[variant]))
+        pipeline.save_pretrained(scratch, variant=variant)
+    _publish(repo, scratch)
+    parts = [f"{name} ({type(part).__name__})" for name, part in components.items()]
+    return {"parameters": parameters, "vocab_size": pipelines.TEXT_VOCAB, "parts": parts}
+
+
+def _publish(repo: Path, scratch: Path) -> None:
+    """The written folder becomes the repository's one snapshot, which refs/main names."""
     (repo / "snapshots").mkdir()
     os.replace(scratch, repo / "snapshots" / REVISION)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(REVISION)
-    return {"parameters": parameters, "vocab_size": getattr(config, "vocab_size", 0) or 0, "parts": parts}
 
 
 def build_tokenizer(token_type_ids: bool = False):

@@ -54,6 +54,7 @@ class TryOptions:
     steps: int = 3
     timeout_s: float = 600.0
     max_new_tokens: int = 4
+    denoising_steps: int = 2  # per Diffusers pipeline call
     models: dict[str, str] = field(default_factory=dict)  # --model ID=MODEL_TYPE
     datasets: dict[str, Path] = field(default_factory=dict)  # --dataset ID=FILE.jsonl
     cache_root: Path | None = None
@@ -336,6 +337,7 @@ class _Trial:
             "report_dir": str(reports),
             "steps": self.options.steps,
             "max_new_tokens": self.options.max_new_tokens,
+            "denoising_steps": self.options.denoising_steps,
             "output_dir": str(self.sandbox / "trainer_output"),
             "roots": {os.path.realpath(self.sandbox): str(self.path.parent)},
             "notebook": self.kind == "notebook",

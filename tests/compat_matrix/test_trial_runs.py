@@ -395,3 +395,36 @@ def test_what_scripts_load_besides_the_model_is_served(tmp_path, try_cache, scri
     run = document["runs"][0]
     assert code == 0, run["reason"] + run["output_tail"]
     assert {model["id"]: model["parts"] for model in run["models"]} == served
+
+
+DIFFUSION = """
+import torch
+from diffusers import DiffusionPipeline, FluxPipeline
+
+pipe = DiffusionPipeline.from_pretrained("stable-diffusion-v1-5/stable-diffusion-v1-5", torch_dtype=torch.float32)
+pipe = pipe.to("neuron")
+steps = []
+image = pipe(  # its default 50 steps
+    "an astronaut riding a horse", callback_on_step_end=lambda p, i, t, kw: steps.append(i) or kw
+).images[0]
+assert type(pipe).__name__ == "StableDiffusionPipeline" and image.size == (512, 512)
+assert len(steps) <= 3, steps  # capped to 2 (PNDM runs one more step than asked)
+image.save("astronaut.png")
+
+flux = FluxPipeline.from_pretrained("black-forest-labs/FLUX.1-schnell", torch_dtype=torch.bfloat16).to("neuron")
+image = flux("a cat holding a sign", guidance_scale=0.0, num_inference_steps=4, max_sequence_length=256).images[0]
+assert image.size == (1024, 1024)
+"""
+
+
+@pytest.mark.slow
+def test_a_diffusers_script_runs_its_pipelines_for_two_denoising_steps(tmp_path, try_cache):
+    write(tmp_path, "generate.py", DIFFUSION)
+    code, document, _ = run_try(tmp_path, "generate.py", cache=try_cache)
+    run = document["runs"][0]
+    assert code == 0, run["reason"] + run["output_tail"]
+    assert {model["id"]: model["architecture"] for model in run["models"]} == {
+        "stable-diffusion-v1-5/stable-diffusion-v1-5": "StableDiffusionPipeline",
+        "black-forest-labs/FLUX.1-schnell": "FluxPipeline",
+    }
+    assert not (tmp_path / "astronaut.png").exists()  # written in the try's copy

@@ -132,3 +132,28 @@ def test_every_checkpoint_value_names_its_source_and_a_served_field():
         configs = [config, *(getattr(config, name) for name in getattr(config, "sub_configs", {}))]
         for name, value in kept.part("config").items():
             assert any(getattr(part, name, None) == value for part in configs), (row["checkpoint"], name)
+
+
+def test_every_pipeline_stand_in_is_written_in_its_checkpoints_layout(tmp_path):
+    import json
+
+    from try_run import pipelines
+
+    for checkpoint in pipelines.checkpoints():
+        spec = pipelines.spec_for(checkpoint)
+        assert set(spec.values) == set(spec.sources), checkpoint
+        model_type, source = hub.architecture(checkpoint, {})
+        assert (model_type, source) == (spec.pipeline, "pipeline table")
+        stand_in = hub.ensure_model(tmp_path, checkpoint, model_type, source)
+        folder = tmp_path / f"models--{checkpoint.replace('/', '--')}" / "snapshots" / hub.REVISION
+        index = json.loads((folder / "model_index.json").read_text())
+        assert index["_class_name"] == spec.pipeline
+        assert index["scheduler"] == ["diffusers", spec.values["scheduler"]]
+        tokenizers = {name: value[1] for name, value in index.items() if name.startswith("tokenizer")}
+        assert set(tokenizers.values()) <= {"CLIPTokenizer", "T5Tokenizer"}, checkpoint
+        for variant in spec.values.get("variants", []):
+            assert list(folder.glob(f"*/*.{variant}.safetensors")), (checkpoint, variant)
+        assert stand_in.parameters < 2_000_000 and stand_in.kept_from == checkpoint
+    # A diffusion pipeline of another family is not run, with the reason.
+    with pytest.raises(hub.CannotStandIn, match="Diffusers pipeline with no tiny stand-in"):
+        hub.architecture("Qwen/Qwen-Image", {})
