@@ -44,6 +44,10 @@ HUB_MISSES = (
     "not a valid model identifier",
 )
 
+# What Transformers, Diffusers and huggingface_hub raise for a model repository the offline cache lacks (a
+# dataset's miss raises other types, and has its own stand-ins).
+MODEL_LOAD_ERRORS = frozenset({"OSError", "LocalEntryNotFoundError", "EntryNotFoundError"})
+
 
 class TryUsageError(Exception):
     """Bad input for `try` as a whole (exit 2): the message is the one line shown."""
@@ -456,10 +460,10 @@ def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: l
     if named or (unserved and hub_miss):  # a load the stand-ins could not serve: the script never ran
         run.status, run.reason = NOT_RUN, "; ".join(named or unserved.values())
         return
-    if hub_miss:  # an id the code reading did not find (built at run time, read from a file)
+    if hub_miss and error and error["type"] in MODEL_LOAD_ERRORS:  # an id the code reading did not find
         run.status = NOT_RUN
         run.reason = (
-            f"{_first_line(error['message']) if error else 'a Hub load'}: no stand-in for this id; "
+            f"{_first_line(error['message'])}: no stand-in for this id; "
             "pass --model ID=MODEL_TYPE (its config.json's model_type)"
         )
         return
