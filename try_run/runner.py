@@ -22,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrator.notebook import written_script
 from try_run import data, hub, plan, scan
 from try_run.device import DeviceUnavailable, device_environment
 from try_run.report import FAILED, NOT_RUN, RAN, RunReport, load_process_reports, merge_processes
+from usercode.launchers import LAUNCHER_SUFFIXES
+from usercode.notebook import cell_python, written_script
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap")
-LAUNCHER_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 SKIP_DIRS = frozenset(
     {".git", ".venv", "venv", "__pycache__", "node_modules", ".ipynb_checkpoints", ".mypy_cache"}
 )
@@ -298,11 +298,8 @@ def notebook_facts(cells: list[str], folder: Path) -> scan.CodeFacts:
 
 
 def _cell_facts(cell: str) -> scan.CodeFacts:
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    path, body = written_script(cell)  # the script, not the string of a magic's call
     try:
-        return scan.read_python(body if path else TransformerManager().transform_cell(cell))
+        return scan.read_python(cell_python(cell))
     except SyntaxError:
         return scan.CodeFacts()
 
@@ -342,6 +339,7 @@ class _Trial:
             "steps": self.options.steps,
             "max_new_tokens": self.options.max_new_tokens,
             "denoising_steps": self.options.denoising_steps,
+            "max_processes": plan.MAX_PROCESSES,  # the one cap: the bootstrap applies it to launchers
             "output_dir": str(self.sandbox / "trainer_output"),
             "roots": {os.path.realpath(self.sandbox): str(self.path.parent)},
             "notebook": self.kind == "notebook",

@@ -11,9 +11,10 @@ from dataclasses import dataclass, replace
 from migrator.families.environment import PRECOMPILE_VARIABLES
 from migrator.rules import Finding, Rule, Severity
 from migrator.shell import example
-from migrator.shell.commands import _is_program, _signature
+from migrator.shell.commands import _signature
 from migrator.shell.edits import Context
-from migrator.shell.syntax import Node, Word, block_statement, shown_by_shell, statements, walk_expansions
+from usercode.launchers import is_program
+from usercode.shell import Node, Word, block_statement, shown_by_shell, statements, walk_expansions
 
 PARALLEL_COMPILE = Rule(
     "NM450",
@@ -130,7 +131,7 @@ class PrecompileMatcher:
             option, _, value = words[position].value.partition("=")
             if option == "--command":
                 command = value or (words[position + 1].value if takes_value else None)
-            position += 2 if takes_value and not _is_program(words[position + 1].value) else 1
+            position += 2 if takes_value and not is_program(words[position + 1].value) else 1
         inner = words[position:]
         self.owner = len(self.compile_runs) + 1
         # What this command added before its wrapper was seen (env prefixes) belongs to the run too.

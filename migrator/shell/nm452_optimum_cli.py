@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import re
 
-from migrator.families.leftovers.nm504_core_count import LEGACY_TARGETS, core_count_why
+from migrator.families.leftovers.platforms import LEGACY_TARGETS, core_count_why
 from migrator.rules import Rule, Severity
 from migrator.shell import example
 from migrator.shell.edits import Context
-from migrator.shell.syntax import Node, Word
+from usercode.shell import Node, Word
 
 EXPORT_REMOVED = (
     "Removed: TorchNeuron loads the original checkpoint. Carry --sequence_length into max_cache_len (LLMs) or a "

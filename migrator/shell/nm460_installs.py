@@ -8,8 +8,8 @@ import re
 from migrator.rules import Rule, Severity
 from migrator.shell import example, installs
 from migrator.shell.edits import Context
-from migrator.shell.syntax import Node, Word
 from migrator.target_stack import PINS, PIP_ARGUMENTS, component
+from usercode.shell import Node, Word
 
 PIP_INSTALL = Rule(
     "NM460",

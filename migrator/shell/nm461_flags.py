@@ -10,8 +10,8 @@ from migrator.shell import example
 from migrator.shell.commands import _script_index, _truthy
 from migrator.shell.edits import Context
 from migrator.shell.scripts import ScriptParser
-from migrator.shell.syntax import Node, Word
 from migrator.transform import TODO_PREFIX
+from usercode.shell import Node, Word
 
 FLAG_REMOVED = Rule(
     "NM461",

@@ -18,19 +18,11 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
+from importlib import import_module
 from pathlib import Path
 
 from migrator.rules import Finding
-from migrator.shell.commands import (
-    _SCRIPT_SUFFIXES,
-    _SHELLS,
-    Launch,
-    _command_parts,
-    _is_launcher,
-    _look_through,
-    _script_index,
-    _signature,
-)
+from migrator.shell.commands import Launch, _script_index, _signature
 from migrator.shell.edits import Context, Edit, EditList, _escape_for
 from migrator.shell.installs import Importer, python_imports
 from migrator.shell.nm450_precompile import _PRECOMPILE_ASSIGNMENT, CompileRun, PrecompileMatcher
@@ -40,7 +32,8 @@ from migrator.shell.nm460_installs import InstallsMatcher
 from migrator.shell.nm461_flags import FlagsMatcher
 from migrator.shell.nm465_async_load import AsyncLoadMatcher
 from migrator.shell.scripts import ScriptParser, script_parser
-from migrator.shell.syntax import Node, Word, parse, quoted_body, word
+from usercode.launchers import SHELLS, command_parts, heredoc_kind, is_launcher, look_through
+from usercode.shell import Node, Word, parse, quoted_body, word
 
 PythonRewriter = Callable[[str], tuple[str, list[Finding]]]
 
@@ -96,6 +89,7 @@ class ShellRewriter(
         self.owner = 0  # >0 while inside a compile run: what it adds goes if the run is removed
         self.command_start = 0  # where the command being rewritten starts (after merged assignments)
         self.sets_precompile = _PRECOMPILE_ASSIGNMENT.search(self.data) is not None
+        self.rules = _RULES
 
     # -- walking ------------------------------------------------------------------------------------------
 
@@ -152,7 +146,7 @@ class ShellRewriter(
 
     def command(self, ctx: Context, node: Node, data: bytes) -> None:
         marks = (len(self.findings), len(self.edits), len(self.todos))
-        parts = _command_parts(node, data)
+        parts = command_parts(node, data)
         for part in parts[:-1]:
             self.variables(ctx, part[0], [word(c, data) for c in part], data, whole=True, span=part)
         part = parts[-1]
@@ -163,7 +157,7 @@ class ShellRewriter(
         if not words:
             self.variables(ctx, node, prefix, data, whole=True)
             return
-        words, assignments = _look_through(words)
+        words, assignments = look_through(words)
         self.variables(
             ctx, node, [*prefix, *assignments], data, whole=False, siblings=removable, launch=words
         )
@@ -186,9 +180,9 @@ class ShellRewriter(
         elif program in ("pip", "pip3") or [w.value for w in words[1:3]] == ["-m", "pip"]:
             # After the walk: a Python heredoc further down may still import what the install would remove.
             self.installs.append((ctx, node, words, siblings, self.owner))
-        elif _is_launcher(program):
+        elif is_launcher(program):
             self.launcher(ctx, node, words, siblings)
-        elif program in _SHELLS or program == "eval" or program == "sbatch":
+        elif program in SHELLS or program == "eval" or program == "sbatch":
             self.nested_strings(ctx, node, words)
             return
         for child in node.named_children:  # $(...) in arguments
@@ -216,7 +210,7 @@ class ShellRewriter(
         program = words[0].value
         targets: list[Node] = []
         for position, item in enumerate(words[1:], start=1):
-            if program in _SHELLS and item.text == "-c" and position + 1 < len(words):
+            if program in SHELLS and item.text == "-c" and position + 1 < len(words):
                 targets.append(words[position + 1].node)
                 break
             if program == "eval" and len(words) == 2:
@@ -249,7 +243,7 @@ class ShellRewriter(
             start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
             if content is None or start is None or content.end_byte <= content.start_byte:
                 continue
-            kind = _heredoc_kind(body, node, ctx.data[content.start_byte : content.end_byte])
+            kind = heredoc_kind(body, node, ctx.data[content.start_byte : content.end_byte])
             if kind is None:
                 continue  # data, not code
             quoted = any(q in start.text.decode() for q in "'\"\\")
@@ -291,53 +285,20 @@ class ShellRewriter(
                 )
 
 
+# The rules of the matchers' modules, by code (what `EditList.rules` resolves).
+_RULES = {
+    rule.code: rule
+    for base in ShellRewriter.__mro__
+    for rule in getattr(import_module(base.__module__), "RULES", ())
+}
+
+
 def _compose(outer: Callable[[str], str], inner: Callable[[str], str]) -> Callable[[str], str]:
     return lambda text: outer(inner(text))
 
 
 def _shifted(finding: Finding, lines: int) -> Finding:
     return finding.moved({other: other + lines for other in finding.also}, line=finding.line + lines)
-
-
-_SHEBANG = re.compile(rb"#!\S*(?:/|\s)(python[\d.]*|(?:ba|z|k|da)?sh)\b")
-
-
-def _heredoc_kind(command: Node | None, statement: Node, content: bytes) -> str | None:
-    """`"shell"` or `"python"` when the heredoc body is a script, None when it is data."""
-    if command is None or command.type != "command":
-        return None
-    shebang = _SHEBANG.match(content.lstrip(b"\n"))
-    if shebang is not None:  # `cat > $JOB <<EOF` / `#!/bin/bash`: a script whatever the target is called
-        return "python" if shebang[1].startswith(b"python") else "shell"
-    name = command.child_by_field_name("name")
-    program = name.text.decode().rsplit("/", 1)[-1] if name is not None else ""
-    arguments = [c.text.decode().strip("'\"") for c in command.children_by_field_name("argument")]
-    if program in ("cat", "tee"):
-        targets = [
-            c.child_by_field_name("destination")
-            for c in _descendants(statement)
-            if c.type == "file_redirect" and c.child_by_field_name("destination") is not None
-        ]
-        names = [t.text.decode().strip("'\"") for t in targets] + (arguments if program == "tee" else [])
-        for target in names:
-            if target.endswith(".py"):
-                return "python"
-            if target.endswith((".sh", ".bash", ".slurm", ".sbatch")):
-                return "shell"
-        return None
-    if program in _SHELLS or program in ("sbatch", "srun"):
-        return "shell" if not any(a.endswith(_SCRIPT_SUFFIXES) for a in arguments) else None
-    if program.startswith("python") and not any(a.endswith(".py") for a in arguments):
-        return "python"
-    return None
-
-
-def _descendants(node: Node):
-    stack = list(node.children)
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)
 
 
 def rewrite_shell(

@@ -7,7 +7,8 @@ import ast
 
 import pytest
 
-from try_run import composed_strings, hub, scan
+from try_run import hub, scan
+from usercode import composed_strings
 
 COMPOSED = """
 SIZE = "tiny"
