@@ -34,7 +34,6 @@ def test_composite_models_shrink_their_towers():
     assert config.vision_config.hidden_size <= HIDDEN and config.vision_config.num_hidden_layers == 1
 
 
-
 def test_dual_encoders_keep_both_towers_at_the_model_width():
     # SigLIP multiplies text and image embeddings without a projection: a minimal vision tower could not run.
     config = build_tiny_config("siglip")
