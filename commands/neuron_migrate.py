@@ -108,7 +108,7 @@ def _complete_paths(ctx, param, incomplete):
 def migrate(
     paths, show_diff, check, output_dir, fmt, report_file, exclude, jobs, timeout, skip_unsupported, quiet
 ):
-    """Migrate PATH... (.py, .ipynb, .sh, requirements*.txt files or directories, searched recursively) in place."""
+    """Migrate PATH... (.py, .ipynb, .sh, requirements*.txt, pyproject.toml files or directories, searched recursively) in place."""
     from migrator.engine import Interrupted, Job, Mode, output_conflicts, run
     from migrator.report import render, summary_line, text_lines
     from migrator.sources import UsageError, discover
