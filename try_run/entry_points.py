@@ -1,6 +1,6 @@
 """The entry points of a tree, for `neuron-migrate try DIR`: what its users start, and with which arguments.
 
-Read with the migrator's readers (`migrator.reading`: Python's `ast`, notebooks' cells, tree-sitter's bash
+Read with the readers of users' code (`usercode.reading`: Python's `ast`, notebooks' cells, tree-sitter's bash
 grammar); nothing is parsed here.
 
 - a shell launcher that launches a program (`python X.py`, `torchrun`, `accelerate launch`, `trl`, what
@@ -24,10 +24,10 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrator.reading import Code, read_code
 from migrator.sources import discover
 from try_run import plan
 from try_run.runner import TryUsageError, file_kind
+from usercode.reading import Code, read_code
 
 KINDS = {"python": "script", "notebook": "notebook", "shell": "launcher"}
 # Statements that run something when a module is executed, beyond defining names.
