@@ -88,9 +88,11 @@ def activate() -> None:
 
     if str(SITE_DIR) not in sys.path:
         sys.path.insert(0, str(SITE_DIR))
-    from standin import autocast, distributed, dynamo, runtime
+    from standin import autocast, distributed, dynamo, kernels, runtime, sharing
 
     runtime.register()
+    kernels.register()
+    sharing.register()
     autocast.register()
     dynamo.register()
     distributed.register()

@@ -81,13 +81,10 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
         LIMIT,
         "summarises each JSON line of standard input, which a try leaves empty: no generate call",
     ),
-    "inference/sdxl_text_to_image.expected.py": (
-        LIMIT,
-        "a Diffusers pipeline: no tiny stand-in for a model without a Transformers architecture",
-    ),
     "inference/sd_turbo_core_pinned.expected.py": (
         LIMIT,
-        "a Diffusers pipeline: no tiny stand-in for a model without a Transformers architecture",
+        "stabilityai/sd-turbo: a Diffusers pipeline with no tiny stand-in (its checkpoint values are not in "
+        "try_run/pipelines.json)",
     ),
     "environment/compile_unpacked_options.expected.py": (
         UNSURE,
@@ -113,9 +110,13 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
     ),
     "inference/vision_audio_models.expected.py": (
         LIMIT,
-        "no stand-in image processor (preprocessor_config.json)",
+        "opens cat.png, which the fixture does not ship (the ViT image processor and model are stood in for)",
     ),
-    "inference/whisper_seq2seq.expected.py": (LIMIT, "no stand-in for an audio feature extractor"),
+    "inference/whisper_seq2seq.expected.py": (
+        LIMIT,
+        "the stand-in of librispeech_asr_dummy has a text `audio` column (dataset stand-ins write no audio "
+        'arrays): TypeError at sample["array"]; the Whisper processor and model are stood in for',
+    ),
     "leftovers/precompiled_repo_download.expected.py": (
         MANUAL,
         "NM501: downloads a Hub repository of optimum-neuron compiled models (not in the try's offline cache)",
@@ -154,8 +155,7 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
     ),
     "training/vit_feature_extractor_eval.expected.py": (
         LIMIT,
-        "evaluates a folder of images (its required `folder` argument) with a ViT image processor: no stand-in "
-        "image processor (preprocessor_config.json)",
+        "evaluates a folder of images given as its required `folder` argument, which the fixture does not ship",
     ),
     "training/logging_dir_beside_todo.expected.py": (FIXTURE, "hands untokenized sst2 rows to the Trainer"),
     "training/unchanged_plain_transformers.py": (FIXTURE, "hands untokenized wikitext rows to the Trainer"),
