@@ -414,7 +414,8 @@ def migrated_examples(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("migrated")
     subprocess.run([*CLI, "--output-dir", str(out), str(EXAMPLES)], capture_output=True, check=False)
     checkpoint = out / "checkpoints" / "tiny-mistral"
-    shutil.copytree(EXAMPLES / "checkpoints" / "tiny-mistral", checkpoint)
+    # --output-dir copies the examples' whole tree, the checkpoint's config included
+    shutil.copytree(EXAMPLES / "checkpoints" / "tiny-mistral", checkpoint, dirs_exist_ok=True)
     from transformers import AutoConfig, AutoModelForCausalLM
 
     AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(checkpoint)).save_pretrained(checkpoint)
