@@ -310,7 +310,12 @@ def checklist(paths, output, results, online, exclude, try_reports):
     "--report", "report_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here."
 )
 @click.option("-q", "--quiet", is_flag=True, help="Do not show the runs' own output.")
-def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet):
+@click.option(
+    "--no-isolation",
+    is_flag=True,
+    help="Run without the sandbox (docs/safety.md): the script's writes, set-up commands and network are real.",
+)
+def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet, no_isolation):
     """Run PATH (a migrated .py, shell launcher or notebook) for a few steps on the stand-in neuron device,
     with tiny models and local data, and report steps, loss and what a trn2 would recompile.
 
@@ -327,14 +332,21 @@ def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet
         models=_pairs(models, "--model", "ID=MODEL_TYPE"),
         datasets={key: Path(value) for key, value in _pairs(datasets, "--dataset", "ID=FILE.jsonl").items()},
         show_output=not quiet and fmt == "text",
+        isolated=not no_isolation,
     )
     for dataset_id, file in options.datasets.items():
         if not file.is_file():
             _usage_error(f"--dataset {dataset_id}={file}: no such file")
+    if report_file is not None and report_file.resolve() == path.resolve():
+        _usage_error(f"--report {report_file} is the file being tried; name another file")
     try:
-        runs = try_path(path, list(args), options)
+        with _stopped_by_sigterm():
+            runs = try_path(path, list(args), options)
     except TryUsageError as error:
         _usage_error(str(error))
+    except KeyboardInterrupt:
+        click.echo("neuron-migrate try: stopped; the run and every process it started were ended", err=True)
+        sys.exit(EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED)
     document = json.dumps(
         {"path": str(path), "steps": steps, "runs": [run.as_dict() for run in runs]}, indent=2
     )

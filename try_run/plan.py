@@ -2,12 +2,13 @@
 
 - a `.py`: `python SCRIPT ARGS` (`torchrun --nproc_per_node=2` when the code needs several processes);
 - a shell launcher: read with the project's shell parser (tree-sitter's bash grammar). bash runs a copy of it
-  in which each launch (`python`, `torchrun`, `accelerate launch`, `trl`, `deepspeed`) only records its
-  expanded command line, working directory and environment, and each set-up command that reaches the
-  network (`pip install`, `aws s3`, `huggingface-cli`, `git clone`, ...) or activates another environment is
-  listed instead of run; the recorded launches are then run one by one;
+  (in the sandbox, at the launcher's own path) in which each launch (`python`, `torchrun`, `accelerate
+  launch`, `trl`, `deepspeed`) only records its expanded command line, working directory and environment,
+  and each set-up command that reaches the network (`pip install`, `aws s3`, `huggingface-cli`, `git clone`,
+  ...) or activates another environment runs in the sandbox with its exit code recorded (not run at all when
+  the try is not isolated); the recorded launches are then run one by one;
 - a notebook: its code cells in order, in a real kernel (nbclient + ipykernel), `!torchrun` cells included;
-  network set-up lines are listed, not run.
+  set-up lines run in the sandbox (listed, not run, when the try is not isolated).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +40,9 @@ NETWORK_PROGRAMS = {
     "wget": "downloads",
     "curl": "downloads",
     "docker": "pulls or runs a container image",
+    "uv": "installs packages from an index",
+    "micromamba": "installs packages from a channel",
+    "s5cmd": "reaches cloud storage",
 }
 LOCAL_GIT_COMMANDS = frozenset({"status", "diff", "log", "rev-parse", "show", "config"})
 ENVIRONMENT_ACTIVATION = "activates another environment (the try uses the one neuron-migrate runs in)"
@@ -60,10 +65,11 @@ WRAPPERS = frozenset(
         "taskset",
         "stdbuf",
         "nice",
+        "sudo",
     }
 )
 MAX_PROCESSES = 2
-LAUNCHER_TIMEOUT_S = 120
+NOT_RUN_UNISOLATED = "not run (the try is not isolated)"
 
 
 class PlanError(Exception):
@@ -91,9 +97,16 @@ class Skipped:
     reason: str
     line: int | None = None  # a launcher's line
     cell: int | None = None  # a notebook's code cell
+    outcome: str = NOT_RUN_UNISOLATED
 
     def as_report(self) -> dict:
-        return {"command": self.command, "reason": self.reason, "line": self.line, "cell": self.cell}
+        return {
+            "command": self.command,
+            "reason": self.reason,
+            "line": self.line,
+            "cell": self.cell,
+            "outcome": self.outcome,
+        }
 
 
 @dataclass
@@ -124,6 +137,8 @@ def classify(words: list[str]) -> tuple[str, str] | None:
     if not words:
         return None
     program = os.path.basename(words[0])
+    if program in ("{sys.executable}", "$sys.executable"):  # a notebook's `!{sys.executable} -m pip ...`
+        program = "python"
     rest = words[1:]
     if program == "neuron_parallel_compile":
         return "skip", PRECOMPILE
@@ -135,8 +150,8 @@ def classify(words: list[str]) -> tuple[str, str] | None:
         return "skip", NETWORK_PROGRAMS["pip"]
     if program == "git" and rest[:1] and rest[0] in LOCAL_GIT_COMMANDS:
         return None
-    if program in NETWORK_PROGRAMS:
-        return "skip", NETWORK_PROGRAMS[program]
+    if program in NETWORK_PROGRAMS or program.startswith("pip3."):
+        return "skip", NETWORK_PROGRAMS.get(program, NETWORK_PROGRAMS["pip"])
     if program in ("python", "python3") or program.startswith("python3."):
         return ("launch", "") if rest and rest[0] not in ("-c", "--version", "-V") else None
     if program == "accelerate":
@@ -182,9 +197,11 @@ __nm_try_launch() {
     env -0 > "$record.env"
     return 0
 }
-__nm_try_skip() {
-    printf '%s\t%s\n' "$1" "$2" >> "$NM_TRY_RECORD/skipped"
-    return 0
+__nm_try_setup() {
+    local line=$1 shown=$2 outcome="not run"; shift 2
+    if [ -n "$NM_TRY_RUN_SETUP" ]; then "$@"; outcome=$?; fi
+    printf '%s\t%s\t%s\n' "$line" "$shown" "$outcome" >> "$NM_TRY_RECORD/setup"
+    return 0  # a failed set-up (no network) does not stop the launcher before its launches
 }
 """
 
@@ -208,7 +225,8 @@ def _command_words(command, data: bytes) -> tuple[list, list[str]]:
 
 
 def recorder_script(text: str) -> str:
-    """A copy of the launcher whose launches record themselves and whose set-up commands are listed."""
+    """A copy of the launcher whose launches record themselves and whose set-up commands record their exit
+    code (run only where NM_TRY_RUN_SETUP is set: in the sandbox)."""
     data = text.encode()
     edits: list[tuple[int, int, str]] = []
     for command in _commands(parse(data).root_node):
@@ -224,51 +242,59 @@ def recorder_script(text: str) -> str:
             edits.append((start, program_start, f"__nm_try_launch {line} "))
         else:
             shown = " ".join(words)
-            edits.append(
-                (start, command.end_byte, f"__nm_try_skip {line} {shlex.quote(shown + chr(9) + kind[1])}")
-            )
+            edits.append((start, start, f"__nm_try_setup {line} {shlex.quote(shown + chr(9) + kind[1])} "))
     for start, end, replacement in sorted(edits, reverse=True):
         data = data[:start] + replacement.encode() + data[end:]
     return RECORDER + data.decode()
 
 
-def plan_launcher(launcher: Path, sandbox_launcher: Path, arguments: list[str], env: dict[str, str]) -> Plan:
-    """Runs the recorder copy of `sandbox_launcher` with bash, in its folder, and reads what it recorded."""
-    text = sandbox_launcher.read_text(encoding="utf-8", errors="replace")
-    recorder = recorder_script(text)
-    record = sandbox_launcher.parent / ".neuron-migrate-try-record"
+# (argv, cwd, env, {path in the sandbox: file placed there}) -> (exit code, standard error); raises
+# subprocess.TimeoutExpired past the try's --timeout.
+RunSetUp = Callable[[list[str], Path, dict[str, str], dict[Path, Path]], tuple[int, str]]
+
+
+def plan_launcher(
+    launcher: Path, arguments: list[str], env: dict[str, str], record: Path, run: RunSetUp, isolated: bool
+) -> Plan:
+    """Runs the recorder copy of `launcher` with bash, in its folder, and reads what it recorded in `record`.
+    Isolated, the copy runs at the launcher's own path (`$(dirname "$0")`, `${BASH_SOURCE[0]}` resolve as
+    for its user) and its set-up commands run; not isolated, it runs from `record` and they are listed only."""
+    recorder = recorder_script(launcher.read_text(encoding="utf-8", errors="replace"))
     record.mkdir(exist_ok=True)
     copy = record / "launcher.sh"
     copy.write_text(recorder, encoding="utf-8")
+    script, place = (launcher, {launcher: copy}) if isolated else (copy, {})
+    flags = {"NM_TRY_RECORD": str(record), **({"NM_TRY_RUN_SETUP": "1"} if isolated else {})}
     try:
-        result = subprocess.run(
-            ["bash", str(copy), *arguments],
-            cwd=sandbox_launcher.parent,
-            env={**env, "NM_TRY_RECORD": str(record)},
-            capture_output=True,
-            text=True,
-            timeout=LAUNCHER_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
+        returncode, stderr = run(["bash", str(script), *arguments], launcher.parent, {**env, **flags}, place)
     except subprocess.TimeoutExpired as error:
         raise PlanError(
-            f"{launcher}: its commands other than the launches ran over {LAUNCHER_TIMEOUT_S} s"
+            f"{launcher}: its commands other than the launches ran over the --timeout of {error.timeout:g} s"
         ) from error
-    skipped = []
-    skipped_file = record / "skipped"
-    if skipped_file.is_file():
-        for row in skipped_file.read_text(encoding="utf-8").splitlines():
-            line, command, reason = (row.split("\t", 2) + ["", ""])[:3]
-            skipped.append(Skipped(command, reason, int(line) if line.isdigit() else None))
+    setup = []
+    setup_file = record / "setup"
+    if setup_file.is_file():
+        for row in setup_file.read_text(encoding="utf-8").splitlines():
+            line, command, reason, outcome = (row.split("\t", 3) + ["", "", ""])[:4]
+            setup.append(
+                Skipped(
+                    command,
+                    reason,
+                    int(line) if line.isdigit() else None,
+                    outcome=f"ran in the sandbox: exit {outcome}"
+                    if outcome.isdigit()
+                    else NOT_RUN_UNISOLATED,
+                )
+            )
     launches = [_recorded_launch(path, env) for path in sorted(record.glob("launch-*.argv"))]
-    if not launches and result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
+    if not launches and returncode != 0:
+        last = (stderr.strip().splitlines() or [f"exit code {returncode}"])[-1]
         raise PlanError(f"{launcher}: bash stopped before any launch: {last}")
     if not launches:
         raise PlanError(
             f"{launcher}: no launch found (python SCRIPT, torchrun, accelerate launch, trl, deepspeed); nothing to try"
         )
-    return Plan("launcher", launches, skipped)
+    return Plan("launcher", launches, setup)
 
 
 def _recorded_launch(path: Path, base_env: dict[str, str]) -> Launch:
@@ -354,10 +380,11 @@ def notebook_shell_lines(source: str) -> list[tuple[int, str]]:
     return found
 
 
-def plan_notebook(notebook: Path, sandbox_notebook: Path) -> tuple[Plan, list[str]]:
-    """The notebook run, and the cells as the kernel gets them (network set-up lines replaced by a print)."""
-    cells = notebook_cells(sandbox_notebook)
-    skipped: list[Skipped] = []
+def plan_notebook(notebook: Path, isolated: bool) -> tuple[Plan, list[str]]:
+    """The notebook run, and the cells as the kernel gets them: set-up lines listed, and run in the sandbox
+    (not isolated, replaced by a print)."""
+    cells = notebook_cells(notebook)
+    setup: list[Skipped] = []
     executed = []
     for number, source in enumerate(cells, start=1):
         lines = source.splitlines()
@@ -367,18 +394,19 @@ def plan_notebook(notebook: Path, sandbox_notebook: Path) -> tuple[Plan, list[st
             except ValueError:
                 continue
             kind = classify(words)
-            if kind is not None and kind[0] == "skip":
-                skipped.append(Skipped(command.strip(), kind[1], cell=number))
-                indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
-                note = "neuron-migrate try: not run: " + command.strip()
-                in_bash = lines[0].startswith("%%")
-                lines[index] = indent + (f"echo {shlex.quote(note)}" if in_bash else f"print({note!r})")
+            if kind is None or kind[0] != "skip":
+                continue
+            if isolated:
+                setup.append(Skipped(command.strip(), kind[1], cell=number, outcome="ran in the sandbox"))
+                continue
+            setup.append(Skipped(command.strip(), kind[1], cell=number))
+            indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
+            note = "neuron-migrate try: not run: " + command.strip()
+            in_bash = lines[0].startswith("%%")
+            lines[index] = indent + (f"echo {shlex.quote(note)}" if in_bash else f"print({note!r})")
         executed.append("\n".join(lines))
-    argv = [sys.executable, "-m", "try_run.kernel", sandbox_notebook.name]
+    argv = [sys.executable, "-m", "try_run.kernel", notebook.name]
     launch = Launch(
-        f"notebook {notebook.name} ({len(cells)} code cells)",
-        argv,
-        sandbox_notebook.parent,
-        notebook=notebook,
+        f"notebook {notebook.name} ({len(cells)} code cells)", argv, notebook.parent, notebook=notebook
     )
-    return Plan("notebook", [launch], skipped), executed
+    return Plan("notebook", [launch], setup), executed

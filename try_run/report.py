@@ -36,7 +36,9 @@ class RunReport:
     cpu_fallback_ops: list[str] = field(default_factory=list)
     models: list[dict] = field(default_factory=list)
     datasets: list[dict] = field(default_factory=list)
-    skipped: list[dict] = field(default_factory=list)  # set-up commands listed, not run
+    # Set-up commands (pip install, aws s3, activation, ...): command, reason, line/cell, outcome.
+    skipped: list[dict] = field(default_factory=list)
+    isolation: str = ""  # "isolated" (the sandbox: docs/safety.md) or "not isolated" (--no-isolation)
     launcher_capped: list[str] = field(default_factory=list)
     seconds: float = 0.0
     timings: dict = field(default_factory=dict)  # where the seconds went: see docs/try.md
@@ -196,7 +198,7 @@ def text_lines(runs: list[RunReport]) -> list[str]:
     lines = []
     for run in runs:
         head = f"{run.status.upper():8} {run.command}"
-        lines.append(head)
+        lines.append(head + (" (not isolated)" if run.isolation == "not isolated" else ""))
         if run.reason:
             lines.append(f"         {run.reason}")
         if run.status != NOT_RUN:
@@ -245,7 +247,9 @@ def text_lines(runs: list[RunReport]) -> list[str]:
         for skipped in run.skipped:
             at = f" (line {skipped['line']})" if skipped.get("line") else ""
             at = f" (cell {skipped['cell']})" if skipped.get("cell") else at
-            lines.append(f"         not run{at}: {skipped['command']}: {skipped['reason']}")
+            lines.append(
+                f"         set-up{at}: {skipped['command']}: {skipped['reason']}; {skipped['outcome']}"
+            )
     return lines
 
 

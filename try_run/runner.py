@@ -1,8 +1,10 @@
 """`neuron-migrate try`'s engine: plan the runs of a file, serve its models and data, run, measure, report.
 
-Every run works in a temporary copy of the tried file's folder (the user's files are never written), with
-the stand-in `neuron` device switched on for it and its children, Hub access offline, and the bootstrap
-(`bootstrap/sitecustomize.py`) first on PYTHONPATH.
+Every command of a try (a launcher's set-up, each run) works in the try's sandbox (`sandbox.py`: the whole
+file system copy-on-write, no network, its own process tree, no credentials in its environment), where the
+user's files are, with the stand-in `neuron` device switched on for it and its children, Hub access offline,
+and the bootstrap (`bootstrap/sitecustomize.py`) first on PYTHONPATH. The try's temporary folder is the one
+place written through: the reports, the stand-in datasets, the notebook's cells.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,15 +27,10 @@ from migrator.notebook import written_script
 from try_run import data, hub, plan, scan
 from try_run.device import DeviceUnavailable, device_environment
 from try_run.report import FAILED, NOT_RUN, RAN, RunReport, load_process_reports, merge_processes
+from try_run.sandbox import NO_NETWORK_ENV, IsolationUnavailable, Sandbox, stop, without_credentials
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap")
 LAUNCHER_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
-SKIP_DIRS = frozenset(
-    {".git", ".venv", "venv", "__pycache__", "node_modules", ".ipynb_checkpoints", ".mypy_cache"}
-)
-COPY_BUDGET_BYTES = 256 * 1024 * 1024  # beyond this, files are linked (read-only use), not copied
-BIG_FILE_BYTES = 16 * 1024 * 1024
-MIRRORED_FILES = 5000
 OUTPUT_TAIL_LINES = 40
 # How a load of something the offline Hub cache does not hold fails (transformers, huggingface_hub).
 HUB_MISSES = (
@@ -57,6 +53,7 @@ class TryOptions:
     models: dict[str, str] = field(default_factory=dict)  # --model ID=MODEL_TYPE
     datasets: dict[str, Path] = field(default_factory=dict)  # --dataset ID=FILE.jsonl
     cache_root: Path | None = None
+    isolated: bool = True  # False (--no-isolation): the user's files, network and set-up are real
     show_output: bool = True
     echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
 
@@ -95,26 +92,44 @@ def try_path(path: Path, arguments: list[str], options: TryOptions) -> list[RunR
         problem = _syntax_error(path)
         if problem:
             return [RunReport(f"python {path.name}", NOT_RUN, problem, device=device)]
+    named, path = path, path.absolute()
     work = Path(tempfile.mkdtemp(prefix="neuron-migrate-try-"))
     try:
-        sandbox = work / "run"
-        _mirror(path.parent, sandbox)
-        env = _environment(base_env, work, options)
-        try:
-            the_plan, cells = _plan(kind, path, sandbox / path.name, arguments, env)
-        except plan.PlanError as error:
-            raise TryUsageError(str(error)) from error
-        trial = _Trial(path, kind, sandbox, work, env, device, cells, options)
-        runs = []
-        for index, launch in enumerate(the_plan.launches, start=1):
-            if len(the_plan.launches) > 1:
-                options.echo(f"neuron-migrate try: run {index}/{len(the_plan.launches)}: {launch.label}")
-            run = trial.run(launch, index)
-            run.skipped = [skipped.as_report() for skipped in the_plan.skipped]
-            runs.append(run)
-        return runs
+        with _isolation(work, options) as sandbox:
+            env = _environment(base_env, work, options)
+            trial = _Trial(path, named.parent, kind, sandbox, work, env, device, None, options)
+            try:
+                the_plan, trial.cells = _plan(kind, path, arguments, env, trial)
+            except plan.PlanError as error:
+                raise TryUsageError(str(error)) from error
+            runs = []
+            for index, launch in enumerate(the_plan.launches, start=1):
+                if len(the_plan.launches) > 1:
+                    options.echo(f"neuron-migrate try: run {index}/{len(the_plan.launches)}: {launch.label}")
+                run = trial.run(launch, index)
+                run.skipped = [skipped.as_report() for skipped in the_plan.skipped]
+                run.isolation = "isolated" if sandbox else "not isolated"
+                runs.append(run)
+            return runs
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _isolation(work: Path, options: TryOptions):
+    """The try's sandbox, or None under --no-isolation; a machine that cannot isolate refuses the try."""
+    if not options.isolated:
+        yield None
+        return
+    try:
+        sandbox = Sandbox(work)
+    except IsolationUnavailable as error:
+        raise TryUsageError(
+            f"{error}; `--no-isolation` runs the try without it (writes, set-up commands and the network "
+            "are then real)"
+        ) from error
+    with sandbox:
+        yield sandbox
 
 
 def _syntax_error(path: Path) -> str | None:
@@ -127,46 +142,23 @@ def _syntax_error(path: Path) -> str | None:
     return None
 
 
-def _plan(kind: str, path: Path, sandboxed: Path, arguments: list[str], env: dict[str, str]):
+def _plan(kind: str, path: Path, arguments: list[str], env: dict[str, str], trial: _Trial):
     if kind == "script":
-        facts = scan.read_python(sandboxed.read_text(encoding="utf-8", errors="replace"), arguments)
-        return plan.plan_script(sandboxed, arguments, facts.multi_process), None
+        facts = scan.read_python(path.read_text(encoding="utf-8", errors="replace"), arguments)
+        return plan.plan_script(path, arguments, facts.multi_process), None
     if kind == "launcher":
-        return plan.plan_launcher(path, sandboxed, arguments, env), None
+        record = trial.work / "record"
+        return plan.plan_launcher(path, arguments, env, record, trial.set_up, trial.sandbox is not None), None
     if arguments:
         raise plan.PlanError(f"{path}: a notebook takes no arguments")
-    return plan.plan_notebook(path, sandboxed)
-
-
-def _mirror(source: Path, target: Path) -> None:
-    """A copy of the user's folder to run in; past the copy budget (or for big files), links to the files,
-    and past MIRRORED_FILES files, links to whole folders (a script in a home folder must not walk all of it)."""
-    budget, files_seen = COPY_BUDGET_BYTES, 0
-    for root, dirs, files in os.walk(source):
-        dirs[:] = [name for name in dirs if name not in SKIP_DIRS]
-        here = target / Path(root).relative_to(source)
-        here.mkdir(parents=True, exist_ok=True)
-        files_seen += len(files)
-        if files_seen > MIRRORED_FILES:
-            for name in dirs:
-                (here / name).symlink_to(Path(root, name).resolve())
-            dirs.clear()
-        for name in files:
-            origin = Path(root, name)
-            try:
-                size = origin.stat().st_size
-            except OSError:
-                continue
-            if size > BIG_FILE_BYTES or size > budget:
-                (here / name).symlink_to(origin.resolve())
-            else:
-                shutil.copy2(origin, here / name)
-                budget -= size
+    return plan.plan_notebook(path, trial.sandbox is not None)
 
 
 def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[str, str]:
     cache_root = options.cache_root or hub.default_cache_root()
-    env = dict(base)
+    env = without_credentials(base)
+    if options.isolated:
+        env.update(NO_NETWORK_ENV)
     env.update(
         {
             "HF_HUB_CACHE": str(hub.hub_cache_dir(cache_root)),
@@ -175,8 +167,8 @@ def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[
             "HF_DATASETS_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "HF_HUB_DISABLE_TELEMETRY": "1",
-            # `token=True` needs a token to exist, even offline; the stand-ins need none.
-            "HF_TOKEN": base.get("HF_TOKEN") or "neuron-migrate-try-offline",
+            # `token=True` needs a token to exist, even offline; the stand-ins need none (the user's is removed).
+            "HF_TOKEN": "neuron-migrate-try-offline",
             "WANDB_MODE": "disabled",
             "TOKENIZERS_PARALLELISM": "false",
             "PYTHONUNBUFFERED": "1",
@@ -306,10 +298,11 @@ def _cell_facts(cell: str) -> scan.CodeFacts:
 class _Trial:
     """One tried file: where its runs work, with what environment and device."""
 
-    path: Path  # as the user named it
+    path: Path  # absolute
+    named_folder: Path  # its folder as the user named it (reports show the user's paths so)
     kind: str
-    sandbox: Path  # the copy of its folder the runs work in
-    work: Path  # the try's temporary folder (sandbox, datasets cache, process reports)
+    sandbox: Sandbox | None  # None: not isolated (--no-isolation)
+    work: Path  # the try's temporary folder, written through the sandbox (datasets cache, process reports)
     env: dict[str, str]
     device: str
     cells: list[str] | None  # a notebook's cells as the kernel gets them
@@ -336,8 +329,8 @@ class _Trial:
             "report_dir": str(reports),
             "steps": self.options.steps,
             "max_new_tokens": self.options.max_new_tokens,
-            "output_dir": str(self.sandbox / "trainer_output"),
-            "roots": {os.path.realpath(self.sandbox): str(self.path.parent)},
+            "output_dir": str(self.work / "trainer_output"),
+            "roots": {os.path.realpath(self.path.parent): str(self.named_folder)},
             "notebook": self.kind == "notebook",
             "fewer_processes": launch.processes_chosen,
         }
@@ -348,7 +341,9 @@ class _Trial:
             cells_file.write_text(json.dumps(self.cells), encoding="utf-8")
             argv = [*argv, str(cells_file)]
         started = time.monotonic()
-        exit_code, tail, timed_out = _execute(argv, launch.cwd, child_env, self.options)
+        exit_code, tail, timed_out = _execute(
+            self.isolate(argv, launch.cwd), launch.cwd, child_env, self.options
+        )
         run.seconds = round(time.monotonic() - started, 2)
         run.exit_code = exit_code
         run.output_tail = "\n".join(tail)
@@ -356,6 +351,35 @@ class _Trial:
         run.timings["serving_stand_ins_seconds"] = serving
         _conclude(run, timed_out, unserved, tail, self.options)
         return run
+
+    def isolate(self, argv: list[str], cwd: Path, place: dict[Path, Path] | None = None) -> list[str]:
+        """`argv` as run in the try's sandbox: the tiny-model cache as it is now (the runs before this one
+        served into it), overlaid, so the run cannot change it either."""
+        if self.sandbox is None:
+            return argv
+        cache_root = self.options.cache_root or hub.default_cache_root()
+        return self.sandbox.command(argv, cwd, fresh=[cache_root], place=place)
+
+    def set_up(
+        self, argv: list[str], cwd: Path, env: dict[str, str], place: dict[Path, Path]
+    ) -> tuple[int, str]:
+        """A launcher's recorder run (plan.RunSetUp), within the try's --timeout."""
+        process = subprocess.Popen(
+            self.isolate(argv, cwd, place),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            text=True,
+            errors="replace",
+        )
+        try:
+            _, stderr = process.communicate(timeout=self.options.timeout_s)
+        finally:
+            stop(process)
+        return process.returncode, stderr
 
 
 def _hub_view(shared: Path, model_ids: list[str], view: Path) -> Path:
@@ -394,7 +418,7 @@ def _execute(argv, cwd, env, options: TryOptions) -> tuple[int, list[str], bool]
         argv,
         cwd=cwd,
         env=env,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,  # held open: the sandbox ends the run if this process dies
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -416,18 +440,10 @@ def _execute(argv, cwd, env, options: TryOptions) -> tuple[int, list[str], bool]
         process.wait(timeout=options.timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill(process)
     finally:
-        if process.poll() is None:
-            _kill(process)
+        stop(process)
     reader.join(timeout=10)
     return process.returncode, list(tail), timed_out
-
-
-def _kill(process: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
 
 
 def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: list[str], options) -> None:

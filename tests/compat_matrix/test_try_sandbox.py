@@ -1,0 +1,227 @@
+"""`neuron-migrate try`'s sandbox (try_run/sandbox.py), with the reproducers of issue 28: each wrote, deleted,
+installed, connected or outlived the run before the sandbox. The user's tree is hashed and the tool's
+environment `pip freeze`d before and after."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.compat_matrix.test_trial_runs import CLI, run_try, write
+
+
+@pytest.fixture(scope="session")
+def try_cache(tmp_path_factory):
+    return tmp_path_factory.getbasetemp().parent / "try-cache"
+
+
+def tree_hash(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        digest.update(str(path.relative_to(folder)).encode())
+        if path.is_file() and not path.is_symlink():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def pip_freeze() -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "freeze"], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def surviving(marker: str) -> list[str]:
+    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in processes.splitlines() if marker in line and "ps -eo" not in line]
+
+
+# A script that does, in one run, what the reproducers did one by one.
+WRITES = """
+import os, socket, subprocess, sys, torch
+torch.save({"w": torch.zeros(4)}, "model.pt")
+os.makedirs("outputs/run1", exist_ok=True)
+open("outputs/run1/log.txt", "w").write("written by the script")
+from transformers import BertConfig, BertModel
+BertModel(BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8,
+                     vocab_size=32)).save_pretrained(sys.argv[1])
+torch.save({}, os.path.expanduser("~/home_checkpoint.pt"))
+torch.save({}, sys.argv[2])
+subprocess.Popen(["sleep", "987651"], start_new_session=True)
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[3])), timeout=2).close()
+    print("network: connected")
+except OSError as error:
+    print("network: refused", error)
+print("HF_TOKEN:", os.environ.get("HF_TOKEN"), "| AWS:", sorted(k for k in os.environ if k.startswith("AWS_")),
+      "| WANDB:", os.environ.get("WANDB_API_KEY"))
+"""
+
+
+@pytest.mark.slow
+def test_a_scripts_writes_network_credentials_and_children_stay_in_the_sandbox(
+    tmp_path, try_cache, monkeypatch
+):
+    tree = tmp_path / "project"
+    (tree / "data").mkdir(parents=True)
+    for index in range(5200):  # past the old copy's 5,000 files, where folders were linked
+        (tree / "data" / f"{index}.txt").write_text(str(index))
+    (tree / "outputs").mkdir()
+    (tree / "model.pt").write_bytes(os.urandom(20 * 1024 * 1024))  # past the old 16 MiB link limit
+    write(tree, "train.py", WRITES)
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir()
+    in_tmp = Path("/tmp") / f"neuron-migrate-test-{os.getpid()}.pt"
+    server = socket.create_server(("127.0.0.1", 0))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("HF_TOKEN", "hf_real_secret")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws_real_secret")
+    monkeypatch.setenv("WANDB_API_KEY", "wandb_real_secret")
+    before = tree_hash(tree)
+    try:
+        code, document, stderr = run_try(
+            tree,
+            "train.py",
+            "--",
+            str(elsewhere / "saved"),
+            str(in_tmp),
+            str(server.getsockname()[1]),
+            cache=try_cache,
+        )
+        (run,) = document["runs"]
+        assert code == 0 and run["isolation"] == "isolated", (stderr, run)
+        (tree / "train.py.try.json").unlink()  # the report, written by the tool where it was asked
+        assert tree_hash(tree) == before
+        assert not elsewhere.exists() and not in_tmp.exists() and not any(home.iterdir())
+        assert "network: refused" in run["output_tail"]
+        assert "HF_TOKEN: neuron-migrate-try-offline | AWS: [] | WANDB: None" in run["output_tail"]
+        assert not surviving("sleep 987651")
+    finally:
+        server.close()
+        in_tmp.unlink(missing_ok=True)
+
+
+@pytest.mark.slow
+def test_a_launchers_setup_runs_in_the_sandbox_and_changes_nothing(tmp_path, try_cache):
+    tree, project, checkpoints = tmp_path / "tree", tmp_path / "project", tmp_path / "checkpoints"
+    for folder in (tree / "sub", project, checkpoints, tree / "tiny_pkg" / "tiny_pkg"):
+        folder.mkdir(parents=True)
+    (checkpoints / "step-100.pt").write_text("a checkpoint")
+    write(tree / "tiny_pkg", "pyproject.toml", '[project]\nname = "tiny-pkg-nm-test"\nversion = "1.0"\n')
+    (tree / "tiny_pkg" / "tiny_pkg" / "__init__.py").write_text("")
+    write(tree / "sub", "train.py", 'open("written.txt", "w").write("x")\nprint("trained")\n')
+    write(project, "train.py", 'open("written.txt", "w").write("x")\nprint("the real project")\n')
+    write(
+        tree,
+        "launch.sh",
+        f"""
+        #!/usr/bin/env bash
+        set -euo pipefail
+        OUTPUT_DIR={checkpoints}
+        rm -rf $OUTPUT_DIR/*
+        pip3.11 install --no-deps --no-index "$(dirname "$0")/tiny_pkg"
+        pip install -U transformers
+        cd "$(dirname "${{BASH_SOURCE[0]}}")/sub"
+        python train.py
+        cd {project}
+        python train.py
+        """,
+    )
+    before, frozen = (tree_hash(tree), tree_hash(project), tree_hash(checkpoints)), pip_freeze()
+    started = time.monotonic()
+    code, document, stderr = run_try(tree, "launch.sh", cache=try_cache)
+    (tree / "launch.sh.try.json").unlink()
+    assert (tree_hash(tree), tree_hash(project), tree_hash(checkpoints)) == before
+    assert pip_freeze() == frozen
+    assert code == 0, (stderr, document)
+    assert [run["command"] for run in document["runs"]] == ["python train.py", "python train.py"]
+    setup = {entry["command"].split()[0]: entry["outcome"] for entry in document["runs"][0]["skipped"]}
+    assert setup["pip3.11"] == "ran in the sandbox: exit 0"  # installed, then discarded
+    assert setup["pip"] != "ran in the sandbox: exit 0"  # no network
+    assert time.monotonic() - started < 120  # pip fails at once without a network
+
+
+@pytest.mark.slow
+def test_a_notebooks_pip_install_is_discarded(tmp_path, try_cache):
+    import nbformat
+
+    (tmp_path / "tiny_pkg" / "tiny_pkg").mkdir(parents=True)
+    write(tmp_path / "tiny_pkg", "pyproject.toml", '[project]\nname = "tiny-pkg-nm-test"\nversion = "1.0"\n')
+    (tmp_path / "tiny_pkg" / "tiny_pkg" / "__init__.py").write_text("")
+    cells = [
+        "import subprocess, sys\n"
+        'subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "./tiny_pkg"])',
+        "import tiny_pkg\nprint('installed in the sandbox')",
+    ]
+    nbformat.write(
+        nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells]),
+        tmp_path / "n.ipynb",
+    )
+    frozen = pip_freeze()
+    code, document, stderr = run_try(tmp_path, "n.ipynb", cache=try_cache)
+    assert pip_freeze() == frozen
+    assert code == 0 and "installed in the sandbox" in document["runs"][0]["output_tail"], (stderr, document)
+
+
+SLEEPER = """
+import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(987652)"], start_new_session=True)
+print("children started", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT", "--timeout"])
+def test_every_process_of_a_run_ends_with_it(tmp_path, stop):
+    write(tmp_path, "sleeper.py", SLEEPER)
+    timeout = ["--timeout", "8"] if stop == "--timeout" else []
+    process = subprocess.Popen(
+        [*CLI, "try", "sleeper.py", *timeout],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a shell starts it
+    )
+    for line in process.stderr:
+        if "children started" in line:
+            break
+    if stop != "--timeout":
+        process.send_signal(getattr(signal, stop))
+    process.communicate(timeout=60)
+    expected = {"SIGTERM": 143, "SIGINT": 130, "--timeout": 1}[stop]
+    assert process.returncode == expected
+    assert not surviving("time.sleep(987652)")
+
+
+def test_try_refuses_a_report_over_the_tried_file(tmp_path):
+    script = write(tmp_path, "train.py", "print(1)\n")
+    result = subprocess.run(
+        [*CLI, "try", "train.py", "--report", "train.py"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 2 and "is the file being tried" in result.stderr
+    assert script.read_text() == "print(1)\n"
+
+
+def test_where_namespaces_are_missing_try_refuses_in_one_line_unless_told(tmp_path):
+    write(tmp_path, "hello.py", "print('hello from the script')\n")
+    env = {**os.environ, "PATH": str(tmp_path / "no-tools")}  # no unshare, no nsenter
+    command = [*CLI, "try", "hello.py", "--format", "json"]
+    refused = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        "neuron-migrate: error: the sandbox needs util-linux's unshare and nsenter, not found; `--no-isolation` "
+        "runs the try without it (writes, set-up commands and the network are then real)"
+    ]
+    unisolated = subprocess.run(
+        [*command, "--no-isolation"], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
+    assert unisolated.returncode == 0 and '"isolation": "not isolated"' in unisolated.stdout
