@@ -311,11 +311,17 @@ def checklist(paths, output, results, online, exclude, try_reports):
 )
 @click.option("-q", "--quiet", is_flag=True, help="Do not show the runs' own output.")
 @click.option(
+    "--python",
+    "python",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The interpreter that runs the code (default: the active virtual environment's, else this tool's).",
+)
+@click.option(
     "--no-isolation",
     is_flag=True,
     help="Run without the sandbox (docs/safety.md): the script's writes, set-up commands and network are real.",
 )
-def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet, no_isolation):
+def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet, python, no_isolation):
     """Run PATH (a migrated .py, shell launcher or notebook) for a few steps on the stand-in neuron device,
     with tiny models and local data, and report steps, loss and what a trn2 would recompile.
 
@@ -333,6 +339,7 @@ def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet
         datasets={key: Path(value) for key, value in _pairs(datasets, "--dataset", "ID=FILE.jsonl").items()},
         show_output=not quiet and fmt == "text",
         isolated=not no_isolation,
+        python=str(Path(python).absolute()) if python else _active_python(),
     )
     for dataset_id, file in options.datasets.items():
         if not file.is_file():
@@ -363,6 +370,18 @@ def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet
             click.echo(line)
     click.echo(summary(runs), err=True)
     sys.exit(EXIT_OK if all(run.status == "ran" for run in runs) else EXIT_MANUAL)
+
+
+def _active_python() -> str:
+    """The interpreter a script would run with here: the active virtual environment's, else this one."""
+    venv = os.environ.get("VIRTUAL_ENV")
+    if (
+        venv
+        and Path(venv).resolve() != Path(sys.prefix).resolve()
+        and (Path(venv) / "bin" / "python").exists()
+    ):
+        return str(Path(venv) / "bin" / "python")
+    return sys.executable
 
 
 def _pairs(values: tuple[str, ...], option: str, form: str) -> dict[str, str]:

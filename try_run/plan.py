@@ -17,7 +17,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,10 +161,10 @@ def classify(words: list[str]) -> tuple[str, str] | None:
 
 
 # -- .py ---------------------------------------------------------------------------------------------------
-def plan_script(script: Path, arguments: list[str], multi_process: str | None) -> Plan:
+def plan_script(script: Path, arguments: list[str], multi_process: str | None, python: str) -> Plan:
     if multi_process:
         argv = [
-            sys.executable,
+            python,
             "-m",
             "torch.distributed.run",
             f"--nproc_per_node={MAX_PROCESSES}",
@@ -174,7 +173,7 @@ def plan_script(script: Path, arguments: list[str], multi_process: str | None) -
         label = f"torchrun --nproc_per_node={MAX_PROCESSES} {script.name}"
         processes = MAX_PROCESSES
     else:
-        argv, label, processes = [sys.executable, script.name], f"python {script.name}", 1
+        argv, label, processes = [python, script.name], f"python {script.name}", 1
     launch = Launch(
         " ".join([label, *map(shlex.quote, arguments)]),
         [*argv, *arguments],
@@ -199,7 +198,9 @@ __nm_try_launch() {
 }
 __nm_try_setup() {
     local line=$1 shown=$2 outcome="not run"; shift 2
-    if [ -n "$NM_TRY_RUN_SETUP" ]; then "$@"; outcome=$?; fi
+    if [ -n "$NM_TRY_RUN_SETUP" ]; then
+        if "$@"; then outcome=0; else outcome=$?; fi  # (in a condition: `set -e` does not end the launcher)
+    fi
     printf '%s\t%s\t%s\n' "$line" "$shown" "$outcome" >> "$NM_TRY_RECORD/setup"
     return 0  # a failed set-up (no network) does not stop the launcher before its launches
 }
@@ -254,7 +255,13 @@ RunSetUp = Callable[[list[str], Path, dict[str, str], dict[Path, Path]], tuple[i
 
 
 def plan_launcher(
-    launcher: Path, arguments: list[str], env: dict[str, str], record: Path, run: RunSetUp, isolated: bool
+    launcher: Path,
+    arguments: list[str],
+    env: dict[str, str],
+    record: Path,
+    run: RunSetUp,
+    isolated: bool,
+    python: str,
 ) -> Plan:
     """Runs the recorder copy of `launcher` with bash, in its folder, and reads what it recorded in `record`.
     Isolated, the copy runs at the launcher's own path (`$(dirname "$0")`, `${BASH_SOURCE[0]}` resolve as
@@ -286,7 +293,7 @@ def plan_launcher(
                     else NOT_RUN_UNISOLATED,
                 )
             )
-    launches = [_recorded_launch(path, env) for path in sorted(record.glob("launch-*.argv"))]
+    launches = [_recorded_launch(path, env, python) for path in sorted(record.glob("launch-*.argv"))]
     if not launches and returncode != 0:
         last = (stderr.strip().splitlines() or [f"exit code {returncode}"])[-1]
         raise PlanError(f"{launcher}: bash stopped before any launch: {last}")
@@ -297,7 +304,7 @@ def plan_launcher(
     return Plan("launcher", launches, setup)
 
 
-def _recorded_launch(path: Path, base_env: dict[str, str]) -> Launch:
+def _recorded_launch(path: Path, base_env: dict[str, str], python: str) -> Launch:
     line, cwd, *words = path.read_bytes().decode(errors="replace").split("\0")[:-1]
     environment = {}
     env_file = path.with_suffix(".env")
@@ -312,14 +319,14 @@ def _recorded_launch(path: Path, base_env: dict[str, str]) -> Launch:
             ):
                 environment[name] = value
     label = " ".join(shlex.quote(w) for w in words)
-    argv, scripts, arguments, processes = _runnable(words, Path(cwd))
+    argv, scripts, arguments, processes = _runnable(words, Path(cwd), python)
     return Launch(
         label, argv, Path(cwd), environment, scripts, arguments, line=int(line), processes=processes
     )
 
 
-def _runnable(words: list[str], cwd: Path) -> tuple[list[str], list[Path], list[str], int]:
-    """The argv to run (this interpreter's python/torchrun/accelerate), the Python scripts it runs, their
+def _runnable(words: list[str], cwd: Path, python: str) -> tuple[list[str], list[Path], list[str], int]:
+    """The argv to run (`python`'s own python/torchrun/accelerate), the Python scripts it runs, their
     arguments and the processes it asks for (capped: the bootstrap caps what a launcher starts)."""
     program = os.path.basename(words[0])
     script_index = next((i for i, w in enumerate(words) if w.endswith(".py")), None)
@@ -338,11 +345,11 @@ def _runnable(words: list[str], cwd: Path) -> tuple[list[str], list[Path], list[
         ):
             value = value or (words[index + 1] if index + 1 < len(words) else "")
             processes = min(int(value), MAX_PROCESSES) if value.isdigit() else MAX_PROCESSES
-    bin_dir = Path(sys.executable).parent
+    bin_dir = Path(python).parent
     if program.startswith("python"):
-        argv = [sys.executable, *words[1:]]
+        argv = [python, *words[1:]]
     elif (bin_dir / program).exists():
-        argv = [sys.executable, str(bin_dir / program), *words[1:]]
+        argv = [python, str(bin_dir / program), *words[1:]]
     else:
         argv = list(words)
     return argv, scripts, arguments, processes
@@ -380,7 +387,7 @@ def notebook_shell_lines(source: str) -> list[tuple[int, str]]:
     return found
 
 
-def plan_notebook(notebook: Path, isolated: bool) -> tuple[Plan, list[str]]:
+def plan_notebook(notebook: Path, isolated: bool, python: str) -> tuple[Plan, list[str]]:
     """The notebook run, and the cells as the kernel gets them: set-up lines listed, and run in the sandbox
     (not isolated, replaced by a print)."""
     cells = notebook_cells(notebook)
@@ -405,7 +412,10 @@ def plan_notebook(notebook: Path, isolated: bool) -> tuple[Plan, list[str]]:
             in_bash = lines[0].startswith("%%")
             lines[index] = indent + (f"echo {shlex.quote(note)}" if in_bash else f"print({note!r})")
         executed.append("\n".join(lines))
-    argv = [sys.executable, "-m", "try_run.kernel", notebook.name]
+    # By path (its folder not on sys.path): the kernel runner imports nothing of ours, so any environment with
+    # nbclient runs it.
+    runner = f"import runpy; runpy.run_path({str(Path(__file__).with_name('kernel.py'))!r}, run_name='__main__')"
+    argv = [python, "-c", runner, notebook.name]
     launch = Launch(
         f"notebook {notebook.name} ({len(cells)} code cells)", argv, notebook.parent, notebook=notebook
     )

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from migrator.notebook import written_script
 from try_run import data, hub, plan, scan
-from try_run.device import DeviceUnavailable, device_environment
+from try_run.device import DeviceUnavailable, device_environment, standin_package
 from try_run.report import FAILED, NOT_RUN, RAN, RunReport, load_process_reports, merge_processes
 from try_run.sandbox import NO_NETWORK_ENV, IsolationUnavailable, Sandbox, stop, without_credentials
 
@@ -53,6 +53,7 @@ class TryOptions:
     models: dict[str, str] = field(default_factory=dict)  # --model ID=MODEL_TYPE
     datasets: dict[str, Path] = field(default_factory=dict)  # --dataset ID=FILE.jsonl
     cache_root: Path | None = None
+    python: str = sys.executable  # the interpreter that runs the user's code (--python)
     isolated: bool = True  # False (--no-isolation): the user's files, network and set-up are real
     show_output: bool = True
     echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
@@ -85,7 +86,7 @@ def try_path(path: Path, arguments: list[str], options: TryOptions) -> list[RunR
         raise TryUsageError(f"{path}: not a file (try one script, launcher or notebook at a time)")
     kind = file_kind(path)
     try:
-        base_env, device = device_environment(dict(os.environ))
+        base_env, device = device_environment(dict(os.environ), options.python)
     except DeviceUnavailable as error:
         raise TryUsageError(str(error)) from error
     if kind == "script":
@@ -145,13 +146,14 @@ def _syntax_error(path: Path) -> str | None:
 def _plan(kind: str, path: Path, arguments: list[str], env: dict[str, str], trial: _Trial):
     if kind == "script":
         facts = scan.read_python(path.read_text(encoding="utf-8", errors="replace"), arguments)
-        return plan.plan_script(path, arguments, facts.multi_process), None
+        return plan.plan_script(path, arguments, facts.multi_process, trial.options.python), None
+    isolated, python = trial.sandbox is not None, trial.options.python
     if kind == "launcher":
         record = trial.work / "record"
-        return plan.plan_launcher(path, arguments, env, record, trial.set_up, trial.sandbox is not None), None
+        return plan.plan_launcher(path, arguments, env, record, trial.set_up, isolated, python), None
     if arguments:
         raise plan.PlanError(f"{path}: a notebook takes no arguments")
-    return plan.plan_notebook(path, trial.sandbox is not None)
+    return plan.plan_notebook(path, isolated, python)
 
 
 def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[str, str]:
@@ -172,13 +174,29 @@ def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[
             "WANDB_MODE": "disabled",
             "TOKENIZERS_PARALLELISM": "false",
             "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(BOOTSTRAP), base.get("PYTHONPATH", "")])),
+            # The bootstrap, and the stand-in's package alone (not the tool's others), for an environment that
+            # has nothing of ours installed (--python).
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(BOOTSTRAP), _standin_only(work), base.get("PYTHONPATH", "")])
+            ),
             # The environment's own commands first (`python`, `torchrun`, `accelerate` in a shell cell or a
             # script's subprocess), as in an activated virtual environment.
-            "PATH": os.pathsep.join(filter(None, [os.path.dirname(sys.executable), base.get("PATH", "")])),
+            "PATH": os.pathsep.join(filter(None, [os.path.dirname(options.python), base.get("PATH", "")])),
         }
     )
     return env
+
+
+def _standin_only(work: Path) -> str | None:
+    """A folder holding only a link to the stand-in's package (on PYTHONPATH: torch's autoload entry point is
+    installed only in the tool's environment, so the bootstrap switches the stand-in on elsewhere)."""
+    package = standin_package()
+    if package is None:
+        return None
+    folder = work / "packages"
+    folder.mkdir(exist_ok=True)
+    (folder / "standin").symlink_to(package, target_is_directory=True)
+    return str(folder)
 
 
 def _serve(facts: scan.CodeFacts, options: TryOptions, env: dict[str, str], run: RunReport) -> dict[str, str]:
@@ -364,22 +382,22 @@ class _Trial:
         self, argv: list[str], cwd: Path, env: dict[str, str], place: dict[Path, Path]
     ) -> tuple[int, str]:
         """A launcher's recorder run (plan.RunSetUp), within the try's --timeout."""
-        process = subprocess.Popen(
-            self.isolate(argv, cwd, place),
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            text=True,
-            errors="replace",
-        )
-        try:
-            _, stderr = process.communicate(timeout=self.options.timeout_s)
-        finally:
-            stop(process)
-        return process.returncode, stderr
+        errors = self.work / "set-up.stderr"
+        with errors.open("w") as stderr:
+            process = subprocess.Popen(
+                self.isolate(argv, cwd, place),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE,  # held open (not communicate(), which closes it): the sandbox's lifeline
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,
+            )
+            try:
+                process.wait(timeout=self.options.timeout_s)
+            finally:
+                stop(process)
+        return process.returncode, errors.read_text(errors="replace")
 
 
 def _hub_view(shared: Path, model_ids: list[str], view: Path) -> Path:
@@ -460,6 +478,11 @@ def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: l
         return
     run.status = FAILED
     error = run.error
+    if error and error.get("type") == "ModuleNotFoundError":
+        missing = error["message"].removeprefix("No module named ").strip("'")
+        run.status = NOT_RUN
+        run.reason = f"not run: install {missing} in the environment that runs it ({options.python})"
+        return
     text = " ".join(filter(None, [error and error.get("message"), *tail[-5:]]))
     named = [reason for model_id, reason in unserved.items() if model_id in text]
     if named or (unserved and any(marker in text for marker in HUB_MISSES)):

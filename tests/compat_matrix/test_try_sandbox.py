@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.compat_matrix.test_trial_runs import CLI, run_try, write
+from try_run.device import STANDIN_DEVICE
 
 
 @pytest.fixture(scope="session")
@@ -80,6 +81,7 @@ def test_a_scripts_writes_network_credentials_and_children_stay_in_the_sandbox(
     home.mkdir()
     in_tmp = Path("/tmp") / f"neuron-migrate-test-{os.getpid()}.pt"
     server = socket.create_server(("127.0.0.1", 0))
+    monkeypatch.setenv("XDG_CACHE_HOME", os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"))
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("HF_TOKEN", "hf_real_secret")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws_real_secret")
@@ -99,7 +101,7 @@ def test_a_scripts_writes_network_credentials_and_children_stay_in_the_sandbox(
         assert code == 0 and run["isolation"] == "isolated", (stderr, run)
         (tree / "train.py.try.json").unlink()  # the report, written by the tool where it was asked
         assert tree_hash(tree) == before
-        assert not elsewhere.exists() and not in_tmp.exists() and not any(home.iterdir())
+        assert not elsewhere.exists() and not in_tmp.exists() and not (home / "home_checkpoint.pt").exists()
         assert "network: refused" in run["output_tail"]
         assert "HF_TOKEN: neuron-migrate-try-offline | AWS: [] | WANDB: None" in run["output_tail"]
         assert not surviving("sleep 987651")
@@ -126,8 +128,8 @@ def test_a_launchers_setup_runs_in_the_sandbox_and_changes_nothing(tmp_path, try
         set -euo pipefail
         OUTPUT_DIR={checkpoints}
         rm -rf $OUTPUT_DIR/*
-        pip3.11 install --no-deps --no-index "$(dirname "$0")/tiny_pkg"
-        pip install -U transformers
+        pip3.11 install --no-deps --no-index --no-build-isolation "$(dirname "$0")/tiny_pkg"
+        pip install --isolated --index-url https://pypi.org/simple transformers==4.48.0
         cd "$(dirname "${{BASH_SOURCE[0]}}")/sub"
         python train.py
         cd {project}
@@ -144,7 +146,9 @@ def test_a_launchers_setup_runs_in_the_sandbox_and_changes_nothing(tmp_path, try
     assert [run["command"] for run in document["runs"]] == ["python train.py", "python train.py"]
     setup = {entry["command"].split()[0]: entry["outcome"] for entry in document["runs"][0]["skipped"]}
     assert setup["pip3.11"] == "ran in the sandbox: exit 0"  # installed, then discarded
-    assert setup["pip"] != "ran in the sandbox: exit 0"  # no network
+    assert (
+        setup["pip"] == "ran in the sandbox: exit 1"
+    )  # no network: the downgrade fails, the launch still runs
     assert time.monotonic() - started < 120  # pip fails at once without a network
 
 
@@ -157,7 +161,7 @@ def test_a_notebooks_pip_install_is_discarded(tmp_path, try_cache):
     (tmp_path / "tiny_pkg" / "tiny_pkg" / "__init__.py").write_text("")
     cells = [
         "import subprocess, sys\n"
-        'subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "./tiny_pkg"])',
+        'subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--no-build-isolation", "./tiny_pkg"])',
         "import tiny_pkg\nprint('installed in the sandbox')",
     ]
     nbformat.write(
@@ -225,3 +229,71 @@ def test_where_namespaces_are_missing_try_refuses_in_one_line_unless_told(tmp_pa
         [*command, "--no-isolation"], cwd=tmp_path, capture_output=True, text=True, env=env
     )
     assert unisolated.returncode == 0 and '"isolation": "not isolated"' in unisolated.stdout
+
+
+@pytest.mark.slow
+def test_neuron_compat_standin_ends_its_command_and_children_on_sigterm(tmp_path):
+    write(tmp_path, "sleeper.py", SLEEPER)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from commands.neuron_compat import main; main()",
+            "standin",
+            "--",
+            sys.executable,
+            "sleeper.py",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    for line in process.stdout:
+        if "children started" in line:
+            break
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=60)
+    assert not surviving("time.sleep(987652)") and not surviving("sleeper.py")
+
+
+USES_THE_USERS_PACKAGE = """
+import torch
+import only_in_the_users_environment
+
+model = torch.nn.Linear(4, 2).to("neuron")
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(5):
+    model(torch.randn(2, 4, device="neuron")).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+@pytest.mark.slow
+def test_the_script_runs_with_the_users_environment(tmp_path, try_cache):
+    """A virtual environment with a package the tool's lacks, and nothing of neuron-migrate installed: its
+    site-packages sees the tool's by a .pth (torch, without running the tool's editable-install hooks)."""
+    users = tmp_path / "users-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(users)], check=True)
+    (site_packages,) = users.glob("lib/python*/site-packages")
+    tools = next(
+        path for path in map(Path, sys.path) if path.name == "site-packages" and (path / "torch").is_dir()
+    )
+    (site_packages / "tools.pth").write_text(f"{tools}\n")
+    (site_packages / "only_in_the_users_environment.py").write_text("")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    write(tree, "train.py", USES_THE_USERS_PACKAGE)
+
+    code, document, stderr = run_try(
+        tree, "train.py", "--python", str(users / "bin" / "python"), cache=try_cache
+    )
+    (run,) = document["runs"]
+    assert code == 0 and run["steps"] == 3 and run["device"] == STANDIN_DEVICE, (stderr, run)
+
+    code, document, _ = run_try(tree, "train.py", cache=try_cache)  # the tool's own environment lacks it
+    (run,) = document["runs"]
+    assert code == 1 and run["status"] == "not-run"
+    assert run["reason"].startswith(
+        "not run: install only_in_the_users_environment in the environment that runs it"
+    )

@@ -231,6 +231,12 @@ def _after_torch(torch) -> None:
 
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    if (
+        os.environ.get("NEURON_STANDIN") == "1"
+    ):  # (idempotent) where torch's autoload has no entry point for it:
+        import standin  # an environment without neuron-migrate (--python); the try put the package on the path
+
+        standin.autoload()
     STATE.mark("torch_imported")
 
     def after_step(optimizer, args, kwargs):
