@@ -273,7 +273,9 @@ def plan_launcher(
     script, place = (launcher, {launcher: copy}) if isolated else (copy, {})
     flags = {"NM_TRY_RECORD": str(record), **({"NM_TRY_RUN_SETUP": "1"} if isolated else {})}
     try:
-        returncode, stderr = run(["bash", str(script), *arguments], launcher.parent, {**env, **flags}, place)
+        returncode, stderr = run(
+            ["bash", str(script), *arguments], launcher_folder(launcher), {**env, **flags}, place
+        )
     except subprocess.TimeoutExpired as error:
         raise PlanError(
             f"{launcher}: its commands other than the launches ran over the --timeout of {error.timeout:g} s"
@@ -331,8 +333,13 @@ def _runnable(words: list[str], cwd: Path, python: str) -> tuple[list[str], list
     program = os.path.basename(words[0])
     script_index = next((i for i, w in enumerate(words) if w.endswith(".py")), None)
     scripts = [cwd / words[script_index]] if script_index is not None else []
-    # Without a script (`trl sft --model_name_or_path X`, `python -m pkg`), the command line is the arguments.
+    # Without a script (`trl sft --model_name_or_path X`), the command line is the arguments.
     arguments = words[script_index + 1 :] if script_index is not None else words[1:]
+    module = module_file(words, cwd)
+    if (
+        script_index is None and module is not None
+    ):  # `python -m package.module ARGS`, from the folder it runs in
+        scripts, arguments = [module], words[words.index("-m") + 2 :]
     processes = 1
     for index, w in enumerate(words[: script_index or len(words)]):
         name, _, value = w.partition("=")
@@ -353,6 +360,40 @@ def _runnable(words: list[str], cwd: Path, python: str) -> tuple[list[str], list
     else:
         argv = list(words)
     return argv, scripts, arguments, processes
+
+
+def module_file(words: list[str], cwd: Path) -> Path | None:
+    """The file `python -m package.module` / `torchrun -m package.module` runs, found from `cwd` (the folder
+    Python puts first on the path for `-m`), or None."""
+    if "-m" not in words[:-1]:
+        return None
+    name = words[words.index("-m") + 1]
+    base = cwd.joinpath(*name.split("."))
+    return next((path for path in (base.with_suffix(".py"), base / "__main__.py") if path.is_file()), None)
+
+
+def launcher_folder(launcher: Path) -> Path:
+    """The folder a launcher is run from: its own, unless the relative scripts it launches are found from a
+    folder above it (a launcher in scripts/ written to be run from the repository root, as its README says),
+    up to the repository's root (the folder with .git)."""
+    data = launcher.read_bytes()
+    relative = []
+    for command in _commands(parse(data).root_node):
+        _, words = _command_words(command, data)
+        if classify(words) == ("launch", ""):
+            relative += [w for w in words if w.endswith(".py") and not w.startswith(("/", "$", "~"))]
+            relative += (
+                [w.replace(".", "/") for w in words[words.index("-m") + 1 :][:1]] if "-m" in words else []
+            )
+    folders = [launcher.parent]
+    while not (folders[-1] / ".git").exists() and folders[-1].parent != folders[-1]:
+        folders.append(folders[-1].parent)
+    for folder in folders if relative else []:
+        if all(
+            (folder / w).exists() or (folder / f"{w}.py").exists() or (folder / w).is_dir() for w in relative
+        ):
+            return folder
+    return launcher.parent
 
 
 # -- notebooks ---------------------------------------------------------------------------------------------
@@ -414,7 +455,9 @@ def plan_notebook(notebook: Path, isolated: bool, python: str) -> tuple[Plan, li
         executed.append("\n".join(lines))
     # By path (its folder not on sys.path): the kernel runner imports nothing of ours, so any environment with
     # nbclient runs it.
-    runner = f"import runpy; runpy.run_path({str(Path(__file__).with_name('kernel.py'))!r}, run_name='__main__')"
+    runner = (
+        f"import runpy; runpy.run_path({str(Path(__file__).with_name('kernel.py'))!r}, run_name='__main__')"
+    )
     argv = [python, "-c", runner, notebook.name]
     launch = Launch(
         f"notebook {notebook.name} ({len(cells)} code cells)", argv, notebook.parent, notebook=notebook

@@ -297,3 +297,25 @@ def test_the_script_runs_with_the_users_environment(tmp_path, try_cache):
     assert run["reason"].startswith(
         "not run: install only_in_the_users_environment in the environment that runs it"
     )
+
+
+LOADS_A_MODEL = """
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B").to("neuron")
+print("loaded", type(model).__name__)
+"""
+
+
+@pytest.mark.slow
+def test_a_launcher_run_from_the_repository_root_with_python_m(tmp_path, try_cache):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    write(tmp_path / "pkg", "train.py", LOADS_A_MODEL)
+    write(tmp_path / "scripts", "run.sh", "#!/bin/bash\npython -m pkg.train --epochs 1\n")
+    code, document, stderr = run_try(tmp_path / "scripts", "run.sh", cache=try_cache)
+    (run,) = document["runs"]
+    assert code == 0 and "loaded Qwen3ForCausalLM" in run["output_tail"], (stderr, run)
+    assert [model["id"] for model in run["models"]] == ["Qwen/Qwen3-0.6B"]
