@@ -97,11 +97,11 @@ def test_a_scripts_writes_network_credentials_and_children_stay_in_the_sandbox(
             str(server.getsockname()[1]),
             cache=try_cache,
         )
-        (run,) = document["runs"]
-        assert code == 0 and run["isolation"] == "isolated", (stderr, run)
         (tree / "train.py.try.json").unlink()  # the report, written by the tool where it was asked
         assert tree_hash(tree) == before
         assert not elsewhere.exists() and not in_tmp.exists() and not (home / "home_checkpoint.pt").exists()
+        (run,) = document["runs"]
+        assert code == 0 and run["isolation"] == "isolated", (stderr, run)
         assert "network: refused" in run["output_tail"]
         assert "HF_TOKEN: neuron-migrate-try-offline | AWS: [] | WANDB: None" in run["output_tail"]
         assert not surviving("sleep 987651")
