@@ -16,7 +16,7 @@ import libcst as cst
 from migrator import ipynb, notebook
 from migrator.families.inference.tables import COMPILED_HUB_REPO
 from migrator.families.leftovers.marking import mark_python, mark_shell
-from migrator.registry import PYTHON_HANDLERS
+from migrator.registry import PYTHON_HANDLERS, PYTHON_RULES, RULES
 from migrator.rules import Finding
 from migrator.shell.requirements import migrate_requirements as rewrite_requirements
 from migrator.shell.rewrite import rewrite_shell
@@ -107,13 +107,13 @@ def migrate_python(content: str, scan: bool = True, notebook: bool = False) -> t
         return content, []
     tree = python_tree(content)  # Python's parser first: what it refuses never reaches libcst's native parser
     try:
-        result = migrate_module(content, PYTHON_HANDLERS, notebook, tree)
+        result = migrate_module(content, PYTHON_HANDLERS, RULES, notebook, tree)
     except cst.ParserSyntaxError as error:
         raise MigrationError(syntax_error_message(error)) from None
     # After every rewrite, before verification: what legacy code is left gets a TODO and a finding.
     code, findings = result.code, result.findings
     if scan:
-        code, findings = mark_python(content, code, findings)
+        code, findings = mark_python(content, code, findings, PYTHON_RULES)
     if code != content:
         verify_python(code)
     return code, findings

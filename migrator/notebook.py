@@ -14,7 +14,6 @@ transformer and Python's parser, and the JSON is written back in the notebook's 
 from __future__ import annotations
 
 import ast
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +30,9 @@ from migrator.ipynb import (
     validate,
     write_back,
 )
-from migrator.rules import Example, Finding, Rule, Severity, also_on
+from migrator.notebook_rules.nm470_cell_error import CELL_ERROR
+from migrator.notebook_rules.nm471_writefile_config import WRITEFILE_CONFIG
+from migrator.rules import Finding, also_on
 from migrator.shell.commands import launches
 from migrator.shell.installs import python_imports
 from migrator.shell.requirements import migrate_requirements
@@ -41,65 +42,6 @@ from migrator.verify import MigrationError
 
 Rewriter = Callable[[str], tuple[str, list[Finding]]]
 
-
-def _example(*cells: str) -> Example:
-    """A notebook of code cells, as Jupyter writes it (the rule only reports: it stays byte-identical)."""
-    document = {
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": f"cell-{number}",
-                "metadata": {},
-                "outputs": [],
-            }
-            | {"source": source.splitlines(keepends=True)}
-            for number, source in enumerate(cells, start=1)
-        ],
-        "metadata": {},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    return Example(json.dumps(document, indent=1) + "\n", kind="notebook")
-
-
-CELL_ERROR = Rule(
-    "NM470",
-    Severity.ERROR,
-    "A notebook code cell that IPython cannot parse, or whose rewrite would not parse",
-    "Left unchanged but for a TODO above its code (the other cells are migrated): fix the cell so that it runs, "
-    "then migrate again.",
-    examples=(
-        Example(
-            _example(">>> import torch_xla.core.xla_model as xm\n>>> device = xm.xla_device()").before,
-            _example(
-                "# TODO(neuron-migrate): NM470 IPython cannot parse this cell, so it is left as it is: fix it so "
-                "that it runs, then migrate again\n>>> import torch_xla.core.xla_model as xm\n"
-                ">>> device = xm.xla_device()"
-            ).before,
-            kind="notebook",
-        ),
-    ),
-)
-WRITEFILE_CONFIG = Rule(
-    "NM471",
-    Severity.WARNING,
-    "A `%%writefile` cell writes a configuration file that names optimum-neuron / XLA settings",
-    "Left unchanged, with one TODO below the `%%writefile` line where the file's format has `#` comments (YAML, "
-    "TOML, INI): review these keys by hand (the launcher-flag and environment rules say what each becomes on "
-    "TorchNeuron).",
-    examples=(
-        Example(
-            _example("%%writefile config.yaml\ntraining:\n  zero_1: true\n  tensor_parallel_size: 8").before,
-            _example(
-                "%%writefile config.yaml\n# TODO(neuron-migrate): NM471 `zero_1`, `tensor_parallel_size` in this "
-                "file are optimum-neuron / XLA settings: review them\ntraining:\n  zero_1: true\n"
-                "  tensor_parallel_size: 8"
-            ).before,
-            kind="notebook",
-        ),
-    ),
-)
 
 _CELL_MARKER = f"import {CELL_MARKER_PREFIX}{{}}__"
 _CELL_MARKER_RE = re.compile(rf"^import {CELL_MARKER_PREFIX}(\d+)__\n", re.MULTILINE)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
@@ -68,6 +68,10 @@ class FileContext:
 
     module: cst.Module  # the input, unmodified
     code: str  # its text
+    # Every rule by its code (`migrator.registry.RULES`): a handler reports another module's code through
+    # `rule(code)`, so that no rule module imports another.
+    rules: Mapping[str, Rule] = field(default_factory=dict)
+    handlers: tuple[type[Handler], ...] = ()  # the handlers of this walk, in dispatch order
     imported: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
     # The imports the module makes outside functions and classes, wherever they stand (under `if __name__ ==
     # "__main__":`, in a `try`, after the functions): bound by the time a function runs (see `qualified`).
@@ -108,6 +112,10 @@ class FileContext:
     @cached_property
     def source_map(self) -> SourceMap:
         return SourceMap(self.module, self.code)
+
+    def rule(self, rule: Rule | str) -> Rule:
+        """The rule `rule` names (`"NM318"`, defined in the module named after it), or `rule` itself."""
+        return self.rules[rule] if isinstance(rule, str) else rule
 
     def state(self, kind: type[State]) -> State:
         """The file's one instance of a family's state (`kind(ctx)`), shared by that family's rules."""
@@ -154,19 +162,21 @@ class FileContext:
     def report(
         self,
         node: cst.CSTNode,
-        rule: Rule,
+        rule: Rule | str,
         message: str | None = None,
         *,
         fixed: bool = True,
         subject: str | None = None,
     ) -> None:
-        """Record a finding on an ORIGINAL node (positions are looked up on the unmodified tree)."""
+        """Record a finding on an ORIGINAL node (positions are looked up on the unmodified tree); `rule`: a
+        rule, or the code of one (see `rule`)."""
+        rule = self.rule(rule)
         self.reports.append(_Report(node, rule, message or rule.action, fixed, subject=subject))
 
     def todo(
         self,
         node: cst.CSTNode,
-        rule: Rule,
+        rule: Rule | str,
         why: str | None = None,
         action: str | None = None,
         *,
@@ -178,6 +188,7 @@ class FileContext:
         The finding says why the code was left as it is and what to do (`<why>; <action>` in the
         message and the TODO); without them, the rule's own action.
         """
+        rule = self.rule(rule)
         text = f"{why}; {action}" if why and action else why or rule.action
         # A comment is one line: code quoted from several lines (an argument split over them) is joined.
         comment = f"{TODO_PREFIX} {rule.code} {' '.join(text.split())}"
@@ -207,7 +218,7 @@ class FileContext:
     def report_launch(
         self,
         node: cst.CSTNode,
-        rule: Rule,
+        rule: Rule | str,
         done: str,
         processes: str = "N",
         note: str = "",
@@ -526,16 +537,21 @@ class PythonResult:
 
 
 def migrate_module(
-    code: str, handlers: Iterable[type[Handler]], notebook: bool = False, tree: ast.Module | None = None
+    code: str,
+    handlers: Iterable[type[Handler]],
+    rules: Mapping[str, Rule],
+    notebook: bool = False,
+    tree: ast.Module | None = None,
 ) -> PythonResult:
     """Parse a module and run all handlers over it; return the new code and findings placed on the input.
-    `notebook`: the module is the Python cells of a notebook (see `FileContext.notebook`); `tree`: Python's
+    `rules`: every rule by its code (what `FileContext.rule` finds); `notebook`: the module is the Python cells of a notebook (see `FileContext.notebook`); `tree`: Python's
     parse of `code`, when the caller has it.
 
     Raises libcst's ParserSyntaxError when the code does not parse.
     """
     module = cst.parse_module(code)
-    ctx = FileContext(module, code, notebook=notebook, tree=tree)
+    handlers = tuple(handlers)
+    ctx = FileContext(module, code, rules, handlers, notebook=notebook, tree=tree)
     transformer = MigrationTransformer(ctx, handlers)
     updated = module.visit(transformer)
     if ctx.imports_to_add:

@@ -25,7 +25,7 @@ from migrator.reading import (
     string,
     target_names,
 )
-from migrator.risks import find_risks
+from migrator.registry import find_risks
 from migrator.risks.base import Risk
 from migrator.shell.installs import parse as parse_requirement
 from migrator.sources import SKIP_DIRS

@@ -1,11 +1,11 @@
 """Scaffold a Python rewrite rule: `python scripts/new_rule.py FAMILY NAME [--code NMxyz]` (or `make new-rule
 FAMILY=xla NAME=replication_calls`).
 
-Writes `migrator/families/FAMILY/<code>_NAME.py` (its Rule with one Example, a Handler, HANDLER), names it in
-`migrator/registry.py` after the family's other rule modules, and starts its scenario fixture
-`fixtures/migrator/FAMILY/NAME.py`. The code is the next free one of the family (`--code` to choose). Until
-their TODO texts are replaced, the rule's example test (tests/migrator/test_rule_examples.py) and its fixture
-test fail, saying what is missing. Shell rules (`migrator/shell/`) are written by hand (docs/writing-rules.md).
+Writes `migrator/families/FAMILY/<code>_NAME.py` (its Rule with one Example, a Handler, HANDLER), which the
+registry finds there by its name (there is no list to edit), and starts its scenario fixture
+`fixtures/migrator/FAMILY/NAME.py`. The families and their codes are `migrator.rules.FAMILIES`; the code is the
+next free one of the family (`--code` to choose). Until their TODO texts are replaced, the rule's example test
+(tests/migrator/test_rule_examples.py) and its fixture test fail, saying what is missing.
 """
 
 from __future__ import annotations
@@ -16,8 +16,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PREFIXES = {"inference": "NM1", "training": "NM2", "xla": "NM3", "environment": "NM4", "leftovers": "NM5"}
-PREFIXES["manual"] = "NM9"
+sys.path.insert(0, str(ROOT))
+from migrator.rules import FAMILIES  # noqa: E402  (the script runs from the repository, not installed)
+
+# The families whose rules are Python rewrites: a package under migrator/families/.
+PREFIXES = {
+    family.name: family.prefix
+    for family in FAMILIES
+    if (ROOT / "migrator" / "families" / family.name).is_dir()
+}
 
 MODULE = '''"""{code}: TODO: what the rule rewrites, in one line."""
 
@@ -87,21 +94,6 @@ def next_code(root: Path, family: str) -> str:
     return f"NM{free[0]}"
 
 
-def register(registry: Path, entry: str, family: str) -> None:
-    """Insert `"family.module",` after the family's last rule module in PYTHON_RULE_MODULES (the leftovers
-    family: before the modules its scan decides, which come last)."""
-    lines = registry.read_text(encoding="utf-8").splitlines(keepends=True)
-    start = next(i for i, line in enumerate(lines) if line.startswith("PYTHON_RULE_MODULES"))
-    end = next(i for i in range(start, len(lines)) if lines[i].startswith(")"))
-    scanned = next((i for i in range(start, end) if "Found by the scan" in lines[i]), end)
-    limit = scanned if family == "leftovers" else end
-    mine = [i for i in range(start, limit) if lines[i].strip().startswith(f'"{family}.')]
-    if not mine:
-        raise SystemExit(f"registry.py names no module of the {family} family")
-    lines.insert(mine[-1] + 1, f'    "{entry}",\n')
-    registry.write_text("".join(lines), encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("family", choices=sorted(PREFIXES))
@@ -124,12 +116,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{existing} exists")
     handler = "".join(part.capitalize() for part in args.name.split("_"))
     path.write_text(MODULE.format(code=code, constant=args.name.upper(), handler=handler), encoding="utf-8")
-    register(args.root / "migrator" / "registry.py", f"{args.family}.{module}", args.family)
     fixture.parent.mkdir(parents=True, exist_ok=True)
     fixture.write_text(FIXTURE.format(code=code, family=args.family, name=args.name), encoding="utf-8")
-    print(
-        f"wrote {path.relative_to(args.root)} ({code}), its registry entry, and {fixture.relative_to(args.root)}"
-    )
+    print(f"wrote {path.relative_to(args.root)} ({code}) and {fixture.relative_to(args.root)}")
     print("next: replace the TODO texts (rule, example, hints, matcher), write the fixture, then")
     print(
         f"  make fixtures CASES={fixture.relative_to(args.root)} && python -m migrator.rules_doc && make test"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from migrator.families.environment.nm404_async_load import ASYNC_LOAD_VARIABLE
+from migrator.families.environment.variables import ASYNC_LOAD_VARIABLE
 from migrator.reading import Code, PythonModule, callee, keyword, owner, string
 from migrator.risks.base import TRL_TRAINERS, Risk, at
 from migrator.rules import Example, Rule, Severity

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from migrator.rules import Finding, Rule
@@ -98,6 +98,8 @@ class Edit:
 class EditList:
     """Positions, findings, TODOs and edits of one file (`rewrite.ShellRewriter` sets its state)."""
 
+    rules: Mapping[str, Rule]  # the shell rules by code: a matcher reports another module's code by it
+
     def position(self, offset: int) -> tuple[int, int]:
         line = bisect.bisect_right(self.line_starts, offset)
         start = self.line_starts[line - 1]
@@ -106,12 +108,15 @@ class EditList:
     def line_start(self, offset: int) -> int:
         return self.line_starts[bisect.bisect_right(self.line_starts, offset) - 1]
 
-    def report(self, offset: int, rule: Rule, message: str | None = None, fixed: bool = True) -> None:
+    def report(self, offset: int, rule: Rule | str, message: str | None = None, fixed: bool = True) -> None:
+        rule = self.rules[rule] if isinstance(rule, str) else rule
         line, column = self.position(offset)
         self.findings.append((Finding(rule, line, column, message or rule.action, fixed), self.owner))
 
-    def todo(self, ctx: Context, node: Node, rule: Rule, message: str, at: int | None = None) -> None:
-        """A manual finding at `at` (default: the node) and a TODO comment above the node's statement."""
+    def todo(self, ctx: Context, node: Node, rule: Rule | str, message: str, at: int | None = None) -> None:
+        """A manual finding at `at` (default: the node) and a TODO comment above the node's statement; `rule`: a
+        rule, or the code of one."""
+        rule = self.rules[rule] if isinstance(rule, str) else rule
         self.report(ctx.at(node.start_byte if at is None else at), rule, message, fixed=False)
         self.todos.append((self.anchor(ctx, node), f"{TODO_PREFIX} {rule.code} {message}", self.owner))
 

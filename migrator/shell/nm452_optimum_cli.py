@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from migrator.families.leftovers.nm504_core_count import LEGACY_TARGETS, core_count_why
+from migrator.families.leftovers.platforms import LEGACY_TARGETS, core_count_why
 from migrator.rules import Rule, Severity
 from migrator.shell import example
 from migrator.shell.edits import Context

@@ -14,7 +14,6 @@ from migrator.shell.commands import (
     unsets,
 )
 from migrator.shell.edits import Context
-from migrator.shell.nm450_precompile import PRECOMPILE_USE
 from migrator.shell.syntax import Node, Word, word
 
 DROPPED_VARIABLE = Rule(
@@ -145,7 +144,7 @@ class VariablesMatcher:
                 self.todo(
                     ctx,
                     node,
-                    PRECOMPILE_USE,
+                    "NM459",
                     f"`{name}={value}` selects the real run of what runs next (its compile-only branch off); "
                     "TorchNeuron has no compile-only run: remove it once the scripts it reaches no longer read it"
                     if _falsy(value)

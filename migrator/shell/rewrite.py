@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
+from importlib import import_module
 from pathlib import Path
 
 from migrator.rules import Finding
@@ -96,6 +97,7 @@ class ShellRewriter(
         self.owner = 0  # >0 while inside a compile run: what it adds goes if the run is removed
         self.command_start = 0  # where the command being rewritten starts (after merged assignments)
         self.sets_precompile = _PRECOMPILE_ASSIGNMENT.search(self.data) is not None
+        self.rules = _RULES
 
     # -- walking ------------------------------------------------------------------------------------------
 
@@ -289,6 +291,14 @@ class ShellRewriter(
                 self.edits.append(
                     Edit(body.at(start), body.at(end), escape(migrated[j1:j2]), owner=self.owner)
                 )
+
+
+# The rules of the matchers' modules, by code (what `EditList.rules` resolves).
+_RULES = {
+    rule.code: rule
+    for base in ShellRewriter.__mro__
+    for rule in getattr(import_module(base.__module__), "RULES", ())
+}
 
 
 def _compose(outer: Callable[[str], str], inner: Callable[[str], str]) -> Callable[[str], str]:

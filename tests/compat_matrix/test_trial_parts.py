@@ -11,7 +11,7 @@ import pytest
 
 from try_run import data, hub, plan, report, runner, scan
 
-BOOTSTRAP = Path(__file__).resolve().parents[2] / "compat_matrix" / "trial" / "bootstrap" / "sitecustomize.py"
+BOOTSTRAP = Path(__file__).resolve().parents[2] / "try_run" / "bootstrap" / "sitecustomize.py"
 
 
 def _bootstrap():

@@ -1,38 +1,69 @@
-"""The migrator's layout holds: every rule module is registered and named after its first code, and no
-two modules import each other at import time."""
+"""The migrator's layout holds: every rule module lives in its kind's package, is named after its first code
+and found there (no list to edit), lists only the rules it defines, imports no other rule module nor the
+registry, and no module imports another in a circle (imports inside functions count)."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection
 from pathlib import Path
 
-from migrator.registry import PYTHON_RULE_MODULES, SHELL_RULE_MODULES
-from migrator.risks import RISK_MODULES
+from migrator.registry import (
+    KINDS,
+    NOTEBOOK_RULE_MODULES,
+    PYTHON_RULE_MODULES,
+    RISK_MODULES,
+    RULE_MODULES,
+    SHELL_RULE_MODULES,
+)
 from migrator.shell.rewrite import ShellRewriter
 
 PACKAGE = Path(__file__).resolve().parents[2] / "migrator"
+RULE_FILES = {
+    "python": "families/*/nm*.py",
+    "shell": "shell/nm*.py",
+    "notebook": "notebook_rules/nm*.py",
+    "risk": "risks/nm*.py",
+}
 
 
-def test_every_rule_module_is_registered_and_named_after_its_code() -> None:
-    registered = {Path(module.__file__).resolve() for module in PYTHON_RULE_MODULES}
-    on_disk = set(PACKAGE.glob("families/*/nm*.py"))
-    assert sorted(str(path) for path in on_disk - registered) == []
-    for module in PYTHON_RULE_MODULES:
-        name = Path(module.__file__).stem
+def _files(modules) -> set[Path]:
+    return {Path(module.__file__).resolve() for module in modules}
+
+
+def test_every_rule_module_is_found_in_its_package_and_named_after_its_first_code() -> None:
+    assert RULE_FILES.keys() == KINDS.keys()
+    found = {
+        "python": _files(
+            module for module in PYTHON_RULE_MODULES if module.__name__.rpartition(".")[2][:2] == "nm"
+        ),
+        "shell": _files(SHELL_RULE_MODULES),
+        "notebook": _files(NOTEBOOK_RULE_MODULES),
+        "risk": _files(RISK_MODULES),
+    }
+    for kind, pattern in RULE_FILES.items():
+        assert sorted(map(str, set(PACKAGE.glob(pattern)) ^ found[kind])) == [], kind
+    for module in (*PYTHON_RULE_MODULES, *SHELL_RULE_MODULES, *NOTEBOOK_RULE_MODULES, *RISK_MODULES):
+        name = module.__name__.rpartition(".")[2]
         if name.startswith("nm"):
             assert name.startswith(module.RULES[0].code.lower() + "_"), name
-        assert hasattr(module, "HANDLER"), name
+    for module in PYTHON_RULE_MODULES:
+        assert hasattr(module, "HANDLER"), module.__name__
+    for module in RISK_MODULES:
+        assert [rule.code.lower() for rule in module.RULES] == [module.__name__.rpartition(".")[2][:5]]
+        assert callable(module.find), module.__name__
 
 
-def test_every_shell_rule_module_is_registered_named_after_its_code_and_matched() -> None:
-    registered = {Path(module.__file__).resolve() for module in SHELL_RULE_MODULES}
-    on_disk = set(PACKAGE.glob("shell/nm*.py"))
-    assert sorted(str(path) for path in on_disk ^ registered) == []
+def test_every_rule_is_listed_by_the_module_that_defines_it() -> None:
+    """`docs/rules.md` links each code to its home: a module that re-exported a rule would take it over."""
+    for code, home in RULE_MODULES.items():
+        assert f'"{code}"' in (PACKAGE.parent / (home.replace(".", "/") + ".py")).read_text(), (code, home)
+
+
+def test_every_shell_matcher_is_part_of_the_walk() -> None:
     for module in SHELL_RULE_MODULES:
-        name = Path(module.__file__).stem
-        assert name.startswith(module.RULES[0].code.lower() + "_"), name
         # Its matcher is part of the one walk: a module whose MATCHER the rewriter lacks decides nothing.
-        assert module.MATCHER in ShellRewriter.__mro__, name
+        assert module.MATCHER in ShellRewriter.__mro__, module.__name__
     # No two matchers define the same method: one would silently shadow the other.
     methods = [
         name for module in SHELL_RULE_MODULES for name in vars(module.MATCHER) if not name.startswith("__")
@@ -40,34 +71,53 @@ def test_every_shell_rule_module_is_registered_named_after_its_code_and_matched(
     assert sorted({name for name in methods if methods.count(name) > 1}) == []
 
 
-def test_every_risk_module_is_registered_named_after_its_code_and_finds() -> None:
-    """A compile risk (NM8xx) is one module: its rule and its `find(code)` together."""
-    registered = {Path(module.__file__).resolve() for module in RISK_MODULES}
-    assert sorted(str(path) for path in set(PACKAGE.glob("risks/nm*.py")) ^ registered) == []
-    for module in RISK_MODULES:
-        name = Path(module.__file__).stem
-        assert [rule.code.lower() for rule in module.RULES] == [name[:5]], name
-        assert callable(module.find), name
-
-
-def _imports(path: Path) -> set[str]:
-    """Modules of the package imported at the top level of `path` (function-level imports excluded)."""
+def _imports(path: Path, modules: Collection[str]) -> set[str]:
+    """Modules of the package (`modules`) that `path` imports, anywhere in it (inside functions too):
+    `from migrator.shell import edits` imports `migrator.shell.edits`, `from migrator.rules import Rule`
+    imports `migrator.rules`."""
     found = set()
-    for node in ast.parse(path.read_text()).body:
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("migrator"):
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in modules else node.module)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.startswith("migrator"))
-    return found
+    return found & set(modules)
 
 
-def test_no_import_cycles() -> None:
+def _modules() -> dict[str, Path]:
     modules = {}
     for path in PACKAGE.rglob("*.py"):
         parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph = {name: _imports(path) & modules.keys() - {name} for name, path in modules.items()}
+    return modules
+
+
+def _is_rule_module(name: str) -> bool:
+    leaf = name.rpartition(".")[2]
+    return leaf[:2] == "nm" and leaf[2:5].isdigit()
+
+
+def test_no_rule_module_imports_another_rule_module_or_the_registry() -> None:
+    """A rule reports another module's code by `ctx.rule(code)`; what several rules share is in a data module of
+    the family (`families/xla/names.py`, `families/training/precision.py`)."""
+    modules = _modules()
+    wrong = {
+        name: sorted(
+            imported
+            for imported in _imports(path, modules)
+            if _is_rule_module(imported) or imported == "migrator.registry"
+        )
+        for name, path in modules.items()
+        if _is_rule_module(name)
+    }
+    assert {name: imported for name, imported in wrong.items() if imported} == {}
+
+
+def test_no_import_cycles() -> None:
+    modules = _modules()
+    graph = {name: _imports(path, modules) - {name} for name, path in modules.items()}
     done: set[str] = set()
 
     def visit(name: str, path: tuple[str, ...]) -> None:
@@ -83,31 +133,24 @@ def test_no_import_cycles() -> None:
 
 
 def test_the_xla_catch_all_leaves_alone_every_call_a_rule_of_the_family_declares(monkeypatch) -> None:
-    """NM318 reads what the XLA rules declare (`CALLS`, `STATEMENTS`, `DECIDES`), not a list of its own: a new
-    rule's call gets no catch-all TODO above the line the rule just rewrote."""
-    import types
-
-    from migrator import registry
-    from migrator.engine import migrate_python
+    """NM318 reads what the XLA rules of the walk declare (`CALLS`, `STATEMENTS`, `DECIDES`), not a list of its
+    own: a new rule's call gets no catch-all TODO above the line the rule just rewrote."""
+    from migrator import engine
     from migrator.families.xla.state import declared_calls
     from migrator.transform import Handler
 
     source = "import torch_xla.core.xla_model as xm\n\nxm.set_replication(1)\n"
-    assert [f.code for f in migrate_python(source)[1] if not f.fixed] == ["NM318"]
+    assert [f.code for f in engine.migrate_python(source)[1] if not f.fixed] == ["NM318"]
 
     class NewRule(Handler):
         CALLS = frozenset({"torch_xla.core.xla_model.set_replication"})
 
-    module = types.ModuleType("migrator.families.xla.nm399_replication")
-    module.RULES, module.HANDLER = (), NewRule
-    monkeypatch.setattr(registry, "PYTHON_RULE_MODULES", (*registry.PYTHON_RULE_MODULES, module))
-    declared_calls.cache_clear()
-    try:
-        assert "torch_xla.core.xla_model.set_replication" in declared_calls().rewritten
-        # (the import it leaves is a leftover: this stand-in rule rewrites nothing)
-        assert "NM318" not in [f.code for f in migrate_python(source)[1]]
-    finally:
-        declared_calls.cache_clear()
+    NewRule.__module__ = "migrator.families.xla.nm399_replication"
+    handlers = (*engine.PYTHON_HANDLERS, NewRule)
+    monkeypatch.setattr(engine, "PYTHON_HANDLERS", handlers)
+    assert "torch_xla.core.xla_model.set_replication" in declared_calls(handlers).rewritten
+    # (the import it leaves is a leftover: this stand-in rule rewrites nothing)
+    assert "NM318" not in [f.code for f in engine.migrate_python(source)[1]]
 
 
 def test_the_guide_names_every_helper_and_shows_a_real_rule_module() -> None:

@@ -17,7 +17,8 @@ import libcst as cst
 import pytest
 
 from migrator.engine import REWRITERS, MigrationError, migrate_python
-from migrator.notebook import CELL_ERROR, _python_of
+from migrator.notebook import _python_of
+from migrator.notebook_rules.nm470_cell_error import CELL_ERROR
 from migrator.shell.installs import parse
 from migrator.shell.syntax import problems
 from migrator.sources import discover, file_kind, read_text

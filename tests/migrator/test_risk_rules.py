@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from migrator import risks
 from migrator.reading import read_code
+from migrator.registry import RISK_MODULES, RULES, find_risks
 
 SUFFIXES = {"python": ".py", "shell": ".sh"}
 EXAMPLES = [
     pytest.param(rule, example, id=f"{rule.code}-{number}")
-    for rule in risks.RULES
+    for module in RISK_MODULES
+    for rule in module.RULES
     for number, example in enumerate(rule.examples, start=1)
 ]
 
@@ -19,13 +20,11 @@ EXAMPLES = [
 def test_example_raises_its_rule(tmp_path, rule, example) -> None:
     path = tmp_path / f"example{SUFFIXES[example.kind]}"
     path.write_text(example.before)
-    found = risks.find_risks(read_code(path, example.kind))
+    found = find_risks(read_code(path, example.kind))
     assert rule.code in {risk.rule.code for risk in found}
 
 
 def test_every_risk_rule_has_an_example_and_only_names_known_codes() -> None:
-    from migrator.registry import RULES
-
-    for rule in risks.RULES:
+    for rule in (rule for module in RISK_MODULES for rule in module.RULES):
         assert rule.examples, rule.code
         assert all(fix.partition(":")[0] in RULES for fix in rule.fixed_by), rule.code

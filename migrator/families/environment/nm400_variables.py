@@ -9,7 +9,7 @@ import libcst.matchers as m
 from migrator.cst_helpers import string_value, tidy_args
 from migrator.families.environment.state import HINTS, EnvironmentFile
 from migrator.families.environment.variables import MANUAL_VARIABLES, dropped_reason, torchneuron_code
-from migrator.families.training.nm218_bf16 import BF16_PRECISION, BF16_VARIABLES, Bf16Plan
+from migrator.families.training.precision import BF16_VARIABLES, Bf16Plan
 from migrator.families.xla.state import XlaFlowBlocks
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -149,7 +149,7 @@ class VariableWrites(Handler):
             return False
         self.ctx.todo(
             node,
-            BF16_PRECISION,
+            "NM218",
             "this variable made the XLA flow compute in bf16, and the script has no TrainingArguments, model "
             "from_pretrained or single model move where bf16 can be asked for",
             "load or cast the model in torch.bfloat16 (or pass bf16=True / --bf16 to the trainer), then delete "

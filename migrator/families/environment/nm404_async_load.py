@@ -7,11 +7,9 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import imports_end, method_calls
 from migrator.families.environment.state import HINTS, EnvironmentFile
+from migrator.families.environment.variables import ASYNC_LOAD_VARIABLE
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
-
-# Asynchronous weight loading is not supported on TorchNeuron; this variable turns it off.
-ASYNC_LOAD_VARIABLE = "HF_DEACTIVATE_ASYNC_LOAD"
 
 ASYNC_LOAD_ADDED = Rule(
     "NM404",

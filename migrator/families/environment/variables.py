@@ -70,3 +70,7 @@ _XLA_FLOW = re.compile(
 def torchneuron_code(code: str) -> bool:
     """Whether `code` (a file as its author wrote it) already targets TorchNeuron and nothing of the XLA flow."""
     return _TORCHNEURON.search(code) is not None and _XLA_FLOW.search(code) is None
+
+
+# Asynchronous weight loading is not supported on TorchNeuron; this variable turns it off.
+ASYNC_LOAD_VARIABLE = "HF_DEACTIVATE_ASYNC_LOAD"

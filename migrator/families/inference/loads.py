@@ -170,7 +170,7 @@ _MODEL_ID_KEYWORDS = ("model_id", "model_name_or_path", "pretrained_model_name_o
 class Unmapped(Exception):
     """A call the codemod cannot rewrite faithfully: why, and what to do (the TODO reads `why; action`)."""
 
-    def __init__(self, rule: Rule, why: str, action: str | None = None) -> None:
+    def __init__(self, rule: Rule | str, why: str, action: str | None = None) -> None:
         super().__init__(why)
         self.rule = rule
         self.why = why

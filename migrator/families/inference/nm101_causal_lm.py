@@ -22,13 +22,8 @@ from migrator.families.inference.loads import (
     split_args,
     string,
 )
-from migrator.families.inference.nm108_neuron_config_pair import (
-    CONFIG_ARGS,
-    NEURON_CONFIG_PAIR,
-    UNPAIRED_NEURON_CONFIG,
-)
 from migrator.families.inference.state import HINTS, LOAD_METHODS, TRIGGERS, InferenceFile, PendingLoad
-from migrator.families.leftovers.nm504_core_count import CORE_COUNT, LEGACY_TARGETS, core_count_why
+from migrator.families.leftovers.platforms import LEGACY_TARGETS, core_count_why
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
@@ -155,15 +150,7 @@ RULES = (
     CAUSAL_LM,
     SEQUENCE_LENGTH,
     TENSOR_PARALLEL,
-    NEURON_CONFIG_PAIR,
-    UNPAIRED_NEURON_CONFIG,
     DEFAULT_ALL_CORES,
-)
-
-NO_CACHE_LEN = (
-    "No sequence_length was given (optimum-neuron then compiled for the model's maximum length): the static "
-    "cache is sized per generate() call from prompt + max_new_tokens, so each new size recompiles. Set "
-    "`generation_config.max_cache_len` to a fixed length."
 )
 
 
@@ -203,7 +190,7 @@ class CausalLM(Handler):
         file = self.file
         if method == "get_neuron_config":
             self._consumed_config(original, owner)
-            file.report(original, NEURON_CONFIG_PAIR)
+            file.report(original, "NM108")
             return updated
         if original not in file.assigned_calls:
             raise Unmapped(
@@ -239,7 +226,7 @@ class CausalLM(Handler):
             new_args, cache_len = self._arguments(original, updated, owner, method)
             file.report(original, CAUSAL_LM)
         if cache_len is None:
-            file.report(original, SEQUENCE_LENGTH, NO_CACHE_LEN)
+            file.report(original, SEQUENCE_LENGTH, t.NO_CACHE_LEN)
         target = source_code(file.assigned_calls[original])
         file.loads[original] = PendingLoad(f"{target}.generation_config", cache_len)
         file.remember_model(target)
@@ -272,7 +259,7 @@ class CausalLM(Handler):
             except Unmapped:
                 file.paired_configs.discard(config)
                 raise Unmapped(
-                    UNPAIRED_NEURON_CONFIG,
+                    "NM109",
                     "the load that consumes this neuron config cannot be rewritten (see its TODO), so the "
                     "config stays for it",
                     "rewrite that load by hand, then remove this statement",
@@ -281,10 +268,10 @@ class CausalLM(Handler):
                 file.effects = effects
             return
         raise Unmapped(
-            UNPAIRED_NEURON_CONFIG,
+            "NM109",
             "this neuron config cannot be paired with a load: no later NeuronModelForCausalLM.export / "
             "from_pretrained in the same function consumes it, it is used elsewhere, or it passes arguments "
-            "the codemod does not map (it maps " + ", ".join(CONFIG_ARGS) + ")",
+            "the codemod does not map (it maps " + ", ".join(t.CONFIG_ARGS) + ")",
             "carry sequence_length to generation_config.max_cache_len and tensor_parallel_size to "
             "DistributedConfig(tp_size=...) by hand",
         )
@@ -304,14 +291,14 @@ class CausalLM(Handler):
         args = split_args(original, updated, what, file.visible_dicts())
         if method == "export" and config_call is None:
             raise Unmapped(
-                UNPAIRED_NEURON_CONFIG,
+                "NM109",
                 "the neuron config passed to export() is not built by get_neuron_config in the same scope",
                 'load the checkpoint with AutoModelForCausalLM.from_pretrained(id, device_map="neuron") and '
                 "set the static cache by hand",
             )
         if config_call is not None:
             config_args = split_args(config_call, config_call, "get_neuron_config")
-            for name in CONFIG_ARGS:
+            for name in t.CONFIG_ARGS:
                 if name in config_args.keywords:
                     args.keywords[name] = config_args.keywords[name]
             if "tensor_parallel_size" not in config_args.keywords:
@@ -373,7 +360,7 @@ class CausalLM(Handler):
                     target = literal_value(instance[1].value) if instance is not None else None
                     if name == "num_cores" or target in LEGACY_TARGETS:
                         why = core_count_why(name, literal_value(new.value), source_code(new.value), target)
-                        file.todo(old, CORE_COUNT, why, "choose tp_size for the trn2 / trn3 instance")
+                        file.todo(old, "NM504", why, "choose tp_size for the trn2 / trn3 instance")
                 else:
                     file.report(old, EXPORT_ONLY, subject=name)
             elif name in t.DTYPE_ARGS:

@@ -10,6 +10,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from migrator.cst_helpers import descendants, source_code
+from migrator.families.inference import tables as t
 from migrator.families.inference.state import HINTS, TRIGGERS, InferenceFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
@@ -110,9 +111,6 @@ def compile_model(neuron_config, output_dir):
     ),
 )
 RULES = (NEURON_CONFIG_PAIR, UNPAIRED_NEURON_CONFIG)
-# What a get_neuron_config/export pair may pass for the pair to be rewritten in one go (never half-way); the
-# load rewrite (NM101) moves each of these config arguments into the load (auto_cast_type becomes its dtype).
-CONFIG_ARGS = ("batch_size", "sequence_length", "tensor_parallel_size", "instance_type", "auto_cast_type")
 _PAIRED_EXPORT_ARGS = frozenset({"load_weights", "token", "revision"})
 
 
@@ -161,7 +159,9 @@ class NeuronConfigPairs(Handler):
                 and arg.keyword.value in _PAIRED_EXPORT_ARGS | {"neuron_config", "export"}
                 for arg in value.args[1:]
                 if arg.value is not passed
-            ) and all(arg.keyword is not None and arg.keyword.value in CONFIG_ARGS for arg in config.args[1:])
+            ) and all(
+                arg.keyword is not None and arg.keyword.value in t.CONFIG_ARGS for arg in config.args[1:]
+            )
             if uses == 2 and same_model and known and isinstance(target, (cst.Name, cst.Attribute)):
                 self.file.config_pairs[value] = config
                 self.file.paired_configs.add(config)

@@ -21,7 +21,6 @@ from migrator.families.inference.loads import (
     split_args,
     string,
 )
-from migrator.families.inference.nm101_causal_lm import NO_CACHE_LEN, SEQUENCE_LENGTH
 from migrator.families.inference.state import HINTS, TRIGGERS, InferenceFile, PendingLoad
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
@@ -101,7 +100,7 @@ class Pipeline(Handler):
             if name in t.DTYPE_ARGS:
                 extra.append(keyword_arg("dtype", file.dtype(name, old, cst.Arg(value))))
             elif name == "sequence_length" and task_name == "text-generation":
-                file.report(old, SEQUENCE_LENGTH)
+                file.report(old, "NM102")
             elif name == "sequence_length" or (name == "batch_size" and old.keyword.value == "input_shapes"):
                 file.report(old, STATIC_SHAPES, shape_dropped(name, value), subject=name)
             elif name == "batch_size":
@@ -126,7 +125,7 @@ class Pipeline(Handler):
                 )
             cache_len = settings["sequence_length"][1] if "sequence_length" in settings else None
             if cache_len is None:
-                file.report(original, SEQUENCE_LENGTH, NO_CACHE_LEN)
+                file.report(original, "NM102", t.NO_CACHE_LEN)
             target = source_code(file.assigned_calls[original])
             file.loads[original] = PendingLoad(f"{target}.model.generation_config", cache_len)
         file.report(original, PIPELINE)

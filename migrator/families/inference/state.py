@@ -131,15 +131,17 @@ class InferenceFile:
         return result
 
     def report(
-        self, node: cst.CSTNode, rule: Rule, message: str | None = None, subject: str | None = None
+        self, node: cst.CSTNode, rule: Rule | str, message: str | None = None, subject: str | None = None
     ) -> None:
         self.effects.append(lambda: self.ctx.report(node, rule, message, subject=subject))
 
-    def todo(self, node: cst.CSTNode, rule: Rule, why: str, action: str) -> None:
+    def todo(self, node: cst.CSTNode, rule: Rule | str, why: str, action: str) -> None:
         """A manual finding and TODO that take effect with the rewrite, like `report`."""
         self.effects.append(lambda: self.ctx.todo(node, rule, why, action))
 
-    def report_launch(self, node: cst.CSTNode, rule: Rule, done: str, processes: str, note: str) -> None:
+    def report_launch(
+        self, node: cst.CSTNode, rule: Rule | str, done: str, processes: str, note: str
+    ) -> None:
         """`FileContext.report_launch`, taking effect with the rewrite. optimum-neuron ran a sharded model in one
         process; where nothing in the file shows that torchrun starts it (no RANK / LOCAL_RANK / WORLD_SIZE read,
         no process group), the file itself says how it must be launched now: a TODO, not only a finding."""

@@ -255,3 +255,13 @@ DIFFUSION_MANUAL_ARGS = {
 # `-seqlen-2048-bs-4`, `-1024x1024`, `-cores-2`, and the compile cache `aws-neuron/optimum-neuron-cache`.
 COMPILED_HUB_REPO = r"aws-neuron/[\w.-]*?(?:neuron|seqlen|-bs-?\d|\d+x\d+|cores)[\w.-]*"
 COMPILED_HUB_ID = rf"^{COMPILED_HUB_REPO}"
+
+# What a get_neuron_config/export pair may pass for the pair to be rewritten in one go (never half-way, NM108); the
+# load rewrite (NM101) moves each of these config arguments into the load (auto_cast_type becomes its dtype).
+CONFIG_ARGS = ("batch_size", "sequence_length", "tensor_parallel_size", "instance_type", "auto_cast_type")
+# What NM102 says of a causal-LM load or text pipeline without a sequence length.
+NO_CACHE_LEN = (
+    "No sequence_length was given (optimum-neuron then compiled for the model's maximum length): the static "
+    "cache is sized per generate() call from prompt + max_new_tokens, so each new size recompiles. Set "
+    "`generation_config.max_cache_len` to a fixed length."
+)

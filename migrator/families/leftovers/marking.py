@@ -19,14 +19,14 @@ import io
 import re
 import tokenize
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from migrator.cst_helpers import shows
 from migrator.families.environment.variables import torchneuron_code
 from migrator.families.leftovers import nm501_legacy_reference, nm502_platform
 from migrator.families.leftovers.patterns import Pattern
-from migrator.rules import Finding, also_on
+from migrator.rules import Finding, Rule, also_on
 from migrator.transform import CELL_MARKER_PREFIX, TODO_PREFIX
 
 PATTERNS: tuple[Pattern, ...] = (*nm501_legacy_reference.PATTERNS, *nm502_platform.PATTERNS)
@@ -50,8 +50,11 @@ class _Hit:
         return f"{TODO_PREFIX} {self.pattern.rule.code} {why}; {self.pattern.action}"
 
 
-def mark_python(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
-    """`after` (the migrated module) with TODOs on its leftovers, and `findings` with theirs added."""
+def mark_python(
+    before: str, after: str, findings: list[Finding], python_rules: Mapping[str, Rule]
+) -> tuple[str, list[Finding]]:
+    """`after` (the migrated module) with TODOs on its leftovers, and `findings` with theirs added;
+    `python_rules`: the Python rules by code (`registry.PYTHON_RULES`), whose old TODOs it accounts for."""
     # Blanking comments and docstrings only takes matches away: without one in the raw text (or an old
     # TODO to account for), there is nothing to tokenize for.
     if TODO_PREFIX not in after and not any(next(pattern.finditer(after), None) for pattern in PATTERNS):
@@ -60,7 +63,7 @@ def mark_python(before: str, after: str, findings: list[Finding]) -> tuple[str, 
     if masked is None:  # not Python that tokenize reads (libcst parsed it): nothing to place TODOs by
         return after, findings
     lines = _split_lines(after)
-    findings = findings + _unreported_todos(before, lines, todo_comments, findings)
+    findings = findings + _unreported_todos(before, lines, todo_comments, findings, python_rules)
     statements: list[_Statements] = []  # read from the AST for the first hit only
 
     def tree() -> _Statements:
@@ -82,15 +85,16 @@ def mark_python(before: str, after: str, findings: list[Finding]) -> tuple[str, 
 
 
 def _unreported_todos(
-    before: str, lines: list[str], todo_comments: list[tuple[int, str]], findings: list[Finding]
+    before: str,
+    lines: list[str],
+    todo_comments: list[tuple[int, str]],
+    findings: list[Finding],
+    python_rules: Mapping[str, Rule],
 ) -> list[Finding]:
     """A TODO a Python rule left in an earlier run is manual work still there, even when that rule has
     nothing left to match (its rewrite is done, e.g. NM504): one finding per such TODO (the same text once)."""
     if not todo_comments:
         return []
-    from migrator.registry import PYTHON_RULE_MODULES
-
-    python_rules = {rule.code: rule for module in PYTHON_RULE_MODULES for rule in module.RULES}
     reported = {finding.code for finding in findings if not finding.fixed}
     found: dict[tuple[str, str], int] = {}
     for line, comment in todo_comments:

@@ -3,11 +3,8 @@ tensor-parallel degree. Decided inside the causal-LM load rewrite (`inference/nm
 
 from __future__ import annotations
 
+from migrator.families.leftovers.platforms import TRN2_CORES
 from migrator.rules import Example, Rule, Severity
-
-# Logical NeuronCores of the largest trn2 instance (trn2.48xlarge: 16 Trainium2 chips, LNC=2), the
-# instance AWS's TorchNeuron distributed tutorial runs 64 workers on.
-TRN2_CORES = 64
 
 CORE_COUNT = Rule(
     "NM504",
@@ -61,16 +58,4 @@ model.generation_config.max_cache_len = 4096
     ),
 )
 RULES = (CORE_COUNT,)
-# optimum-neuron `instance_type` values of chips TorchNeuron does not run on.
-LEGACY_TARGETS = frozenset({"inf1", "inf2", "trn1", "trn1n"})
-HANDLER = None  # decided inside the causal-LM load rewrite
-
-
-def core_count_why(name: str, value: object, written: str, target: str | None) -> str:
-    """The TODO's reason for `<name>=<written>` (`value`: its literal value, None when computed) compiled
-    for `target` (the load's `instance_type`, when it has one)."""
-    platform = f"{target} " if target in LEGACY_TARGETS else "the compile target's (inf2 / trn1) "
-    why = f"{name}={written} counted {platform}NeuronCores, not trn2 NeuronCores"
-    if isinstance(value, int) and TRN2_CORES % value:
-        why += f"; {value} does not divide the {TRN2_CORES} logical NeuronCores of a trn2.48xlarge"
-    return why
+HANDLER = None  # decided inside the causal-LM load rewrite and the shell family's `optimum-cli` rewrite

@@ -6,8 +6,8 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.cst_helpers import dotted_name, may_hold_imports
-from migrator.families.training.state import TrainingFile
-from migrator.families.training.targets import HINTS, RENAMES, SYMBOLS, TRAINING_MODELS, TRIGGERS, Target
+from migrator.families.training.state import TrainingFile, rename, target_path
+from migrator.families.training.targets import HINTS, RENAMES, SYMBOLS, TRAINING_MODELS, TRIGGERS
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
@@ -37,29 +37,6 @@ trainer.train()
     ),
 )
 RULES = (CLASS_RENAMED,)
-
-
-def target_path(target: Target) -> str:
-    return f"{target.module}.{target.name}"
-
-
-def rename(ctx: FileContext, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
-    """A use of an always-renamed symbol: a plain use takes the target's name (and import); an aliased
-    one keeps its alias, whose import is swapped at the end."""
-    qualified = ctx.qualified(original)
-    target = RENAMES.get(qualified)
-    if target is None:
-        return updated
-    if isinstance(original, cst.Name) and original.value != qualified.rsplit(".", 1)[1]:
-        return updated  # aliased
-    if isinstance(original, cst.Attribute):  # `optimum.neuron.NeuronTrainer` through a module import
-        ctx.report(original, CLASS_RENAMED, f"`{qualified}` -> `{target_path(target)}`.", subject=qualified)
-    ctx.add_import(target.module, target.name)
-    return cst.Name(target.name)
-
-
-def renamed_func(ctx: FileContext, original: cst.Call, updated: cst.Call) -> cst.Call:
-    return updated.with_changes(func=rename(ctx, original.func, updated.func))
 
 
 class Renames(Handler):

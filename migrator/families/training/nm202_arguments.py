@@ -17,13 +17,13 @@ from migrator.cst_helpers import (
     source_code,
     without_args,
 )
-from migrator.families.training.nm201_renames import renamed_func
 from migrator.families.training.state import (
     DISTRIBUTED_CONFIG_BY_HAND,
     ArgumentsCall,
     Parallelism,
     TrainingFile,
     reads_moved_field,
+    renamed_func,
     trn_config_arg,
     trn_config_source,
 )

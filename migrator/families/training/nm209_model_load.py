@@ -15,8 +15,6 @@ from migrator.cst_helpers import (
     with_appended,
     without_args,
 )
-from migrator.families.training.nm202_arguments import ARGUMENT_RENAMED
-from migrator.families.training.nm206_added_arguments import SAVE_ONLY_MODEL
 from migrator.families.training.state import DISTRIBUTED_CONFIG_BY_HAND, TrainingFile, trn_config_arg
 from migrator.families.training.targets import (
     HINTS,
@@ -173,7 +171,7 @@ class ModelLoads(Handler):
             keyword = before.keyword.value if before.keyword else None
             if keyword in MODEL_LOAD_KEYWORDS:
                 message = f"`{keyword}=` -> `{MODEL_LOAD_KEYWORDS[keyword]}=`."
-                self.ctx.report(before, ARGUMENT_RENAMED, message, subject=keyword)
+                self.ctx.report(before, "NM202", message, subject=keyword)
                 args[position] = arg.with_changes(keyword=cst.Name(MODEL_LOAD_KEYWORDS[keyword]))
             elif keyword == "attn_implementation" and m.matches(before.value, _FLASH_ATTENTION_2):
                 self.ctx.report(before.value, FLASH_ATTENTION)
@@ -240,7 +238,7 @@ class ModelLoads(Handler):
         if load is None:
             return updated
         arguments, tp = self.save_only_model.pop(load)
-        self.ctx.report(load, SAVE_ONLY_MODEL, subject="save_only_model")
+        self.ctx.report(load, "NM207", subject="save_only_model")
         guard = cst.parse_statement(f"if {tp} > 1:\n    {arguments}.save_only_model = True\n")
         return cst.FlattenSentinel([updated, guard])
 

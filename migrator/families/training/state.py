@@ -23,10 +23,12 @@ from migrator.families.training.targets import (
     ARGUMENTS_CLASSES,
     HINTS,
     MODEL_CLASS_SUFFIXES,
+    RENAMES,
     SYMBOLS,
     TRAINING_MODELS,
     TRIGGERS,
     WORLD_SIZE,
+    Target,
 )
 from migrator.families.training_args import TRAINING_ARGUMENTS
 from migrator.rules import Example, Rule, Severity
@@ -318,3 +320,26 @@ class TrainingTracker(Handler):
 
 
 HANDLER = TrainingTracker
+
+
+def target_path(target: Target) -> str:
+    return f"{target.module}.{target.name}"
+
+
+def rename(ctx: FileContext, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
+    """A use of an always-renamed symbol (NM201; the call rules rename their callees with `renamed_func`): a plain use takes the target's name (and import); an aliased
+    one keeps its alias, whose import is swapped at the end."""
+    qualified = ctx.qualified(original)
+    target = RENAMES.get(qualified)
+    if target is None:
+        return updated
+    if isinstance(original, cst.Name) and original.value != qualified.rsplit(".", 1)[1]:
+        return updated  # aliased
+    if isinstance(original, cst.Attribute):  # `optimum.neuron.NeuronTrainer` through a module import
+        ctx.report(original, "NM201", f"`{qualified}` -> `{target_path(target)}`.", subject=qualified)
+    ctx.add_import(target.module, target.name)
+    return cst.Name(target.name)
+
+
+def renamed_func(ctx: FileContext, original: cst.Call, updated: cst.Call) -> cst.Call:
+    return updated.with_changes(func=rename(ctx, original.func, updated.func))

@@ -7,7 +7,6 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import string_value
 from migrator.families.xla.names import DEVICE_CALLS, LOCAL_RANK, XLA_DEVICE_STRINGS
-from migrator.families.xla.nm314_manual import UNSUPPORTED_XLA
 from migrator.families.xla.state import HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -58,7 +57,7 @@ class NeuronDevice(Handler):
         if updated.args:
             self.ctx.todo(
                 original,
-                UNSUPPORTED_XLA,
+                "NM318",
                 "XLA device with an explicit index",
                 "pick the neuron device by hand",
             )

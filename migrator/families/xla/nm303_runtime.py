@@ -7,7 +7,6 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import find_keyword
 from migrator.families.xla.names import CALL_RENAMES, IS_MASTER, LOCAL_RANK, RANK, XM
-from migrator.families.xla.nm314_manual import UNSUPPORTED_XLA
 from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -67,7 +66,7 @@ class RuntimeCalls(Handler):
 
     def _rename(self, original: cst.Call, updated: cst.Call, template: str, imports: tuple[str, ...]):
         if updated.args:
-            self.ctx.todo(original, UNSUPPORTED_XLA, "unexpected arguments", "rewrite this call by hand")
+            self.ctx.todo(original, "NM318", "unexpected arguments", "rewrite this call by hand")
             return updated
         self.ctx.report(original, RUNTIME_CALL)
         for module in imports:
@@ -81,7 +80,7 @@ class RuntimeCalls(Handler):
         if len(updated.args) > 1 or not m.matches(value, m.Name("True") | m.Name("False")):
             self.ctx.todo(
                 original,
-                UNSUPPORTED_XLA,
+                "NM318",
                 "is_master_ordinal with a computed argument",
                 "compare RANK or LOCAL_RANK with 0 by hand",
             )

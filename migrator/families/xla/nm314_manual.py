@@ -180,7 +180,7 @@ class ManualXla(Handler):
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
         name = self.ctx.qualified(original)
-        if original not in self.file.called and name in declared_calls().rewritten:
+        if original not in self.file.called and name in declared_calls(self.ctx.handlers).rewritten:
             self.ctx.todo(
                 original,
                 UNSUPPORTED_XLA,
@@ -193,7 +193,7 @@ class ManualXla(Handler):
         name = self.ctx.qualified(original.func)
         if name is None:
             return updated
-        if name in declared_calls().statements:
+        if name in declared_calls(self.ctx.handlers).statements:
             if original in self.file.inline_statement_calls:
                 self.ctx.todo(
                     original,
@@ -210,7 +210,7 @@ class ManualXla(Handler):
                     "call it as a statement or rewrite it by hand",
                 )
             return updated
-        if name in declared_calls().decided or original in self.file.synced_by_ddp:
+        if name in declared_calls(self.ctx.handlers).decided or original in self.file.synced_by_ddp:
             return updated
         if self._shadowed(original.func):
             return updated

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.families.xla.nm314_manual import UNSUPPORTED_XLA
 from migrator.families.xla.state import HINTS
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -60,7 +59,7 @@ class ProfilerAnnotations(Handler):
             # Trace(name, **metadata) and the like: the metadata has no place in record_function.
             self.ctx.todo(
                 original,
-                UNSUPPORTED_XLA,
+                "NM318",
                 f"`{name}` is given more than a range name",
                 f"annotate with `{RECORD_FUNCTION}(name)` and drop the rest, or remove it",
             )

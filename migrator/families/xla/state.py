@@ -61,14 +61,9 @@ class DeclaredCalls:
 
 
 @cache
-def declared_calls() -> DeclaredCalls:
-    from migrator.registry import PYTHON_RULE_MODULES  # the registry imports the family's modules
-
-    handlers = [
-        module.HANDLER
-        for module in PYTHON_RULE_MODULES
-        if module.__name__.startswith(f"{__package__}.") and module.HANDLER is not None
-    ]
+def declared_calls(handlers: tuple[type[Handler], ...]) -> DeclaredCalls:
+    """What the family's handlers among `handlers` (a walk's, `FileContext.handlers`) declare."""
+    handlers = [handler for handler in handlers if handler.__module__.startswith(f"{__package__}.")]
     matched = frozenset(
         name for handler in handlers for name in (*(handler.CALLS or ()), *handler.STATEMENTS)
     )
@@ -220,7 +215,7 @@ class XlaFlowBlocks:
         head, _, rest = name.partition(".")
         qualified = self._imports().get(head, head) + (f".{rest}" if rest else "")
         return qualified.startswith(_LEFT_ON_XLA) or (
-            qualified.startswith("torch_xla") and qualified not in declared_calls().decided
+            qualified.startswith("torch_xla") and qualified not in declared_calls(self.ctx.handlers).decided
         )
 
     def _imports(self) -> dict[str, str]:

@@ -20,8 +20,8 @@ from torch._dynamo.utils import counters  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.utils import is_torch_neuron_available  # noqa: E402
 
-from standin import sim_backend  # noqa: E402
 from compat_matrix.tiny import build_tiny_model  # noqa: E402
+from standin import sim_backend  # noqa: E402
 
 found = {
     "accelerator": str(torch.accelerator.current_accelerator()),
