@@ -38,7 +38,8 @@ class RunReport:
     datasets: list[dict] = field(default_factory=list)
     # Set-up commands (pip install, aws s3, activation, ...): command, reason, line/cell, outcome.
     skipped: list[dict] = field(default_factory=list)
-    isolation: str = ""  # "isolated" (the sandbox: docs/safety.md) or "not isolated" (--no-isolation)
+    # "isolated" (the sandbox: docs/safety.md), with the mounts it could only make read-only, or "not isolated"
+    isolation: str = ""
     launcher_capped: list[str] = field(default_factory=list)
     seconds: float = 0.0
     timings: dict = field(default_factory=dict)  # where the seconds went: see docs/try.md

@@ -109,7 +109,7 @@ def try_path(path: Path, arguments: list[str], options: TryOptions) -> list[RunR
                     options.echo(f"neuron-migrate try: run {index}/{len(the_plan.launches)}: {launch.label}")
                 run = trial.run(launch, index)
                 run.skipped = [skipped.as_report() for skipped in the_plan.skipped]
-                run.isolation = "isolated" if sandbox else "not isolated"
+                run.isolation = _isolation_note(sandbox)
                 runs.append(run)
             return runs
     finally:
@@ -131,6 +131,14 @@ def _isolation(work: Path, options: TryOptions):
         ) from error
     with sandbox:
         yield sandbox
+
+
+def _isolation_note(sandbox: Sandbox | None) -> str:
+    if sandbox is None:
+        return "not isolated"
+    if sandbox.read_only:  # mounts overlayfs refused: writes there fail instead of landing in the layer
+        return f"isolated (read-only, not copy-on-write: {', '.join(sandbox.read_only)})"
+    return "isolated"
 
 
 def _syntax_error(path: Path) -> str | None:

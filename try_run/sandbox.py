@@ -85,7 +85,9 @@ def without_credentials(env: dict[str, str]) -> dict[str, str]:
 class Sandbox:
     """The try's copy-on-write view of the machine; `command` wraps an argv to run inside it."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, user_namespace: bool | None = None) -> None:
+        """`user_namespace`: in one of its own (--user --map-root-user), as a user without privileges needs;
+        default: when not root."""
         if sys.platform != "linux":
             raise IsolationUnavailable(f"the sandbox needs Linux namespaces; this is {sys.platform}")
         missing = [tool for tool in ("unshare", "nsenter") if shutil.which(tool) is None]
@@ -96,7 +98,7 @@ class Sandbox:
         self.shared = work  # bound writable at the same path: the only way out
         self.root.mkdir()
         self.layers.mkdir()
-        self.as_user = os.geteuid() != 0
+        self.as_user = os.geteuid() != 0 if user_namespace is None else user_namespace
         spec = {"root": str(self.root), "layers": str(self.layers), "shared": str(work), "user": self.as_user}
         user = ["--user", "--map-root-user"] if self.as_user else []
         self.keeper = subprocess.Popen(
@@ -236,6 +238,38 @@ def _mounts() -> list[tuple[str, str]]:
     return found
 
 
+def _root_view(root: str, layers: str, in_user_namespace: bool) -> list[str]:
+    """Overlay / at `root`; where overlayfs refuses / itself (in a user namespace, a mount whose submounts
+    are locked cannot be a lower layer), a tmpfs whose every top-level folder is overlaid on its own, its links
+    and files as they are. Returns the folders bound read-only instead."""
+    try:
+        _overlay("/", root, layers, in_user_namespace)
+        return []
+    except OSError:
+        _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755")
+    read_only = []
+    for entry in os.scandir("/"):
+        target = f"{root}/{entry.name}"
+        if entry.path in KERNEL_TREES:  # mounted in their own right, after
+            os.mkdir(target)
+        elif entry.is_symlink():
+            os.symlink(os.readlink(entry.path), target)
+        elif entry.is_dir():
+            os.mkdir(target)
+            try:
+                _overlay(entry.path, target, layers, in_user_namespace)
+            except OSError:  # it holds mounts of its own: read-only, and those mounts overlaid after
+                read_only.append(entry.path)
+                _mount(entry.path, target, None, MS_BIND | MS_REC)
+                with contextlib.suppress(OSError):
+                    _mount("none", target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        else:
+            open(target, "w").close()
+            with contextlib.suppress(OSError):
+                _bind_read_only(entry.path, target)
+    return read_only
+
+
 def _keep(spec: dict) -> None:
     """Mount the copy-on-write view of every mount at spec["root"], say ready, and hold it until stdin closes."""
     root, layers, shared = spec["root"], spec["layers"], spec["shared"]
@@ -244,7 +278,10 @@ def _keep(spec: dict) -> None:
     for point, fstype in _mounts():
         if fstype in PSEUDO_FILE_SYSTEMS or point.startswith(KERNEL_TREES) or point.startswith(shared + "/"):
             continue
-        target = root + point if point != "/" else root
+        if point == "/":
+            read_only += _root_view(root, layers, spec["user"])
+            continue
+        target = root + point
         if not os.path.isdir(point):  # a file bound in (a container's /etc/hosts)
             with contextlib.suppress(OSError):
                 _bind_read_only(point, target)

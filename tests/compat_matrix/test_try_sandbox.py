@@ -319,3 +319,35 @@ def test_a_launcher_run_from_the_repository_root_with_python_m(tmp_path, try_cac
     (run,) = document["runs"]
     assert code == 0 and "loaded Qwen3ForCausalLM" in run["output_tail"], (stderr, run)
     assert [model["id"] for model in run["models"]] == ["Qwen/Qwen3-0.6B"]
+
+
+@pytest.mark.parametrize("user_namespace", [False, True], ids=["as-root", "user-namespace"])
+def test_the_sandbox_discards_writes_and_ends_its_processes(tmp_path, user_namespace):
+    """Both ways the sandbox is made: as root, and in a user namespace (where overlayfs refuses / itself as a
+    lower layer, so each top-level folder is overlaid on its own)."""
+    if os.geteuid() != 0 and not user_namespace:
+        pytest.skip("needs root")
+    from try_run.sandbox import Sandbox, stop
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "model.pt").write_text("the user's")
+    outside = Path("/tmp") / f"neuron-migrate-sandbox-test-{os.getpid()}"
+    script = (
+        f"echo overwritten > model.pt && cat model.pt && mkdir -p {outside} && touch {outside}/x && "
+        "(sleep 987653 &) && id -u"
+    )
+    (tmp_path / "work").mkdir()
+    with Sandbox(tmp_path / "work", user_namespace=user_namespace) as sandbox:
+        process = subprocess.Popen(
+            sandbox.command(["bash", "-c", script], tree),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        output = process.stdout.read()  # (not communicate(): closing stdin, the lifeline, ends the command)
+        process.wait(timeout=60)
+        stop(process)
+    assert process.returncode == 0 and output.split() == ["overwritten", "0"]
+    assert (tree / "model.pt").read_text() == "the user's" and not outside.exists()
+    assert not surviving("sleep 987653")
