@@ -69,6 +69,8 @@ WRAPPERS = frozenset(
 )
 MAX_PROCESSES = 2
 NOT_RUN_UNISOLATED = "not run (the try is not isolated)"
+# Added after a notebook's set-up line: the try's bootstrap in the kernel records its exit code.
+RECORD_SET_UP_EXIT = "__import__('sitecustomize').STATE.set_up_exit({index}, _exit_code)"
 
 
 class PlanError(Exception):
@@ -444,11 +446,13 @@ def plan_notebook(notebook: Path, isolated: bool, python: str) -> tuple[Plan, li
             kind = classify(words)
             if kind is None or kind[0] != "skip":
                 continue
+            indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
             if isolated:
                 setup.append(Skipped(command.strip(), kind[1], cell=number, outcome="ran in the sandbox"))
+                if not lines[0].startswith("%%"):  # IPython keeps a `!`/`%pip` line's exit code in _exit_code
+                    lines[index] += f"\n{indent}{RECORD_SET_UP_EXIT.format(index=len(setup) - 1)}"
                 continue
             setup.append(Skipped(command.strip(), kind[1], cell=number))
-            indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
             note = "neuron-migrate try: not run: " + command.strip()
             in_bash = lines[0].startswith("%%")
             lines[index] = indent + (f"echo {shlex.quote(note)}" if in_bash else f"print({note!r})")

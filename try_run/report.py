@@ -64,6 +64,8 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
     """Fills `run` from its processes' reports: launchers (torchrun itself) only say what they capped."""
     for report in reports:
         run.launcher_capped += [c for c in report.get("launcher_capped", []) if c not in run.launcher_capped]
+        for index, code in report.get("set_up_exits", {}).items():  # (JSON keys are strings)
+            run.skipped[int(index)]["outcome"] = f"ran in the sandbox: exit {code}"
     workers = [report for report in reports if report.get("role") == "worker" and _did_work(report)]
     if not workers:
         return

@@ -107,8 +107,7 @@ def try_path(path: Path, arguments: list[str], options: TryOptions) -> list[RunR
             for index, launch in enumerate(the_plan.launches, start=1):
                 if len(the_plan.launches) > 1:
                     options.echo(f"neuron-migrate try: run {index}/{len(the_plan.launches)}: {launch.label}")
-                run = trial.run(launch, index)
-                run.skipped = [skipped.as_report() for skipped in the_plan.skipped]
+                run = trial.run(launch, index, the_plan.skipped)
                 run.isolation = _isolation_note(sandbox)
                 runs.append(run)
             return runs
@@ -334,8 +333,8 @@ class _Trial:
     cells: list[str] | None  # a notebook's cells as the kernel gets them
     options: TryOptions
 
-    def run(self, launch: plan.Launch, index: int) -> RunReport:
-        run = RunReport(launch.label, device=self.device)
+    def run(self, launch: plan.Launch, index: int, setup: list[plan.Skipped]) -> RunReport:
+        run = RunReport(launch.label, device=self.device, skipped=[entry.as_report() for entry in setup])
         facts = _facts(launch, self.cells)
         env = self.env
         if facts.token_ids_below:  # tiny models whose vocabulary holds the token ids the code draws

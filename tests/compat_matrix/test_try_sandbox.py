@@ -163,6 +163,8 @@ def test_a_notebooks_pip_install_is_discarded(tmp_path, try_cache):
         "import subprocess, sys\n"
         'subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--no-build-isolation", "./tiny_pkg"])',
         "import tiny_pkg\nprint('installed in the sandbox')",
+        "if True:\n    !pip install --isolated --index-url https://pypi.org/simple transformers==4.48.0\n"
+        "    %pip install --no-deps --no-index --no-build-isolation ./tiny_pkg",
     ]
     nbformat.write(
         nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells]),
@@ -171,7 +173,12 @@ def test_a_notebooks_pip_install_is_discarded(tmp_path, try_cache):
     frozen = pip_freeze()
     code, document, stderr = run_try(tmp_path, "n.ipynb", cache=try_cache)
     assert pip_freeze() == frozen
-    assert code == 0 and "installed in the sandbox" in document["runs"][0]["output_tail"], (stderr, document)
+    (run,) = document["runs"]
+    assert code == 0 and "installed in the sandbox" in run["output_tail"], (stderr, document)
+    assert [(entry["cell"], entry["outcome"]) for entry in run["skipped"]] == [
+        (3, "ran in the sandbox: exit 1"),  # no network
+        (3, "ran in the sandbox: exit 0"),
+    ]
 
 
 SLEEPER = """

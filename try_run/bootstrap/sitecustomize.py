@@ -60,9 +60,14 @@ class _State:
         self.models: list[dict] = []
         self.error: dict | None = None
         self.launcher_capped: list[str] = []
+        self.set_up_exits: dict[int, int] = {}  # a notebook's set-up lines (in the plan's order): exit codes
         self.marks: dict[
             str, float
         ] = {}  # seconds since start-up: torch imported, first load, first/last step
+
+    def set_up_exit(self, index: int, code: int) -> None:
+        self.set_up_exits[index] = code
+        self.write()
 
     def mark(self, name: str, first_only: bool = True) -> None:
         if not first_only or name not in self.marks:
@@ -109,6 +114,7 @@ class _State:
             "models": self.models,
             "error": self.error,
             "launcher_capped": self.launcher_capped,
+            "set_up_exits": self.set_up_exits,
             "seconds": round(time.time() - self.started, 3),
             "marks": self.marks,
         }
