@@ -200,7 +200,7 @@ __nm_try_launch() {
 }
 __nm_try_setup() {
     local line=$1 shown=$2 outcome="not run"; shift 2
-    if [ -n "$NM_TRY_RUN_SETUP" ]; then
+    if [ -n "${NM_TRY_RUN_SETUP:-}" ]; then  # (${...:-}: a launcher under `set -u`)
         if "$@"; then outcome=0; else outcome=$?; fi  # (in a condition: `set -e` does not end the launcher)
     fi
     printf '%s\t%s\t%s\n' "$line" "$shown" "$outcome" >> "$NM_TRY_RECORD/setup"

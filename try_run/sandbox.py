@@ -95,10 +95,10 @@ class Sandbox:
             raise IsolationUnavailable(f"the sandbox needs util-linux's {' and '.join(missing)}, not found")
         self.root = work / "root"  # where the copy-on-write file system is mounted, in the namespace only
         self.layers = work / "layers"  # the tmpfs holding the written layers, in the namespace only
-        self.shared = work  # bound writable at the same path: the only way out
         self.root.mkdir()
         self.layers.mkdir()
         self.as_user = os.geteuid() != 0 if user_namespace is None else user_namespace
+        # "shared": the try's folder, bound writable at the same path: the one way out.
         spec = {"root": str(self.root), "layers": str(self.layers), "shared": str(work), "user": self.as_user}
         user = ["--user", "--map-root-user"] if self.as_user else []
         self.keeper = subprocess.Popen(
@@ -114,9 +114,8 @@ class Sandbox:
             problem = (self.keeper.communicate()[1].strip().splitlines() or ["it stopped"])[-1]
             self.close()
             raise IsolationUnavailable(f"the sandbox could not be set up ({problem})")
-        self.read_only: list[str] = json.loads(ready)[
-            "read_only"
-        ]  # mounts overlayfs refused: bound read-only
+        # The mounts overlayfs refused, bound read-only instead.
+        self.read_only: list[str] = json.loads(ready)["read_only"]
 
     def command(
         self, argv: list[str], cwd: Path, fresh: list[Path] = (), place: dict | None = None

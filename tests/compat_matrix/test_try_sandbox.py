@@ -19,11 +19,6 @@ from tests.compat_matrix.test_trial_runs import CLI, run_try, write
 from try_run.device import STANDIN_DEVICE
 
 
-@pytest.fixture(scope="session")
-def try_cache(tmp_path_factory):
-    return tmp_path_factory.getbasetemp().parent / "try-cache"
-
-
 def tree_hash(folder: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(folder.rglob("*")):
