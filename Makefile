@@ -17,7 +17,8 @@ test: setup
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
 
-# Contributors (docs/writing-rules.md): scaffold a rule; rewrite fixture expectations from the current output.
+# Contributors (docs/writing-rules.md): scaffold a rule (FAMILY: a Python family, shell, notebook or risk);
+# rewrite fixture expectations from the current output.
 new-rule:
 	.venv/bin/python scripts/new_rule.py $(FAMILY) $(NAME) $(if $(CODE),--code $(CODE))
 

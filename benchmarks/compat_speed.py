@@ -31,7 +31,8 @@ warnings.simplefilter("ignore")
 import torch
 from transformers import CompileConfig
 from compat_matrix.tiny import build_tiny_model
-from compat_matrix.probes import padded_training_batch, prompt
+from compat_matrix.generation_runs import prompt
+from compat_matrix.training_runs import padded_training_batch
 from compat_matrix.settings import ProbeSettings
 import standin.sim_backend  # registers the neuron-sim backend
 

@@ -64,7 +64,7 @@ def resolve_backend(requested: str) -> tuple[str, str]:
 
 def check_sim_device(name: str) -> None:
     """Fail before any work when ``--sim-device`` names no usable torch device. ``neuron`` is the stand-in's:
-    switched on here to check it (each worker switches it on for itself, see ``probes.resolve_device``)."""
+    switched on here to check it (each worker switches it on for itself, see ``probe_device.resolve_device``)."""
     import torch
 
     if name.split(":")[0] == "neuron":

@@ -1,4 +1,4 @@
-"""A notebook's file: its JSON read and checked against nbformat's schema (``read_document``), the file line of
+"""A notebook's file as the migrator writes it (its JSON is read by `usercode.notebook`): the file line of
 each cell's source line (``cell_file_lines``), the JSON written back in the notebook's own formatting so a one-line
 rewrite is a one-line diff (``json_style``, ``write_back``), and the per-cell diff a reviewer reads (``cell_diff``).
 Migrating the cells is `migrator.notebook`'s job.
@@ -9,56 +9,10 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import warnings
 from dataclasses import dataclass, replace
 
-import nbformat
-from nbformat.validator import MissingIDFieldWarning
-
 from migrator.rules import Finding
-from migrator.verify import MigrationError
-
-
-def read_document(content: str) -> dict:
-    """The notebook's JSON, checked against nbformat's schema; MigrationError saying why it is not one."""
-    try:
-        document = json.loads(content)
-    except (ValueError, RecursionError) as error:  # bad JSON, an integer over 4,300 digits, nesting too deep
-        raise MigrationError(f"not a valid notebook: {_first_line(error)}") from None
-    if not isinstance(document, dict):
-        raise MigrationError(f"not a valid notebook: the JSON is {_json_kind(document)}, not an object")
-    version = document.get("nbformat")
-    if isinstance(version, int) and not isinstance(version, bool) and version < 4:
-        raise MigrationError(
-            f"a version {version} notebook (IPython 2 or older): neuron-migrate reads version 4, which Jupyter "
-            "has written since 2015; convert it (`jupyter nbconvert --to notebook --nbformat 4 --inplace FILE`, "
-            "or open and save it in Jupyter), then migrate again"
-        )
-    if version != 4:
-        raise MigrationError(
-            f"not a valid notebook: format version {version!r}; neuron-migrate reads version 4"
-        )
-    try:
-        validate(document)
-    except (nbformat.ValidationError, ValueError, TypeError, KeyError, ImportError, RecursionError) as error:
-        raise MigrationError(f"not a valid notebook: {_first_line(error)}") from None
-    return document
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).splitlines() or [type(error).__name__])[0]
-
-
-def _json_kind(value: object) -> str:
-    kinds = {list: "a list", str: "a string", bool: "a boolean", type(None): "null", int: "a number"}
-    return kinds.get(type(value), "a number")
-
-
-def validate(document: dict) -> None:
-    """nbformat's schema check, on a copy (the file is never normalised; its missing cell ids stay missing)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MissingIDFieldWarning)
-        nbformat.validate(nbformat.from_dict(document))
+from usercode.notebook import source_text
 
 
 def cell_file_lines(content: str, document: dict) -> dict[int, list[int]]:
@@ -90,11 +44,6 @@ def at_file_line(finding: Finding, file_lines: dict[int, list[int]]) -> Finding:
     if not lines:
         return finding
     return replace(finding, file_line=lines[min(finding.line, len(lines)) - 1])
-
-
-def source_text(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def verify_python(code: str) -> None:
 
 def verify_shell(before: str, after: str) -> None:
     """No more tree-sitter ERROR/MISSING nodes than the input had, and `bash -n` no worse than on the input."""
-    from migrator.shell.syntax import problems
+    from usercode.shell import problems
 
     added = problems(after.encode()) - problems(before.encode())
     if added > 0:

@@ -1,6 +1,6 @@
 """What the checklist reads from a user's scripts, notebooks and shell launchers beyond the migrator's
 findings: which models they use, which instance types they target, which packages they use, and the compile
-risks (`migrator.risks`). The code is read with the migrator's parsers (`migrator.reading`: Python's `ast`,
+risks (`migrator.risks`). The code is read with the migrator's parsers (`usercode.reading`: Python's `ast`,
 IPython's input transformer for notebook cells, tree-sitter's bash grammar for shell)."""
 
 from __future__ import annotations
@@ -14,47 +14,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compat_matrix.model_ids import looks_like_model_reference, table_entry
-from migrator.reading import (
-    Code,
-    PythonModule,
-    ShellCommand,
-    callee,
-    keyword,
-    owner,
-    read_code,
-    string,
-    target_names,
-)
 from migrator.registry import find_risks
 from migrator.risks.base import Risk
 from migrator.shell.installs import parse as parse_requirement
 from migrator.sources import SKIP_DIRS
+from usercode.names import MODEL_ARGUMENTS, MODEL_OPTIONS, NOT_A_MODEL_NAME_PARTS
+from usercode.python import PythonModule, callee, keyword, owner, string, target_names
+from usercode.reading import Code, ShellCommand, read_code
 
-MODEL_KEYWORDS = {
-    "model",
-    "model_id",
-    "model_name",
-    "model_name_or_path",
-    "pretrained_model_name_or_path",
-    "model_path",
-    "checkpoint",
-}
 LOADERS = {"from_pretrained", "export", "get_neuron_config", "pipeline", "SentenceTransformer"}
-# Parts of variable names that hold a repo id without loading a model from it (TOKENIZER_ID = "mistralai/...").
-NOT_A_MODEL = ("tokenizer", "tokeniser", "processor", "dataset", "data_")
 # Classes called with a model id that are not causal LMs (the id is their first argument).
 TASK_LOADERS = {"SentenceTransformer", "CrossEncoder"}
 # Instance families TorchNeuron does not support (it runs on trn2 and trn3 only), named anywhere in a file's
 # text: a comment saying where a script runs names its target too.
 UNSUPPORTED_TARGET = re.compile(r"(?<![\w-])(inf1|inf2|trn1n?)(?:\.(\d*x?large))?(?![\w-])", re.IGNORECASE)
-# Command-line options that name a model (`-` and `_` alike), and commands whose next word is a model id.
-SHELL_MODEL_OPTIONS = {
-    "model",
-    "model_id",
-    "model_name",
-    "model_name_or_path",
-    "pretrained_model_name_or_path",
-}
+# Commands whose next word is a model id.
 SHELL_MODEL_COMMANDS = (
     ("huggingface-cli", "download"),
     ("hf", "download"),
@@ -203,7 +177,7 @@ class _PythonScanner:
             if task and isinstance(call.args[0], ast.Name):
                 self.variable_tasks[call.args[0].id] = task
         for argument in call.keywords:
-            if argument.arg in MODEL_KEYWORDS:
+            if argument.arg in MODEL_ARGUMENTS:
                 self.model(string(argument.value), call, f"{argument.arg}= argument", task)
                 if task and isinstance(argument.value, ast.Name):
                     self.variable_tasks[argument.value.id] = task
@@ -227,7 +201,7 @@ class _PythonScanner:
                 self.model(string(value), node, f"assigned to {names[0]}")
         elif (
             targets
-            and not any(part in targets[0].lower() for part in NOT_A_MODEL)
+            and not any(part in targets[0].lower() for part in NOT_A_MODEL_NAME_PARTS)
             and "/" in (string(node.value) or "")
             and table_entry(string(node.value))
         ):
@@ -257,7 +231,7 @@ def _scan_shell(scan: FileScan, code: Code) -> None:
         words, lines = command.words, command.lines
         for index, word in enumerate(words):
             option, equals, value = word.partition("=")
-            if option.startswith("--") and option[2:].replace("-", "_") in SHELL_MODEL_OPTIONS:
+            if option.startswith("--") and option[2:].replace("-", "_") in MODEL_OPTIONS:
                 value = value if equals else (words[index + 1] if index + 1 < len(words) else "")
                 model(value, lines[index], command.cell, "shell argument")
             elif word == "-m" and words[0] == "optimum-cli" and index + 1 < len(words):

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from standin.unavailable import StandinUnavailable
+
 SWITCH = "NEURON_STANDIN"
 # Holds the stand-in ``torch_neuronx`` package: importable only where this directory is on the path.
 SITE_DIR = Path(__file__).with_name("site")
@@ -27,11 +29,6 @@ SUPPORTED_TORCH = ((2, 13), (2, 14))
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 _active = False
-
-
-class StandinUnavailable(RuntimeError):
-    """The stand-in cannot be switched on here: an unsupported torch, a real torch_neuronx, or its C++ backend
-    cannot be compiled."""
 
 
 def is_active() -> bool:
@@ -91,9 +88,9 @@ def activate() -> None:
 
     if str(SITE_DIR) not in sys.path:
         sys.path.insert(0, str(SITE_DIR))
-    from standin import autocast, device, distributed, dynamo
+    from standin import autocast, distributed, dynamo, runtime
 
-    device.register()
+    runtime.register()
     autocast.register()
     dynamo.register()
     distributed.register()

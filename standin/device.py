@@ -143,16 +143,10 @@ def _histc(tensor, bins=100, min=0, max=0):  # noqa: A002  (the schema's names)
 _library: torch.library.Library | None = None
 
 
-def register() -> None:
-    """Rename PrivateUse1 to ``neuron``, start the backend, register ``torch.neuron`` and the Python kernels."""
+def register(device_count: int, first_device: int) -> None:
+    """Start the backend with its NeuronCores and current device, and register the Python kernels."""
     global _library
-    from standin import runtime
-
-    torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
-    torch.utils.generate_methods_for_privateuse1_backend()
-    torch._register_device_module(DEVICE_TYPE, runtime.module())
-    backend().start(runtime.device_count(), runtime.first_device(), _has_rule, _record_rule, _dtype_rule)
-    runtime.route_accelerator()
+    backend().start(device_count, first_device, _has_rule, _record_rule, _dtype_rule)
     _library = torch.library.Library("aten", "IMPL")  # noqa: TOR901  (kept alive: the registrations live with it)
     # The fused attention kernel that backend.cpp's choice picks, as TorchNeuron picks it.
     for name, kernel in (("_scaled_dot_product_fused_attention_overrideable", _sdp_overrideable),

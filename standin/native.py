@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from standin.unavailable import StandinUnavailable
+
 SOURCE = Path(__file__).with_name("backend.cpp")
 NAME = "neuron_standin"
 
@@ -38,8 +40,6 @@ def load() -> ModuleType:
         spec.loader.exec_module(module)
         return module
     from torch.utils.cpp_extension import load as build
-
-    from standin import StandinUnavailable
 
     try:
         import ninja

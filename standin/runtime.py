@@ -380,6 +380,16 @@ def mem_get_info(device=None) -> tuple[int, int]:
 # --- torch.accelerator -----------------------------------------------------------------------------------
 
 
+def register() -> None:
+    """Rename PrivateUse1 to ``neuron``, register this module as ``torch.neuron``, start the device and route
+    ``torch.accelerator`` here."""
+    torch.utils.rename_privateuse1_backend(_device.DEVICE_TYPE)
+    torch.utils.generate_methods_for_privateuse1_backend()
+    torch._register_device_module(_device.DEVICE_TYPE, module())
+    _device.register(device_count(), first_device())
+    route_accelerator()
+
+
 def route_accelerator() -> None:
     """``torch.accelerator``'s memory functions reach a backend through its caching device allocator, which the
     stand-in does not have (its allocator is the host's): they are routed to this module's functions. Its device

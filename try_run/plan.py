@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrator.shell.syntax import parse, word
+from usercode.launchers import LAUNCHERS, WRAPPERS
+from usercode.shell import parse, word
 
-LAUNCH_PROGRAMS = frozenset({"python", "python3", "torchrun", "accelerate", "deepspeed", "trl"})
 NETWORK_PROGRAMS = {
     "pip": "installs packages from an index",
     "pip3": "installs packages from an index",
@@ -48,25 +48,8 @@ ENVIRONMENT_ACTIVATION = "activates another environment (the try uses the one ne
 PRECOMPILE = (
     "neuron_parallel_compile: a pre-compilation run of the PyTorch/XLA flow (TorchNeuron compiles as it runs)"
 )
-WRAPPERS = frozenset(
-    {
-        "time",
-        "nohup",
-        "exec",
-        "command",
-        "builtin",
-        "env",
-        "srun",
-        "mpirun",
-        "mpiexec",
-        "timeout",
-        "numactl",
-        "taskset",
-        "stdbuf",
-        "nice",
-        "sudo",
-    }
-)
+# A launch under xargs runs once per line of an input the recorder does not see: xargs is run as it is.
+RECORDED_WRAPPERS = WRAPPERS - {"xargs"}
 MAX_PROCESSES = 2
 NOT_RUN_UNISOLATED = "not run (the try is not isolated)"
 # Added after a notebook's set-up line: the try's bootstrap in the kernel records its exit code.
@@ -123,9 +106,14 @@ def program_words(words: list[str]) -> list[str]:
     index = 0
     while index < len(words):
         name = os.path.basename(words[index])
-        if name in LAUNCH_PROGRAMS or name in NETWORK_PROGRAMS or name == "neuron_parallel_compile":
+        if name in LAUNCHERS or name in NETWORK_PROGRAMS or name == "neuron_parallel_compile":
             break
-        if name in WRAPPERS or "=" in words[index] or words[index].startswith("-") or words[index].isdigit():
+        if (
+            name in RECORDED_WRAPPERS
+            or "=" in words[index]
+            or words[index].startswith("-")
+            or words[index].isdigit()
+        ):
             index += 1
             continue
         break
@@ -157,7 +145,7 @@ def classify(words: list[str]) -> tuple[str, str] | None:
         return ("launch", "") if rest and rest[0] not in ("-c", "--version", "-V") else None
     if program == "accelerate":
         return ("launch", "") if rest[:1] == ["launch"] else None
-    if program in LAUNCH_PROGRAMS:
+    if program in LAUNCHERS:
         return "launch", ""
     return None
 

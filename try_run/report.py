@@ -8,6 +8,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from try_run.plan import MAX_PROCESSES
+
 RAN, FAILED, NOT_RUN = "ran", "failed", "not-run"
 # Dynamo's guard failure for a size: "tensor 'input_ids' size mismatch at index 1. expected 12, actual 15"
 SIZE_MISMATCH = re.compile(r"size mismatch at index (\d+)\. expected (\d+), actual (\d+)")
@@ -246,7 +248,7 @@ def text_lines(runs: list[RunReport]) -> list[str]:
                 f"         dataset {dataset['id']}: {', '.join(dataset['columns'])} ({dataset['source']})"
             )
         for capped in run.launcher_capped:
-            lines.append(f"         capped (a try runs at most 2 processes): {capped}")
+            lines.append(f"         capped (a try runs at most {MAX_PROCESSES} processes): {capped}")
         for skipped in run.skipped:
             at = f" (line {skipped['line']})" if skipped.get("line") else ""
             at = f" (cell {skipped['cell']})" if skipped.get("cell") else at

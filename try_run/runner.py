@@ -23,14 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrator.notebook import written_script
 from try_run import data, hub, plan, scan
 from try_run.device import DeviceUnavailable, device_environment, standin_package
 from try_run.report import FAILED, NOT_RUN, RAN, RunReport, load_process_reports, merge_processes
 from try_run.sandbox import NO_NETWORK_ENV, IsolationUnavailable, Sandbox, stop, without_credentials
+from usercode.launchers import LAUNCHER_SUFFIXES
+from usercode.notebook import cell_python, written_script
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap")
-LAUNCHER_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 OUTPUT_TAIL_LINES = 40
 # How a load of something the offline Hub cache does not hold fails (transformers, huggingface_hub).
 HUB_MISSES = (
@@ -310,11 +310,8 @@ def notebook_facts(cells: list[str], folder: Path) -> scan.CodeFacts:
 
 
 def _cell_facts(cell: str) -> scan.CodeFacts:
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    path, body = written_script(cell)  # the script, not the string of a magic's call
     try:
-        return scan.read_python(body if path else TransformerManager().transform_cell(cell))
+        return scan.read_python(cell_python(cell))
     except SyntaxError:
         return scan.CodeFacts()
 
@@ -354,6 +351,7 @@ class _Trial:
             "report_dir": str(reports),
             "steps": self.options.steps,
             "max_new_tokens": self.options.max_new_tokens,
+            "max_processes": plan.MAX_PROCESSES,  # the one cap: the bootstrap applies it to launchers
             "output_dir": str(self.work / "trainer_output"),
             "roots": {os.path.realpath(self.path.parent): str(self.named_folder)},
             "notebook": self.kind == "notebook",

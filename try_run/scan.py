@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from compat_matrix import model_ids
 from try_run import data
+from usercode.names import DATASET_NAME_PARTS, MODEL_NAME_PARTS
+from usercode.python import callee, keyword, string
 
 # Dataset builders `datasets` ships: a load of these reads local files, used as they are.
 PACKAGED_BUILDERS = frozenset(
@@ -46,8 +48,6 @@ MULTI_PROCESS_NAMES = {
     "DistributedConfig": "asks Transformers for tensor/FSDP parallelism (DistributedConfig)",
     "init_process_group": "starts a process group (init_process_group)",
 }
-MODEL_WORDS = ("model", "tokenizer", "checkpoint")
-DATASET_WORDS = ("dataset", "data_name", "data_path")
 
 
 @dataclass
@@ -76,39 +76,26 @@ def is_hub_dataset(dataset_id: str) -> bool:
     )
 
 
-def _constant(node: ast.AST | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-def _keyword(call: ast.Call, name: str) -> ast.AST | None:
-    return next((keyword.value for keyword in call.keywords if keyword.arg == name), None)
-
-
-def _call_name(call: ast.Call) -> str:
-    function = call.func
-    return function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
-
-
 def _named_defaults(tree: ast.AST) -> list[tuple[str, str]]:
     """(name, default) of argparse arguments and dataclass fields / annotated assignments."""
     pairs = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _call_name(node) == "add_argument":
-            names = [_constant(argument) or "" for argument in node.args]
-            default = _constant(_keyword(node, "default"))
+        if isinstance(node, ast.Call) and callee(node) == "add_argument":
+            names = [string(argument) or "" for argument in node.args]
+            default = string(keyword(node, "default"))
             if default is not None:
                 pairs += [(name.lstrip("-"), default) for name in names]
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             value = node.value
-            if isinstance(value, ast.Call) and _call_name(value) == "field":
-                value = _keyword(value, "default")
-            default = _constant(value)
+            if isinstance(value, ast.Call) and callee(value) == "field":
+                value = keyword(value, "default")
+            default = string(value)
             if default is not None:
                 pairs.append((node.target.id, default))
         elif (
             isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
         ):
-            default = _constant(node.value)
+            default = string(node.value)
             if default is not None:
                 pairs.append((node.targets[0].id, default))
     return pairs
@@ -122,7 +109,7 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
     integers = _module_integers(tree)
     dataset_dicts = _dataset_dicts(tree)
     for node in ast.walk(tree):
-        value = _constant(node)
+        value = string(node)
         if (
             value is not None
             and model_ids.HUB_ID.match(value)
@@ -133,7 +120,7 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
             elif data.table_entry(value) is not None:
                 facts.datasets.setdefault(value, data.DatasetRequest(value))
         if isinstance(node, ast.Subscript):
-            key = _constant(node.slice)
+            key = string(node.slice)
             dataset_id = _dataset_dict_id(node.value, dataset_dicts)
             if key is not None and dataset_id is not None:  # `dataset["test"]`: a split, not a column
                 if dataset_id == "" or is_hub_dataset(dataset_id):
@@ -156,10 +143,10 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
             facts.model_ids.add(word)
     for name, value in named:
         lowered = name.lower()
-        if any(word in lowered for word in DATASET_WORDS) and is_hub_dataset(value):
+        if any(word in lowered for word in DATASET_NAME_PARTS) and is_hub_dataset(value):
             facts.datasets.setdefault(value, data.DatasetRequest(value))
         elif (
-            any(word in lowered for word in MODEL_WORDS)
+            any(word in lowered for word in MODEL_NAME_PARTS)
             and model_ids.HUB_ID.match(value)
             or model_ids.table_entry(value) is not None
             and model_ids.looks_like_model_reference(value)
@@ -206,7 +193,7 @@ def _randint_bound(call: ast.Call, integers: dict[str, int]) -> int:
         and function.value.id == "torch"
     ):
         return 0
-    high = _keyword(call, "high")
+    high = keyword(call, "high")
     if high is None and call.args:
         # randint(low, high, size) when its second argument is a number, else randint(high, size)
         second = call.args[1] if len(call.args) > 1 else None
@@ -242,9 +229,9 @@ def _dataset_dict_id(node: ast.AST, dataset_dicts: dict[str, str]) -> str | None
     """The dataset id of an expression that is a DatasetDict: a name bound to one, or the split-less call."""
     if isinstance(node, ast.Name):
         return dataset_dicts.get(node.id)
-    if not (isinstance(node, ast.Call) and _call_name(node) == "load_dataset") or _keyword(node, "split"):
+    if not (isinstance(node, ast.Call) and callee(node) == "load_dataset") or keyword(node, "split"):
         return None
-    path = _constant(node.args[0]) if node.args else _constant(_keyword(node, "path"))
+    path = string(node.args[0]) if node.args else string(keyword(node, "path"))
     return "" if path is None else path
 
 
@@ -257,11 +244,11 @@ def _is_environ(node: ast.AST) -> bool:
 
 
 def _read_call(call: ast.Call, facts: CodeFacts) -> None:
-    name = _call_name(call)
+    name = callee(call)
     if name == "load_dataset":
-        path = _constant(call.args[0]) if call.args else _constant(_keyword(call, "path"))
-        config = _constant(call.args[1]) if len(call.args) > 1 else _constant(_keyword(call, "name"))
-        split = _constant(_keyword(call, "split"))
+        path = string(call.args[0]) if call.args else string(keyword(call, "path"))
+        config = string(call.args[1]) if len(call.args) > 1 else string(keyword(call, "name"))
+        split = string(keyword(call, "split"))
         if path is not None and is_hub_dataset(path):
             request = facts.datasets.setdefault(path, data.DatasetRequest(path))
             request.config = request.config or config
@@ -270,10 +257,10 @@ def _read_call(call: ast.Call, facts: CodeFacts) -> None:
         elif path is None and split:
             # A dataset named through a variable: its split still tells which splits to write.
             facts.datasets.setdefault("", data.DatasetRequest("")).splits.add(split)
-    for keyword in call.keywords:
-        if keyword.arg in COLUMN_KEYWORDS and _constant(keyword.value):
-            facts.columns.add(_constant(keyword.value))
-        elif keyword.arg in COLUMN_LIST_KEYWORDS and isinstance(keyword.value, ast.List | ast.Tuple):
-            facts.columns |= {_constant(item) for item in keyword.value.elts if _constant(item)}
+    for argument in call.keywords:
+        if argument.arg in COLUMN_KEYWORDS and string(argument.value):
+            facts.columns.add(string(argument.value))
+        elif argument.arg in COLUMN_LIST_KEYWORDS and isinstance(argument.value, ast.List | ast.Tuple):
+            facts.columns |= {string(item) for item in argument.value.elts if string(item)}
     if name == "apply_chat_template":
         facts.columns.add("messages")

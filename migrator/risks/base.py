@@ -7,9 +7,10 @@ import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from migrator.reading import Code, PythonModule, callee, is_constant, keyword, string
 from migrator.rules import Rule
 from migrator.target_stack import component
+from usercode.python import PythonModule, callee, is_constant, keyword, string
+from usercode.reading import Code
 
 PAD_BATCHES = (
     'Pad every batch to a fixed length: `padding="max_length"` when tokenizing, or `pad_to_multiple_of=128` '

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from migrator.reading import Code, callee
 from migrator.risks.base import PAD_BATCHES, Risk, at, pads_to_fixed_length, tokenizer_calls
 from migrator.rules import Example, Rule, Severity
+from usercode.python import callee
+from usercode.reading import Code
 
 UNPADDED_TRAINING = Rule(
     "NM802",

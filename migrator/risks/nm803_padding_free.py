@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from migrator.reading import Code
 from migrator.risks.base import PAD_BATCHES, Risk, literal_arguments
 from migrator.rules import Example, Rule, Severity
+from usercode.reading import Code
 
 PADDING_FREE = Rule(
     "NM803",

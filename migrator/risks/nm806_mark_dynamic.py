@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from migrator.reading import Code, callee
 from migrator.risks.base import STATIC_SHAPES, Risk, at
 from migrator.rules import Example, Rule, Severity
+from usercode.python import callee
+from usercode.reading import Code
 
 MARK_DYNAMIC = Rule(
     "NM806",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from migrator.reading import Code
 from migrator.risks.base import STATIC_SHAPES, Risk, literal_arguments
 from migrator.rules import Example, Rule, Severity
+from usercode.reading import Code
 
 DYNAMIC_BATCH = Rule(
     "NM807",

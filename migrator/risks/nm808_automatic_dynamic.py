@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from migrator.reading import Code, is_constant, target_names
 from migrator.risks.base import STATIC_SHAPES, Risk, at
 from migrator.rules import Example, Rule, Severity
+from usercode.python import is_constant, target_names
+from usercode.reading import Code
 
 AUTOMATIC_DYNAMIC = Rule(
     "NM808",

@@ -6,9 +6,10 @@ import ast
 from collections.abc import Iterator
 
 from migrator.families.environment.variables import ASYNC_LOAD_VARIABLE
-from migrator.reading import Code, PythonModule, callee, keyword, owner, string
 from migrator.risks.base import TRL_TRAINERS, Risk, at
 from migrator.rules import Example, Rule, Severity
+from usercode.python import PythonModule, callee, keyword, owner, string
+from usercode.reading import Code
 
 ASYNC_LOAD = Rule(
     "NM809",

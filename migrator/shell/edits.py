@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from migrator.rules import Finding, Rule
-from migrator.shell.syntax import BLOCKS, Node, Word, block_statement, statements
 from migrator.transform import TODO_PREFIX
+from usercode.shell import BLOCKS, Node, Word, block_statement, statements
 
 
 def _escape_for(quote: str | None) -> Callable[[str], str]:

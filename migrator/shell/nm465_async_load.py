@@ -6,9 +6,9 @@ import re
 
 from migrator.rules import Rule, Severity
 from migrator.shell import example
-from migrator.shell.commands import _CONTINUATION
 from migrator.shell.edits import Context
-from migrator.shell.syntax import parse, statements
+from usercode.launchers import CONTINUATION
+from usercode.shell import parse, statements
 
 _TIME_KEYWORD = re.compile(rb"time(?:[ \t]+-p)?[ \t]+")
 
@@ -31,7 +31,13 @@ _DIRECTIVE = re.compile(rb"^#(?:SBATCH|PBS|BSUB|FLUX|COBALT|\$)[^\n]*\n", re.MUL
 
 
 class AsyncLoadMatcher:
-    """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.run` hands it each piece parsed as a script, once the walk is done."""
+    """Matcher of each piece parsed as a script, once the walk is done."""
+
+    HOOKS = {"finish": "async_loads"}
+
+    def async_loads(self) -> None:
+        for ctx in self.contexts:
+            self.async_load(ctx)
 
     def async_load(self, ctx: Context) -> None:
         """A script that launches Python gets `export HF_DEACTIVATE_ASYNC_LOAD=1` near the top."""
@@ -39,7 +45,7 @@ class AsyncLoadMatcher:
         launchers = list(dict.fromkeys(ctx.launchers))
         if not ctx.standalone or not launchers or not self.findings:
             return
-        if self.inline or b"\n" not in _CONTINUATION.sub(b"", data).strip():
+        if self.inline or b"\n" not in CONTINUATION.sub(b"", data).strip():
             # Commands that each run in a shell of their own (notebook lines), or a one-command script.
             message = (
                 f"Added `{ASYNC_LOAD}=1` before the command: asynchronous weight loading is not supported."

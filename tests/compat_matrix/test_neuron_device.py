@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from commands import neuron_compat as cli
 from compat_matrix import runner
 from compat_matrix.environment import neuron_device_available, run_env
-from compat_matrix.probes import DeviceUnavailable, device_fallback_ops, probe_architecture, resolve_device
+from compat_matrix.probe_device import DeviceUnavailable, device_fallback_ops, resolve_device
+from compat_matrix.probes import probe_architecture
 from compat_matrix.settings import ProbeSettings
 
 FAKE_TORCH_NEURONX = """

@@ -4,7 +4,8 @@ import re
 import pytest
 import torch
 
-from compat_matrix.probes import CompileStats, configure_dynamo, ops_named_in_graph_breaks
+from compat_matrix.compile_stats import CompileStats, ops_named_in_graph_breaks
+from compat_matrix.probes import configure_dynamo
 from standin import sim_backend
 
 
@@ -79,7 +80,7 @@ def test_complex_is_reported_when_torchneuron_does_not_decompose_it(
 
 
 def test_eager_data_dependent_ops_are_cpu_fallbacks_not_findings():
-    from compat_matrix.probes import EagerOpSignatures
+    from compat_matrix.compile_stats import EagerOpSignatures
 
     with EagerOpSignatures(set()):
         x = torch.tensor([0.0, 1.0, 2.0])

@@ -10,9 +10,9 @@ import torch
 
 from compat_matrix import artifacts, severity
 from compat_matrix.checkpoints import NOT_FOUND, config_choice, load_checkpoint_configs
-from compat_matrix.probes import run_training_step
 from compat_matrix.settings import ProbeSettings
 from compat_matrix.tiny import CONFIG_MAPPING, SECOND, WINDOW, build_tiny_config, declares
+from compat_matrix.training_runs import run_training_step
 from compat_matrix.verdict import decide_verdict
 from standin import sim_backend
 

@@ -6,15 +6,14 @@ import pytest
 import torch
 
 from compat_matrix.attribution import attribute_failure
+from compat_matrix.compile_stats import graph_break_reason, recompile_guard
 from compat_matrix.errors import first_error_line
-from compat_matrix.probes import (
+from compat_matrix.generation_runs import (
     OutputsDiffer,
     TeacherForcing,
     check_match,
-    graph_break_reason,
     greedy_tokens_agree,
     max_logit_diff,
-    recompile_guard,
 )
 from compat_matrix.schema import Cause, Verdict
 from compat_matrix.verdict import decide_verdict

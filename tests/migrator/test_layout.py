@@ -1,13 +1,13 @@
-"""The migrator's layout holds: every rule module lives in its kind's package, is named after its first code
-and found there (no list to edit), lists only the rules it defines, imports no other rule module nor the
-registry, and no module imports another in a circle (imports inside functions count)."""
+"""The migrator's layout holds: every rule module lives in its kind's package, is named after its code and
+found there (no list to edit) and lists only the rules it defines. Which module may import which (no rule
+module imports another nor the registry, no cycle): tests/test_layout.py."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Collection
 from pathlib import Path
 
+from migrator import notebook
 from migrator.registry import (
     KINDS,
     NOTEBOOK_RULE_MODULES,
@@ -16,6 +16,7 @@ from migrator.registry import (
     RULE_MODULES,
     SHELL_RULE_MODULES,
 )
+from migrator.shell import rewrite
 from migrator.shell.rewrite import ShellRewriter
 
 PACKAGE = Path(__file__).resolve().parents[2] / "migrator"
@@ -43,15 +44,21 @@ def test_every_rule_module_is_found_in_its_package_and_named_after_its_first_cod
     }
     for kind, pattern in RULE_FILES.items():
         assert sorted(map(str, set(PACKAGE.glob(pattern)) ^ found[kind])) == [], kind
+    # Each code in the module named after it: a module defines one rule (a walk that decides several codes
+    # lives in the first one's module and reports the others by code).
+    assert {code: home for code, home in RULE_MODULES.items() if not _named_after(home, code)} == {}
     for module in (*PYTHON_RULE_MODULES, *SHELL_RULE_MODULES, *NOTEBOOK_RULE_MODULES, *RISK_MODULES):
-        name = module.__name__.rpartition(".")[2]
-        if name.startswith("nm"):
-            assert name.startswith(module.RULES[0].code.lower() + "_"), name
+        # (a family's `state` tracker defines none)
+        assert len(module.RULES) == (module.__name__.rpartition(".")[2] != "state"), module.__name__
     for module in PYTHON_RULE_MODULES:
         assert hasattr(module, "HANDLER"), module.__name__
     for module in RISK_MODULES:
         assert [rule.code.lower() for rule in module.RULES] == [module.__name__.rpartition(".")[2][:5]]
         assert callable(module.find), module.__name__
+
+
+def _named_after(module: str, code: str) -> bool:
+    return module.rpartition(".")[2].startswith(code.lower() + "_")
 
 
 def test_every_rule_is_listed_by_the_module_that_defines_it() -> None:
@@ -60,76 +67,24 @@ def test_every_rule_is_listed_by_the_module_that_defines_it() -> None:
         assert f'"{code}"' in (PACKAGE.parent / (home.replace(".", "/") + ".py")).read_text(), (code, home)
 
 
-def test_every_shell_matcher_is_part_of_the_walk() -> None:
+def test_every_shell_matcher_and_notebook_rule_takes_known_events() -> None:
+    # The rewriter takes its matchers from the modules the registry finds (one discovery, no list to edit).
+    assert rewrite.RULE_MODULES == SHELL_RULE_MODULES
     for module in SHELL_RULE_MODULES:
-        # Its matcher is part of the one walk: a module whose MATCHER the rewriter lacks decides nothing.
-        assert module.MATCHER in ShellRewriter.__mro__, module.__name__
+        # None: a rule another module's matcher decides (in one look at the same commands).
+        assert module.MATCHER is None or module.MATCHER in ShellRewriter.__mro__, module.__name__
+    for matcher in rewrite.MATCHERS:
+        # A matcher takes walk events by declaring them; each names one of its own methods.
+        hooks = vars(matcher)["HOOKS"]
+        assert set(hooks) <= set(rewrite.EVENTS), matcher
+        assert [name for name in hooks.values() if name not in vars(matcher)] == [], matcher
+    for module in NOTEBOOK_RULE_MODULES:
+        # A notebook rule takes events of the reading of cells (`migrator/notebook.py`) by its own functions.
+        assert set(module.HOOKS) <= set(notebook._HOOKS), module.__name__
+        assert all(callable(getattr(module, name)) for name in module.HOOKS.values()), module.__name__
     # No two matchers define the same method: one would silently shadow the other.
-    methods = [
-        name for module in SHELL_RULE_MODULES for name in vars(module.MATCHER) if not name.startswith("__")
-    ]
-    assert sorted({name for name in methods if methods.count(name) > 1}) == []
-
-
-def _imports(path: Path, modules: Collection[str]) -> set[str]:
-    """Modules of the package (`modules`) that `path` imports, anywhere in it (inside functions too):
-    `from migrator.shell import edits` imports `migrator.shell.edits`, `from migrator.rules import Rule`
-    imports `migrator.rules`."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("migrator"):
-            for alias in node.names:
-                submodule = f"{node.module}.{alias.name}"
-                found.add(submodule if submodule in modules else node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name.startswith("migrator"))
-    return found & set(modules)
-
-
-def _modules() -> dict[str, Path]:
-    modules = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return modules
-
-
-def _is_rule_module(name: str) -> bool:
-    leaf = name.rpartition(".")[2]
-    return leaf[:2] == "nm" and leaf[2:5].isdigit()
-
-
-def test_no_rule_module_imports_another_rule_module_or_the_registry() -> None:
-    """A rule reports another module's code by `ctx.rule(code)`; what several rules share is in a data module of
-    the family (`families/xla/names.py`, `families/training/precision.py`)."""
-    modules = _modules()
-    wrong = {
-        name: sorted(
-            imported
-            for imported in _imports(path, modules)
-            if _is_rule_module(imported) or imported == "migrator.registry"
-        )
-        for name, path in modules.items()
-        if _is_rule_module(name)
-    }
-    assert {name: imported for name, imported in wrong.items() if imported} == {}
-
-
-def test_no_import_cycles() -> None:
-    modules = _modules()
-    graph = {name: _imports(path, modules) - {name} for name, path in modules.items()}
-    done: set[str] = set()
-
-    def visit(name: str, path: tuple[str, ...]) -> None:
-        assert name not in path, " -> ".join([*path, name])
-        if name in done:
-            return
-        for imported in graph[name]:
-            visit(imported, (*path, name))
-        done.add(name)
-
-    for name in graph:
-        visit(name, ())
+    methods = [name for matcher in rewrite.MATCHERS for name in vars(matcher) if not name.startswith("__")]
+    assert sorted({name for name in methods if methods.count(name) > 1} - {"HOOKS"}) == []
 
 
 def test_the_xla_catch_all_leaves_alone_every_call_a_rule_of_the_family_declares(monkeypatch) -> None:

@@ -17,11 +17,11 @@ import libcst as cst
 import pytest
 
 from migrator.engine import REWRITERS, MigrationError, migrate_python
-from migrator.notebook import _python_of
 from migrator.notebook_rules.nm470_cell_error import CELL_ERROR
 from migrator.shell.installs import parse
-from migrator.shell.syntax import problems
 from migrator.sources import discover, file_kind, read_text
+from usercode.cells import python_of
+from usercode.shell import problems
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
 
@@ -74,7 +74,7 @@ def test_fixture_outputs_parse_with_the_parser_of_their_kind(case):
         for number, cell in enumerate(code_cells, start=1):
             text = "".join(cell["source"])
             if number not in broken and not text.startswith("%%"):
-                _python_of(text.splitlines(keepends=True))
+                python_of(text.splitlines(keepends=True))
 
 
 @pytest.mark.parametrize(

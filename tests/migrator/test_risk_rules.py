@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from migrator.reading import read_code
 from migrator.registry import RISK_MODULES, RULES, find_risks
+from usercode.reading import read_code
 
 SUFFIXES = {"python": ".py", "shell": ".sh"}
 EXAMPLES = [

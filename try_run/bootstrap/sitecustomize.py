@@ -5,7 +5,8 @@ environment variable, so the script, torchrun's workers and a notebook's kernel 
 files are never edited. Without that variable it does nothing but hand over to the next sitecustomize.
 
 What it does, each through the library's own extension point where one exists:
-- caps the processes a launcher starts (torchrun / accelerate launch arguments, at most 2, one node), and
+- caps the processes a launcher starts (torchrun / accelerate launch arguments, at most the try's
+  `max_processes`, one node), and
   fits the parallel degrees of a `DistributedConfig` to the processes the try runs when it runs fewer than
   the code was written for (tp_size=8 -> 2; a size computed as 0 from the smaller world -> 1);
 - counts optimizer steps with a global optimizer step hook and ends a hand-written loop cleanly after the
@@ -35,7 +36,6 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _CONFIG = json.loads(os.environ.get("NEURON_MIGRATE_TRY") or "null")
 LAUNCHER_PROCESS_OPTIONS = ("--nproc_per_node", "--nproc-per-node", "--num_processes", "--num-processes")
 LAUNCHER_NODE_OPTIONS = ("--nnodes", "--num_machines", "--num-machines")
-MAX_PROCESSES = 2
 # The processes the user's launcher asked for, when the try started fewer (set by the launcher's bootstrap
 # for its workers); the runner sets "fewer_processes" itself when it chose torchrun for a script.
 ASKED_WORLD = "NEURON_MIGRATE_TRY_ASKED_WORLD"
@@ -180,7 +180,7 @@ def _launcher_kind(argv: list[str]) -> str | None:
     return None
 
 
-def _cap_launcher_arguments(argv: list[str]) -> tuple[list[str], int]:
+def _cap_launcher_arguments(argv: list[str], max_processes: int) -> tuple[list[str], int]:
     """Caps, in place, the process and node counts a launcher's options ask for (the options before the
     script or module it launches); returns what it changed and the processes asked for (0: not known)."""
     changed = []
@@ -193,7 +193,7 @@ def _cap_launcher_arguments(argv: list[str]) -> tuple[list[str], int]:
         name, has_value, value = argv[index].partition("=")
         if name not in LAUNCHER_PROCESS_OPTIONS + LAUNCHER_NODE_OPTIONS:
             continue
-        limit = MAX_PROCESSES if name in LAUNCHER_PROCESS_OPTIONS else 1
+        limit = max_processes if name in LAUNCHER_PROCESS_OPTIONS else 1
         position = index if has_value else index + 1
         current = value if has_value else (argv[position] if position < end else "")
         asked["processes" if name in LAUNCHER_PROCESS_OPTIONS else "nodes"] = (
@@ -368,7 +368,7 @@ def _after_modeling(module) -> None:
 
 
 def _after_distributed_config(module) -> None:
-    """A try runs at most 2 processes: where it runs fewer than the code was written for, the degrees of a
+    """A try runs at most `max_processes` processes: where it runs fewer than the code was written for, the degrees of a
     DistributedConfig are fitted to them (and said so), so that the sharded code paths still run."""
     config_class = module.DistributedConfig
     resolve = config_class.__post_init__
@@ -427,7 +427,7 @@ def _install(config: dict) -> None:
     argv = list(getattr(sys, "orig_argv", sys.argv))
     if _launcher_kind(argv):
         STATE.role = "launcher"
-        STATE.launcher_capped, asked = _cap_launcher_arguments(sys.argv)
+        STATE.launcher_capped, asked = _cap_launcher_arguments(sys.argv, config["max_processes"])
         if STATE.launcher_capped and asked:
             os.environ[ASKED_WORLD] = str(asked)  # for its workers
     sys.meta_path.insert(

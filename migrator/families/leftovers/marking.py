@@ -118,7 +118,7 @@ def _split_lines(text: str) -> list[str]:
 
 def mark_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
     """The same for a shell script (a notebook's commands arrive as one script)."""
-    from migrator.shell.syntax import ancestors, block_statement, parse, shown_by_shell
+    from usercode.shell import ancestors, block_statement, parse, shown_by_shell
 
     data = after.encode()
     tree = parse(data)

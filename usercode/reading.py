@@ -1,9 +1,9 @@
-"""A file's code as it runs, read with the migrator's parsers for readers that do not rewrite it (the compile
-risks, the checklist's scan of models and targets).
+"""A file's code as it runs, for readers that do not rewrite it (the compile risks, the checklist's scan of
+models and targets).
 
-Python with `ast` (one walk per module), a notebook's cells with IPython's input transformer
-(`notebook.read_cells`: `!cmd`, `%pip`, `%env` lines and `%%bash` bodies are shell, the rest Python), shell with
-tree-sitter's bash grammar: its commands (wrappers and `VAR=1` prefixes looked through, `bash -c "..."` and
+Python with `ast` (one walk per module, `usercode.python`), a notebook's cells with IPython's input transformer
+(`usercode.notebook.read_cells`: `!cmd`, `%pip`, `%env` lines and `%%bash` bodies are shell, the rest Python),
+shell with tree-sitter's bash grammar: its commands (wrappers and `VAR=1` prefixes looked through, `bash -c "..."` and
 `eval "..."` strings and script heredocs parsed again), its variable assignments and `${NAME:-default}`
 expansions. Comments are not code: nothing is read from them.
 """
@@ -15,36 +15,10 @@ import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrator.notebook import read_cells
-from migrator.shell.commands import _command_parts, _look_through
-from migrator.shell.rewrite import _heredoc_kind
-from migrator.shell.syntax import Node, Word, parse, quoted_body, word
-from migrator.verify import MigrationError
-
-# Programs that run their string argument as a script of its own.
-_SHELL_PROGRAMS = ("bash", "sh", "zsh")
-
-
-@dataclass
-class PythonModule:
-    """A script, or the Python of one notebook cell."""
-
-    tree: ast.Module
-    cell: int | None = None  # notebooks: 1-based number among the code cells
-    # 0-based line of the module -> 0-based line of the cell or file it sits in (empty: the same line)
-    line_map: tuple[int, ...] = ()
-    nodes: list[ast.AST] = field(init=False)  # every node, in `ast.walk` order: the one walk readers share
-    calls: list[ast.Call] = field(init=False)  # every call, in source order
-
-    def __post_init__(self) -> None:
-        self.nodes = list(ast.walk(self.tree))
-        calls = [node for node in self.nodes if isinstance(node, ast.Call)]
-        self.calls = sorted(calls, key=lambda call: (call.lineno, call.col_offset))
-
-    def line(self, node: ast.AST) -> int:
-        """The 1-based line of `node` in the file, or in its cell."""
-        line = getattr(node, "lineno", 1)
-        return self.line_map[line - 1] + 1 if 0 < line <= len(self.line_map) else line
+from usercode.launchers import SHELLS, command_parts, heredoc_kind, look_through
+from usercode.notebook import NotANotebook, read_cells
+from usercode.python import PythonModule
+from usercode.shell import Node, Word, parse, quoted_body, word
 
 
 @dataclass(frozen=True)
@@ -92,45 +66,6 @@ class Code:
     defaults: list[ShellDefault] = field(default_factory=list)
 
 
-def callee(call: ast.Call) -> str:
-    """The name a call calls: `f` of `f()` and of `x.f()`, "" for anything else."""
-    if isinstance(call.func, ast.Attribute):
-        return call.func.attr
-    if isinstance(call.func, ast.Name):
-        return call.func.id
-    return ""
-
-
-def owner(call: ast.Call) -> str:
-    """The name of what a method is called on: `AutoTokenizer` of `AutoTokenizer.from_pretrained()`."""
-    value = call.func.value if isinstance(call.func, ast.Attribute) else None
-    return value.id if isinstance(value, ast.Name) else value.attr if isinstance(value, ast.Attribute) else ""
-
-
-def keyword(call: ast.Call, name: str) -> ast.expr | None:
-    return next((keyword.value for keyword in call.keywords if keyword.arg == name), None)
-
-
-def string(node: ast.AST | None) -> str | None:
-    """The value of a string literal, None for any other node."""
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-def is_constant(node: ast.AST | None, value: object) -> bool:
-    """Whether `node` is the literal `True`, `False` or `None` given as `value`."""
-    return isinstance(node, ast.Constant) and node.value is value
-
-
-def target_names(node: ast.Assign | ast.AnnAssign) -> list[str]:
-    """The names an assignment binds: `x` of `x = ...`, `attr` of `obj.attr = ...`."""
-    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-    return [
-        target.id if isinstance(target, ast.Name) else target.attr
-        for target in targets
-        if isinstance(target, (ast.Name, ast.Attribute))
-    ]
-
-
 def read_code(path: Path, kind: str) -> Code:
     """`kind` as the migrator reads the file (python, notebook, shell); any other kind is text only. What cannot
     be read or parsed adds nothing: the migrator's own error on the file says why."""
@@ -159,7 +94,7 @@ def _read_python(code: Code, text: str, cell: int | None = None, line_map: tuple
 def _read_notebook(code: Code, text: str) -> None:
     try:
         cells = read_cells(text)
-    except MigrationError:
+    except NotANotebook:
         return
     for cell in cells:
         code.texts.append((cell.number, cell.source))
@@ -208,7 +143,7 @@ class _ShellReader:
         for redirect in (child for child in node.children if child.type == "heredoc_redirect"):
             body = next((child for child in redirect.children if child.type == "heredoc_body"), None)
             kind = (
-                _heredoc_kind(command, node, self.data[body.start_byte : body.end_byte])
+                heredoc_kind(command, node, self.data[body.start_byte : body.end_byte])
                 if body is not None
                 else None
             )
@@ -241,7 +176,7 @@ class _ShellReader:
 
     def command(self, node: Node) -> list[Node]:
         scripts = []
-        for part in _command_parts(node, self.data):
+        for part in command_parts(node, self.data):
             for child in part:
                 if child.type == "variable_assignment":
                     self.assignment(child)
@@ -250,7 +185,7 @@ class _ShellReader:
                 for c in part
                 if c.type != "variable_assignment" and "redirect" not in c.type
             ]
-            words, assignments = _look_through(words)
+            words, assignments = look_through(words)
             for assignment in assignments:  # `env NAME=value program`
                 name, _, value = assignment.value.partition("=")
                 line = self.line(assignment.node)
@@ -264,7 +199,7 @@ class _ShellReader:
     def nested(self, words: list[Word]) -> list[Node]:
         """`bash -c "..."`, `eval "..."`: the string is a script of its own; returns the nodes read so."""
         program = words[0].value
-        if program in _SHELL_PROGRAMS and len(words) > 2 and words[1].value == "-c":
+        if program in SHELLS and len(words) > 2 and words[1].value == "-c":
             scripts = words[2:3]
         elif program == "eval":
             scripts = words[1:]

@@ -1,4 +1,4 @@
-"""`migrator.reading`: a file's code as it runs, read with the migrator's parsers (what the compile risks and
+"""`usercode.reading`: a file's code as it runs, read with the project's parsers (what the compile risks and
 the checklist read). Comments and data are not code; what bash or IPython runs is, wherever it sits."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import textwrap
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
-from migrator.reading import read_code
+from usercode.reading import read_code
 
 
 def test_shell_commands_assignments_and_defaults(tmp_path):
@@ -79,3 +79,24 @@ def test_what_does_not_parse_adds_nothing(tmp_path):
     assert read_code(tmp_path / "broken.py", "python").python == []
     assert read_code(tmp_path / "bad.ipynb", "notebook").texts == []
     assert read_code(tmp_path / "missing.sh", "shell").commands == []
+
+
+def test_wrappers_are_looked_through_to_the_program_they_run(tmp_path):
+    """`usercode.launchers` names each wrapper once: with options of their own (`srun -N 1`, `timeout 60`,
+    `xargs -n 1`) up to the program, `time` / `env NAME=value` / `nohup` word by word."""
+    path = tmp_path / "run.sh"
+    path.write_text(
+        "srun -N 1 timeout 60 python a.py\n"
+        "find . -name '*.json' | xargs -n 1 python b.py\n"
+        "time env HF_HUB_OFFLINE=1 nohup torchrun c.py\n"
+    )
+    code = read_code(path, "shell")
+    assert [command.words for command in code.commands] == [
+        ("python", "a.py"),
+        ("find", ".", "-name", "*.json"),
+        ("python", "b.py"),
+        ("torchrun", "c.py"),
+    ]
+    assert [(assignment.name, assignment.value) for assignment in code.assignments] == [
+        ("HF_HUB_OFFLINE", "1")
+    ]

@@ -1,0 +1,119 @@
+"""What a shell command launches, read from its words: the launcher programs, the wrappers looked through to
+the program they run, and heredoc bodies that are scripts. The one list of each, for the migrator's shell
+rewriter and checks, the checklist and `neuron-migrate try`."""
+
+from __future__ import annotations
+
+import re
+
+from usercode.shell import Node, Word
+
+LAUNCHERS = {"torchrun", "python", "python3", "accelerate", "deepspeed", "trl"}
+SHELLS = {"bash", "sh", "zsh"}
+# Wrappers that run the rest of their words as a command. Those with options of their own are looked
+# through up to the first word that names a program we know.
+PLAIN_WRAPPERS = {"nohup", "exec", "command", "builtin"}
+OPTION_WRAPPERS = {"srun", "mpirun", "mpiexec", "timeout", "numactl", "taskset", "stdbuf", "nice", "xargs"}
+# Every wrapper: also `time` and `env`, whose options and `NAME=value` words `look_through` reads.
+WRAPPERS = frozenset({"time", "env"} | PLAIN_WRAPPERS | OPTION_WRAPPERS)
+CONTINUATION = re.compile(rb"\\\r?\n")
+LAUNCHER_SUFFIXES = (
+    ".sh",
+    ".bash",
+    ".slurm",
+    ".sbatch",
+)  # shell scripts, as launchers and job files name them
+SCRIPT_SUFFIXES = (".py", *LAUNCHER_SUFFIXES)
+
+
+def is_launcher(program: str) -> bool:
+    return program in LAUNCHERS or program.endswith(("/python", "/python3", "/torchrun"))
+
+
+def command_parts(node: Node, data: bytes) -> list[list[Node]]:
+    """The children of a command node, split where tree-sitter-bash merged `A=1 B=2<newline>cmd` into one."""
+    children = [c for c in node.named_children if c.type != "comment"]
+    parts: list[list[Node]] = [[]]
+    for previous, child in zip([None, *children], children, strict=False):
+        if previous is not None and b"\n" in CONTINUATION.sub(
+            b"", data[previous.end_byte : child.start_byte]
+        ):
+            parts.append([])
+        parts[-1].append(child)
+    return parts
+
+
+def look_through(words: list[Word]) -> tuple[list[Word], list[Word]]:
+    """The words from the program that wrappers (`time`, `env A=1`, `srun ...`) launch, and the variables
+    that `env` sets for it."""
+    start, assignments = 0, []
+    while True:
+        name = words[start].value if start < len(words) else ""
+        if name in ("time", "env"):
+            start += 1
+            while start < len(words) and words[start].text.startswith("-"):
+                start += 2 if words[start].text == "-u" else 1
+            while start < len(words) and words[start].assignment:
+                assignments.append(words[start])
+                start += 1
+        elif name in PLAIN_WRAPPERS:
+            start += 1
+        elif name in OPTION_WRAPPERS:
+            program = next((i for i in range(start + 1, len(words)) if is_program(words[i].value)), None)
+            if program is None:
+                break
+            start = program
+        else:
+            break
+    return words[start:], assignments
+
+
+def is_program(value: str) -> bool:
+    return (
+        value in LAUNCHERS
+        or value in SHELLS
+        or value in ("neuron_parallel_compile", "optimum-cli", "pip", "pip3")
+        or value.endswith(("/python", "/python3", "/torchrun"))
+        or (value.endswith(SCRIPT_SUFFIXES) and not value.startswith("-"))
+    )
+
+
+_SHEBANG = re.compile(rb"#!\S*(?:/|\s)(python[\d.]*|(?:ba|z|k|da)?sh)\b")
+
+
+def heredoc_kind(command: Node | None, statement: Node, content: bytes) -> str | None:
+    """`"shell"` or `"python"` when the heredoc body is a script, None when it is data."""
+    if command is None or command.type != "command":
+        return None
+    shebang = _SHEBANG.match(content.lstrip(b"\n"))
+    if shebang is not None:  # `cat > $JOB <<EOF` / `#!/bin/bash`: a script whatever the target is called
+        return "python" if shebang[1].startswith(b"python") else "shell"
+    name = command.child_by_field_name("name")
+    program = name.text.decode().rsplit("/", 1)[-1] if name is not None else ""
+    arguments = [c.text.decode().strip("'\"") for c in command.children_by_field_name("argument")]
+    if program in ("cat", "tee"):
+        targets = [
+            c.child_by_field_name("destination")
+            for c in _descendants(statement)
+            if c.type == "file_redirect" and c.child_by_field_name("destination") is not None
+        ]
+        names = [t.text.decode().strip("'\"") for t in targets] + (arguments if program == "tee" else [])
+        for target in names:
+            if target.endswith(".py"):
+                return "python"
+            if target.endswith(LAUNCHER_SUFFIXES):
+                return "shell"
+        return None
+    if program in SHELLS or program in ("sbatch", "srun"):
+        return "shell" if not any(a.endswith(SCRIPT_SUFFIXES) for a in arguments) else None
+    if program.startswith("python") and not any(a.endswith(".py") for a in arguments):
+        return "python"
+    return None
+
+
+def _descendants(node: Node):
+    stack = list(node.children)
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)
