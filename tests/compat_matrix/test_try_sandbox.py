@@ -176,9 +176,10 @@ def test_a_notebooks_pip_install_is_discarded(tmp_path, try_cache):
     ]
 
 
+# The child's sleep is the test's own mark (tests may run side by side): a child in a session of its own.
 SLEEPER = """
 import subprocess, sys, time
-subprocess.Popen([sys.executable, "-c", "import time; time.sleep(987652)"], start_new_session=True)
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep({mark})"], start_new_session=True)
 print("children started", flush=True)
 time.sleep(600)
 """
@@ -187,7 +188,8 @@ time.sleep(600)
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT", "--timeout"])
 def test_every_process_of_a_run_ends_with_it(tmp_path, stop):
-    write(tmp_path, "sleeper.py", SLEEPER)
+    mark = {"SIGTERM": 987652, "SIGINT": 987654, "--timeout": 987655}[stop]
+    write(tmp_path, "sleeper.py", SLEEPER.replace("{mark}", str(mark)))
     timeout = ["--timeout", "8"] if stop == "--timeout" else []
     process = subprocess.Popen(
         [*CLI, "try", "sleeper.py", *timeout],
@@ -205,7 +207,7 @@ def test_every_process_of_a_run_ends_with_it(tmp_path, stop):
     process.communicate(timeout=60)
     expected = {"SIGTERM": 143, "SIGINT": 130, "--timeout": 1}[stop]
     assert process.returncode == expected
-    assert not surviving("time.sleep(987652)")
+    assert not surviving(f"time.sleep({mark})")
 
 
 def test_try_refuses_a_report_over_the_tried_file(tmp_path):
@@ -235,7 +237,7 @@ def test_where_namespaces_are_missing_try_refuses_in_one_line_unless_told(tmp_pa
 
 @pytest.mark.slow
 def test_neuron_compat_standin_ends_its_command_and_children_on_sigterm(tmp_path):
-    write(tmp_path, "sleeper.py", SLEEPER)
+    write(tmp_path, "sleeper.py", SLEEPER.replace("{mark}", "987656"))
     process = subprocess.Popen(
         [
             sys.executable,
@@ -244,7 +246,7 @@ def test_neuron_compat_standin_ends_its_command_and_children_on_sigterm(tmp_path
             "standin",
             "--",
             sys.executable,
-            "sleeper.py",
+            str(tmp_path / "sleeper.py"),
         ],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
@@ -255,7 +257,7 @@ def test_neuron_compat_standin_ends_its_command_and_children_on_sigterm(tmp_path
             break
     process.send_signal(signal.SIGTERM)
     process.communicate(timeout=60)
-    assert not surviving("time.sleep(987652)") and not surviving("sleeper.py")
+    assert not surviving("time.sleep(987656)") and not surviving(str(tmp_path / "sleeper.py"))
 
 
 USES_THE_USERS_PACKAGE = """
