@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from reports.tries import load_try_reports
-from tests.compat_matrix.test_trial_runs import try_cache, write  # noqa: F401 (a fixture)
+from tests.compat_matrix.test_trial_runs import write
 from try_run.entry_points import EntryPointsError, find, read_table
 
 CLI = [sys.executable, "-c", "from commands.neuron_migrate import main; main()"]
@@ -86,7 +86,7 @@ def test_a_table_of_entry_points_is_read_and_checked(tmp_path):
             raise AssertionError(f"{rows} was accepted")
 
 
-def test_try_dir_tries_every_entry_point_into_one_table_the_checklist_reads(tmp_path, try_cache):  # noqa: F811
+def test_try_dir_tries_every_entry_point_into_one_table_the_checklist_reads(tmp_path, try_cache):
     folder = tmp_path / "repo"
     (folder / "tools").mkdir(parents=True)
     tree(folder)
@@ -141,7 +141,12 @@ def test_sigterm_stops_every_running_try_and_the_processes_it_started(tmp_path):
             f"    open(os.path.join({str(pids)!r}, str(os.getpid())), 'w').close()\n    time.sleep(600)\n",
         )
     process = subprocess.Popen(
-        [*CLI, "try", str(folder), "-j", "2", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        # Not isolated: the runs' PID files must reach this test (a sandboxed run's writes are discarded; the
+        # sandbox's own ending of its process trees is tested in test_try_sandbox.py).
+        [*CLI, "try", str(folder), "-j", "2", "-q", "--no-isolation"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 120
     while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
