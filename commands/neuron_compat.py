@@ -332,6 +332,39 @@ def standin(command: tuple[str, ...]) -> None:
         raise BadInput(f"cannot run {command[0]}: {error.strerror}") from None
 
 
+@main.command("tp-readiness")
+@click.option(
+    "--archs", default="all", show_default=True, help="top100, all, or a comma list of model types."
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where to write the table (default: migrator/tp_readiness.json, the table the migrator and report read).",
+)
+def tp_readiness(archs: str, output: Path | None) -> None:
+    """Measure, per architecture, the tensor-parallel plan DistributedConfig(tp_size=N) resolves and the degrees
+    in 2..64 that shard its full-size model whole (meta device, fake process group; no download)."""
+    from compat_matrix.archs import UnknownArchitecture, select_architectures
+    from compat_matrix.tp_readiness import TABLE_PATH, measure_all, write_table
+
+    try:
+        model_types = select_architectures(archs)
+    except UnknownArchitecture as error:
+        raise BadInput(str(error)) from None
+    table = measure_all(model_types, progress=lambda line: click.echo(line, err=True))
+    write_table(table, output or TABLE_PATH)
+    rows = table["architectures"].values()
+    counts = {plan: sum(row["plan"] == plan for row in rows) for plan in ("full", "lm_head only", "none")}
+    unbuilt = sum(row["plan"] is None for row in rows)
+    click.echo(
+        f"wrote {len(rows)} architecture(s) to {output or TABLE_PATH} in {table['seconds']} s: "
+        + ", ".join(f"{count} {plan}" for plan, count in counts.items())
+        + f", {unbuilt} not buildable on meta"
+    )
+
+
 @main.command("list")
 @click.option("--archs", default="all", show_default=True, help="top100, all, or a comma list.")
 def list_architectures(archs: str) -> None:
