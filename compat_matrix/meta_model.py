@@ -79,7 +79,7 @@ def build_config(full_size: FullSizeConfig):
         return CONFIG_MAPPING[full_size.model_type](**full_size.values)
     except Exception as error:  # a config class's own validation: reported in one line
         raise MetaBuildError(
-            f"{full_size.model_type}: its config cannot be built: {_one_line(error)}"
+            f"{full_size.model_type}: its config cannot be built: {one_line(error)}"
         ) from None
 
 
@@ -96,10 +96,10 @@ def build_meta_model(config, dtype: torch.dtype = torch.bfloat16) -> torch.nn.Mo
             return cls(config)
     except Exception as error:  # any failure of a model's constructor: one line naming it
         raise MetaBuildError(
-            f"{config.model_type}: Transformers cannot build it on the meta device: {_one_line(error)}"
+            f"{config.model_type}: Transformers cannot build it on the meta device: {one_line(error)}"
         ) from None
 
 
-def _one_line(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -89,18 +89,19 @@ def _pattern(name: str) -> str:
 
 
 def shard_problems(model: torch.nn.Module, tp_size: int) -> list[str]:
-    """Why this distributed model's shards are not whole: a dimension not divisible by the degree, or an
-    attention shard that splits a head. Layer numbers are folded into ``*``."""
+    """Why the dimensions the plan split in ``model`` do not split whole at degree ``tp_size``: a dimension not
+    divisible by it, or an attention shard that splits a head. ``model`` may be distributed at another degree
+    (the plan splits the same dimensions at every degree). Layer numbers are folded into ``*``."""
     head_dims = _head_dims(model)
     problems = set()
-    for name, (dim, size, local) in sharded_parameters(model).items():
+    for name, (dim, size, _) in sharded_parameters(model).items():
         if size % tp_size:
             problems.add(f"{_pattern(name)}: dim {dim} of {size} is not divisible by {tp_size}")
             continue
         owner = max((m for m in head_dims if name.startswith(m + ".")), key=len, default=None)
-        if owner is not None and local % head_dims[owner]:
+        if owner is not None and (size // tp_size) % head_dims[owner]:
             problems.add(
-                f"{_pattern(name)}: {local} of {size} per rank is not a whole number of heads "
+                f"{_pattern(name)}: {size // tp_size} of {size} per rank is not a whole number of heads "
                 f"(head_dim {head_dims[owner]})"
             )
     return sorted(problems)
