@@ -20,14 +20,16 @@ class TpSupport:
 
 
 @cache
-def _table() -> dict:
+def table() -> dict:
+    """The whole table: ``versions``, ``seconds``, ``architectures`` (model_type -> plan, clean_degrees, problems
+    per degree, sizes, error)."""
     return json.loads(TABLE_PATH.read_text(encoding="utf-8"))
 
 
 def tp_support(model_type: str) -> TpSupport | None:
     """None where the table has no row for ``model_type``."""
-    row = _table()["architectures"].get(model_type)
+    row = table()["architectures"].get(model_type)
     if row is None:
         return None
-    versions = ", ".join(f"{name} {version}" for name, version in _table()["versions"].items())
+    versions = ", ".join(f"{name} {version}" for name, version in table()["versions"].items())
     return TpSupport(row["plan"], tuple(row["clean_degrees"]), versions)
