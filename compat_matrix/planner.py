@@ -2,8 +2,9 @@
 and the smallest (tp, fsdp) grid that fits with headroom.
 
 Every size is read from the model at its full size under PyTorch's ``FakeTensorMode`` (no memory; unlike meta
-tensors, fake CPU tensors run Transformers' data-dependent checks and get the attention kernel SDPA picks on a
-device, the memory-efficient one rather than the materialised scores), not from a formula of the config:
+tensors, fake tensors run Transformers' data-dependent checks), not from a formula of the config. Attention
+keeps its scores (eager attention): that is what the stand-in's SDPA saves for backward (measured, docs/planning.md);
+a fused attention kernel on the device would keep less, so the activations are an upper bound there:
 parameters are its ``numel``; activations are the bytes autograd saves for backward in a forward at the job's
 batch and sequence length (``saved_tensors_hooks``), per decoder layer, so checkpointing is that minus all but
 one layer's saved bytes plus each layer's input; the static KV cache is Transformers' ``StaticCache`` after one
@@ -189,7 +190,7 @@ def _measure_sizes(config, task: str, batch: int, seq_len: int, dtype: torch.dty
     from transformers import AutoModelForCausalLM
 
     try:
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)  # SDPA where the class supports it
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="eager")
     except Exception as error:  # any failure of a model's constructor: one line naming it
         raise MetaBuildError(
             f"{config.model_type}: Transformers cannot build it: {one_line(error)}"
