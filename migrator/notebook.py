@@ -12,7 +12,6 @@ notebook's own formatting (`migrator.ipynb`), so a one-line rewrite is a one-lin
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from functools import partial
 
@@ -25,10 +24,8 @@ from migrator.ipynb import (
     write_back,
 )
 from migrator.notebook_python import migrate_python_cells, restore
-from migrator.notebook_rules.nm470_cell_error import CELL_ERROR
-from migrator.notebook_rules.nm471_writefile_config import WRITEFILE_CONFIG
 from migrator.notebook_shell import migrate_shell_lines
-from migrator.rules import Finding, also_on
+from migrator.rules import KINDS, Finding, rule_modules
 from migrator.shell.commands import launches
 from migrator.shell.installs import python_imports
 from migrator.shell.requirements import migrate_requirements
@@ -53,13 +50,20 @@ from usercode.notebook import (
     written_script,
 )
 
+# The notebook rules (found as the registry finds them: nothing lists them) and the events of the reading each
+# takes, by the name of its function in its `HOOKS`; every rule that takes an event is called, by code:
+# - "unparsed_cell" (source) -> the cell with its TODO, None when it cannot take one: a cell IPython cannot
+#   parse, or whose rewrite would not parse, is left as it is;
+# - "file_cell" (header, newline, target, body, number, findings) -> the cell, None when it stays: a
+#   `%%writefile` cell of a file that is neither Python nor shell (a configuration file).
+_RULE_MODULES = rule_modules(KINDS["notebook"])
+_HOOKS = {
+    event: tuple(getattr(module, module.HOOKS[event]) for module in _RULE_MODULES if event in module.HOOKS)
+    for event in ("unparsed_cell", "file_cell")
+}
+CELL_ERROR = next(rule for module in _RULE_MODULES for rule in module.RULES if rule.code == "NM470")
+
 Rewriter = Callable[[str], tuple[str, list[Finding]]]
-
-
-_CONFIG_KEYS = re.compile(
-    r"optimum[-_.]neuron|torch[-_]xla|neuronx[-_]distributed|neuron_parallel_compile|\b(?:XLA|NEURON)_[A-Z0-9_]+"
-    r"|\bzero_1\b|\btensor_parallel_size\b|\bpipeline_parallel_size\b|\basync_save\b"
-)
 
 
 def _document(content: str) -> dict:
@@ -145,7 +149,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     for finding in findings:
         if finding.rule is CELL_ERROR and finding.cell is not None:
             index, cell = code_cells[finding.cell - 1]
-            flagged = _with_error_todo(new_sources.get(index, source_text(cell)))
+            flagged = _first("unparsed_cell", new_sources.get(index, source_text(cell)))
             if flagged is not None:
                 new_sources[index] = flagged
     old_sources: dict[int, object] = {}
@@ -162,7 +166,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
                 message = f"internal error: the rewritten cell would not parse ({error}); cell left unchanged"
                 findings = [f for f in findings if f.cell != number]
                 findings.append(Finding(CELL_ERROR, error.line, 1, message, False, number))
-                text = _with_error_todo(source_text(cell))
+                text = _first("unparsed_cell", source_text(cell))
                 if text is None:
                     continue
         old_sources[index] = cell["source"]
@@ -191,7 +195,7 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
     header, newline, body = source.partition("\n")
     kind = body_kind(header)
     if kind == "file":
-        return _flag_config(header, newline, writefile_target(header), body, number, findings)
+        return _first("file_cell", header, newline, writefile_target(header), body, number, findings)
     if kind is None:
         return None
     migrated, body_findings = (migrate_python if kind == "python" else migrate_shell)(body)
@@ -199,26 +203,13 @@ def _cell_magic(source: str, number: int, migrate_python, migrate_shell, finding
     return f"{header}{newline}{migrated}"
 
 
-_CELL_ERROR_TODO = (
-    f"{TODO_PREFIX} {CELL_ERROR.code} IPython cannot parse this cell, so it is left as it is: fix it so that it "
-    "runs, then migrate again"
-)
-
-
-def _with_error_todo(source: str) -> str | None:
-    """The cell with the TODO of a cell that does not parse above its code (after a `%%bash` line; a cell of
-    another magic, whose first line must stay first, cannot take one); None when it has one or cannot."""
-    if _CELL_ERROR_TODO in source:
-        return None
-    header, newline, body = source.partition("\n")
-    if source.startswith(("%%bash", "%%sh")):
-        return f"{header}\n{_CELL_ERROR_TODO}\n{body}"
-    if source.startswith("%%"):
-        return None
-    # Indented as the cell's first line: IPython strips that indentation from every line only when the first
-    # line has it, so a TODO at column 0 would make an indented cell that runs stop parsing.
-    first = next((line for line in source.splitlines() if line.strip()), "")
-    return f"{first[: len(first) - len(first.lstrip())]}{_CELL_ERROR_TODO}\n{source}"
+def _first(event: str, *args) -> str | None:
+    """What the first notebook rule that takes `event` and changes the cell made of it (None: none did)."""
+    for hook in _HOOKS[event]:
+        changed = hook(*args)
+        if changed is not None:
+            return changed
+    return None
 
 
 def _does_nothing(source: str) -> bool:
@@ -263,38 +254,6 @@ def _imported_beside(header: str, code_cells, new_sources: dict[int, str]) -> fr
         if path is not None and path.rpartition("/")[0] == directory:
             imported |= python_imports(body)
     return frozenset(imported)
-
-
-# Files whose format reads `#` lines as comments: the TODO of a configuration cell can go into them.
-_COMMENTED_CONFIGS = (".yaml", ".yml", ".toml", ".cfg", ".ini", ".conf", ".env", ".properties")
-
-
-def _flag_config(
-    header: str, newline: str, target: str, body: str, number: int, findings: list[Finding]
-) -> str | None:
-    """Findings for the optimum-neuron / XLA keys a configuration cell writes, and the cell with one TODO below
-    its `%%writefile` line naming them, where the file's format has `#` comments (None: the cell stays)."""
-    named_keys: list[str] = []
-    where: list[tuple[int, int]] = []  # (line, column) of each line naming keys
-    for line_number, line in enumerate(body.splitlines(), start=2):
-        if line.lstrip().startswith("#"):
-            continue
-        keys = list(dict.fromkeys(m[0] for m in _CONFIG_KEYS.finditer(line)))
-        if keys:
-            where.append((line_number, line.find(keys[0]) + 1))
-            named_keys += keys
-    if not named_keys:
-        return None
-    # One decision (review the file's settings): one finding, at the first line, naming the others.
-    keys = ", ".join(f"`{key}`" for key in dict.fromkeys(named_keys))
-    also = tuple(line for line, _ in where[1:])
-    why = f"{keys} in `{target}`, which this cell writes{also_on(also)}"
-    message = f"{why}. {WRITEFILE_CONFIG.action}"
-    findings.append(Finding(WRITEFILE_CONFIG, *where[0], message, False, number, why=why, also=also))
-    if not target.endswith(_COMMENTED_CONFIGS) or TODO_PREFIX in body:
-        return None
-    todo = f"{TODO_PREFIX} {WRITEFILE_CONFIG.code} {keys} in this file are optimum-neuron / XLA settings: review them"
-    return f"{header}{newline}{todo}\n{body}"
 
 
 def _in_cell(finding: Finding, cell_number: int, line_offset: int) -> Finding:

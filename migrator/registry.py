@@ -1,13 +1,16 @@
 """The rule registry: finds every rule module in its kind's package, and builds the table of rules.
 
-A rule is a module named after its code, `nm<code>_<what>.py`, in the package of its kind (`KINDS`), whatever
-its family; nothing else lists it, so a new module there is registered (`make new-rule` writes one). Each has
-`RULES` (its rules) and what decides them:
-- Python rewrites, `migrator/families/<family>/`: `HANDLER`, a `transform.Handler` (None: a rule the family's
-  scan, `families/leftovers/marking.py`, decides after the walk). A family's `state` tracker is found too;
-- shell launchers, `migrator/shell/`: `MATCHER`, a mixin of `shell.rewrite.ShellRewriter` (one walk of each
-  launcher decides them all, in the order the walk reaches commands);
-- notebook cells, `migrator/notebook_rules/`: decided by `migrator/notebook.py` as it reads the cells;
+A rule is a module named after its code, `nm<code>_<what>.py`, in the package of its kind (`rules.KINDS`),
+whatever its family; nothing else lists it, so a new module there is registered (`make new-rule` writes one).
+Each has `RULES` (its one rule) and what decides it:
+- Python rewrites, `migrator/families/<family>/`: `HANDLER`, a `transform.Handler` (None: a rule another
+  module's handler decides, or the family's scan, `families/leftovers/marking.py`, after the walk). A family's
+  `state` tracker is found too;
+- shell launchers, `migrator/shell/`: `MATCHER`, a mixin of `shell.rewrite.ShellRewriter` that declares the
+  events of the walk it takes (`HOOKS`; the rewriter finds the modules the same way, `rules.rule_modules`), or
+  None where another module's matcher decides the rule;
+- notebook cells, `migrator/notebook_rules/`: functions taking the events of the reading of cells they declare
+  (`HOOKS`; `migrator/notebook.py` finds them the same way);
 - compile risks, `migrator/risks/`: `find(code)`, what it finds in one file (`reports/inventory.py`).
 No rule module imports another or this one: a handler reports another module's code by `ctx.rule(code)`.
 """
@@ -19,29 +22,9 @@ from importlib import import_module
 from types import ModuleType
 
 from migrator.risks.base import Risk
-from migrator.rules import Rule
+from migrator.rules import KINDS, Rule, is_rule_module, rule_modules
 from migrator.transform import Handler
 from usercode.reading import Code
-
-# Where each kind of rule lives: a package, or (Python) a package of family packages.
-KINDS = {
-    "python": "migrator.families",
-    "shell": "migrator.shell",
-    "notebook": "migrator.notebook_rules",
-    "risk": "migrator.risks",
-}
-
-
-def rule_modules(package: str) -> tuple[ModuleType, ...]:
-    """The rule modules of a package (`nm<code>_<what>`), by code."""
-    path = import_module(package).__path__
-    names = sorted(info.name for info in pkgutil.iter_modules(path) if _is_rule_module(info.name))
-    return tuple(import_module(f"{package}.{name}") for name in names)
-
-
-def _is_rule_module(name: str) -> bool:
-    return name[:2] == "nm" and name[2:5].isdigit() and name[5:6] == "_"
-
 
 # The Python walk calls the handlers at each node in this order; it matters only where two rules touch the same
 # node (a later rule gets what an earlier one returned). NM901 first: its TODO goes above an import before any
@@ -56,14 +39,12 @@ RUN_FIRST = {
 
 
 def _family_modules(family: str) -> tuple[ModuleType, ...]:
-    """A family's modules that hold rules or a handler: `state`, `RUN_FIRST`, rule modules by code, then the
-    modules that still hold rules a rule module's handler decides (`inference/loads.py`)."""
+    """A family's modules that hold rules or a handler: `state`, `RUN_FIRST`, then its rule modules by code."""
     package = f"{KINDS['python']}.{family}"
     names = sorted(info.name for info in pkgutil.iter_modules(import_module(package).__path__))
     first = [name for name in ("state", *RUN_FIRST.get(family, ())) if name in names]
-    coded = [name for name in names if _is_rule_module(name) and name not in first]
-    other = [name for name in names if name not in first and name not in coded]
-    modules = [import_module(f"{package}.{name}") for name in (*first, *coded, *other)]
+    coded = [name for name in names if is_rule_module(name) and name not in first]
+    modules = [import_module(f"{package}.{name}") for name in (*first, *coded)]
     return tuple(module for module in modules if hasattr(module, "RULES"))
 
 

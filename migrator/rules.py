@@ -1,29 +1,33 @@
 """What a rule is and what it reports: `Rule` (code, severity, title, what to do, examples), `Finding`.
 
-A rule lives in its own module with its matcher (see `docs/writing-rules.md`); `migrator.registry` lists
-those modules in dispatch order and builds the table `docs/rules.md` is generated from. `FAMILIES` says
-which codes belong to which family; the docs, the reports and the checklist read it from here.
+A rule lives in its own module, named after its code, in the package of its kind (`KINDS`; see
+`docs/contributing/writing-rules.md`); `rule_modules` finds them there, `migrator.registry` puts them in dispatch order and
+builds the table `docs/reference/rules.md` is generated from. `FAMILIES` says which codes belong to which family; the
+docs, the reports, the checklist and `make new-rule` read it from here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import pkgutil
 from dataclasses import dataclass
 from enum import Enum
+from importlib import import_module
+from types import ModuleType
 
 
 @dataclass(frozen=True)
 class Family:
     name: str  # what findings, reports and the checklist call it
     prefix: str  # its codes: NM1 for NM100-NM199
-    title: str  # its section of docs/rules.md
+    title: str  # its section of docs/reference/rules.md
 
     @property
     def codes(self) -> str:
         return f"{self.prefix}xx"
 
 
-# The rule families, in the order docs/rules.md and the checklist list them.
+# The rule families, in the order docs/reference/rules.md and the checklist list them.
 FAMILIES = (
     Family("inference", "NM1", "Inference"),
     Family("training", "NM2", "Training"),
@@ -34,6 +38,25 @@ FAMILIES = (
     Family("manual", "NM9", "Manual work"),
 )
 FAMILY_BY_PREFIX = {family.prefix: family.name for family in FAMILIES}
+
+# Where each kind of rule lives: a package, or (Python) a package of family packages.
+KINDS = {
+    "python": "migrator.families",
+    "shell": "migrator.shell",
+    "notebook": "migrator.notebook_rules",
+    "risk": "migrator.risks",
+}
+
+
+def rule_modules(package: str) -> tuple[ModuleType, ...]:
+    """The rule modules of a package (`nm<code>_<what>`), by code: nothing else lists them."""
+    path = import_module(package).__path__
+    names = sorted(info.name for info in pkgutil.iter_modules(path) if is_rule_module(info.name))
+    return tuple(import_module(f"{package}.{name}") for name in names)
+
+
+def is_rule_module(name: str) -> bool:
+    return name[:2] == "nm" and name[2:5].isdigit() and name[5:6] == "_"
 
 
 class Severity(str, Enum):
@@ -48,7 +71,7 @@ class Severity(str, Enum):
 @dataclass(frozen=True)
 class Example:
     """A file the rule acts on, and what the codemod makes of it (`after=None`: left byte-identical, the
-    rule only reports). `tests/migrator/test_rule_examples.py` runs every example; `docs/rules.md` shows it."""
+    rule only reports). `tests/migrator/test_rule_examples.py` runs every example; `docs/reference/rules.md` shows it."""
 
     before: str
     after: str | None = None

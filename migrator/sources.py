@@ -49,16 +49,18 @@ class UsageError(Exception):
 class SourceFile:
     path: Path  # where it is read from
     relative: Path  # its place under the input root, for --output-dir mirroring
-    kind: str  # python | notebook | shell | requirements; folder or other with a `problem`
+    kind: str  # python | notebook | shell | requirements | pyproject; folder or other with a `problem`
     problem: str | None = None  # why it cannot be read (a symbolic link loop, an unreadable folder...)
 
 
-SUPPORTED = ".py, .ipynb, .sh, .bash, .sbatch, .slurm, requirements*.txt, or a script starting with a #!/bin/bash-like line"
+SUPPORTED = ".py, .ipynb, .sh, .bash, .sbatch, .slurm, requirements*.txt, pyproject.toml, or a script starting with a #!/bin/bash-like line"
 
 
 def file_kind(path: Path) -> str | None:
     if is_requirements(path.name):
         return "requirements"
+    if path.name == "pyproject.toml":  # the dependencies it declares
+        return "pyproject"
     return SUFFIXES.get(path.suffix.lower())
 
 

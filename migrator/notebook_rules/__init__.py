@@ -1,5 +1,5 @@
-"""Notebook rules (NM470-NM479): what a notebook's cells hold as a whole, one module per code. The rules' codes
-are decided by `migrator/notebook.py` as it reads the cells."""
+"""Notebook rules (NM470-NM479): what a notebook's cells hold as a whole, one module per code, with what
+decides it; `migrator/notebook.py` reads the cells and hands each module what it decides on."""
 
 from __future__ import annotations
 

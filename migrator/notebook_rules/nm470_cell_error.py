@@ -1,9 +1,11 @@
-"""NM470: a code cell IPython cannot parse is left as it is, with a TODO; the other cells are migrated."""
+"""NM470: a code cell IPython cannot parse is left as it is, with a TODO (`with_error_todo`); the other cells
+are migrated. `migrator/notebook.py` finds such cells as it reads them."""
 
 from __future__ import annotations
 
 from migrator.notebook_rules import example
 from migrator.rules import Example, Rule, Severity
+from migrator.transform import TODO_PREFIX
 
 CELL_ERROR = Rule(
     "NM470",
@@ -24,3 +26,25 @@ CELL_ERROR = Rule(
     ),
 )
 RULES = (CELL_ERROR,)
+HOOKS = {"unparsed_cell": "with_error_todo"}  # the events of `migrator/notebook.py` it takes
+
+_CELL_ERROR_TODO = (
+    f"{TODO_PREFIX} {CELL_ERROR.code} IPython cannot parse this cell, so it is left as it is: fix it so that it "
+    "runs, then migrate again"
+)
+
+
+def with_error_todo(source: str) -> str | None:
+    """The cell with the TODO of a cell that does not parse above its code (after a `%%bash` line; a cell of
+    another magic, whose first line must stay first, cannot take one); None when it has one or cannot."""
+    if _CELL_ERROR_TODO in source:
+        return None
+    header, newline, body = source.partition("\n")
+    if source.startswith(("%%bash", "%%sh")):
+        return f"{header}\n{_CELL_ERROR_TODO}\n{body}"
+    if source.startswith("%%"):
+        return None
+    # Indented as the cell's first line: IPython strips that indentation from every line only when the first
+    # line has it, so a TODO at column 0 would make an indented cell that runs stop parsing.
+    first = next((line for line in source.splitlines() if line.strip()), "")
+    return f"{first[: len(first) - len(first.lstrip())]}{_CELL_ERROR_TODO}\n{source}"

@@ -1,5 +1,6 @@
 """Shell launchers: parsed with tree-sitter's bash grammar (`syntax`), rewritten by node ranges (`rewrite`, on
-the edit list of `edits`), rules NM450-NM499 one module each or per tight group (`nm<code>_<what>.py`)."""
+the edit list of `edits`), rules NM450-NM499 one module each (`nm<code>_<what>.py`): the rewriter takes each
+module's matcher, which declares the events of the walk it takes."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""NM450/NM451/NM458/NM459: `neuron_parallel_compile` runs and the pre-compilation variables it set
-(`NEURON_EXTRACT_GRAPHS_ONLY`, `NEURON_PARALLEL_COMPILE`). TorchNeuron compiles just in time and caches its
-graphs, so there is no separate pre-compilation run: a compile run goes when the same launch follows it, a
-branch on the variable is folded with it unset, any other use gets a TODO."""
+"""NM450 (and NM451, NM458, NM459, each defined in its own module): `neuron_parallel_compile` runs and the
+pre-compilation variables it set (`NEURON_EXTRACT_GRAPHS_ONLY`, `NEURON_PARALLEL_COMPILE`). TorchNeuron
+compiles just in time and caches its graphs, so there is no separate pre-compilation run: a compile run goes
+when the same launch follows it, a branch on the variable is folded with it unset, any other use gets a
+TODO."""
 
 from __future__ import annotations
 
@@ -33,76 +34,7 @@ PARALLEL_COMPILE = Rule(
         ),
     ),
 )
-PRECOMPILE_RUN = Rule(
-    "NM451",
-    Severity.INFO,
-    "`neuron_parallel_compile <launcher>` followed by the same launcher (compile run, then training run), or a "
-    "cache command (`neuron_parallel_compile --command clear-locks`)",
-    "The pre-compilation run is removed; the training run is kept once. A cache command is removed: it manages "
-    "the XLA flow's compile cache, which TorchNeuron does not use, and launches nothing.",
-    examples=(
-        example(
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "neuron_parallel_compile --command clear-locks\n"
-            "torchrun --nproc_per_node=32 train.py\n",
-            "#!/bin/bash\nexport HF_DEACTIVATE_ASYNC_LOAD=1\ntorchrun --nproc_per_node=32 train.py\n",
-        ),
-        example(
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "neuron_parallel_compile torchrun --nproc_per_node=32 train.py --max_steps 10\n"
-            "\n"
-            "torchrun --nproc_per_node=32 train.py --max_steps 1000\n",
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "\n"
-            "torchrun --nproc_per_node=32 train.py --max_steps 1000\n",
-        ),
-    ),
-)
-PRECOMPILE_BRANCH = Rule(
-    "NM458",
-    Severity.INFO,
-    '`if [ "$NEURON_EXTRACT_GRAPHS_ONLY" = "1" ]; then ...; else ...; fi`',
-    "Folded with the variable unset (only neuron_parallel_compile set it): the branch that runs is kept.",
-    examples=(
-        example(
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            'if [ "$NEURON_EXTRACT_GRAPHS_ONLY" = "1" ]; then\n'
-            "    MAX_STEPS=10\n"
-            "else\n"
-            "    MAX_STEPS=1000\n"
-            "fi\n"
-            "torchrun --nproc_per_node=2 train.py --max_steps $MAX_STEPS\n",
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "MAX_STEPS=1000\n"
-            "torchrun --nproc_per_node=2 train.py --max_steps $MAX_STEPS\n",
-        ),
-    ),
-)
-PRECOMPILE_USE = Rule(
-    "NM459",
-    Severity.WARNING,
-    "A use of `NEURON_EXTRACT_GRAPHS_ONLY` / `NEURON_PARALLEL_COMPILE` the codemod cannot fold",
-    "Left in place with a TODO: the variable is never set on TorchNeuron; keep only the code for the real run.",
-    examples=(
-        example(
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "STEPS=${NEURON_EXTRACT_GRAPHS_ONLY:+10}\n"
-            "torchrun --nproc_per_node=2 train.py --max_steps ${STEPS:-1000}\n",
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "# TODO(neuron-migrate): NM459 `NEURON_EXTRACT_GRAPHS_ONLY` is only set by neuron_parallel_compile, which TorchNeuron does not have; keep only the commands of the real run\n"
-            "STEPS=${NEURON_EXTRACT_GRAPHS_ONLY:+10}\n"
-            "torchrun --nproc_per_node=2 train.py --max_steps ${STEPS:-1000}\n",
-        ),
-    ),
-)
-RULES: tuple[Rule, ...] = (PARALLEL_COMPILE, PRECOMPILE_RUN, PRECOMPILE_BRANCH, PRECOMPILE_USE)
+RULES: tuple[Rule, ...] = (PARALLEL_COMPILE,)
 _PRECOMPILE_ASSIGNMENT = re.compile(rb"\b(?:" + "|".join(sorted(PRECOMPILE_VARIABLES)).encode() + rb")=")
 
 
@@ -120,8 +52,28 @@ class CompileRun:
 
 
 class PrecompileMatcher:
-    """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.command` hands it `neuron_parallel_compile` runs, `walk` every `if`, `script` the
-    expansions of a piece; `run` resolves the compile runs once every launch is known."""
+    """Matcher of `neuron_parallel_compile` runs, every `if` (a branch on the variables), the expansions of each
+    piece once walked; the compile runs are resolved once every launch is known."""
+
+    HOOKS = {
+        "start": "start_precompile",
+        "wrapper": "compile_command",
+        "branch": "fold_branch",
+        "script": "precompile_uses",
+        "finish": "resolve_compile_runs",
+    }
+
+    def start_precompile(self) -> None:
+        self.compile_runs: list[CompileRun] = []
+        self.sets_precompile = _PRECOMPILE_ASSIGNMENT.search(self.data) is not None
+
+    def compile_command(
+        self, ctx: Context, node: Node, words: list[Word], data: bytes, siblings, marks
+    ) -> bool | None:
+        if words[0].value != "neuron_parallel_compile":
+            return None
+        self.compile_run(ctx, node, words, data, siblings, marks)
+        return True
 
     def compile_run(self, ctx: Context, node: Node, words: list[Word], data: bytes, siblings, marks) -> None:
         position = 1
@@ -156,13 +108,13 @@ class PrecompileMatcher:
                 self.edits = [e for e in self.edits if e.owner != run.owner]
                 self.todos = [t for t in self.todos if t[2] != run.owner]
                 self.findings = [f for f in self.findings if f[1] != run.owner]
-                self.report(run.offset, PRECOMPILE_RUN)
+                self.report(run.offset, "NM451")
             elif run.cache_command is not None and self.remove_statement(
                 run.context, run.node, placeholder=False
             ):
                 self.report(
                     run.offset,
-                    PRECOMPILE_RUN,
+                    "NM451",
                     f"`neuron_parallel_compile --command {run.cache_command}` removed: it manages the compile cache "
                     "of the XLA flow, which TorchNeuron does not use, and launches nothing.",
                 )
@@ -203,7 +155,8 @@ class PrecompileMatcher:
         else:
             kept = statements(else_clause) if else_clause is not None else []
         line, column = self.position(ctx.at(node.start_byte))
-        self.findings.append((Finding(PRECOMPILE_BRANCH, line, column, PRECOMPILE_BRANCH.action, True), 0))
+        rule = self.rules["NM458"]
+        self.findings.append((Finding(rule, line, column, rule.action, True), 0))
         if not kept:
             if not self.remove_statement(ctx, node):
                 self.edit(ctx, node.start_byte, node.end_byte, ":")
@@ -244,7 +197,7 @@ class PrecompileMatcher:
             self.todo(
                 ctx,
                 statement,
-                PRECOMPILE_USE,
+                "NM459",
                 f"`{name.text.decode()}` is only set by neuron_parallel_compile, which TorchNeuron does not "
                 "have; keep only the commands of the real run",
             )

@@ -1,6 +1,7 @@
-"""NM452-NM455: `optimum-cli` commands of optimum-neuron (`export neuron`, `neuron consolidate`, `neuron cache`,
-...). TorchNeuron loads the original checkpoint, saves unsharded checkpoints and has no Hub compile cache, so
-export, consolidate and cache go; any other `optimum-cli neuron` command gets a TODO."""
+"""NM452 (and NM453-NM455, each defined in its own module): `optimum-cli` commands of optimum-neuron (`export
+neuron`, `neuron consolidate`, `neuron cache`, ...). TorchNeuron loads the original checkpoint, saves
+unsharded checkpoints and has no Hub compile cache, so export, consolidate and cache go; any other
+`optimum-cli neuron` command gets a TODO."""
 
 from __future__ import annotations
 
@@ -52,52 +53,21 @@ EXPORT_COMMAND = Rule(
         ),
     ),
 )
-CONSOLIDATE_COMMAND = Rule(
-    "NM453",
-    Severity.INFO,
-    "`optimum-cli neuron consolidate ...` merges sharded training checkpoints",
-    "Removed: `save_pretrained` writes standard, unsharded checkpoints on TorchNeuron (keep the command only "
-    "to convert checkpoints made with optimum-neuron).",
-    examples=(
-        example(
-            "#!/bin/bash\noptimum-cli neuron consolidate output/checkpoint-500 output/consolidated\n",
-            "#!/bin/bash\n",
-        ),
-    ),
-)
-CACHE_COMMAND = Rule(
-    "NM454",
-    Severity.WARNING,
-    "`optimum-cli neuron cache ...` (Neuron compile cache on the Hub)",
-    "Removed: TorchNeuron has no Hub compile cache; it caches compiled graphs locally (see the TorchNeuron "
-    "environment variable reference for the cache directory).",
-    examples=(
-        example(
-            "#!/bin/bash\noptimum-cli neuron cache synchronize\n",
-            "#!/bin/bash\n",
-        ),
-    ),
-)
-OPTIMUM_CLI_MANUAL = Rule(
-    "NM455",
-    Severity.ERROR,
-    "Another `optimum-cli neuron ...` command (`serve`, ...)",
-    "Left in place with a TODO: serve with vLLM on Neuron (`vllm serve`) or run the model with Transformers "
-    'on device "neuron".',
-    examples=(
-        example(
-            "#!/bin/bash\noptimum-cli neuron serve --model Qwen/Qwen3-0.6B\n",
-            "#!/bin/bash\n"
-            '# TODO(neuron-migrate): NM455 `optimum-cli neuron serve` has no TorchNeuron equivalent; serve with vLLM on Neuron (`vllm serve`) or run the model with Transformers on device "neuron".\n'
-            "optimum-cli neuron serve --model Qwen/Qwen3-0.6B\n",
-        ),
-    ),
-)
-RULES: tuple[Rule, ...] = (EXPORT_COMMAND, CONSOLIDATE_COMMAND, CACHE_COMMAND, OPTIMUM_CLI_MANUAL)
+RULES: tuple[Rule, ...] = (EXPORT_COMMAND,)
 
 
 class OptimumCliMatcher:
-    """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.launched` hands it every `optimum-cli` command."""
+    """Matcher of every `optimum-cli` command."""
+
+    HOOKS = {"program": "optimum_cli_command"}
+
+    def optimum_cli_command(
+        self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]
+    ) -> bool | None:
+        if words[0].value != "optimum-cli":
+            return None
+        self.optimum_cli(ctx, node, words)
+        return True
 
     def optimum_cli(self, ctx: Context, node: Node, words: list[Word]) -> None:
         arguments = [w.value for w in words[1:3]]
@@ -105,9 +75,9 @@ class OptimumCliMatcher:
         if arguments == ["export", "neuron"]:
             rule = EXPORT_COMMAND
         elif arguments == ["neuron", "consolidate"]:
-            rule = CONSOLIDATE_COMMAND
+            rule = self.rules["NM453"]
         elif arguments == ["neuron", "cache"]:
-            rule = CACHE_COMMAND
+            rule = self.rules["NM454"]
         reused = _output_reused(self.data, ctx.at(node.end_byte), words) if rule is EXPORT_COMMAND else None
         loading_cell = (
             _cell_using(self.python_cells, words) if rule is EXPORT_COMMAND and reused is None else None
@@ -141,9 +111,9 @@ class OptimumCliMatcher:
             self.todo(
                 ctx,
                 node,
-                OPTIMUM_CLI_MANUAL,
+                "NM455",
                 f"`optimum-cli {subcommand}` has no TorchNeuron equivalent; "
-                + (rule or OPTIMUM_CLI_MANUAL).action.split(": ", 1)[-1],
+                + (rule or self.rules["NM455"]).action.split(": ", 1)[-1],
             )
 
 

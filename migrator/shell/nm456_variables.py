@@ -1,5 +1,6 @@
-"""NM456/NM457/NM468/NM469: environment variables in launchers (`export`, `unset`, `VAR=1 cmd`): XLA-only
-ones go, compiler/cache ones get a TODO, `XLA_USE_BF16=1` becomes `--bf16` on the launches it reached."""
+"""NM456 (and NM457, NM468, NM469, each defined in its own module): environment variables in launchers
+(`export`, `unset`, `VAR=1 cmd`): XLA-only ones go, compiler/cache ones get a TODO, `XLA_USE_BF16=1` becomes
+`--bf16` on the launches it reached."""
 
 from __future__ import annotations
 
@@ -31,70 +32,20 @@ DROPPED_VARIABLE = Rule(
         ),
     ),
 )
-MANUAL_VARIABLE = Rule(
-    "NM457",
-    Severity.WARNING,
-    "`NEURON_CC_FLAGS` / `NEURON_COMPILE_CACHE_URL` in a launcher",
-    "Left in place with a TODO: these configured the XLA-flow compiler and cache; check the TorchNeuron "
-    "environment variable reference and remove or replace them.",
-    examples=(
-        example(
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            'export NEURON_CC_FLAGS="--model-type transformer -O1"\n'
-            "torchrun --nproc_per_node=2 train.py\n",
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "# TODO(neuron-migrate): NM457 `NEURON_CC_FLAGS` holds compiler flags tuned for the XLA/NxD graph flow, and whether TorchNeuron's neuron backend reads them is not documented; remove them, or keep only flags the TorchNeuron compiler reference lists\n"
-            'export NEURON_CC_FLAGS="--model-type transformer -O1"\n'
-            "torchrun --nproc_per_node=2 train.py\n",
-        ),
-    ),
-)
-PRECISION_FLAG = Rule(
-    "NM468",
-    Severity.WARNING,
-    "`XLA_USE_BF16=1` / `XLA_DOWNCAST_BF16=1` (prefix or `export`) before a Trainer/TRL launch",
-    "Removed, and `--bf16` added to each Trainer/TRL launch it reached (`--bf16 true` where the launch spells "
-    "its booleans): bf16 autocast with float32 master weights, where XLA cast the weights themselves.",
-    examples=(
-        example(
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "export XLA_USE_BF16=1\n"
-            "torchrun --nproc_per_node=32 sft.py --model_name_or_path Qwen/Qwen3-0.6B --packing true\n",
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "torchrun --nproc_per_node=32 sft.py --model_name_or_path Qwen/Qwen3-0.6B --packing true --bf16 true\n",
-        ),
-    ),
-)
-PRECISION_MANUAL = Rule(
-    "NM469",
-    Severity.WARNING,
-    "`XLA_USE_BF16=1` / `XLA_DOWNCAST_BF16=1` where no Trainer/TRL launch with a known parser follows",
-    "Left in place with a TODO: nothing reads it on TorchNeuron, and dropping it alone would train in float32. "
-    "Pass --bf16 to a Trainer/TRL script or load the model with dtype=torch.bfloat16, then delete it.",
-    examples=(
-        example(
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "export XLA_USE_BF16=1\n"
-            "torchrun --nproc_per_node=2 train.py\n",
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "# TODO(neuron-migrate): NM469 `XLA_USE_BF16=1` trained in bf16 under XLA and nothing reads it on TorchNeuron; it reaches `train.py`, whose argument parser is not known: pass --bf16 to a Trainer/TRL script or load the model with dtype=torch.bfloat16, then delete it\n"
-            "export XLA_USE_BF16=1\n"
-            "torchrun --nproc_per_node=2 train.py\n",
-        ),
-    ),
-)
-RULES: tuple[Rule, ...] = (DROPPED_VARIABLE, MANUAL_VARIABLE, PRECISION_FLAG, PRECISION_MANUAL)
+RULES: tuple[Rule, ...] = (DROPPED_VARIABLE,)
 BF16_VARIABLES = frozenset({"XLA_USE_BF16", "XLA_DOWNCAST_BF16"})
 
 
 class VariablesMatcher:
-    """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.walk`/`command` hand it assignments, `export`/`unset` and env prefixes."""
+    """Matcher of assignments, `export`/`unset` and env prefixes."""
+
+    HOOKS = {"start": "start_variables", "assignments": "variables", "declaration": "declaration"}
+
+    def start_variables(self) -> None:
+        self.bf16_added: set[int] = set()
+        self.bf16_kept: set[str] = (
+            set()
+        )  # bf16 variables whose setting stays (NM469): their `unset` stays too
 
     def variables(
         self,
@@ -130,7 +81,7 @@ class VariablesMatcher:
                 self.todo(
                     ctx,
                     node,
-                    PRECISION_MANUAL,
+                    "NM469",
                     f"`{name}` holds `{held}`, which trained in bf16 under XLA and which nothing reads on "
                     "TorchNeuron: remove it from this string and pass --bf16 to the Trainer/TRL launch (or load the "
                     "model with dtype=torch.bfloat16)",
@@ -159,9 +110,7 @@ class VariablesMatcher:
                 self.report(ctx.at(item.start), DROPPED_VARIABLE, f"`{name}` removed: {reason}.")
                 dropped.append(item)
             elif name in MANUAL_VARIABLES:
-                self.todo(
-                    ctx, node, MANUAL_VARIABLE, f"`{name}` holds {MANUAL_VARIABLES[name]}", at=item.start
-                )
+                self.todo(ctx, node, "NM457", f"`{name}` holds {MANUAL_VARIABLES[name]}", at=item.start)
         if not dropped:
             return
         if whole and len(dropped) == len(words):
@@ -221,7 +170,7 @@ class VariablesMatcher:
             self.todo(
                 ctx,
                 node,
-                PRECISION_MANUAL,
+                "NM469",
                 f"`{name}=1` trained in bf16 under XLA and nothing reads it on TorchNeuron; it reaches {reaches}: "
                 "pass --bf16 to a Trainer/TRL script or load the model with dtype=torch.bfloat16, then delete it",
                 at=item.start,
@@ -231,7 +180,7 @@ class VariablesMatcher:
             self.add_bf16(ctx, words)
         self.report(
             ctx.at(item.start),
-            PRECISION_FLAG,
+            "NM468",
             f"`{name}` removed; `--bf16` added to the Trainer launch{'es' if len(targets) > 1 else ''} it reached "
             "(bf16 autocast keeps float32 master weights, where XLA_USE_BF16 cast the weights themselves).",
         )

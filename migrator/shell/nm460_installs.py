@@ -1,5 +1,6 @@
-"""NM460/NM472/NM473: `pip install` commands (requirements files: `requirements.py`). What an install becomes is
-decided per requirement in `installs.py`, from the target stack of `migrator/target_stack.json`."""
+"""NM460 (and NM472, NM473, each defined in its own module): `pip install` commands (requirements files:
+`requirements.py`). What an install becomes is decided per requirement in `installs.py`, from the target stack
+of `migrator/target_stack.json`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 from migrator.rules import Rule, Severity
 from migrator.shell import example, installs
 from migrator.shell.edits import Context
-from migrator.target_stack import PINS, PIP_ARGUMENTS, component
+from migrator.target_stack import PIP_ARGUMENTS, component
 from usercode.shell import Node, Word
 
 PIP_INSTALL = Rule(
@@ -30,40 +31,7 @@ PIP_INSTALL = Rule(
         ),
     ),
 )
-INSTALL_CONFLICT = Rule(
-    "NM472",
-    Severity.WARNING,
-    "An install pins transformers / trl to versions the migrated code cannot run with (`transformers==4.52.3`), "
-    "in the install of the TorchNeuron stack or in any other install of a file that installs it",
-    f"Left in place with a TODO: the migrated code needs {' and '.join(PINS)}; relax the pin.",
-    examples=(
-        example(
-            '#!/bin/bash\npip install optimum-neuron transformers==4.52.3 "trl>=1.16"\n',
-            "#!/bin/bash\n"
-            "# TODO(neuron-migrate): NM472 `transformers==4.52.3` left as it is: it excludes `transformers>=5.23`, which the migrated code needs\n"
-            'pip install torch-neuronx peft accelerate transformers==4.52.3 "trl>=1.16" --extra-index-url https://pip.repos.neuron.amazonaws.com\n',
-        ),
-    ),
-)
-INSTALL_KEPT = Rule(
-    "NM473",
-    Severity.WARNING,
-    "An optimum-neuron / XLA package in an install whose code still imports it once migrated (the same notebook "
-    "or the scripts it writes; for a requirements file or a shell script, the Python files and notebooks of its "
-    "folder and subfolders), whose extra (`optimum-neuron[vllm]`) has no TorchNeuron counterpart, or in a "
-    "requirements file that pins hashes (pip's hash-checking mode)",
-    "Left in place with a TODO: uninstalling it would break the code that still uses it; finish that code's "
-    "migration first (or install what the extra stood for), then remove it.",
-    examples=(
-        example(
-            '#!/bin/bash\npip install "optimum-neuron[vllm]" torch-xla\n',
-            "#!/bin/bash\n"
-            "# TODO(neuron-migrate): NM473 `optimum-neuron[vllm]` left as it is: its `[vllm]` extra has no TorchNeuron counterpart the codemod can name (serving moves to vLLM Neuron: install it as its documentation says)\n"
-            'pip install "optimum-neuron[vllm]" torch-neuronx "transformers>=5.23" "trl>=1.16" peft accelerate --extra-index-url https://pip.repos.neuron.amazonaws.com\n',
-        ),
-    ),
-)
-RULES: tuple[Rule, ...] = (PIP_INSTALL, INSTALL_CONFLICT, INSTALL_KEPT)
+RULES: tuple[Rule, ...] = (PIP_INSTALL,)
 # pip options that take a value (the value is not a requirement).
 _PIP_VALUE_OPTIONS = frozenset(
     {
@@ -83,8 +51,20 @@ _PIP_VALUE_OPTIONS = frozenset(
 
 
 class InstallsMatcher:
-    """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.run` hands it every pip command after the walk (a Python heredoc further down
-    may still import what the install would remove)."""
+    """Matcher of pip commands: each is decided once the walk is done (a Python heredoc further down may still
+    import what the install would remove)."""
+
+    HOOKS = {"start": "start_installs", "program": "pip_command", "walked": "pips"}
+
+    def start_installs(self) -> None:
+        self.installs: list[tuple[Context, Node, list[Word], list[Word], int]] = []
+
+    def pip_command(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> bool | None:
+        program = words[0].value
+        if program not in ("pip", "pip3") and [w.value for w in words[1:3]] != ["-m", "pip"]:
+            return None
+        self.installs.append((ctx, node, words, siblings, self.owner))
+        return True
 
     def pips(self) -> None:
         """Every pip command of the file, in order. A transformers/trl pin conflicts with the migrated code
@@ -115,14 +95,14 @@ class InstallsMatcher:
                             f"`{item.value}` left as it is: {why}, and it replaces the version the TorchNeuron "
                             "install of this file brings"
                         )
-                        self.todo(ctx, node, INSTALL_CONFLICT, message, at=item.start)
+                        self.todo(ctx, node, "NM472", message, at=item.start)
             return
         # An XLA-era torch-neuronx pin goes: TorchNeuron is the current torch-neuronx.
         stale = [w for w, p in requirements if installs.stale(p)]
         current = [(w, p) for w, p in requirements if w not in stale]
         plan = installs.plan([p for _, p in current], self.imported, self.beside)
         for item, parsed in current:
-            for rule, reasons in ((INSTALL_KEPT, plan.kept), (INSTALL_CONFLICT, plan.conflicts)):
+            for rule, reasons in (("NM473", plan.kept), ("NM472", plan.conflicts)):
                 for why in (why for owner, why in reasons if owner is parsed):
                     message = f"`{item.value}` left as it is: {why}"
                     self.todo(ctx, node, rule, message, at=item.start)

@@ -1,4 +1,5 @@
-"""NM461-NM464/NM466/NM467: training flags on a Python launch, by the argument parser of the launched script."""
+"""NM461 (and NM462-NM464, NM466, NM467, each defined in its own module): training flags on a Python launch,
+by the argument parser of the launched script."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from migrator.shell.commands import _script_index, _truthy
 from migrator.shell.edits import Context
 from migrator.shell.scripts import ScriptParser
 from migrator.transform import TODO_PREFIX
+from usercode.launchers import is_launcher
 from usercode.shell import Node, Word
 
 FLAG_REMOVED = Rule(
@@ -29,114 +31,7 @@ FLAG_REMOVED = Rule(
         ),
     ),
 )
-FLAG_RENAMED = Rule(
-    "NM462",
-    Severity.INFO,
-    "A training flag renamed in Transformers 5 / TRL 1.16 (`--warmup_ratio`, `--max_seq_length`...)",
-    "Renamed on the launcher line (`--warmup_ratio r` -> `--warmup_steps r`...).",
-    examples=(
-        example(
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "torchrun --nproc_per_node=32 sft.py --max_seq_length 2048 --zero_1 true\n",
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "torchrun --nproc_per_node=32 sft.py --max_length 2048\n",
-        ),
-    ),
-)
-FLAG_DISTRIBUTED = Rule(
-    "NM463",
-    Severity.WARNING,
-    "`--tensor_parallel_size` on a launcher line",
-    "Kept as a script argument with a TODO: it now feeds `DistributedConfig(tp_size=...)` when the script "
-    "loads the model; torchrun --nproc_per_node must equal tp_size x fsdp_size. Removed, with a TODO saying the "
-    "degree, from the launch of a script of the tree that never reads it (optimum-neuron's trainer did): its "
-    "migrated parser (TrainingArguments) would reject it.",
-    examples=(
-        example(
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "torchrun --nproc_per_node=32 run_clm.py --tensor_parallel_size 8 --zero_1 true\n",
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "# TODO(neuron-migrate): NM463 `--tensor_parallel_size` is kept as a script argument and now feeds DistributedConfig(tp_size=...); tensor parallelism is set when the model is loaded: from_pretrained(..., distributed_config=DistributedConfig(tp_size=...)), and torchrun --nproc_per_node must equal tp_size x fsdp_size\n"
-            "torchrun --nproc_per_node=32 run_clm.py --tensor_parallel_size 8\n",
-        ),
-    ),
-)
-FLAG_MANUAL = Rule(
-    "NM464",
-    Severity.ERROR,
-    "A training flag with no faithful rewrite (`--logging_dir`, `--pipeline_parallel_size`...)",
-    "Left in place with a TODO that says what to do instead.",
-    examples=(
-        example(
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "torchrun --nproc_per_node=32 run_clm.py --logging_dir logs --zero_1 true\n",
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "# TODO(neuron-migrate): NM464 `--logging_dir` removed in Transformers 5 (TrainingArguments raises on it); set the environment variable TENSORBOARD_LOGGING_DIR to this directory before the Trainer is created\n"
-            "torchrun --nproc_per_node=32 run_clm.py --logging_dir logs\n",
-        ),
-    ),
-)
-FLAG_UNKNOWN_SCRIPT = Rule(
-    "NM466",
-    Severity.WARNING,
-    "An optimum-neuron training flag (`--zero_1`, `--max_seq_length`...) on a launch of a script whose argument "
-    "parser is not known",
-    "Left in place with a TODO that says what the flag becomes if the script builds TrainingArguments/SFTConfig "
-    "from it: flags are renamed or removed only for Transformers/TRL example scripts and scripts of the same "
-    "tree whose parser was read (a script's own `--max_seq_length`, as on `run_glue.py`, is its own).",
-    examples=(
-        example(
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "torchrun --nproc_per_node=32 train.py --zero_1 true --warmup_ratio 0.03\n",
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "# TODO(neuron-migrate): NM466 `train.py` is neither in this tree nor a known Transformers/TRL example script, so its optimum-neuron training flags are left as they are; if they reach TrainingArguments/SFTConfig: remove `--zero_1`; rename `--warmup_ratio` to `--warmup_steps`\n"
-            "torchrun --nproc_per_node=32 train.py --zero_1 true --warmup_ratio 0.03\n",
-        ),
-    ),
-)
-CPU_FLAG = Rule(
-    "NM467",
-    Severity.WARNING,
-    "`--use_cpu True` / `--no_cuda True` on a training launch",
-    "Removed from the launch of an XLA-era script (one that imports torch_xla / optimum-neuron, or launched "
-    "with XLA variables or packages in the file), where it never moved training to the CPU; elsewhere left in "
-    "place with a TODO: on TorchNeuron it trains on the CPU.",
-    examples=(
-        example(
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "torchrun --nproc_per_node=32 run_clm.py --use_cpu True --zero_1 True\n",
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "# TODO(neuron-migrate): NM467 `--use_cpu` made sense under XLA (the XLA device is not CUDA), but on TorchNeuron it makes the Trainer run on the CPU instead of the neuron device: remove it\n"
-            "torchrun --nproc_per_node=32 run_clm.py --use_cpu True\n",
-        ),
-        example(
-            "#!/bin/bash\n"
-            "torchrun --nproc_per_node=2 run_clm.py --model_name_or_path Qwen/Qwen3-0.6B --no_cuda True --zero_1 True\n",
-            "#!/bin/bash\n"
-            "export HF_DEACTIVATE_ASYNC_LOAD=1\n"
-            "# TODO(neuron-migrate): NM467 `--use_cpu` made sense under XLA (the XLA device is not CUDA), but on TorchNeuron it makes the Trainer run on the CPU instead of the neuron device: remove it\n"
-            "torchrun --nproc_per_node=2 run_clm.py --model_name_or_path Qwen/Qwen3-0.6B --use_cpu True\n",
-        ),
-    ),
-)
-RULES: tuple[Rule, ...] = (
-    FLAG_REMOVED,
-    FLAG_RENAMED,
-    FLAG_DISTRIBUTED,
-    FLAG_MANUAL,
-    FLAG_UNKNOWN_SCRIPT,
-    CPU_FLAG,
-)
+RULES: tuple[Rule, ...] = (FLAG_REMOVED,)
 # How NM463's TODO of a removed flag reads (a rerun finds the TODO, not the flag).
 _REMOVED_MARK = " removed: "
 # `--use_cpu True` (and the older `--no_cuda True`): on TorchNeuron they select the CPU.
@@ -148,7 +43,17 @@ _XLA_ERA = re.compile(
 
 
 class FlagsMatcher:
-    """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.launched` hands it every Python launch (`torchrun`, `python`, `accelerate`, `trl`...)."""
+    """Matcher of every Python launch (`torchrun`, `python`, `accelerate`, `trl`...)."""
+
+    HOOKS = {"program": "launcher_command"}
+
+    def launcher_command(
+        self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]
+    ) -> bool | None:
+        if not is_launcher(words[0].value):
+            return None
+        self.launcher(ctx, node, words, siblings)
+        return True
 
     def launcher(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> None:
         script = _script_index(words)
@@ -177,7 +82,7 @@ class FlagsMatcher:
                     # torch_xla is importable); on TorchNeuron it would.
                     self.report(
                         offset,
-                        CPU_FLAG,
+                        "NM467",
                         f"{flag} removed: under XLA the run was on the XLA device whatever it said, and on "
                         "TorchNeuron it would train on the CPU.",
                     )
@@ -187,13 +92,13 @@ class FlagsMatcher:
                 if (
                     renamed is not None and renamed.kind == "rename"
                 ):  # `--no_cuda` is gone from Transformers 5
-                    self.report(offset, FLAG_RENAMED, f"{flag} renamed to `--{renamed.target}`.")
+                    self.report(offset, "NM462", f"{flag} renamed to `--{renamed.target}`.")
                     self.edit(ctx, item.start, item.start + 2 + len(name), f"--{renamed.target}")
                     flag = f"`--{renamed.target}`"
                 self.todo(
                     ctx,
                     node,
-                    CPU_FLAG,
+                    "NM467",
                     f"{flag} made sense under XLA (the XLA device is not CUDA), but on TorchNeuron it makes the "
                     "Trainer run on the CPU instead of the neuron device: remove it",
                     at=item.start,
@@ -212,7 +117,7 @@ class FlagsMatcher:
                 self.remove_word(ctx, item, siblings, through=value)
             elif action.kind == "rename":
                 note = f": {action.note}" if action.note else ""
-                self.report(offset, FLAG_RENAMED, f"{flag} renamed to `--{action.target}`{note}.")
+                self.report(offset, "NM462", f"{flag} renamed to `--{action.target}`{note}.")
                 self.edit(ctx, item.start, item.start + 2 + len(name), f"--{action.target}")
             elif action.kind == "distributed" and parser.read and name not in parser.names:
                 shown = f"--{name}{'=' + given if equals else ' ' + value.text if value else ''}"
@@ -220,7 +125,7 @@ class FlagsMatcher:
                 self.todo(
                     ctx,
                     node,
-                    FLAG_DISTRIBUTED,
+                    "NM463",
                     f"`{shown}`{_REMOVED_MARK}`{parser.script}` never reads it (optimum-neuron's trainer did) and its "
                     "migrated parser rejects it; to keep that degree, pass distributed_config=DistributedConfig("
                     f"{action.target}=...) where the script loads the model (a trainer given a model id: "
@@ -231,22 +136,22 @@ class FlagsMatcher:
                 self.todo(
                     ctx,
                     node,
-                    FLAG_DISTRIBUTED,
+                    "NM463",
                     f"{flag} is kept as a script argument and now feeds DistributedConfig({action.target}=...); "
                     f"{action.note}, and torchrun --nproc_per_node must equal tp_size x fsdp_size",
                     at=item.start,
                 )
             else:
-                self.todo(ctx, node, FLAG_MANUAL, f"{flag} {action.note}", at=item.start)
+                self.todo(ctx, node, "NM464", f"{flag} {action.note}", at=item.start)
         if unknown:
             self.unknown_parser(ctx, node, parser, unknown)
         # A flag NM463 removed is gone on a rerun; its TODO above the launch still stands for a manual finding.
-        removed = f"{TODO_PREFIX} {FLAG_DISTRIBUTED.code} `--"
+        removed = f"{TODO_PREFIX} NM463 `--"
         for comment in self.comments_above(self.anchor(ctx, node)):
             if comment.startswith(removed) and _REMOVED_MARK in comment:
                 self.report(
                     ctx.start + words[script].start,
-                    FLAG_DISTRIBUTED,
+                    "NM463",
                     comment[len(removed) - 3 :],
                     fixed=False,
                 )
@@ -271,7 +176,7 @@ class FlagsMatcher:
         why = f"`{parser.script}` {how}, so its optimum-neuron training flags are left as they are"
         action = f"if they reach TrainingArguments/SFTConfig: {'; '.join(changes)}"
         finding = Finding(
-            FLAG_UNKNOWN_SCRIPT,
+            self.rules["NM466"],
             line,
             column,
             f"{why}{also_on(also)}; if they reach TrainingArguments/SFTConfig: {'; '.join(notes)}",
@@ -281,7 +186,7 @@ class FlagsMatcher:
             also=also,
         )
         self.findings.append((finding, self.owner))
-        text = f"{TODO_PREFIX} {FLAG_UNKNOWN_SCRIPT.code} {why}; {action}"
+        text = f"{TODO_PREFIX} NM466 {why}; {action}"
         self.todos.append((self.anchor(ctx, node), text, self.owner))
 
 

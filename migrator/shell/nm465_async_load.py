@@ -31,7 +31,13 @@ _DIRECTIVE = re.compile(rb"^#(?:SBATCH|PBS|BSUB|FLUX|COBALT|\$)[^\n]*\n", re.MUL
 
 
 class AsyncLoadMatcher:
-    """Mixin of `rewrite.ShellRewriter`: `ShellRewriter.run` hands it each piece parsed as a script, once the walk is done."""
+    """Matcher of each piece parsed as a script, once the walk is done."""
+
+    HOOKS = {"finish": "async_loads"}
+
+    def async_loads(self) -> None:
+        for ctx in self.contexts:
+            self.async_load(ctx)
 
     def async_load(self, ctx: Context) -> None:
         """A script that launches Python gets `export HF_DEACTIVATE_ASYNC_LOAD=1` near the top."""

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from migrator.rules import Finding
 from migrator.shell import installs
-from migrator.shell.nm460_installs import INSTALL_CONFLICT, INSTALL_KEPT, PIP_INSTALL, compiler_unpinned
+from migrator.shell.nm460_installs import PIP_INSTALL, compiler_unpinned
+from migrator.shell.nm472_install_conflict import INSTALL_CONFLICT
+from migrator.shell.nm473_install_kept import INSTALL_KEPT
 from migrator.transform import TODO_PREFIX
 from migrator.verify import MigrationError
 

@@ -9,7 +9,8 @@ inserted there is escaped for the quoting around it. A heredoc of data is left a
 above the statement that holds the command, at the top level of the file.
 
 Everything outside the edited ranges stays byte-identical. The rules' matchers are mixins of `ShellRewriter`,
-one module per rule group (`nm<code>_<what>.py`, listed in `registry.SHELL_RULE_MODULES`); the edit list is
+taken from every shell rule module (`nm<code>_<what>.py`, found by `rules.rule_modules` as the registry finds
+them: nothing lists them); each declares the events of the walk it takes (`HOOKS`, below). The edit list is
 `edits.py`.
 """
 
@@ -18,37 +19,44 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from importlib import import_module
 from pathlib import Path
 
-from migrator.rules import Finding
+from migrator.rules import KINDS, Finding, rule_modules
 from migrator.shell.commands import Launch, _script_index, _signature
 from migrator.shell.edits import Context, Edit, EditList, _escape_for
 from migrator.shell.installs import Importer, python_imports
-from migrator.shell.nm450_precompile import _PRECOMPILE_ASSIGNMENT, CompileRun, PrecompileMatcher
-from migrator.shell.nm452_optimum_cli import OptimumCliMatcher
-from migrator.shell.nm456_variables import VariablesMatcher
-from migrator.shell.nm460_installs import InstallsMatcher
-from migrator.shell.nm461_flags import FlagsMatcher
-from migrator.shell.nm465_async_load import AsyncLoadMatcher
 from migrator.shell.scripts import ScriptParser, script_parser
-from usercode.launchers import SHELLS, command_parts, heredoc_kind, is_launcher, look_through
+from usercode.launchers import SHELLS, command_parts, heredoc_kind, look_through
 from usercode.shell import Node, Word, parse, quoted_body, word
 
 PythonRewriter = Callable[[str], tuple[str, list[Finding]]]
 
 
-# Every shell rule module's matcher (the modules `registry.SHELL_RULE_MODULES` lists), on the shared walk
-# below and the edit list of `edits.py`.
-class ShellRewriter(
-    PrecompileMatcher,
-    OptimumCliMatcher,
-    VariablesMatcher,
-    InstallsMatcher,
-    FlagsMatcher,
-    AsyncLoadMatcher,
-    EditList,
-):
+RULE_MODULES = rule_modules(KINDS["shell"])
+# Every shell rule module's matcher, by code (None: a rule another module's matcher decides).
+MATCHERS = tuple(module.MATCHER for module in RULE_MODULES if module.MATCHER is not None)
+# The events of the walk a matcher takes, each the name of its method in `HOOKS`; every matcher that takes an
+# event is called, by code:
+# - "start" (): the rewriter is built: the matcher sets up its own state;
+# - "assignments" (ctx, node, words, data, **how): variable assignments, alone or as a command's env prefix;
+# - "declaration" (ctx, node, data): `export` / `declare` / `unset`;
+# - "branch" (ctx, node, data) -> the statements kept, None when not folded: an `if`; the first that folds it
+#   decides;
+# - "wrapper" (ctx, node, words, data, siblings, marks) -> True, None when not taken: a command that runs
+#   another (its launch is not recorded, its arguments are not walked);
+# - "program" (ctx, node, words, siblings) -> True, None when not taken: a command by its program; the first
+#   that takes it decides;
+# - "script" (ctx, root, folded): a piece parsed as a script was walked;
+# - "walked" (): the whole file was walked; "finish" (): then, before the edits are rendered.
+EVENTS = ("start", "assignments", "declaration", "branch", "wrapper", "program", "script", "walked", "finish")
+HOOKS = {
+    event: tuple(name for matcher in MATCHERS if (name := vars(matcher).get("HOOKS", {}).get(event)))
+    for event in EVENTS
+}
+
+
+# Every shell rule module's matcher on the shared walk below and the edit list of `edits.py`.
+class ShellRewriter(*MATCHERS, EditList):
     def __init__(
         self,
         text: str,
@@ -70,11 +78,6 @@ class ShellRewriter(
         self.root = root
         self.beside = beside  # what the code of the file's folder still imports (see `installs.plan`)
         self.imported = imported  # grows with what the file's Python heredocs import once migrated
-        self.installs: list[tuple[Context, Node, list[Word], list[Word], int]] = []
-        self.bf16_added: set[int] = set()
-        self.bf16_kept: set[str] = (
-            set()
-        )  # bf16 variables whose setting stays (NM469): their `unset` stays too
         self.text = text
         self.data = text.encode()
         self.newline = "\r\n" if "\r\n" in text else "\n"
@@ -84,22 +87,32 @@ class ShellRewriter(
         self.todos: list[tuple[int, str, int]] = []  # (offset, text, owner)
         self.findings: list[tuple[Finding, int]] = []  # (finding, owner)
         self.launches: list[Launch] = []
-        self.compile_runs: list[CompileRun] = []
         self.contexts: list[Context] = []
         self.owner = 0  # >0 while inside a compile run: what it adds goes if the run is removed
         self.command_start = 0  # where the command being rewritten starts (after merged assignments)
-        self.sets_precompile = _PRECOMPILE_ASSIGNMENT.search(self.data) is not None
         self.rules = _RULES
+        self.hook("start")
+
+    def hook(self, event: str, *args, **kwargs) -> list:
+        """Call every matcher that takes `event` (`HOOKS`), by code; what each returned."""
+        return [getattr(self, name)(*args, **kwargs) for name in HOOKS[event]]
+
+    def first(self, event: str, *args):
+        """Call the matchers that take `event` until one takes what it is given (returns other than None); what
+        that one returned."""
+        for name in HOOKS[event]:
+            taken = getattr(self, name)(*args)
+            if taken is not None:
+                return taken
+        return None
 
     # -- walking ------------------------------------------------------------------------------------------
 
     def run(self) -> tuple[str, list[Finding]]:
         top = Context(0, len(self.data), _escape_for(None), standalone=True, data=self.data)
         self.script(top)
-        self.pips()
-        self.resolve_compile_runs()
-        for ctx in self.contexts:
-            self.async_load(ctx)
+        self.hook("walked")
+        self.hook("finish")
         text = self.render()
         findings = sorted((f for f, _ in self.findings), key=lambda f: (f.line, f.column, f.code))
         return text, findings
@@ -109,7 +122,7 @@ class ShellRewriter(
         data = ctx.data
         tree = parse(data)
         folded = self.walk(ctx, tree.root_node, data)
-        self.precompile_uses(ctx, tree.root_node, folded)
+        self.hook("script", ctx, tree.root_node, folded)
 
     def walk(self, ctx: Context, node: Node, data: bytes) -> list[Node]:
         """Rewrite every command under `node`; returns the `if`s folded (their tests are resolved)."""
@@ -119,7 +132,7 @@ class ShellRewriter(
             return folded
         if kind == "ERROR":  # what tree-sitter could not parse is not rewritten: its words are guesses
             return folded
-        kept = self.fold_branch(ctx, node, data) if kind == "if_statement" else None
+        kept = self.first("branch", ctx, node, data) if kind == "if_statement" else None
         if kept is not None:
             folded.append(node)
             for child in kept:
@@ -129,11 +142,11 @@ class ShellRewriter(
             self.command(ctx, node, data)
             return folded
         if kind in ("declaration_command", "unset_command"):
-            self.declaration(ctx, node, data)
+            self.hook("declaration", ctx, node, data)
             return folded
         if kind in ("variable_assignment", "variable_assignments"):
             assignments = node.named_children if kind == "variable_assignments" else [node]
-            self.variables(ctx, node, [word(a, data) for a in assignments], data, whole=True)
+            self.hook("assignments", ctx, node, [word(a, data) for a in assignments], data, whole=True)
             return folded
         elif kind == "redirected_statement":
             self.heredocs(ctx, node)
@@ -148,24 +161,29 @@ class ShellRewriter(
         marks = (len(self.findings), len(self.edits), len(self.todos))
         parts = command_parts(node, data)
         for part in parts[:-1]:
-            self.variables(ctx, part[0], [word(c, data) for c in part], data, whole=True, span=part)
+            self.hook("assignments", ctx, part[0], [word(c, data) for c in part], data, whole=True, span=part)
         part = parts[-1]
         self.command_start = part[0].start_byte
         prefix = [word(c, data) for c in part if c.type == "variable_assignment"]
         words = [word(c, data) for c in part if c.type != "variable_assignment" and "redirect" not in c.type]
         removable = [word(c, data) for c in part]
         if not words:
-            self.variables(ctx, node, prefix, data, whole=True)
+            self.hook("assignments", ctx, node, prefix, data, whole=True)
             return
         words, assignments = look_through(words)
-        self.variables(
-            ctx, node, [*prefix, *assignments], data, whole=False, siblings=removable, launch=words
+        self.hook(
+            "assignments",
+            ctx,
+            node,
+            [*prefix, *assignments],
+            data,
+            whole=False,
+            siblings=removable,
+            launch=words,
         )
         if not words:
             return
-        program = words[0].value
-        if program == "neuron_parallel_compile":
-            self.compile_run(ctx, node, words, data, removable, marks)
+        if self.first("wrapper", ctx, node, words, data, removable, marks) is not None:
             return
         self.launched(ctx, node, words, data, removable)
         if self.owner == 0:
@@ -174,15 +192,8 @@ class ShellRewriter(
     def launched(
         self, ctx: Context, node: Node, words: list[Word], data: bytes, siblings: list[Word]
     ) -> None:
-        program = words[0].value
-        if program == "optimum-cli":
-            self.optimum_cli(ctx, node, words)
-        elif program in ("pip", "pip3") or [w.value for w in words[1:3]] == ["-m", "pip"]:
-            # After the walk: a Python heredoc further down may still import what the install would remove.
-            self.installs.append((ctx, node, words, siblings, self.owner))
-        elif is_launcher(program):
-            self.launcher(ctx, node, words, siblings)
-        elif program in SHELLS or program == "eval" or program == "sbatch":
+        taken = self.first("program", ctx, node, words, siblings)
+        if taken is None and words[0].value in (*SHELLS, "eval", "sbatch"):
             self.nested_strings(ctx, node, words)
             return
         for child in node.named_children:  # $(...) in arguments
@@ -285,12 +296,8 @@ class ShellRewriter(
                 )
 
 
-# The rules of the matchers' modules, by code (what `EditList.rules` resolves).
-_RULES = {
-    rule.code: rule
-    for base in ShellRewriter.__mro__
-    for rule in getattr(import_module(base.__module__), "RULES", ())
-}
+# The shell rules, by code (what `EditList.rules` resolves).
+_RULES = {rule.code: rule for module in RULE_MODULES for rule in module.RULES}
 
 
 def _compose(outer: Callable[[str], str], inner: Callable[[str], str]) -> Callable[[str], str]:

@@ -1,5 +1,5 @@
-"""The migrator's layout holds: every rule module lives in its kind's package, is named after its first code
-and found there (no list to edit) and lists only the rules it defines. Which module may import which (no rule
+"""The migrator's layout holds: every rule module lives in its kind's package, is named after its code and
+found there (no list to edit) and lists only the rules it defines. Which module may import which (no rule
 module imports another nor the registry, no cycle): tests/test_layout.py."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from migrator import notebook
 from migrator.registry import (
     KINDS,
     NOTEBOOK_RULE_MODULES,
@@ -15,6 +16,7 @@ from migrator.registry import (
     RULE_MODULES,
     SHELL_RULE_MODULES,
 )
+from migrator.shell import rewrite
 from migrator.shell.rewrite import ShellRewriter
 
 PACKAGE = Path(__file__).resolve().parents[2] / "migrator"
@@ -42,10 +44,12 @@ def test_every_rule_module_is_found_in_its_package_and_named_after_its_first_cod
     }
     for kind, pattern in RULE_FILES.items():
         assert sorted(map(str, set(PACKAGE.glob(pattern)) ^ found[kind])) == [], kind
+    # Each code in the module named after it: a module defines one rule (a walk that decides several codes
+    # lives in the first one's module and reports the others by code).
+    assert {code: home for code, home in RULE_MODULES.items() if not _named_after(home, code)} == {}
     for module in (*PYTHON_RULE_MODULES, *SHELL_RULE_MODULES, *NOTEBOOK_RULE_MODULES, *RISK_MODULES):
-        name = module.__name__.rpartition(".")[2]
-        if name.startswith("nm"):
-            assert name.startswith(module.RULES[0].code.lower() + "_"), name
+        # (a family's `state` tracker defines none)
+        assert len(module.RULES) == (module.__name__.rpartition(".")[2] != "state"), module.__name__
     for module in PYTHON_RULE_MODULES:
         assert hasattr(module, "HANDLER"), module.__name__
     for module in RISK_MODULES:
@@ -53,21 +57,34 @@ def test_every_rule_module_is_found_in_its_package_and_named_after_its_first_cod
         assert callable(module.find), module.__name__
 
 
+def _named_after(module: str, code: str) -> bool:
+    return module.rpartition(".")[2].startswith(code.lower() + "_")
+
+
 def test_every_rule_is_listed_by_the_module_that_defines_it() -> None:
-    """`docs/rules.md` links each code to its home: a module that re-exported a rule would take it over."""
+    """`docs/reference/rules.md` links each code to its home: a module that re-exported a rule would take it over."""
     for code, home in RULE_MODULES.items():
         assert f'"{code}"' in (PACKAGE.parent / (home.replace(".", "/") + ".py")).read_text(), (code, home)
 
 
-def test_every_shell_matcher_is_part_of_the_walk() -> None:
+def test_every_shell_matcher_and_notebook_rule_takes_known_events() -> None:
+    # The rewriter takes its matchers from the modules the registry finds (one discovery, no list to edit).
+    assert rewrite.RULE_MODULES == SHELL_RULE_MODULES
     for module in SHELL_RULE_MODULES:
-        # Its matcher is part of the one walk: a module whose MATCHER the rewriter lacks decides nothing.
-        assert module.MATCHER in ShellRewriter.__mro__, module.__name__
+        # None: a rule another module's matcher decides (in one look at the same commands).
+        assert module.MATCHER is None or module.MATCHER in ShellRewriter.__mro__, module.__name__
+    for matcher in rewrite.MATCHERS:
+        # A matcher takes walk events by declaring them; each names one of its own methods.
+        hooks = vars(matcher)["HOOKS"]
+        assert set(hooks) <= set(rewrite.EVENTS), matcher
+        assert [name for name in hooks.values() if name not in vars(matcher)] == [], matcher
+    for module in NOTEBOOK_RULE_MODULES:
+        # A notebook rule takes events of the reading of cells (`migrator/notebook.py`) by its own functions.
+        assert set(module.HOOKS) <= set(notebook._HOOKS), module.__name__
+        assert all(callable(getattr(module, name)) for name in module.HOOKS.values()), module.__name__
     # No two matchers define the same method: one would silently shadow the other.
-    methods = [
-        name for module in SHELL_RULE_MODULES for name in vars(module.MATCHER) if not name.startswith("__")
-    ]
-    assert sorted({name for name in methods if methods.count(name) > 1}) == []
+    methods = [name for matcher in rewrite.MATCHERS for name in vars(matcher) if not name.startswith("__")]
+    assert sorted({name for name in methods if methods.count(name) > 1} - {"HOOKS"}) == []
 
 
 def test_the_xla_catch_all_leaves_alone_every_call_a_rule_of_the_family_declares(monkeypatch) -> None:
@@ -92,7 +109,7 @@ def test_the_xla_catch_all_leaves_alone_every_call_a_rule_of_the_family_declares
 
 
 def test_the_guide_names_every_helper_and_shows_a_real_rule_module() -> None:
-    guide = (PACKAGE.parent / "docs" / "writing-rules.md").read_text()
+    guide = (PACKAGE.parent / "docs" / "contributing" / "writing-rules.md").read_text()
     helpers = [
         node.name
         for node in ast.parse((PACKAGE / "cst_helpers.py").read_text()).body

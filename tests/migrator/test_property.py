@@ -13,6 +13,11 @@ import re
 import subprocess
 from pathlib import Path
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 import libcst as cst
 import pytest
 
@@ -68,6 +73,8 @@ def test_fixture_outputs_parse_with_the_parser_of_their_kind(case):
         joined = re.sub(r"\\\n", " ", migrated)
         lines = [re.sub(r"\s-.*", "", line.split(" #")[0]).strip() for line in joined.splitlines()]
         assert all(parse(line) is not None for line in lines if line and not line.startswith(("#", "-")))
+    elif kind == "pyproject":
+        tomllib.loads(migrated)
     else:
         broken = {f.cell for f in findings if f.rule is CELL_ERROR}
         code_cells = [c for c in json.loads(migrated)["cells"] if c["cell_type"] == "code"]

@@ -1,5 +1,6 @@
-"""NM400 / NM401: XLA/NxD-only environment variables set from Python are removed, or left with a TODO
-when their TorchNeuron replacement is unverified (tables in `variables.py`)."""
+"""NM400 (and NM401, defined in `nm401_manual_variable.py`): XLA/NxD-only environment variables set from
+Python are removed, or left with a TODO when their TorchNeuron replacement is unverified (tables in
+`variables.py`)."""
 
 from __future__ import annotations
 
@@ -34,29 +35,7 @@ import os
         ),
     ),
 )
-MANUAL_VARIABLE = Rule(
-    "NM401",
-    Severity.WARNING,
-    "`NEURON_CC_FLAGS` / `NEURON_COMPILE_CACHE_URL` set from Python",
-    "Left in place with a TODO: these configured the XLA-flow compiler and cache; check the TorchNeuron "
-    "environment variable reference and remove or replace them.",
-    examples=(
-        Example(
-            before="""\
-import os
-
-os.environ["NEURON_CC_FLAGS"] = "--model-type=transformer"
-""",
-            after="""\
-import os
-
-# TODO(neuron-migrate): NM401 `NEURON_CC_FLAGS` holds compiler flags tuned for the XLA/NxD graph flow, and whether TorchNeuron's neuron backend reads them is not documented; remove them, or keep only flags the TorchNeuron compiler reference lists
-os.environ["NEURON_CC_FLAGS"] = "--model-type=transformer"
-""",
-        ),
-    ),
-)
-RULES = (DROPPED_VARIABLE, MANUAL_VARIABLE)
+RULES = (DROPPED_VARIABLE,)
 
 
 class VariableWrites(Handler):
@@ -160,9 +139,7 @@ class VariableWrites(Handler):
     def _manual(self, node: cst.CSTNode, variable: str) -> None:
         if torchneuron_code(self.ctx.code):  # set for TorchNeuron's own compile: not the XLA flow's setting
             return
-        self.ctx.todo(
-            node, MANUAL_VARIABLE, f"`{variable}` holds {MANUAL_VARIABLES[variable]}", subject=variable
-        )
+        self.ctx.todo(node, "NM401", f"`{variable}` holds {MANUAL_VARIABLES[variable]}", subject=variable)
 
     def _update(self, original: cst.Expr, updated: cst.Expr):
         """`os.environ.update({...})` / `update(K=v)`: remove the dropped keys, TODO the manual ones."""

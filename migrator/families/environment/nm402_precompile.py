@@ -1,5 +1,6 @@
-"""NM402 / NM403: tests of the pre-compilation variables (set only by `neuron_parallel_compile`) are folded
-to their value with the variable unset; a read that cannot be folded gets a TODO."""
+"""NM402 (and NM403, defined in `nm403_precompile_read.py`): tests of the pre-compilation variables (set only
+by `neuron_parallel_compile`) are folded to their value with the variable unset; a read that cannot be folded
+gets a TODO."""
 
 from __future__ import annotations
 
@@ -33,28 +34,7 @@ max_steps = 1000
         ),
     ),
 )
-PRECOMPILE_READ = Rule(
-    "NM403",
-    Severity.WARNING,
-    "A read of `NEURON_EXTRACT_GRAPHS_ONLY` / `NEURON_PARALLEL_COMPILE` the codemod cannot fold",
-    "Left in place with a TODO: the variable is never set on TorchNeuron; remove the code that depends on it.",
-    examples=(
-        Example(
-            before="""\
-import os
-
-extracting = os.environ["NEURON_EXTRACT_GRAPHS_ONLY"]
-""",
-            after="""\
-import os
-
-# TODO(neuron-migrate): NM403 `NEURON_EXTRACT_GRAPHS_ONLY` is only set by neuron_parallel_compile, which TorchNeuron does not have; treat it as unset and remove the code for the graph-extraction run
-extracting = os.environ["NEURON_EXTRACT_GRAPHS_ONLY"]
-""",
-        ),
-    ),
-)
-RULES = (PRECOMPILE_TEST, PRECOMPILE_READ)
+RULES = (PRECOMPILE_TEST,)
 
 
 class PrecompileTests(Handler):
@@ -116,7 +96,7 @@ class PrecompileTests(Handler):
         if variable in PRECOMPILE_VARIABLES:
             self.ctx.todo(
                 original,
-                PRECOMPILE_READ,
+                "NM403",
                 f"`{variable}` is only set by neuron_parallel_compile, which TorchNeuron does not have",
                 "treat it as unset and remove the code for the graph-extraction run",
                 subject=variable,

@@ -1,5 +1,5 @@
-"""NM405-NM407: `torch.compile` in a migrated file compiles static shapes (`dynamic=False`) and loses the
-modes the neuron backend ignores."""
+"""NM405 (and NM406, NM407, each defined in its own module): `torch.compile` in a migrated file compiles
+static shapes (`dynamic=False`) and loses the modes the neuron backend ignores."""
 
 from __future__ import annotations
 
@@ -32,50 +32,7 @@ compiled = torch.compile(model, dynamic=False)
         ),
     ),
 )
-COMPILE_DYNAMIC_TRUE = Rule(
-    "NM406",
-    Severity.WARNING,
-    "`torch.compile(..., dynamic=True)`",
-    "Rewritten to `dynamic=False`: the neuron backend rejects dynamic shapes; pad inputs to fixed sizes "
-    "(each new shape is a recompilation).",
-    examples=(
-        Example(
-            before="""\
-import torch_xla.core.xla_model as xm
-import torch
-
-compiled = torch.compile(model, dynamic=True)
-""",
-            after="""\
-import torch
-
-compiled = torch.compile(model, dynamic=False)
-""",
-        ),
-    ),
-)
-COMPILE_MODE = Rule(
-    "NM407",
-    Severity.INFO,
-    '`torch.compile(..., mode="reduce-overhead" / "max-autotune*")`',
-    "Removed: the neuron backend ignores modes other than the default.",
-    examples=(
-        Example(
-            before="""\
-import torch_xla.core.xla_model as xm
-import torch
-
-compiled = torch.compile(model, mode="reduce-overhead")
-""",
-            after="""\
-import torch
-
-compiled = torch.compile(model, dynamic=False)
-""",
-        ),
-    ),
-)
-RULES = (COMPILE_DYNAMIC, COMPILE_DYNAMIC_TRUE, COMPILE_MODE)
+RULES = (COMPILE_DYNAMIC,)
 IGNORED_COMPILE_MODES = frozenset({"reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"})
 _FALSE = cst.Name("False")
 
@@ -96,12 +53,12 @@ class StaticCompile(Handler):
         for arg in updated.args:
             keyword = arg.keyword.value if arg.keyword else None
             if keyword == "mode" and string_value(arg.value) in IGNORED_COMPILE_MODES:
-                self.ctx.report(original, COMPILE_MODE)
+                self.ctx.report(original, "NM407")
                 continue
             if keyword == "dynamic":
                 has_dynamic = True
                 if m.matches(arg.value, m.Name("True")):
-                    self.ctx.report(original, COMPILE_DYNAMIC_TRUE)
+                    self.ctx.report(original, "NM406")
                     arg = arg.with_changes(value=_FALSE)
             args.append(arg)
         if not has_dynamic and self._unpacked_lacks_dynamic(original):

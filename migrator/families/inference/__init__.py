@@ -6,6 +6,6 @@ compiler arguments, turns `auto_cast_type` into `dtype`, `sequence_length` into 
 `tensor_parallel_size`/`num_cores` > 1 into `DistributedConfig`. Fixed input shapes become padding findings.
 A load whose checkpoint cannot be recovered statically (a compiled folder) is left with a TODO.
 
-`loads.py` holds what every load rewrite shares (argument split, the argument rules NM104-NM107, NM116);
+`loads.py` holds what every load rewrite shares (argument split, how it decides NM104-NM107, NM116);
 `state.py` what the rules learn while walking (models on neuron, literal dicts, preprocessors, config pairs).
 """

@@ -1,6 +1,7 @@
-"""What every compiled-model load rewrite shares: its arguments split by meaning, the rules about single
-arguments (static shapes, export-only, dtype) and about loads that cannot be rewritten (compiled artifacts,
-unmapped arguments). A rewrite raises `Unmapped` to leave the whole call as it is, with a TODO."""
+"""What every compiled-model load rewrite shares: its arguments split by meaning, and how it decides the rules
+about single arguments (static shapes NM104, export-only NM105, dtype NM107) and about loads that cannot be
+rewritten (compiled artifacts NM106, unmapped arguments NM116), each defined in its own module. A rewrite
+raises `Unmapped` to leave the whole call as it is, with a TODO."""
 
 from __future__ import annotations
 
@@ -11,157 +12,16 @@ import libcst as cst
 
 from migrator.cst_helpers import keyword_arg, literal_value, source_code
 from migrator.families.inference import tables as t
-from migrator.rules import Example, Rule, Severity
-
-STATIC_SHAPES = Rule(
-    "NM104",
-    Severity.WARNING,
-    "A static input shape fixed at export (`batch_size`, `sequence_length`, `height`, `num_beams`, ...)",
-    "Dropped from the loader. Every new input shape compiles again on neuron: pad inputs to this fixed shape "
-    '(tokenizer `padding="max_length", max_length=...`, full batches, constant image size).',
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForSequenceClassification
-
-model = NeuronModelForSequenceClassification.from_pretrained(
-    "distilbert-base-uncased-finetuned-sst-2-english", export=True, batch_size=1, sequence_length=128
-)
-""",
-            after="""\
-import os
-from transformers import AutoModelForSequenceClassification
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-model = AutoModelForSequenceClassification.from_pretrained(
-    "distilbert-base-uncased-finetuned-sst-2-english", device_map="neuron"
-)
-""",
-        ),
-    ),
-)
+from migrator.rules import Rule
+from migrator.transform import FileContext
 
 
-def shape_dropped(name: str, value: cst.BaseExpression) -> str:
+def shape_dropped(name: str, value: cst.BaseExpression, ctx: FileContext) -> str:
     """NM104's message naming the shape that was dropped (a load can drop several, through `**kwargs` too)."""
-    return f"`{name}={source_code(value)}` dropped from the loader." + STATIC_SHAPES.action.removeprefix(
+    return f"`{name}={source_code(value)}` dropped from the loader." + ctx.rule("NM104").action.removeprefix(
         "Dropped from the loader."
     )
 
-
-EXPORT_ONLY = Rule(
-    "NM105",
-    Severity.INFO,
-    "A compiler/export-only argument (`export`, `auto_cast`, `instance_type`, `optlevel`, "
-    "`disable_neuron_cache`, `compiler_workdir`, ...)",
-    "Dropped: TorchNeuron compiles just in time for the host it runs on.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForFeatureExtraction
-
-model = NeuronModelForFeatureExtraction.from_pretrained(
-    "BAAI/bge-small-en-v1.5", export=True, optlevel="2", batch_size=1, sequence_length=384
-)
-""",
-            after="""\
-import os
-from transformers import AutoModel
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-model = AutoModel.from_pretrained(
-    "BAAI/bge-small-en-v1.5", device_map="neuron"
-)
-""",
-        ),
-    ),
-)
-COMPILED_ARTIFACT = Rule(
-    "NM106",
-    Severity.ERROR,
-    "A load of a model already compiled by optimum-neuron (a folder from `optimum-cli export neuron` / "
-    "`save_pretrained`, or an `aws-neuron/*-neuron*` Hub repo)",
-    "Left with a TODO: Transformers cannot load compiled artifacts. Re-point the load at the original "
-    "checkpoint (0.4.x compiled configs record it as `neuron.checkpoint_id` in config.json), add "
-    "`export=True`, and run neuron-migrate again.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForSequenceClassification
-
-model = NeuronModelForSequenceClassification.from_pretrained("./compiled-distilbert")
-""",
-            after="""\
-from optimum.neuron import NeuronModelForSequenceClassification
-import os
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-# TODO(neuron-migrate): NM106 "./compiled-distilbert" is a model compiled by optimum-neuron, which Transformers/Diffusers cannot load; load the original checkpoint instead (0.4.x: `neuron.checkpoint_id` in the compiled config.json) with export=True, then run neuron-migrate again
-model = NeuronModelForSequenceClassification.from_pretrained("./compiled-distilbert")
-""",
-        ),
-    ),
-)
-DTYPE = Rule(
-    "NM107",
-    Severity.INFO,
-    "`auto_cast_type` / `torch_dtype` of a compiled model",
-    "Rewritten to the load dtype (`dtype=torch.bfloat16` etc.; `torch_dtype=` for Diffusers).",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-
-model = NeuronModelForCausalLM.from_pretrained(
-    "Qwen/Qwen3-0.6B", export=True, sequence_length=1024, auto_cast_type="bf16"
-)
-""",
-            after="""\
-import os
-import torch
-from transformers import AutoModelForCausalLM
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-model = AutoModelForCausalLM.from_pretrained(
-    "Qwen/Qwen3-0.6B", dtype=torch.bfloat16, device_map="neuron"
-)
-model.generation_config.cache_implementation = "static"
-model.generation_config.max_cache_len = 1024
-""",
-        ),
-    ),
-)
-UNMAPPED_ARGUMENTS = Rule(
-    "NM116",
-    Severity.ERROR,
-    "A compiled-model load whose arguments the codemod cannot map (unknown or runtime-only keywords, "
-    "`**kwargs`, export-time adapter fusing, a load that is not assigned to a name)",
-    "Left unchanged with a TODO naming the arguments; rewrite the load by hand.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-
-model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, continuous_batching=True)
-""",
-            after="""\
-from optimum.neuron import NeuronModelForCausalLM
-import os
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-# TODO(neuron-migrate): NM116 `continuous_batching` is a serving feature of vLLM Neuron, not of Transformers generate(); rewrite this load by hand
-model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, continuous_batching=True)
-""",
-        ),
-    ),
-)
-RULES = (STATIC_SHAPES, EXPORT_ONLY, COMPILED_ARTIFACT, DTYPE, UNMAPPED_ARGUMENTS)
-HANDLER = None  # these rules are decided inside the load rewrites, with the functions below
 
 _COMPILED_HUB_ID = re.compile(t.COMPILED_HUB_ID)
 _MODEL_ID_KEYWORDS = ("model_id", "model_name_or_path", "pretrained_model_name_or_path")
@@ -200,7 +60,7 @@ def split_args(
     """Split a call's arguments; `**name` is expanded when `name` holds a literal dict (`dicts`); positional
     arguments after the first are filed under the parameter names in `positional` (and stay positional)."""
     if len(original.args) != len(updated.args):
-        raise Unmapped(UNMAPPED_ARGUMENTS, f"the arguments of this {what} were changed by another rewrite")
+        raise Unmapped("NM116", f"the arguments of this {what} were changed by another rewrite")
     model = None
     keywords: dict[str, tuple[cst.Arg, cst.Arg]] = {}
     order = []
@@ -213,7 +73,7 @@ def split_args(
             continue
         if old.star:
             raise Unmapped(
-                UNMAPPED_ARGUMENTS,
+                "NM116",
                 f"{what} receives `{old.star}{source_code(old.value)}`, whose keys the codemod cannot see",
                 "spell the arguments out and run neuron-migrate again",
             )
@@ -222,9 +82,7 @@ def split_args(
             order.append(positional[index - 1])
         elif old.keyword is None:
             if index:
-                raise Unmapped(
-                    UNMAPPED_ARGUMENTS, f"{what} has extra positional arguments", "rewrite it by hand"
-                )
+                raise Unmapped("NM116", f"{what} has extra positional arguments", "rewrite it by hand")
             model = (old, new)
         else:
             keywords[old.keyword.value] = (old, new)
@@ -290,15 +148,13 @@ def dtype_expr(value: cst.BaseExpression) -> cst.BaseExpression:
     if isinstance(literal, str):
         if literal not in t.AUTO_CAST_DTYPES:
             raise Unmapped(
-                UNMAPPED_ARGUMENTS,
+                "NM116",
                 f'auto_cast_type="{literal}" has no load dtype equivalent',
                 "pick dtype=torch.bfloat16 (or torch.float32) and use torch.autocast for mixed precision",
             )
         return cst.parse_expression(f"torch.{t.AUTO_CAST_DTYPES[literal]}")
     if literal is not ...:
-        raise Unmapped(
-            UNMAPPED_ARGUMENTS, f"auto_cast_type={literal!r} is not a dtype name", "set dtype= by hand"
-        )
+        raise Unmapped("NM116", f"auto_cast_type={literal!r} is not a dtype name", "set dtype= by hand")
     table = ", ".join(f'"{name}": torch.{dtype}' for name, dtype in t.AUTO_CAST_DTYPES.items())
     return cst.parse_expression(f"{{{table}}}[{source_code(value)}]")
 
@@ -312,12 +168,12 @@ def check_not_compiled(args: Args, what: str) -> None:
     model = source_code(args.model[1].value) if args.model else "the model"
     if value is ...:
         raise Unmapped(
-            UNMAPPED_ARGUMENTS,
+            "NM116",
             f"export={source_code(export[1].value)} is decided at run time, so {model} may be a compiled artifact",
             "make the load always use the original checkpoint and rewrite it by hand",
         )
     raise Unmapped(
-        COMPILED_ARTIFACT,
+        "NM106",
         f"{model} is {what} compiled by optimum-neuron, which Transformers/Diffusers cannot load",
         "load the original checkpoint instead (0.4.x: `neuron.checkpoint_id` in the compiled config.json) with "
         "export=True, then run neuron-migrate again",
@@ -326,11 +182,11 @@ def check_not_compiled(args: Args, what: str) -> None:
 
 def check_hub_id(args: Args) -> None:
     if args.model is None:
-        raise Unmapped(UNMAPPED_ARGUMENTS, "no model id is passed", "rewrite this load by hand")
+        raise Unmapped("NM116", "no model id is passed", "rewrite this load by hand")
     model_id = literal_value(args.model[1].value)
     if isinstance(model_id, str) and _COMPILED_HUB_ID.match(model_id):
         raise Unmapped(
-            COMPILED_ARTIFACT,
+            "NM106",
             f'"{model_id}" is a precompiled Neuron repo, which Transformers cannot load',
             "use the original checkpoint it was exported from (its model card / config.json "
             "`neuron.checkpoint_id`)",
@@ -341,7 +197,7 @@ def check_known(args: Args, known: frozenset[str], also: tuple[str, ...]) -> Non
     unknown = [name for name in args.order if name not in known and name not in also]
     if unknown:
         raise Unmapped(
-            UNMAPPED_ARGUMENTS,
+            "NM116",
             f"no TorchNeuron equivalent known for {', '.join(unknown)}",
             "rewrite this load by hand",
         )
@@ -352,7 +208,7 @@ def auto_cast(args: Args, default: str | None) -> bool:
     value = literal_value(args.keywords["auto_cast"][1].value) if "auto_cast" in args.keywords else default
     if value is ...:
         raise Unmapped(
-            UNMAPPED_ARGUMENTS,
+            "NM116",
             "auto_cast is decided at run time, so the load dtype is unknown",
             "set dtype= by hand",
         )

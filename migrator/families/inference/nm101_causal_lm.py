@@ -1,5 +1,5 @@
-"""NM101-NM103, NM117: a `NeuronModelForCausalLM` export/load becomes
-`AutoModelForCausalLM.from_pretrained(checkpoint, device_map="neuron")` with a static cache; the
+"""NM101 (and NM102, NM103, NM117, each defined in its own module): a `NeuronModelForCausalLM` export/load
+becomes `AutoModelForCausalLM.from_pretrained(checkpoint, device_map="neuron")` with a static cache; the
 `get_neuron_config` paired with it (`nm108_neuron_config_pair.py`) moves into it and goes."""
 
 from __future__ import annotations
@@ -10,9 +10,6 @@ import libcst.matchers as m
 from migrator.cst_helpers import find_keyword, keyword_arg, literal_value, source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import (
-    EXPORT_ONLY,
-    STATIC_SHAPES,
-    UNMAPPED_ARGUMENTS,
     Args,
     Unmapped,
     assemble,
@@ -59,99 +56,7 @@ model.generation_config.max_cache_len = 1024
         ),
     ),
 )
-SEQUENCE_LENGTH = Rule(
-    "NM102",
-    Severity.WARNING,
-    "`sequence_length` of a compiled decoder",
-    "Moved to `model.generation_config.max_cache_len` (static cache size). optimum-neuron silently capped "
-    "generation at this length, Transformers does not: keep prompt length + max_new_tokens within it.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-
-model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, sequence_length=2048)
-""",
-            after="""\
-import os
-from transformers import AutoModelForCausalLM
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
-model.generation_config.cache_implementation = "static"
-model.generation_config.max_cache_len = 2048
-""",
-        ),
-    ),
-)
-TENSOR_PARALLEL = Rule(
-    "NM103",
-    Severity.WARNING,
-    "`tensor_parallel_size` / `num_cores` other than the literal 1",
-    "Rewritten to `distributed_config=DistributedConfig(tp_size=N)` without device_map; the script must now be "
-    "launched with `torchrun --nproc_per_node=N` (all ranks run generate; print on rank 0).",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-
-model = NeuronModelForCausalLM.from_pretrained(
-    "meta-llama/Llama-3.1-8B", export=True, sequence_length=4096, tensor_parallel_size=8
-)
-""",
-            after="""\
-import os
-from transformers import AutoModelForCausalLM, DistributedConfig
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-# TODO(neuron-migrate): NM103 Rewritten to DistributedConfig(tp_size=8), which shards the model over 8 processes: optimum-neuron ran it in one, and nothing here shows torchrun starting this script; launch the script with `torchrun --nproc_per_node=8` (all ranks run generate; print on rank 0)
-model = AutoModelForCausalLM.from_pretrained(
-    "meta-llama/Llama-3.1-8B", distributed_config=DistributedConfig(tp_size=8)
-)
-model.generation_config.cache_implementation = "static"
-model.generation_config.max_cache_len = 4096
-""",
-        ),
-    ),
-)
-ONE_CORE = (
-    'Rewritten for one NeuronCore (`device_map="neuron"`); for tensor parallelism pass '
-    "`distributed_config=DistributedConfig(tp_size=N)` and "
-)
-DEFAULT_ALL_CORES = Rule(
-    "NM117",
-    Severity.WARNING,
-    "`get_neuron_config` without `tensor_parallel_size` (optimum-neuron then sharded over all visible cores)",
-    f"{ONE_CORE}launch with `torchrun --nproc_per_node=N`.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-
-config = NeuronModelForCausalLM.get_neuron_config("Qwen/Qwen3-0.6B", batch_size=1, sequence_length=1024)
-model = NeuronModelForCausalLM.export("Qwen/Qwen3-0.6B", config)
-""",
-            after="""\
-import os
-from transformers import AutoModelForCausalLM
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
-model.generation_config.cache_implementation = "static"
-model.generation_config.max_cache_len = 1024
-""",
-        ),
-    ),
-)
-RULES = (
-    CAUSAL_LM,
-    SEQUENCE_LENGTH,
-    TENSOR_PARALLEL,
-    DEFAULT_ALL_CORES,
-)
+RULES = (CAUSAL_LM,)
 
 
 def _without_config(call: cst.Call, method: str, paired: bool) -> cst.Call:
@@ -194,7 +99,7 @@ class CausalLM(Handler):
             return updated
         if original not in file.assigned_calls:
             raise Unmapped(
-                UNMAPPED_ARGUMENTS,
+                "NM116",
                 "this load is not assigned to a name, so the static cache cannot be set after it",
                 "assign the model to a variable and run neuron-migrate again",
             )
@@ -226,7 +131,7 @@ class CausalLM(Handler):
             new_args, cache_len = self._arguments(original, updated, owner, method)
             file.report(original, CAUSAL_LM)
         if cache_len is None:
-            file.report(original, SEQUENCE_LENGTH, t.NO_CACHE_LEN)
+            file.report(original, "NM102", t.NO_CACHE_LEN)
         target = source_code(file.assigned_calls[original])
         file.loads[original] = PendingLoad(f"{target}.generation_config", cache_len)
         file.remember_model(target)
@@ -302,9 +207,7 @@ class CausalLM(Handler):
                 if name in config_args.keywords:
                     args.keywords[name] = config_args.keywords[name]
             if "tensor_parallel_size" not in config_args.keywords:
-                file.report(
-                    config_call, DEFAULT_ALL_CORES, f"{ONE_CORE}{self.ctx.launch(script='generate.py')}."
-                )
+                file.report(config_call, "NM117", f"{t.ONE_CORE}{self.ctx.launch(script='generate.py')}.")
         if method != "export":
             check_not_compiled(args, "a decoder")
         check_hub_id(args)
@@ -321,7 +224,7 @@ class CausalLM(Handler):
         ]
         if set(t.SEQUENCE_LENGTH_ARGS) <= set(args.order):
             raise Unmapped(
-                UNMAPPED_ARGUMENTS,
+                "NM116",
                 "both `sequence_length` and its old name `n_positions` are given",
                 "keep the one the export used and run neuron-migrate again",
             )
@@ -334,24 +237,24 @@ class CausalLM(Handler):
             others = [name for name in unknown if name not in t.UNMAPPED_DECODER_ARGS]
             if others:
                 explained.append(f"no TorchNeuron equivalent known for {', '.join(others)}")
-            raise Unmapped(UNMAPPED_ARGUMENTS, "; ".join(explained), "rewrite this load by hand")
+            raise Unmapped("NM116", "; ".join(explained), "rewrite this load by hand")
         dtype = None
         for name, (old, new) in args.keywords.items():
             if name in t.KEPT_LOAD_ARGS or name == "config":
                 kept.append(name)
             elif name in t.EXPORT_ONLY_ARGS:
-                file.report(old, EXPORT_ONLY, subject=name)
+                file.report(old, "NM105", subject=name)
             elif name == "batch_size":
-                file.report(old, STATIC_SHAPES, shape_dropped(name, new.value), subject=name)
+                file.report(old, "NM104", shape_dropped(name, new.value, file.ctx), subject=name)
             elif name in t.SEQUENCE_LENGTH_ARGS:  # `n_positions`: its old name
                 cache_len = new.value
-                file.report(old, SEQUENCE_LENGTH, subject=name)
+                file.report(old, "NM102", subject=name)
             elif name in t.TP_ARGS:
                 if literal_value(new.value) != 1:
                     tp_size = new.value
                     file.report_launch(
                         old,
-                        TENSOR_PARALLEL,
+                        "NM103",
                         f"Rewritten to DistributedConfig(tp_size={source_code(new.value)})",
                         source_code(new.value),
                         " (all ranks run generate; print on rank 0)",
@@ -362,7 +265,7 @@ class CausalLM(Handler):
                         why = core_count_why(name, literal_value(new.value), source_code(new.value), target)
                         file.todo(old, "NM504", why, "choose tp_size for the trn2 / trn3 instance")
                 else:
-                    file.report(old, EXPORT_ONLY, subject=name)
+                    file.report(old, "NM105", subject=name)
             elif name in t.DTYPE_ARGS:
                 dtype = file.dtype(name, old, new)
         if dtype is not None:

@@ -1,8 +1,8 @@
-"""NM108 / NM109: `cfg = NeuronModelForCausalLM.get_neuron_config(...)` is paired with the load that
-consumes it later in the same function (`export(id, cfg)`, `export(id, neuron_config=cfg)`,
-`from_pretrained(id, neuron_config=cfg)`), wherever the two statements sit in its blocks; the load rewrite
-(`nm101_causal_lm.py`) merges the config's values and removes its statement. What cannot be paired, or a
-config whose load stays manual, keeps a TODO."""
+"""NM108 (and NM109, defined in `nm109_unpaired_neuron_config.py`): `cfg =
+NeuronModelForCausalLM.get_neuron_config(...)` is paired with the load that consumes it later in the same
+function (`export(id, cfg)`, `export(id, neuron_config=cfg)`, `from_pretrained(id, neuron_config=cfg)`),
+wherever the two statements sit in its blocks; the load rewrite (`nm101_causal_lm.py`) merges the config's
+values and removes its statement. What cannot be paired, or a config whose load stays manual, keeps a TODO."""
 
 from __future__ import annotations
 
@@ -82,35 +82,7 @@ if __name__ == "__main__":
         ),
     ),
 )
-UNPAIRED_NEURON_CONFIG = Rule(
-    "NM109",
-    Severity.ERROR,
-    "`get_neuron_config` / `export` that cannot be paired in one scope with visible arguments",
-    "Left with a TODO: load the checkpoint with AutoModelForCausalLM on neuron and carry sequence_length to "
-    "generation_config.max_cache_len and tensor_parallel_size to DistributedConfig by hand.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-
-
-def compile_model(neuron_config, output_dir):
-    model = NeuronModelForCausalLM.export("Qwen/Qwen3-0.6B", neuron_config, load_weights=False)
-    model.save_pretrained(output_dir)
-""",
-            after="""\
-from optimum.neuron import NeuronModelForCausalLM
-
-
-def compile_model(neuron_config, output_dir):
-    # TODO(neuron-migrate): NM109 the neuron config passed to export() is not built by get_neuron_config in the same scope; load the checkpoint with AutoModelForCausalLM.from_pretrained(id, device_map="neuron") and set the static cache by hand
-    model = NeuronModelForCausalLM.export("Qwen/Qwen3-0.6B", neuron_config, load_weights=False)
-    model.save_pretrained(output_dir)
-""",
-        ),
-    ),
-)
-RULES = (NEURON_CONFIG_PAIR, UNPAIRED_NEURON_CONFIG)
+RULES = (NEURON_CONFIG_PAIR,)
 _PAIRED_EXPORT_ARGS = frozenset({"load_weights", "token", "revision"})
 
 

@@ -1,13 +1,13 @@
-"""NM110 / NM111: tokenizer outputs for a model that optimum-neuron kept on CPU move to the migrated model's
-device; unpadded prompts are flagged (every new length runs new kernels). NM118: a tokenizer's chat template
-keeps returning the token ids the code uses (Transformers 5 returns a BatchEncoding by default)."""
+"""NM110 (and NM111, defined in `nm111_unpadded_prompts.py`): tokenizer outputs for a model that optimum-neuron
+kept on CPU move to the migrated model's device; unpadded prompts are flagged (every new length runs new
+kernels): one look at each tokenizer call's assignment decides both."""
 
 from __future__ import annotations
 
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import find_keyword, keyword_arg, literal_value, unpacked_mapping, with_appended
+from migrator.cst_helpers import literal_value
 from migrator.families.inference.state import HINTS, TRIGGERS, InferenceFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
@@ -42,140 +42,16 @@ inputs = tokenizer(prompt, return_tensors="pt", padding="max_length", max_length
         ),
     ),
 )
-UNPADDED_PROMPTS = Rule(
-    "NM111",
-    Severity.WARNING,
-    'Tokenizer outputs for a model that optimum-neuron kept on CPU, not padded to `"max_length"`',
-    "`.to(model.device)` appended. Review the padding: shapes follow each prompt. With a static cache sized by "
-    "max_cache_len, generate() compiles the decode step once per batch size, but the prefill runs eagerly at "
-    "each prompt's length, so every new length runs new eager kernels (an encoder forward recompiles per "
-    'shape); pass `padding="max_length", max_length=...` to keep shapes fixed.',
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-from transformers import AutoTokenizer
-
-model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, batch_size=1, sequence_length=512)
-tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
-inputs = tokenizer(prompt, return_tensors="pt")
-""",
-            after="""\
-from transformers import AutoModelForCausalLM, AutoTokenizer
-import os
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
-model.generation_config.cache_implementation = "static"
-model.generation_config.max_cache_len = 512
-tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
-inputs = tokenizer(prompt, return_tensors="pt").to(model.device)
-""",
-        ),
-    ),
-)
-CHAT_TEMPLATE_IDS = Rule(
-    "NM118",
-    Severity.INFO,
-    "`tokenizer.apply_chat_template(...)` that tokenizes, without `return_dict`",
-    "`return_dict=False` added: Transformers 4 (optimum-neuron's) returned the token ids, Transformers 5 returns "
-    "a BatchEncoding (a dict) by default, which `generate(ids)` and `ids.shape` do not take as ids.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-from transformers import AutoTokenizer
-
-model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, batch_size=1, sequence_length=512)
-tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
-ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
-output = model.generate(ids, max_new_tokens=64)
-""",
-            after="""\
-from transformers import AutoModelForCausalLM, AutoTokenizer
-import os
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
-model.generation_config.cache_implementation = "static"
-model.generation_config.max_cache_len = 512
-tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
-ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=False).to(model.device)
-output = model.generate(ids, max_new_tokens=64)
-""",
-        ),
-        Example(
-            before="""\
-from optimum.neuron import NeuronModelForCausalLM
-from transformers import AutoTokenizer
-
-model = NeuronModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", export=True, batch_size=1, sequence_length=512)
-tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
-
-
-def prompt_ids(messages, **options):
-    return tokenizer.apply_chat_template(messages, **options)
-""",
-            after="""\
-from transformers import AutoModelForCausalLM, AutoTokenizer
-import os
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", device_map="neuron")
-model.generation_config.cache_implementation = "static"
-model.generation_config.max_cache_len = 512
-tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")
-
-
-def prompt_ids(messages, **options):
-    # TODO(neuron-migrate): NM118 Transformers 5's apply_chat_template returns a BatchEncoding unless return_dict=False, and the unpacked arguments may set it; pass return_dict=False where the code uses the result as token ids
-    return tokenizer.apply_chat_template(messages, **options)
-""",
-        ),
-    ),
-)
-RULES = (INPUTS_TO_DEVICE, UNPADDED_PROMPTS, CHAT_TEMPLATE_IDS)
+RULES = (INPUTS_TO_DEVICE,)
 
 
 class InputsToDevice(Handler):
-    HINTS = HINTS | {"apply_chat_template"}
+    HINTS = HINTS
     TRIGGERS = TRIGGERS
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self.file = ctx.state(InferenceFile)
-
-    def leave_Call(self, original: cst.Call, updated: cst.Call):
-        """`tokenizer.apply_chat_template(...)` that tokenizes keeps returning the ids (NM118)."""
-        # A processor's apply_chat_template still defaults to return_dict=False.
-        if not (
-            m.matches(original.func, m.Attribute(attr=m.Name("apply_chat_template")))
-            and self.file.preprocessor_kind(original.func) == "tokenizer"
-            and find_keyword(original, "return_dict") is None
-        ):
-            return updated
-        tokenize = find_keyword(original, "tokenize")
-        if tokenize is not None and literal_value(tokenize.value) is False:
-            return updated  # the formatted text, in both versions
-        unpacked = unpacked_mapping(original, self.ctx.module)
-        if unpacked is not None and "return_dict" in unpacked:
-            return updated
-        if unpacked is None:
-            self.ctx.todo(
-                original,
-                CHAT_TEMPLATE_IDS,
-                "Transformers 5's apply_chat_template returns a BatchEncoding unless return_dict=False, and the "
-                "unpacked arguments may set it",
-                "pass return_dict=False where the code uses the result as token ids",
-            )
-            return updated
-        self.ctx.report(original, CHAT_TEMPLATE_IDS)
-        return updated.with_changes(
-            args=with_appended(list(updated.args), [keyword_arg("return_dict", cst.Name("False"))])
-        )
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
         """`inputs = tokenizer(..., return_tensors="pt")[.attr]` next to a migrated model: move the inputs to the
@@ -211,7 +87,7 @@ class InputsToDevice(Handler):
                 m.matches(arg, m.Arg(keyword=m.Name("padding"))) and literal_value(arg.value) == "max_length"
                 for arg in call.args
             )
-            self.ctx.report(call, INPUTS_TO_DEVICE if padded else UNPADDED_PROMPTS)
+            self.ctx.report(call, INPUTS_TO_DEVICE if padded else "NM111")
         template = cst.parse_expression(f"_.to({', '.join(target)})")
         moved_call = template.with_changes(func=template.func.with_changes(value=updated_call))
         if isinstance(updated.value, cst.Attribute):

@@ -8,8 +8,6 @@ import libcst as cst
 from migrator.cst_helpers import keyword_arg, source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import (
-    EXPORT_ONLY,
-    STATIC_SHAPES,
     assemble,
     auto_cast,
     check_hub_id,
@@ -65,14 +63,14 @@ class TracedModel(FromPretrainedRule):
         dtype = None
         for name, (old, new) in args.keywords.items():
             if name in t.EXPORT_ONLY_ARGS:
-                file.report(old, EXPORT_ONLY, subject=name)
+                file.report(old, "NM105", subject=name)
             elif name in t.TRACED_SHAPE_ARGS:
-                file.report(old, STATIC_SHAPES, shape_dropped(name, new.value), subject=name)
+                file.report(old, "NM104", shape_dropped(name, new.value, file.ctx), subject=name)
             elif name == "torch_dtype" or (name == "auto_cast_type" and casts):
                 # optimum ignores auto_cast_type unless auto_cast is set (modeling_traced.py `_export`)
                 dtype = file.dtype(name, old, new)
             elif name in t.DTYPE_ARGS:
-                file.report(old, EXPORT_ONLY, subject=name)
+                file.report(old, "NM105", subject=name)
         extra = ([keyword_arg("dtype", dtype)] if dtype is not None else []) + [
             keyword_arg("device_map", string("neuron"))
         ]

@@ -8,9 +8,6 @@ import libcst as cst
 from migrator.cst_helpers import keyword_arg, literal_value, source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import (
-    EXPORT_ONLY,
-    STATIC_SHAPES,
-    UNMAPPED_ARGUMENTS,
     Unmapped,
     assemble,
     auto_cast,
@@ -74,10 +71,10 @@ class DiffusionPipeline(FromPretrainedRule):
             if key in t.DIFFUSION_MANUAL_ARGS and not (
                 name == "tensor_parallel_size" and literal_value(args.keywords[name][1].value) == 1
             ):
-                raise Unmapped(UNMAPPED_ARGUMENTS, f"`{name}`: {t.DIFFUSION_MANUAL_ARGS[key]}")
+                raise Unmapped("NM116", f"`{name}`: {t.DIFFUSION_MANUAL_ARGS[key]}")
         if "device_ids" in args.keywords and len(_core_ids(args.keywords["device_ids"][1].value)) != 1:
             raise Unmapped(
-                UNMAPPED_ARGUMENTS,
+                "NM116",
                 "`device_ids` puts the pipeline on several NeuronCores (or on cores chosen at run time), which "
                 "optimum-neuron replicated it over (data parallel)",
                 "run one process per core (torchrun) with the pipeline on its device, or use a single device",
@@ -95,7 +92,7 @@ class DiffusionPipeline(FromPretrainedRule):
         device: cst.BaseExpression = string("neuron")
         for name, (old, new) in args.keywords.items():
             if name in t.EXPORT_ONLY_ARGS or name == "tensor_parallel_size":
-                file.report(old, EXPORT_ONLY, subject=name)
+                file.report(old, "NM105", subject=name)
             elif name == "device_ids":  # one core: where the pipeline runs, which `.to(...)` now says
                 (core,) = _core_ids(new.value)
                 if literal_value(core) != 0:
@@ -106,7 +103,7 @@ class DiffusionPipeline(FromPretrainedRule):
                     file.add_import("torch")
                 file.report(
                     old,
-                    EXPORT_ONLY,
+                    "NM105",
                     f"`device_ids` placed the pipeline on NeuronCore {source_code(core)}: it moves to "
                     f"`{source_code(device)}` instead.",
                     subject=name,
@@ -114,16 +111,16 @@ class DiffusionPipeline(FromPretrainedRule):
             elif name in _PIPELINE_CALL_SHAPES:
                 file.report(
                     old,
-                    STATIC_SHAPES,
+                    "NM104",
                     f"Dropped from the loader: pass {_PIPELINE_CALL_SHAPES[name]}= to every pipeline call instead "
                     "and keep it constant (each new shape compiles again on neuron).",
                 )
             elif name in t.TRACED_SHAPE_ARGS:
-                file.report(old, STATIC_SHAPES, shape_dropped(name, new.value), subject=name)
+                file.report(old, "NM104", shape_dropped(name, new.value, file.ctx), subject=name)
             elif name == "torch_dtype" or (name == "auto_cast_type" and casts):
                 dtype = file.dtype(name, old, new)
             elif name == "auto_cast_type":
-                file.report(old, EXPORT_ONLY, subject=name)
+                file.report(old, "NM105", subject=name)
         if dtype is not None:
             file.add_import("torch")
         extra = [keyword_arg("torch_dtype", dtype)] if dtype is not None else []

@@ -10,9 +10,6 @@ import libcst as cst
 from migrator.cst_helpers import keyword_arg, literal_value, source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import (
-    EXPORT_ONLY,
-    STATIC_SHAPES,
-    UNMAPPED_ARGUMENTS,
     Unmapped,
     assemble,
     check_hub_id,
@@ -84,9 +81,7 @@ class Pipeline(Handler):
         task_name = literal_value(task[1].value) if task else None
         model = args.keywords.get("model")
         if model is None:
-            raise Unmapped(
-                UNMAPPED_ARGUMENTS, "no model is passed (optimum picks a default)", "pass model= by hand"
-            )
+            raise Unmapped("NM116", "no model is passed (optimum picks a default)", "pass model= by hand")
         # A model object migrated above is already on its device(s) with its static cache set.
         model_object = source_code(model[1].value) in file.models_in_scope()
         if not model_object:
@@ -102,16 +97,16 @@ class Pipeline(Handler):
             elif name == "sequence_length" and task_name == "text-generation":
                 file.report(old, "NM102")
             elif name == "sequence_length" or (name == "batch_size" and old.keyword.value == "input_shapes"):
-                file.report(old, STATIC_SHAPES, shape_dropped(name, value), subject=name)
+                file.report(old, "NM104", shape_dropped(name, value, file.ctx), subject=name)
             elif name == "batch_size":
                 file.report(
                     old,
-                    STATIC_SHAPES,
+                    "NM104",
                     "Kept as the pipeline's batch size: feed full batches only "
                     "(a smaller last batch compiles again on neuron).",
                 )
             elif name not in _PASSTHROUGH:
-                file.report(old, EXPORT_ONLY, subject=name)
+                file.report(old, "NM105", subject=name)
         kept = [name for name in args.order if name in _PASSTHROUGH]
         if args.model is None and task is not None:  # task=... keyword: keep it first
             kept.insert(0, "task")
@@ -119,7 +114,7 @@ class Pipeline(Handler):
         if task_name == "text-generation" and not model_object:
             if original not in file.assigned_calls:
                 raise Unmapped(
-                    UNMAPPED_ARGUMENTS,
+                    "NM116",
                     "this text-generation pipeline is not assigned to a name, so its static cache cannot be set",
                     "assign it to a variable and run neuron-migrate again",
                 )
@@ -148,9 +143,7 @@ class Pipeline(Handler):
                     or not isinstance(literal_value(element.key), str)
                     for element in new.value.elements
                 ):
-                    raise Unmapped(
-                        UNMAPPED_ARGUMENTS, f"{name} is not a literal dict", "spell its keys out by hand"
-                    )
+                    raise Unmapped("NM116", f"{name} is not a literal dict", "spell its keys out by hand")
                 for element in new.value.elements:
                     settings[literal_value(element.key)] = (old, element.value)
             elif name not in ("task", "model"):
@@ -168,21 +161,17 @@ def _check_settings(settings: dict, task_name, launch: str) -> None:
         and name not in t.TP_ARGS + t.DTYPE_ARGS
     ]
     if unknown:
-        raise Unmapped(
-            UNMAPPED_ARGUMENTS, f"no transformers.pipeline equivalent known for {', '.join(unknown)}"
-        )
+        raise Unmapped("NM116", f"no transformers.pipeline equivalent known for {', '.join(unknown)}")
     for name in t.TP_ARGS:
         if name in settings and literal_value(settings[name][1]) != 1:
             raise Unmapped(
-                UNMAPPED_ARGUMENTS,
+                "NM116",
                 f"{name}={source_code(settings[name][1])} needs a tensor-parallel model",
                 "load it with AutoModelForCausalLM.from_pretrained(id, distributed_config=DistributedConfig("
                 f"tp_size=N)) and pass the model object to transformers.pipeline; {launch}",
             )
     if "sequence_length" in settings and task_name is ...:
-        raise Unmapped(
-            UNMAPPED_ARGUMENTS, "the task is chosen at run time, so sequence_length cannot be mapped"
-        )
+        raise Unmapped("NM116", "the task is chosen at run time, so sequence_length cannot be mapped")
 
 
 HANDLER = Pipeline

@@ -13,7 +13,7 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import find_keyword, is_method_call, literal_value, source_code, string_value
 from migrator.families.inference import tables as t
-from migrator.families.inference.loads import DTYPE, Unmapped, dtype_expr
+from migrator.families.inference.loads import Unmapped, dtype_expr
 from migrator.families.xla.names import TORCHRUN_VARIABLES
 from migrator.rules import Rule
 from migrator.transform import FileContext, Handler
@@ -165,7 +165,7 @@ class InferenceFile:
         self.effects.append(lambda: self.ctx.add_import(module, obj))
 
     def dtype(self, name: str, old: cst.Arg, new: cst.Arg) -> cst.BaseExpression:
-        self.report(old, DTYPE)
+        self.report(old, "NM107")
         if name == "torch_dtype":
             return new.value
         self.add_import("torch")

@@ -265,3 +265,8 @@ NO_CACHE_LEN = (
     "cache is sized per generate() call from prompt + max_new_tokens, so each new size recompiles. Set "
     "`generation_config.max_cache_len` to a fixed length."
 )
+# What NM117 says of a load optimum-neuron sharded over every visible core, before how to launch it.
+ONE_CORE = (
+    'Rewritten for one NeuronCore (`device_map="neuron"`); for tensor parallelism pass '
+    "`distributed_config=DistributedConfig(tp_size=N)` and "
+)

@@ -1,7 +1,8 @@
-"""NM202-NM205, NM216: the keywords of training arguments (`NeuronTrainingArguments`, `NeuronSFTConfig`, ...)
-and trainers, decided by one table (`training_args.py`): renamed, dropped, moved to the model load's
-`DistributedConfig` (the sharding read here), or left with a TODO; `logging_dir` moves to the environment.
-The keywords the migrated arguments need added are `nm206_added_arguments.py`'s."""
+"""NM202 (and NM203-NM205, NM216, each defined in its own module): the keywords of training arguments
+(`NeuronTrainingArguments`, `NeuronSFTConfig`, ...) and trainers, decided by one table (`training_args.py`):
+renamed, dropped, moved to the model load's `DistributedConfig` (the sharding read here), or left with a TODO;
+`logging_dir` moves to the environment. The keywords the migrated arguments need added are
+`nm206_added_arguments.py`'s."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from migrator.cst_helpers import (
     without_args,
 )
 from migrator.families.training.state import (
-    DISTRIBUTED_CONFIG_BY_HAND,
     ArgumentsCall,
     Parallelism,
     TrainingFile,
@@ -35,7 +35,7 @@ from migrator.families.training.targets import (
     TRIGGERS,
     Target,
 )
-from migrator.families.training_args import KEEP, ArgAction
+from migrator.families.training_args import KEEP, ArgAction, without_plain_fields
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import TODO_PREFIX, FileContext, Handler
 
@@ -63,101 +63,7 @@ args = TrainingArguments(output_dir="out", eval_strategy="steps", bf16=True, tor
         ),
     ),
 )
-ARGUMENT_DROPPED = Rule(
-    "NM203",
-    Severity.WARNING,
-    "A training argument with no equivalent in Transformers 5 / TRL 1.16 (Neuron runtime, ZeRO-1 optimizer "
-    "and metrics options, `overwrite_output_dir`, ...)",
-    "Removed; the finding says what changes. Remove the matching `--flag` from launch scripts too, otherwise "
-    "`HfArgumentParser` rejects it.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronTrainingArguments
-
-args = NeuronTrainingArguments(output_dir="out", overwrite_output_dir=True, bf16=True)
-""",
-            after="""\
-from transformers import TrainingArguments
-
-args = TrainingArguments(output_dir="out", bf16=True, torch_compile=True)
-""",
-        ),
-    ),
-)
-MOVED_TO_DISTRIBUTED_CONFIG = Rule(
-    "NM204",
-    Severity.WARNING,
-    "`tensor_parallel_size` / `zero_1` in the training arguments (or `lazy_load_for_parallelism`)",
-    "Moved to `from_pretrained(..., distributed_config=DistributedConfig(tp_size=TP, fsdp_size=WORLD_SIZE // "
-    "TP))` of the model loaded in the same scope (`dp_replicate_size` instead of `fsdp_size` without ZeRO-1). "
-    "ZeRO-1 becomes FSDP2, which also shards parameters and gradients. Launch with torchrun.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronTrainingArguments
-from transformers import AutoModelForCausalLM
-
-args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=8, zero_1=True)
-model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
-""",
-            after="""\
-from transformers import DistributedConfig, TrainingArguments, AutoModelForCausalLM
-import os
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-args = TrainingArguments(output_dir="out", torch_compile=True, save_only_model=True)
-model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", distributed_config=DistributedConfig(tp_size=8, fsdp_size=int(os.environ.get("WORLD_SIZE", "1")) // 8))
-""",
-        ),
-    ),
-)
-MANUAL_ARGUMENT = Rule(
-    "NM205",
-    Severity.ERROR,
-    "A training argument with no faithful rewrite (`pipeline_parallel_size`, `mp_plugin`, ...)",
-    "The call is left as it is with a TODO saying what to do; run neuron-migrate again afterwards.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronTrainingArguments
-
-args = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=4)
-""",
-            after="""\
-from optimum.neuron import NeuronTrainingArguments
-
-# TODO(neuron-migrate): NM205 `pipeline_parallel_size`: pipeline parallelism of HF models is not documented on TorchNeuron and DistributedConfig(pp_size=...) cannot be combined with FSDP; remove the pipeline stages and shard with DistributedConfig(tp_size=..., fsdp_size=...) instead; until then the call stays as it was (`NeuronTrainingArguments`): run neuron-migrate again afterwards
-args = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=4)
-""",
-        ),
-    ),
-)
-LOGGING_DIR = Rule(
-    "NM216",
-    Severity.INFO,
-    "`logging_dir=` in the training arguments (rejected by Transformers 5)",
-    'Moved to `os.environ["TENSORBOARD_LOGGING_DIR"]`, set just before the arguments are built; Transformers '
-    "5's TensorBoard callback reads its directory from there.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronTrainingArguments
-
-args = NeuronTrainingArguments(output_dir="out", logging_dir="out/logs")
-""",
-            after="""\
-import os
-from transformers import TrainingArguments
-
-os.environ["TENSORBOARD_LOGGING_DIR"] = "out/logs"
-args = TrainingArguments(output_dir="out", torch_compile=True)
-""",
-        ),
-    ),
-)
-RULES = (ARGUMENT_RENAMED, ARGUMENT_DROPPED, MOVED_TO_DISTRIBUTED_CONFIG, MANUAL_ARGUMENT, LOGGING_DIR)
+RULES = (ARGUMENT_RENAMED,)
 
 
 def _switch_value(given: cst.BaseExpression, action: ArgAction) -> cst.BaseExpression:
@@ -222,7 +128,7 @@ class TrainingArguments(Handler):
         return updated.with_changes(args=args)
 
     def _arguments_call(self, original: cst.Call, updated: cst.Call, target: Target, migrated: bool):
-        table = target.arguments
+        table = target.arguments if migrated else without_plain_fields(target.arguments)
         qualified = self.ctx.qualified(original.func)
         scope = self.file.scope
         manual = []
@@ -237,12 +143,12 @@ class TrainingArguments(Handler):
         )
         for arg, action in manual:
             name = arg.keyword.value
-            self.ctx.todo(arg, MANUAL_ARGUMENT, f"`{name}`: {action.note}{held}", subject=name)
+            self.ctx.todo(arg, "NM205", f"`{name}`: {action.note}{held}", subject=name)
         parallelism, reason = (None, None) if manual else self._parallelism(original, table)
         if reason:
             distributed = {name for name, action in table.items() if action.kind == "distributed"}
             why, what = reason
-            self.ctx.todo(original, DISTRIBUTED_CONFIG_BY_HAND, why,
+            self.ctx.todo(original, "NM208", why,
                           what + self._held_back(original, table, migrated, distributed))  # fmt: skip
         if manual or reason:
             self.file.kept.add(qualified)
@@ -262,7 +168,7 @@ class TrainingArguments(Handler):
                 if find_keyword(original, action.target) is not None:
                     removed.add(arg)
                     message = f"`{name}` dropped: `{action.target}` is also given."
-                    self.ctx.report(before, ARGUMENT_DROPPED, message, subject=name)
+                    self.ctx.report(before, "NM203", message, subject=name)
                 else:
                     args[index] = arg.with_changes(keyword=cst.Name(action.target))
                     message = f"`{name}=` -> `{action.target}=`: {action.note}".rstrip(": ")
@@ -270,7 +176,7 @@ class TrainingArguments(Handler):
             elif action.kind == "switch" and is_literal(before.value, "False"):
                 removed.add(arg)
                 message = f"`{name}=False` removed: `{name}` is gone from Transformers 5, and False was its default."
-                self.ctx.report(before, ARGUMENT_DROPPED, message, subject=name)
+                self.ctx.report(before, "NM203", message, subject=name)
             elif action.kind == "switch":
                 value = _switch_value(arg.value, action)
                 args[index] = arg.with_changes(keyword=cst.Name(action.target), value=value)
@@ -281,18 +187,18 @@ class TrainingArguments(Handler):
                 self.ctx.report(before, ARGUMENT_RENAMED, message, subject=name)
             elif action.kind == "drop":
                 removed.add(arg)
-                self.ctx.report(before, ARGUMENT_DROPPED, f"`{name}` removed: {action.note}.", subject=name)
+                self.ctx.report(before, "NM203", f"`{name}` removed: {action.note}.", subject=name)
             elif action.kind == "distributed":
                 removed.add(arg)
                 if parallelism is not None and parallelism.sharded:
                     done = f"`{name}` -> DistributedConfig: {action.note}"
-                    self.ctx.report_launch(before, MOVED_TO_DISTRIBUTED_CONFIG, done, subject=name)
+                    self.ctx.report_launch(before, "NM204", done, subject=name)
                 else:
                     message = f"`{name}` removed: it does not shard the model, so there is nothing to move."
-                    self.ctx.report(before, MOVED_TO_DISTRIBUTED_CONFIG, message, subject=name)
+                    self.ctx.report(before, "NM204", message, subject=name)
             elif action.kind == "environment":
                 removed.add(arg)
-                self.ctx.report(before, LOGGING_DIR, subject=name)
+                self.ctx.report(before, "NM216", subject=name)
                 self._set_environment(action.target, arg.value)
         sharded = (parallelism is not None and parallelism.sharded) or scope.sharded_at_load
         self.file.arguments_calls[original] = ArgumentsCall(table, migrated, has_star, sharded)

@@ -1,7 +1,7 @@
-"""NM206, NM207, NM214: keywords the migrated training arguments need added (`torch_compile=True`,
-`save_only_model=True` when the model is sharded at load, `packing_strategy="wrapped"` when packing), on the
-arguments calls `nm202_arguments.py` rewrote; arguments parsed from the command line get `torch_compile=True`
-as their parser's default."""
+"""NM206 (and NM207, NM214, each defined in its own module): keywords the migrated training arguments need
+added (`torch_compile=True`, `save_only_model=True` when the model is sharded at load,
+`packing_strategy="wrapped"` when packing), on the arguments calls `nm202_arguments.py` rewrote; arguments
+parsed from the command line get `torch_compile=True` as their parser's default."""
 
 from __future__ import annotations
 
@@ -65,55 +65,7 @@ model_args, training_args = parser.parse_args_into_dataclasses()
         ),
     ),
 )
-SAVE_ONLY_MODEL = Rule(
-    "NM207",
-    Severity.WARNING,
-    "Training arguments of a model sharded with `DistributedConfig`",
-    "`save_only_model=True` added: Trainer cannot save or resume optimizer state of a model sharded at load. "
-    "Checkpoints hold the model only, so `resume_from_checkpoint` restarts the optimizer.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronTrainingArguments
-from transformers import AutoModelForCausalLM
-
-args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B")
-""",
-            after="""\
-from transformers import DistributedConfig, TrainingArguments, AutoModelForCausalLM
-import os
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-args = TrainingArguments(output_dir="out", torch_compile=True, save_only_model=True)
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
-""",
-        ),
-    ),
-)
-PACKING_STRATEGY = Rule(
-    "NM214",
-    Severity.WARNING,
-    "`NeuronSFTConfig(packing=...)` without `packing_strategy`",
-    '`packing_strategy="wrapped"` added: TRL\'s default "bfd" packing turns on padding-free batches '
-    "(one flattened row, variable length), which optimum-neuron always disabled and Neuron compiles per shape.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronSFTConfig
-
-config = NeuronSFTConfig(output_dir="out", packing=True)
-""",
-            after="""\
-from trl import SFTConfig
-
-config = SFTConfig(output_dir="out", packing=True, torch_compile=True, packing_strategy="wrapped")
-""",
-        ),
-    ),
-)
-RULES = (TORCH_COMPILE, SAVE_ONLY_MODEL, PACKING_STRATEGY)
+RULES = (TORCH_COMPILE,)
 
 
 class AddedArguments(Handler):
@@ -146,12 +98,12 @@ class AddedArguments(Handler):
         if call.sharded and "save_only_model" not in keywords(original):
             if unpacked is not None and "save_only_model" not in unpacked:
                 additions.append(keyword_arg("save_only_model", cst.Name("True")))
-                self.ctx.report(original, SAVE_ONLY_MODEL)
+                self.ctx.report(original, "NM207")
             elif unpacked is None or not m.matches(unpacked["save_only_model"], m.Name("True")):
                 spread = ", ".join(f"**{source_code(arg.value)}" for arg in original.args if arg.star == "**")
                 self.ctx.todo(
                     original,
-                    SAVE_ONLY_MODEL,
+                    "NM207",
                     f"Trainer cannot save the optimizer state of a model sharded at load, and `{spread}` may already "
                     "pass save_only_model (a keyword given twice raises TypeError)",
                     "make what it unpacks hold save_only_model=True, or pass save_only_model=True here if it has "
@@ -169,13 +121,13 @@ class AddedArguments(Handler):
                 # the unpacked mapping may already hold a packing_strategy
                 self.ctx.todo(
                     packing,
-                    PACKING_STRATEGY,
+                    "NM214",
                     'TRL\'s default packing ("bfd") turns on padding-free batches, which optimum-neuron disabled',
                     'add packing_strategy="wrapped" here unless the unpacked arguments already set it',
                 )
             else:
                 additions.append(keyword_arg("packing_strategy", cst.SimpleString('"wrapped"')))
-                self.ctx.report(packing, PACKING_STRATEGY)
+                self.ctx.report(packing, "NM214")
         if not additions:
             return updated
         return updated.with_changes(args=with_appended(list(updated.args), additions))

@@ -1,6 +1,7 @@
-"""NM209 / NM210: a training model load (`optimum.neuron.models.training`) becomes the Transformers class,
-its `trn_config` becoming `distributed_config=`; flash_attention_2 becomes sdpa. Other model loads of the
-scope get the `DistributedConfig` of the arguments' sharding."""
+"""NM209 (and NM210, defined in `nm210_flash_attention.py`): a training model load
+(`optimum.neuron.models.training`) becomes the Transformers class, its `trn_config` becoming
+`distributed_config=`; flash_attention_2 becomes sdpa. Other model loads of the scope get the
+`DistributedConfig` of the arguments' sharding."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from migrator.cst_helpers import (
     with_appended,
     without_args,
 )
-from migrator.families.training.state import DISTRIBUTED_CONFIG_BY_HAND, TrainingFile, trn_config_arg
+from migrator.families.training.state import TrainingFile, trn_config_arg
 from migrator.families.training.targets import (
     HINTS,
     MODEL_LOAD_KEYWORDS,
@@ -55,38 +56,7 @@ model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_conf
         ),
     ),
 )
-FLASH_ATTENTION = Rule(
-    "NM210",
-    Severity.WARNING,
-    '`attn_implementation="flash_attention_2"` on a training model load',
-    'Rewritten to `"sdpa"`: optimum-neuron mapped flash_attention_2 to its own NKI kernel, while Transformers\' '
-    "flash_attention_2 needs the CUDA flash_attn package.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronTrainingArguments
-from optimum.neuron.models.training import NeuronModelForCausalLM
-
-args = NeuronTrainingArguments(output_dir="out")
-model = NeuronModelForCausalLM.from_pretrained(
-    "Qwen/Qwen3-0.6B", args.trn_config, attn_implementation="flash_attention_2"
-)
-""",
-            after="""\
-import os
-from transformers import AutoModelForCausalLM, TrainingArguments
-
-os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
-
-args = TrainingArguments(output_dir="out", torch_compile=True)
-model = AutoModelForCausalLM.from_pretrained(
-    "Qwen/Qwen3-0.6B", attn_implementation="sdpa"
-)
-""",
-        ),
-    ),
-)
-RULES = (TRAINING_MODEL, FLASH_ATTENTION)
+RULES = (TRAINING_MODEL,)
 _FLASH_ATTENTION_2 = m.SimpleString('"flash_attention_2"') | m.SimpleString("'flash_attention_2'")
 
 
@@ -140,7 +110,7 @@ class ModelLoads(Handler):
             file.kept.add(self.ctx.qualified(original.func.value))
             self.ctx.todo(
                 original,
-                DISTRIBUTED_CONFIG_BY_HAND,
+                "NM208",
                 f"`{source_code(trn_config)}` does not come from training arguments migrated in this scope (parsed "
                 "command-line flags, or arguments left with a TODO) and TrainingArguments has no "
                 "tensor_parallel_size/zero_1",
@@ -174,7 +144,7 @@ class ModelLoads(Handler):
                 self.ctx.report(before, "NM202", message, subject=keyword)
                 args[position] = arg.with_changes(keyword=cst.Name(MODEL_LOAD_KEYWORDS[keyword]))
             elif keyword == "attn_implementation" and m.matches(before.value, _FLASH_ATTENTION_2):
-                self.ctx.report(before.value, FLASH_ATTENTION)
+                self.ctx.report(before.value, "NM210")
                 args[position] = arg.with_changes(value=cst.SimpleString('"sdpa"'))
         return args
 

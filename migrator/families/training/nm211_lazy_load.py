@@ -7,7 +7,6 @@ import libcst as cst
 
 from migrator.cst_helpers import find_keyword, is_literal, source_code
 from migrator.families.training.state import (
-    DISTRIBUTED_CONFIG_BY_HAND,
     Parallelism,
     TrainingFile,
     reads_moved_field,
@@ -101,7 +100,7 @@ class LazyLoad(Handler):
         if reason:  # reported here so that the TODO goes above the `with`, not inside it
             self.ctx.todo(
                 original.items[0].item,
-                DISTRIBUTED_CONFIG_BY_HAND,
+                "NM208",
                 f"lazy_load_for_parallelism: {reason}",
                 "remove the with block and pass distributed_config=DistributedConfig(tp_size=..., "
                 "fsdp_size=WORLD_SIZE // tp_size) to the model's from_pretrained",

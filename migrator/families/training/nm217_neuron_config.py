@@ -7,7 +7,6 @@ import libcst as cst
 
 from migrator.cst_helpers import is_literal, source_code
 from migrator.families.training.state import (
-    DISTRIBUTED_CONFIG_BY_HAND,
     Parallelism,
     TrainingFile,
     trn_config_arg,
@@ -88,7 +87,7 @@ class TrainingNeuronConfig(Handler):
             file.kept.add(self.ctx.qualified(original.func))
             self.ctx.todo(
                 original,
-                DISTRIBUTED_CONFIG_BY_HAND,
+                "NM208",
                 f"TrainingNeuronConfig configures NxD ({'; '.join(manual)})",
                 f"build DistributedConfig(tp_size=tensor_parallel_size, fsdp_size={WORLD_SIZE} // "
                 "tensor_parallel_size) instead and pass it as distributed_config= to the Transformers model's "

@@ -1,5 +1,5 @@
-"""NM219: names imported from transformers / trl / peft / huggingface_hub that the pinned target stack no longer has are
-rewritten to their replacement, or keep a TODO (tables in `stack_names.py`)."""
+"""NM219: names imported from transformers / trl / peft / huggingface_hub that the pinned target stack no
+longer has are rewritten to their replacement, or keep a TODO (tables in `stack_names.py`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""NM220: `use_cpu=True` / `no_cuda=True` in training arguments. Under PyTorch/XLA they never moved training to
-the CPU: Accelerate picks the XLA device whenever torch_xla is importable, whatever `cpu=` says (and
-optimum-neuron's arguments classes force it). On TorchNeuron they make the Trainer train on the CPU. In XLA-era
-code they go; elsewhere (no sign of torch_xla / optimum-neuron in the file) they stay, with a TODO. The Python
-side of the shell rule NM467."""
+"""NM220: `use_cpu=True` / `no_cuda=True` in training arguments. Under PyTorch/XLA they never moved training
+to the CPU: Accelerate picks the XLA device whenever torch_xla is importable, whatever `cpu=` says (and
+optimum-neuron's arguments classes force it). On TorchNeuron they make the Trainer train on the CPU. In
+XLA-era code they go; elsewhere (no sign of torch_xla / optimum-neuron in the file) they stay, with a TODO.
+The Python side of the shell rule NM467."""
 
 from __future__ import annotations
 

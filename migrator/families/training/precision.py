@@ -1,5 +1,6 @@
 """Where bf16 goes once `XLA_USE_BF16` / `XLA_DOWNCAST_BF16` leave a script: the file's `Bf16Plan`, which
-NM218 (adds bf16 where TorchNeuron reads it) and NM400 (removes the variable, or keeps it with a TODO) share."""
+NM218 (adds bf16 where TorchNeuron reads it) and NM400 (removes the variable, or keeps it with a TODO)
+share."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""Names scripts import from transformers / trl / peft / huggingface_hub that the pinned stack (constraints.txt:
-transformers 5.23, trl 1.16, peft 0.21, and the huggingface_hub 1.x Transformers 5 requires) no longer has, and
-what replaces them (data only).
-`tests/migrator/test_stack_names.py` checks every entry against the installed packages: the old name is
-gone, the replacement resolves."""
+"""Names scripts import from transformers / trl / peft / huggingface_hub that the pinned stack
+(constraints.txt: transformers 5.23, trl 1.16, peft 0.21, and the huggingface_hub 1.x Transformers 5 requires)
+no longer has, and what replaces them (data only). `tests/migrator/test_stack_names.py` checks every entry
+against the installed packages: the old name is gone, the replacement resolves."""
 
 from __future__ import annotations
 

@@ -31,39 +31,9 @@ from migrator.families.training.targets import (
     Target,
 )
 from migrator.families.training_args import TRAINING_ARGUMENTS
-from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
-DISTRIBUTED_CONFIG_BY_HAND = Rule(
-    "NM208",
-    Severity.ERROR,
-    "Model parallelism the codemod cannot carry to the model load (`trn_config` from parsed arguments, no "
-    "single model `from_pretrained` in the scope, ...)",
-    "Left as it is with a TODO: read the tensor-parallel size from your own argument dataclass and pass "
-    "`distributed_config=DistributedConfig(...)` to `AutoModelForCausalLM.from_pretrained`.",
-    examples=(
-        Example(
-            before="""\
-from optimum.neuron import NeuronTrainingArguments
-
-
-def build(model_name):
-    args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
-    return args
-""",
-            after="""\
-from optimum.neuron import NeuronTrainingArguments
-
-
-def build(model_name):
-    # TODO(neuron-migrate): NM208 `tensor_parallel_size` are not TrainingArguments fields and this scope has no single model from_pretrained that can take them; remove them here and pass distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2) to the from_pretrained that loads the model (from transformers import DistributedConfig); until then the call stays as it was (`NeuronTrainingArguments`): run neuron-migrate again afterwards
-    args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
-    return args
-""",
-        ),
-    ),
-)
-RULES = (DISTRIBUTED_CONFIG_BY_HAND,)
+RULES = ()
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""NM301 / NM312: calls that only steer or report on the lazy XLA graph are removed."""
+"""NM301 (and NM312, defined in `nm312_metrics_report.py`): calls that only steer or report on the lazy XLA
+graph are removed."""
 
 from __future__ import annotations
 
@@ -93,25 +94,7 @@ print(f"{(time.perf_counter() - start) * 1000:.1f} ms")
         ),
     ),
 )
-METRICS_REPORT = Rule(
-    "NM312",
-    Severity.INFO,
-    "`met.metrics_report()` / `met.short_metrics_report()` prints XLA compile/execution counters",
-    "Removed; recompilations show with `TORCH_LOGS=recompiles`.",
-    examples=(
-        Example(
-            before="""\
-import torch_xla.debug.metrics as met
-
-print(met.short_metrics_report())
-""",
-            after="""\
-
-""",
-        ),
-    ),
-)
-RULES = (MARK_STEP, METRICS_REPORT)
+RULES = (MARK_STEP,)
 WAITS = SYNC_CALLS | {f"{XM}.wait_device_ops"}
 CLOCK_MODULES = frozenset(name.partition(".")[0] for name in CLOCKS) | {
     name.rpartition(".")[2] for name in CLOCKS
@@ -275,7 +258,7 @@ class RemoveGraphCalls(Handler):
             )
             return updated.with_changes(body=[cst.Expr(cst.parse_expression(f"{SYNCHRONIZE}()"))])
         if name in SYNC_CALLS or name in METRICS_CALLS or self.file.prints_metrics(call):
-            self.ctx.report(call, MARK_STEP if name in SYNC_CALLS else METRICS_REPORT)
+            self.ctx.report(call, MARK_STEP if name in SYNC_CALLS else "NM312")
             return cst.RemoveFromParent()
         return updated
 

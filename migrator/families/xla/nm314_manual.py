@@ -1,5 +1,6 @@
-"""NM314-NM318, NM325: torch_xla / neuronx_distributed / torch_neuronx APIs with no faithful rewrite get a
-TODO naming the replacement; one prefix table decides which rule applies."""
+"""NM314 (and NM315-NM318, NM325, each defined in its own module): torch_xla / neuronx_distributed /
+torch_neuronx APIs with no faithful rewrite get a TODO naming the replacement; one prefix table decides which
+rule applies, so one walk decides them all."""
 
 from __future__ import annotations
 
@@ -34,137 +35,24 @@ total = xm.all_reduce(xm.REDUCE_SUM, loss)
         ),
     ),
 )
-XLA_SHARDING = Rule(
-    "NM315",
-    Severity.ERROR,
-    "PyTorch/XLA FSDP or ZeRO optimizer (`XlaFullyShardedDataParallel`, `ZeroRedundancyOptimizer`)",
-    "Left in place with a TODO: shard with FSDP2 (`torch.distributed.fsdp.fully_shard` per block), or "
-    "load Transformers models with `DistributedConfig(fsdp_size=...)`.",
-    examples=(
-        Example(
-            before="""\
-from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
-
-model = FSDP(model)
-""",
-            after="""\
-from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
-
-# TODO(neuron-migrate): NM315 `torch_xla.distributed.fsdp.XlaFullyShardedDataParallel` has no direct TorchNeuron equivalent; shard with FSDP2 (`torch.distributed.fsdp.fully_shard` per block), or load Transformers models with `DistributedConfig(fsdp_size=...)`.
-model = FSDP(model)
-""",
-        ),
-    ),
-)
-NEURONX_DISTRIBUTED = Rule(
-    "NM316",
-    Severity.ERROR,
-    "neuronx_distributed parallel layers / parallel state",
-    "Left in place with a TODO: use a DeviceMesh with DTensor tensor parallelism (`parallelize_module`, "
-    "`ColwiseParallel`, `RowwiseParallel`) or `DistributedConfig(tp_size=...)` for Transformers models.",
-    examples=(
-        Example(
-            before="""\
-from neuronx_distributed.parallel_layers import parallel_state
-
-parallel_state.initialize_model_parallel(tensor_model_parallel_size=8)
-""",
-            after="""\
-from neuronx_distributed.parallel_layers import parallel_state
-
-# TODO(neuron-migrate): NM316 `neuronx_distributed.parallel_layers.parallel_state.initialize_model_parallel` has no direct TorchNeuron equivalent; use a DeviceMesh with DTensor tensor parallelism (`parallelize_module`, `ColwiseParallel`, `RowwiseParallel`) or `DistributedConfig(tp_size=...)` for Transformers models.
-parallel_state.initialize_model_parallel(tensor_model_parallel_size=8)
-""",
-        ),
-    ),
-)
-NEURON_TRACE = Rule(
-    "NM317",
-    Severity.ERROR,
-    "`torch_neuronx.trace(model, example_inputs)` ahead-of-time compilation",
-    'Left in place with a TODO: run the model on device "neuron" and compile it with '
-    '`torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`.',
-    examples=(
-        Example(
-            before="""\
-import torch_neuronx
-
-traced = torch_neuronx.trace(model, example_inputs)
-""",
-            after="""\
-import torch_neuronx
-
-# TODO(neuron-migrate): NM317 `torch_neuronx.trace` has no direct TorchNeuron equivalent; run the model on device "neuron" and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`.
-traced = torch_neuronx.trace(model, example_inputs)
-""",
-        ),
-    ),
-)
-UNSUPPORTED_XLA = Rule(
-    "NM318",
-    Severity.ERROR,
-    "A torch_xla API the codemod has no rewrite for",
-    "Left in place with a TODO: replace it with the torch / torch.distributed equivalent on device "
-    '"neuron" by hand.',
-    examples=(
-        Example(
-            before="""\
-import torch_xla.core.xla_model as xm
-
-xm.set_rng_state(1234)
-""",
-            after="""\
-import torch_xla.core.xla_model as xm
-
-# TODO(neuron-migrate): NM318 `torch_xla.core.xla_model.set_rng_state` has no direct TorchNeuron equivalent; replace it with the torch / torch.distributed equivalent on device "neuron" by hand.
-xm.set_rng_state(1234)
-""",
-        ),
-    ),
-)
-NXD_LIGHTNING = Rule(
-    "NM325",
-    Severity.ERROR,
-    "NeuronX Distributed's PyTorch Lightning classes (`NeuronXLAStrategy`, `NeuronXLAPrecisionPlugin`, "
-    "`NeuronTQDMProgressBar`, `NeuronTensorBoardLogger`)",
-    "Left in place with a TODO: NeuronX Distributed's Lightning classes target the XLA device; use Lightning's own classes "
-    '(`TQDMProgressBar`, `TensorBoardLogger`) on device "neuron", bf16 with '
-    '`torch.autocast(device_type="neuron", dtype=torch.bfloat16)` instead of the precision plugin, and the '
-    "strategy's parallel degrees (`tensor_parallel_size`...) with DTensor / FSDP2 under torchrun.",
-    examples=(
-        Example(
-            before="""\
-from neuronx_distributed.lightning import NeuronTQDMProgressBar
-
-callbacks = [NeuronTQDMProgressBar()]
-""",
-            after="""\
-from neuronx_distributed.lightning import NeuronTQDMProgressBar
-
-# TODO(neuron-migrate): NM325 `neuronx_distributed.lightning.NeuronTQDMProgressBar` has no direct TorchNeuron equivalent; NeuronX Distributed's Lightning classes target the XLA device; use Lightning's own classes (`TQDMProgressBar`, `TensorBoardLogger`) on device "neuron", bf16 with `torch.autocast(device_type="neuron", dtype=torch.bfloat16)` instead of the precision plugin, and the strategy's parallel degrees (`tensor_parallel_size`...) with DTensor / FSDP2 under torchrun.
-callbacks = [NeuronTQDMProgressBar()]
-""",
-        ),
-    ),
-)
-RULES = (COLLECTIVE, XLA_SHARDING, NEURONX_DISTRIBUTED, NEURON_TRACE, UNSUPPORTED_XLA, NXD_LIGHTNING)
+RULES = (COLLECTIVE,)
 
 # Qualified-name prefix -> rule for what has no faithful rewrite (longest prefix first).
-MANUAL_PREFIXES: tuple[tuple[str, Rule], ...] = (
+MANUAL_PREFIXES: tuple[tuple[str, Rule | str], ...] = (
     (f"{XM}.all_reduce", COLLECTIVE),
     (f"{XM}.all_gather", COLLECTIVE),
     (f"{XM}.reduce_scatter", COLLECTIVE),
     (f"{XM}.all_to_all", COLLECTIVE),
     (f"{XM}.mesh_reduce", COLLECTIVE),
     (f"{XM}.reduce_gradients", COLLECTIVE),
-    ("torch_xla.distributed.fsdp", XLA_SHARDING),
-    ("torch_xla.distributed.zero_redundancy_optimizer", XLA_SHARDING),
-    ("neuronx_distributed.lightning", NXD_LIGHTNING),
-    ("neuronx_distributed.plugins.lightning", NXD_LIGHTNING),
-    ("neuronx_distributed", NEURONX_DISTRIBUTED),
-    ("torch_neuronx.trace", NEURON_TRACE),
-    ("torch_neuronx.xla_impl.trace", NEURON_TRACE),
-    ("torch_xla", UNSUPPORTED_XLA),
+    ("torch_xla.distributed.fsdp", "NM315"),
+    ("torch_xla.distributed.zero_redundancy_optimizer", "NM315"),
+    ("neuronx_distributed.lightning", "NM325"),
+    ("neuronx_distributed.plugins.lightning", "NM325"),
+    ("neuronx_distributed", "NM316"),
+    ("torch_neuronx.trace", "NM317"),
+    ("torch_neuronx.xla_impl.trace", "NM317"),
+    ("torch_xla", "NM318"),
 )
 
 
@@ -183,7 +71,7 @@ class ManualXla(Handler):
         if original not in self.file.called and name in declared_calls(self.ctx.handlers).rewritten:
             self.ctx.todo(
                 original,
-                UNSUPPORTED_XLA,
+                "NM318",
                 f"`{name}` is used as a value, not called",
                 "call its replacement where it is used",
             )
@@ -197,7 +85,7 @@ class ManualXla(Handler):
             if original in self.file.inline_statement_calls:
                 self.ctx.todo(
                     original,
-                    UNSUPPORTED_XLA,
+                    "NM318",
                     f"`{name}` shares its line with other code (a one-line `if`/`for` body, or `;`), where "
                     "its rewrite into statements does not fit",
                     "put the call on its own line and run neuron-migrate again",
@@ -205,7 +93,7 @@ class ManualXla(Handler):
             elif original not in self.file.statement_calls:
                 self.ctx.todo(
                     original,
-                    UNSUPPORTED_XLA,
+                    "NM318",
                     f"`{name}` is used as a value and has no expression equivalent",
                     "call it as a statement or rewrite it by hand",
                 )
@@ -220,10 +108,11 @@ class ManualXla(Handler):
                 break
         return updated
 
-    def _manual(self, call: cst.Call, rule: Rule, name: str) -> None:
+    def _manual(self, call: cst.Call, rule: Rule | str, name: str) -> None:
         """A TODO at the first use; a neuronx_distributed API used again is the same finding, which lists
         the lines of its other uses (model code calls the same parallel layer dozens of times)."""
-        if rule is NEURONX_DISTRIBUTED and name in self.first_use:
+        rule = self.ctx.rule(rule)
+        if rule.code == "NM316" and name in self.first_use:
             report, lines = self.first_use[name]
             lines.append((self.ctx.source_map.position(call) or (0,))[0])
             report.message = f"{report.why} (also used on line{'s' if len(lines) > 1 else ''} " + (
@@ -232,7 +121,7 @@ class ManualXla(Handler):
             return
         what = rule.action.removeprefix("Left in place with a TODO: ")
         report = self.ctx.todo(call, rule, f"`{name}` has no direct TorchNeuron equivalent", what)
-        if rule is NEURONX_DISTRIBUTED:
+        if rule.code == "NM316":
             self.first_use[name] = (report, [])
 
     # -- a local variable named like an import is not the import -------------------------------------------

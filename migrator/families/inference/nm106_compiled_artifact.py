@@ -1,0 +1,36 @@
+"""NM106, decided by `loads.py` (`check_not_compiled`, `check_hub_id`), which every load rewrite calls before it
+rewrites (`nm101_causal_lm.py`, `nm112_traced_model.py`, `nm113_diffusion.py`, `nm114_pipeline.py`)."""
+
+from __future__ import annotations
+
+from migrator.rules import Example, Rule, Severity
+
+COMPILED_ARTIFACT = Rule(
+    "NM106",
+    Severity.ERROR,
+    "A load of a model already compiled by optimum-neuron (a folder from `optimum-cli export neuron` / "
+    "`save_pretrained`, or an `aws-neuron/*-neuron*` Hub repo)",
+    "Left with a TODO: Transformers cannot load compiled artifacts. Re-point the load at the original "
+    "checkpoint (0.4.x compiled configs record it as `neuron.checkpoint_id` in config.json), add "
+    "`export=True`, and run neuron-migrate again.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronModelForSequenceClassification
+
+model = NeuronModelForSequenceClassification.from_pretrained("./compiled-distilbert")
+""",
+            after="""\
+from optimum.neuron import NeuronModelForSequenceClassification
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+# TODO(neuron-migrate): NM106 "./compiled-distilbert" is a model compiled by optimum-neuron, which Transformers/Diffusers cannot load; load the original checkpoint instead (0.4.x: `neuron.checkpoint_id` in the compiled config.json) with export=True, then run neuron-migrate again
+model = NeuronModelForSequenceClassification.from_pretrained("./compiled-distilbert")
+""",
+        ),
+    ),
+)
+RULES = (COMPILED_ARTIFACT,)
+HANDLER = None  # decided in `loads.py`

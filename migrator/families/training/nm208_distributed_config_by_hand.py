@@ -1,0 +1,39 @@
+"""NM208: reported by each rule that meets model parallelism it cannot carry to the model load (the arguments
+in `nm202_arguments.py`, a `trn_config` in `nm209_model_load.py`, `nm211_lazy_load.py`,
+`nm217_neuron_config.py`): a finding of several walks, with no walk of its own."""
+
+from __future__ import annotations
+
+from migrator.rules import Example, Rule, Severity
+
+DISTRIBUTED_CONFIG_BY_HAND = Rule(
+    "NM208",
+    Severity.ERROR,
+    "Model parallelism the codemod cannot carry to the model load (`trn_config` from parsed arguments, no "
+    "single model `from_pretrained` in the scope, ...)",
+    "Left as it is with a TODO: read the tensor-parallel size from your own argument dataclass and pass "
+    "`distributed_config=DistributedConfig(...)` to `AutoModelForCausalLM.from_pretrained`.",
+    examples=(
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+
+
+def build(model_name):
+    args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
+    return args
+""",
+            after="""\
+from optimum.neuron import NeuronTrainingArguments
+
+
+def build(model_name):
+    # TODO(neuron-migrate): NM208 `tensor_parallel_size` are not TrainingArguments fields and this scope has no single model from_pretrained that can take them; remove them here and pass distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2) to the from_pretrained that loads the model (from transformers import DistributedConfig); until then the call stays as it was (`NeuronTrainingArguments`): run neuron-migrate again afterwards
+    args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
+    return args
+""",
+        ),
+    ),
+)
+RULES = (DISTRIBUTED_CONFIG_BY_HAND,)
+HANDLER = None  # reported by the rules above

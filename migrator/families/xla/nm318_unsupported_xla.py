@@ -1,0 +1,32 @@
+"""NM318, decided by the walk of `nm314_manual.py` (one prefix table of XLA / NxD / torch_neuronx APIs with no
+faithful rewrite decides which code each use gets); the XLA rules that rewrite a call report it by code where
+that call has no faithful rewrite (`nm302_device.py`, `nm303_runtime.py`, `nm327_profiler_annotations.py`)."""
+
+from __future__ import annotations
+
+from migrator.rules import Example, Rule, Severity
+
+UNSUPPORTED_XLA = Rule(
+    "NM318",
+    Severity.ERROR,
+    "A torch_xla API the codemod has no rewrite for",
+    "Left in place with a TODO: replace it with the torch / torch.distributed equivalent on device "
+    '"neuron" by hand.',
+    examples=(
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+
+xm.set_rng_state(1234)
+""",
+            after="""\
+import torch_xla.core.xla_model as xm
+
+# TODO(neuron-migrate): NM318 `torch_xla.core.xla_model.set_rng_state` has no direct TorchNeuron equivalent; replace it with the torch / torch.distributed equivalent on device "neuron" by hand.
+xm.set_rng_state(1234)
+""",
+        ),
+    ),
+)
+RULES = (UNSUPPORTED_XLA,)
+HANDLER = None  # decided in `nm314_manual.py`
