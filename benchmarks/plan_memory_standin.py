@@ -3,7 +3,7 @@
 Run under the stand-in: ``neuron-compat standin python benchmarks/plan_memory_standin.py llama qwen3 mistral``.
 For tiny models of real architectures (fp32, 4 layers), one training forward per batch and sequence size on the
 ``neuron`` device: its ``torch.neuron.max_memory_allocated`` against the planner's weights + input ids +
-activations saved for backward (``compat_matrix.planner.measure_sizes``). Figures: docs/planning.md.
+activations saved for backward (``compat_matrix.planner.measure_sizes``). Figures: docs/using/planning.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ and the smallest (tp, fsdp) grid that fits with headroom.
 
 Every size is read from the model at its full size under PyTorch's ``FakeTensorMode`` (no memory; unlike meta
 tensors, fake tensors run Transformers' data-dependent checks), not from a formula of the config. Attention
-keeps its scores (eager attention): that is what the stand-in's SDPA saves for backward (measured, docs/planning.md);
+keeps its scores (eager attention): that is what the stand-in's SDPA saves for backward (measured, docs/using/planning.md);
 a fused attention kernel on the device would keep less, so the activations are an upper bound there:
 parameters are its ``numel``; activations are the bytes autograd saves for backward in a forward at the job's
 batch and sequence length (``saved_tensors_hooks``), per decoder layer, so checkpointing is that minus all but
