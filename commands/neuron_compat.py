@@ -337,6 +337,98 @@ def standin(command: tuple[str, ...]) -> None:
         raise BadInput(str(error)) from None
 
 
+@main.command("tp-readiness")
+@click.option(
+    "--archs", default="all", show_default=True, help="top100, all, or a comma list of model types."
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where to write the table (default: migrator/tp_readiness.json, the table the migrator and report read).",
+)
+def tp_readiness(archs: str, output: Path | None) -> None:
+    """Measure, per architecture, the tensor-parallel plan DistributedConfig(tp_size=N) resolves and the degrees
+    in 2..64 that shard its full-size model whole (meta device, fake process group; no download)."""
+    from compat_matrix.archs import UnknownArchitecture, select_architectures
+    from compat_matrix.tp_readiness import TABLE_PATH, measure_all, write_table
+
+    try:
+        model_types = select_architectures(archs)
+    except UnknownArchitecture as error:
+        raise BadInput(str(error)) from None
+    table = measure_all(model_types, progress=lambda line: click.echo(line, err=True))
+    write_table(table, output or TABLE_PATH)
+    rows = table["architectures"].values()
+    counts = {plan: sum(row["plan"] == plan for row in rows) for plan in ("full", "lm_head only", "none")}
+    unbuilt = sum(row["plan"] is None for row in rows)
+    click.echo(
+        f"wrote {len(rows)} architecture(s) to {output or TABLE_PATH} in {table['seconds']} s: "
+        + ", ".join(f"{count} {plan}" for plan, count in counts.items())
+        + f", {unbuilt} not buildable on meta"
+    )
+
+
+@main.command()
+@click.argument("model")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The model's config.json, for a model id whose sizes are not recorded here.",
+)
+@click.option(
+    "--task", type=click.Choice(["train", "sft-lora", "generate"]), default="train", show_default=True
+)
+@click.option("--seq-len", type=click.IntRange(min=1), default=2048, show_default=True)
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Sequences per rank.")
+@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True)
+@click.option(
+    "--instance",
+    default="trn2.48xlarge",
+    show_default=True,
+    help="trn2.3xlarge, trn2.48xlarge, trn3-gen1-server, trn3-gen2-server.",
+)
+@click.option(
+    "--headroom",
+    type=click.FloatRange(0, 0.9),
+    default=0.15,
+    show_default=True,
+    help="Share of each rank's HBM a plan leaves free (runtime, compiler buffers, fragmentation).",
+)
+def plan(model: str, config_path: Path | None, task: str, seq_len: int, batch: int, dtype: str,
+         instance: str, headroom: float) -> None:  # fmt: skip
+    """Will MODEL (a Hub id, a model directory or a config.json) fit: parameters, per-rank bytes of weights,
+    gradients, optimizer state, activations and KV cache, the smallest tp x fsdp grid that fits the instance,
+    and the DistributedConfig and torchrun lines. Sizes are measured on the full-size model without memory;
+    nothing downloads."""
+    from compat_matrix.meta_model import MetaBuildError
+    from compat_matrix.planner import (
+        DTYPES,
+        UnknownModel,
+        describe,
+        instances,
+        make_plan,
+        measure_sizes,
+        resolve_model,
+    )
+
+    if instance not in instances():
+        raise BadInput(f"unknown instance {instance}: one of {', '.join(instances())}")
+    try:
+        full_size = resolve_model(model, config_path)
+        sizes = measure_sizes(full_size, task, batch, seq_len, DTYPES[dtype])
+    except (UnknownModel, MetaBuildError) as error:
+        raise BadInput(str(error)) from None
+    result = make_plan(model, sizes, task, DTYPES[dtype], instances()[instance], headroom)
+    for line in describe(result, full_size, dtype, batch, seq_len):
+        click.echo(line)
+    if result.fits is None:
+        sys.exit(1)
+
+
 @main.command("list")
 @click.option("--archs", default="all", show_default=True, help="top100, all, or a comma list.")
 def list_architectures(archs: str) -> None:

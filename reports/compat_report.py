@@ -194,6 +194,31 @@ def _change_summary(rows: list[dict], runs: list[Run]) -> list[dict]:
     return summary
 
 
+def tp_readiness_view(ranks: dict[str, int]) -> dict:
+    """The measured TP readiness table for the report: ranked architectures first, each with its plan, the
+    degrees that shard whole and, where a degree does not, the first reason at the smallest such degree."""
+    from migrator.tp_readiness import table
+
+    data = table()
+    rows = []
+    for model_type, row in data["architectures"].items():
+        failing = sorted(row["problems"], key=int)
+        rows.append({
+            "model_type": model_type, "rank": ranks.get(model_type), "plan": row["plan"] or "not built",
+            "clean": row["clean_degrees"], "sizes": row["sizes"],
+            "why": row["error"] or (f"tp {failing[0]}: {row['problems'][failing[0]][0]}" if failing else ""),
+        })  # fmt: skip
+    rows.sort(key=lambda row: (row["rank"] is None, row["rank"] or 0, row["model_type"]))
+    counts = {
+        plan: sum(row["plan"] == plan for row in rows)
+        for plan in ("full", "lm_head only", "none", "not built")
+    }
+    ranked = [row for row in rows if row["rank"] is not None]
+    ranked_counts = {plan: sum(row["plan"] == plan for row in ranked) for plan in counts}
+    return {"versions": data["versions"], "rows": rows, "counts": counts, "ranked_counts": ranked_counts,
+            "ranked": len(ranked)}  # fmt: skip
+
+
 def _context(paths: list[Path], merge: bool = False) -> dict:
     runs = load_runs(paths, merge=merge)
     top100 = load_top100(paths)
@@ -250,6 +275,7 @@ def _context(paths: list[Path], merge: bool = False) -> dict:
         "any_simulated": any(run.simulated for run in runs),
         "all_simulated": all(run.simulated for run in runs),
         "hub_table": json.dumps(hub_id_patterns()).replace("</", "<\\/"),
+        "tp": tp_readiness_view({entry.model_type: entry.rank for entry in top100}),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 

@@ -401,3 +401,18 @@ def test_every_reading_trn2_gaps_and_the_evidence_of_version_3_rows(tmp_path, ro
         "device_raising_ops",
         "train_content_compiles",
     } <= set(table.columns)
+
+
+def test_both_formats_show_the_measured_tp_readiness(both, tmp_path):
+    from migrator.tp_readiness import table
+
+    measured = table()["architectures"]
+    for fmt in ("md", "html"):
+        output = tmp_path / f"compat.{fmt}"
+        assert write_report(both, output, fmt) == 0
+        section = output.read_text().partition("Tensor parallelism: which architectures shard")[2]
+        assert f"transformers {table()['versions']['transformers']}" in section
+        gpt2_row = next(
+            line for line in section.splitlines() if "gpt2</code></td>" in line or "| `gpt2` |" in line
+        )
+        assert measured["gpt2"]["plan"] == "none" and "none" in gpt2_row
