@@ -13,6 +13,11 @@ from try_run.plan import MAX_PROCESSES
 RAN, FAILED, NOT_RUN = "ran", "failed", "not-run"
 # Dynamo's guard failure for a size: "tensor 'input_ids' size mismatch at index 1. expected 12, actual 15"
 SIZE_MISMATCH = re.compile(r"size mismatch at index (\d+)\. expected (\d+), actual (\d+)")
+# The guard's source, the tensor it names: "tensor 'kwargs['cu_seq_lens_q']' size mismatch ..."
+GUARD_SOURCE = re.compile(r"tensor '(.+)' size mismatch")
+# Padding-free packing's inputs (TRL's padding_free / packing, Transformers' DataCollatorWithFlattening): one
+# entry per packed sequence plus one, so their size is the count of sequences in the batch, not a length.
+PACKING_INPUTS = re.compile(r"cu_seq_lens|max_length_[qk]")
 GUARD_ID = re.compile(r"^\d+/\d+: ")
 
 
@@ -166,12 +171,30 @@ def _recompile_reasons(recompiles: list[dict], cell_sources: list[str] | None) -
         entry["count"] += 1
         if match:
             entry["sizes"].append(int(match.group(3)))
-            entry["explanation"] = (
-                f"new size at dimension {match.group(1)} ({' -> '.join(map(str, entry['sizes']))}): an input whose "
-                "length changes from call to call (padding to the longest sequence of each batch) compiles a new "
-                "graph on the device each time; pad to a fixed length"
+            source = GUARD_SOURCE.search(first)
+            entry["explanation"] = _size_change_explanation(
+                source.group(1) if source else "", match, entry["sizes"]
             )
     return list(grouped.values())
+
+
+def _size_change_explanation(source: str, match: re.Match, sizes: list[int]) -> str:
+    """Why the size of the guarded tensor changed, read from the guard's source (the tensor's name)."""
+    change = (
+        f"new size of {source or 'an input'} at dimension {match.group(1)} ({' -> '.join(map(str, sizes))})"
+    )
+    if PACKING_INPUTS.search(source):
+        return (
+            f"{change}: the cumulative sequence lengths of padding-free packing (TRL's padding_free or packing, "
+            "DataCollatorWithFlattening) have one entry per sequence packed into the batch, a count that changes "
+            "from batch to batch and compiles a new graph on the device each time; for one shape, pack into "
+            'fixed-length rows without padding-free (TRL: packing_strategy="wrapped", padding_free=False; its '
+            '"bfd" strategies always pack padding-free) or train unpacked, padded to a fixed length"
+        )
+    return (
+        f"{change}: an input whose length changes from call to call (padding to the longest sequence of each "
+        "batch) compiles a new graph on the device each time; pad to a fixed length"
+    )
 
 
 def _error(error: dict, cell_sources: list[str] | None) -> dict:

@@ -391,6 +391,27 @@ def test_process_reports_merge_into_one_run():
     assert run.graph_breaks == [{"reason": "Tensor.item", "count": 2}]
 
 
+def test_a_recompile_on_packed_sequence_boundaries_is_explained_by_packing_not_padding():
+    reasons = report._recompile_reasons(
+        [
+            {
+                "function": "forward",
+                "reasons": [
+                    f"0/0: tensor 'kwargs['cu_seq_lens_q']' size mismatch at index 0. expected {a}, actual {b}"
+                ],
+            }
+            for a, b in ((9, 11), (11, 8))
+        ],
+        None,
+    )
+    (reason,) = reasons
+    assert reason["count"] == 2 and reason["sizes"] == [9, 11, 8]
+    assert (
+        "kwargs['cu_seq_lens_q']" in reason["explanation"] and "padding-free packing" in reason["explanation"]
+    )
+    assert "longest" not in reason["explanation"]
+
+
 def test_a_run_finds_the_environments_own_commands_first(tmp_path):
     import sys
 
