@@ -189,7 +189,7 @@ def _size_change_explanation(source: str, match: re.Match, sizes: list[int]) -> 
             "DataCollatorWithFlattening) have one entry per sequence packed into the batch, a count that changes "
             "from batch to batch and compiles a new graph on the device each time; for one shape, pack into "
             'fixed-length rows without padding-free (TRL: packing_strategy="wrapped", padding_free=False; its '
-            '"bfd" strategies always pack padding-free) or train unpacked, padded to a fixed length"
+            '"bfd" strategies always pack padding-free) or train unpacked, padded to a fixed length'
         )
     return (
         f"{change}: an input whose length changes from call to call (padding to the longest sequence of each "
