@@ -1,6 +1,7 @@
 """From the file a user gives `neuron-migrate try` to the runs it makes, the way its user runs it.
 
-- a `.py`: `python SCRIPT ARGS` (`torchrun --nproc_per_node=2` when the code needs several processes);
+- a `.py`: `python SCRIPT ARGS` (`torchrun --nproc_per_node=2` when the code needs several processes, up to 4
+  when its DistributedConfig's grid needs them);
 - a shell launcher: read with the project's shell parser (tree-sitter's bash grammar). bash runs a copy of it
   in which each launch (`python`, `torchrun`, `accelerate launch`, `trl`, `deepspeed`) only records its
   expanded command line, working directory and environment, and each set-up command that reaches the
@@ -47,6 +48,9 @@ PRECOMPILE = (
 # A launch under xargs runs once per line of an input the recorder does not see: xargs is run as it is.
 RECORDED_WRAPPERS = WRAPPERS - {"xargs"}
 MAX_PROCESSES = 2
+# A script whose DistributedConfig grid needs more (tp_size=2, fsdp_size=2) runs on up to this many, so that
+# both mesh dimensions are real; larger grids are fitted to it by the bootstrap.
+GRID_MAX_PROCESSES = 4
 LAUNCHER_TIMEOUT_S = 120
 
 
@@ -136,17 +140,13 @@ def classify(words: list[str]) -> tuple[str, str] | None:
 
 
 # -- .py ---------------------------------------------------------------------------------------------------
-def plan_script(script: Path, arguments: list[str], multi_process: str | None) -> Plan:
+def plan_script(
+    script: Path, arguments: list[str], multi_process: str | None, grid_processes: int = 1
+) -> Plan:
     if multi_process:
-        argv = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            f"--nproc_per_node={MAX_PROCESSES}",
-            script.name,
-        ]
-        label = f"torchrun --nproc_per_node={MAX_PROCESSES} {script.name}"
-        processes = MAX_PROCESSES
+        processes = min(max(MAX_PROCESSES, grid_processes), GRID_MAX_PROCESSES)
+        argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}", script.name]
+        label = f"torchrun --nproc_per_node={processes} {script.name}"
     else:
         argv, label, processes = [sys.executable, script.name], f"python {script.name}", 1
     launch = Launch(

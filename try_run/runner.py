@@ -135,7 +135,7 @@ def _syntax_error(path: Path) -> str | None:
 def _plan(kind: str, path: Path, sandboxed: Path, arguments: list[str], env: dict[str, str]):
     if kind == "script":
         facts = scan.read_python(sandboxed.read_text(encoding="utf-8", errors="replace"), arguments)
-        return plan.plan_script(sandboxed, arguments, facts.multi_process), None
+        return plan.plan_script(sandboxed, arguments, facts.multi_process, facts.grid_processes), None
     if kind == "launcher":
         return plan.plan_launcher(path, sandboxed, arguments, env), None
     if arguments:
@@ -339,7 +339,8 @@ class _Trial:
             "steps": self.options.steps,
             "max_new_tokens": self.options.max_new_tokens,
             "denoising_steps": self.options.denoising_steps,
-            "max_processes": plan.MAX_PROCESSES,  # the one cap: the bootstrap applies it to launchers
+            # the one cap: the bootstrap applies it to launchers (a DistributedConfig grid's torchrun included)
+            "max_processes": max(plan.MAX_PROCESSES, launch.processes),
             "output_dir": str(self.sandbox / "trainer_output"),
             "roots": {os.path.realpath(self.sandbox): str(self.path.parent)},
             "notebook": self.kind == "notebook",
