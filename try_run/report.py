@@ -11,6 +11,8 @@ from pathlib import Path
 from try_run.plan import MAX_PROCESSES
 
 RAN, FAILED, NOT_RUN = "ran", "failed", "not-run"
+UPSTREAM_FAILURES = Path(__file__).with_name("upstream_failures.json")
+MESSAGE_CHARACTERS = 500  # of an error's first line; a longer one keeps its start and its end
 # Dynamo's guard failure for a size: "tensor 'input_ids' size mismatch at index 1. expected 12, actual 15"
 SIZE_MISMATCH = re.compile(r"size mismatch at index (\d+)\. expected (\d+), actual (\d+)")
 # The guard's source, the tensor it names: "tensor 'kwargs['cu_seq_lens_q']' size mismatch ..."
@@ -197,11 +199,28 @@ def _size_change_explanation(source: str, match: re.Match, sizes: list[int]) -> 
     )
 
 
+def _shortened(message: str) -> str:
+    """The first line of a message, its start and its end kept where it is long (the end often names the cause:
+    "... got types: [Parameter, ..., DeviceMesh, Tensor]")."""
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    if len(line) <= MESSAGE_CHARACTERS:
+        return line
+    half = MESSAGE_CHARACTERS // 2
+    return f"{line[:half]} ... {line[-half:]}"
+
+
+def upstream_failure(message: str) -> dict | None:
+    """The known PyTorch / Transformers failure (reproduced on plain CPU) whose strings the message holds."""
+    failures = json.loads(UPSTREAM_FAILURES.read_text())["failures"]
+    return next((entry for entry in failures if all(text in message for text in entry["match"])), None)
+
+
 def _error(error: dict, cell_sources: list[str] | None) -> dict:
     user = _cell_location(dict(error.get("user") or {}), cell_sources)
     return {
         "type": error.get("type"),
-        "message": (error.get("message") or "").strip().splitlines()[0][:500] if error.get("message") else "",
+        "message": _shortened(error.get("message") or ""),
+        "upstream": upstream_failure(error.get("message") or ""),
         "file": user.get("file"),
         "cell": user.get("cell"),
         "line": user.get("line"),

@@ -471,6 +471,13 @@ def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: l
         if error.get("file"):
             at = f" at {'cell ' + str(error['cell']) if error.get('cell') else error['file']}:{error.get('line')}"
         run.reason = f"{error['type']}: {error['message']}{at}"
+        known = error.get("upstream")
+        if known:
+            run.reason += (
+                f"; a {known['owner']} bug, not the device's: {known['what']}; it fails on plain CPU too "
+                f"(gloo, aot_eager: {known['reproduced_by']}); avoid it with {known['avoid']}; see "
+                f"{', '.join(known['issues'])}"
+            )
     else:
         last = next((line.strip() for line in reversed(tail) if line.strip()), "")
         run.reason = f"exit code {run.exit_code}" + (f": {last[:300]}" if last else "")

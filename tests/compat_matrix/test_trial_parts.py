@@ -414,6 +414,24 @@ def test_process_reports_merge_into_one_run():
     assert run.graph_breaks == [{"reason": "Tensor.item", "count": 2}]
 
 
+def test_a_known_upstream_failure_is_named_with_its_cpu_reproduction_and_the_message_keeps_its_end():
+    types = ", ".join(["<class 'torch.nn.parameter.Parameter'>", "<class 'torch.Tensor'>"] * 40)
+    message = f"expected all tensors_saved_with_vc_check to be Tensors, got types: [{types}, <class 'torch.distributed.device_mesh.DeviceMesh'>]"
+    worker = {
+        "role": "worker",
+        "rank": "0",
+        "error": {"type": "AssertionError", "message": message, "chain": []},
+    }
+    run = report.RunReport("torchrun t.py")
+    report.merge_processes(run, [worker])
+    assert run.error["message"].startswith("expected all") and run.error["message"].endswith("DeviceMesh'>]")
+    assert run.error["upstream"]["owner"] == "PyTorch" and "--tp 2" in run.error["upstream"]["reproduced_by"]
+    assert (
+        report.upstream_failure("AssertionError: expected all tensors_saved_with_vc_check to be Tensors")
+        is None
+    )
+
+
 def test_a_recompile_on_packed_sequence_boundaries_is_explained_by_packing_not_padding():
     reasons = report._recompile_reasons(
         [

@@ -437,7 +437,8 @@ def _record_exception(kind, value, tb) -> None:
     message = str(value).strip()
     STATE.error = {
         "type": kind.__name__,
-        "message": message[:2000],
+        # start and end: a long message's end often names the cause (a list of types ending in DeviceMesh)
+        "message": message if len(message) <= 2000 else f"{message[:1000]} ... {message[-1000:]}",
         "chain": chain,
         "user": STATE.nearest_user_frame(frames),
         "raised_at": {"file": frames[-1].filename, "line": frames[-1].lineno} if frames else None,
