@@ -1,5 +1,6 @@
-"""`neuron-migrate try` reports (`--format json --report FILE`) read into one line per run of a tried file,
-for the checklist: `python train.py` ran 3 steps on the stand-in, 2 recompiles at lines 13, 27."""
+"""`neuron-migrate try` reports (`--format json --report FILE`, of a file or of a folder's entry points) read
+into one line per run of a tried file, for the checklist: `python train.py` ran 3 steps on the stand-in,
+2 recompiles at lines 13, 27."""
 
 from __future__ import annotations
 
@@ -21,19 +22,27 @@ class TriedFile:
 
 
 def load_try_reports(paths: list[Path]) -> list[TriedFile]:
+    """A report of one tried file, or of a folder's entry points (`neuron-migrate try DIR`): one TriedFile each."""
     tried = []
     for path in paths:
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
-            runs = document["runs"]
-            tried_path = Path(document.get("file") or document["path"])
+            root = Path(document.get("file") or document["path"])
+            files = (
+                [(root / entry["path"], entry["runs"]) for entry in document["entry_points"]]
+                if "entry_points" in document
+                else [(root, document["runs"])]
+            )
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise TryReportError(f"--try-report {path}: not a neuron-migrate try report ({error})") from error
-        tried.append(
-            TriedFile(
-                tried_path, tuple(_line(run) for run in runs), all(run.get("status") == "ran" for run in runs)
+        for tried_path, runs in files:
+            tried.append(
+                TriedFile(
+                    tried_path,
+                    tuple(_line(run) for run in runs),
+                    all(run.get("status") == "ran" for run in runs),
+                )
             )
-        )
     return tried
 
 
