@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import tempfile
+import traceback
 
 import torch
 from datasets import Dataset
@@ -84,7 +85,8 @@ def main() -> None:
         bf16=True,
         use_cpu=True,
         torch_compile=not args.no_compile,
-        torch_compile_backend="aot_eager",
+        # a backend alone turns torch_compile on in TrainingArguments: given only when compiling
+        torch_compile_backend=None if args.no_compile else "aot_eager",
         gradient_checkpointing=not args.no_checkpointing,
         logging_steps=1,
         report_to=[],
@@ -104,7 +106,8 @@ def main() -> None:
     try:
         trainer.train()
         result["losses"] = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    except Exception as error:  # the measured failure is the result
+    except Exception as error:  # the measured failure is the result (its traceback on stderr)
+        traceback.print_exc()
         message = str(error)
         result["error"] = {"type": type(error).__name__, "head": message[:300], "tail": message[-300:]}
     if rank == 0:
