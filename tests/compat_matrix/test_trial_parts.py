@@ -430,6 +430,11 @@ def test_a_known_upstream_failure_is_named_with_its_cpu_reproduction_and_the_mes
         report.upstream_failure("AssertionError: expected all tensors_saved_with_vc_check to be Tensors")
         is None
     )
+    lora = (  # the start of the message benchmarks/tp_compile_cpu.py --tp 2 --lora measured
+        "RuntimeError when making fake tensor call\n  Explanation: Dynamo failed to run FX node with fake tensors: "
+        "call_function <built-in function linear>(*(DTensor(local_tensor=FakeTensor(..., size=(2, 48, 32)"
+    )
+    assert report.upstream_failure(lora)["id"] == "tp-lora-dtensor"
 
 
 def test_a_recompile_on_packed_sequence_boundaries_is_explained_by_packing_not_padding():
