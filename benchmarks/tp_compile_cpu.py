@@ -2,7 +2,7 @@
 PyTorch's or Transformers' own.
 
     torchrun --nproc_per_node=2 benchmarks/tp_compile_cpu.py --tp 2 [--fsdp 2] [--lora] [--no-compile]
-        [--no-checkpointing] [--lora-modules o_proj]
+        [--no-checkpointing] [--lora-modules o_proj] [--batch 2]
 
 A tiny Llama (random weights, built from its config class, bfloat16), `DistributedConfig(tp_size, fsdp_size)` at
 load, TRL's `SFTTrainer` with its defaults (activation checkpointing on) and `torch_compile=True` on the
@@ -56,6 +56,8 @@ def main() -> None:
     parser.add_argument("--lora-modules", default="q_proj,k_proj,v_proj,o_proj")
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--no-checkpointing", action="store_true")
+    # per process; the one-process reference of an FSDP grid takes the grid's global batch (2 x fsdp)
+    parser.add_argument("--batch", type=int, default=2)
     args = parser.parse_args()
     rank = int(os.environ.get("RANK", "0"))
     folder = os.path.join(tempfile.gettempdir(), "tp_compile_cpu_llama")
@@ -80,7 +82,7 @@ def main() -> None:
     config = SFTConfig(
         output_dir=tempfile.mkdtemp(),
         max_steps=STEPS,
-        per_device_train_batch_size=2,
+        per_device_train_batch_size=args.batch,
         learning_rate=1e-3,
         bf16=True,
         use_cpu=True,
