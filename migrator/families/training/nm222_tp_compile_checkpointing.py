@@ -2,7 +2,7 @@
 on by default, and that combination fails in PyTorch itself (AOT autograd saves the DeviceMesh of Transformers'
 TP layers for backward: `AssertionError: expected all tensors_saved_with_vc_check to be Tensors`), on plain CPU
 with gloo as on the device (`benchmarks/tp_compile_cpu.py`). Checkpointing off is the smallest change that
-trains, with the loss of one process (measured: docs/tensor-parallel.md); the memory it costs is the finding."""
+trains, with the loss of one process (measured: docs/reference/tensor-parallel.md); the memory it costs is the finding."""
 
 from __future__ import annotations
 
