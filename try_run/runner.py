@@ -159,7 +159,9 @@ def _plan(kind: str, path: Path, arguments: list[str], env: dict[str, str], tria
     if kind == "script":
         facts = scan.read_python(path.read_text(encoding="utf-8", errors="replace"), arguments)
         return (
-            plan.plan_script(path, arguments, facts.multi_process, trial.options.python, facts.grid_processes),
+            plan.plan_script(
+                path, arguments, facts.multi_process, trial.options.python, facts.grid_processes
+            ),
             None,
         )
     isolated, python = trial.sandbox is not None, trial.options.python

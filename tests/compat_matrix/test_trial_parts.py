@@ -262,7 +262,9 @@ model = torch.nn.parallel.DistributedDataParallel(model)
 def test_a_distributed_config_grid_sets_the_processes_a_script_runs_on(tmp_path, config, grid, torchrun):
     facts = scan.read_python(f"from transformers import DistributedConfig\nconfig = {config}\n")
     assert facts.grid_processes == grid
-    (launch,) = plan.plan_script(tmp_path / "t.py", [], facts.multi_process, facts.grid_processes).launches
+    (launch,) = plan.plan_script(
+        tmp_path / "t.py", [], facts.multi_process, "python", facts.grid_processes
+    ).launches
     assert torchrun in launch.argv and launch.processes == int(torchrun.split("=")[1])
 
 
