@@ -1,6 +1,7 @@
 """From the file a user gives `neuron-migrate try` to the runs it makes, the way its user runs it.
 
-- a `.py`: `python SCRIPT ARGS` (`torchrun --nproc_per_node=2` when the code needs several processes);
+- a `.py`: `python SCRIPT ARGS` (`torchrun --nproc_per_node=2` when the code needs several processes, up to 4
+  when its DistributedConfig's grid needs them);
 - a shell launcher: read with the project's shell parser (tree-sitter's bash grammar). bash runs a copy of it
   (in the sandbox, at the launcher's own path) in which each launch (`python`, `torchrun`, `accelerate
   launch`, `trl`, `deepspeed`) only records its expanded command line, working directory and environment,
@@ -51,6 +52,9 @@ PRECOMPILE = (
 # A launch under xargs runs once per line of an input the recorder does not see: xargs is run as it is.
 RECORDED_WRAPPERS = WRAPPERS - {"xargs"}
 MAX_PROCESSES = 2
+# A script whose DistributedConfig grid needs more (tp_size=2, fsdp_size=2) runs on up to this many, so that
+# both mesh dimensions are real; larger grids are fitted to it by the bootstrap.
+GRID_MAX_PROCESSES = 4
 NOT_RUN_UNISOLATED = "not run (the try is not isolated)"
 # Added after a notebook's set-up line: the try's bootstrap in the kernel records its exit code.
 RECORD_SET_UP_EXIT = "__import__('sitecustomize').STATE.set_up_exit({index}, _exit_code)"
@@ -151,17 +155,13 @@ def classify(words: list[str]) -> tuple[str, str] | None:
 
 
 # -- .py ---------------------------------------------------------------------------------------------------
-def plan_script(script: Path, arguments: list[str], multi_process: str | None, python: str) -> Plan:
+def plan_script(
+    script: Path, arguments: list[str], multi_process: str | None, python: str, grid_processes: int = 1
+) -> Plan:
     if multi_process:
-        argv = [
-            python,
-            "-m",
-            "torch.distributed.run",
-            f"--nproc_per_node={MAX_PROCESSES}",
-            script.name,
-        ]
-        label = f"torchrun --nproc_per_node={MAX_PROCESSES} {script.name}"
-        processes = MAX_PROCESSES
+        processes = min(max(MAX_PROCESSES, grid_processes), GRID_MAX_PROCESSES)
+        argv = [python, "-m", "torch.distributed.run", f"--nproc_per_node={processes}", script.name]
+        label = f"torchrun --nproc_per_node={processes} {script.name}"
     else:
         argv, label, processes = [python, script.name], f"python {script.name}", 1
     launch = Launch(

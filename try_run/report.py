@@ -11,8 +11,15 @@ from pathlib import Path
 from try_run.plan import MAX_PROCESSES
 
 RAN, FAILED, NOT_RUN = "ran", "failed", "not-run"
+UPSTREAM_FAILURES = Path(__file__).with_name("upstream_failures.json")
+MESSAGE_CHARACTERS = 500  # of an error's first line; a longer one keeps its start and its end
 # Dynamo's guard failure for a size: "tensor 'input_ids' size mismatch at index 1. expected 12, actual 15"
 SIZE_MISMATCH = re.compile(r"size mismatch at index (\d+)\. expected (\d+), actual (\d+)")
+# The guard's source, the tensor it names: "tensor 'kwargs['cu_seq_lens_q']' size mismatch ..."
+GUARD_SOURCE = re.compile(r"tensor '(.+)' size mismatch")
+# Padding-free packing's inputs (TRL's padding_free / packing, Transformers' DataCollatorWithFlattening): one
+# entry per packed sequence plus one, so their size is the count of sequences in the batch, not a length.
+PACKING_INPUTS = re.compile(r"cu_seq_lens|max_length_[qk]")
 GUARD_ID = re.compile(r"^\d+/\d+: ")
 
 
@@ -171,19 +178,54 @@ def _recompile_reasons(recompiles: list[dict], cell_sources: list[str] | None) -
         entry["count"] += 1
         if match:
             entry["sizes"].append(int(match.group(3)))
-            entry["explanation"] = (
-                f"new size at dimension {match.group(1)} ({' -> '.join(map(str, entry['sizes']))}): an input whose "
-                "length changes from call to call (padding to the longest sequence of each batch) compiles a new "
-                "graph on the device each time; pad to a fixed length"
+            source = GUARD_SOURCE.search(first)
+            entry["explanation"] = _size_change_explanation(
+                source.group(1) if source else "", match, entry["sizes"]
             )
     return list(grouped.values())
+
+
+def _size_change_explanation(source: str, match: re.Match, sizes: list[int]) -> str:
+    """Why the size of the guarded tensor changed, read from the guard's source (the tensor's name)."""
+    change = (
+        f"new size of {source or 'an input'} at dimension {match.group(1)} ({' -> '.join(map(str, sizes))})"
+    )
+    if PACKING_INPUTS.search(source):
+        return (
+            f"{change}: the cumulative sequence lengths of padding-free packing (TRL's padding_free or packing, "
+            "DataCollatorWithFlattening) have one entry per sequence packed into the batch, a count that changes "
+            "from batch to batch and compiles a new graph on the device each time; for one shape, pack into "
+            'fixed-length rows without padding-free (TRL: packing_strategy="wrapped", padding_free=False; its '
+            '"bfd" strategies always pack padding-free) or train unpacked, padded to a fixed length'
+        )
+    return (
+        f"{change}: an input whose length changes from call to call (padding to the longest sequence of each "
+        "batch) compiles a new graph on the device each time; pad to a fixed length"
+    )
+
+
+def _shortened(message: str) -> str:
+    """The first line of a message, its start and its end kept where it is long (the end often names the cause:
+    "... got types: [Parameter, ..., DeviceMesh, Tensor]")."""
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    if len(line) <= MESSAGE_CHARACTERS:
+        return line
+    half = MESSAGE_CHARACTERS // 2
+    return f"{line[:half]} ... {line[-half:]}"
+
+
+def upstream_failure(message: str) -> dict | None:
+    """The known PyTorch / Transformers failure (reproduced on plain CPU) whose strings the message holds."""
+    failures = json.loads(UPSTREAM_FAILURES.read_text())["failures"]
+    return next((entry for entry in failures if all(text in message for text in entry["match"])), None)
 
 
 def _error(error: dict, cell_sources: list[str] | None) -> dict:
     user = _cell_location(dict(error.get("user") or {}), cell_sources)
     return {
         "type": error.get("type"),
-        "message": (error.get("message") or "").strip().splitlines()[0][:500] if error.get("message") else "",
+        "message": _shortened(error.get("message") or ""),
+        "upstream": upstream_failure(error.get("message") or ""),
         "file": user.get("file"),
         "cell": user.get("cell"),
         "line": user.get("line"),

@@ -158,7 +158,12 @@ def _syntax_error(path: Path) -> str | None:
 def _plan(kind: str, path: Path, arguments: list[str], env: dict[str, str], trial: _Trial):
     if kind == "script":
         facts = scan.read_python(path.read_text(encoding="utf-8", errors="replace"), arguments)
-        return plan.plan_script(path, arguments, facts.multi_process, trial.options.python), None
+        return (
+            plan.plan_script(
+                path, arguments, facts.multi_process, trial.options.python, facts.grid_processes
+            ),
+            None,
+        )
     isolated, python = trial.sandbox is not None, trial.options.python
     if kind == "launcher":
         record = trial.work / "record"
@@ -357,7 +362,8 @@ class _Trial:
             "steps": self.options.steps,
             "max_new_tokens": self.options.max_new_tokens,
             "denoising_steps": self.options.denoising_steps,
-            "max_processes": plan.MAX_PROCESSES,  # the one cap: the bootstrap applies it to launchers
+            # the one cap: the bootstrap applies it to launchers (a DistributedConfig grid's torchrun included)
+            "max_processes": max(plan.MAX_PROCESSES, launch.processes),
             "output_dir": str(self.work / "trainer_output"),
             "roots": {os.path.realpath(self.path.parent): str(self.named_folder)},
             "notebook": self.kind == "notebook",
@@ -516,6 +522,13 @@ def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: l
         if error.get("file"):
             at = f" at {'cell ' + str(error['cell']) if error.get('cell') else error['file']}:{error.get('line')}"
         run.reason = f"{error['type']}: {error['message']}{at}"
+        known = error.get("upstream")
+        if known:
+            run.reason += (
+                f"; a {known['owner']} bug, not the device's: {known['what']}; it fails on plain CPU too "
+                f"(gloo, aot_eager: {known['reproduced_by']}); avoid it with {known['avoid']}; see "
+                f"{', '.join(known['issues'])}"
+            )
     else:
         last = next((line.strip() for line in reversed(tail) if line.strip()), "")
         run.reason = f"exit code {run.exit_code}" + (f": {last[:300]}" if last else "")

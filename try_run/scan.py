@@ -9,12 +9,13 @@
 - Token ids: the largest bound of `torch.randint(...)` calls (a literal, or a module-level constant), so the
   tiny models' vocabulary holds the ids a script draws as random input.
 - Several processes: a script that wraps a model in DDP/FSDP, shards it or asks Transformers for tensor
-  parallelism is run under torchrun.
+  parallelism is run under torchrun; a `DistributedConfig` with literal degrees says how many its grid needs.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass, field
 
 from compat_matrix import model_ids
@@ -50,6 +51,8 @@ MULTI_PROCESS_NAMES = {
     "init_process_group": "starts a process group (init_process_group)",
 }
 LOADERS = frozenset({"from_pretrained", "pipeline", "SentenceTransformer", "CrossEncoder"})
+# DistributedConfig's degrees whose product is the processes its grid needs (the bootstrap's PARALLEL_SIZES).
+GRID_DEGREES = ("tp_size", "pp_size", "fsdp_size", "dp_replicate_size")
 
 
 @dataclass
@@ -58,6 +61,9 @@ class CodeFacts:
     datasets: dict[str, data.DatasetRequest] = field(default_factory=dict)
     columns: set[str] = field(default_factory=set)
     multi_process: str | None = None  # why it needs torchrun
+    grid_processes: int = (
+        1  # the processes a DistributedConfig's literal degrees ask for (tp_size=2, fsdp_size=2: 4)
+    )
     token_ids_below: int = 0  # the largest bound of the random token ids the code draws
     unresolved_ids: dict[str, str] = field(default_factory=dict)  # pattern -> why it was not resolved
     remote_code: bool = False  # a load passes trust_remote_code=True
@@ -74,6 +80,7 @@ class CodeFacts:
             mine.columns |= request.columns
             mine.config = mine.config or request.config
         self.multi_process = self.multi_process or other.multi_process
+        self.grid_processes = max(self.grid_processes, other.grid_processes)
 
 
 def is_hub_dataset(dataset_id: str) -> bool:
@@ -286,5 +293,13 @@ def _read_call(call: ast.Call, facts: CodeFacts) -> None:
             facts.columns.add(string(argument.value))
         elif argument.arg in COLUMN_LIST_KEYWORDS and isinstance(argument.value, ast.List | ast.Tuple):
             facts.columns |= {string(item) for item in argument.value.elts if string(item)}
+    if name == "DistributedConfig":
+        degrees = [keyword(call, degree) for degree in GRID_DEGREES]
+        literal = [
+            degree.value
+            for degree in degrees
+            if isinstance(degree, ast.Constant) and isinstance(degree.value, int)
+        ]
+        facts.grid_processes = max(facts.grid_processes, math.prod(max(1, degree) for degree in literal))
     if name == "apply_chat_template":
         facts.columns.add("messages")

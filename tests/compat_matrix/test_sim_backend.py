@@ -3,6 +3,7 @@ import re
 
 import pytest
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from compat_matrix.compile_stats import CompileStats, ops_named_in_graph_breaks
 from compat_matrix.probes import configure_dynamo
@@ -16,14 +17,22 @@ def fresh_dynamo(settings):
 
 def test_every_rule_cites_a_documentation_source():
     rules = json.loads(sim_backend.RULES_PATH.read_text())["rules"]
-    kinds = {"symbolic-shape", "dtype", "op", "signature", "operator-coverage", "lowering-unverified"}
+    kinds = {
+        "symbolic-shape",
+        "dtype",
+        "op",
+        "signature",
+        "operator-coverage",
+        "lowering-unverified",
+        "lowered-namespace",
+    }
     assert {rule["kind"] for rule in rules} >= kinds
     for rule in rules:
         assert rule["sources"] and all(re.match(r"https://\S+", url) for url in rule["sources"]), rule["id"]
-        assert rule["action"] in ("reject", "report", "count", "note"), rule["id"]
+        assert rule["action"] in ("reject", "report", "count", "note", "lower"), rule["id"]
         assert rule.get("eager_action", "report") in ("report", "cpu-fallback"), rule["id"]
         # What the device does with it decides a row's severity: every rule says so.
-        assert rule["on_device"] in ("raises", "caveat", "unknown"), rule["id"]
+        assert rule["on_device"] in ("raises", "caveat", "runs", "unknown"), rule["id"]
 
 
 def test_only_compiled_graph_findings_of_raising_rules_raise():
@@ -101,6 +110,39 @@ def test_opaque_custom_ops_in_a_compiled_graph_are_reported():
     )
     assert out.tolist() == [3.0, 3.0, 3.0]
     assert sim_backend.STATE.as_list() == ["operator-coverage: neuron_compat_test.double (compiled graph)"]
+
+
+def test_functional_collectives_are_lowered_and_checkpointing_rng_ops_are_unverified(tmp_path):
+    """The ops of a compiled TP step (TorchNeuron documents them as lowered) and of a checkpointed dropout (its
+    RNG higher-order ops, documented neither way): none is an opaque custom op."""
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        out = torch.compile(
+            lambda x: funcol.all_reduce(x * 2, "sum", dist.group.WORLD) + 1,
+            backend=sim_backend.BACKEND_NAME,
+            dynamic=False,
+        )(torch.ones(3))
+    finally:
+        dist.destroy_process_group()
+    assert out.tolist() == [3.0, 3.0, 3.0]
+    assert {"_c10d_functional.all_reduce", "_c10d_functional.wait_tensor"} <= sim_backend.STATE.compiled_ops
+    assert sim_backend.STATE.as_list() == []
+
+    linear = torch.nn.Linear(4, 4)
+    checkpointed = torch.compile(
+        lambda x: checkpoint(
+            lambda y: torch.nn.functional.dropout(linear(y), 0.5), x, use_reentrant=False
+        ).sum(),
+        backend=sim_backend.BACKEND_NAME,
+        dynamic=False,
+    )
+    checkpointed(torch.randn(2, 4, requires_grad=True)).backward()
+    rng_ops = ["higher_order.run_and_save_rng_state", "higher_order.run_with_rng_state"]
+    assert sim_backend.lowering_unverified(sim_backend.STATE.compiled_ops) == rng_ops
+    assert sim_backend.STATE.as_list() == []
 
 
 def view_graph() -> torch.fx.GraphModule:

@@ -51,18 +51,21 @@ def test_launchers_are_capped_to_two_processes_on_one_node(argv, expected, chang
 
 
 @pytest.mark.parametrize(
-    ("sizes", "asked", "fitted", "changes"),
+    ("sizes", "asked", "fitted", "changes", "world"),
     [
         # tp_size=8 written for 8 processes, run on 2; fsdp computed from WORLD_SIZE=2 as 2 // 8 = 0
-        ({"tp_size": 8, "fsdp_size": 0}, 0, {"tp_size": 2, "fsdp_size": 1}, 2),
-        ({"tp_size": 4, "dp_replicate_size": 1}, 0, {"tp_size": 2, "dp_replicate_size": 1}, 1),
-        ({"tp_size": 2}, 0, {"tp_size": 2}, 0),  # fits: nothing to say
+        ({"tp_size": 8, "fsdp_size": 0}, 0, {"tp_size": 2, "fsdp_size": 1}, 2, 2),
+        ({"tp_size": 4, "dp_replicate_size": 1}, 0, {"tp_size": 2, "dp_replicate_size": 1}, 1, 2),
+        ({"tp_size": 2}, 0, {"tp_size": 2}, 0, 2),  # fits: nothing to say
         # the launcher asked for 2 processes only: tp_size=4 fails there too, and must fail here
-        ({"tp_size": 4}, 2, {"tp_size": 4}, 0),
-        ({"tp_size": 4}, 8, {"tp_size": 2}, 1),
+        ({"tp_size": 4}, 2, {"tp_size": 4}, 0, 2),
+        ({"tp_size": 4}, 8, {"tp_size": 2}, 1, 2),
+        # a TP x FSDP grid on the 4 processes a grid gets: both dimensions stay real
+        ({"tp_size": 8, "fsdp_size": 4}, 0, {"tp_size": 2, "fsdp_size": 2}, 2, 4),
+        ({"tp_size": 8}, 0, {"tp_size": 4}, 1, 4),
     ],
 )
-def test_parallel_degrees_are_fitted_to_the_processes_a_try_runs(sizes, asked, fitted, changes):
+def test_parallel_degrees_are_fitted_to_the_processes_a_try_runs(sizes, asked, fitted, changes, world):
     from transformers import DistributedConfig
 
     bootstrap = _bootstrap()
@@ -70,7 +73,7 @@ def test_parallel_degrees_are_fitted_to_the_processes_a_try_runs(sizes, asked, f
     config = DistributedConfig.__new__(DistributedConfig)
     for name in bootstrap.PARALLEL_SIZES + ("ep_size",):
         setattr(config, name, sizes.get(name))
-    bootstrap._fit_degrees(config, 2, asked)
+    bootstrap._fit_degrees(config, world, asked)
     assert {name: getattr(config, name) for name in sizes} == fitted
     assert len(bootstrap.STATE.launcher_capped) == changes
 
@@ -241,6 +244,28 @@ model = torch.nn.parallel.DistributedDataParallel(model)
     assert facts.datasets["glue"].config == "mrpc" and "train[:10%]" in facts.datasets["glue"].splits
     assert {"instruction", "response"} <= facts.columns
     assert "DistributedDataParallel" in facts.multi_process
+
+
+@pytest.mark.parametrize(
+    ("config", "grid", "torchrun"),
+    [
+        ("DistributedConfig(tp_size=2, fsdp_size=2)", 4, "--nproc_per_node=4"),
+        ("DistributedConfig(tp_size=2)", 2, "--nproc_per_node=2"),
+        (
+            "DistributedConfig(tp_size=8, fsdp_size=4)",
+            32,
+            "--nproc_per_node=4",
+        ),  # fitted to 4 by the bootstrap
+        ("DistributedConfig(tp_size=args.tp)", 1, "--nproc_per_node=2"),  # not a literal: the default
+    ],
+)
+def test_a_distributed_config_grid_sets_the_processes_a_script_runs_on(tmp_path, config, grid, torchrun):
+    facts = scan.read_python(f"from transformers import DistributedConfig\nconfig = {config}\n")
+    assert facts.grid_processes == grid
+    (launch,) = plan.plan_script(
+        tmp_path / "t.py", [], facts.multi_process, "python", facts.grid_processes
+    ).launches
+    assert torchrun in launch.argv and launch.processes == int(torchrun.split("=")[1])
 
 
 def test_code_facts_splits_of_a_dataset_dict_are_not_columns():
@@ -440,6 +465,50 @@ def test_process_reports_merge_into_one_run():
     assert (reason["file"], reason["line"], reason["count"], reason["sizes"]) == ("t.py", 7, 2, [9, 12, 5])
     assert "pad to a fixed length" in reason["explanation"]
     assert run.graph_breaks == [{"reason": "Tensor.item", "count": 2}]
+
+
+def test_a_known_upstream_failure_is_named_with_its_cpu_reproduction_and_the_message_keeps_its_end():
+    types = ", ".join(["<class 'torch.nn.parameter.Parameter'>", "<class 'torch.Tensor'>"] * 40)
+    message = f"expected all tensors_saved_with_vc_check to be Tensors, got types: [{types}, <class 'torch.distributed.device_mesh.DeviceMesh'>]"
+    worker = {
+        "role": "worker",
+        "rank": "0",
+        "error": {"type": "AssertionError", "message": message, "chain": []},
+    }
+    run = report.RunReport("torchrun t.py")
+    report.merge_processes(run, [worker])
+    assert run.error["message"].startswith("expected all") and run.error["message"].endswith("DeviceMesh'>]")
+    assert run.error["upstream"]["owner"] == "PyTorch" and "--tp 2" in run.error["upstream"]["reproduced_by"]
+    assert (
+        report.upstream_failure("AssertionError: expected all tensors_saved_with_vc_check to be Tensors")
+        is None
+    )
+    lora = (  # the start of the message benchmarks/tp_compile_cpu.py --tp 2 --lora measured
+        "RuntimeError when making fake tensor call\n  Explanation: Dynamo failed to run FX node with fake tensors: "
+        "call_function <built-in function linear>(*(DTensor(local_tensor=FakeTensor(..., size=(2, 48, 32)"
+    )
+    assert report.upstream_failure(lora)["id"] == "tp-lora-dtensor"
+
+
+def test_a_recompile_on_packed_sequence_boundaries_is_explained_by_packing_not_padding():
+    reasons = report._recompile_reasons(
+        [
+            {
+                "function": "forward",
+                "reasons": [
+                    f"0/0: tensor 'kwargs['cu_seq_lens_q']' size mismatch at index 0. expected {a}, actual {b}"
+                ],
+            }
+            for a, b in ((9, 11), (11, 8))
+        ],
+        None,
+    )
+    (reason,) = reasons
+    assert reason["count"] == 2 and reason["sizes"] == [9, 11, 8]
+    assert (
+        "kwargs['cu_seq_lens_q']" in reason["explanation"] and "padding-free packing" in reason["explanation"]
+    )
+    assert "longest" not in reason["explanation"]
 
 
 def test_a_run_finds_the_environments_own_commands_first(tmp_path):

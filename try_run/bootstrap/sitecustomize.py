@@ -8,7 +8,8 @@ What it does, each through the library's own extension point where one exists:
 - caps the processes a launcher starts (torchrun / accelerate launch arguments, at most the try's
   `max_processes`, one node), and
   fits the parallel degrees of a `DistributedConfig` to the processes the try runs when it runs fewer than
-  the code was written for (tp_size=8 -> 2; a size computed as 0 from the smaller world -> 1);
+  the code was written for (tp_size=8 -> 2; tp_size=8, fsdp_size=4 on 4 -> 2 x 2, every asked dimension kept
+  real; a size computed as 0 from the smaller world -> 1);
 - counts optimizer steps with a global optimizer step hook and ends a hand-written loop cleanly after the
   cap (SystemExit(0) from the hook); a Trainer gets `max_steps` and a stopping callback instead, so its own
   end-of-training code (saving into the temporary run folder) still runs;
@@ -422,15 +423,17 @@ def _fit_degrees(config, world: int, asked: int) -> None:
     wanted = math.prod(max(1, size) for size in sizes.values())
     if wanted <= world or (asked and wanted > asked):
         return  # it fits, or it would not fit the processes asked for either: that failure is the script's
-    left = world
+    fitted, left = dict.fromkeys(sizes, 1), world
+    for name, size in sizes.items():  # every dimension the code asks for stays real where the processes allow
+        step = next((d for d in range(2, size + 1) if size % d == 0 and left % d == 0), 1)
+        fitted[name], left = step, left // step
+    for name, size in sizes.items():  # then the first dimensions take what is left
+        step = next((d for d in range(left, 1, -1) if left % d == 0 and fitted[name] * d <= size), 1)
+        fitted[name], left = fitted[name] * step, left // step
     for name, size in sizes.items():
-        new = max(1, min(size, left))
-        while left % new:
-            new -= 1
-        left //= new
-        if new != size:
-            setattr(config, name, new)
-            STATE.launcher_capped.append(f"DistributedConfig {name} {size} -> {new}")
+        if fitted[name] != size:
+            setattr(config, name, fitted[name])
+            STATE.launcher_capped.append(f"DistributedConfig {name} {size} -> {fitted[name]}")
     if config.ep_size is not None and config.ep_size > (config.tp_size or 1) * (config.fsdp_size or 1):
         STATE.launcher_capped.append(f"DistributedConfig ep_size {config.ep_size} -> {config.tp_size or 1}")
         config.ep_size = config.tp_size or 1
@@ -446,7 +449,8 @@ def _record_exception(kind, value, tb) -> None:
     message = str(value).strip()
     STATE.error = {
         "type": kind.__name__,
-        "message": message[:2000],
+        # start and end: a long message's end often names the cause (a list of types ending in DeviceMesh)
+        "message": message if len(message) <= 2000 else f"{message[:1000]} ... {message[-1000:]}",
         "chain": chain,
         "user": STATE.nearest_user_frame(frames),
         "raised_at": {"file": frames[-1].filename, "line": frames[-1].lineno} if frames else None,

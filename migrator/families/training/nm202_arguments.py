@@ -201,7 +201,12 @@ class TrainingArguments(Handler):
                 self.ctx.report(before, "NM216", subject=name)
                 self._set_environment(action.target, arg.value)
         sharded = (parallelism is not None and parallelism.sharded) or scope.sharded_at_load
-        self.file.arguments_calls[original] = ArgumentsCall(table, migrated, has_star, sharded)
+        tensor_parallel = (
+            parallelism is not None and parallelism.tp is not None and not is_literal(parallelism.tp, "1")
+        )
+        self.file.arguments_calls[original] = ArgumentsCall(
+            table, migrated, has_star, sharded, tensor_parallel
+        )
         updated = updated.with_changes(args=without_args(args, removed))
         return renamed_func(self.ctx, original, updated) if migrated else updated
 

@@ -79,6 +79,7 @@ class ArgumentsCall:
     migrated: bool  # an optimum-neuron class (not a Transformers/TRL one already)
     has_star: bool  # `**kwargs` among its arguments
     sharded: bool  # the model of its scope is sharded at load
+    tensor_parallel: bool = False  # ...with a tensor-parallel degree read from its arguments
 
 
 class TrainingFile:
