@@ -1,4 +1,5 @@
-"""`neuron-migrate [OPTIONS] PATH...`, `neuron-migrate try PATH` and `neuron-migrate checklist PATH...`."""
+"""`neuron-migrate [OPTIONS] PATH...`, `neuron-migrate try PATH`, `neuron-migrate bench PATH` and
+`neuron-migrate checklist PATH...`."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ def main() -> None:
     \b
     neuron-migrate [OPTIONS] PATH...        migrate files in place (see `neuron-migrate migrate --help`)
     neuron-migrate try PATH [-- ARGS...]    run a migrated file for a few steps on the stand-in device
+    neuron-migrate bench PATH [-- ARGS...]  measure a script at its real size on this host's device
     neuron-migrate checklist PATH...        write a pre-migration checklist
     """
 
@@ -351,6 +353,131 @@ def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet
             click.echo(line)
     click.echo(summary(runs), err=True)
     sys.exit(EXIT_OK if all(run.status == "ran" for run in runs) else EXIT_MANUAL)
+
+
+@main.command("bench")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="Steps or requests left out first.",
+)
+@click.option(
+    "--steps", type=click.IntRange(min=1), default=10, show_default=True, help="Optimizer steps measured."
+)
+@click.option(
+    "--requests", type=click.IntRange(min=1), default=5, show_default=True, help="generate() calls measured."
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=1800,
+    show_default=True,
+    help="Seconds per run.",
+)
+@click.option(
+    "--instance",
+    help="Price the run with this row of the instance price table (trn1.32xlarge, p5.48xlarge, ...).",
+)
+@click.option(
+    "--price-per-hour",
+    type=click.FloatRange(min=0, min_open=True),
+    help="USD per instance hour (overrides --instance).",
+)
+@click.option(
+    "--baseline", metavar="CMD", help="The command the script replaces, measured the same way and compared."
+)
+@click.option(
+    "--page",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --baseline: the side-by-side page (.md or .html).",
+)
+@click.option(
+    "--standin", is_flag=True, help="Run on the stand-in neuron device (CPU), for tests of the tool."
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--report",
+    "report_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the JSON report here.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Do not show the run's own output.")
+def bench(
+    path,
+    args,
+    warmup,
+    steps,
+    requests,
+    timeout_s,
+    instance,
+    price_per_hour,
+    baseline,
+    page,
+    standin,
+    fmt,
+    report_file,
+    quiet,
+):
+    """Run PATH (a script, shell launcher or notebook) at its real size with its own models and data on the
+    device this host has (neuron, cuda or cpu), and report compile time, steady-state step time, samples and
+    tokens per second, generation latency, peak memory and cost per million tokens.
+
+    \b
+    Arguments for the script go after `--`:
+        neuron-migrate bench train.py --steps 20 -- --bf16
+    """
+    from try_run.bench import BenchOptions, bench_path, text_lines
+    from try_run.runner import TryUsageError
+
+    options = BenchOptions(
+        warmup=warmup,
+        steps=steps,
+        requests=requests,
+        timeout_s=timeout_s,
+        standin=standin,
+        price_per_hour=price_per_hour,
+        instance=instance,
+        show_output=not quiet and fmt == "text",
+    )
+    if page is not None and baseline is None:
+        _usage_error("--page needs --baseline CMD")
+    try:
+        results = [bench_path(path, list(args), options)]
+        if baseline is not None:
+            from try_run.bench import bench_command
+
+            results.append(bench_command(baseline, options))
+    except TryUsageError as error:
+        _usage_error(str(error))
+    document = {"path": str(path), "results": [result.as_dict() for result in results]}
+    if baseline is not None:
+        from reports.bench import comparison, write_page
+
+        document["comparison"] = comparison(document["results"][0], document["results"][1])
+        if page is not None:
+            try:
+                write_page(document, page)
+            except OSError as error:
+                _usage_error(f"cannot write page {page}: {error}")
+    text = json.dumps(document, indent=2)
+    if report_file is not None:
+        try:
+            report_file.parent.mkdir(parents=True, exist_ok=True)
+            report_file.write_text(text + "\n", encoding="utf-8")
+        except OSError as error:
+            _usage_error(f"cannot write report {report_file}: {error}")
+    if fmt == "json" and report_file is None:
+        click.echo(text)
+    elif fmt == "text":
+        for result in results:
+            for line in text_lines(result):
+                click.echo(line)
+    sys.exit(EXIT_OK if all(result.status == "measured" for result in results) else EXIT_MANUAL)
 
 
 def _pairs(values: tuple[str, ...], option: str, form: str) -> dict[str, str]:
