@@ -261,7 +261,14 @@ def _silence_stdout() -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A `neuron-migrate try --format json --report` file: each tried script shows what ran.",
 )
-def checklist(paths, output, results, online, exclude, try_reports):
+@click.option(
+    "--bench-report",
+    "bench_reports",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A `neuron-migrate bench --report` file: each benched script shows what it measured.",
+)
+def checklist(paths, output, results, online, exclude, try_reports, bench_reports):
     """Write a pre-migration checklist for the scripts, notebooks and launchers in PATH..."""
     try:
         from reports.checklist import write_checklist
@@ -278,7 +285,7 @@ def checklist(paths, output, results, online, exclude, try_reports):
             results=results,
             online=online,
             exclude=exclude,
-            try_reports=list(try_reports),
+            try_reports=[*try_reports, *bench_reports],
         )
     )
 
@@ -392,6 +399,11 @@ def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet
     "--baseline", metavar="CMD", help="The command the script replaces, measured the same way and compared."
 )
 @click.option(
+    "--baseline-report",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A `neuron-migrate bench --report` file from another host (the run on a GPU, on trn1) to compare with.",
+)
+@click.option(
     "--page",
     type=click.Path(dir_okay=False, path_type=Path),
     help="With --baseline: the side-by-side page (.md or .html).",
@@ -417,6 +429,7 @@ def bench(
     instance,
     price_per_hour,
     baseline,
+    baseline_report,
     page,
     standin,
     fmt,
@@ -444,8 +457,16 @@ def bench(
         instance=instance,
         show_output=not quiet and fmt == "text",
     )
-    if page is not None and baseline is None:
-        _usage_error("--page needs --baseline CMD")
+    if baseline is not None and baseline_report is not None:
+        _usage_error("--baseline and --baseline-report: give one")
+    if page is not None and baseline is None and baseline_report is None:
+        _usage_error("--page needs --baseline CMD or --baseline-report FILE")
+    earlier = None
+    if baseline_report is not None:
+        try:
+            earlier = json.loads(baseline_report.read_text(encoding="utf-8"))["results"][0]
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+            _usage_error(f"--baseline-report {baseline_report}: not a neuron-migrate bench report ({error})")
     try:
         results = [bench_path(path, list(args), options)]
         if baseline is not None:
@@ -455,7 +476,9 @@ def bench(
     except TryUsageError as error:
         _usage_error(str(error))
     document = {"path": str(path), "results": [result.as_dict() for result in results]}
-    if baseline is not None:
+    if earlier is not None:
+        document["results"].append(earlier)
+    if len(document["results"]) == 2:
         from reports.bench import comparison, write_page
 
         document["comparison"] = comparison(document["results"][0], document["results"][1])
@@ -477,6 +500,8 @@ def bench(
         for result in results:
             for line in text_lines(result):
                 click.echo(line)
+        for difference in document.get("comparison", {}).get("differences", []):
+            click.echo(f"  differs from the baseline: {difference}")
     sys.exit(EXIT_OK if all(result.status == "measured" for result in results) else EXIT_MANUAL)
 
 

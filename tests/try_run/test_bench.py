@@ -103,3 +103,27 @@ def test_command_line_usage_errors(tmp_path) -> None:
     assert unknown.exit_code == 2 and "not in the price table" in unknown.output
     assert runner.invoke(main, ["bench", str(tmp_path / "missing.py")]).exit_code == 2
     assert runner.invoke(main, ["bench", str(script), "--page", "p.md"]).exit_code == 2
+
+
+def test_a_baseline_report_from_another_host_is_compared(tmp_path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text((FIXTURES / "timed_loop.py").read_text())
+    other = {"command": "python train.py", "status": "measured", "device": "cuda (NVIDIA H100)", "layout": {}}
+    earlier = tmp_path / "gpu.json"
+    earlier.write_text(json.dumps({"path": "train.py", "results": [other]}))
+    page = tmp_path / "page.md"
+    arguments = [
+        "bench",
+        str(script),
+        "-q",
+        "--steps",
+        "3",
+        "--baseline-report",
+        str(earlier),
+        "--page",
+        str(page),
+    ]
+    outcome = CliRunner().invoke(main, [*arguments, "--", str(tmp_path / "hand.json")])
+    assert outcome.exit_code == 0, outcome.output
+    assert "differs from the baseline: device: cpu vs cuda (NVIDIA H100)" in outcome.output
+    assert "Not a like-for-like comparison" in page.read_text()
