@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from try_run import runner
+from try_run.device import STANDIN_DEVICE, DeviceUnavailable, real_neuron_device
 from try_run.report import RunReport, load_process_reports, merge_processes, where
 from try_run.runner import TryUsageError
 
@@ -71,11 +72,13 @@ def device_label(standin: bool) -> str:
     """The device this host gives the script: a real neuron device, else CUDA, else the CPU; the stand-in only
     when asked for."""
     if standin:
-        return "neuron (stand-in on CPU)"
-    from compat_matrix.environment import neuron_device_available, standin_torch_neuronx
-
-    if neuron_device_available() and not standin_torch_neuronx():
-        return "neuron"
+        return STANDIN_DEVICE
+    try:
+        real = real_neuron_device()
+    except DeviceUnavailable as error:
+        raise TryUsageError(str(error)) from error
+    if real is not None:
+        return real
     import torch
 
     if torch.cuda.is_available():
