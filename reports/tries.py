@@ -1,6 +1,7 @@
-"""`neuron-migrate try` and `neuron-migrate bench` reports (`--format json --report FILE`) read into one line
-per run of a tried file, for the checklist: `python train.py` ran 3 steps on the stand-in, 2 recompiles at
-lines 13, 27; `python train.py` measured on neuron: median step 41.2 ms, 3,100 tokens/s, peak 11.2 GiB."""
+"""`neuron-migrate try` reports (`--format json --report FILE`, of a file or of a folder's entry points) and
+`neuron-migrate bench` reports read into one line per run of a tried file, for the checklist: `python train.py`
+ran 3 steps on the stand-in, 2 recompiles at lines 13, 27; `python train.py` measured on neuron: median step
+41.2 ms, 3,100 tokens/s, peak 11.20 GiB."""
 
 from __future__ import annotations
 
@@ -22,26 +23,32 @@ class TriedFile:
 
 
 def load_try_reports(paths: list[Path]) -> list[TriedFile]:
+    """A report of one tried file, or of a folder's entry points (`neuron-migrate try DIR`): one TriedFile each."""
     tried = []
     for path in paths:
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
-            tried_path = Path(document.get("file") or document["path"])
+            root = Path(document.get("file") or document["path"])
             if "results" in document:  # a bench: the script's own run (a baseline is another command)
                 results = document["results"][:1]
                 lines = tuple((result["command"], _bench_line(result)) for result in results)
-                tried.append(
-                    TriedFile(tried_path, lines, all(r.get("status") == "measured" for r in results))
-                )
+                tried.append(TriedFile(root, lines, all(r.get("status") == "measured" for r in results)))
                 continue
-            runs = document["runs"]
+            files = (
+                [(root / entry["path"], entry["runs"]) for entry in document["entry_points"]]
+                if "entry_points" in document
+                else [(root, document["runs"])]
+            )
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise TryReportError(f"{path}: not a neuron-migrate try or bench report ({error})") from error
-        tried.append(
-            TriedFile(
-                tried_path, tuple(_line(run) for run in runs), all(run.get("status") == "ran" for run in runs)
+        for tried_path, runs in files:
+            tried.append(
+                TriedFile(
+                    tried_path,
+                    tuple(_line(run) for run in runs),
+                    all(run.get("status") == "ran" for run in runs),
+                )
             )
-        )
     return tried
 
 
