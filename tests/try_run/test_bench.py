@@ -127,3 +127,14 @@ def test_a_baseline_report_from_another_host_is_compared(tmp_path) -> None:
     assert outcome.exit_code == 0, outcome.output
     assert "differs from the baseline: device: cpu vs cuda (NVIDIA H100)" in outcome.output
     assert "Not a like-for-like comparison" in page.read_text()
+
+
+def test_a_trainer_is_measured_and_never_saves_over_the_users_model(tmp_path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text((FIXTURES / "trainer_steps.py").read_text())
+    result = bench_path(script, [], _options(warmup=1, steps=3))
+    assert result.status == MEASURED, result.reason
+    steps = result.steps
+    assert steps["measured"] == 3 and result.layout["batch"] == [4] and result.layout["sequence"] == [16]
+    assert steps["padding_tokens_per_s"] * 3 == pytest.approx(steps["tokens_per_s"], rel=1e-3)  # 4 of 12
+    assert not list((tmp_path / "out").iterdir())  # checkpoints and save_model() went to the bench's folder
