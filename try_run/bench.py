@@ -178,15 +178,19 @@ def _measure(launch, label, cells, path, env, device, price, work, options) -> B
     result = BenchResult(label, device=device, exit_code=exit_code, output_tail="\n".join(tail))
     result.seconds = round(time.monotonic() - started, 2)
     processes = load_process_reports(reports)
-    workers = [report for report in processes if report.get("role") == "worker" and "bench" in report]
-    result.environment = _environment(env)
-    if not workers:
-        result.reason = _why_not(timed_out, exit_code, tail, None, options)
-        return result
-    lead = min(workers, key=lambda report: (report.get("rank") not in ("0", None), report.get("pid", 0)))
-    summary = RunReport(label)
+    summary = RunReport(label)  # what try's merge reads: steps reached, the error at the user's line
     merge_processes(summary, processes, cells)
-    analyse(result, lead, len(workers), options, price)
+    # the processes that stepped or generated (not a launcher, nor a notebook's kernel runner)
+    workers = [
+        report
+        for report in processes
+        if report.get("role") == "worker"
+        and ((report.get("bench") or {}).get("step_ends") or (report.get("bench") or {}).get("requests"))
+    ]
+    result.environment = _environment(env)
+    if workers:
+        lead = min(workers, key=lambda report: (report.get("rank") not in ("0", None), report.get("pid", 0)))
+        analyse(result, lead, len(workers), options, price)
     if result.status != MEASURED:
         result.reason = _why_not(timed_out, exit_code, tail, summary, options)
     return result

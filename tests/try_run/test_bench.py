@@ -138,3 +138,14 @@ def test_a_trainer_is_measured_and_never_saves_over_the_users_model(tmp_path) ->
     assert steps["measured"] == 3 and result.layout["batch"] == [4] and result.layout["sequence"] == [16]
     assert steps["padding_tokens_per_s"] * 3 == pytest.approx(steps["tokens_per_s"], rel=1e-3)  # 4 of 12
     assert not list((tmp_path / "out").iterdir())  # checkpoints and save_model() went to the bench's folder
+
+
+def test_a_notebook_is_measured_in_its_kernel(tmp_path) -> None:
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell((FIXTURES / "generate_requests.py").read_text())]
+    nbformat.write(notebook, tmp_path / "generate.ipynb")
+    result = bench_path(tmp_path / "generate.ipynb", [], _options(warmup=1, requests=3))
+    assert result.status == MEASURED, result.reason
+    assert result.command.startswith("notebook generate.ipynb") and result.generation[0]["requests"] == 3

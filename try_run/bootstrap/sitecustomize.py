@@ -541,6 +541,7 @@ class _Bench:
                 request["new_tokens"] = int(sequences.shape[-1] - (prompt.shape[-1] if decoder_only else 1))
             bench.requests.append(request)
             STATE.generate_calls += 1
+            bench.overhead += time.perf_counter() - ended
             if len(bench.requests) >= bench.requests_cap:
                 STATE.stopped_at_cap = True
                 raise SystemExit(0)
