@@ -320,11 +320,8 @@ def analyse(result: BenchResult, lead: dict, processes: int, options: BenchOptio
         tokens_per_s = tokens_per_s or (produced / seconds if produced else None)
     result.status = MEASURED if steady or measured_requests else NOT_MEASURED
     result.peak_memory = bench.get("peak_memory", {})
-    timed = (
-        (ends[-1] - bench["first_batch"])
-        if ends and bench.get("first_batch")
-        else sum(r["seconds"] for r in bench["requests"])
-    )
+    start = bench.get("first_batch") or (ends[0] if ends else None)  # no DataLoader: the first step's end
+    timed = (ends[-1] - start if ends else 0) + sum(request["seconds"] for request in bench["requests"])
     result.overhead_fraction = _round(bench["overhead_seconds"] / timed, 6) if timed else None
     per_hour, source = price
     if per_hour is not None and tokens_per_s:
