@@ -113,7 +113,7 @@ def migrate(
     """Migrate PATH... (.py, .ipynb, .sh, requirements*.txt, pyproject.toml files or directories, searched recursively) in place."""
     from migrator.engine import Interrupted, Job, Mode, output_conflicts, run
     from migrator.report import render, summary_line, text_lines
-    from migrator.sources import UsageError, discover
+    from usercode.sources import UsageError, discover
 
     if sum([show_diff, check, output_dir is not None]) > 1:
         _usage_error("--diff, --check and --output-dir exclude each other")
@@ -367,7 +367,32 @@ def checklist(paths, output, results, online, exclude, try_reports, bench_report
 @click.option(
     "-q", "--quiet", is_flag=True, help="Do not show the runs' own output (or a folder's progress)."
 )
-def try_(path, args, steps, timeout_s, models, datasets, jobs, entry_table, fmt, report_file, quiet):
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The interpreter that runs the code (default: the active virtual environment's, else this tool's).",
+)
+@click.option(
+    "--no-isolation",
+    is_flag=True,
+    help="Run without the sandbox (docs/reference/safety.md): the script's writes, set-up commands and network are real.",
+)
+def try_(
+    path,
+    args,
+    steps,
+    timeout_s,
+    models,
+    datasets,
+    jobs,
+    entry_table,
+    fmt,
+    report_file,
+    quiet,
+    python,
+    no_isolation,
+):
     """Run PATH (a migrated .py, shell launcher or notebook) for a few steps on the stand-in neuron device,
     with tiny models and local data, and report steps, loss and what a trn2 would recompile.
 
@@ -379,7 +404,7 @@ def try_(path, args, steps, timeout_s, models, datasets, jobs, entry_table, fmt,
         neuron-migrate try migrated/ -j 2 --format json --report tries.json
     """
     from try_run import TryOptions, TryUsageError, try_path
-    from try_run.report import summary, text_lines
+    from try_run.report import RAN, summary, text_lines
 
     options = TryOptions(
         steps=steps,
@@ -387,6 +412,8 @@ def try_(path, args, steps, timeout_s, models, datasets, jobs, entry_table, fmt,
         models=_pairs(models, "--model", "ID=MODEL_TYPE"),
         datasets={key: Path(value) for key, value in _pairs(datasets, "--dataset", "ID=FILE.jsonl").items()},
         show_output=not quiet and fmt == "text",
+        isolated=not no_isolation,
+        python=str(Path(python).absolute()) if python else _active_python(),
     )
     for dataset_id, file in options.datasets.items():
         if not file.is_file():
@@ -398,17 +425,23 @@ def try_(path, args, steps, timeout_s, models, datasets, jobs, entry_table, fmt,
         return
     if entry_table is not None:
         _usage_error("--entry-points lists the entry points of a folder; PATH is a file")
+    if report_file is not None and report_file.resolve() == path.resolve():
+        _usage_error(f"--report {report_file} is the file being tried; name another file")
     try:
-        runs = try_path(path, list(args), options)
+        with _stopped_by_sigterm():
+            runs = try_path(path, list(args), options)
     except TryUsageError as error:
         _usage_error(str(error))
+    except KeyboardInterrupt:
+        click.echo("neuron-migrate try: stopped; the run and every process it started were ended", err=True)
+        sys.exit(EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED)
     document = {"path": str(path), "steps": steps, "runs": [run.as_dict() for run in runs]}
     _write_try_report(document, report_file, fmt)
     if fmt == "text":
         for line in text_lines(runs):
             click.echo(line)
     click.echo(summary(runs), err=True)
-    sys.exit(EXIT_OK if all(run.status == "ran" for run in runs) else EXIT_MANUAL)
+    sys.exit(EXIT_OK if all(run.status == RAN for run in runs) else EXIT_MANUAL)
 
 
 def _try_folder(root: Path, entry_table, options, jobs: int, fmt: str, report_file, quiet: bool) -> None:
@@ -596,6 +629,18 @@ def bench(
         for difference in document.get("comparison", {}).get("differences", []):
             click.echo(f"  differs from the baseline: {difference}")
     sys.exit(EXIT_OK if all(result.status == "measured" for result in results) else EXIT_MANUAL)
+
+
+def _active_python() -> str:
+    """The interpreter a script would run with here: the active virtual environment's, else this one."""
+    venv = os.environ.get("VIRTUAL_ENV")
+    if (
+        venv
+        and Path(venv).resolve() != Path(sys.prefix).resolve()
+        and (Path(venv) / "bin" / "python").exists()
+    ):
+        return str(Path(venv) / "bin" / "python")
+    return sys.executable
 
 
 def _pairs(values: tuple[str, ...], option: str, form: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from try_run import runner
+from try_run import plan, runner, scan
 from try_run.device import STANDIN_DEVICE, DeviceUnavailable, real_neuron_device
 from try_run.report import RunReport, load_process_reports, merge_processes, where
 from try_run.runner import TryUsageError
@@ -127,17 +128,37 @@ def bench_path(
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(runner.BOOTSTRAP), env.get("PYTHONPATH", "")]))
         env["PYTHONUNBUFFERED"] = "1"
         try:
-            the_plan, cells = runner._plan(kind, path, path, arguments, env)
-        except runner.plan.PlanError as error:
+            the_plan, cells = _plan(kind, path, arguments, env, work, options)
+        except plan.PlanError as error:
             raise TryUsageError(str(error)) from error
-        finally:  # a launcher's recording folder, beside it: the user's folder is left as it was
-            shutil.rmtree(path.parent / ".neuron-migrate-try-record", ignore_errors=True)
         launch = the_plan.launches[0]
         if len(the_plan.launches) > 1:
             options.echo(f"neuron-migrate bench: {len(the_plan.launches)} launches; measuring the first")
         return _measure(launch, label or launch.label, cells, path, env, device, price, work, options)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _plan(
+    kind: str, path: Path, arguments: list[str], env: dict[str, str], work: Path, options: BenchOptions
+):
+    """try's plans, not isolated: a launcher's set-up commands are listed, not run (the user has run them)."""
+    python = sys.executable
+    if kind == "script":
+        facts = scan.read_python(path.read_text(encoding="utf-8", errors="replace"), arguments)
+        return plan.plan_script(path, arguments, facts.multi_process, python), None
+    if kind == "launcher":
+
+        def set_up(argv, cwd, env, place):
+            done = subprocess.run(
+                argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=options.timeout_s
+            )
+            return done.returncode, done.stderr
+
+        return plan.plan_launcher(path, arguments, env, work / "record", set_up, False, python), None
+    if arguments:
+        raise plan.PlanError(f"{path}: a notebook takes no arguments")
+    return plan.plan_notebook(path, False, python)
 
 
 def bench_command(command: str, options: BenchOptions) -> BenchResult:

@@ -273,7 +273,7 @@ def test_findings_link_their_rule_and_models_their_report_row(project, results, 
         {
             "infer.py": [
                 finding("NM901", 5, "why; what", False),
-                # A rule the registry does not hold (a plug-in's, say): docs/rules.md has no entry for it.
+                # A rule the registry does not hold (a plug-in's, say): docs/reference/rules.md has no entry for it.
                 Finding(Rule("NM999", Severity.WARNING, "unregistered", "what"), 6, 1, "why; what", False),
             ]
         }
@@ -504,3 +504,11 @@ def test_bench_reports_show_per_script_what_was_measured(project, results, tmp_p
         "Tried: `python infer.py` measured on neuron: median step 41.2 ms, 3,100 tokens/s, peak 12.00 GiB, "
         "1 recompiles." in output.read_text()
     )
+
+
+def test_the_checklist_reads_the_statuses_a_try_writes() -> None:
+    """reports may not import try_run (tests/test_layout.py): its copy of the statuses is checked here."""
+    from reports import tries
+    from try_run import report
+
+    assert (tries.RAN, tries.FAILED) == (report.RAN, report.FAILED)
