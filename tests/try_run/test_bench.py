@@ -149,3 +149,14 @@ def test_a_notebook_is_measured_in_its_kernel(tmp_path) -> None:
     result = bench_path(tmp_path / "generate.ipynb", [], _options(warmup=1, requests=3))
     assert result.status == MEASURED, result.reason
     assert result.command.startswith("notebook generate.ipynb") and result.generation[0]["requests"] == 3
+
+
+def test_a_launcher_is_measured_and_leaves_its_folder_as_it_was(tmp_path) -> None:
+    (tmp_path / "loop.py").write_text((FIXTURES / "timed_loop.py").read_text())
+    (tmp_path / "run.sh").write_text(
+        "#!/bin/bash\nset -e\npip install nothing-at-all\npython loop.py ends.json\n"
+    )
+    result = bench_path(tmp_path / "run.sh", [], _options(warmup=1, steps=3))
+    assert result.status == MEASURED, result.reason
+    assert result.command == "python loop.py ends.json" and result.steps["measured"] == 3
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["ends.json", "loop.py", "run.sh"]
