@@ -1,4 +1,5 @@
-"""`neuron-migrate [OPTIONS] PATH...`, `neuron-migrate try PATH` and `neuron-migrate checklist PATH...`."""
+"""`neuron-migrate [OPTIONS] PATH...`, `neuron-migrate try PATH`, `neuron-migrate bench PATH` and
+`neuron-migrate checklist PATH...`."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ def main() -> None:
     neuron-migrate [OPTIONS] PATH...        migrate files in place (see `neuron-migrate migrate --help`)
     neuron-migrate try PATH [-- ARGS...]    run a migrated file (or every entry point of a folder) for a few
                                             steps on the stand-in device
+    neuron-migrate bench PATH [-- ARGS...]  measure a script at its real size on this host's device
     neuron-migrate checklist PATH...        write a pre-migration checklist
     """
 
@@ -291,7 +293,14 @@ def _silence_stdout() -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A `neuron-migrate try --format json --report` file: each tried script shows what ran.",
 )
-def checklist(paths, output, results, online, exclude, try_reports):
+@click.option(
+    "--bench-report",
+    "bench_reports",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A `neuron-migrate bench --report` file: each benched script shows what it measured.",
+)
+def checklist(paths, output, results, online, exclude, try_reports, bench_reports):
     """Write a pre-migration checklist for the scripts, notebooks and launchers in PATH..."""
     try:
         from reports.checklist import write_checklist
@@ -308,7 +317,7 @@ def checklist(paths, output, results, online, exclude, try_reports):
             results=results,
             online=online,
             exclude=exclude,
-            try_reports=list(try_reports),
+            try_reports=[*try_reports, *bench_reports],
         )
     )
 
@@ -485,6 +494,141 @@ def _write_try_report(document: dict, report_file, fmt: str) -> None:
             _usage_error(f"cannot write report {report_file}: {error}")
     if fmt == "json" and report_file is None:
         click.echo(text)
+
+
+@main.command("bench")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="Steps or requests left out first.",
+)
+@click.option(
+    "--steps", type=click.IntRange(min=1), default=10, show_default=True, help="Optimizer steps measured."
+)
+@click.option(
+    "--requests", type=click.IntRange(min=1), default=5, show_default=True, help="generate() calls measured."
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=1800,
+    show_default=True,
+    help="Seconds per run.",
+)
+@click.option(
+    "--instance",
+    help="Price the run with this row of the instance price table (trn1.32xlarge, p5.48xlarge, ...).",
+)
+@click.option(
+    "--price-per-hour",
+    type=click.FloatRange(min=0, min_open=True),
+    help="USD per instance hour (overrides --instance).",
+)
+@click.option(
+    "--baseline", metavar="CMD", help="The command the script replaces, measured the same way and compared."
+)
+@click.option(
+    "--baseline-report",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A `neuron-migrate bench --report` file from another host (the run on a GPU, on trn1) to compare with.",
+)
+@click.option(
+    "--page",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --baseline: the side-by-side page (.md or .html).",
+)
+@click.option(
+    "--standin", is_flag=True, help="Run on the stand-in neuron device (CPU), for tests of the tool."
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--report",
+    "report_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the JSON report here.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Do not show the run's own output.")
+def bench(
+    path,
+    args,
+    warmup,
+    steps,
+    requests,
+    timeout_s,
+    instance,
+    price_per_hour,
+    baseline,
+    baseline_report,
+    page,
+    standin,
+    fmt,
+    report_file,
+    quiet,
+):
+    """Run PATH (a script, shell launcher or notebook) at its real size with its own models and data on the
+    device this host has (neuron, cuda or cpu), and report compile time, steady-state step time, samples and
+    tokens per second, generation latency, peak memory and cost per million tokens.
+
+    \b
+    Arguments for the script go after `--`:
+        neuron-migrate bench train.py --steps 20 -- --bf16
+    """
+    from try_run.bench import BenchOptions, bench_path, text_lines
+    from try_run.runner import TryUsageError
+
+    options = BenchOptions(
+        warmup=warmup,
+        steps=steps,
+        requests=requests,
+        timeout_s=timeout_s,
+        standin=standin,
+        price_per_hour=price_per_hour,
+        instance=instance,
+        show_output=not quiet and fmt == "text",
+    )
+    if baseline is not None and baseline_report is not None:
+        _usage_error("--baseline and --baseline-report: give one")
+    if page is not None and baseline is None and baseline_report is None:
+        _usage_error("--page needs --baseline CMD or --baseline-report FILE")
+    earlier = None
+    if baseline_report is not None:
+        try:
+            earlier = json.loads(baseline_report.read_text(encoding="utf-8"))["results"][0]
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+            _usage_error(f"--baseline-report {baseline_report}: not a neuron-migrate bench report ({error})")
+    try:
+        results = [bench_path(path, list(args), options)]
+        if baseline is not None:
+            from try_run.bench import bench_command
+
+            results.append(bench_command(baseline, options))
+    except TryUsageError as error:
+        _usage_error(str(error))
+    document = {"path": str(path), "results": [result.as_dict() for result in results]}
+    if earlier is not None:
+        document["results"].append(earlier)
+    if len(document["results"]) == 2:
+        from reports.bench import comparison, write_page
+
+        document["comparison"] = comparison(document["results"][0], document["results"][1])
+        if page is not None:
+            try:
+                write_page(document, page)
+            except OSError as error:
+                _usage_error(f"cannot write page {page}: {error}")
+    _write_try_report(document, report_file, fmt)
+    if fmt == "text":
+        for result in results:
+            for line in text_lines(result):
+                click.echo(line)
+        for difference in document.get("comparison", {}).get("differences", []):
+            click.echo(f"  differs from the baseline: {difference}")
+    sys.exit(EXIT_OK if all(result.status == "measured" for result in results) else EXIT_MANUAL)
 
 
 def _active_python() -> str:

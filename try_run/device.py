@@ -1,5 +1,6 @@
-"""The one place `try` decides which device a run gets: the stand-in `neuron` device when this checkout has
-it (`standin`), otherwise the CPU, labelled as such in every report."""
+"""The one place `try` and `bench` decide which device a run gets: a real `neuron` device where a real
+torch-neuronx sees one (a trn1/trn2/trn3 host), else the stand-in `neuron` device when this checkout has it
+(`standin`), otherwise the CPU, labelled as such in every report."""
 
 from __future__ import annotations
 
@@ -14,12 +15,39 @@ CPU_DEVICE = "cpu (no neuron stand-in in this installation)"
 
 
 class DeviceUnavailable(Exception):
-    """The stand-in cannot be switched on here (unsupported torch, a real torch_neuronx installed)."""
+    """No device can be given here (unsupported torch, a torch-neuronx that sees no device)."""
+
+
+def real_neuron_device() -> str | None:
+    """The label of this host's real neuron device ("neuron (torch-neuronx 2.14.0)"), None where there is no
+    torch-neuronx; raises DeviceUnavailable where one is installed but sees no device."""
+    if importlib.util.find_spec("torch_neuronx") is None:
+        return None
+    from compat_matrix.environment import neuron_device_available, standin_torch_neuronx
+
+    if neuron_device_available():
+        if standin_torch_neuronx():  # this process already has the stand-in's (NEURON_STANDIN=1)
+            return None
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return f"neuron (torch-neuronx {version('torch-neuronx')})"
+        except PackageNotFoundError:
+            return "neuron (torch-neuronx)"
+    raise DeviceUnavailable(
+        "torch-neuronx is installed but sees no neuron device (check `neuron-ls` and NEURON_RT_VISIBLE_CORES); "
+        "the stand-in stays off on a host with a real torch-neuronx"
+    )
 
 
 def device_environment(env: dict[str, str], python: str = sys.executable) -> tuple[dict[str, str], str]:
-    """A copy of `env` with the stand-in switched on for a process and its children, and the device label.
-    `python`: the interpreter that runs the user's code, whose torch the stand-in's backend is built for."""
+    """A copy of `env` with the device switched on for a process and its children, and the device label: a
+    real neuron device (where this interpreter's torch-neuronx sees one) needs nothing switched on, since
+    torch-neuronx registers it at `import torch`. `python`: the interpreter that runs the user's code, whose
+    torch the stand-in's backend is built for."""
+    real = real_neuron_device() if python == sys.executable else None
+    if real is not None:
+        return dict(env), real
     try:
         import standin
         import standin.native

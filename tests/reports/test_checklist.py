@@ -459,7 +459,7 @@ def test_a_try_report_that_is_not_one_exits_2(project, results, tmp_path, capsys
     bad = tmp_path / "try.json"
     bad.write_text('{"runs": "nope"')
     assert write_checklist([project], None, results, False, analyze=fake_analyze({}), try_reports=[bad]) == 2
-    assert "not a neuron-migrate try report" in capsys.readouterr().err
+    assert "not a neuron-migrate try or bench report" in capsys.readouterr().err
 
 
 def test_a_notebook_it_cannot_read_is_blocking_never_clean(tmp_path, results):
@@ -481,6 +481,29 @@ def test_code_too_deep_for_the_scan_is_still_listed(tmp_path, results):
     (tmp_path / "deep.py").write_text("import torch_xla\nx = " + "-" * 3000 + "1\n")
     context = build_checklist([tmp_path], results, online=False)
     assert [section.display for section in context["sections"]] == ["deep.py"]
+
+
+def test_bench_reports_show_per_script_what_was_measured(project, results, tmp_path):
+    measured = {
+        "command": "python infer.py",
+        "status": "measured",
+        "device": "neuron",
+        "steps": {"median_seconds": 0.0412, "tokens_per_s": 3100.4},
+        "generation": [],
+        "peak_memory": {"bytes": 12 * 2**30, "of": "neuron allocated"},
+        "compile": {"recompiles": [{"in": "step 7"}]},
+    }
+    report = tmp_path / "bench.json"
+    report.write_text(json.dumps({"path": str(tmp_path / "infer.py"), "results": [measured]}))
+    output = tmp_path / "checklist.md"
+    assert (
+        write_checklist([project], output, results, False, analyze=fake_analyze({}), try_reports=[report])
+        == 0
+    )
+    assert (
+        "Tried: `python infer.py` measured on neuron: median step 41.2 ms, 3,100 tokens/s, peak 12.00 GiB, "
+        "1 recompiles." in output.read_text()
+    )
 
 
 def test_the_checklist_reads_the_statuses_a_try_writes() -> None:

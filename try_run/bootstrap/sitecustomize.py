@@ -18,7 +18,10 @@ What it does, each through the library's own extension point where one exists:
 - records Dynamo's recompiles with the guard failures Dynamo gives as reasons, each attributed to the
   nearest frame of the user's own code, plus graph counts and graph breaks from Dynamo's counters;
 - records the user's frame nearest to an uncaught exception;
-- writes what it saw to REPORT_DIR/<pid>.json (after each step and at exit).
+- writes what it saw to REPORT_DIR/<pid>.json (after each step and at exit);
+- for `neuron-migrate bench` (config "bench"), nothing is capped but the step or request count: it times
+  every optimizer step and generate() call with the device synchronized at its end, counts the samples and
+  tokens of the DataLoader batches seen, and reads the device's peak memory (see `_Bench`).
 """
 
 from __future__ import annotations
@@ -120,6 +123,8 @@ class _State:
             "marks": self.marks,
         }
         report.update(_compile_metrics())
+        if BENCH is not None:
+            report["bench"] = BENCH.report()
         return report
 
     def write(self) -> None:
@@ -234,8 +239,6 @@ class _AfterImport:
 
 
 def _after_torch(torch) -> None:
-    import logging
-
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     if (
@@ -248,14 +251,21 @@ def _after_torch(torch) -> None:
 
     def after_step(optimizer, args, kwargs):
         STATE.steps += 1
-        STATE.mark("first_step")
-        STATE.mark("last_step", first_only=False)
-        STATE.write()
+        if BENCH is not None:
+            BENCH.step_ended()
+        else:
+            STATE.mark("first_step")
+            STATE.mark("last_step", first_only=False)
+            STATE.write()
         if STATE.steps >= STATE.config["steps"] and not STATE.trainer_running:
             STATE.stopped_at_cap = True
             raise SystemExit(0)
 
     register_optimizer_step_post_hook(after_step)
+    if BENCH is not None:
+        BENCH.start(torch)
+        _install_recompile_log(torch)
+        return  # a bench leaves backward alone: reading each loss would synchronize the device every step
 
     backward = torch.autograd.backward
 
@@ -269,6 +279,11 @@ def _after_torch(torch) -> None:
         return backward(tensors, *args, **kwargs)
 
     torch.autograd.backward = recording_backward
+    _install_recompile_log(torch)
+
+
+def _install_recompile_log(torch) -> None:
+    import logging
 
     class RecompileHandler(logging.Handler):
         def emit(self, record):
@@ -280,6 +295,8 @@ def _after_torch(torch) -> None:
                 "reasons": reasons,
             }
             entry["user"] = STATE.nearest_user_frame(traceback.extract_stack()[:-1])
+            if BENCH is not None:  # the step and request it happened in, whose time it lengthened
+                entry.update(BENCH.current_units())
             STATE.recompiles.append(entry)
 
     # Dynamo logs a recompile (with its guard failures) only while the "recompiles" artifact is on; its
@@ -307,9 +324,12 @@ def _after_trainer(module) -> None:
             cap = STATE.config["steps"]
             if args.max_steps is None or args.max_steps <= 0 or args.max_steps > cap:
                 args.max_steps = cap
-            args.logging_steps = 1
+            if BENCH is None:  # a bench keeps the script's logging: logging reads the loss (a device sync)
+                args.logging_steps = 1
             output = STATE.config.get("output_dir")
-            if output and (not args.output_dir or os.path.isabs(args.output_dir)):
+            # A try's relative output_dir is inside its copy already; a bench runs in the user's folder, where
+            # a few steps' checkpoints (or a save_model() after train()) would overwrite the user's.
+            if output and (BENCH is not None or not args.output_dir or os.path.isabs(args.output_dir)):
                 args.output_dir = output
 
         def on_train_begin(self, args, state, control, **kwargs):
@@ -328,6 +348,9 @@ def _after_trainer(module) -> None:
 
 def _after_generation(module) -> None:
     mixin = module.GenerationMixin
+    if BENCH is not None:
+        BENCH.time_generate(mixin, module)
+        return
     prepare = mixin._prepare_generation_config
 
     def capped(self, *args, **kwargs):
@@ -395,6 +418,7 @@ def _after_modeling(module) -> None:
                 "model_type": getattr(getattr(model, "config", None), "model_type", None),
                 "parameters": parameters,
                 "vocab_size": getattr(getattr(model, "config", None), "vocab_size", None),
+                "dtype": str(getattr(model, "dtype", "")).replace("torch.", "") or None,
             }
         )
         return model
@@ -439,6 +463,169 @@ def _fit_degrees(config, world: int, asked: int) -> None:
         config.ep_size = config.tp_size or 1
 
 
+# -- bench: timings of the script at its real size -------------------------------------------------------
+class _Bench:
+    """What `neuron-migrate bench` measures in a process. Each timed region ends with the device synchronized
+    (torch.accelerator, which covers cuda and neuron; nothing to wait for on the CPU): an optimizer step ends
+    at the optimizer's post-step hook, a request at the return of generate(). The time the hooks themselves
+    take is measured too (`overhead_seconds`)."""
+
+    def __init__(self, config: dict) -> None:
+        self.requests_cap = config["requests"]
+        self.step_ends: list[float] = []  # perf_counter at the end of each optimizer step, synchronized
+        self.first_batch: float | None = None  # the first DataLoader batch: the first step's start
+        self.batches: list[dict] = []  # per DataLoader batch: the step it fed, samples, tokens, real tokens
+        self.requests: list[dict] = []  # per generate() call
+        self.overhead = 0.0
+        self.torch = None
+
+    def start(self, torch) -> None:
+        self.torch = torch
+        self._wrap_dataloader(torch)
+
+    def synchronize(self) -> None:
+        accelerator = self.torch.accelerator
+        if accelerator.is_available():
+            accelerator.synchronize()
+
+    def current_units(self) -> dict:
+        """The optimizer step and the generate() call under way (1-based)."""
+        return {"step": len(self.step_ends) + 1, "request": len(self.requests) + 1}
+
+    def step_ended(self) -> None:
+        self.synchronize()
+        now = time.perf_counter()
+        self.step_ends.append(now)
+        self.overhead += time.perf_counter() - now
+
+    def _wrap_dataloader(self, torch) -> None:
+        """Counts what each batch the script's DataLoaders yield holds, where it is still on the host (no
+        device work): samples, tokens (input_ids, or a 2-D integer tensor) and the tokens that are not padding
+        (attention_mask)."""
+        iterator = torch.utils.data.dataloader._BaseDataLoaderIter
+        following = iterator.__next__
+        bench = self
+
+        def counting_next(self):
+            batch = following(self)
+            started = time.perf_counter()
+            if bench.first_batch is None:
+                bench.first_batch = started
+            bench.batches.append({"step": len(bench.step_ends) + 1, **_batch_size(torch, batch)})
+            bench.overhead += time.perf_counter() - started
+            return batch
+
+        iterator.__next__ = counting_next
+
+    def time_generate(self, mixin, module) -> None:
+        """Times each generate() call (a request): the first token when the first logits processor runs (the
+        prefill's forward has given its logits), the last when generate() returns."""
+        from transformers.generation.logits_process import LogitsProcessor
+
+        generate = mixin.generate
+        bench = self
+
+        class FirstToken(LogitsProcessor):
+            def __init__(self):
+                self.at = None
+
+            def __call__(self, input_ids, scores):
+                if self.at is None:
+                    bench.synchronize()
+                    self.at = time.perf_counter()
+                return scores
+
+        def timed_generate(self, *args, **kwargs):
+            prompt = kwargs.get("input_ids", args[0] if args else None)
+            first = FirstToken()
+            processors = kwargs.get("logits_processor") or []
+            kwargs["logits_processor"] = module.LogitsProcessorList([*processors, first])
+            bench.synchronize()
+            started = time.perf_counter()
+            output = generate(self, *args, **kwargs)
+            bench.synchronize()
+            ended = time.perf_counter()
+            sequences = getattr(output, "sequences", output)
+            request = {"seconds": ended - started, "first_token_seconds": None, "new_tokens": None}
+            if first.at is not None:
+                request["first_token_seconds"] = first.at - started
+            if isinstance(sequences, bench.torch.Tensor) and isinstance(prompt, bench.torch.Tensor):
+                decoder_only = not getattr(getattr(self, "config", None), "is_encoder_decoder", False)
+                request["batch"] = int(sequences.shape[0])
+                request["prompt_tokens"] = int(prompt.shape[-1])
+                request["new_tokens"] = int(sequences.shape[-1] - (prompt.shape[-1] if decoder_only else 1))
+            bench.requests.append(request)
+            STATE.generate_calls += 1
+            bench.overhead += time.perf_counter() - ended
+            if len(bench.requests) >= bench.requests_cap:
+                STATE.stopped_at_cap = True
+                raise SystemExit(0)
+            return output
+
+        mixin.generate = timed_generate
+
+    def peak_memory(self) -> dict:
+        """The device's peak allocated bytes (torch.accelerator's, which reads torch.cuda's or torch.neuron's
+        allocator), or on the CPU the process's peak resident memory."""
+        torch = self.torch
+        if torch is not None and torch.accelerator.is_available():
+            device = torch.accelerator.current_accelerator()
+            return {"bytes": int(torch.accelerator.max_memory_allocated()), "of": f"{device.type} allocated"}
+        import resource
+
+        return {"bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "of": "host peak RSS"}
+
+    def report(self) -> dict:
+        return {
+            "first_batch": self.first_batch,
+            "step_ends": self.step_ends,
+            "batches": self.batches,
+            "requests": self.requests,
+            "overhead_seconds": self.overhead,
+            "peak_memory": self.peak_memory(),
+            "device_compile": _device_compile_metrics(),
+        }
+
+
+def _batch_size(torch, batch) -> dict:
+    """Samples, tokens and real (non-padding) tokens of one batch as a DataLoader yields it."""
+    if isinstance(batch, dict) or hasattr(batch, "keys"):
+        ids, mask = batch.get("input_ids"), batch.get("attention_mask")
+        first = (
+            ids
+            if ids is not None
+            else next((value for value in batch.values() if isinstance(value, torch.Tensor)), None)
+        )
+    elif isinstance(batch, (list, tuple)):
+        first = next((value for value in batch if isinstance(value, torch.Tensor)), None)
+        ids = first if first is not None and first.ndim == 2 and not first.is_floating_point() else None
+        mask = None
+    else:
+        first = batch if isinstance(batch, torch.Tensor) else None
+        ids, mask = None, None
+    size = {"samples": int(first.shape[0]) if first is not None and first.ndim else None}
+    if isinstance(ids, torch.Tensor):
+        size["tokens"] = int(ids.numel())
+        size["real_tokens"] = int(mask.sum()) if isinstance(mask, torch.Tensor) else size["tokens"]
+    return size
+
+
+def _device_compile_metrics() -> list[dict]:
+    """The neuron backend's own record of each graph it compiled (torch.neuron.get_dynamo_metrics(), on a
+    trn2 as on the stand-in), as plain fields."""
+    neuron = getattr(sys.modules.get("torch"), "neuron", None)
+    metrics = getattr(neuron, "get_dynamo_metrics", None)
+    if metrics is None:
+        return []
+    try:
+        return [
+            {name: value for name, value in vars(entry).items() if isinstance(value, (int, float, str))}
+            for entry in metrics()
+        ]
+    except Exception:  # metrics of a backend version whose records are not plain objects: none read
+        return []
+
+
 # -- errors ---------------------------------------------------------------------------------------------
 def _record_exception(kind, value, tb) -> None:
     frames = traceback.extract_tb(tb)
@@ -460,27 +647,27 @@ def _record_exception(kind, value, tb) -> None:
 
 
 def _install(config: dict) -> None:
-    global STATE
+    global STATE, BENCH
     STATE = _State(config)
+    if config.get("bench"):
+        BENCH = _Bench(config["bench"])
     argv = list(getattr(sys, "orig_argv", sys.argv))
     if _launcher_kind(argv):
         STATE.role = "launcher"
-        STATE.launcher_capped, asked = _cap_launcher_arguments(sys.argv, config["max_processes"])
-        if STATE.launcher_capped and asked:
-            os.environ[ASKED_WORLD] = str(asked)  # for its workers
-    sys.meta_path.insert(
-        0,
-        _AfterImport(
-            {
-                "torch": _after_torch,
-                "transformers.trainer": _after_trainer,
-                "transformers.generation.utils": _after_generation,
-                "transformers.modeling_utils": _after_modeling,
-                "diffusers.pipelines.pipeline_utils": _after_diffusion_pipeline,
-                "transformers.distributed.configuration_utils": _after_distributed_config,
-            }
-        ),
-    )
+        if BENCH is None:  # a bench runs the processes the user asked for
+            STATE.launcher_capped, asked = _cap_launcher_arguments(sys.argv, config["max_processes"])
+            if STATE.launcher_capped and asked:
+                os.environ[ASKED_WORLD] = str(asked)  # for its workers
+    hooks = {
+        "torch": _after_torch,
+        "transformers.trainer": _after_trainer,
+        "transformers.generation.utils": _after_generation,
+        "transformers.modeling_utils": _after_modeling,
+    }
+    if BENCH is None:  # a bench runs the pipelines and parallel layout as written
+        hooks["diffusers.pipelines.pipeline_utils"] = _after_diffusion_pipeline
+        hooks["transformers.distributed.configuration_utils"] = _after_distributed_config
+    sys.meta_path.insert(0, _AfterImport(hooks))
     previous_hook = sys.excepthook
 
     def excepthook(kind, value, tb):
@@ -521,6 +708,7 @@ def _chain_next_sitecustomize() -> None:
 
 
 STATE: _State | None = None
+BENCH: _Bench | None = None
 if _CONFIG:
     _install(_CONFIG)
 _chain_next_sitecustomize()
