@@ -25,8 +25,9 @@ NEURON_TRACE = Rule(
     "NM317",
     Severity.WARNING,
     "`torch_neuronx.trace(model, example_inputs)` ahead-of-time compilation",
-    "Rewritten, where the traced model is only called and saved with `torch.jit.save`: the model moves to "
-    'device "neuron" and is compiled with `torch.compile(model, backend="neuron", fullgraph=True, '
+    "Rewritten, where the traced model is only called, saved with `torch.jit.save` and loaded in the same "
+    'function: the model moves to device "neuron", its parameters frozen as a traced model\'s are '
+    '(`requires_grad_(False)`), and is compiled with `torch.compile(model, backend="neuron", fullgraph=True, '
     "dynamic=False)`; its calls move their inputs to the device and their outputs back to the CPU as the traced "
     "model did (keep the inputs padded to the example's shapes: another shape compiles again); "
     "`torch.jit.save(traced, path)` saves the model's weights (`state_dict`) instead. There is no ahead-of-time "
@@ -50,7 +51,7 @@ import torch
 {_TO_DEVICE_SOURCE.strip()}
 
 
-traced = torch.compile(model.to("neuron"), backend="neuron", fullgraph=True, dynamic=False)
+traced = torch.compile(model.to("neuron").requires_grad_(False), backend="neuron", fullgraph=True, dynamic=False)
 torch.save(_to_device(model.state_dict(), "cpu"), "model_neuron.pt")
 logits = _to_device(traced(*_to_device(example_inputs, "neuron")), "cpu")[0]
 """,
@@ -131,7 +132,7 @@ class NeuronTrace(Handler):
         self.ctx.add_import("torch")
         self.ctx.remove_import("torch_neuronx")
         return parse_template_expression(
-            'torch.compile({model}.to("neuron"), backend="neuron", fullgraph=True, dynamic=False)',
+            'torch.compile({model}.to("neuron").requires_grad_(False), backend="neuron", fullgraph=True, dynamic=False)',
             model=cst.Name(flow.model),
         )
 

@@ -66,7 +66,7 @@ model = torch.jit.load("/opt/ml/model/encoder_neuron.pt")
 import torch
 import torch_neuronx
 
-# TODO(neuron-migrate): NM323 `"/opt/ml/model/encoder_neuron.pt"` is read in a script that imports torch_neuronx (which registers the ops of a model traced with `torch_neuronx.trace`): a traced Neuron model, compiled ahead of time for the XLA-era flow (fixed shapes); load the original checkpoint (`from_pretrained(..., device_map="neuron")`) or move the model to device "neuron" on trn2 / trn3, and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
+# TODO(neuron-migrate): NM323 `"/opt/ml/model/encoder_neuron.pt"` is read in a script that imports torch_neuronx (which registers the ops of a model traced with `torch_neuronx.trace`): a traced Neuron model, compiled ahead of time for the XLA-era flow (fixed shapes), made by a script that is not this file; decide which model class and checkpoint that script traced (the file does not say): load it with `<Class>.from_pretrained(<checkpoint>, device_map="neuron")` (or build the class and `load_state_dict` the weights that script saves once migrated: NM317 makes `torch.jit.save` save `model.state_dict()`), compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)` and call it with inputs on the device, padded to the traced shapes
 model = torch.jit.load("/opt/ml/model/encoder_neuron.pt")
 """,
         ),
@@ -75,6 +75,14 @@ model = torch.jit.load("/opt/ml/model/encoder_neuron.pt")
 RULES = (TRACED_LOAD,)
 
 JIT_LOAD = "torch.jit.load"
+# The one decision a load of an artifact traced elsewhere leaves: which model and weights it was traced from.
+ELSEWHERE = (
+    "decide which model class and checkpoint that script traced (the file does not say): load it with "
+    '`<Class>.from_pretrained(<checkpoint>, device_map="neuron")` (or build the class and `load_state_dict` the '
+    "weights that script saves once migrated: NM317 makes `torch.jit.save` save `model.state_dict()`), compile it "
+    'with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)` and call it with inputs on '
+    "the device, padded to the traced shapes"
+)
 INF1_WHAT = "compiled for inf1 (Inferentia 1), which TorchNeuron does not run on"
 XLA_WHAT = "compiled ahead of time for the XLA-era flow (fixed shapes)"
 JIT_SAVE = "torch.jit.save"
@@ -109,8 +117,11 @@ class TracedLoad(Handler):
         elif not self.saves and self._serves_traced_models():
             why = (
                 f"`{code}` is read in a script that imports torch_neuronx (which registers the ops of a model "
-                f"traced with `torch_neuronx.trace`): a traced Neuron model, {XLA_WHAT}"
+                f"traced with `torch_neuronx.trace`): a traced Neuron model, {XLA_WHAT}, made by a script that "
+                "is not this file"
             )
+            self.ctx.todo(original, TRACED_LOAD, why, ELSEWHERE, subject=code)
+            return updated
         else:
             return updated
         self.ctx.todo(original, TRACED_LOAD, why, RUN_ON_NEURON, subject=code)
