@@ -33,7 +33,7 @@ model = torch.jit.load("scripted.pt")
         "import torch_neuron",
         "import torch.neuron",
         "from torch_neuron import trace",
-        "traced = torch.neuron.trace(model, example)",
+        "traced = torch.neuron.trace(model, example)\nhandle(traced)",
         "with torch.neuron.experimental.neuron_cores_context(2):\n    pass",
     ],
 )
@@ -74,6 +74,7 @@ import torch_neuronx
 name = "encoder.pt"
 traced = torch_neuronx.trace(model, example)
 traced.save(name)
+torch_neuronx.async_load(traced)  # a use the rewrite does not follow: the trace and its loads stay
 baseline = torch.jit.trace(model, example)
 torch.jit.save(baseline, "baseline.pt")
 cpu = torch.jit.load("baseline.pt")
@@ -82,7 +83,7 @@ neuron = torch.jit.load(name, map_location="cpu")
 """
     migrated, findings = migrate_python(source)
     flagged = [(finding.line, finding.subject) for finding in findings if finding.code == "NM323"]
-    assert flagged == [(11, "name")]
+    assert flagged == [(12, "name")]
 
 
 def test_a_variable_holding_two_paths_is_not_proof():
@@ -114,7 +115,9 @@ model_neuron = torch.neuron.trace(model, example_inputs=[image])
 model_neuron.save("resnet50_neuron.pt")
 loaded = torch.jit.load("resnet50_neuron.pt")
 """
-    assert sorted(codes(migrate_python(source)[1])) == ["NM321", "NM321", "NM323"]
+    # the trace resolves: NM317 rewrites it, its save and its load; `import torch.neuron` keeps its TODO (it
+    # binds `torch`, which the rewrite uses)
+    assert sorted(codes(migrate_python(source)[1])) == ["NM317", "NM317", "NM321", "NM323"]
 
 
 def test_inf1_targets_in_strings_are_platform_leftovers():

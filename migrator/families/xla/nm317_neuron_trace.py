@@ -10,9 +10,9 @@ from __future__ import annotations
 import libcst as cst
 from libcst.helpers import parse_template_expression
 
-from migrator.cst_helpers import argument
+from migrator.cst_helpers import source_code
 from migrator.families.xla.state import _TO_DEVICE_SOURCE, HINTS, XlaFile
-from migrator.families.xla.traced import NEURONX_TRACE, TracedFlow
+from migrator.families.xla.traced import NEURONX_TRACE, TracedFlow, saved_path
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -24,7 +24,8 @@ _BY_HAND = (
 NEURON_TRACE = Rule(
     "NM317",
     Severity.WARNING,
-    "`torch_neuronx.trace(model, example_inputs)` ahead-of-time compilation",
+    "`torch_neuronx.trace(model, example_inputs)` ahead-of-time compilation (and inf1's `torch.neuron.trace`, "
+    "whose other APIs are NM321's)",
     "Rewritten, where the traced model is only called, saved with `torch.jit.save` and loaded in the same "
     'function: the model moves to device "neuron", its parameters frozen as a traced model\'s are '
     '(`requires_grad_(False)`), and is compiled with `torch.compile(model, backend="neuron", fullgraph=True, '
@@ -32,7 +33,8 @@ NEURON_TRACE = Rule(
     "model did (keep the inputs padded to the example's shapes: another shape compiles again); "
     "`torch.jit.save(traced, path)` saves the model's weights (`state_dict`) instead. There is no ahead-of-time "
     "artifact: the first call compiles, and the neuron compile cache takes the artifact's place; "
-    "`compiler_args` are dropped (neuronx-cc's default `--auto-cast matmult` no longer applies: the model runs "
+    "for inf1 the `torch_neuron` import goes too once nothing else uses it; the traced model's `.save(path)` is a save; "
+    "`compiler_args` (and `dynamic_batch_size`: each new batch size compiles again) are dropped (neuronx-cc's default `--auto-cast matmult` no longer applies: the model runs "
     "in its own dtype). Any other use of the traced model is left with a TODO.",
     examples=(
         Example(
@@ -54,6 +56,28 @@ import torch
 traced = torch.compile(model.to("neuron").requires_grad_(False), backend="neuron", fullgraph=True, dynamic=False)
 torch.save(_to_device(model.state_dict(), "cpu"), "model_neuron.pt")
 logits = _to_device(traced(*_to_device(example_inputs, "neuron")), "cpu")[0]
+""",
+        ),
+        Example(
+            before="""\
+import torch
+import torch_neuron
+
+model_neuron = torch.neuron.trace(model, example_inputs=example)
+model_neuron.save("model_inf1.pt")
+model_neuron = torch.jit.load("model_inf1.pt")
+scores = model_neuron(*example)[0]
+""",
+            after=f"""\
+import torch
+
+
+{_TO_DEVICE_SOURCE.strip()}
+
+
+model_neuron = torch.compile(model.to("neuron").requires_grad_(False), backend="neuron", fullgraph=True, dynamic=False)
+torch.save(_to_device(model.state_dict(), "cpu"), "model_inf1.pt")
+scores = _to_device(model_neuron(*_to_device(example, "neuron")), "cpu")[0]
 """,
         ),
         Example(
@@ -119,6 +143,15 @@ class NeuronTrace(Handler):
             )
         return updated
 
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        """`traced = torch.jit.load(path)` of the compiled model's own file: it already is that model."""
+        statement = original.body[0] if len(original.body) == 1 else None
+        if isinstance(statement, cst.Assign) and statement.value in self.file.traced().loads:
+            flow = self.file.traced().loads[statement.value]
+            if source_code(statement.targets[0].target) == flow.traced:
+                return cst.RemoveFromParent()
+        return updated
+
     def _compiled(self, original: cst.Call, flow: TracedFlow) -> cst.BaseExpression:
         dropped = f"; `{'`, `'.join(flow.options)}` dropped" if flow.options else ""
         self.ctx.report(
@@ -130,7 +163,8 @@ class NeuronTrace(Handler):
             subject=flow.traced,
         )
         self.ctx.add_import("torch")
-        self.ctx.remove_import("torch_neuronx")
+        if flow.api == NEURONX_TRACE:  # inf1's import is NM321's
+            self.ctx.remove_import("torch_neuronx")
         return parse_template_expression(
             'torch.compile({model}.to("neuron").requires_grad_(False), backend="neuron", fullgraph=True, dynamic=False)',
             model=cst.Name(flow.model),
@@ -145,7 +179,7 @@ class NeuronTrace(Handler):
             subject=flow.traced,
         )
         self.file.helpers.add("_to_device")
-        path = argument(updated, 1, "f")
+        path = saved_path(self.ctx, updated, flow.traced)
         return parse_template_expression(
             'torch.save(_to_device({model}.state_dict(), "cpu"), {path})',
             model=cst.Name(flow.model),

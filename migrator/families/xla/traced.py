@@ -9,24 +9,38 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from migrator.cst_helpers import argument, dotted_name, source_code, string_value, visit_read_only
+from migrator.cst_helpers import (
+    argument,
+    dotted_name,
+    is_method_call,
+    source_code,
+    string_value,
+    visit_read_only,
+)
+from migrator.families.xla.names import INF1_NAMESPACE, INF1_PACKAGE
 from migrator.transform import FileContext
 
 NEURONX_TRACE = "torch_neuronx.trace"
+# The traces rewritten: torch_neuronx's (inf2/trn1) and torch-neuron's (inf1), which take the same arguments.
+TRACES = frozenset({NEURONX_TRACE, f"{INF1_NAMESPACE}.trace", f"{INF1_PACKAGE}.trace"})
 JIT_SAVE = "torch.jit.save"
 JIT_LOAD = "torch.jit.load"
-# torch_neuronx.trace's compiler options, which have no meaning once torch.compile compiles the model.
-COMPILER_OPTIONS = frozenset({"compiler_args", "compiler_workdir", "inline_weights_to_neff"})
+# The traces' compiler options, which have no meaning once torch.compile compiles the model (a dynamic batch
+# size: each new batch size compiles again).
+COMPILER_OPTIONS = frozenset(
+    {"compiler_args", "compiler_workdir", "inline_weights_to_neff", "dynamic_batch_size"}
+)
 
 
 @dataclass
 class TracedFlow:
     trace: cst.Call  # torch_neuronx.trace(M, example, ...)
+    api: str  # which trace
     model: str  # M
     example: str  # the example inputs' code: the shapes the model is called at
     traced: str  # T
     options: tuple[str, ...]  # compiler options dropped
-    saves: list[cst.Call] = field(default_factory=list)  # torch.jit.save(T, path), whole statements
+    saves: list[cst.Call] = field(default_factory=list)  # torch.jit.save(T, path) / T.save(path) statements
     loads: dict[cst.Call, str] = field(default_factory=dict)  # torch.jit.load(path) -> the path's code
 
 
@@ -36,6 +50,9 @@ class TracedFlows:
     saves: dict[cst.Call, TracedFlow] = field(default_factory=dict)
     loads: dict[cst.Call, TracedFlow] = field(default_factory=dict)
     calls: set[cst.Call] = field(default_factory=set)  # calls of a traced or loaded name: inputs move
+    # Whether torch-neuron (inf1) is still used once the flows are rewritten: an inf1 call, or a load of a
+    # file that may hold an inf1 model (its import registers the ops such a file is made of).
+    inf1_used: bool = True
 
 
 class _Reader(cst.CSTVisitor):
@@ -86,7 +103,15 @@ def traced_flows(ctx: FileContext) -> TracedFlows:
     found.calls = {
         call for call, _ in reader.calls if isinstance(call.func, cst.Name) and call.func.value in names
     }
+    found.inf1_used = any(_uses_inf1(ctx, call, found) for call, _ in reader.calls)
     return found
+
+
+def _uses_inf1(ctx: FileContext, call: cst.Call, found: TracedFlows) -> bool:
+    if call in found.flows or call in found.loads:
+        return False
+    name = qualified(ctx, call.func) or ""
+    return name == JIT_LOAD or name.startswith((f"{INF1_PACKAGE}.", f"{INF1_NAMESPACE}."))
 
 
 def qualified(ctx: FileContext, node: cst.BaseExpression) -> str | None:
@@ -101,7 +126,8 @@ def qualified(ctx: FileContext, node: cst.BaseExpression) -> str | None:
 
 def _flow(ctx: FileContext, reader: _Reader, assign: cst.Assign) -> TracedFlow | None:
     call = assign.value
-    if not isinstance(call, cst.Call) or qualified(ctx, call.func) != NEURONX_TRACE:
+    api = qualified(ctx, call.func) if isinstance(call, cst.Call) else None
+    if api not in TRACES:
         return None
     if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
         return None
@@ -113,7 +139,7 @@ def _flow(ctx: FileContext, reader: _Reader, assign: cst.Assign) -> TracedFlow |
     if len(positional) > 2 or not set(keywords) - {"func", "example_inputs"} <= COMPILER_OPTIONS:
         return None
     options = tuple(name for name in keywords if name in COMPILER_OPTIONS)
-    return TracedFlow(call, model.value, source_code(example), assign.targets[0].target.value, options)
+    return TracedFlow(call, api, model.value, source_code(example), assign.targets[0].target.value, options)
 
 
 def _resolved(ctx: FileContext, reader: _Reader, flow: TracedFlow, scope) -> bool:
@@ -121,34 +147,40 @@ def _resolved(ctx: FileContext, reader: _Reader, flow: TracedFlow, scope) -> boo
     after it is traced (it moves to the device), and each load of a file it was saved to is rewritable."""
     traced_calls = 0
     for call, _ in reader.calls:
-        name = qualified(ctx, call.func)
-        if isinstance(call.func, cst.Name) and call.func.value == flow.traced:
+        if _is_name(call.func, flow.traced):
             traced_calls += 1
-        elif (
-            isinstance(call.func, cst.Name)
-            and call.func.value == flow.model
-            and _after(ctx, call, flow.trace)
-        ):
+        elif _is_name(call.func, flow.model) and _after(ctx, call, flow.trace):
             return False
-        elif name == JIT_SAVE and _is_name(argument(call, 0, "m"), flow.traced):
-            if call not in reader.statements or argument(call, 1, "f") is None:
+        elif saved_path(ctx, call, flow.traced) is not None:
+            if call not in reader.statements:
                 return False
             flow.saves.append(call)
-    # the assignment, the calls and the saves: every other spelling is a use the rewrite does not follow
-    if reader.names.get(flow.traced, 0) != 1 + traced_calls + len(flow.saves):
-        return False
-    paths = {key for save in flow.saves for key in path_keys(reader, argument(save, 1, "f"))}
+    paths = {key for save in flow.saves for key in path_keys(reader, saved_path(ctx, save, flow.traced))}
+    reloaded = 0  # loads assigned to the traced model's own name (`traced = torch.jit.load(path)`)
     for call, call_scope in reader.calls:
-        if qualified(ctx, call.func) != JIT_LOAD or argument(call, 0, "f") is None:
-            continue
         path = argument(call, 0, "f")
-        if not paths & path_keys(reader, path):
+        if qualified(ctx, call.func) != JIT_LOAD or path is None or not paths & path_keys(reader, path):
             continue
         loaded = _target(call, reader)
-        if loaded is None or call_scope is not scope or not _only_called(reader, loaded):
+        if loaded is None or call_scope is not scope:
+            return False
+        if loaded == flow.traced:
+            reloaded += 1
+        elif not _only_called(reader, loaded):
             return False
         flow.loads[call] = source_code(path)
-    return True
+    # the assignments, the calls and the saves: every other spelling is a use the rewrite does not follow
+    return reader.names.get(flow.traced, 0) == 1 + reloaded + traced_calls + len(flow.saves)
+
+
+def saved_path(ctx: FileContext, call: cst.Call, traced: str) -> cst.BaseExpression | None:
+    """Where `call` saves the traced model named `traced` (`torch.jit.save(traced, path)`, inf1's
+    `traced.save(path)`), else None."""
+    if qualified(ctx, call.func) == JIT_SAVE and _is_name(argument(call, 0, "m"), traced):
+        return argument(call, 1, "f")
+    if is_method_call(call, "save") and _is_name(call.func.value, traced):
+        return argument(call, 0, "f")
+    return None
 
 
 def path_keys(reader: _Reader, path: cst.BaseExpression) -> set[str]:
