@@ -6,7 +6,7 @@ atomic: a reader, or a crash, sees the old file or the new one, never half of on
 unnamed (Linux's O_TMPFILE): a process killed while writing it leaves nothing behind; it gets a name only for
 the two system calls that link it and rename it into place. Where the file system cannot make unnamed files,
 it is named `.NAME.PID-XXXXXXXX.neuron-migrate-tmp`, removed on every exit Python sees; one a killed process
-left is removed by the next write into that folder once its process is gone. docs/safety.md has the details.
+left is removed by the next write into that folder once its process is gone. docs/reference/safety.md has the details.
 """
 
 from __future__ import annotations
