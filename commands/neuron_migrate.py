@@ -111,7 +111,7 @@ def migrate(
     """Migrate PATH... (.py, .ipynb, .sh, requirements*.txt, pyproject.toml files or directories, searched recursively) in place."""
     from migrator.engine import Interrupted, Job, Mode, output_conflicts, run
     from migrator.report import render, summary_line, text_lines
-    from migrator.sources import UsageError, discover
+    from usercode.sources import UsageError, discover
 
     if sum([show_diff, check, output_dir is not None]) > 1:
         _usage_error("--diff, --check and --output-dir exclude each other")

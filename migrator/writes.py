@@ -18,8 +18,9 @@ import secrets
 import stat
 import time
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
+
+from usercode.sources import Snapshot
 
 TEMPORARY_SUFFIX = ".neuron-migrate-tmp"
 _STALE_AFTER_S = 24 * 3600  # a temporary file this old is debris even where its PID was reused
@@ -29,43 +30,6 @@ _cleaned: set[str] = set()  # folders whose leftover temporaries this process ha
 
 class WriteRefused(OSError):
     """A write that would lose something of the user's (an edit, an owner, a hard link); nothing was written."""
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A file as it was read: its bytes and what identifies that version of it."""
-
-    data: bytes
-    device: int
-    inode: int
-    size: int
-    mtime_ns: int
-
-    @classmethod
-    def read(cls, path: Path) -> Snapshot:
-        with open(path, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            data = handle.read()
-        return cls(data, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
-
-    def same_version(self, info: os.stat_result) -> bool:
-        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns) == (
-            self.device,
-            self.inode,
-            self.size,
-            self.mtime_ns,
-        )
-
-    def still_current(self, path: Path) -> bool:
-        """Whether `path` is still this version: same file, size and mtime, and the same bytes (an edit within
-        the file system's mtime resolution that keeps the size is caught by the bytes)."""
-        try:
-            with open(path, "rb") as handle:
-                if not self.same_version(os.fstat(handle.fileno())):
-                    return False
-                return handle.read() == self.data
-        except OSError:
-            return False
 
 
 def replace_file(

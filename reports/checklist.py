@@ -23,13 +23,13 @@ from migrator.engine import FileResult
 from migrator.registry import RULES
 from migrator.risks.base import Risk
 from migrator.rules import FAMILIES, Finding, Severity
-from migrator.sources import UsageError, named_file_kind
 from reports.advice import STAGE_MEANINGS, advice
 from reports.inventory import FileScan, Location, find_configs, scan_file
 from reports.render import NULL, asset, fail, render, write_output
 from reports.results import REFERENCE_RESULTS, REPO_ROOT, ResultsError, Run, display_path, load_runs
 from reports.tries import load_try_reports, match
 from reports.vocabulary import NOT_MEASURED_VERDICTS
+from usercode.sources import UsageError, named_file_kind
 
 SEVERITIES = ("blocking", "manual", "compile-risk", "check")
 SEVERITY_LABELS = {
