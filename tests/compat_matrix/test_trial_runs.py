@@ -17,12 +17,6 @@ from try_run.device import STANDIN_DEVICE
 CLI = [sys.executable, "-c", "from commands.neuron_migrate import main; main()"]
 
 
-@pytest.fixture(scope="session")
-def try_cache(tmp_path_factory):
-    """One tiny-model Hub cache for every try of the session (pytest-xdist workers share its parent)."""
-    return tmp_path_factory.getbasetemp().parent / "try-cache"
-
-
 def run_try(
     folder: Path, name: str, *arguments: str, cache: Path, timeout: int = 400
 ) -> tuple[int, dict, str]:
@@ -85,7 +79,7 @@ def test_a_hand_written_loop_runs_three_steps_and_names_the_recompiling_line(tmp
     ]
     assert run["models"] == [
         {"id": "Qwen/Qwen3-0.6B", "architecture": "qwen3", "parameters": run["models"][0]["parameters"],
-         "vocab_size": 256, "source": "model-id table", "loaded": True}
+         "vocab_size": 256, "source": "model-id table", "parts": [], "kept": {}, "kept_from": "", "loaded": True}
     ]  # fmt: skip
     # The user's folder is untouched: the run wrote into its temporary copy.
     assert snapshot(tmp_path) == {
