@@ -248,8 +248,11 @@ DIFFUSION_MANUAL_ARGS = {
     "pipe.set_ip_adapter_scale(...) after loading",
     "data_parallel_mode": "optimum-neuron replicated the pipeline over NeuronCores; run one process per core "
     "(torchrun) or use a single device",
-    "tensor_parallel_size": "optimum-neuron sharded the Flux transformer over NeuronCores and Diffusers has no "
-    "tensor-parallel plan for it; load on one device or shard it by hand with DTensor",
+    "tensor_parallel_size": "optimum-neuron sharded the Flux transformer over NeuronCores; Diffusers (0.42) shards "
+    "the transformers that have a tensor-parallel plan (`_tp_plan`: Flux, Flux2, Qwen-Image) with "
+    "`TensorParallelConfig`: run the script with torchrun, one process per NeuronCore, move the pipeline to "
+    '`torch.device("neuron", LOCAL_RANK)` and call `pipe.transformer.enable_parallelism(config='
+    "TensorParallelConfig(tp_degree=N))`; a transformer without a plan loads on one device",
 }
 # Hub repositories of models compiled by optimum-neuron that AWS publishes: `aws-neuron/<model>-neuron[-latency]`,
 # `-seqlen-2048-bs-4`, `-1024x1024`, `-cores-2`, and the compile cache `aws-neuron/optimum-neuron-cache`.

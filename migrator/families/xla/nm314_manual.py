@@ -50,7 +50,6 @@ MANUAL_PREFIXES: tuple[tuple[str, Rule | str], ...] = (
     ("neuronx_distributed.lightning", "NM325"),
     ("neuronx_distributed.plugins.lightning", "NM325"),
     ("neuronx_distributed", "NM316"),
-    ("torch_neuronx.trace", "NM317"),
     ("torch_neuronx.xla_impl.trace", "NM317"),
     ("torch_xla", "NM318"),
 )

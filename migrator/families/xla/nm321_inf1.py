@@ -8,7 +8,7 @@ import libcst as cst
 
 from migrator.cst_helpers import dotted_name
 from migrator.families.xla.names import INF1_APIS, INF1_CALLS, INF1_NAMESPACE, INF1_PACKAGE
-from migrator.families.xla.state import HINTS
+from migrator.families.xla.state import HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -29,6 +29,7 @@ import torch
 import torch_neuron
 
 model_neuron = torch.neuron.trace(model, example_inputs=[input_ids, attention_mask])
+model_parallel = torch.neuron.DataParallel(model_neuron)
 """,
             after="""\
 import torch
@@ -37,6 +38,8 @@ import torch_neuron
 
 # TODO(neuron-migrate): NM321 `torch.neuron.trace` is an API of torch-neuron, the inf1 (Inferentia 1) toolchain, which TorchNeuron does not run on (trn2 and trn3 only); load the original checkpoint (`from_pretrained(..., device_map="neuron")`) or move the model to device "neuron" on trn2 / trn3, and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
 model_neuron = torch.neuron.trace(model, example_inputs=[input_ids, attention_mask])
+# TODO(neuron-migrate): NM321 `torch.neuron.DataParallel` is an API of torch-neuron, the inf1 (Inferentia 1) toolchain, which TorchNeuron does not run on (trn2 and trn3 only); to use several NeuronCores, run one process per core with torchrun (each on `torch.device("neuron", LOCAL_RANK)`) and split the inputs between them; pad batches to one fixed size (no dynamic shapes)
+model_parallel = torch.neuron.DataParallel(model_neuron)
 """,
         ),
     ),
@@ -59,6 +62,14 @@ class Inf1Toolchain(Handler):
                 self._package(
                     alias, f"`import {INF1_NAMESPACE}` loads torch-neuron", " (PyTorch loads TorchNeuron)"
                 )
+            elif module == INF1_PACKAGE and not self.file.traced().inf1_used:
+                self.ctx.remove_import(INF1_PACKAGE)
+                self.ctx.report(
+                    alias,
+                    INF1,
+                    f"`{INF1_PACKAGE}` (torch-neuron, inf1) is no longer used once its traces are rewritten (NM317)",
+                    subject=INF1_PACKAGE,
+                )
             elif _is_inf1(module):
                 self._package(alias, f"`{INF1_PACKAGE}` is torch-neuron")
 
@@ -77,7 +88,13 @@ class Inf1Toolchain(Handler):
             subject=INF1_PACKAGE,
         )
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.file = ctx.state(XlaFile)
+
     def leave_Call(self, original: cst.Call, updated: cst.Call):
+        if original in self.file.traced().flows:  # NM317 rewrote it
+            return updated
         name = self.ctx.qualified(original.func)
         api = name.removeprefix(f"{INF1_NAMESPACE}.").removeprefix(f"{INF1_PACKAGE}.")
         self.ctx.todo(

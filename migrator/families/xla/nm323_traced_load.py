@@ -12,6 +12,7 @@ import libcst as cst
 
 from migrator.cst_helpers import argument, descendants, is_method_call, source_code, string_value
 from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS, TRACED_SERVING
+from migrator.families.xla.state import XlaFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -20,8 +21,10 @@ TRACED_LOAD = Rule(
     Severity.ERROR,
     "`torch.jit.load` of the file the same script saved a traced Neuron model to (`torch_neuronx.trace`, "
     "`torch.neuron.trace`), or in a script that saves no TorchScript model but imports `torch_neuronx`",
-    'Left in place with a TODO: load the original model on device "neuron" and compile it with '
-    '`torch.compile(backend="neuron")` instead of the traced artifact. Other `torch.jit.load` calls of a script '
+    "Where NM317 rewrote the trace and the load is in the same function as the trace (or both at module "
+    "level), the load becomes the compiled model itself (the file now holds its `state_dict`: NM317's first "
+    'example). Otherwise left in place with a TODO: load the original model on device "neuron" and compile it '
+    'with `torch.compile(backend="neuron")` instead of the traced artifact. Other `torch.jit.load` calls of a script '
     "that saves TorchScript models, or that does not import `torch_neuronx`, are left alone.",
     examples=(
         Example(
@@ -29,19 +32,27 @@ TRACED_LOAD = Rule(
 import torch
 import torch_neuronx
 
-traced = torch_neuronx.trace(model, example_inputs)
-torch.jit.save(traced, "model_neuron.pt")
-loaded = torch.jit.load("model_neuron.pt")
+
+def export(model, example_inputs):
+    torch.jit.save(torch_neuronx.trace(model, example_inputs), "model_neuron.pt")
+
+
+def serve():
+    return torch.jit.load("model_neuron.pt")
 """,
             after="""\
 import torch
 import torch_neuronx
 
-# TODO(neuron-migrate): NM317 `torch_neuronx.trace` has no direct TorchNeuron equivalent; run the model on device "neuron" and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`.
-traced = torch_neuronx.trace(model, example_inputs)
-torch.jit.save(traced, "model_neuron.pt")
-# TODO(neuron-migrate): NM323 `"model_neuron.pt"` holds the model this file traced with `torch_neuronx.trace` and saved, compiled ahead of time for the XLA-era flow (fixed shapes); load the original checkpoint (`from_pretrained(..., device_map="neuron")`) or move the model to device "neuron" on trn2 / trn3, and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
-loaded = torch.jit.load("model_neuron.pt")
+
+def export(model, example_inputs):
+    # TODO(neuron-migrate): NM317 `torch_neuronx.trace` is rewritten only as `traced = torch_neuronx.trace(model, example)` whose result is only called, saved with torch.jit.save and loaded in the same function; run the model on device "neuron" and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
+    torch.jit.save(torch_neuronx.trace(model, example_inputs), "model_neuron.pt")
+
+
+def serve():
+    # TODO(neuron-migrate): NM323 `"model_neuron.pt"` holds the model this file traced with `torch_neuronx.trace` and saved, compiled ahead of time for the XLA-era flow (fixed shapes); load the original checkpoint (`from_pretrained(..., device_map="neuron")`) or move the model to device "neuron" on trn2 / trn3, and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
+    return torch.jit.load("model_neuron.pt")
 """,
         ),
         Example(
@@ -55,7 +66,7 @@ model = torch.jit.load("/opt/ml/model/encoder_neuron.pt")
 import torch
 import torch_neuronx
 
-# TODO(neuron-migrate): NM323 `"/opt/ml/model/encoder_neuron.pt"` is read in a script that imports torch_neuronx (which registers the ops of a model traced with `torch_neuronx.trace`): a traced Neuron model, compiled ahead of time for the XLA-era flow (fixed shapes); load the original checkpoint (`from_pretrained(..., device_map="neuron")`) or move the model to device "neuron" on trn2 / trn3, and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
+# TODO(neuron-migrate): NM323 `"/opt/ml/model/encoder_neuron.pt"` is read in a script that imports torch_neuronx (which registers the ops of a model traced with `torch_neuronx.trace`): a traced Neuron model, compiled ahead of time for the XLA-era flow (fixed shapes), made by a script that is not this file; decide which model class and checkpoint that script traced (the file does not say): load it with `<Class>.from_pretrained(<checkpoint>, device_map="neuron")` (or build the class and `load_state_dict` the weights that script saves once migrated: NM317 makes `torch.jit.save` save `model.state_dict()`), compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)` and call it with inputs on the device, padded to the traced shapes
 model = torch.jit.load("/opt/ml/model/encoder_neuron.pt")
 """,
         ),
@@ -64,6 +75,14 @@ model = torch.jit.load("/opt/ml/model/encoder_neuron.pt")
 RULES = (TRACED_LOAD,)
 
 JIT_LOAD = "torch.jit.load"
+# The one decision a load of an artifact traced elsewhere leaves: which model and weights it was traced from.
+ELSEWHERE = (
+    "decide which model class and checkpoint that script traced (the file does not say): load it with "
+    '`<Class>.from_pretrained(<checkpoint>, device_map="neuron")` (or build the class and `load_state_dict` the '
+    "weights that script saves once migrated: NM317 makes `torch.jit.save` save `model.state_dict()`), compile it "
+    'with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)` and call it with inputs on '
+    "the device, padded to the traced shapes"
+)
 INF1_WHAT = "compiled for inf1 (Inferentia 1), which TorchNeuron does not run on"
 XLA_WHAT = "compiled ahead of time for the XLA-era flow (fixed shapes)"
 JIT_SAVE = "torch.jit.save"
@@ -85,7 +104,7 @@ class TracedLoad(Handler):
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         path = argument(original, 0, "f")
-        if path is None:
+        if path is None or original in self.ctx.state(XlaFile).traced().loads:  # NM317 rewrote its flow
             return updated
         if self.saved is None:
             self.saved = self._saved_paths()
@@ -98,8 +117,11 @@ class TracedLoad(Handler):
         elif not self.saves and self._serves_traced_models():
             why = (
                 f"`{code}` is read in a script that imports torch_neuronx (which registers the ops of a model "
-                f"traced with `torch_neuronx.trace`): a traced Neuron model, {XLA_WHAT}"
+                f"traced with `torch_neuronx.trace`): a traced Neuron model, {XLA_WHAT}, made by a script that "
+                "is not this file"
             )
+            self.ctx.todo(original, TRACED_LOAD, why, ELSEWHERE, subject=code)
+            return updated
         else:
             return updated
         self.ctx.todo(original, TRACED_LOAD, why, RUN_ON_NEURON, subject=code)

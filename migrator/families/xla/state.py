@@ -17,6 +17,7 @@ from migrator.families.xla.names import (
     TORCHRUN_VARIABLES,
     XM,
 )
+from migrator.families.xla.traced import TracedFlows, traced_flows
 from migrator.transform import FileContext, Handler
 
 # torch_xla / Neuron names (through their imports), "xla" strings (devices, backends, autocast, process
@@ -108,6 +109,14 @@ class XlaFile:
         self.string_quotes: list[str] = []  # quotes of the f-strings around the current node
         self.helpers: set[str] = set()  # "_to_device", "_DeviceLoader": added to the file at the end
         self._parameters_of: dict[str, list[list[str]]] | None = None  # function name -> parameter lists
+        self._traced: TracedFlows | None = None
+
+    def traced(self) -> TracedFlows:
+        """The traced-model flows NM317 rewrites whole (none where each process needs its own device: the
+        rewrite names device "neuron")."""
+        if self._traced is None:
+            self._traced = TracedFlows() if self.per_process_device else traced_flows(self.ctx)
+        return self._traced
 
     def tested_as_xla(self, name: str) -> str | None:
         """Where the value of the variable `name` (its last part for `args.device`) is compared to "xla": "this
