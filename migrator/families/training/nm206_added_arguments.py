@@ -16,6 +16,7 @@ from migrator.cst_helpers import (
     is_literal,
     keyword_arg,
     source_code,
+    string_value,
     unpacked_mapping,
     with_appended,
 )
@@ -115,16 +116,28 @@ class AddedArguments(Handler):
             and packing is not None
             and not is_literal(packing.value, "False")
             and find_keyword(original, "packing_strategy") is None
+            and not _spreads_literal_key(original, "packing_strategy")
         ):
             may_hold = unpacked is None or "packing_strategy" in unpacked
             if call.has_star and may_hold and not self._unpacks_training_arguments_only(original):
-                # the unpacked mapping may already hold a packing_strategy
-                self.ctx.todo(
-                    packing,
-                    "NM214",
-                    'TRL\'s default packing ("bfd") turns on padding-free batches, which optimum-neuron disabled',
-                    'add packing_strategy="wrapped" here unless the unpacked arguments already set it',
+                # The unpacked mapping may already hold a packing_strategy (given twice: TypeError): "wrapped"
+                # goes under it, as a default its own value overrides.
+                star = next(i for i, arg in enumerate(original.args) if arg.star == "**")
+                spread = cst.parse_expression(
+                    f'{{"packing_strategy": "wrapped", **{source_code(updated.args[star].value)}}}'
                 )
+                updated = updated.with_changes(
+                    args=[
+                        *updated.args[:star],
+                        updated.args[star].with_changes(value=spread),
+                        *updated.args[star + 1 :],
+                    ]
+                )
+                message = (
+                    f'`**{source_code(original.args[star].value)}` -> `**{source_code(spread)}`: "wrapped" unless '
+                    "the unpacked arguments set packing_strategy themselves."
+                )
+                self.ctx.report(packing, "NM214", message)
             else:
                 additions.append(keyword_arg("packing_strategy", cst.SimpleString('"wrapped"')))
                 self.ctx.report(packing, "NM214")
@@ -244,6 +257,19 @@ def _is_neuron_arguments(qualified: str | None) -> bool:
     """An optimum-neuron training-arguments class, which the migration renames to Transformers' / TRL's."""
     target = RENAMES.get(qualified or "")
     return target is not None and target.arguments is not None
+
+
+def _spreads_literal_key(call: cst.Call, key: str) -> bool:
+    """A `**{...}` of the call writes `key` itself (`**{"packing_strategy": "wrapped", **args}`, NM214's)."""
+    return any(
+        arg.star == "**"
+        and isinstance(arg.value, cst.Dict)
+        and any(
+            isinstance(element, cst.DictElement) and string_value(element.key) == key
+            for element in arg.value.elements
+        )
+        for arg in call.args
+    )
 
 
 def keywords(call: cst.Call) -> set[str]:
