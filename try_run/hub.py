@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from compat_matrix import model_ids
+from usercode import model_ids
 
 REVISION = "0" * 40  # one snapshot per stand-in; refs/main points at it
 CACHE_LAYOUT = 5  # bump when what is written here changes

@@ -17,8 +17,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from compat_matrix import model_ids
 from try_run import data
+from usercode import model_ids
 from usercode.names import DATASET_NAME_PARTS, MODEL_NAME_PARTS
 from usercode.python import callee, keyword, string
 
