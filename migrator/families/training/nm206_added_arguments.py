@@ -96,20 +96,26 @@ class AddedArguments(Handler):
         ):
             additions.append(keyword_arg("torch_compile", cst.Name("True")))
             self.ctx.report(original, TORCH_COMPILE)
-        if call.sharded and "save_only_model" not in keywords(original):
+        if (
+            call.sharded
+            and "save_only_model" not in keywords(original)
+            and not _spreads_literal_key(original, "save_only_model")
+        ):
             if unpacked is not None and "save_only_model" not in unpacked:
                 additions.append(keyword_arg("save_only_model", cst.Name("True")))
                 self.ctx.report(original, "NM207")
             elif unpacked is None or not m.matches(unpacked["save_only_model"], m.Name("True")):
-                spread = ", ".join(f"**{source_code(arg.value)}" for arg in original.args if arg.star == "**")
-                self.ctx.todo(
-                    original,
-                    "NM207",
-                    f"Trainer cannot save the optimizer state of a model sharded at load, and `{spread}` may already "
-                    "pass save_only_model (a keyword given twice raises TypeError)",
-                    "make what it unpacks hold save_only_model=True, or pass save_only_model=True here if it has "
-                    "no save_only_model",
+                # What the call unpacks may pass save_only_model (given twice: TypeError): True goes over it,
+                # in the last `**`, so that it wins whatever the mapping holds.
+                star = max(i for i, arg in enumerate(updated.args) if arg.star == "**")
+                given = source_code(updated.args[star].value)
+                spread = f'{{**{given}, "save_only_model": True}}'
+                updated = _with_spread(updated, star, cst.parse_expression(spread))
+                message = (
+                    f"`**{given}` -> `**{spread}`: Trainer cannot save the "
+                    "optimizer state of a model sharded at load, whatever the unpacked arguments say."
                 )
+                self.ctx.report(original, "NM207", message)
         packing = find_keyword(original, "packing")
         if (
             call.table is SFT_CONFIG_ARGUMENTS
@@ -122,20 +128,13 @@ class AddedArguments(Handler):
             if call.has_star and may_hold and not self._unpacks_training_arguments_only(original):
                 # The unpacked mapping may already hold a packing_strategy (given twice: TypeError): "wrapped"
                 # goes under it, as a default its own value overrides.
-                star = next(i for i, arg in enumerate(original.args) if arg.star == "**")
-                spread = cst.parse_expression(
-                    f'{{"packing_strategy": "wrapped", **{source_code(updated.args[star].value)}}}'
-                )
-                updated = updated.with_changes(
-                    args=[
-                        *updated.args[:star],
-                        updated.args[star].with_changes(value=spread),
-                        *updated.args[star + 1 :],
-                    ]
-                )
+                star = next(i for i, arg in enumerate(updated.args) if arg.star == "**")
+                given = source_code(updated.args[star].value)
+                spread = f'{{"packing_strategy": "wrapped", **{given}}}'
+                updated = _with_spread(updated, star, cst.parse_expression(spread))
                 message = (
-                    f'`**{source_code(original.args[star].value)}` -> `**{source_code(spread)}`: "wrapped" unless '
-                    "the unpacked arguments set packing_strategy themselves."
+                    f'`**{given}` -> `**{spread}`: "wrapped" unless the unpacked arguments set packing_strategy '
+                    "themselves."
                 )
                 self.ctx.report(packing, "NM214", message)
             else:
@@ -257,6 +256,13 @@ def _is_neuron_arguments(qualified: str | None) -> bool:
     """An optimum-neuron training-arguments class, which the migration renames to Transformers' / TRL's."""
     target = RENAMES.get(qualified or "")
     return target is not None and target.arguments is not None
+
+
+def _with_spread(call: cst.Call, index: int, value: cst.BaseExpression) -> cst.Call:
+    """`call` with the `**` argument at `index` unpacking `value` instead."""
+    args = list(call.args)
+    args[index] = args[index].with_changes(value=value)
+    return call.with_changes(args=args)
 
 
 def _spreads_literal_key(call: cst.Call, key: str) -> bool:
