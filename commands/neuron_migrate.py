@@ -51,7 +51,8 @@ def main() -> None:
 
     \b
     neuron-migrate [OPTIONS] PATH...        migrate files in place (see `neuron-migrate migrate --help`)
-    neuron-migrate try PATH [-- ARGS...]    run a migrated file for a few steps on the stand-in device
+    neuron-migrate try PATH [-- ARGS...]    run a migrated file (or every entry point of a folder) for a few
+                                            steps on the stand-in device
     neuron-migrate checklist PATH...        write a pre-migration checklist
     """
 
@@ -77,7 +78,8 @@ def _complete_paths(ctx, param, incomplete):
 @click.option(
     "--output-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Write migrated copies here, mirroring the input tree; inputs stay untouched.",
+    help="Write the migrated tree here: migrated files and every other file of the input folders (links out "
+    "of them left out); inputs stay untouched.",
 )
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True
@@ -106,10 +108,10 @@ def _complete_paths(ctx, param, incomplete):
 def migrate(
     paths, show_diff, check, output_dir, fmt, report_file, exclude, jobs, timeout, skip_unsupported, quiet
 ):
-    """Migrate PATH... (.py, .ipynb, .sh, requirements*.txt files or directories, searched recursively) in place."""
+    """Migrate PATH... (.py, .ipynb, .sh, requirements*.txt, pyproject.toml files or directories, searched recursively) in place."""
     from migrator.engine import Interrupted, Job, Mode, output_conflicts, run
     from migrator.report import render, summary_line, text_lines
-    from migrator.sources import UsageError, discover
+    from usercode.sources import UsageError, discover
 
     if sum([show_diff, check, output_dir is not None]) > 1:
         _usage_error("--diff, --check and --output-dir exclude each other")
@@ -124,6 +126,7 @@ def migrate(
     conflict = output_conflicts(jobs_list, report_file)
     if conflict:
         _usage_error(conflict)
+    tree = _planned_tree(output_dir, paths, exclude, sources) if output_dir is not None else None
     workers = min(jobs or os.cpu_count() or 1, max(1, len(jobs_list)))
 
     progress = Progress(jobs_list, timeout, enabled=not quiet)
@@ -138,8 +141,11 @@ def migrate(
         finally:
             progress.close()
 
+    copied, copy_error = (
+        _write_tree(tree, output_dir) if tree is not None and interrupted is None else ("", None)
+    )
     verb = {Mode.WRITE: "rewritten", Mode.OUTPUT: "migrated copies written"}.get(mode, "would change")
-    line = summary_line(results, verb) + (f"; migrated tree in {output_dir}" if output_dir else "")
+    line = summary_line(results, verb) + copied
     interrupted_line = f"interrupted: {len(results)} of {len(jobs_list)} files done; {line}"
     try:
         total = interrupted.total if interrupted is not None else None
@@ -171,8 +177,8 @@ def migrate(
         sys.exit(EXIT_INTERRUPTED)
     if mode in (Mode.CHECK, Mode.DIFF) and not any(result.changed for result in results):
         click.echo("no files were modified", err=True)
-    if report_error:
-        _usage_error(report_error)
+    if report_error or copy_error:
+        _usage_error(report_error or copy_error)
 
     if any(result.error for result in results):
         sys.exit(EXIT_USAGE)
@@ -180,6 +186,32 @@ def migrate(
     if manual or (mode is Mode.CHECK and any(result.changed for result in results)):
         sys.exit(EXIT_MANUAL)
     sys.exit(EXIT_OK)
+
+
+def _planned_tree(output_dir: Path, paths, exclude, sources):
+    """The rest of the input folders to copy under --output-dir; a usage error when a copy would land on an
+    input or on a migrated file."""
+    from migrator import copies
+
+    tree = copies.plan(list(paths), tuple(exclude), sources)
+    taken = {os.path.realpath(output_dir / source.relative) for source in sources}
+    conflict = copies.conflicts(tree, output_dir, list(paths), taken)
+    if conflict:
+        _usage_error(conflict)
+    return tree
+
+
+def _write_tree(tree, output_dir: Path) -> tuple[str, str | None]:
+    """(the summary's words, an error): links out of the tree are named, then the copies written."""
+    from migrator import copies
+
+    for link, pointed in tree.links_out:
+        click.echo(f"not copied: {link} (a link out of the tree, to {pointed})", err=True)
+    try:
+        copies.write(tree, output_dir)
+    except OSError as error:
+        return "", f"cannot copy the rest of the tree into {output_dir}: {error}"
+    return f"; {len(tree.copies)} other files copied; migrated tree in {output_dir}", None
 
 
 def _check_output_dir(output_dir: Path, inputs) -> None:
@@ -305,21 +337,40 @@ def checklist(paths, output, results, online, exclude, try_reports):
 @click.option(
     "--dataset", "datasets", multiple=True, metavar="ID=FILE.jsonl", help="Rows to serve for a Hub dataset."
 )
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="A folder: entry points tried at once.",
+)
+@click.option(
+    "--entry-points",
+    "entry_table",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A folder: try these rows (JSON or CSV: path, arguments) instead of the entry points found.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
     "--report", "report_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here."
 )
-@click.option("-q", "--quiet", is_flag=True, help="Do not show the runs' own output.")
-def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet):
+@click.option(
+    "-q", "--quiet", is_flag=True, help="Do not show the runs' own output (or a folder's progress)."
+)
+def try_(path, args, steps, timeout_s, models, datasets, jobs, entry_table, fmt, report_file, quiet):
     """Run PATH (a migrated .py, shell launcher or notebook) for a few steps on the stand-in neuron device,
     with tiny models and local data, and report steps, loss and what a trn2 would recompile.
 
     \b
     Arguments for the script go after `--`:
         neuron-migrate try train.py -- --lr 1e-4
+    A folder: its entry points (launchers, notebooks, scripts that no launcher runs and no file imports),
+    each tried as above, -j at a time, into one table:
+        neuron-migrate try migrated/ -j 2 --format json --report tries.json
     """
     from try_run import TryOptions, TryUsageError, try_path
-    from try_run.report import summary, text_lines
+    from try_run.report import RAN, summary, text_lines
 
     options = TryOptions(
         steps=steps,
@@ -331,26 +382,76 @@ def try_(path, args, steps, timeout_s, models, datasets, fmt, report_file, quiet
     for dataset_id, file in options.datasets.items():
         if not file.is_file():
             _usage_error(f"--dataset {dataset_id}={file}: no such file")
+    if path.is_dir():
+        if args:
+            _usage_error(f"{path} is a folder: give each entry point's arguments in --entry-points")
+        _try_folder(path, entry_table, options, jobs, fmt, report_file, quiet)
+        return
+    if entry_table is not None:
+        _usage_error("--entry-points lists the entry points of a folder; PATH is a file")
     try:
         runs = try_path(path, list(args), options)
     except TryUsageError as error:
         _usage_error(str(error))
-    document = json.dumps(
-        {"path": str(path), "steps": steps, "runs": [run.as_dict() for run in runs]}, indent=2
-    )
-    if report_file is not None:
-        try:
-            report_file.parent.mkdir(parents=True, exist_ok=True)
-            report_file.write_text(document + "\n", encoding="utf-8")
-        except OSError as error:
-            _usage_error(f"cannot write report {report_file}: {error}")
-    if fmt == "json" and report_file is None:
-        click.echo(document)
-    elif fmt == "text":
+    document = {"path": str(path), "steps": steps, "runs": [run.as_dict() for run in runs]}
+    _write_try_report(document, report_file, fmt)
+    if fmt == "text":
         for line in text_lines(runs):
             click.echo(line)
     click.echo(summary(runs), err=True)
-    sys.exit(EXIT_OK if all(run.status == "ran" for run in runs) else EXIT_MANUAL)
+    sys.exit(EXIT_OK if all(run.status == RAN for run in runs) else EXIT_MANUAL)
+
+
+def _try_folder(root: Path, entry_table, options, jobs: int, fmt: str, report_file, quiet: bool) -> None:
+    from try_run import entry_points, tree
+
+    try:
+        if entry_table is not None:
+            entries, not_entries = entry_points.read_table(entry_table, root), {}
+        else:
+            found = entry_points.find(root)
+            entries, not_entries = found.entries, found.not_entries
+    except entry_points.EntryPointsError as error:
+        _usage_error(str(error))
+    if not entries:
+        _usage_error(f"{root}: no entry point found (a launcher, a notebook or a script with a main)")
+    if not quiet:
+        click.echo(f"neuron-migrate try: {len(entries)} entry points in {root}, {jobs} at a time", err=True)
+
+    def done(result, finished: int) -> None:
+        if not quiet:
+            click.echo(
+                f"[{finished}/{len(entries)}] {result.status:8} {result.entry.path.as_posix()} "
+                f"({result.seconds:.0f} s)",
+                err=True,
+            )
+
+    with _stopped_by_sigterm():
+        results = tree.try_tree(root, entries, options, jobs, done)
+    document = {
+        "path": str(root),
+        "steps": options.steps,
+        "entry_points": [result.as_dict() for result in results],
+        "not_entry_points": not_entries,
+    }
+    _write_try_report(document, report_file, fmt)
+    if fmt == "text":
+        for line in tree.text_lines(results):
+            click.echo(line)
+    click.echo(tree.summary(results), err=True)
+    sys.exit(EXIT_OK if all(result.status == "ran" for result in results) else EXIT_MANUAL)
+
+
+def _write_try_report(document: dict, report_file, fmt: str) -> None:
+    text = json.dumps(document, indent=2)
+    if report_file is not None:
+        try:
+            report_file.parent.mkdir(parents=True, exist_ok=True)
+            report_file.write_text(text + "\n", encoding="utf-8")
+        except OSError as error:
+            _usage_error(f"cannot write report {report_file}: {error}")
+    if fmt == "json" and report_file is None:
+        click.echo(text)
 
 
 def _pairs(values: tuple[str, ...], option: str, form: str) -> dict[str, str]:

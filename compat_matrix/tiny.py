@@ -237,6 +237,9 @@ TOWER_KNOBS: dict[str, int] = {
     "vision_output_dim": 32,
     "num_channels": 3,
 }
+# Text-image dual encoders: both towers are the model (SigLIP compares their outputs without a projection, so
+# they need the same width): built at the model's tiny size, not the minimal tower size.
+DUAL_ENCODERS = frozenset({"clip", "siglip", "siglip2"})
 # Per-family knobs the generic pass cannot infer (values must satisfy the family's own constraints).
 FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
     "mamba2": {"expand": 2, "n_groups": 1},
@@ -495,7 +498,7 @@ def _sub_config_kwargs(
             sub_cls = type(defaults[name])
         if not (isinstance(sub_cls, type) and issubclass(sub_cls, PreTrainedConfig)):
             continue
-        is_tower = _is_tower(name, sub_cls)
+        is_tower = _is_tower(name, sub_cls) and getattr(config_cls, "model_type", "") not in DUAL_ENCODERS
         kwargs[name] = tiny_config_kwargs(
             sub_cls, tower=is_tower, size=size, overrides=None if is_tower else rest
         )

@@ -16,16 +16,19 @@ import libcst as cst
 from migrator import ipynb, notebook
 from migrator.families.inference.tables import COMPILED_HUB_REPO
 from migrator.families.leftovers.marking import mark_python, mark_shell
+from migrator.families.training.stack_markers import stack_marked
 from migrator.registry import PYTHON_HANDLERS, PYTHON_RULES, RULES
 from migrator.rules import Finding
+from migrator.shell.pyproject import migrate_pyproject as rewrite_pyproject
+from migrator.shell.pyproject import migrate_setup as rewrite_setup
 from migrator.shell.requirements import migrate_requirements as rewrite_requirements
 from migrator.shell.rewrite import rewrite_shell
-from migrator.sources import SourceFile, Text, read_text
 from migrator.still_imported import first_importer
 from migrator.transform import migrate_module
 from migrator.verify import MigrationError, python_tree, syntax_error_message, verify_python, verify_shell
 from migrator.workers import DEFAULT_TIMEOUT_S, Supervisor
 from migrator.writes import replace_file
+from usercode.sources import SourceFile, Text, read_text
 
 # Cheap pre-filter (TorchFix's idea): a file that mentions none of these has no optimum-neuron/XLA
 # content, is never parsed and never rewritten (a script that already targets TorchNeuron included).
@@ -93,11 +96,13 @@ class FileResult:
 
 
 def _marked(content: str) -> bool:
-    if not any(hint in content for hint in PYTHON_HINTS):
-        return False
-    if PYTHON_MARKERS.search(content):
+    if any(hint in content for hint in PYTHON_HINTS) and (
+        PYTHON_MARKERS.search(content)
+        or (any(hint in content for hint in LEFTOVER_HINTS) and LEFTOVER_MARKERS.search(content) is not None)
+    ):
         return True
-    return any(hint in content for hint in LEFTOVER_HINTS) and LEFTOVER_MARKERS.search(content) is not None
+    # What the target stack removed marks a file with no optimum-neuron or XLA code too.
+    return stack_marked(content)
 
 
 def migrate_python(content: str, scan: bool = True, notebook: bool = False) -> tuple[str, list[Finding]]:
@@ -163,6 +168,29 @@ def migrate_requirements(content: str, directory: Path | None = None) -> tuple[s
     )
 
 
+def migrate_pyproject(content: str, directory: Path | None = None) -> tuple[str, list[Finding]]:
+    """The dependencies a `pyproject.toml` declares, as a requirements file's (`directory`: the same)."""
+    if not any(hint in content.lower() for hint in REQUIREMENTS_HINTS):
+        return content, []
+    return rewrite_pyproject(
+        content, beside=None if directory is None else partial(first_importer, directory, _migrated)
+    )
+
+
+def migrate_setup_py(content: str, directory: Path | None = None) -> tuple[str, list[Finding]]:
+    """A `setup.py`: the dependency lists it passes to `setup()` (as a pyproject.toml's), then its code as any
+    Python file's, and the leftover scan last (what the dependency edit replaced is no leftover)."""
+    code, findings = content, []
+    if any(hint in content.lower() for hint in REQUIREMENTS_HINTS):
+        beside = None if directory is None else partial(first_importer, directory, _migrated)
+        code, findings = rewrite_setup(content, beside=beside)
+    migrated, rewritten = migrate_python(code, scan=False)
+    migrated, findings = mark_python(content, migrated, findings + rewritten, PYTHON_RULES)
+    if migrated != content:
+        verify_python(migrated)
+    return migrated, findings
+
+
 def migrate_notebook(content: str) -> tuple[str, list[Finding]]:
     return notebook.migrate_notebook(content, migrate_python, migrate_shell)
 
@@ -180,18 +208,22 @@ REWRITERS: dict[str, Callable[[str], tuple[str, list[Finding]]]] = {
     "shell": migrate_shell,
     "notebook": migrate_notebook,
     "requirements": migrate_requirements,
+    "pyproject": migrate_pyproject,
 }
 
 
 def rewriter(
-    kind: str, directory: Path | None, root: Path | None = None
+    kind: str, directory: Path | None, root: Path | None = None, name: str = ""
 ) -> Callable[[str], tuple[str, list[Finding]]]:
     """The rewriter of a file of `kind` in `directory`, under `root` (the top of the tree being migrated):
-    launchers there read the scripts they launch, installs keep what the code beside them still imports."""
+    launchers there read the scripts they launch, installs keep what the code beside them still imports; a
+    `setup.py` (`name`) is code and the dependencies it declares."""
+    if kind == "python" and name == "setup.py":
+        return partial(migrate_setup_py, directory=directory)
     if directory is None or kind == "python":
         return REWRITERS[kind]
-    if kind == "requirements":
-        return partial(migrate_requirements, directory=directory)
+    if kind in ("requirements", "pyproject"):
+        return partial(REWRITERS[kind], directory=directory)
     shell = partial(migrate_shell, directory=directory, root=root)
     if kind == "shell":
         return shell
@@ -260,7 +292,8 @@ def process(job: Job) -> FileResult:
         return result
     try:
         root = source.path.parents[len(source.relative.parts) - 1]
-        migrated, result.findings = rewriter(source.kind, source.path.parent, root)(text.content)
+        migrate = rewriter(source.kind, source.path.parent, root, source.path.name)
+        migrated, result.findings = migrate(text.content)
     except MigrationError as error:
         result.error = str(error)
         return result

@@ -183,7 +183,8 @@ class FileContext:
         subject: str | None = None,
     ) -> _Report:
         """Record a manual finding and put a TODO comment above the statement that holds `node`; returns the
-        finding's report (the block's first one, when the same TODO already stands in the block).
+        finding's report (the block's first one, when the same TODO already stands in the block: the comment
+        goes on this statement too, the finding names its line).
 
         The finding says why the code was left as it is and what to do (`<why>; <action>` in the
         message and the TODO); without them, the rule's own action.
@@ -192,8 +193,10 @@ class FileContext:
         text = f"{why}; {action}" if why and action else why or rule.action
         # A comment is one line: code quoted from several lines (an argument split over them) is joined.
         comment = f"{TODO_PREFIX} {rule.code} {' '.join(text.split())}"
-        # The same TODO again in one block (a module-level function or class, a notebook cell, the rest of the
-        # module) is the same decision: one TODO, above its first statement, and one finding naming the others.
+        # Every statement where the legacy code stays carries the TODO (a person fixes a file from its TODOs);
+        # the same TODO again in one block (a module-level function or class, a notebook cell, the rest of the
+        # module) is the same decision: one finding, which names the other lines.
+        self.pending_todos.append(comment)
         block = (self.definition or self.cell, comment)
         first = self._todo_blocks.get(block)
         if first is not None:
@@ -201,7 +204,6 @@ class FileContext:
             return first
         self._todo_blocks[block] = report = _Report(node, rule, text, False, why, action, subject)
         self.reports.append(report)
-        self.pending_todos.append(comment)
         return report
 
     def launch(self, processes: str = "N", script: str = "train.py") -> str:

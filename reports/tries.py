@@ -1,5 +1,6 @@
-"""`neuron-migrate try` reports (`--format json --report FILE`) read into one line per run of a tried file,
-for the checklist: `python train.py` ran 3 steps on the stand-in, 2 recompiles at lines 13, 27."""
+"""`neuron-migrate try` reports (`--format json --report FILE`, of a file or of a folder's entry points) read
+into one line per run of a tried file, for the checklist: `python train.py` ran 3 steps on the stand-in,
+2 recompiles at lines 13, 27."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+# The statuses try_run/report.py writes in a try report; reports reads them as data (it does not import try_run).
+RAN, FAILED = "ran", "failed"
 
 
 class TryReportError(ValueError):
@@ -21,28 +25,36 @@ class TriedFile:
 
 
 def load_try_reports(paths: list[Path]) -> list[TriedFile]:
+    """A report of one tried file, or of a folder's entry points (`neuron-migrate try DIR`): one TriedFile each."""
     tried = []
     for path in paths:
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
-            runs = document["runs"]
-            tried_path = Path(document.get("file") or document["path"])
+            root = Path(document.get("file") or document["path"])
+            files = (
+                [(root / entry["path"], entry["runs"]) for entry in document["entry_points"]]
+                if "entry_points" in document
+                else [(root, document["runs"])]
+            )
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise TryReportError(f"--try-report {path}: not a neuron-migrate try report ({error})") from error
-        tried.append(
-            TriedFile(
-                tried_path, tuple(_line(run) for run in runs), all(run.get("status") == "ran" for run in runs)
+        for tried_path, runs in files:
+            tried.append(
+                TriedFile(
+                    tried_path,
+                    tuple(_line(run) for run in runs),
+                    all(run.get("status") == RAN for run in runs),
+                )
             )
-        )
     return tried
 
 
 def _line(run: dict) -> tuple[str, str]:
     device = "the stand-in" if "stand-in" in str(run.get("device", "")) else str(run.get("device") or "CPU")
     command = run.get("command", "")
-    if run.get("status") != "ran":
+    if run.get("status") != RAN:
         after = f" after {run['steps']} steps" if run.get("steps") else ""
-        return command, f"{run.get('status', 'failed')} on {device}{after}: {run.get('reason', '')}"
+        return command, f"{run.get('status', FAILED)} on {device}{after}: {run.get('reason', '')}"
     recompiles = run.get("recompile_count", 0)
     places = sorted({_place(reason) for reason in run.get("recompile_reasons", []) if reason.get("line")})
     at = f" at {'lines' if len(places) > 1 else 'line'} {', '.join(places)}" if places else ""

@@ -1,9 +1,9 @@
-"""The ``neuron`` device: PyTorch's PrivateUse1 backend renamed, run by the C++ backend in backend.cpp.
+"""The ``neuron`` device: PyTorch's PrivateUse1 backend renamed, run by the C++ backend (``csrc/``).
 
 A tensor on ``neuron:N`` is a plain PyTorch tensor of the PrivateUse1 backend, as on a trn2; its memory is host
-memory. Every ATen op on it reaches backend.cpp's kernels or its fallback, which runs the op's CPU kernel on
-that memory. Python adds what TorchNeuron decides itself: the fused attention kernel it picks, integer
-histograms, and the record of the ops that its rules (``neuron_rules.json``) name.
+memory. Every ATen op on it reaches the backend's kernels (or the Python ones of ``kernels.py``) or its fallback,
+which runs the op's CPU kernel on that memory. This module starts the backend, gives the rest of the stand-in its
+functions, and records the ops that the rules (``neuron_rules.json``) name.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from standin import native, sim_backend
 DEVICE_TYPE = "neuron"
 aten = torch.ops.aten
 # The ops among those that ran on the device that TorchNeuron runs on the CPU in eager mode (neuron_rules.json),
-# by schema name, for torch_neuronx.get_fallback_ops(); and the ops that ran through this module's kernels.
+# by schema name, for torch_neuronx.get_fallback_ops(); and the ops that ran through the Python kernels (kernels.py).
 FALLBACK: set[str] = set()
 EXECUTED_HERE: set[str] = set()
 
@@ -45,7 +45,7 @@ def generator(index: int) -> torch.Generator:
 
 
 def executed_ops() -> list[str]:
-    """Schema names of the ops that ran on the device (the backend's fallback and this module's kernels) since
+    """Schema names of the ops that ran on the device (the backend's kernels and fallback, and kernels.py) since
     clear_op_tracking."""
     return sorted({*backend().executed_ops(), *EXECUTED_HERE})
 
@@ -94,62 +94,7 @@ def _dtype_rule(dtype: torch.dtype) -> bool:
     return True
 
 
-# --- what TorchNeuron decides itself -----------------------------------------------------------------------
-
-
-def _additive(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """A boolean attention mask as the additive bias PyTorch hands a fused kernel."""
-    if mask is None or mask.dtype != torch.bool:
-        return mask
-    return torch.zeros_like(mask, dtype=dtype).masked_fill_(~mask, float("-inf"))
-
-
-def _sdp_overrideable(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False,
-                      *, scale=None):  # fmt: skip
-    EXECUTED_HERE.add("aten::_scaled_dot_product_fused_attention_overrideable")
-    attn_bias = _additive(attn_bias, query.dtype)
-    out, logsumexp = aten._scaled_dot_product_flash_attention_for_cpu.default(
-        host(query), host(key), host(value), dropout_p, is_causal,
-        attn_mask=None if attn_bias is None else host(attn_bias), scale=scale,
-    )  # fmt: skip
-    device = query.device
-    empty = torch.empty(0, dtype=torch.long, device=device)
-    return (on_device(out, device), on_device(logsumexp, device), empty, empty, query.shape[2], key.shape[2],
-            empty, empty, torch.empty(0, dtype=query.dtype, device=device))  # fmt: skip
-
-
-def _sdp_overrideable_backward(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp,
-                               cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
-                               philox_offset, *, scale=None):  # fmt: skip
-    EXECUTED_HERE.add("aten::_scaled_dot_product_fused_attention_overrideable_backward")
-    attn_bias = _additive(attn_bias, query.dtype)
-    grads = aten._scaled_dot_product_flash_attention_for_cpu_backward.default(
-        host(grad_out), host(query), host(key), host(value), host(out), host(logsumexp), dropout_p, is_causal,
-        attn_mask=host(attn_bias) if attn_bias is not None and attn_bias.numel() else None, scale=scale,
-    )  # fmt: skip
-    return (*(on_device(grad, query.device) for grad in grads), None)
-
-
-def _histc(tensor, bins=100, min=0, max=0):  # noqa: A002  (the schema's names)
-    """Integer histograms, as a device computes them (the CPU kernel takes floating point only; Transformers'
-    MoE routing on a device counts expert ids with torch.histc)."""
-    EXECUTED_HERE.add("aten::histc")
-    _record_rule("aten::histc")
-    data = host(tensor)
-    counts = torch.histc(data if data.is_floating_point() else data.float(), bins, min, max)
-    return on_device(counts.to(tensor.dtype), tensor.device)
-
-
-_library: torch.library.Library | None = None
-
-
 def register(device_count: int, first_device: int) -> None:
-    """Start the backend with its NeuronCores and current device, and register the Python kernels."""
-    global _library
+    """Start the backend with its NeuronCores and the current device every thread starts on (after PyTorch's
+    PrivateUse1 backend is renamed ``neuron``: runtime.register)."""
     backend().start(device_count, first_device, _has_rule, _record_rule, _dtype_rule)
-    _library = torch.library.Library("aten", "IMPL")  # noqa: TOR901  (kept alive: the registrations live with it)
-    # The fused attention kernel that backend.cpp's choice picks, as TorchNeuron picks it.
-    for name, kernel in (("_scaled_dot_product_fused_attention_overrideable", _sdp_overrideable),
-                         ("_scaled_dot_product_fused_attention_overrideable_backward", _sdp_overrideable_backward),
-                         ("histc", _histc)):  # fmt: skip
-        _library.impl(name, kernel, "PrivateUse1")

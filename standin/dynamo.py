@@ -1,15 +1,19 @@
 """The ``neuron`` Dynamo backend of the stand-in: the neuron-sim rules (``sim_backend``) on the AOT graphs of
 stand-in tensors, with TorchNeuron's compile accounting.
 
-Like TorchNeuron's backend it rejects symbolic sizes, compiles after AOT autograd, counts each backend graph in
-``counters["neuron"]["compiled_graphs"]`` (``graphs_with_collectives`` too) and records one
-``NeuronCompilationMetrics`` per graph for ``get_dynamo_metrics()``. The graphs then run as they are, op by op on
-the device: no Neuron compiler runs, so compile times are the stand-in's own.
+Like TorchNeuron's backend (its torch.compile backend reference) it rejects symbolic sizes (``dynamic=True``,
+``mark_dynamic``) and recompiles per shape where shapes vary between calls under the default ``dynamic=None``;
+takes ``mode`` (only "default" applies: another logs a warning and compiles as the default) and ``options`` (a
+dict or None); compiles after AOT autograd, counts each backend graph in ``counters["neuron"]["compiled_graphs"]``
+(``graphs_with_collectives`` too) and records one ``NeuronCompilationMetrics`` per graph for
+``get_dynamo_metrics()``. The graphs then run as they are, op by op on the device: no Neuron compiler runs, so
+compile times are the stand-in's own.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -20,6 +24,8 @@ from torch._dynamo.utils import counters
 from standin import sim_backend
 
 BACKEND_NAME = "neuron"
+MODES = (None, "default")  # the modes that apply; others fall back to the default
+_log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _metrics: list[NeuronCompilationMetrics] = []
 _graph_numbers = itertools.count()
@@ -87,9 +93,19 @@ def _recording_compiler(model_name: str, graph_type: str):
     return compile_aten_graph
 
 
-def neuron(gm: torch.fx.GraphModule, example_inputs: list):
-    """``torch.compile(backend="neuron")`` on the stand-in."""
+def neuron(
+    gm: torch.fx.GraphModule, example_inputs: list, mode: str | None = None, options: dict | None = None
+):
+    """``torch.compile(backend="neuron")`` on the stand-in (torch.compile hands it ``mode`` and ``options``)."""
     from torch._guards import CompileContext
+
+    if mode not in MODES:
+        _log.warning("torch.compile(backend=%r): mode %r has no effect; compiling with the default mode",
+                     BACKEND_NAME, mode)  # fmt: skip
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(
+            f"torch.compile(backend={BACKEND_NAME!r}): options must be a dict or None, not {options!r}"
+        )
 
     compile_id = CompileContext.current_compile_id()
     model_name = (
@@ -132,9 +148,13 @@ def _run_rng_state_ops_on_the_device() -> None:
 
 
 def register() -> None:
-    from torch._dynamo import register_backend, trace_rules
+    from torch._dynamo import config, register_backend, trace_rules
 
     _run_rng_state_ops_on_the_device()
+    # Shapes that vary between calls under the default dynamic=None recompile per shape, as on TorchNeuron: Dynamo
+    # would otherwise retrace them with symbolic sizes, which the backend rejects. dynamic=True and mark_dynamic
+    # still make symbolic sizes.
+    config.automatic_dynamic_shapes = False
 
     register_backend(neuron, name=BACKEND_NAME)
     # The stand-in is the device, not user code: Dynamo never traces its frames (it would, for the dispatch

@@ -1,6 +1,11 @@
-"""The stand-in's C++ backend (backend.cpp): compiled once per source and torch version with PyTorch's own
-extension builder, then loaded from the cache. ``python -m standin.native`` builds it ahead
-(set-up does), so the first stand-in process does not wait about 20 seconds for the compiler."""
+"""The stand-in's C++ backend (``csrc/``): compiled once per source and torch version with PyTorch's own
+extension builder, then loaded from the cache.
+
+Laid out as PyTorch's out-of-tree backend example (openreg) lays out its own: ``csrc/runtime/`` (the devices, the
+allocators, the generators, the device guard with its streams and events, the PrivateUse1 hooks), ``csrc/aten/``
+(the kernels and the boxed fallback that runs every other op's CPU kernel) and ``csrc/bindings.cpp`` (what Python
+calls). ``python -m standin.native`` builds it ahead
+(set-up does), so the first stand-in process does not wait a minute or more for the compiler."""
 
 from __future__ import annotations
 
@@ -15,14 +20,24 @@ from types import ModuleType
 
 from standin.unavailable import StandinUnavailable
 
-SOURCE = Path(__file__).with_name("backend.cpp")
+CSRC = Path(__file__).with_name("csrc")
 NAME = "neuron_standin"
 
 
+def source_files() -> list[Path]:
+    """Every source and header of the backend, in a fixed order."""
+    return sorted(path for path in CSRC.rglob("*") if path.suffix in (".cpp", ".h"))
+
+
 def build_directory() -> Path:
+    """The cache folder of this build: its key changes with any source or header (its path and its text) and with
+    the torch version."""
     import torch
 
-    key = hashlib.sha256(SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(torch.__version__.encode())
+    for path in source_files():
+        digest.update(path.relative_to(CSRC).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    key = digest.hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "neuron-migrate" / f"standin-{key}"
 
@@ -51,12 +66,18 @@ def load() -> ModuleType:
     directory.mkdir(parents=True, exist_ok=True)
     # PyTorch's builder runs `ninja` from PATH; the venv's may not be on it.
     os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
-    print(f"neuron stand-in: compiling its backend once (about 20 s) into {directory}", file=sys.stderr)
+    print(f"neuron stand-in: compiling its backend once (a minute or more) into {directory}", file=sys.stderr)
     try:
-        return build(name=NAME, sources=[str(SOURCE)], extra_cflags=["-O2"], build_directory=str(directory))
+        return build(
+            name=NAME,
+            sources=[str(path) for path in source_files() if path.suffix == ".cpp"],
+            extra_include_paths=[str(CSRC)],
+            extra_cflags=["-O2"],
+            build_directory=str(directory),
+        )
     except (RuntimeError, OSError) as error:  # no compiler, or it failed: PyTorch's builder says which
         raise StandinUnavailable(
-            f"could not compile the stand-in's C++ backend ({SOURCE.name}) with this machine's C++ compiler "
+            f"could not compile the stand-in's C++ backend ({CSRC}) with this machine's C++ compiler "
             f"(the stand-in needs g++ or another compiler PyTorch's extension builder finds): "
             f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
         ) from None

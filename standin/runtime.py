@@ -1,25 +1,25 @@
 """``torch.neuron`` on the stand-in: the functions of TorchNeuron's torch.neuron module reference (device, random
 numbers, streams and events, memory, synchronize, compilation metrics), with the same names and signatures.
 
-There is one host and no asynchrony: streams and events complete at once, ``synchronize`` returns at once,
-memory figures are the host memory behind the device's live tensors (not HBM; see docs/standin.md).
+There is one host and no asynchrony: streams and events are the backend's (its device guard) and complete at once,
+``synchronize`` returns at once, memory figures are the host memory behind the device's live tensors (not HBM;
+see docs/reference/standin.md). Every function that takes a device checks its index, as the backend does.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-import time
 from dataclasses import dataclass
 
 import torch
 
+from standin import cores
 from standin import device as _device
 from standin.dynamo import get_dynamo_metrics, reset_dynamo_metrics  # noqa: F401  (module API)
 
-# NeuronCores a process sees without NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES: one Trainium2 chip at the
-# default logical-core size (a trn2.3xlarge).
-DEFAULT_CORES = 4
+# The default generator of each device (set by register), as torch.cuda.default_generators.
+default_generators: tuple[torch.Generator, ...] = ()
+_DEVICE_TYPE_ID = -1  # the device type's number in c10 (set by register), as a torch.Stream holds it
 
 
 def module():
@@ -30,36 +30,9 @@ def module():
 # --- devices ------------------------------------------------------------------------------------------------
 
 
-def _count_cores(spec: str) -> int:
-    count = 0
-    for part in spec.split(","):
-        first, _, last = part.strip().partition("-")
-        count += int(last) - int(first) + 1 if last else 1
-    return count
-
-
 def device_count() -> int:
-    """NeuronCores this process sees: NEURON_RT_VISIBLE_CORES (``0-1``, ``2``, ``0,3``), else NEURON_RT_NUM_CORES,
-    else DEFAULT_CORES."""
-    visible = os.environ.get("NEURON_RT_VISIBLE_CORES", "").strip()
-    if visible:
-        return _count_cores(visible)
-    number = os.environ.get("NEURON_RT_NUM_CORES", "").strip()
-    return int(number) if number else DEFAULT_CORES
-
-
-def first_device() -> int:
-    """The current device a process starts with: under torchrun (LOCAL_RANK) its local rank modulo the device
-    count, so each worker has a NeuronCore of its own by default, as Accelerate (``torch.neuron.current_device()``
-    with no ``set_device``) and TorchNeuron's torch.distributed guide (``torch.device("neuron")``) expect; else 0."""
-    local_rank = os.environ.get("LOCAL_RANK", "").strip()
-    return int(local_rank) % device_count() if local_rank.isdigit() else 0
-
-
-def check_index(index: int) -> None:
-    count = device_count()
-    if not 0 <= index < count:
-        raise RuntimeError(f"Invalid device id: {index}. Valid range is 0 to {count - 1} (neuron stand-in)")
+    """NeuronCores this process sees (standin.cores: read from the environment when the stand-in started)."""
+    return _device.backend().device_count()
 
 
 def is_available() -> bool:
@@ -84,14 +57,18 @@ def _is_in_bad_fork() -> bool:
 
 
 def _index(device=None) -> int:
+    """The index of a device argument (None, an int, a ``torch.device`` or its string), checked."""
     if device is None:
         return current_device()
     if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    if device.type != _device.DEVICE_TYPE:
-        raise ValueError(f"Expected a neuron device, got {device}")
-    return device.index if device.index is not None else current_device()
+        index = device
+    else:
+        device = torch.device(device)
+        if device.type != _device.DEVICE_TYPE:
+            raise ValueError(f"Expected a neuron device, got {device}")
+        index = device.index if device.index is not None else current_device()
+    _device.backend().check_index(index)
+    return index
 
 
 def current_device() -> int:
@@ -99,16 +76,14 @@ def current_device() -> int:
 
 
 def set_device(device) -> None:
-    index = _index(device)
-    check_index(index)
-    _device.backend().set_device(index)
+    _device.backend().set_device(_index(device))
 
 
 class device:  # noqa: N801  (torch.cuda.device's name)
     """Context manager that selects a device."""
 
     def __init__(self, device):
-        self.index = -1 if device is None else _index(device)
+        self.index = -1 if device is None or device == -1 else _index(device)
         self.previous = -1
 
     def __enter__(self):
@@ -147,9 +122,14 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 def synchronize(device=None) -> None:
     """Work on the stand-in completes when its call returns."""
+    _index(device)
 
 
 # --- random numbers -----------------------------------------------------------------------------------------
+
+
+def _default_generators() -> tuple[torch.Generator, ...]:
+    return tuple(_device.generator(index) for index in range(device_count()))
 
 
 def manual_seed(seed: int) -> None:
@@ -196,93 +176,31 @@ def set_rng_state_all(new_states) -> None:
 # --- streams and events -------------------------------------------------------------------------------------
 
 
-class Event:
-    """An event: recorded work is complete at once; timing is host wall time."""
-
-    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        self.enable_timing = enable_timing
-        self._time: float | None = None
-
-    def record(self, stream: Stream | None = None) -> None:
-        self._time = time.perf_counter()
-
-    def wait(self, stream: Stream | None = None) -> None:
-        """Recorded work is already complete."""
-
-    def query(self) -> bool:
-        return True
-
-    def synchronize(self) -> None:
-        """Recorded work is already complete."""
-
-    def elapsed_time(self, end_event: Event) -> float:
-        if not (self.enable_timing and end_event.enable_timing):
-            raise RuntimeError("Both events must be created with enable_timing=True")
-        if self._time is None or end_event._time is None:
-            raise RuntimeError("Both events must be recorded before calculating elapsed time")
-        return (end_event._time - self._time) * 1000.0
+# Streams and events are PyTorch's own, on the device (as torch.mtia's are): the backend's device guard makes
+# streams, keeps each device's current one and records events.
+Stream = torch.Stream
+Event = torch.Event
 
 
-class Stream(torch.Stream):
-    """A stream (a ``torch.Stream`` of the device, as TorchNeuron's are): work on it is complete when its call
-    returns, so its queries, waits and synchronizations return at once."""
-
-    def __new__(cls, device=None, priority: int = 0, **_ignored):
-        return super().__new__(
-            cls, device=torch.device(_device.DEVICE_TYPE, _index(device)), priority=priority
-        )
-
-    def __init__(self, device=None, priority: int = 0, **_ignored):
-        """Made by ``__new__``."""
-
-    def query(self) -> bool:
-        return True
-
-    def synchronize(self) -> None:
-        """Work is complete."""
-
-    def wait_stream(self, stream: torch.Stream) -> None:
-        """Work is complete."""
-
-    def wait_event(self, event: Event) -> None:
-        """Work is complete (the event may be this module's or a ``torch.Event``)."""
-
-    def record_event(self, event: Event | None = None) -> Event:
-        event = event or Event()
-        event.record(self)
-        return event
-
-    def __enter__(self):
-        self._context = StreamContext(self)
-        return self._context.__enter__()
-
-    def __exit__(self, *exc):
-        self._context.__exit__(*exc)
+def default_stream(device=None) -> torch.Stream:
+    return torch.Stream(stream_id=0, device_index=_index(device), device_type=_DEVICE_TYPE_ID)
 
 
-_current_streams: dict[int, Stream] = {}
+def current_stream(device=None) -> torch.Stream:
+    return torch.accelerator.current_stream(_index(device))
 
 
-def default_stream(device=None) -> Stream:
-    return Stream(device=_index(device))
-
-
-def current_stream(device=None) -> Stream:
-    index = _index(device)
-    return _current_streams.get(index) or default_stream(index)
-
-
-def set_stream(stream: Stream | None) -> None:
+def set_stream(stream: torch.Stream | None) -> None:
     if stream is not None:
-        _current_streams[stream.device_index] = stream
+        torch.accelerator.set_stream(stream)
 
 
 class StreamContext:
-    """Selects a stream for the duration of a ``with``."""
+    """Makes a stream current for the duration of a ``with`` (None: nothing changes)."""
 
-    def __init__(self, stream: Stream | None):
+    def __init__(self, stream: torch.Stream | None):
         self.stream = stream
-        self.previous: Stream | None = None
+        self.previous: torch.Stream | None = None
 
     def __enter__(self):
         if self.stream is not None:
@@ -295,19 +213,19 @@ class StreamContext:
             set_stream(self.previous)
 
 
-def stream(stream: Stream | None) -> StreamContext:
+def stream(stream: torch.Stream | None) -> StreamContext:
     return StreamContext(stream)
 
 
-def wait_stream(stream: Stream) -> None:
+def wait_stream(stream: torch.Stream) -> None:
     current_stream().wait_stream(stream)
 
 
-def wait_event(event: Event) -> None:
+def wait_event(event: torch.Event) -> None:
     current_stream().wait_event(event)
 
 
-def record_event(event: Event | None = None) -> Event:
+def record_event(event: torch.Event | None = None) -> torch.Event:
     return current_stream().record_event(event)
 
 
@@ -373,6 +291,7 @@ def empty_cache() -> None:
 def mem_get_info(device=None) -> tuple[int, int]:
     import psutil
 
+    _index(device)
     memory = psutil.virtual_memory()
     return memory.available, memory.total
 
@@ -380,17 +299,7 @@ def mem_get_info(device=None) -> tuple[int, int]:
 # --- torch.accelerator -----------------------------------------------------------------------------------
 
 
-def register() -> None:
-    """Rename PrivateUse1 to ``neuron``, register this module as ``torch.neuron``, start the device and route
-    ``torch.accelerator`` here."""
-    torch.utils.rename_privateuse1_backend(_device.DEVICE_TYPE)
-    torch.utils.generate_methods_for_privateuse1_backend()
-    torch._register_device_module(_device.DEVICE_TYPE, module())
-    _device.register(device_count(), first_device())
-    route_accelerator()
-
-
-def route_accelerator() -> None:
+def _route_accelerator() -> None:
     """``torch.accelerator``'s memory functions reach a backend through its caching device allocator, which the
     stand-in does not have (its allocator is the host's): they are routed to this module's functions. Its device
     index and synchronize reach the backend's device guard."""
@@ -402,3 +311,17 @@ def route_accelerator() -> None:
     bindings._accelerator_getMemoryInfo = mem_get_info
     bindings._accelerator_emptyCache = empty_cache
     bindings._accelerator_emptyHostCache = empty_cache
+
+
+def register() -> None:
+    """Rename PrivateUse1 to ``neuron``, register this module as ``torch.neuron``, start the device on the
+    NeuronCores the environment gives and route ``torch.accelerator`` here."""
+    global default_generators, _DEVICE_TYPE_ID
+    count = cores.count()  # first: a malformed set changes nothing
+    torch.utils.rename_privateuse1_backend(_device.DEVICE_TYPE)
+    torch.utils.generate_methods_for_privateuse1_backend()
+    torch._register_device_module(_device.DEVICE_TYPE, module())
+    _device.register(count, cores.first(count))
+    default_generators = _default_generators()
+    _DEVICE_TYPE_ID = torch.Stream(device=_device.DEVICE_TYPE).device_type
+    _route_accelerator()

@@ -16,11 +16,13 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from try_run import checkpoint_parts, pipelines
 from usercode import model_ids
 
 REVISION = "0" * 40  # one snapshot per stand-in; refs/main points at it
-CACHE_LAYOUT = 5  # bump when what is written here changes
+CACHE_LAYOUT = 7  # bump when what is written here changes
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<|im_start|>", "<|im_end|>")
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -40,6 +42,9 @@ class ModelStandIn:
     parameters: int
     source: str  # where the architecture came from (table, --model)
     vocab_size: int
+    parts: tuple[str, ...] = ()  # what the repository holds besides the model and tokenizer
+    kept: tuple[tuple[str, Any], ...] = ()  # the real checkpoint's values the stand-in keeps
+    kept_from: str = ""  # that checkpoint
 
     def as_report(self) -> dict:
         return {
@@ -48,6 +53,9 @@ class ModelStandIn:
             "parameters": self.parameters,
             "vocab_size": self.vocab_size,
             "source": self.source,
+            "parts": list(self.parts),
+            "kept": dict(self.kept),
+            "kept_from": self.kept_from,
         }
 
 
@@ -70,20 +78,36 @@ def hub_cache_dir(root: Path, token_ids_below: int = 0) -> Path:
     return root / name / "hub"
 
 
-def architecture(model_id: str, overrides: dict[str, str]) -> tuple[str, str]:
-    """(model_type, source) for a Hub id; raises CannotStandIn with the reason."""
+def architecture(model_id: str, overrides: dict[str, str], remote_code: bool = False) -> tuple[str, str]:
+    """(model_type, source) for a Hub id; raises CannotStandIn with the reason. `remote_code`: the script
+    loads with trust_remote_code=True, so the id may name an architecture Transformers does not have."""
     if model_id in overrides:
         return overrides[model_id], "--model"
     entry = model_ids.table_entry(model_id)
+    remote = (
+        " It loads remote code (trust_remote_code=True): an architecture outside Transformers has no tiny "
+        "stand-in; pass --model ID=MODEL_TYPE with the Transformers architecture its code builds on to try "
+        "the script with that one"
+        if remote_code
+        else ""
+    )
     if entry is None:
         raise CannotStandIn(
             f"model {model_id}: not in the model-id table; pass --model {model_id}=MODEL_TYPE "
-            "(its config.json's model_type)"
+            f"(its config.json's model_type).{remote}"
         )
+    if entry.task == "diffusion":
+        spec = pipelines.spec_for(model_id)
+        if spec is None:
+            raise CannotStandIn(
+                f"model {model_id}: a Diffusers pipeline with no tiny stand-in (built: "
+                f"{', '.join(pipelines.checkpoints())}; see docs/using/try.md)"
+            )
+        return spec.pipeline, "pipeline table"
     if not entry.model_type:
         raise CannotStandIn(
             f"model {model_id}: a {entry.task or 'non-Transformers'} model without a Transformers architecture "
-            "(no tiny stand-in for it)"
+            f"(no tiny stand-in for it).{remote}"
         )
     return entry.model_type, "model-id table"
 
@@ -99,46 +123,74 @@ def ensure_model(
     cache.mkdir(parents=True, exist_ok=True)
     with FileLock(str(cache / f".{repo.name}.lock")):
         marker = repo / MARKER
-        if marker.is_file():
-            written = json.loads(marker.read_text())
-            if written.get("model_type") == model_type:
-                return ModelStandIn(
-                    model_id, model_type, written["parameters"], source, written["vocab_size"]
-                )
-        parameters, vocab_size = _write(repo, model_type, token_ids_below)
-        marker.write_text(
-            json.dumps({"model_type": model_type, "parameters": parameters, "vocab_size": vocab_size})
-        )
-    return ModelStandIn(model_id, model_type, parameters, source, vocab_size)
+        written = json.loads(marker.read_text()) if marker.is_file() else {}
+        if written.get("model_type") != model_type:
+            spec = pipelines.spec_for(model_id)
+            if spec is not None and spec.pipeline == model_type:
+                written = {"model_type": model_type, **_write_pipeline(repo, spec)}
+            else:
+                written = {"model_type": model_type, **_write(repo, model_id, model_type, token_ids_below)}
+            marker.write_text(json.dumps(written))
+    spec = pipelines.spec_for(model_id)
+    kept = checkpoint_parts.checkpoint_values(model_id)
+    if spec is not None and spec.pipeline == model_type:
+        kept = checkpoint_parts.CheckpointValues(spec.checkpoint, spec.values, spec.sources)
+    return ModelStandIn(
+        model_id,
+        model_type,
+        written["parameters"],
+        source,
+        written["vocab_size"],
+        tuple(written["parts"]),
+        tuple(kept.values.items()),
+        kept.checkpoint,
+    )
 
 
-def _write(repo: Path, model_type: str, token_ids_below: int) -> tuple[int, int]:
+def _write(repo: Path, model_id: str, model_type: str, token_ids_below: int) -> dict[str, Any]:
     import torch
-    from transformers import CONFIG_MAPPING, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+    from transformers import (
+        CONFIG_MAPPING,
+        AutoModel,
+        AutoModelForCausalLM,
+        AutoModelForSeq2SeqLM,
+        AutoModelForSpeechSeq2Seq,
+    )
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES,
     )
 
     from compat_matrix.tiny import build_tiny_config
 
     if model_type not in CONFIG_MAPPING:
         raise CannotStandIn(f"architecture {model_type!r} is not one the installed Transformers knows")
-    config = build_tiny_config(model_type)
+    kept = checkpoint_parts.checkpoint_values(model_id)
+    # The checkpoint's own values where a script's shapes depend on them (positions, image and patch size).
+    config = build_tiny_config(model_type, exact=kept.part("config"))
     if token_ids_below > (getattr(config, "vocab_size", None) or token_ids_below):
         config.vocab_size = token_ids_below
     # BERT-style tokenizers also return the segment ids the model's token_type embeddings take.
     tokenizer = build_tokenizer(token_type_ids=(getattr(config, "type_vocab_size", 0) or 0) > 1)
-    for name in ("pad_token", "bos_token", "eos_token"):
-        setattr(config, f"{name}_id", tokenizer.convert_tokens_to_ids(getattr(tokenizer, name)))
+    for name, value in kept.part("tokenizer").items():
+        setattr(tokenizer, name, value)  # padding="max_length" pads to the checkpoint's model_max_length
+    text_parts = [config, *(getattr(config, name) for name in getattr(config, "sub_configs", {}))]
+    for name in ("pad_token", "bos_token", "eos_token"):  # on each part: CLIP's text tower pools at its eos
+        for part in text_parts:
+            if part is not None:
+                setattr(part, f"{name}_id", tokenizer.convert_tokens_to_ids(getattr(tokenizer, name)))
     if getattr(config, "is_encoder_decoder", False):  # released seq2seq checkpoints start decoding at pad
         config.decoder_start_token_id = config.pad_token_id
     torch.manual_seed(0)
     # The head a checkpoint of that kind carries; a script loading another head initialises it, as with real ones.
-    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        auto = AutoModelForCausalLM
+    # Seq2seq first: Whisper and BART also have a decoder-only class, which drops the encoder.
+    if model_type in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES:
+        auto = AutoModelForSpeechSeq2Seq
     elif model_type in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
         auto = AutoModelForSeq2SeqLM
+    elif model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        auto = AutoModelForCausalLM
     else:
         auto = AutoModel
     model = auto.from_config(config)
@@ -149,14 +201,46 @@ def _write(repo: Path, model_type: str, token_ids_below: int) -> tuple[int, int]
     if repo.exists():
         shutil.rmtree(repo)
     repo.mkdir(parents=True)
-    scratch = tempfile.mkdtemp(dir=repo)
+    scratch = Path(tempfile.mkdtemp(dir=repo))
     model.save_pretrained(scratch)
     tokenizer.save_pretrained(scratch)
+    parts = checkpoint_parts.write_processors(scratch, model_type, tokenizer, kept)
+    parts += checkpoint_parts.write_sentence_transformers(scratch, kept)
+    _publish(repo, scratch)
+    return {"parameters": parameters, "vocab_size": getattr(config, "vocab_size", 0) or 0, "parts": parts}
+
+
+def _write_pipeline(repo: Path, spec: pipelines.PipelineSpec) -> dict[str, Any]:
+    """A tiny Diffusers pipeline in the checkpoint's layout (model_index.json, a folder per component)."""
+    import torch
+
+    pipeline = pipelines.build(spec)
+    components = {name: part for name, part in pipeline.components.items() if part is not None}
+    parameters = sum(
+        parameter.numel()
+        for part in components.values()
+        if isinstance(part, torch.nn.Module)
+        for parameter in part.parameters()
+    )
+    if repo.exists():
+        shutil.rmtree(repo)
+    repo.mkdir(parents=True)
+    scratch = Path(tempfile.mkdtemp(dir=repo))
+    pipeline.save_pretrained(scratch)
+    for variant in spec.values.get("variants", []):  # `from_pretrained(..., variant="fp16")` finds its files
+        pipeline.to(dtype=getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[variant]))
+        pipeline.save_pretrained(scratch, variant=variant)
+    _publish(repo, scratch)
+    parts = [f"{name} ({type(part).__name__})" for name, part in components.items()]
+    return {"parameters": parameters, "vocab_size": pipelines.TEXT_VOCAB, "parts": parts}
+
+
+def _publish(repo: Path, scratch: Path) -> None:
+    """The written folder becomes the repository's one snapshot, which refs/main names."""
     (repo / "snapshots").mkdir()
     os.replace(scratch, repo / "snapshots" / REVISION)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(REVISION)
-    return parameters, getattr(config, "vocab_size", 0) or 0
 
 
 def build_tokenizer(token_type_ids: bool = False):

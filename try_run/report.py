@@ -41,7 +41,7 @@ class RunReport:
     skipped: list[dict] = field(default_factory=list)  # set-up commands listed, not run
     launcher_capped: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    timings: dict = field(default_factory=dict)  # where the seconds went: see docs/try.md
+    timings: dict = field(default_factory=dict)  # where the seconds went: see docs/using/try.md
     exit_code: int | None = None
     output_tail: str = ""
 
@@ -103,7 +103,7 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
             "source": "local",
         }
         for model_id, model in loaded.items()
-        if model_id not in served
+        if model_id not in served and not _inside_served(model_id, served)
     ]
     errors = sorted(
         (report["error"] for report in workers if report.get("error")), key=lambda e: e.get("time", 0)
@@ -194,6 +194,11 @@ def where(entry: dict) -> str:
     return f"{entry['file']}:{entry.get('line')}"
 
 
+def _inside_served(path: str, served: set[str]) -> bool:
+    """A component a served pipeline loads from its own folder (text_encoder/...) is part of that stand-in."""
+    return any(f"models--{model_id.replace('/', '--')}/" in path for model_id in served)
+
+
 def text_lines(runs: list[RunReport]) -> list[str]:
     lines = []
     for run in runs:
@@ -238,6 +243,11 @@ def text_lines(runs: list[RunReport]) -> list[str]:
             lines.append(
                 f"         model {model['id']}: tiny {model.get('architecture')} ({model.get('parameters')} parameters, {model.get('source')})"
             )
+            if model.get("parts"):
+                lines.append(f"           with {', '.join(model['parts'])}")
+            if model.get("kept"):
+                kept = ", ".join(f"{name} {value}" for name, value in model["kept"].items())
+                lines.append(f"           keeps {model['kept_from']}'s {kept}")
         for dataset in run.datasets:
             lines.append(
                 f"         dataset {dataset['id']}: {', '.join(dataset['columns'])} ({dataset['source']})"

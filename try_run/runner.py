@@ -44,6 +44,10 @@ HUB_MISSES = (
     "not a valid model identifier",
 )
 
+# What Transformers, Diffusers and huggingface_hub raise for a model repository the offline cache lacks (a
+# dataset's miss raises other types, and has its own stand-ins).
+MODEL_LOAD_ERRORS = frozenset({"OSError", "LocalEntryNotFoundError", "EntryNotFoundError"})
+
 
 class TryUsageError(Exception):
     """Bad input for `try` as a whole (exit 2): the message is the one line shown."""
@@ -54,6 +58,7 @@ class TryOptions:
     steps: int = 3
     timeout_s: float = 600.0
     max_new_tokens: int = 4
+    denoising_steps: int = 2  # per Diffusers pipeline call
     models: dict[str, str] = field(default_factory=dict)  # --model ID=MODEL_TYPE
     datasets: dict[str, Path] = field(default_factory=dict)  # --dataset ID=FILE.jsonl
     cache_root: Path | None = None
@@ -191,7 +196,7 @@ def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[
 
 def _serve(facts: scan.CodeFacts, options: TryOptions, env: dict[str, str], run: RunReport) -> dict[str, str]:
     if not (facts.model_ids or facts.datasets or options.models or options.datasets):
-        return {}
+        return dict(facts.unresolved_ids)
     with _quiet_libraries():
         return _serve_quietly(facts, options, env, run)
 
@@ -223,11 +228,11 @@ def _serve_quietly(
 ) -> dict[str, str]:
     """Writes the models and datasets the code asks for; returns the model ids it could not serve (with the
     reason, shown if the run then fails on one). Sets run.status = NOT_RUN when a dataset cannot be served."""
-    unserved = {}
+    unserved = dict(facts.unresolved_ids)
     cache = Path(env["HF_HUB_CACHE"])
     for model_id in sorted(facts.model_ids | set(options.models)):
         try:
-            model_type, source = hub.architecture(model_id, options.models)
+            model_type, source = hub.architecture(model_id, options.models, facts.remote_code)
         except hub.CannotStandIn as error:
             unserved[model_id] = str(error)
             continue
@@ -333,6 +338,7 @@ class _Trial:
             "report_dir": str(reports),
             "steps": self.options.steps,
             "max_new_tokens": self.options.max_new_tokens,
+            "denoising_steps": self.options.denoising_steps,
             "max_processes": plan.MAX_PROCESSES,  # the one cap: the bootstrap applies it to launchers
             "output_dir": str(self.sandbox / "trainer_output"),
             "roots": {os.path.realpath(self.sandbox): str(self.path.parent)},
@@ -428,6 +434,10 @@ def _kill(process: subprocess.Popen) -> None:
     process.wait()
 
 
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), text)[:300]
+
+
 def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: list[str], options) -> None:
     if timed_out:
         run.status, run.reason = FAILED, f"ran over the --timeout of {options.timeout_s:g} s and was stopped"
@@ -444,8 +454,16 @@ def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: l
     error = run.error
     text = " ".join(filter(None, [error and error.get("message"), *tail[-5:]]))
     named = [reason for model_id, reason in unserved.items() if model_id in text]
-    if named or (unserved and any(marker in text for marker in HUB_MISSES)):
-        run.reason = "; ".join(named or unserved.values())
+    hub_miss = any(marker in text for marker in HUB_MISSES)
+    if named or (unserved and hub_miss):  # a load the stand-ins could not serve: the script never ran
+        run.status, run.reason = NOT_RUN, "; ".join(named or unserved.values())
+        return
+    if hub_miss and error and error["type"] in MODEL_LOAD_ERRORS:  # an id the code reading did not find
+        run.status = NOT_RUN
+        run.reason = (
+            f"{_first_line(error['message'])}: no stand-in for this id; "
+            "pass --model ID=MODEL_TYPE (its config.json's model_type)"
+        )
         return
     if error:
         at = ""

@@ -18,9 +18,9 @@ import ast
 from dataclasses import dataclass, field
 
 from try_run import data
-from usercode import model_ids
+from usercode import composed_strings, model_ids
 from usercode.names import DATASET_NAME_PARTS, MODEL_NAME_PARTS
-from usercode.python import callee, keyword, string
+from usercode.python import callee, is_constant, keyword, string
 
 # Dataset builders `datasets` ships: a load of these reads local files, used as they are.
 PACKAGED_BUILDERS = frozenset(
@@ -48,6 +48,7 @@ MULTI_PROCESS_NAMES = {
     "DistributedConfig": "asks Transformers for tensor/FSDP parallelism (DistributedConfig)",
     "init_process_group": "starts a process group (init_process_group)",
 }
+LOADERS = frozenset({"from_pretrained", "pipeline", "SentenceTransformer", "CrossEncoder"})
 
 
 @dataclass
@@ -57,9 +58,13 @@ class CodeFacts:
     columns: set[str] = field(default_factory=set)
     multi_process: str | None = None  # why it needs torchrun
     token_ids_below: int = 0  # the largest bound of the random token ids the code draws
+    unresolved_ids: dict[str, str] = field(default_factory=dict)  # pattern -> why it was not resolved
+    remote_code: bool = False  # a load passes trust_remote_code=True
 
     def merge(self, other: CodeFacts) -> None:
         self.model_ids |= other.model_ids
+        self.unresolved_ids |= other.unresolved_ids
+        self.remote_code = self.remote_code or other.remote_code
         self.token_ids_below = max(self.token_ids_below, other.token_ids_below)
         self.columns |= other.columns
         for dataset_id, request in other.datasets.items():
@@ -105,6 +110,7 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
     """Facts of one module (raises SyntaxError)."""
     tree = ast.parse(source)
     facts = CodeFacts()
+    facts.unresolved_ids = _unresolved_ids(composed_strings.fold(tree))
     named = _named_defaults(tree) + _argv_pairs(list(argv))
     integers = _module_integers(tree)
     dataset_dicts = _dataset_dicts(tree)
@@ -157,6 +163,18 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
         request.columns = set(facts.columns)
         request.splits |= splits  # a split asked of a dataset named through a variable
     return facts
+
+
+def _unresolved_ids(compositions: list[composed_strings.Unresolved]) -> dict[str, str]:
+    """Model ids the code builds from a value known only at run time (`f"openai/whisper-{size}"`)."""
+    return {
+        found.pattern: (
+            f"model id {found.code} (line {found.line}) is built from a value known only at run time; "
+            f"pass --model ID=MODEL_TYPE for the id it builds"
+        )
+        for found in compositions
+        if model_ids.table_entry(found.pattern.replace(composed_strings.UNKNOWN, "x")) is not None
+    }
 
 
 def _module_integers(tree: ast.Module) -> dict[str, int]:
@@ -245,6 +263,11 @@ def _is_environ(node: ast.AST) -> bool:
 
 def _read_call(call: ast.Call, facts: CodeFacts) -> None:
     name = callee(call)
+    loaded = string(keyword(call, "model")) or (string(call.args[0]) if call.args else None)
+    if name in LOADERS and loaded is not None and model_ids.HUB_ID.match(loaded):
+        facts.model_ids.add(loaded)  # an id the table does not know: its run ends with the --model advice
+    if is_constant(keyword(call, "trust_remote_code"), True):
+        facts.remote_code = True
     if name == "load_dataset":
         path = string(call.args[0]) if call.args else string(keyword(call, "path"))
         config = string(call.args[1]) if len(call.args) > 1 else string(keyword(call, "name"))

@@ -47,9 +47,14 @@ def known_models() -> tuple[TableEntry, ...]:
     )
 
 
+def matches(lowered_id: str, pattern: str) -> bool:
+    """How a table row's pattern (lower case, shell-style wildcards) matches a lower-cased Hub id."""
+    return fnmatch.fnmatchcase(lowered_id, pattern)
+
+
 def table_entry(model_id: str) -> TableEntry | None:
     lowered = model_id.lower()
-    return next((entry for entry in known_models() if fnmatch.fnmatchcase(lowered, entry.pattern)), None)
+    return next((entry for entry in known_models() if matches(lowered, entry.pattern)), None)
 
 
 def hub_id_patterns() -> list[list[str]]:

@@ -18,7 +18,10 @@ Kinds:
 - manual: no faithful rewrite; `note` is "<why>; <what to do>" for the TODO.
 
 Sources: optimum-neuron 0.4.5 `trainers/training_args.py` and `trainers/sft_config.py` (and older tags
-for legacy fields), Transformers 5.23 `training_args.py`, TRL 1.16 `trainer/sft_config.py`.
+for legacy fields), Transformers 5.23 `training_args.py`, TRL 1.16 `trainer/sft_config.py`; for the Transformers
+4.x fields 5.x removed, Transformers' MIGRATION_GUIDE_V5.md ("Trainer": the removed `TrainingArguments`
+arguments) and the fields of 4.57.3's `TrainingArguments` that 5.23's lacks (read from both wheels; every
+one is listed but the private `_n_gpu`; `tests/migrator/test_stack_calls.py` checks that 5.23 rejects each).
 """
 
 from __future__ import annotations
@@ -170,6 +173,42 @@ TRAINING_ARGUMENTS: dict[str, ArgAction] = {
         note="removed in Transformers 5; models with memory states (XLNet, Transformer-XL) need a custom "
         "loop",
     ),
+    "mp_parameters": _drop(
+        "removed in Transformers 5; SageMaker model parallelism's, which the Trainer ignored"
+    ),
+    "tpu_metrics_debug": _drop("removed in Transformers 5; a TPU debug option"),
+    "fp16_opt_level": _drop(
+        "removed in Transformers 5; Apex AMP's level (Transformers 5 has no Apex backend)"
+    ),
+    "ray_scope": ArgAction(
+        "environment",
+        "RAY_SCOPE",
+        "removed in Transformers 5; Ray hyperparameter search reads the RAY_SCOPE environment variable",
+    ),
+    "adafactor": ArgAction(
+        "switch",
+        "optim",
+        'removed in Transformers 5; use optim="adafactor" if it was enabled',
+        value='"adafactor"',
+        off='"adamw_torch_fused"',
+    ),
+    "fsdp_min_num_params": ArgAction(
+        "manual",
+        note='removed in Transformers 5; move it into fsdp_config={"min_num_params": ...} (or shard with '
+        "DistributedConfig(fsdp_size=...) at the load on TorchNeuron)",
+    ),
+    "fsdp_transformer_layer_cls_to_wrap": ArgAction(
+        "manual",
+        note='removed in Transformers 5; move it into fsdp_config={"transformer_layer_cls_to_wrap": [...]} '
+        "(or shard with DistributedConfig(fsdp_size=...) at the load on TorchNeuron)",
+    ),
+    **dict.fromkeys(
+        ("push_to_hub_model_id", "push_to_hub_organization"),
+        ArgAction(
+            "manual",
+            note='removed in Transformers 5; pass the full repository name as hub_model_id="organization/name"',
+        ),
+    ),
 }
 
 SFT_CONFIG_ARGUMENTS: dict[str, ArgAction] = {
@@ -182,6 +221,54 @@ SFT_CONFIG_ARGUMENTS: dict[str, ArgAction] = {
         "optimum-neuron forced padding_free=False whatever was passed, and False is TRL's default"
     ),
 }
+
+# The fields above that Transformers 4 / TRL 0.x had and Transformers 5.23 / TRL 1.16 no longer have (the rest are
+# optimum-neuron's own): a plain Transformers script passes them too, so they mark a file for migration.
+REMOVED_UPSTREAM = frozenset(
+    {
+        *(
+            "overwrite_output_dir",
+            "warmup_ratio",
+            "logging_dir",
+            "half_precision_backend",
+            "evaluation_strategy",
+        ),
+        *(
+            "per_gpu_train_batch_size",
+            "per_gpu_eval_batch_size",
+            "no_cuda",
+            "push_to_hub_token",
+            "save_safetensors",
+        ),
+        *("include_tokens_per_second", "tpu_num_cores", "use_mps_device", "fp16_backend", "torchdynamo"),
+        *(
+            "use_ipex",
+            "jit_mode_eval",
+            "xpu_backend",
+            "use_legacy_prediction_loop",
+            "sharded_ddp",
+            "past_index",
+        ),
+        *(
+            "group_by_length",
+            "include_inputs_for_metrics",
+            "mp_parameters",
+            "tpu_metrics_debug",
+            "fp16_opt_level",
+        ),
+        *("ray_scope", "adafactor", "fsdp_min_num_params", "fsdp_transformer_layer_cls_to_wrap"),
+        *("push_to_hub_model_id", "push_to_hub_organization", "max_seq_length"),
+    }
+)
+
+# Fields the Transformers / TRL class has as well, with the same meaning: the table changes them only where it
+# rewrites an optimum-neuron class (a plain `SFTConfig(padding_free=True)` keeps its padding_free).
+PLAIN_FIELDS = frozenset({"padding_free"})
+
+
+def without_plain_fields(table: dict[str, ArgAction]) -> dict[str, ArgAction]:
+    """The table for a Transformers / TRL class written as such (not one of optimum-neuron's)."""
+    return {name: action for name, action in table.items() if name not in PLAIN_FIELDS}
 
 
 # `TrainingNeuronConfig` (optimum.neuron.models.training.config, 0.3+), the NxD model-parallel settings given

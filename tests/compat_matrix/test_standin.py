@@ -77,6 +77,26 @@ def test_the_torch_interfaces_the_backend_uses_are_pinned_to_the_torch_versions_
     assert ".".join(pin.removeprefix("torch==").split(".")[:2]) in supported
 
 
+def test_the_backend_is_rebuilt_when_any_source_or_header_changes(tmp_path, monkeypatch):
+    from standin import native
+
+    for path in native.source_files():
+        copy = tmp_path / path.relative_to(native.CSRC)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(path.read_bytes())
+    monkeypatch.setattr(native, "CSRC", tmp_path)
+    keys = [native.build_directory()]
+    header = tmp_path / "runtime" / "device.h"
+    header.write_text(header.read_text() + "\n")  # a header that no build step names
+    keys.append(native.build_directory())
+    header.rename(tmp_path / "runtime" / "devices.h")  # the same text under another name
+    keys.append(native.build_directory())
+    (tmp_path / "aten" / "extra.cpp").write_text("")
+    keys.append(native.build_directory())
+    assert len(set(keys)) == 4
+    assert {path.suffix for path in native.source_files()} == {".cpp", ".h"}
+
+
 @pytest.mark.parametrize(
     ("setup", "message"),
     [
@@ -180,6 +200,46 @@ def test_device_tensors_torch_neuron_torch_neuronx_and_the_neuron_backend():
 
 
 @pytest.mark.slow
+def test_device_behaviours_as_torchneuron_documents_them():
+    found = findings([str(SCRIPTS / "behaviour_checks.py")])
+    # A stream of PyTorch's waits on torch.neuron's events (FSDP2's end of backward; main read garbage here).
+    assert found["accelerator_stream_waits_on_neuron_event"] == found["unrecorded_event_wait"] == "no error"
+    assert found["stream_context"] == [True, True] and found["elapsed_ms"] >= 0
+    assert found["generator_device"] == "neuron:0" and found["generator_reproducible"]
+    assert found["default_generators"] == [f"neuron:{index}" for index in range(4)]
+    assert found["cpu_generator"] == "Expected a 'neuron' device type for generator but found 'cpu'"
+    assert found["compiled_with_modes_and_options"] == [[2.0] * 3] * 3 and found["mode_warnings"] == 2
+    assert found["graphs_for_three_shapes"] == 3  # dynamic=None: recompiled per shape, not rejected
+    rule = f"[{found['static_shapes_rule']}]"
+    assert rule in found["mark_dynamic"] and rule in found["dynamic_true"]
+    assert found["LSTM_equal_cpu"] and found["GRU_equal_cpu"]
+    assert found["cpu_attention_mask"].startswith("Expected all tensors to be on the same device")
+    assert found["pickled"] == ["neuron:0", [0.0, 1.0, 2.0, 3.0]]
+    assert found["queue"].startswith(
+        "neuron stand-in: a device tensor cannot cross a torch.multiprocessing queue"
+    )
+    assert found["unchecked_indices"] == []
+
+
+@pytest.mark.parametrize(
+    "setting",
+    ["NEURON_RT_NUM_CORES=abc", "NEURON_RT_NUM_CORES=0", "NEURON_RT_VISIBLE_CORES=0-x", "NEURON_RT_VISIBLE_CORES=3-1",
+     "NEURON_RT_VISIBLE_CORES=0,,1"],
+)  # fmt: skip
+def test_a_malformed_core_count_is_one_message_and_exit_2(setting):
+    name, _, value = setting.partition("=")
+    env = standin.activation_env()
+    env.pop("NEURON_RT_VISIBLE_CORES", None)
+    env[name] = value
+    result = run_python(["-c", "import torch"], env=env)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"neuron stand-in: {name}={value!r} is not a NeuronCore set: NEURON_RT_VISIBLE_CORES takes core ids and "
+        "ascending ranges (0-1, 2, 0,3), NEURON_RT_NUM_CORES a count of at least 1"
+    ]
+
+
+@pytest.mark.slow
 def test_trainer_trl_and_peft_take_their_own_neuron_paths():
     found = findings([str(SCRIPTS / "train_checks.py")])
     assert (found["trainer_device"], found["trainer_backend"]) == ("neuron:0", "neuron")
@@ -217,6 +277,8 @@ def test_ddp_fsdp2_tensor_parallelism_and_collectives_on_the_neuron_process_grou
     assert found["ddp_grad_device"] == "neuron:0" and found["ddp_params"] == 21
     assert found["ddp_max_grad_diff"] < 1e-6
     assert found["fsdp_shard"] == ["DTensor", "neuron:0"] and found["fsdp_max_loss_diff"] < 1e-5
+    # a prefetched layer that runs no backward: FSDP2's end of backward waits on its all-gather event
+    assert found["fsdp_frozen_prefetch_losses"] == 2
     assert found["collectives"] == {
         "all_reduce": [3.0] * 4,
         "all_gather_into_tensor": [0.0] * 4 + [1.0] * 4,

@@ -34,6 +34,12 @@ def test_composite_models_shrink_their_towers():
     assert config.vision_config.hidden_size <= HIDDEN and config.vision_config.num_hidden_layers == 1
 
 
+def test_dual_encoders_keep_both_towers_at_the_model_width():
+    # SigLIP multiplies text and image embeddings without a projection: a minimal vision tower could not run.
+    config = build_tiny_config("siglip")
+    assert config.text_config.hidden_size == config.vision_config.hidden_size == HIDDEN
+
+
 # HRM's layer count is derived: cycles x layers per stack (2 per stack here).
 DERIVED_LAYER_COUNT = {"hrm_text"}
 

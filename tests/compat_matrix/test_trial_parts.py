@@ -334,7 +334,7 @@ def test_tiny_models_load_from_the_local_hub_cache(tmp_path):
     ("model_id", "overrides", "message"),
     [
         ("someone/private-model", {}, "--model someone/private-model=MODEL_TYPE"),
-        ("stabilityai/stable-diffusion-xl-base-1.0", {}, "no tiny stand-in"),
+        ("Qwen/Qwen-Image", {}, "no tiny stand-in"),
     ],
 )
 def test_models_the_try_cannot_stand_in_for(model_id, overrides, message):

@@ -287,3 +287,144 @@ def test_a_notebook_runs_in_a_kernel_and_a_failing_cell_is_named(tmp_path, try_c
     nbformat.write(notebook, tmp_path / "chat.ipynb")
     code, document, _ = run_try(tmp_path, "chat.ipynb", cache=try_cache)
     assert code == 1 and "kernel died in cell 4" in document["runs"][0]["reason"]
+
+
+def test_a_load_of_an_id_with_no_stand_in_is_not_run_with_what_to_pass(tmp_path, try_cache):
+    # Named only in the load call; and an id read from a file the code reading cannot see.
+    write(
+        tmp_path,
+        "load.py",
+        """
+        from transformers import AutoModel
+        AutoModel.from_pretrained("someone/private-model")
+        """,
+    )
+    write(
+        tmp_path,
+        "from_file.py",
+        """
+        from pathlib import Path
+        from transformers import AutoModel
+        AutoModel.from_pretrained(Path("model.txt").read_text().strip())
+        """,
+    )
+    (tmp_path / "model.txt").write_text("someone/other-model\n")
+    for name in ("load.py", "from_file.py"):
+        code, document, _ = run_try(tmp_path, name, cache=try_cache)
+        run = document["runs"][0]
+        assert code == 1 and run["status"] == "not-run", run
+        assert "--model" in run["reason"] and "MODEL_TYPE" in run["reason"], run["reason"]
+
+
+PROCESSORS = """
+import numpy as np
+import torch
+from transformers import (
+    AutoImageProcessor, AutoModelForSequenceClassification, AutoProcessor, AutoTokenizer,
+    SiglipModel, ViTForImageClassification, WhisperForConditionalGeneration,
+)
+
+# optimum-neuron's BERT notebook pads to the checkpoint's model_max_length.
+tokenizer = AutoTokenizer.from_pretrained("google-bert/bert-base-uncased")
+bert = AutoModelForSequenceClassification.from_pretrained("google-bert/bert-base-uncased").to("neuron")
+batch = tokenizer(["Hello, Trainium!"], padding="max_length", truncation=True, return_tensors="pt")
+assert batch["input_ids"].shape == (1, 512)
+with torch.no_grad():
+    print(torch.compile(bert, backend="neuron")(**batch.to("neuron")).logits.shape)
+
+# Whisper: the id built from a constant, log-mel features at the checkpoint's 80 bins, then generate.
+SIZE = "tiny"
+processor = AutoProcessor.from_pretrained(f"openai/whisper-{SIZE}")
+whisper = WhisperForConditionalGeneration.from_pretrained("openai/whisper-" + SIZE).to("neuron")
+audio = np.sin(np.linspace(0, 2000, 16000 * 5)).astype(np.float32)
+features = processor(audio, sampling_rate=16000, return_tensors="pt").input_features
+assert features.shape == (1, 80, 3000)
+print(processor.batch_decode(whisper.generate(features.to("neuron")), skip_special_tokens=True))
+
+image = np.random.randint(0, 255, (300, 400, 3), dtype=np.uint8)
+vit_processor = AutoImageProcessor.from_pretrained("google/vit-base-patch16-224")
+vit = ViTForImageClassification.from_pretrained("google/vit-base-patch16-224").to("neuron")
+pixels = vit_processor(images=image, return_tensors="pt")["pixel_values"]
+assert pixels.shape == (1, 3, 224, 224)
+print(vit(pixel_values=pixels.to("neuron")).logits.shape)
+
+siglip_processor = AutoProcessor.from_pretrained("google/siglip-base-patch16-224")
+siglip = SiglipModel.from_pretrained("google/siglip-base-patch16-224").to("neuron")
+inputs = siglip_processor(text=["a cat", "a dog"], images=image, padding="max_length", return_tensors="pt")
+assert inputs["input_ids"].shape == (2, 64)
+print(siglip(**inputs.to("neuron")).logits_per_image.shape)
+"""
+
+SENTENCE_TRANSFORMERS = """
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2", device="neuron")
+embeddings = model.encode(["Trainium is a chip", "so is Inferentia"], convert_to_tensor=True)
+assert model.max_seq_length == 256 and embeddings.shape[0] == 2
+assert abs(float(embeddings.norm(dim=-1).min()) - 1) < 1e-4  # its Normalize module
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("script", "served"),
+    [
+        (
+            PROCESSORS,
+            {
+                "google-bert/bert-base-uncased": [],
+                "openai/whisper-tiny": ["WhisperFeatureExtractor", "WhisperProcessor"],
+                "google/vit-base-patch16-224": ["ViTImageProcessorPil"],
+                "google/siglip-base-patch16-224": ["SiglipImageProcessorPil", "SiglipProcessor"],
+            },
+        ),
+        (
+            SENTENCE_TRANSFORMERS,
+            {
+                "sentence-transformers/all-MiniLM-L6-v2": [
+                    "sentence-transformers modules (Transformer, Pooling, Normalize)"
+                ]
+            },
+        ),
+    ],
+    ids=["processors", "sentence-transformers"],
+)
+def test_what_scripts_load_besides_the_model_is_served(tmp_path, try_cache, script, served):
+    write(tmp_path, "load.py", script)
+    code, document, _ = run_try(tmp_path, "load.py", cache=try_cache)
+    run = document["runs"][0]
+    assert code == 0, run["reason"] + run["output_tail"]
+    assert {model["id"]: model["parts"] for model in run["models"]} == served
+
+
+DIFFUSION = """
+import torch
+from diffusers import DiffusionPipeline, FluxPipeline
+
+pipe = DiffusionPipeline.from_pretrained("stable-diffusion-v1-5/stable-diffusion-v1-5", torch_dtype=torch.float32)
+pipe = pipe.to("neuron")
+steps = []
+image = pipe(  # its default 50 steps
+    "an astronaut riding a horse", callback_on_step_end=lambda p, i, t, kw: steps.append(i) or kw
+).images[0]
+assert type(pipe).__name__ == "StableDiffusionPipeline" and image.size == (512, 512)
+assert len(steps) <= 3, steps  # capped to 2 (PNDM runs one more step than asked)
+image.save("astronaut.png")
+
+flux = FluxPipeline.from_pretrained("black-forest-labs/FLUX.1-schnell", torch_dtype=torch.bfloat16).to("neuron")
+image = flux("a cat holding a sign", guidance_scale=0.0, num_inference_steps=4, max_sequence_length=256).images[0]
+assert image.size == (1024, 1024)
+"""
+
+
+@pytest.mark.slow
+def test_a_diffusers_script_runs_its_pipelines_for_two_denoising_steps(tmp_path, try_cache):
+    write(tmp_path, "generate.py", DIFFUSION)
+    code, document, _ = run_try(tmp_path, "generate.py", cache=try_cache)
+    run = document["runs"][0]
+    assert code == 0, run["reason"] + run["output_tail"]
+    assert {model["id"]: model["architecture"] for model in run["models"]} == {
+        "stable-diffusion-v1-5/stable-diffusion-v1-5": "StableDiffusionPipeline",
+        "black-forest-labs/FLUX.1-schnell": "FluxPipeline",
+    }
+    assert not (tmp_path / "astronaut.png").exists()  # written in the try's copy

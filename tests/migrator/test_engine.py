@@ -12,7 +12,7 @@ import pytest
 
 from migrator import engine
 from migrator.engine import Job, Mode, process, run
-from migrator.sources import discover
+from usercode.sources import discover
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
 
@@ -174,7 +174,7 @@ def test_broken_notebook_is_reported(tmp_path):
     assert "not a valid notebook" in result.error and path.read_text() == '{"cells": ['
 
 
-def test_a_rule_todo_repeated_in_one_function_is_one_todo_and_one_finding_naming_the_other_lines():
+def test_a_rule_todo_repeated_in_one_function_is_one_finding_naming_the_other_lines_and_a_todo_on_each():
     source = (
         "import torch\n"
         "import torch_xla.core.xla_model as xm\n\n\n"
@@ -186,13 +186,13 @@ def test_a_rule_todo_repeated_in_one_function_is_one_todo_and_one_finding_naming
         "    return xm.all_reduce(xm.REDUCE_SUM, loss)\n"
     )
     migrated, findings = engine.migrate_python(source)
-    assert migrated.count("# TODO(neuron-migrate): NM314") == 2  # one per function
+    assert migrated.count("# TODO(neuron-migrate): NM314") == 3  # one per statement, one finding per function
     assert [(f.line, f.code, f.also) for f in findings] == [(6, "NM314", (7,)), (12, "NM314", ())]
     assert "(also on line 7)" in findings[0].message
     # The import is used only where a TODO stands: it needs none of its own.
     assert migrated.startswith("import torch\nimport torch_xla")
     again, again_findings = engine.migrate_python(migrated)
-    assert again == migrated and [f.also for f in again_findings] == [(8,), ()]  # below the TODO now
+    assert again == migrated and [f.also for f in again_findings] == [(9,), ()]  # below the TODOs now
 
 
 def test_each_notebook_cell_is_a_block_of_its_own():

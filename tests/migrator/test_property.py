@@ -13,15 +13,20 @@ import re
 import subprocess
 from pathlib import Path
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 import libcst as cst
 import pytest
 
 from migrator.engine import REWRITERS, MigrationError, migrate_python
 from migrator.notebook_rules.nm470_cell_error import CELL_ERROR
 from migrator.shell.installs import parse
-from migrator.sources import discover, file_kind, read_text
 from usercode.cells import python_of
 from usercode.shell import problems
+from usercode.sources import discover, file_kind, read_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
 
@@ -68,6 +73,8 @@ def test_fixture_outputs_parse_with_the_parser_of_their_kind(case):
         joined = re.sub(r"\\\n", " ", migrated)
         lines = [re.sub(r"\s-.*", "", line.split(" #")[0]).strip() for line in joined.splitlines()]
         assert all(parse(line) is not None for line in lines if line and not line.startswith(("#", "-")))
+    elif kind == "pyproject":
+        tomllib.loads(migrated)
     else:
         broken = {f.cell for f in findings if f.rule is CELL_ERROR}
         code_cells = [c for c in json.loads(migrated)["cells"] if c["cell_type"] == "code"]

@@ -93,7 +93,8 @@ def test_the_table_covers_the_top_100():
         ("zai-org/GLM-4.7-Flash", "glm4_moe_lite", None),
         ("ibm-granite/granite-4.0-h-small", "granitemoehybrid", None),
         ("Qwen/Qwen3-Embedding-8B", "qwen3", "embedding"),
-        ("BAAI/bge-small-en-v1.5", model_ids.UNKNOWN, "embedding"),
+        ("BAAI/bge-small-en-v1.5", "bert", "embedding"),
+        ("BAAI/bge-m3", model_ids.UNKNOWN, "embedding"),
         ("stabilityai/stable-diffusion-xl-base-1.0", model_ids.UNKNOWN, "diffusion"),
     ],
 )

@@ -330,6 +330,40 @@ def _after_generation(module) -> None:
     mixin._prepare_generation_config = capped
 
 
+def _after_diffusion_pipeline(module) -> None:
+    """Every Diffusers pipeline defined from now on runs at most `denoising_steps` steps (its own default,
+    often 50, included): a subclass's __call__ is wrapped when the class is created."""
+    import functools
+    import inspect
+
+    base = module.DiffusionPipeline
+    cap = STATE.config["denoising_steps"]
+
+    def capping(call):
+        signature = inspect.signature(call)
+        if "num_inference_steps" not in signature.parameters:
+            return call
+
+        @functools.wraps(call)
+        def capped(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            asked = bound.arguments
+            if (
+                asked.get("timesteps") is None and asked.get("sigmas") is None
+            ):  # else the script's own schedule
+                asked["num_inference_steps"] = min(asked.get("num_inference_steps") or cap, cap)
+            return call(*bound.args, **bound.kwargs)
+
+        return capped
+
+    def init_subclass(cls, **kwargs):
+        super(base, cls).__init_subclass__(**kwargs)
+        if "__call__" in cls.__dict__:
+            cls.__call__ = capping(cls.__dict__["__call__"])
+
+    base.__init_subclass__ = classmethod(init_subclass)
+
+
 def _after_modeling(module) -> None:
     pretrained = module.PreTrainedModel
     load = pretrained.from_pretrained.__func__
@@ -426,6 +460,7 @@ def _install(config: dict) -> None:
                 "transformers.trainer": _after_trainer,
                 "transformers.generation.utils": _after_generation,
                 "transformers.modeling_utils": _after_modeling,
+                "diffusers.pipelines.pipeline_utils": _after_diffusion_pipeline,
                 "transformers.distributed.configuration_utils": _after_distributed_config,
             }
         ),

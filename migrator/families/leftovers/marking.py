@@ -4,11 +4,11 @@ Code and strings count, comments do not: Python is read with `tokenize` (its COM
 its STRING tokens mark where strings are), shell with tree-sitter's bash grammar (its `comment` nodes are
 blanked). Text a program only shows is not a decision either: strings it prints, logs, raises, asserts or
 gives as help (`print`, `logger.info`, `raise`, `assert`, `help=`, a pytest skip reason; `echo`, `printf`, a
-heredoc `cat` prints) are skipped. The same reference in one block (a module-level function or class, a
-notebook cell, the rest of the module) is one decision: it gets one TODO, above its first statement unless a
-TODO of neuron-migrate already covers one (a rule's, which reports it, or this scan's from a previous run,
-which adds none), and one manual finding that names the other lines, placed on the input line the statement
-came from.
+heredoc `cat` prints) are skipped. Each statement that holds a reference gets the TODO, unless a TODO of
+neuron-migrate already covers it (a rule's, which reports it, or this scan's from a previous run, which adds
+none); the same reference in one block (a module-level function or class, a notebook cell, the rest of the
+module) is one decision: one manual finding that names the other lines, placed on the input line the first
+statement came from.
 """
 
 from __future__ import annotations
@@ -423,12 +423,15 @@ def _apply(
     inserts: dict[int, list[str]] = {}
     added = []
     for group in groups.values():
-        # The TODO stays where a previous run put it, else goes above the first statement.
-        first = next((hit for hit in group if hit.todo in _todos_above(lines, hit.statement)), None)
-        if first is None:
-            first = group[0]
-            if first.todo not in inserts.setdefault(first.statement, []):
-                inserts[first.statement].append(first.todo)
+        # Every statement of the group carries the TODO (a person fixes the file from its TODOs); the finding
+        # stands on the first (where a previous run's TODO already was, after a rerun, as it was then).
+        statements: dict[int, list[_Hit]] = {}
+        for hit in group:
+            statements.setdefault(hit.statement, []).append(hit)
+        for statement, held in statements.items():
+            if not any(hit.todo in _todos_above(lines, statement) for hit in held):
+                inserts.setdefault(statement, []).append(held[0].todo)
+        first = group[0]
         others = sorted({to_input(hit.line) + 1 for hit in group if hit.statement != first.statement})
         why = first.pattern.why.format(first.found) + also_on(others)
         added.append(

@@ -22,7 +22,8 @@ LEGACY_REFERENCE = Rule(
     'models compiled by optimum-neuron (`snapshot_download("aws-neuron/...-seqlen-2048-bs-4")`), a script '
     "downloaded from optimum-neuron's repository (`wget https://raw.githubusercontent.com/huggingface/"
     "optimum-neuron/.../train.py`: migrate a copy)",
-    "A TODO on its statement (once; a rerun adds none) and one manual finding per distinct reference: "
+    "A TODO on each statement that holds it (a rerun adds none) and one manual finding per distinct reference "
+    "in a block: "
     "nothing on TorchNeuron provides it, so the file is not migrated until a person removes or replaces it.",
     examples=(
         Example(
@@ -76,7 +77,7 @@ PATTERNS = (
         re.compile(r"\boptimum\.(?:exporters\.)?neuron\b|\bfrom\s+optimum\s+import\s+neuron\b"),
         ("optimum",),
         "`{0}` is optimum-neuron, which TorchNeuron replaces",
-        'use the Transformers / TRL / Diffusers class on device "neuron" (docs/rules.md lists the targets)',
+        'use the Transformers / TRL / Diffusers class on device "neuron" (docs/reference/rules.md lists the targets)',
         subject="optimum.neuron",
     ),
     # Before the package name it holds: a script downloaded from optimum-neuron's repository is code to migrate.

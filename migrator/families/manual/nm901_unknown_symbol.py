@@ -13,8 +13,8 @@ UNKNOWN_OPTIMUM_SYMBOL = Rule(
     "NM901",
     Severity.ERROR,
     "An optimum-neuron symbol that has no TorchNeuron equivalent the codemod can write",
-    "Left in place with a TODO (one for a block of imports from one package, its finding naming the other "
-    'lines); replace it by hand with the plain Transformers/TRL/PEFT/Diffusers API on device "neuron" (see the '
+    "Left in place with a TODO on each import (one finding for a block of imports from one package, naming the "
+    'other lines); replace it by hand with the plain Transformers/TRL/PEFT/Diffusers API on device "neuron" (see the '
     "migration guide).",
     examples=(
         Example(
@@ -27,6 +27,7 @@ some_private_helper()
             after="""\
 # TODO(neuron-migrate): NM901 the `optimum.neuron` names `NeuronModelForSpeechToText`, `some_private_helper` have no rewrite rule; replace them with the plain Transformers/TRL/PEFT/Diffusers API on device "neuron" by hand.
 from optimum.neuron import NeuronModelForSpeechToText
+# TODO(neuron-migrate): NM901 the `optimum.neuron` names `NeuronModelForSpeechToText`, `some_private_helper` have no rewrite rule; replace them with the plain Transformers/TRL/PEFT/Diffusers API on device "neuron" by hand.
 from optimum.neuron.utils import some_private_helper
 
 some_private_helper()
@@ -42,13 +43,19 @@ class UnknownSymbol(Handler):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self.grouped: set[cst.SimpleStatementLine] = set()  # imports an earlier import's TODO stands for
+        # Imports of a block an earlier import opened -> the block's TODO (why, action, subject), theirs too.
+        self.grouped: dict[cst.SimpleStatementLine, tuple[str, str, str]] = {}
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        """The unknown names of a run of imports from one package (an import block) are one decision: one TODO
-        above the first, whose finding names the other lines."""
+        """The unknown names of a run of imports from one package (an import block) are one decision: the same
+        TODO above each import of the block, one finding (on the first) that names the other lines."""
         line = self.ctx.line
-        if line is None or line in self.grouped:
+        if line is None:
+            return
+        if line in self.grouped:
+            self.ctx.todo(
+                node, UNKNOWN_OPTIMUM_SYMBOL, *self.grouped[line][:2], subject=self.grouped[line][2]
+            )
             return
         unknown = self._unknown(node)
         if not unknown:
@@ -69,16 +76,13 @@ class UnknownSymbol(Handler):
         else:
             names = ", ".join(f"`{name.rpartition('.')[2]}`" for name in qualified)
             why = f"the `{package}` names {names} have no rewrite rule"
-        report = self.ctx.todo(
-            unknown[0][0],
-            UNKNOWN_OPTIMUM_SYMBOL,
-            why,
+        action = (
             f"replace {'it' if len(qualified) == 1 else 'them'} with the plain Transformers/TRL/PEFT/Diffusers API "
-            'on device "neuron" by hand.',
-            subject=qualified[0] if len(qualified) == 1 else package,
+            'on device "neuron" by hand.'
         )
-        report.also += block[1:]
-        self.grouped.update(block[1:])
+        subject = qualified[0] if len(qualified) == 1 else package
+        self.ctx.todo(unknown[0][0], UNKNOWN_OPTIMUM_SYMBOL, why, action, subject=subject)
+        self.grouped.update(dict.fromkeys(block[1:], (why, action, subject)))
 
     def _unknown(self, node: cst.BaseSmallStatement) -> list[tuple[cst.ImportAlias, str]]:
         """The names an import takes from a source module that no rule handles (alias, qualified name)."""

@@ -37,7 +37,7 @@ from migrator.families.training.targets import (
     Target,
 )
 from migrator.families.training.tp_plans import tp_refusal
-from migrator.families.training_args import KEEP, ArgAction
+from migrator.families.training_args import KEEP, ArgAction, without_plain_fields
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import TODO_PREFIX, FileContext, Handler
 
@@ -130,7 +130,7 @@ class TrainingArguments(Handler):
         return updated.with_changes(args=args)
 
     def _arguments_call(self, original: cst.Call, updated: cst.Call, target: Target, migrated: bool):
-        table = target.arguments
+        table = target.arguments if migrated else without_plain_fields(target.arguments)
         qualified = self.ctx.qualified(original.func)
         scope = self.file.scope
         manual = []

@@ -105,6 +105,22 @@ if rank == 0:
         abs(every_rank[r][step] - reference_losses[step][r]) for r in range(world) for step in range(2)
     )
 
+# FSDP2 with a frozen first layer that a later layer prefetches in backward: that layer runs no backward, so
+# FSDP2's end of backward waits, on PyTorch's current stream, for the all-gather event of torch.neuron's stream.
+frozen = build_tiny_model("llama").to(device).train()
+frozen.model.embed_tokens.requires_grad_(False)
+frozen.model.layers[0].requires_grad_(False)
+for layer in frozen.model.layers:
+    fully_shard(layer, mesh=mesh)
+fully_shard(frozen, mesh=mesh)
+frozen.model.layers[1].set_modules_to_backward_prefetch([frozen.model.layers[0]])
+frozen_losses = []
+for _ in range(2):
+    loss = frozen(input_ids=half, labels=half).loss
+    loss.backward()
+    frozen_losses.append(loss.item())
+found["fsdp_frozen_prefetch_losses"] = len(frozen_losses)
+
 # The collectives the issue names, on device tensors.
 ones = torch.ones(4, device=device) * (rank + 1)
 dist.all_reduce(ones)

@@ -1,0 +1,152 @@
+"""benchmarks/run_rate.py: each failed try gets the cause class and the evidence its migrated code shows."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("run_rate", ROOT / "benchmarks" / "run_rate.py")
+run_rate = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(run_rate)
+
+
+def result(path: str, status: str, reason: str, error: dict | None = None) -> dict:
+    return {
+        "path": path,
+        "status": status,
+        "reason": reason,
+        "runs": [{"status": status, "reason": reason, "error": error}],
+    }
+
+
+def error(migrated: Path, file: str, line: int, kind: str, message: str, cell: int | None = None) -> dict:
+    return {
+        "type": kind,
+        "message": message,
+        "file": str(migrated / file) if cell is None else "notebook",
+        "line": line,
+        "cell": cell,
+    }
+
+
+def test_a_failure_at_a_todo_is_manual_work_with_its_code(tmp_path):
+    (tmp_path / "train.py").write_text(
+        "import torch\n# TODO(neuron-migrate): NM208 tensor_parallel_size arrives as a flag; add the field\n"
+        "model = load(args.tensor_parallel_size)\n"
+    )
+    row = run_rate.classify(
+        result("train.py", "failed", "x", error(tmp_path, "train.py", 3, "AttributeError", "no attribute")),
+        tmp_path,
+    )
+    assert row["class"] == run_rate.MANUAL
+    assert row["evidence"] == "train.py:3: AttributeError: no attribute"
+    assert row["fix"].startswith("NM208 at train.py:3: tensor_parallel_size arrives as a flag")
+
+
+def test_a_kept_sdk_import_is_manual_when_a_later_use_has_a_todo_and_a_migrator_failure_when_none_does(
+    tmp_path,
+):
+    (tmp_path / "a.py").write_text(
+        "import torch_xla.core.xla_model as xm\n\nx = 1\n# TODO(neuron-migrate): NM314 mesh_reduce\nxm.mesh_reduce()\n"
+    )
+    (tmp_path / "b.py").write_text("import torch_xla.core.xla_model as xm\n")
+    missing = "No module named 'torch_xla'"
+    a = run_rate.classify(
+        result("a.py", "failed", "x", error(tmp_path, "a.py", 1, "ModuleNotFoundError", missing)), tmp_path
+    )
+    b = run_rate.classify(
+        result("b.py", "failed", "x", error(tmp_path, "b.py", 1, "ModuleNotFoundError", missing)), tmp_path
+    )
+    assert a["class"] == run_rate.MANUAL and a["fix"].startswith(
+        "NM314 (line 4); the import of torch_xla at a.py:1"
+    )
+    assert b["class"] == run_rate.FAILS and "kept with no TODO" in b["fix"]
+
+
+def test_a_missing_package_a_timeout_a_stand_in_and_a_plain_error(tmp_path):
+    (tmp_path / "c.py").write_text("import evaluate\n")
+    (tmp_path / "nb.ipynb").write_text(
+        json.dumps({"cells": [{"cell_type": "code", "source": ["x = 1\n", "y()\n"]}]})
+    )
+    package = run_rate.classify(
+        result(
+            "c.py",
+            "failed",
+            "x",
+            error(tmp_path, "c.py", 1, "ModuleNotFoundError", "No module named 'evaluate'"),
+        ),
+        tmp_path,
+    )
+    assert (
+        package["class"] == run_rate.STAND_IN
+        and package["fix"] == "try: package evaluate is not in the try environment"
+    )
+    timeout = run_rate.classify(
+        result("c.py", "failed", "ran over the --timeout of 300 s and was stopped"), tmp_path
+    )
+    assert timeout["class"] == run_rate.TIME
+    model = run_rate.classify(
+        result("c.py", "failed", "model org/x: its tiny llama stand-in could not be built"), tmp_path
+    )
+    assert model["class"] == run_rate.STAND_IN
+    plain = run_rate.classify(
+        result("nb.ipynb", "failed", "x", error(tmp_path, "", 2, "TypeError", "bad keyword", cell=1)),
+        tmp_path,
+    )
+    assert plain["class"] == run_rate.FAILS and plain["evidence"] == "cell 1:2: TypeError: bad keyword"
+
+
+def test_a_notebook_import_kept_for_a_todo_in_a_later_cell_is_manual_work(tmp_path):
+    cells = [
+        {"cell_type": "code", "source": "from optimum.neuron import NeuronStableDiffusionPipeline\n"},
+        {"cell_type": "markdown", "source": "text"},
+        {
+            "cell_type": "code",
+            "source": "# TODO(neuron-migrate): NM501 use diffusers\npipe = NeuronStableDiffusionPipeline()\n",
+        },
+    ]
+    (tmp_path / "sd.ipynb").write_text(json.dumps({"cells": cells}))
+    missing = error(tmp_path, "", 1, "ModuleNotFoundError", "No module named 'optimum'", cell=1)
+    row = run_rate.classify(result("sd.ipynb", "failed", "x", missing), tmp_path)
+    assert row["class"] == run_rate.MANUAL and row["fix"].startswith(
+        "NM501 (cell 2:1); the import of optimum"
+    )
+
+
+def test_a_child_traceback_in_the_output_names_the_line_in_the_tried_folder(tmp_path):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "train.py").write_text("import torch\nfrom optimum.neuron import X\n")
+    tail = (
+        "Traceback (most recent call last):\n"
+        '  File "/tmp/neuron-migrate-try-ab12/run/train.py", line 2, in <module>\n'
+        "ModuleNotFoundError: No module named 'optimum'\n"
+        "E1206 torch.distributed.elastic.multiprocessing.api: failed (exitcode: 1)"
+    )
+    failed = result("scripts/run.sh", "failed", "exit code 1: ====")
+    failed["runs"][0]["output_tail"] = tail
+    row = run_rate.classify(failed, tmp_path)
+    assert row["evidence"] == "scripts/train.py:2: ModuleNotFoundError: No module named 'optimum'"
+    assert row["class"] == run_rate.FAILS and "kept with no TODO" in row["fix"]
+
+
+def test_a_module_of_the_tree_outside_the_tried_folder_is_the_try_s_limit_not_a_package(tmp_path):
+    (tmp_path / "examples" / "distributed").mkdir(parents=True)
+    (tmp_path / "examples" / "distributed" / "ddp.py").write_text("from examples.common import x\n")
+    missing = error(
+        tmp_path, "examples/distributed/ddp.py", 1, "ModuleNotFoundError", "No module named 'examples'"
+    )
+    row = run_rate.classify(result("examples/distributed/ddp.py", "failed", "x", missing), tmp_path)
+    assert row["class"] == run_rate.STAND_IN and "the tree's own package" in row["fix"]
+
+
+def test_a_launcher_naming_its_script_from_the_repository_root_is_the_try_s_limit(tmp_path):
+    failed = result("scripts/sft.sh", "failed", "exit code 1: ====")
+    failed["runs"][0]["output_tail"] = (
+        "python: can't open file '/tmp/neuron-migrate-try-x1/run/notebooks/scripts/sft.py': [Errno 2] No such file"
+    )
+    row = run_rate.classify(failed, tmp_path)
+    assert row["class"] == run_rate.STAND_IN and row["fix"].startswith(
+        "try: notebooks/scripts/sft.py is named from"
+    )
