@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from compat_matrix.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
 from compat_matrix.schema import Verdict
 from migrator import target_stack
 from migrator.engine import FileResult
@@ -29,6 +28,7 @@ from reports.render import NULL, asset, fail, render, write_output
 from reports.results import REFERENCE_RESULTS, REPO_ROOT, ResultsError, Run, display_path, load_runs
 from reports.tries import load_try_reports, match
 from reports.vocabulary import NOT_MEASURED_VERDICTS
+from usercode.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
 from usercode.sources import UsageError, named_file_kind
 
 SEVERITIES = ("blocking", "manual", "compile-risk", "check")

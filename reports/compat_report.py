@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from compat_matrix.model_ids import example_hub_ids, hub_id_patterns
 from compat_matrix.results_file import spreadsheet_safe
 from compat_matrix.schema import JUDGED_STAGES, Verdict
 from reports import charts, device_gaps
@@ -39,6 +38,7 @@ from reports.vocabulary import (
     VERDICT_MEANINGS,
     VERDICTS,
 )
+from usercode.model_ids import example_hub_ids, hub_id_patterns
 
 FORMATS = ("html", "md", "csv")
 # The published figures the report is compared with. They are a claim from the post, not a measurement here.

@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compat_matrix.model_ids import looks_like_model_reference, table_entry
 from migrator.registry import find_risks
 from migrator.risks.base import Risk
 from migrator.shell.installs import parse as parse_requirement
+from usercode.model_ids import looks_like_model_reference, table_entry
 from usercode.names import MODEL_ARGUMENTS, MODEL_OPTIONS, NOT_A_MODEL_NAME_PARTS
 from usercode.python import PythonModule, callee, keyword, owner, string, target_names
 from usercode.reading import Code, ShellCommand, read_code

@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from compat_matrix import model_ids
+from usercode import model_ids
 
 VALUES_PATH = Path(__file__).with_name("checkpoint_values.json")
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compat_matrix import model_ids
 from try_run import checkpoint_parts, pipelines
+from usercode import model_ids
 
 REVISION = "0" * 40  # one snapshot per stand-in; refs/main points at it
 CACHE_LAYOUT = 7  # bump when what is written here changes

@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from compat_matrix import model_ids
+from usercode import model_ids
 
 SPECS_PATH = Path(__file__).with_name("pipelines.json")
 CHARACTERS = [chr(code) for code in range(33, 127)]

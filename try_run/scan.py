@@ -18,9 +18,8 @@ import ast
 import math
 from dataclasses import dataclass, field
 
-from compat_matrix import model_ids
 from try_run import data
-from usercode import composed_strings
+from usercode import composed_strings, model_ids
 from usercode.names import DATASET_NAME_PARTS, MODEL_NAME_PARTS
 from usercode.python import callee, is_constant, keyword, string
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from migrator.families.training.targets import PARSED_PARALLEL_FIELDS
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS, TRAINING_ARGUMENTS, ArgAction
 
 # Transformers' `examples/pytorch/*/run_*.py` (and optimum-neuron's copies of them): HfArgumentParser over
@@ -64,6 +65,9 @@ _TRAINING_CONFIGS = frozenset(
     }
 )
 _PARSERS = frozenset({"HfArgumentParser", "NeuronHfArgumentParser", "TrlParser"})
+_NEURON_ARGUMENTS = frozenset(
+    name for name in _TRAINING_CONFIGS if name.startswith(("Neuron", "Seq2SeqNeuron"))
+)
 _XLA_ERA_MODULES = ("torch_xla", "optimum.neuron", "neuronx_distributed", "torch_neuronx")
 
 
@@ -161,6 +165,10 @@ def _read(script: str, tree: ast.Module, read: bool) -> ScriptParser:
                 for item in node.body
                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
             )
+    if own and names & _PARSERS and names & _NEURON_ARGUMENTS and "trn_config" in names:
+        # The parallel degrees of its parsed NeuronTrainingArguments' trn_config: the migration adds them to
+        # its own dataclass (nm209_model_load.py), so the migrated parser still takes them.
+        own.update(PARSED_PARALLEL_FIELDS)
     table = None
     if names & _PARSERS:
         table = (

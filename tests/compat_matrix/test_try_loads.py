@@ -116,9 +116,9 @@ def test_every_checkpoint_value_names_its_source_and_a_served_field():
 
     from transformers import CONFIG_MAPPING
 
-    from compat_matrix import model_ids
     from compat_matrix.tiny import build_tiny_config
     from try_run import checkpoint_parts
+    from usercode import model_ids
 
     rows = json.loads(checkpoint_parts.VALUES_PATH.read_text())["checkpoints"]
     parts = {"config", "tokenizer", "image_processor", "feature_extractor", "sentence_transformers"}

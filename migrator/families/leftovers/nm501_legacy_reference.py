@@ -88,8 +88,8 @@ PATTERNS = (
             r"\.(?:py|sh|ipynb)\b"
         ),
         ("huggingface/optimum-neuron/",),
-        "`{0}` is a script of the optimum-neuron repository, which runs on optimum-neuron and PyTorch/XLA as it "
-        "is downloaded",
+        "`{0}` is a script of the optimum-neuron repository, downloaded as it is there: not the copy this run "
+        "migrated (what it imports is read only once it is here)",
         "download it once, migrate it with neuron-migrate and run the migrated copy instead of downloading it "
         "each time",
         subject="optimum-neuron script",

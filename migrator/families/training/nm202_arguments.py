@@ -16,6 +16,7 @@ from migrator.cst_helpers import (
     find_keyword,
     is_literal,
     source_code,
+    string_value,
     without_args,
 )
 from migrator.families.training.state import (
@@ -35,6 +36,7 @@ from migrator.families.training.targets import (
     TRIGGERS,
     Target,
 )
+from migrator.families.training.tp_plans import tp_refusal
 from migrator.families.training_args import KEEP, ArgAction, without_plain_fields
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import TODO_PREFIX, FileContext, Handler
@@ -341,9 +343,29 @@ class TrainingArguments(Handler):
                 f"remove them here and pass distributed_config={parallelism.config()} to the from_pretrained "
                 "that loads the model (from transformers import DistributedConfig)",
             )
+        if parallelism.tp is not None and not is_literal(parallelism.tp, "1"):
+            refusal = tp_refusal(_model_reference(loads[0], (scope.node, self.ctx.module)))
+            if refusal is not None:
+                return None, refusal
         scope.parallelism = parallelism
         (scope.earlier_targets if earlier else scope.load_targets).add(loads[0])
         return parallelism, None
+
+
+def _model_reference(load: cst.Call, scopes: tuple[cst.CSTNode, ...]) -> str | None:
+    """The model id a load reads: a string literal, or a name that the nearest of `scopes` (the load's own,
+    then the module) that assigns it assigns one string literal, once."""
+    given = argument(load, 0, "pretrained_model_name_or_path")
+    if isinstance(given, cst.Name):
+        assigned = m.Assign(targets=[m.AssignTarget(m.Name(given.value))])
+        for scope in scopes:
+            values = [
+                assign.value for assign in descendants(scope, cst.Assign) if m.matches(assign, assigned)
+            ]
+            if values:
+                break
+        given = values[0] if len(values) == 1 else None
+    return string_value(given) if isinstance(given, cst.SimpleString) else None
 
 
 HANDLER = TrainingArguments

@@ -16,6 +16,7 @@ from migrator.cst_helpers import (
     is_literal,
     keyword_arg,
     source_code,
+    string_value,
     unpacked_mapping,
     with_appended,
 )
@@ -95,36 +96,47 @@ class AddedArguments(Handler):
         ):
             additions.append(keyword_arg("torch_compile", cst.Name("True")))
             self.ctx.report(original, TORCH_COMPILE)
-        if call.sharded and "save_only_model" not in keywords(original):
+        if (
+            call.sharded
+            and "save_only_model" not in keywords(original)
+            and not _spreads_literal_key(original, "save_only_model")
+        ):
             if unpacked is not None and "save_only_model" not in unpacked:
                 additions.append(keyword_arg("save_only_model", cst.Name("True")))
                 self.ctx.report(original, "NM207")
             elif unpacked is None or not m.matches(unpacked["save_only_model"], m.Name("True")):
-                spread = ", ".join(f"**{source_code(arg.value)}" for arg in original.args if arg.star == "**")
-                self.ctx.todo(
-                    original,
-                    "NM207",
-                    f"Trainer cannot save the optimizer state of a model sharded at load, and `{spread}` may already "
-                    "pass save_only_model (a keyword given twice raises TypeError)",
-                    "make what it unpacks hold save_only_model=True, or pass save_only_model=True here if it has "
-                    "no save_only_model",
+                # What the call unpacks may pass save_only_model (given twice: TypeError): True goes over it,
+                # in the last `**`, so that it wins whatever the mapping holds.
+                star = max(i for i, arg in enumerate(updated.args) if arg.star == "**")
+                given = source_code(updated.args[star].value)
+                spread = f'{{**{given}, "save_only_model": True}}'
+                updated = _with_spread(updated, star, cst.parse_expression(spread))
+                message = (
+                    f"`**{given}` -> `**{spread}`: Trainer cannot save the "
+                    "optimizer state of a model sharded at load, whatever the unpacked arguments say."
                 )
+                self.ctx.report(original, "NM207", message)
         packing = find_keyword(original, "packing")
         if (
             call.table is SFT_CONFIG_ARGUMENTS
             and packing is not None
             and not is_literal(packing.value, "False")
             and find_keyword(original, "packing_strategy") is None
+            and not _spreads_literal_key(original, "packing_strategy")
         ):
             may_hold = unpacked is None or "packing_strategy" in unpacked
             if call.has_star and may_hold and not self._unpacks_training_arguments_only(original):
-                # the unpacked mapping may already hold a packing_strategy
-                self.ctx.todo(
-                    packing,
-                    "NM214",
-                    'TRL\'s default packing ("bfd") turns on padding-free batches, which optimum-neuron disabled',
-                    'add packing_strategy="wrapped" here unless the unpacked arguments already set it',
+                # The unpacked mapping may already hold a packing_strategy (given twice: TypeError): "wrapped"
+                # goes under it, as a default its own value overrides.
+                star = next(i for i, arg in enumerate(updated.args) if arg.star == "**")
+                given = source_code(updated.args[star].value)
+                spread = f'{{"packing_strategy": "wrapped", **{given}}}'
+                updated = _with_spread(updated, star, cst.parse_expression(spread))
+                message = (
+                    f'`**{given}` -> `**{spread}`: "wrapped" unless the unpacked arguments set packing_strategy '
+                    "themselves."
                 )
+                self.ctx.report(packing, "NM214", message)
             else:
                 additions.append(keyword_arg("packing_strategy", cst.SimpleString('"wrapped"')))
                 self.ctx.report(packing, "NM214")
@@ -244,6 +256,26 @@ def _is_neuron_arguments(qualified: str | None) -> bool:
     """An optimum-neuron training-arguments class, which the migration renames to Transformers' / TRL's."""
     target = RENAMES.get(qualified or "")
     return target is not None and target.arguments is not None
+
+
+def _with_spread(call: cst.Call, index: int, value: cst.BaseExpression) -> cst.Call:
+    """`call` with the `**` argument at `index` unpacking `value` instead."""
+    args = list(call.args)
+    args[index] = args[index].with_changes(value=value)
+    return call.with_changes(args=args)
+
+
+def _spreads_literal_key(call: cst.Call, key: str) -> bool:
+    """A `**{...}` of the call writes `key` itself (`**{"packing_strategy": "wrapped", **args}`, NM214's)."""
+    return any(
+        arg.star == "**"
+        and isinstance(arg.value, cst.Dict)
+        and any(
+            isinstance(element, cst.DictElement) and string_value(element.key) == key
+            for element in arg.value.elements
+        )
+        for arg in call.args
+    )
 
 
 def keywords(call: cst.Call) -> set[str]:

@@ -11,7 +11,9 @@ SAVE_ONLY_MODEL = Rule(
     Severity.WARNING,
     "Training arguments of a model sharded with `DistributedConfig`",
     "`save_only_model=True` added: Trainer cannot save or resume optimizer state of a model sharded at load. "
-    "Checkpoints hold the model only, so `resume_from_checkpoint` restarts the optimizer.",
+    "Checkpoints hold the model only, so `resume_from_checkpoint` restarts the optimizer. Where the call unpacks "
+    'a mapping that may set it (`**extra`), it becomes `**{**extra, "save_only_model": True}` (given once, and '
+    "True whatever the mapping holds).",
     examples=(
         Example(
             before="""\
@@ -29,6 +31,30 @@ os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
 args = TrainingArguments(output_dir="out", torch_compile=True, save_only_model=True)
 model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
+""",
+        ),
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+from transformers import AutoModelForCausalLM
+
+
+def build(extra):
+    args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2, **extra)
+    model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B")
+    return args, model
+""",
+            after="""\
+from transformers import DistributedConfig, TrainingArguments, AutoModelForCausalLM
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+
+def build(extra):
+    args = TrainingArguments(output_dir="out", **{**extra, "save_only_model": True})
+    model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
+    return args, model
 """,
         ),
     ),

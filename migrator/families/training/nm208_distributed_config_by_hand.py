@@ -10,7 +10,8 @@ DISTRIBUTED_CONFIG_BY_HAND = Rule(
     "NM208",
     Severity.ERROR,
     "Model parallelism the codemod cannot carry to the model load (`trn_config` from parsed arguments, no "
-    "single model `from_pretrained` in the scope, ...)",
+    "single model `from_pretrained` in the scope, a model whose architecture has no tensor-parallel plan in "
+    "Transformers or whose id it cannot resolve, ...)",
     "Left as it is with a TODO: read the tensor-parallel size from your own argument dataclass and pass "
     "`distributed_config=DistributedConfig(...)` to `AutoModelForCausalLM.from_pretrained`.",
     examples=(
@@ -31,6 +32,26 @@ def build(model_name):
     # TODO(neuron-migrate): NM208 `tensor_parallel_size` are not TrainingArguments fields and this scope has no single model from_pretrained that can take them; remove them here and pass distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2) to the from_pretrained that loads the model (from transformers import DistributedConfig); until then the call stays as it was (`NeuronTrainingArguments`): run neuron-migrate again afterwards
     args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
     return args
+""",
+        ),
+        Example(
+            before="""\
+from optimum.neuron import NeuronTrainingArguments
+from transformers import AutoModelForCausalLM
+
+args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
+model = AutoModelForCausalLM.from_pretrained("openai-community/gpt2")
+""",
+            after="""\
+from optimum.neuron import NeuronTrainingArguments
+from transformers import AutoModelForCausalLM
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+# TODO(neuron-migrate): NM208 `openai-community/gpt2` is gpt2 (GPT2LMHeadModel), which has no tp_plan in Transformers 5.23.0: from_pretrained cannot shard its layers with any tp_size > 1; the degree that works is 1; remove the tensor-parallel degree (tp_size=1: every process holds the whole model, data parallel over WORLD_SIZE), or train a model whose architecture has a plan (llama, qwen3, mistral, gemma3_text, ...); until then the call stays as it was (`NeuronTrainingArguments`): run neuron-migrate again afterwards
+args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
+model = AutoModelForCausalLM.from_pretrained("openai-community/gpt2")
 """,
         ),
     ),

@@ -10,16 +10,18 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import (
     descendants,
+    find_keyword,
     is_method_call,
     keyword_arg,
     source_code,
     with_appended,
     without_args,
 )
-from migrator.families.training.state import TrainingFile, trn_config_arg
+from migrator.families.training.state import TrainingFile, trn_config_arg, trn_config_source
 from migrator.families.training.targets import (
     HINTS,
     MODEL_LOAD_KEYWORDS,
+    PARSED_PARALLEL_FIELDS,
     RENAMES,
     TRAINING_MODELS,
     TRIGGERS,
@@ -57,7 +59,9 @@ model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_conf
     ),
 )
 RULES = (TRAINING_MODEL,)
-_FLASH_ATTENTION_2 = m.SimpleString('"flash_attention_2"') | m.SimpleString("'flash_attention_2'")
+_FLASH_ATTENTION = m.OneOf(
+    *(m.SimpleString(f"{quote}flash_attention_{version}{quote}") for quote in "\"'" for version in (2, 3))
+)
 
 
 class ModelLoads(Handler):
@@ -68,7 +72,9 @@ class ModelLoads(Handler):
         super().__init__(ctx)
         self.file = ctx.state(TrainingFile)
         self.parsed, self.dataclasses = _parsed_trn_configs(ctx)
-        self.save_only_model: dict[cst.Call, tuple[str, str]] = {}  # load -> (its arguments variable, its tp)
+        self.file.parsed_loads = self.parsed
+        # load -> (its arguments variable, the condition under which the load shards)
+        self.save_only_model: dict[cst.Call, tuple[str, str]] = {}
         for name in self.dataclasses:
             ctx.watch(name)
 
@@ -81,6 +87,7 @@ class ModelLoads(Handler):
         if owner in TRAINING_MODELS:
             return self._training_load(original, updated, TRAINING_MODELS[owner])
         scope = self.file.scope
+        updated = updated.with_changes(args=_sdpa(self.ctx, original, list(updated.args)))
         if original in scope.load_targets:
             updated = self.file.add_distributed_config(original, updated)
         scope.loads_left[original] = updated
@@ -135,7 +142,7 @@ class ModelLoads(Handler):
         return file.add_distributed_config(original, updated)
 
     def _renamed_keywords(self, original: cst.Call, updated: cst.Call) -> list[cst.Arg]:
-        """The load's arguments with Transformers 5's keyword names (`dtype=`) and sdpa for flash_attention_2."""
+        """The load's arguments with Transformers 5's keyword names (`dtype=`) and sdpa for flash attention."""
         args = list(updated.args)
         for position, (before, arg) in enumerate(zip(original.args, updated.args, strict=True)):
             keyword = before.keyword.value if before.keyword else None
@@ -143,42 +150,54 @@ class ModelLoads(Handler):
                 message = f"`{keyword}=` -> `{MODEL_LOAD_KEYWORDS[keyword]}=`."
                 self.ctx.report(before, "NM202", message, subject=keyword)
                 args[position] = arg.with_changes(keyword=cst.Name(MODEL_LOAD_KEYWORDS[keyword]))
-            elif keyword == "attn_implementation" and m.matches(before.value, _FLASH_ATTENTION_2):
-                self.ctx.report(before.value, "NM210")
-                args[position] = arg.with_changes(value=cst.SimpleString('"sdpa"'))
-        return args
+        return _sdpa(self.ctx, original, args)
 
     # -- `trn_config` of command-line arguments: the flag moves to the script's own dataclass --------------
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef):
-        """The script's own argument dataclass takes `tensor_parallel_size`, which NeuronTrainingArguments parsed
-        from the command line and TrainingArguments does not have (`--tensor_parallel_size 8` still parses)."""
+        """The script's own argument dataclass takes the parallel flags (`PARSED_PARALLEL_FIELDS`), which
+        NeuronTrainingArguments parsed from the command line and TrainingArguments does not have: the launcher's
+        `--tensor_parallel_size 8 --zero_1` still parse, and now reach the model load."""
         if original.name.value not in self.dataclasses or not isinstance(updated.body, cst.IndentedBlock):
             return updated
+        declared = {
+            item.body[0].target.value
+            for item in original.body.body
+            if m.matches(item, m.SimpleStatementLine(body=[m.AnnAssign(target=m.Name())]))
+        }
         uses_field = "field" in self.ctx.source.identifiers and any(
             isinstance(item, cst.SimpleStatementLine) and "field(" in source_code(item)
             for item in original.body.body
         )
-        value = (
-            'field(default=1, metadata={"help": "tensor parallel degree of the model"})'
-            if uses_field
-            else "1"
-        )
+        lines = []
+        for name, (kind, default, help_text) in PARSED_PARALLEL_FIELDS.items():
+            if name in declared:
+                continue
+            value = f'field(default={default}, metadata={{"help": "{help_text}"}})' if uses_field else default
+            lines.append(cst.parse_statement(f"{name}: {kind} = {value}\n"))
+        if not lines:
+            return updated
+        added = ", ".join(f"`{name}`" for name in PARSED_PARALLEL_FIELDS if name not in declared)
         self.ctx.report(
             original,
             TRAINING_MODEL,
-            f"`tensor_parallel_size` added to `{original.name.value}`: the flag that filled the parsed "
-            "NeuronTrainingArguments' trn_config now reaches the model load.",
+            f"{added} added to `{original.name.value}`: the flags that filled the parsed NeuronTrainingArguments' "
+            "trn_config still parse and now reach the model load.",
             subject=original.name.value,
         )
-        line = cst.parse_statement(f"tensor_parallel_size: int = {value}\n")
-        return updated.with_changes(body=updated.body.with_changes(body=[*updated.body.body, line]))
+        return updated.with_changes(body=updated.body.with_changes(body=[*updated.body.body, *lines]))
 
-    def _parsed_load(self, original, updated, target: Target, index: int, holder: str) -> cst.Call:
-        tp = f"{holder}.tensor_parallel_size"
-        # A degree of 1 is plain data parallelism, which the Trainer does itself (DDP); a DistributedConfig would
-        # shard at load and make the Trainer refuse checkpoints with optimizer state (NM207).
+    def _parsed_load(
+        self, original, updated, target: Target, index: int, parsed: tuple[str, str]
+    ) -> cst.Call:
+        holder, arguments = parsed
+        tp, zero_1 = f"{holder}.tensor_parallel_size", f"{holder}.zero_1"
+        # ZeRO-1 shards the optimizer state over the data-parallel processes: fsdp_size, as the announcement runs
+        # it. Without it, a degree of 1 is plain data parallelism, which the Trainer does itself (DDP); a
+        # DistributedConfig would shard at load and make the Trainer refuse checkpoints with optimizer state.
+        sharded = f"{tp} > 1 or {zero_1}"
         config = (
+            f"DistributedConfig(tp_size={tp}, fsdp_size={WORLD_SIZE} // {tp}) if {zero_1} else "
             f"DistributedConfig(tp_size={tp}, dp_replicate_size={WORLD_SIZE} // {tp}) if {tp} > 1 else None"
         )
         self.ctx.add_import("os")
@@ -189,14 +208,14 @@ class ModelLoads(Handler):
             original,
             TRAINING_MODEL,
             f"-> `transformers.{target.name}.from_pretrained` with distributed_config={config}: the parsed "
-            "trn_config's tensor parallel degree, data parallel over the other processes (a degree of 1: "
-            "no DistributedConfig, the Trainer's own data parallelism).",
+            "trn_config's tensor parallel degree, ZeRO-1 (`--zero_1`) as fsdp_size over the other processes, else "
+            "data parallel over them (a degree of 1 without ZeRO-1: no DistributedConfig, the Trainer's own data "
+            "parallelism).",
         )
         args = self._renamed_keywords(original, updated)
         new = keyword_arg("distributed_config", cst.parse_expression(config))
         args = with_appended(without_args(args, {args[index]}), [new])
-        arguments = trn_config_arg(original)[1].value.value
-        self.save_only_model[original] = (arguments, tp)
+        self.save_only_model[original] = (arguments, sharded)
         return updated.with_changes(func=updated.func.with_changes(value=cst.Name(target.name)), args=args)
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated):
@@ -207,9 +226,9 @@ class ModelLoads(Handler):
         load = next((call for call in self.save_only_model if call in descendants(original, cst.Call)), None)
         if load is None:
             return updated
-        arguments, tp = self.save_only_model.pop(load)
+        arguments, sharded = self.save_only_model.pop(load)
         self.ctx.report(load, "NM207", subject="save_only_model")
-        guard = cst.parse_statement(f"if {tp} > 1:\n    {arguments}.save_only_model = True\n")
+        guard = cst.parse_statement(f"if {sharded}:\n    {arguments}.save_only_model = True\n")
         return cst.FlattenSentinel([updated, guard])
 
 
@@ -220,10 +239,11 @@ _NEURON_ARGUMENTS = frozenset(
 )
 
 
-def _parsed_trn_configs(ctx: FileContext) -> tuple[dict[cst.Call, str], set[str]]:
+def _parsed_trn_configs(ctx: FileContext) -> tuple[dict[cst.Call, tuple[str, str]], set[str]]:
     """Training loads whose `trn_config` is that of NeuronTrainingArguments parsed from the command line next
-    to a dataclass of the script (`script_args, training_args = parser.parse_args_into_dataclasses()`): each
-    load -> the variable of that dataclass, and the dataclasses that take the flag."""
+    to a dataclass of the script (`script_args, training_args = parser.parse_args_into_dataclasses()`), read
+    there or in a function the parsed arguments are passed to: each load -> (the variable of that dataclass, the
+    arguments' variable where the load reads them), and the dataclasses that take the flags."""
     module = ctx.module
     dataclasses = {
         node.name.value
@@ -235,7 +255,7 @@ def _parsed_trn_configs(ctx: FileContext) -> tuple[dict[cst.Call, str], set[str]
         return {}, set()
     parsers: dict[str, list[str]] = {}
     holders: dict[str, tuple[str, str]] = {}  # arguments variable -> (dataclass variable, dataclass)
-    loads: dict[cst.Call, str] = {}
+    loads: dict[cst.Call, tuple[str, str]] = {}
     chosen: set[str] = set()
     for assign in descendants(module, cst.Assign):
         target, value = assign.targets[0].target, assign.value
@@ -256,16 +276,66 @@ def _parsed_trn_configs(ctx: FileContext) -> tuple[dict[cst.Call, str], set[str]
                 qualified = ctx.module_imports.get(head, head) + (f".{rest}" if rest else "")
                 if own and isinstance(variable, cst.Name) and qualified in _NEURON_ARGUMENTS:
                     holders[variable.value] = own[0]
-    for call in descendants(module, cst.Call):
-        if not is_method_call(call, "from_pretrained"):
-            continue
-        _, trn_config = trn_config_arg(call)
-        if m.matches(trn_config, m.Attribute(value=m.Name(), attr=m.Name("trn_config"))):
-            holder = holders.get(trn_config.value.value)
+    functions = [node for node in module.body if isinstance(node, cst.FunctionDef)]
+    in_functions = {call for function in functions for call in descendants(function, cst.Call)}
+    for scope in (module, *functions):
+        for call in descendants(scope, cst.Call):
+            if not is_method_call(call, "from_pretrained") or (scope is module and call in in_functions):
+                continue
+            arguments = trn_config_source(trn_config_arg(call)[1], scope)
+            source = arguments if scope is module else _passed(module, scope, arguments)
+            holder = holders.get(source or "")
             if holder is not None:
-                loads[call] = holder[0]
+                loads[call] = (holder[0], arguments)
                 chosen.add(holder[1])
     return loads, chosen
+
+
+def _passed(module: cst.Module, function: cst.FunctionDef, name: str | None) -> str | None:
+    """For a parameter `name` of a module-level function: the module-level variable every call of the function
+    passes to it (`train(training_args=training_args)`), by keyword or position; else None (a local or a
+    global read keeps its own name, which the function sees)."""
+    parameters = [param.name.value for param in function.params.params]
+    if name is None or name not in parameters:
+        return name
+    position = parameters.index(name)
+    passed = set()
+    for call in descendants(module, cst.Call):
+        if not m.matches(call.func, m.Name(function.name.value)):
+            continue
+        given = find_keyword(call, name)
+        positional = [arg for arg in call.args if arg.keyword is None]
+        if given is None and any(arg.star for arg in call.args):
+            return None
+        arg = given if given is not None else positional[position] if position < len(positional) else None
+        passed.add(arg.value.value if arg is not None and isinstance(arg.value, cst.Name) else None)
+    return passed.pop() if len(passed) == 1 else None
+
+
+def _sdpa(ctx: FileContext, original: cst.Call, args: list[cst.Arg]) -> list[cst.Arg]:
+    """A load's arguments (`args`, in the order of `original`'s) with sdpa where they ask for the CUDA flash
+    attention kernels, which a neuron device does not have (NM210): `attn_implementation="flash_attention_2"`
+    or `"_3"`, and `use_flash_attention_2=...`, which Transformers 5 rejects (either value: sdpa is also what
+    False chose there)."""
+    given = find_keyword(original, "attn_implementation") is not None
+    removed = set()
+    for position, before in enumerate(original.args):
+        keyword = before.keyword.value if before.keyword else None
+        if keyword == "attn_implementation" and m.matches(before.value, _FLASH_ATTENTION):
+            message = f'`attn_implementation={source_code(before.value)}` -> `"sdpa"`.'
+            ctx.report(before.value, "NM210", message)
+            args[position] = args[position].with_changes(value=cst.SimpleString('"sdpa"'))
+        elif keyword == "use_flash_attention_2" and given:
+            ctx.report(before, "NM210", "`use_flash_attention_2=` removed: Transformers 5 rejects it, and "
+                       "`attn_implementation=` is given.")  # fmt: skip
+            removed.add(args[position])
+        elif keyword == "use_flash_attention_2":
+            message = f'`use_flash_attention_2={source_code(before.value)}` -> `attn_implementation="sdpa"`.'
+            ctx.report(before, "NM210", message)
+            args[position] = args[position].with_changes(
+                keyword=cst.Name("attn_implementation"), value=cst.SimpleString('"sdpa"')
+            )
+    return without_args(args, removed)
 
 
 HANDLER = ModelLoads

@@ -8,9 +8,11 @@ from migrator.rules import Example, Rule, Severity
 FLASH_ATTENTION = Rule(
     "NM210",
     Severity.WARNING,
-    '`attn_implementation="flash_attention_2"` on a training model load',
-    'Rewritten to `"sdpa"`: optimum-neuron mapped flash_attention_2 to its own NKI kernel, while Transformers\' '
-    "flash_attention_2 needs the CUDA flash_attn package.",
+    '`attn_implementation="flash_attention_2"` (or `"flash_attention_3"`, or `use_flash_attention_2=`) on a model '
+    "load of a training script",
+    'Rewritten to `attn_implementation="sdpa"`: optimum-neuron mapped flash_attention_2 to its own NKI kernel, '
+    "while Transformers' flash_attention_2/_3 need the CUDA flash_attn packages, which a neuron device does not "
+    "have; `use_flash_attention_2=` (either value) is rejected by Transformers 5, and its False chose sdpa too.",
     examples=(
         Example(
             before="""\
@@ -32,6 +34,22 @@ args = TrainingArguments(output_dir="out", torch_compile=True)
 model = AutoModelForCausalLM.from_pretrained(
     "Qwen/Qwen3-0.6B", attn_implementation="sdpa"
 )
+""",
+        ),
+        Example(
+            before="""\
+from optimum.neuron import NeuronSFTTrainer
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", use_flash_attention_2=True)
+""",
+            after="""\
+from transformers import AutoModelForCausalLM
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", attn_implementation="sdpa")
 """,
         ),
     ),

@@ -58,11 +58,15 @@ class TrnConfigAssignment(Handler):
 
     def _removable(self, assign: cst.Assign) -> bool:
         """Removable when the arguments it reads are literal arguments whose sharding this scope already
-        carries, and the name is used only as the trn_config of model loads."""
+        carries, or parsed ones whose flags the script's dataclass now carries (nm209), and the name is used only
+        as the trn_config of model loads."""
         scope = self.file.scope
         source = assign.value.value
         name = assign.targets[0].target.value
-        if not (isinstance(source, cst.Name) and source.value == scope.args_variable):
+        parsed = {arguments for _, arguments in self.file.parsed_loads.values()}
+        if not (
+            isinstance(source, cst.Name) and (source.value == scope.args_variable or source.value in parsed)
+        ):
             return False
         if not self.file.only_trn_config_uses(name, scope):
             return False

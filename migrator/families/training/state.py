@@ -96,6 +96,8 @@ class TrainingFile:
         self.assigned: dict[cst.Call, str] = {}  # call -> variable it is assigned to
         self.inline_configs: set[cst.Call] = set()  # TrainingNeuronConfig calls rewritten in place
         self.rewritten_loads: set[str] = set()  # training model classes whose loads were rewritten
+        # loads whose trn_config is parsed NeuronTrainingArguments' -> (its dataclass, its arguments variable)
+        self.parsed_loads: dict[cst.Call, tuple[str, str]] = {}
         self.arguments_calls: dict[cst.Call, ArgumentsCall] = {}  # original call -> what nm202 made of it
 
     @property

@@ -145,6 +145,12 @@ ACCELERATORS = frozenset({f"{_NEURON}.NeuronAccelerator", f"{_NEURON}.accelerate
 TRAINER_KEYWORDS = {"tokenizer": "processing_class"}
 MODEL_LOAD_KEYWORDS = {"torch_dtype": "dtype"}
 WORLD_SIZE = 'int(os.environ.get("WORLD_SIZE", "1"))'
+# The flags NeuronTrainingArguments parsed into its trn_config, as fields of the script's own argument dataclass
+# once it parses TrainingArguments: name -> (type, default, help). The shell rules keep them on the launcher.
+PARSED_PARALLEL_FIELDS = {
+    "tensor_parallel_size": ("int", "1", "tensor parallel degree of the model"),
+    "zero_1": ("bool", "False", "ZeRO-1: shard the optimizer state over the data-parallel processes"),
+}
 MODEL_CLASS_SUFFIXES = ("Model", "LM", "Classification", "Answering", "Generation", "MultipleChoice")
 
 

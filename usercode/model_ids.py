@@ -39,7 +39,7 @@ UNKNOWN = "unknown"
 
 @cache
 def known_models() -> tuple[TableEntry, ...]:
-    text = resources.files("compat_matrix").joinpath("data", "known_models.csv").read_text(encoding="utf-8")
+    text = resources.files("usercode").joinpath("data", "known_models.csv").read_text(encoding="utf-8")
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
     return tuple(
         TableEntry(row["pattern"].lower(), row["model_type"], row.get("task") or None)

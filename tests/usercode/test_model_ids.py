@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_matrix import model_ids
+from usercode import model_ids
 
 
 @pytest.mark.parametrize(
