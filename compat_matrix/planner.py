@@ -318,7 +318,7 @@ def resolve_model(reference: str, config_path: Path | None) -> FullSizeConfig:
     """A config.json (given, or the reference is one or a directory holding one), else a recorded checkpoint.
     Nothing downloads."""
     from compat_matrix.meta_model import checkpoint_full_size, config_from_file
-    from compat_matrix.model_ids import table_entry
+    from usercode.model_ids import table_entry
 
     local = Path(reference).expanduser()
     for candidate in (config_path, local if local.is_file() else local / "config.json"):

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = {
     "commands": {"usercode", "migrator", "try_run", "compat_matrix", "standin", "reports"},
     "try_run": {"usercode", "standin", "compat_matrix"},
-    "compat_matrix": {"standin"},
+    "compat_matrix": {"standin", "usercode"},
     "migrator": {"usercode"},
     "reports": {"migrator", "compat_matrix", "usercode"},
     "usercode": set(),
