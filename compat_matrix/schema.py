@@ -148,7 +148,7 @@ class ConfigSource(_Meaningful):
 
 
 # The stages judged apart, each with its own verdict and reason fields (``generate_verdict``, ``train_reason``).
-JUDGED_STAGES = (Stage.GENERATE, Stage.TRAIN)
+JUDGED_STAGES = (Stage.GENERATE, Stage.TRAIN, Stage.FORWARD)
 
 
 OK_VERDICTS = frozenset({Verdict.WORKS, Verdict.WORKS_EAGER, Verdict.WORKS_WITH_CAVEATS})
