@@ -94,3 +94,16 @@ def test_bert_feature_extraction_compiles_one_graph_for_both_batches_and_matches
     assert row["max_logit_diff"] <= row["logit_tolerance"] == 1e-4
     assert (row["generate_verdict"], row["train_verdict"], row["rank"]) == (None, None, None)
     assert (row["optimum_neuron_inference"], row["schema_version"]) == (True, SCHEMA_VERSION)
+
+
+def test_every_top_of_family_architecture_has_a_reference_row_for_its_task():
+    import csv
+    import json
+
+    from compat_matrix.archs import FIXTURES
+
+    with (FIXTURES / "top-of-family.csv").open(newline="") as handle:
+        listed = {(row["task"], row["model_type"]) for row in csv.DictReader(handle)}
+    lines = (FIXTURES / "results-encoders-neuron-sim.jsonl").read_text().splitlines()
+    measured = {(row["task"], row["model_type"]) for row in map(json.loads, lines)}
+    assert listed and listed <= measured
