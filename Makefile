@@ -1,5 +1,6 @@
 # The two entry points of the README. Both set up .venv first (idempotent, see scripts/setup.sh).
-.PHONY: demo test setup lint new-rule fixtures
+# The lanes of the tests (docs/contributing/testing.md): `make check` in seconds, `make test` what CI runs.
+.PHONY: demo test check setup lint new-rule fixtures
 
 setup:
 	bash scripts/setup.sh test,ray
@@ -7,17 +8,29 @@ setup:
 demo: setup
 	bash scripts/demo.sh
 
+# Every test, every migrated fixture output tried on the stand-in device included (.ci/run, on a clean clone).
+# Two workers: a try keeps a core busy. The slowest tests are listed at the end, to keep it under 25 minutes.
 test: setup
 	bash scripts/install-chromium.sh
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/python -m migrator.rules_doc --check
-	HF_HUB_OFFLINE=1 .venv/bin/pytest -n 2 --dist loadgroup -q
+	HF_HUB_OFFLINE=1 .venv/bin/pytest -n 2 --dist loadgroup -q --durations=30
+
+# The fast lane: lint, the generated rules page, every rule example, every fixture's expected output and
+# findings, the docs' links and the figures they take from committed results. No tiny model runs.
+check: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/python -m migrator.rules_doc --check
+	HF_HUB_OFFLINE=1 .venv/bin/pytest -q tests/migrator/test_rule_examples.py tests/migrator/test_fixtures.py \
+		tests/migrator/test_doc_links.py tests/migrator/test_target_stack.py tests/reports/test_doc_figures.py \
+		tests/test_lanes.py
 
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
 
-# Contributors (docs/writing-rules.md): scaffold a rule (FAMILY: a Python family, shell, notebook or risk);
+# Contributors (docs/contributing/writing-rules.md): scaffold a rule (FAMILY: a Python family, shell, notebook or risk);
 # rewrite fixture expectations from the current output.
 new-rule:
 	.venv/bin/python scripts/new_rule.py $(FAMILY) $(NAME) $(if $(CODE),--code $(CODE))

@@ -28,7 +28,7 @@ from pathlib import Path
 import libcst as cst
 
 from migrator.engine import REWRITERS, Job, Mode, run
-from migrator.sources import SourceFile, discover, read_text
+from usercode.sources import SourceFile, discover, read_text
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -42,7 +42,7 @@ RUN_LIMIT_S = 900  # a whole run over the tree; a file has the tool's own --time
 
 
 def seeds() -> list[Path]:
-    from migrator.sources import file_kind
+    from usercode.sources import file_kind
 
     return sorted(
         path
@@ -233,7 +233,7 @@ def fuzz(count: int, seed: int, jobs: int) -> dict:
 
 
 def _fuzz(count: int, seed: int, jobs: int, work: Path) -> dict:
-    from migrator.sources import file_kind
+    from usercode.sources import file_kind
 
     rng = random.Random(seed)
     corpus = seeds()

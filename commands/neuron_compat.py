@@ -111,7 +111,7 @@ def main() -> None:
     show_default=True,
     metavar="DEVICE",
     help="neuron-sim only: run the compiled probes on this torch device (e.g. cuda), which takes Transformers' "
-    "non-CPU code paths; `neuron` is the neuron stand-in (docs/standin.md), which takes its neuron paths. The "
+    "non-CPU code paths; `neuron` is the neuron stand-in (docs/reference/standin.md), which takes its neuron paths. The "
     "eager references stay on CPU.",
 )
 @click.option(
@@ -289,10 +289,11 @@ def summary(rows: list[dict], output: Path, csv_path: Path) -> str:
     from collections import Counter
 
     from compat_matrix.results_file import VERDICTS, older_schema_note
+    from compat_matrix.schema import Verdict
 
     # A failure's cause is part of its headline: "fails (transformers)" and "fails (device)" ask different people.
     def label(row: dict) -> str:
-        blamed = row["verdict"] in ("fails", "not-measured") and row.get("cause")
+        blamed = row["verdict"] in (Verdict.FAILS, Verdict.NOT_MEASURED) and row.get("cause")
         return f"{row['verdict']} ({row['cause']})" if blamed else row["verdict"]
 
     counts = Counter(label(row) for row in rows)
@@ -308,7 +309,7 @@ def summary(rows: list[dict], output: Path, csv_path: Path) -> str:
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def standin(command: tuple[str, ...]) -> None:
-    """Run COMMAND with the neuron stand-in switched on (the `neuron` device on CPU, docs/standin.md), for it
+    """Run COMMAND with the neuron stand-in switched on (the `neuron` device on CPU, docs/reference/standin.md), for it
     and every process it starts; its exit code is this one's. Without COMMAND, print the shell exports that
     switch it on: eval "$(neuron-compat standin)"."""
     import os

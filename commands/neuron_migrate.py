@@ -111,7 +111,7 @@ def migrate(
     """Migrate PATH... (.py, .ipynb, .sh, requirements*.txt, pyproject.toml files or directories, searched recursively) in place."""
     from migrator.engine import Interrupted, Job, Mode, output_conflicts, run
     from migrator.report import render, summary_line, text_lines
-    from migrator.sources import UsageError, discover
+    from usercode.sources import UsageError, discover
 
     if sum([show_diff, check, output_dir is not None]) > 1:
         _usage_error("--diff, --check and --output-dir exclude each other")
@@ -370,7 +370,7 @@ def try_(path, args, steps, timeout_s, models, datasets, jobs, entry_table, fmt,
         neuron-migrate try migrated/ -j 2 --format json --report tries.json
     """
     from try_run import TryOptions, TryUsageError, try_path
-    from try_run.report import summary, text_lines
+    from try_run.report import RAN, summary, text_lines
 
     options = TryOptions(
         steps=steps,
@@ -399,7 +399,7 @@ def try_(path, args, steps, timeout_s, models, datasets, jobs, entry_table, fmt,
         for line in text_lines(runs):
             click.echo(line)
     click.echo(summary(runs), err=True)
-    sys.exit(EXIT_OK if all(run.status == "ran" for run in runs) else EXIT_MANUAL)
+    sys.exit(EXIT_OK if all(run.status == RAN for run in runs) else EXIT_MANUAL)
 
 
 def _try_folder(root: Path, entry_table, options, jobs: int, fmt: str, report_file, quiet: bool) -> None:

@@ -21,12 +21,13 @@ from typing import Any
 
 from compat_matrix.environment import run_env
 from compat_matrix.runner import empty_measurement, make_row, run_one_isolated
+from compat_matrix.schema import Verdict
 from compat_matrix.settings import ProbeSettings
 
 LOCAL = "local"  # ray.init's word for "start a new local instance, even if one is running"
 # The resource Ray's Neuron accelerator manager registers on Trainium/Inferentia nodes (neuron-ls nc_count).
 NEURON_CORES = "neuron_cores"
-RETRIED_VERDICTS = frozenset({"crash", "timeout"})
+RETRIED_VERDICTS = frozenset({Verdict.CRASH, Verdict.TIMEOUT})
 INSTALL_HINT = "pip install '.[ray]'  (from a checkout; or: pip install 'neuron-migrate[ray]')"
 
 
@@ -117,13 +118,13 @@ def _worker_lost_row(model_type: str, settings: ProbeSettings, error: Exception,
     failure = empty_measurement()
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
     failure["error"] = f"Ray worker lost ({type(error).__name__}): {first_line}"[:500]
-    return make_row(model_type, settings, failure, "crash", seconds, None)
+    return make_row(model_type, settings, failure, Verdict.CRASH, seconds, None)
 
 
 def _harness_error_row(model_type: str, settings: ProbeSettings, error: Exception, seconds: float) -> dict:
     failure = empty_measurement()
     failure["error"] = f"the probe raised on the Ray worker: {error}".strip()[:500]
-    return make_row(model_type, settings, failure, "harness-error", seconds, None)
+    return make_row(model_type, settings, failure, Verdict.HARNESS_ERROR, seconds, None)
 
 
 def _versions(env: dict) -> tuple:

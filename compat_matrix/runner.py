@@ -199,12 +199,12 @@ def run_one_isolated(
     failure = empty_measurement()
     if killed_for == "timeout":
         failure["error"] = f"no result within --timeout {settings.timeout_s:g} s; the process was killed"
-        return make_row(model_type, settings, failure, "timeout", seconds, peak_mb)
+        return make_row(model_type, settings, failure, Verdict.TIMEOUT, seconds, peak_mb)
     if killed_for == "memory":
         failure["error"] = f"resident memory above --memory-mb {settings.memory_mb}; the process was killed"
     else:
         failure["error"] = describe_exit(process.exitcode)
-    return make_row(model_type, settings, failure, "crash", seconds, peak_mb)
+    return make_row(model_type, settings, failure, Verdict.CRASH, seconds, peak_mb)
 
 
 def describe_exit(exitcode: int | None) -> str:

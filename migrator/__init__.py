@@ -19,7 +19,7 @@ def analyze_paths(paths: list[Path], exclude: tuple[str, ...] = ()) -> list[File
     writing anything; progress on standard error as `neuron-migrate` shows it."""
     from migrator.engine import DEFAULT_TIMEOUT_S, Job, Mode, run
     from migrator.progress import Progress
-    from migrator.sources import discover
+    from usercode.sources import discover
 
     jobs = [
         Job(source, Mode.CHECK, display=str(source.path))

@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from migrator.sources import SKIP_DIRS, SourceFile, _excluded
+from usercode.sources import SKIP_DIRS, SourceFile, _excluded
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,12 @@ from migrator.shell.pyproject import migrate_pyproject as rewrite_pyproject
 from migrator.shell.pyproject import migrate_setup as rewrite_setup
 from migrator.shell.requirements import migrate_requirements as rewrite_requirements
 from migrator.shell.rewrite import rewrite_shell
-from migrator.sources import SourceFile, Text, read_text
 from migrator.still_imported import first_importer
 from migrator.transform import migrate_module
 from migrator.verify import MigrationError, python_tree, syntax_error_message, verify_python, verify_shell
 from migrator.workers import DEFAULT_TIMEOUT_S, Supervisor
 from migrator.writes import replace_file
+from usercode.sources import SourceFile, Text, read_text
 
 # Cheap pre-filter (TorchFix's idea): a file that mentions none of these has no optimum-neuron/XLA
 # content, is never parsed and never rewritten (a script that already targets TorchNeuron included).

@@ -29,7 +29,6 @@ from migrator.rules import KINDS, Finding, rule_modules
 from migrator.shell.commands import launches
 from migrator.shell.installs import python_imports
 from migrator.shell.requirements import migrate_requirements
-from migrator.sources import is_requirements
 from migrator.transform import TODO_PREFIX
 from migrator.verify import MigrationError
 from usercode.cells import (
@@ -49,6 +48,7 @@ from usercode.notebook import (
     writefile_target,
     written_script,
 )
+from usercode.sources import is_requirements
 
 # The notebook rules (found as the registry finds them: nothing lists them) and the events of the reading each
 # takes, by the name of its function in its `HOOKS`; every rule that takes an event is called, by code:

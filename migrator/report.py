@@ -1,4 +1,4 @@
-"""Findings as text (one `path:line:col: CODE [*] message` line each, like ruff), JSON (docs/json-report.md)
+"""Findings as text (one `path:line:col: CODE [*] message` line each, like ruff), JSON (docs/using/json-report.md)
 and SARIF 2.1.0 (checked against the OASIS schema in tests/migrator/test_sarif.py)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from migrator.registry import RULES
 from migrator.version import __version__
 
 SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
-# The JSON report's layout (docs/json-report.md, docs/json-report.schema.json). A change that could break a
+# The JSON report's layout (docs/using/json-report.md, docs/using/json-report.schema.json). A change that could break a
 # reader (a field removed, renamed or of another type) increments it; new fields do not.
 JSON_SCHEMA_VERSION = 1
 
@@ -93,7 +93,7 @@ def sarif_report(results: list[FileResult], fixed_in_place: bool = False) -> dic
             "name": code,
             "shortDescription": {"text": RULES[code].title},
             "fullDescription": {"text": RULES[code].action},
-            "help": {"text": f"{RULES[code].action} (docs/rules.md#{code.lower()})"},
+            "help": {"text": f"{RULES[code].action} (docs/reference/rules.md#{code.lower()})"},
             "defaultConfiguration": {"level": SARIF_LEVELS[str(RULES[code].severity)]},
             "properties": {"family": RULES[code].family},
         }

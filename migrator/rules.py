@@ -1,8 +1,8 @@
 """What a rule is and what it reports: `Rule` (code, severity, title, what to do, examples), `Finding`.
 
 A rule lives in its own module, named after its code, in the package of its kind (`KINDS`; see
-`docs/writing-rules.md`); `rule_modules` finds them there, `migrator.registry` puts them in dispatch order and
-builds the table `docs/rules.md` is generated from. `FAMILIES` says which codes belong to which family; the
+`docs/contributing/writing-rules.md`); `rule_modules` finds them there, `migrator.registry` puts them in dispatch order and
+builds the table `docs/reference/rules.md` is generated from. `FAMILIES` says which codes belong to which family; the
 docs, the reports, the checklist and `make new-rule` read it from here.
 """
 
@@ -20,14 +20,14 @@ from types import ModuleType
 class Family:
     name: str  # what findings, reports and the checklist call it
     prefix: str  # its codes: NM1 for NM100-NM199
-    title: str  # its section of docs/rules.md
+    title: str  # its section of docs/reference/rules.md
 
     @property
     def codes(self) -> str:
         return f"{self.prefix}xx"
 
 
-# The rule families, in the order docs/rules.md and the checklist list them.
+# The rule families, in the order docs/reference/rules.md and the checklist list them.
 FAMILIES = (
     Family("inference", "NM1", "Inference"),
     Family("training", "NM2", "Training"),
@@ -71,7 +71,7 @@ class Severity(str, Enum):
 @dataclass(frozen=True)
 class Example:
     """A file the rule acts on, and what the codemod makes of it (`after=None`: left byte-identical, the
-    rule only reports). `tests/migrator/test_rule_examples.py` runs every example; `docs/rules.md` shows it."""
+    rule only reports). `tests/migrator/test_rule_examples.py` runs every example; `docs/reference/rules.md` shows it."""
 
     before: str
     after: str | None = None

@@ -1,15 +1,17 @@
-"""Generate docs/rules.md from the rule table and each rule's own examples:
+"""Generate docs/reference/rules.md from the rule table and each rule's own examples:
 `python -m migrator.rules_doc [--check]`."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from migrator.registry import RULE_MODULES, RULES
 from migrator.rules import FAMILIES
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
+REPO = Path(__file__).resolve().parent.parent
+DOC = REPO / "docs" / "reference" / "rules.md"
 FENCES = {"python": "python", "shell": "bash", "notebook": "json"}
 
 
@@ -55,9 +57,9 @@ def render() -> str:
 
 
 def _home(code: str) -> str:
-    """A link to the module that defines the rule (docs/ is one level below the repository root)."""
+    """A link to the module that defines the rule, relative to the page."""
     path = RULE_MODULES[code].replace(".", "/") + ".py"
-    return f"[{path.rpartition('/')[2]}](../{path})"
+    return f"[{path.rpartition('/')[2]}]({os.path.relpath(REPO / path, DOC.parent)})"
 
 
 def _fix(fix: str) -> str:

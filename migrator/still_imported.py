@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from migrator.shell.installs import REPLACED, python_imports
-from migrator.sources import SKIP_DIRS, read_text
+from usercode.sources import SKIP_DIRS, read_text
 
 # Bytes a file must contain to import a legacy module (`from optimum import neuron` included).
 _ROOTS = tuple(sorted({module.split(".")[0] for module in REPLACED.values()}))

@@ -6,7 +6,7 @@ atomic: a reader, or a crash, sees the old file or the new one, never half of on
 unnamed (Linux's O_TMPFILE): a process killed while writing it leaves nothing behind; it gets a name only for
 the two system calls that link it and rename it into place. Where the file system cannot make unnamed files,
 it is named `.NAME.PID-XXXXXXXX.neuron-migrate-tmp`, removed on every exit Python sees; one a killed process
-left is removed by the next write into that folder once its process is gone. docs/safety.md has the details.
+left is removed by the next write into that folder once its process is gone. docs/reference/safety.md has the details.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import secrets
 import stat
 import time
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
+
+from usercode.sources import Snapshot
 
 TEMPORARY_SUFFIX = ".neuron-migrate-tmp"
 _STALE_AFTER_S = 24 * 3600  # a temporary file this old is debris even where its PID was reused
@@ -29,43 +30,6 @@ _cleaned: set[str] = set()  # folders whose leftover temporaries this process ha
 
 class WriteRefused(OSError):
     """A write that would lose something of the user's (an edit, an owner, a hard link); nothing was written."""
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A file as it was read: its bytes and what identifies that version of it."""
-
-    data: bytes
-    device: int
-    inode: int
-    size: int
-    mtime_ns: int
-
-    @classmethod
-    def read(cls, path: Path) -> Snapshot:
-        with open(path, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            data = handle.read()
-        return cls(data, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
-
-    def same_version(self, info: os.stat_result) -> bool:
-        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns) == (
-            self.device,
-            self.inode,
-            self.size,
-            self.mtime_ns,
-        )
-
-    def still_current(self, path: Path) -> bool:
-        """Whether `path` is still this version: same file, size and mtime, and the same bytes (an edit within
-        the file system's mtime resolution that keeps the size is caught by the bytes)."""
-        try:
-            with open(path, "rb") as handle:
-                if not self.same_version(os.fstat(handle.fileno())):
-                    return False
-                return handle.read() == self.data
-        except OSError:
-            return False
 
 
 def replace_file(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compat_matrix.schema import Stage
+from compat_matrix.schema import Cause, Stage, Verdict
 
 STAGE_MEANINGS = {stage.value: stage.meaning for stage in Stage}
 
@@ -24,27 +24,27 @@ def advice(row: dict) -> list[str]:
     """Ordered, concrete steps for one result row (a record of `tables.long_frame`)."""
     verdict = row.get("verdict")
     steps: list[str] = []
-    if verdict == "harness-error":
+    if verdict == Verdict.HARNESS_ERROR:
         steps.append(
             "The harness failed before it could judge this architecture: this is not a verdict on "
             "TorchNeuron. Rerun this architecture alone and report the error against the harness."
         )
-    elif verdict == "timeout":
+    elif verdict == Verdict.TIMEOUT:
         steps.append(
             "The run hit the harness time limit: rerun with a longer limit before drawing conclusions; "
             "a very long compile is itself worth reporting."
         )
-    elif verdict == "not-measured":
+    elif verdict == Verdict.NOT_MEASURED:
         steps.append(
             "The harness could not measure this architecture here (see the cause): this is not a verdict on "
             "TorchNeuron. Measure it on a trn2 instance before deciding."
         )
-    elif verdict == "works-eager":
+    elif verdict == Verdict.WORKS_EAGER:
         steps.append(
             "Transformers does not compile generation for this architecture: generate() runs eagerly on the "
             "device, which works but is slower. Benchmark eager generation before committing to it."
         )
-    elif verdict == "crash":
+    elif verdict == Verdict.CRASH:
         peak = row.get("peak_rss_mb")
         memory = f" (peak memory {peak:.0f} MB)" if isinstance(peak, (int, float)) else ""
         steps.append(
@@ -52,20 +52,20 @@ def advice(row: dict) -> list[str]:
             "capture the native stack trace."
         )
     stage = row.get("stage")
-    if verdict == "fails" and row.get("cause") == "transformers":
+    if verdict == Verdict.FAILS and row.get("cause") == Cause.TRANSFORMERS:
         steps.append(
             "This fails in Transformers itself (uncompiled static-cache generation on CPU already fails or "
             "differs): it is not a TorchNeuron problem, and it would fail on any backend. Check for a newer "
             "Transformers release or report it there."
         )
-    elif verdict == "fails" and row.get("failure_by_rule"):
+    elif verdict == Verdict.FAILS and row.get("failure_by_rule"):
         steps.append(
             "The compiled graph holds an op TorchNeuron cannot lower, so on the device the compile fails and, with "
             "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1 (the default), the step raises; no measured one-line "
             "change avoids it. Run that stage eagerly, or try TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 on a "
             "trn2 (the failing graph then runs eagerly)."
         )
-    elif verdict in ("fails", "crash", "harness-error") and stage in STAGE_ADVICE:
+    elif verdict in (Verdict.FAILS, Verdict.CRASH, Verdict.HARNESS_ERROR) and stage in STAGE_ADVICE:
         steps.append(STAGE_ADVICE[stage])
     if row.get("avoided_by"):
         steps.append(

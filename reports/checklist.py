@@ -17,18 +17,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from compat_matrix.model_ids import UNKNOWN, Architecture, local_config, read_model_type, resolve
+from compat_matrix.schema import Verdict
 from migrator import target_stack
 from migrator.engine import FileResult
 from migrator.registry import RULES
 from migrator.risks.base import Risk
 from migrator.rules import FAMILIES, Finding, Severity
-from migrator.sources import UsageError, named_file_kind
 from reports.advice import STAGE_MEANINGS, advice
 from reports.inventory import FileScan, Location, find_configs, scan_file
 from reports.render import NULL, asset, fail, render, write_output
 from reports.results import REFERENCE_RESULTS, REPO_ROOT, ResultsError, Run, display_path, load_runs
 from reports.tries import load_try_reports, match
 from reports.vocabulary import NOT_MEASURED_VERDICTS
+from usercode.sources import UsageError, named_file_kind
 
 SEVERITIES = ("blocking", "manual", "compile-risk", "check")
 SEVERITY_LABELS = {
@@ -43,7 +44,7 @@ PLATFORM = (
     f"{' or '.join(target_stack.INSTANCES)} instances: TorchNeuron does not run on "
     f"{', '.join(target_stack.NOT_ON[:-1])} or {target_stack.NOT_ON[-1]}"
 )
-RULES_DOC = REPO_ROOT / "docs" / "rules.md"
+RULES_DOC = REPO_ROOT / "docs" / "reference" / "rules.md"
 COMPAT_REPORT_NAME = "compat.html"  # what `make demo` writes next to the checklist
 # The matrix a model that is not a causal LM would need; neuron-compat measures causal LMs only.
 OTHER_MATRICES = {
@@ -74,7 +75,7 @@ class Item:
     file: str = ""  # path relative to the scanned root; set with the stable key
     line_text: str = ""  # the source line the item points at, stripped
     stable_key: str = ""  # data-key: hash of (code, file, line text, message); ticks are stored under it
-    rule_href: str = ""  # link to the rule's entry in docs/rules.md
+    rule_href: str = ""  # link to the rule's entry in docs/reference/rules.md
     model_href: str = ""  # link to the architecture's row in the compatibility report
 
     @property
@@ -270,11 +271,11 @@ def _verdict_item(row: ModelRow, run: Run | None) -> Item | None:
         )
     if verdict in NOT_MEASURED_VERDICTS:
         return Item("check", f"{subject} was not measured ({verdict})", steps, where, code="model")
-    if verdict == "works-eager":
+    if verdict == Verdict.WORKS_EAGER:
         return Item(
             "check", f"{subject} works, with eager (uncompiled) generation", steps, where, code="model"
         )
-    if verdict == "works-with-caveats":
+    if verdict == Verdict.WORKS_WITH_CAVEATS:
         recompiles, breaks = (
             NULL if result.get(name) is None else result[name] for name in ("recompile_count", "graph_breaks")
         )
@@ -470,7 +471,7 @@ def build_checklist(
         items = _migrator_items(file, display) + _target_items(scan) + _risk_items(scan, fixed)
         for item in items:
             item.file, item.line_text = display, _line_text(scan, item)
-            if rules_href and item.code in RULES:  # docs/rules.md has an entry for every rule
+            if rules_href and item.code in RULES:  # docs/reference/rules.md has an entry for every rule
                 item.rule_href = f"{rules_href}#{item.code.lower()}"
         items.sort(key=lambda item: item.key)
         blocking += [item for item in items if item.severity == "blocking"]

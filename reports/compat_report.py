@@ -13,7 +13,7 @@ import pandas as pd
 from compat_matrix.families import FAMILIES
 from compat_matrix.model_ids import example_hub_ids, hub_id_patterns
 from compat_matrix.results_file import spreadsheet_safe
-from compat_matrix.schema import JUDGED_STAGES
+from compat_matrix.schema import JUDGED_STAGES, Verdict
 from reports import charts, device_gaps
 from reports.advice import STAGE_MEANINGS, advice
 from reports.render import asset, fail, render, write_output
@@ -92,7 +92,7 @@ def _cell(record: dict) -> dict:
     for key in FLAG_FIELDS:
         if cell.get(key) is not None:
             cell[key] = bool(cell[key])
-    cell["green"] = cell["verdict"] == "works"
+    cell["green"] = cell["verdict"] == Verdict.WORKS
     cell["stage_meaning"] = STAGE_MEANINGS.get(cell.get("stage") or "", "")
     cell["advice"] = advice(cell)
     # The reasons the row states, each shown on its own line; rows of the older schema have only their first

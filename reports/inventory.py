@@ -17,10 +17,10 @@ from compat_matrix.model_ids import looks_like_model_reference, table_entry
 from migrator.registry import find_risks
 from migrator.risks.base import Risk
 from migrator.shell.installs import parse as parse_requirement
-from migrator.sources import SKIP_DIRS
 from usercode.names import MODEL_ARGUMENTS, MODEL_OPTIONS, NOT_A_MODEL_NAME_PARTS
 from usercode.python import PythonModule, callee, keyword, owner, string, target_names
 from usercode.reading import Code, ShellCommand, read_code
+from usercode.sources import SKIP_DIRS
 
 LOADERS = {"from_pretrained", "export", "get_neuron_config", "pipeline", "SentenceTransformer"}
 # Classes called with a model id that are not causal LMs (the id is their first argument).

@@ -9,6 +9,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+# The statuses try_run/report.py writes in a try report; reports reads them as data (it does not import try_run).
+RAN, FAILED = "ran", "failed"
+
 
 class TryReportError(ValueError):
     """A --try-report file that cannot be read (the message is the one line shown)."""
@@ -40,7 +43,7 @@ def load_try_reports(paths: list[Path]) -> list[TriedFile]:
                 TriedFile(
                     tried_path,
                     tuple(_line(run) for run in runs),
-                    all(run.get("status") == "ran" for run in runs),
+                    all(run.get("status") == RAN for run in runs),
                 )
             )
     return tried
@@ -49,9 +52,9 @@ def load_try_reports(paths: list[Path]) -> list[TriedFile]:
 def _line(run: dict) -> tuple[str, str]:
     device = "the stand-in" if "stand-in" in str(run.get("device", "")) else str(run.get("device") or "CPU")
     command = run.get("command", "")
-    if run.get("status") != "ran":
+    if run.get("status") != RAN:
         after = f" after {run['steps']} steps" if run.get("steps") else ""
-        return command, f"{run.get('status', 'failed')} on {device}{after}: {run.get('reason', '')}"
+        return command, f"{run.get('status', FAILED)} on {device}{after}: {run.get('reason', '')}"
     recompiles = run.get("recompile_count", 0)
     places = sorted({_place(reason) for reason in run.get("recompile_reasons", []) if reason.get("line")})
     at = f" at {'lines' if len(places) > 1 else 'line'} {', '.join(places)}" if places else ""

@@ -13,7 +13,7 @@ from compat_matrix.schema import Cause, Verdict
 VERDICTS = tuple(verdict.value for verdict in Verdict)
 VERDICT_MEANINGS = {verdict.value: verdict.meaning for verdict in Verdict}
 OK_VERDICTS = frozenset(verdict.value for verdict in OK_VERDICT_ENUMS)
-NOT_MEASURED_VERDICTS = frozenset({"not-measured", "harness-error", "timeout"})
+NOT_MEASURED_VERDICTS = frozenset({Verdict.NOT_MEASURED, Verdict.HARNESS_ERROR, Verdict.TIMEOUT})
 # Headline buckets follow the harness's causes: a failure is the device's or Transformers' own; rows the
 # harness could not measure say nothing about the architecture, and are split by why (the simulator's own
 # graph execution, a tiny model the harness could not build, anything else: a time limit, a listed
@@ -66,15 +66,15 @@ def bucket_of(verdict: str, cause: str | None) -> str:
     """The headline bucket of one row."""
     if verdict in OK_BUCKETS:
         return verdict
-    if cause == "simulator":
+    if cause == Cause.SIMULATOR:
         return "not-measured-simulator"
-    if cause == "harness" or verdict == "harness-error":
+    if cause == Cause.HARNESS or verdict == Verdict.HARNESS_ERROR:
         return "not-measured-harness"
     if verdict in NOT_MEASURED_VERDICTS:
         return "not-measured"
-    if cause == "transformers":
+    if cause == Cause.TRANSFORMERS:
         return "fails-transformers"
-    if cause == "device":
+    if cause == Cause.DEVICE:
         return "fails-device"
     return "fails-unattributed"
 

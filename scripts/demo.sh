@@ -24,7 +24,7 @@ fi
 echo "==> [2/4] Compatibility report from $reference and $standin, side by side"
 for results in "$reference" "$standin"; do
     if [ ! -f "$results" ]; then
-        echo "error: $results is missing: run 'neuron-compat run' (see docs/compat-matrix.md) or restore the file from git" >&2
+        echo "error: $results is missing: run 'neuron-compat run' (see docs/reference/compat-matrix.md) or restore the file from git" >&2
         exit 2
     fi
 done

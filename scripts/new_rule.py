@@ -36,7 +36,7 @@ from migrator.transform import Handler
 {constant} = Rule(
     "{code}",
     Severity.INFO,
-    "TODO: what the rule looks for (the `looks for` column of docs/rules.md)",
+    "TODO: what the rule looks for (the `looks for` column of docs/reference/rules.md)",
     "TODO: what the rewrite does, or what to do where it leaves a TODO",
     examples=(
         Example(
@@ -53,7 +53,7 @@ RULES = ({constant},)
 
 
 class {title}(Handler):
-    # The walk's pre-filter (docs/writing-rules.md, "The matcher"): keep them accurate.
+    # The walk's pre-filter (docs/contributing/writing-rules.md, "The matcher"): keep them accurate.
     HINTS = frozenset({{"TODO: a string every statement the rule acts on holds"}})
     CALLS = frozenset({{"TODO: the qualified name of each call leave_Call decides on"}})
 
@@ -76,7 +76,7 @@ from usercode.shell import Node, Word
 {constant} = Rule(
     "{code}",
     Severity.INFO,
-    "TODO: what the rule looks for (the `looks for` column of docs/rules.md)",
+    "TODO: what the rule looks for (the `looks for` column of docs/reference/rules.md)",
     "TODO: what the rewrite does, or what to do where it leaves a TODO",
     examples=(
         example(
@@ -113,7 +113,7 @@ from migrator.rules import Example, Finding, Rule, Severity
 {constant} = Rule(
     "{code}",
     Severity.WARNING,
-    "TODO: what the rule looks for (the `looks for` column of docs/rules.md)",
+    "TODO: what the rule looks for (the `looks for` column of docs/reference/rules.md)",
     "TODO: what the codemod does, or what to do",
     examples=(
         Example(
@@ -149,7 +149,7 @@ from usercode.reading import Code
 {constant} = Rule(
     "{code}",
     Severity.WARNING,
-    "TODO: what the checklist finds (the `looks for` column of docs/rules.md)",
+    "TODO: what the checklist finds (the `looks for` column of docs/reference/rules.md)",
     "TODO: what to do",
     fixed_by=(),  # the codes whose rewrite removes the risk
     examples=(Example(before="TODO: the smallest realistic file that has the risk\\n"),),

@@ -1,4 +1,4 @@
-"""Redraws the screenshots of the README and docs/reports.md (docs/img/) from the pages `make demo` writes and
+"""Redraws the screenshots of the README and docs/using/reports.md (docs/img/) from the pages `make demo` writes and
 the tests' two-run data, in headless Chromium (Debian's package).
 Run after `make demo`:  .venv/bin/python scripts/readme_screenshots.py"""
 

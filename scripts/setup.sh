@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv with the pinned stack (constraints.txt). torch is installed first, alone, so that pip
-# takes the CPU build of 2.13.0 instead of resolving a bare "torch" to a multi-GB CUDA build.
+# Creates .venv with the pinned stack (constraints.txt). torch is installed first, alone, at its pin there, so
+# that pip takes the CPU build instead of resolving a bare "torch" to a multi-GB CUDA build.
 # Re-running is cheap: nothing is reinstalled unless pyproject.toml or constraints.txt changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +20,9 @@ if [ ! -x .venv/bin/python ]; then
     fi
     "$python" -m venv .venv
 fi
-echo "setting up .venv (torch 2.13.0 CPU, transformers, trl, peft, libcst, ...); takes about 2 minutes" >&2
-.venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
+torch_pin="$(grep -E '^torch==' constraints.txt)"
+echo "setting up .venv (${torch_pin/==/ } CPU, transformers, trl, peft, libcst, ...); takes about 2 minutes" >&2
+.venv/bin/python -m pip install --quiet --disable-pip-version-check "$torch_pin"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[${extras}]"
 # The neuron stand-in's C++ backend, compiled once here rather than in the first process that switches it on.
 if [[ ",${extras}," == *",test,"* || ",${extras}," == *",compat,"* || ",${extras}," == *",ray,"* ]]; then

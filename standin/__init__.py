@@ -5,7 +5,7 @@ through its device-backend autoload entry point, as it loads torch_neuronx on a 
 Importing this package never switches it on. :func:`activation_env` gives the environment that switches it on for
 a process and every process it starts (torchrun workers, notebook kernels, the harness's workers).
 
-What it provides and what it cannot show: docs/standin.md.
+What it provides and what it cannot show: docs/reference/standin.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every op falls through the AutocastPrivateUse1 key, except the ops autocast runs in lower precision (matrix
 products, convolutions, attention: cast to the autocast dtype) and those it runs in float32 (reductions, norms,
 losses, exp/log family), the policy PyTorch applies on CUDA. TorchNeuron registers its own policy; where it
-differs, numerics on a trn2 differ (docs/standin.md).
+differs, numerics on a trn2 differ (docs/reference/standin.md).
 """
 
 from __future__ import annotations

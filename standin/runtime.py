@@ -3,7 +3,7 @@ numbers, streams and events, memory, synchronize, compilation metrics), with the
 
 There is one host and no asynchrony: streams and events are the backend's (its device guard) and complete at once,
 ``synchronize`` returns at once, memory figures are the host memory behind the device's live tensors (not HBM;
-see docs/standin.md). Every function that takes a device checks its index, as the backend does.
+see docs/reference/standin.md). Every function that takes a device checks its index, as the backend does.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`neuron-migrate try`: run a migrated script, launcher or notebook for a few steps on the stand-in `neuron`
-device with tiny models and local data, and report what a trn2 would recompile (see docs/try.md).
+device with tiny models and local data, and report what a trn2 would recompile (see docs/using/try.md).
 
 Public surface: `try_path`, `TryOptions`, `TryUsageError`, `RunReport` and `report.text_lines`/`summary`.
 """

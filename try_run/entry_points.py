@@ -24,10 +24,10 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrator.sources import discover
 from try_run import plan
 from try_run.runner import TryUsageError, file_kind
 from usercode.reading import Code, read_code
+from usercode.sources import discover
 
 KINDS = {"python": "script", "notebook": "notebook", "shell": "launcher"}
 # Statements that run something when a module is executed, beyond defining names.

@@ -101,7 +101,7 @@ def architecture(model_id: str, overrides: dict[str, str], remote_code: bool = F
         if spec is None:
             raise CannotStandIn(
                 f"model {model_id}: a Diffusers pipeline with no tiny stand-in (built: "
-                f"{', '.join(pipelines.checkpoints())}; see docs/try.md)"
+                f"{', '.join(pipelines.checkpoints())}; see docs/using/try.md)"
             )
         return spec.pipeline, "pipeline table"
     if not entry.model_type:

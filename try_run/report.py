@@ -41,7 +41,7 @@ class RunReport:
     skipped: list[dict] = field(default_factory=list)  # set-up commands listed, not run
     launcher_capped: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    timings: dict = field(default_factory=dict)  # where the seconds went: see docs/try.md
+    timings: dict = field(default_factory=dict)  # where the seconds went: see docs/using/try.md
     exit_code: int | None = None
     output_tail: str = ""
 

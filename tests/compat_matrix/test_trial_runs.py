@@ -85,7 +85,7 @@ def test_a_hand_written_loop_runs_three_steps_and_names_the_recompiling_line(tmp
     ]
     assert run["models"] == [
         {"id": "Qwen/Qwen3-0.6B", "architecture": "qwen3", "parameters": run["models"][0]["parameters"],
-         "vocab_size": 256, "source": "model-id table", "loaded": True}
+         "vocab_size": 256, "source": "model-id table", "parts": [], "kept": {}, "kept_from": "", "loaded": True}
     ]  # fmt: skip
     # The user's folder is untouched: the run wrote into its temporary copy.
     assert snapshot(tmp_path) == {

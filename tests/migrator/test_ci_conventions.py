@@ -1,5 +1,5 @@
 """What CI setups use: the pre-commit hook runs `neuron-migrate --check` on the files it is given, and the
-code-scanning workflow of docs/ci.md uploads the SARIF report the CLI writes."""
+code-scanning workflow of docs/using/ci.md uploads the SARIF report the CLI writes."""
 
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ def test_pre_commit_environment_installs_only_what_neuron_migrate_imports(tmp_pa
 
 
 def test_the_code_scanning_workflow_uploads_the_sarif_file_the_cli_writes(tmp_path):
-    page = (ROOT / "docs" / "ci.md").read_text()
+    page = (ROOT / "docs" / "using" / "ci.md").read_text()
     workflow = yaml.safe_load(re.search(r"```yaml\n(# \.github/workflows/.*?)```", page, re.S)[1])
     steps = workflow["jobs"]["neuron-migrate"]["steps"]
     run = next(step["run"] for step in steps if step.get("run", "").lstrip().startswith("neuron-migrate"))
@@ -197,7 +197,7 @@ def test_the_code_scanning_workflow_uploads_the_sarif_file_the_cli_writes(tmp_pa
 
 
 def test_both_commands_take_dash_h_and_complete_in_the_shell(tmp_path):
-    """`neuron-compat -h` was an error; shell completion (docs/ci.md) offers the subcommands and paths."""
+    """`neuron-compat -h` was an error; shell completion (docs/using/ci.md) offers the subcommands and paths."""
     from commands.neuron_compat import main as compat
 
     for command, args in (

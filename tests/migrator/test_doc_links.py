@@ -1,5 +1,5 @@
 """Every relative link of the README, CHANGELOG and docs/ pages names a file of the repository (a moved or
-split module, as migrator/risks.py was, must not leave docs/rules.md pointing at nothing)."""
+split module, as migrator/risks.py was, must not leave docs/reference/rules.md pointing at nothing)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 
 REPO = Path(__file__).resolve().parents[2]
-PAGES = [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
 def _targets(page: Path) -> list[str]:

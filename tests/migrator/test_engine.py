@@ -12,7 +12,7 @@ import pytest
 
 from migrator import engine
 from migrator.engine import Job, Mode, process, run
-from migrator.sources import discover
+from usercode.sources import discover
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from commands.neuron_migrate import main
 from migrator import engine, writes
 from migrator.engine import Job, Mode, process
-from migrator.sources import discover
+from usercode.sources import discover
 
 SPARE_UID = 1234  # no such user here: a uid that owns nothing
 NEURON_MIGRATE = (sys.executable, "-c", "from commands.neuron_migrate import main; main()")

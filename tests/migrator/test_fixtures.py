@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from migrator.engine import rewriter
-from migrator.sources import file_kind, read_text
+from usercode.sources import file_kind, read_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
 TODO_CODE = re.compile(r"TODO\(neuron-migrate\): (NM\d{3})")

@@ -1,4 +1,4 @@
-"""The measurement scripts, small and bounded (the full runs and their figures: docs/safety.md): mutation
+"""The measurement scripts, small and bounded (the full runs and their figures: docs/reference/safety.md): mutation
 fuzzing and kills / races of in-place runs find no violation."""
 
 from __future__ import annotations

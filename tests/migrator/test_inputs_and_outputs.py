@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from commands.neuron_migrate import main
 from migrator.engine import Job, Mode, process
-from migrator.sources import discover
+from usercode.sources import discover
 
 
 def invoke(*args):

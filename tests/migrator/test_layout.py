@@ -62,7 +62,7 @@ def _named_after(module: str, code: str) -> bool:
 
 
 def test_every_rule_is_listed_by_the_module_that_defines_it() -> None:
-    """`docs/rules.md` links each code to its home: a module that re-exported a rule would take it over."""
+    """`docs/reference/rules.md` links each code to its home: a module that re-exported a rule would take it over."""
     for code, home in RULE_MODULES.items():
         assert f'"{code}"' in (PACKAGE.parent / (home.replace(".", "/") + ".py")).read_text(), (code, home)
 
@@ -109,7 +109,7 @@ def test_the_xla_catch_all_leaves_alone_every_call_a_rule_of_the_family_declares
 
 
 def test_the_guide_names_every_helper_and_shows_a_real_rule_module() -> None:
-    guide = (PACKAGE.parent / "docs" / "writing-rules.md").read_text()
+    guide = (PACKAGE.parent / "docs" / "contributing" / "writing-rules.md").read_text()
     helpers = [
         node.name
         for node in ast.parse((PACKAGE / "cst_helpers.py").read_text()).body

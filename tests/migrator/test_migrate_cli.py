@@ -155,17 +155,17 @@ def test_json_report_schema(tree, tmp_path):
 
 
 def test_json_report_follows_its_documented_schema(tmp_path):
-    """docs/json-report.schema.json, on every fixture (every kind, notebook cells, errors included)."""
+    """docs/using/json-report.schema.json, on every fixture (every kind, notebook cells, errors included)."""
     import jsonschema
 
-    schema = json.loads((ROOT / "docs" / "json-report.schema.json").read_text())
+    schema = json.loads((ROOT / "docs" / "using" / "json-report.schema.json").read_text())
     broken = tmp_path / "broken.py"
     broken.write_text("import torch_xla\nx = (\n")
     result = invoke("--check", "--format", "json", ROOT / "fixtures" / "migrator", broken)
     data = json.loads(result.stdout)
     jsonschema.Draft202012Validator(schema).validate(data)
     assert data["summary"]["errors"] >= 1 and data["summary"]["manual"] > 0
-    documented = (ROOT / "docs" / "json-report.md").read_text()
+    documented = (ROOT / "docs" / "using" / "json-report.md").read_text()
     findings = [finding for file in data["files"] for finding in file["findings"]]
     fields = {*data, *data["summary"], *data["files"][0], *(name for finding in findings for name in finding)}
     assert {"subject", "cell", "also"} <= fields

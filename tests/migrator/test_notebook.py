@@ -10,7 +10,7 @@ import pytest
 
 from migrator.engine import REWRITERS, Job, Mode, process
 from migrator.report import sarif_report
-from migrator.sources import discover
+from usercode.sources import discover
 
 CELLS = [
     {

@@ -24,9 +24,9 @@ import pytest
 from migrator.engine import REWRITERS, MigrationError, migrate_python
 from migrator.notebook_rules.nm470_cell_error import CELL_ERROR
 from migrator.shell.installs import parse
-from migrator.sources import discover, file_kind, read_text
 from usercode.cells import python_of
 from usercode.shell import problems
+from usercode.sources import discover, file_kind, read_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "migrator"
 

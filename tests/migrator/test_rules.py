@@ -31,7 +31,7 @@ def test_rules_are_documented() -> None:
 
 
 def test_every_family_has_a_rule_and_every_rule_a_family() -> None:
-    """`rules.FAMILIES` is the one list of families (docs/rules.md, the reports and the checklist read it)."""
+    """`rules.FAMILIES` is the one list of families (docs/reference/rules.md, the reports and the checklist read it)."""
     names = [family.name for family in FAMILIES]
     assert len(set(names)) == len(names) and len({family.prefix for family in FAMILIES}) == len(FAMILIES)
     assert {rule.family for rule in RULES.values()} == set(names)
@@ -40,7 +40,7 @@ def test_every_family_has_a_rule_and_every_rule_a_family() -> None:
 
 
 def test_the_json_report_doc_names_the_families_in_order() -> None:
-    doc = FIXTURES.parents[1] / "docs" / "json-report.md"
+    doc = FIXTURES.parents[1] / "docs" / "using" / "json-report.md"
     row = next(line for line in doc.read_text().splitlines() if line.startswith("| `family` |"))
     assert re.findall(r"`(\w+)`", row.split("|")[3]) == [family.name for family in FAMILIES]
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from commands.neuron_migrate import main
 from migrator import engine
 from migrator.engine import Job, Mode, run
-from migrator.sources import discover
+from usercode.sources import discover
 
 NEURON_MIGRATE = (sys.executable, "-c", "from commands.neuron_migrate import main; main()")
 
@@ -191,7 +191,7 @@ def test_progress_on_a_terminal_shows_the_file_in_progress(tmp_path, monkeypatch
 
 
 def test_ctrl_c_before_the_run_exits_130(tmp_path, monkeypatch):
-    from migrator import sources
+    from usercode import sources
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

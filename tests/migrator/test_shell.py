@@ -14,8 +14,8 @@ from migrator.engine import Job, Mode, migrate_python, migrate_shell, process
 from migrator.shell import rewrite
 from migrator.shell.nm452_optimum_cli import EXPORT_COMMAND
 from migrator.shell.rewrite import rewrite_shell
-from migrator.sources import discover
 from usercode.shell import problems
+from usercode.sources import discover
 
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 

@@ -21,7 +21,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 V = r"(\d+\.\d+)"
 # How the pages write a version of the stack; each pattern's group is the version it states.
 STATEMENTS = {

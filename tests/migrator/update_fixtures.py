@@ -10,8 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from migrator.sources import file_kind, read_text
 from tests.migrator.test_fixtures import CASES, FIXTURES, expected_path, finding_lines, migrate
+from usercode.sources import file_kind, read_text
 
 
 def update(case: Path, tree: Path) -> str | None:

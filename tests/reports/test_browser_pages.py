@@ -509,8 +509,8 @@ def test_checklist_links_to_rules_and_to_report_rows(open_page, tmp_path):
     rule = page.locator("a.rule-link").first
     href = rule.get_attribute("href")
     document, anchor = href.split("#")
-    assert (folder / document).resolve() == REPO / "docs" / "rules.md"
-    assert f'<a id="{anchor}"></a>' in (REPO / "docs" / "rules.md").read_text()
+    assert (folder / document).resolve() == REPO / "docs" / "reference" / "rules.md"
+    assert f'<a id="{anchor}"></a>' in (REPO / "docs" / "reference" / "rules.md").read_text()
     page.click('#models-table tr[data-reference="Qwen/Qwen3-0.6B"] td.architecture a')
     page.wait_for_url("**/compat.html#arch-qwen3")
     assert page.locator("#arch-qwen3").is_visible()

@@ -273,7 +273,7 @@ def test_findings_link_their_rule_and_models_their_report_row(project, results, 
         {
             "infer.py": [
                 finding("NM901", 5, "why; what", False),
-                # A rule the registry does not hold (a plug-in's, say): docs/rules.md has no entry for it.
+                # A rule the registry does not hold (a plug-in's, say): docs/reference/rules.md has no entry for it.
                 Finding(Rule("NM999", Severity.WARNING, "unregistered", "what"), 6, 1, "why; what", False),
             ]
         }
@@ -481,3 +481,11 @@ def test_code_too_deep_for_the_scan_is_still_listed(tmp_path, results):
     (tmp_path / "deep.py").write_text("import torch_xla\nx = " + "-" * 3000 + "1\n")
     context = build_checklist([tmp_path], results, online=False)
     assert [section.display for section in context["sections"]] == ["deep.py"]
+
+
+def test_the_checklist_reads_the_statuses_a_try_writes() -> None:
+    """reports may not import try_run (tests/test_layout.py): its copy of the statuses is checked here."""
+    from reports import tries
+    from try_run import report
+
+    assert (tries.RAN, tries.FAILED) == (report.RAN, report.FAILED)

@@ -77,7 +77,7 @@ PATTERNS = (
         re.compile(r"\boptimum\.(?:exporters\.)?neuron\b|\bfrom\s+optimum\s+import\s+neuron\b"),
         ("optimum",),
         "`{0}` is optimum-neuron, which TorchNeuron replaces",
-        'use the Transformers / TRL / Diffusers class on device "neuron" (docs/rules.md lists the targets)',
+        'use the Transformers / TRL / Diffusers class on device "neuron" (docs/reference/rules.md lists the targets)',
         subject="optimum.neuron",
     ),
     # Before the package name it holds: a script downloaded from optimum-neuron's repository is code to migrate.

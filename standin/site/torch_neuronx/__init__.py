@@ -1,6 +1,6 @@
 """The stand-in's ``torch_neuronx`` (neuron-migrate, standin): importable only where the stand-in is
 switched on (its directory is on the path), so that ``import torch_neuronx`` and
-``transformers.utils.is_torch_neuron_available()`` behave as on a trn2. Not TorchNeuron: see docs/standin.md."""
+``transformers.utils.is_torch_neuron_available()`` behave as on a trn2. Not TorchNeuron: see docs/reference/standin.md."""
 
 import torch
 

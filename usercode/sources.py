@@ -1,4 +1,4 @@
-"""Finding and reading user files: their kinds, the tree walk, encoding, BOM and newlines (writes: `writes.py`)."""
+"""Finding and reading user files: their kinds, the tree walk, encoding, BOM and newlines (the migrator writes them: `migrator/writes.py`; a Snapshot is a file as read, so a write can refuse an edit made since)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-from migrator.writes import Snapshot
 
 SUFFIXES = {
     ".py": "python",
@@ -39,6 +37,43 @@ SKIP_DIRS = {
     "node_modules",
     "__pycache__",
 }
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A file as it was read: its bytes and what identifies that version of it."""
+
+    data: bytes
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def read(cls, path: Path) -> Snapshot:
+        with open(path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            data = handle.read()
+        return cls(data, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def same_version(self, info: os.stat_result) -> bool:
+        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns) == (
+            self.device,
+            self.inode,
+            self.size,
+            self.mtime_ns,
+        )
+
+    def still_current(self, path: Path) -> bool:
+        """Whether `path` is still this version: same file, size and mtime, and the same bytes (an edit within
+        the file system's mtime resolution that keeps the size is caught by the bytes)."""
+        try:
+            with open(path, "rb") as handle:
+                if not self.same_version(os.fstat(handle.fileno())):
+                    return False
+                return handle.read() == self.data
+        except OSError:
+            return False
 
 
 class UsageError(Exception):
