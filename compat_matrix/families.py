@@ -21,9 +21,18 @@ ENCODER_MODEL_TYPES = (
 # classification head, the two tasks every one of them is exported for.
 ENCODER_TASKS = ("feature-extraction", "text-classification")
 
+# optimum-neuron 0.4.5's vision exporters for feature-extraction and image-classification (vit, beit,
+# convnext, convnextv2, cvt, deit, levit, mobilenet_v2, swin; clip's for its vision tower), and SigLIP, whose
+# vision tower the announcement's users ask for. A dual encoder's feature extraction is its vision tower's.
+VISION_MODEL_TYPES = (
+    "beit", "clip", "convnext", "convnextv2", "cvt", "deit", "levit", "mobilenet_v2", "siglip", "swin", "vit",
+)  # fmt: skip
+# Transformers' pipeline names: image inputs at the checkpoint's image size.
+VISION_TASKS = ("image-feature-extraction", "image-classification")
+
 # family -> the tasks its rows measure; a family's probes are every (task, model type) pair.
-FAMILIES = {"encoders": ENCODER_TASKS}
-FAMILY_MODEL_TYPES = {"encoders": ENCODER_MODEL_TYPES}
+FAMILIES = {"encoders": ENCODER_TASKS, "vision": VISION_TASKS}
+FAMILY_MODEL_TYPES = {"encoders": ENCODER_MODEL_TYPES, "vision": VISION_MODEL_TYPES}
 
 
 def family_of(task: str) -> str:

@@ -1,13 +1,16 @@
-"""The probe of a forward-only task (an encoder's feature extraction or classification), in its own process.
+"""The probe of a forward-only task (an encoder's or a vision tower's feature extraction or classification), in
+its own process.
 
-As optimum-neuron exports them, the model runs at one static shape: a batch padded to a fixed sequence length.
-1. eager reference on CPU: two batches of that shape (other tokens, other real lengths, padding masked);
+As optimum-neuron exports them, the model runs at one static shape: a batch padded to a fixed sequence length,
+or images at the checkpoint's image size.
+1. eager reference on CPU: two batches of that shape (other tokens, other real lengths, padding masked; or
+   other images);
 2. forward: the same batches through ``torch.compile`` with the neuron backend on the device (or the
    simulator). A static-shape model compiles one graph: a recompile for the second batch, or a graph break,
    is a caveat (each is another neuronx-cc compile, or a CPU round trip, on a device);
 3. compare: the compiled outputs against the reference within the dtype's tolerance: for feature extraction
    the last hidden state of the real tokens and the sentence embedding sentence-transformers' mean pooling
-   makes of it, for classification the logits.
+   makes of it, for image features the last hidden state and the pooled output, for classification the logits.
 
 Failures are attributed (``attribution``), re-measured at a second tiny size before anyone is blamed
 (``artifacts``) and checked against the device's raising ops (``severity``) as a text-generation row's are;
@@ -52,19 +55,30 @@ BFLOAT16 = dataclasses.replace(
 
 def build_model(task: str, model_type: str, seed: int, dtype: str, size: TinySize = PRIMARY,
                 overrides: dict | None = None) -> torch.nn.Module:  # fmt: skip
-    """A tiny random-weight model with the task's head (eval mode)."""
-    from transformers import AutoModel, AutoModelForSequenceClassification
+    """A tiny random-weight model with the task's head (eval mode); a dual encoder's image features are its
+    vision tower's."""
+    from transformers import AutoModel, AutoModelForImageClassification, AutoModelForSequenceClassification
 
     config = build_tiny_config(model_type, size, overrides)
-    auto = AutoModelForSequenceClassification if task == "text-classification" else AutoModel
+    heads = {"text-classification": AutoModelForSequenceClassification,
+             "image-classification": AutoModelForImageClassification}  # fmt: skip
+    auto = heads.get(task, AutoModel)
+    if task == "image-feature-extraction":
+        config = getattr(config, "vision_config", config)
     torch.manual_seed(seed)
     return auto.from_config(config, dtype=getattr(torch, dtype)).eval()
 
 
 def batches(model: torch.nn.Module, seed: int) -> list[dict[str, torch.Tensor]]:
-    """Two batches of the static shape; the attention mask masks each row's padding."""
-    vocab = model.config.vocab_size
+    """Two batches of the static shape: text padded to it (the attention mask masks each row's padding), or
+    images at the checkpoint's image size."""
     generator = torch.Generator().manual_seed(seed)
+    config = model.config
+    if not hasattr(config, "vocab_size"):
+        side = config.image_size if isinstance(config.image_size, int) else config.image_size[0]
+        shape = (len(REAL_LENGTHS[0]), config.num_channels, side, side)
+        return [{"pixel_values": torch.randn(shape, generator=generator)} for _ in REAL_LENGTHS]
+    vocab = config.vocab_size
     found = []
     for lengths in REAL_LENGTHS:
         ids = torch.randint(FIRST_TOKEN_ID, vocab, (len(lengths), PADDED_LENGTH), generator=generator)
@@ -74,12 +88,18 @@ def batches(model: torch.nn.Module, seed: int) -> list[dict[str, torch.Tensor]]:
     return found
 
 
-def outputs_of(task: str, output: Any, mask: torch.Tensor) -> dict[str, torch.Tensor]:
-    """What the task compares, on CPU in float32: logits, or the real tokens' hidden states and their mean."""
-    if task == "text-classification":
+def outputs_of(task: str, output: Any, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """What the task compares, on CPU in float32: logits; an image's hidden states (and pooled output); or the
+    real tokens' hidden states and the mean sentence-transformers pools them to."""
+    if task.endswith("-classification"):
         return {"logits": output.logits.float().cpu()}
+    if task == "image-feature-extraction":
+        pooled = getattr(output, "pooler_output", None)
+        return {"last_hidden_state": output.last_hidden_state.float().cpu(),
+                **({"pooler_output": pooled.float().cpu()} if pooled is not None else {})}  # fmt: skip
     from sentence_transformers.models import Pooling
 
+    mask = batch["attention_mask"]
     hidden = output.last_hidden_state.float().cpu()
     pooled = Pooling(hidden.shape[-1], pooling_mode="mean")(
         {"token_embeddings": hidden, "attention_mask": mask}
@@ -93,8 +113,9 @@ def run_forward(task: str, model: torch.nn.Module, inputs: list[dict], device: t
     model = model.to(device)
     run = torch.compile(model, backend=backend) if backend else model
     with torch.no_grad():
-        return [outputs_of(task, run(**{k: v.to(device) for k, v in batch.items()}), batch["attention_mask"])
-                for batch in inputs]  # fmt: skip
+        return [
+            outputs_of(task, run(**{k: v.to(device) for k, v in batch.items()}), batch) for batch in inputs
+        ]
 
 
 def compare(references: list[dict], measured: list[dict], tolerance: float, what: str) -> float:
@@ -155,7 +176,7 @@ def probe_forward(name: str, settings: ProbeSettings) -> dict[str, Any]:
         reason = f"the tiny model cannot be built or run eagerly here: {first_error_line(failure.error)}"
         _record_failure(row, "forward_failure", failure, Cause.HARNESS, reason)
         return finish(row, settings)
-    row["padded_shape"] = list(inputs[0]["input_ids"].shape)
+    row["padded_shape"] = list(next(iter(inputs[0].values())).shape)
     tolerance = settings.tolerance(False)
     row["logit_tolerance"] = tolerance
 

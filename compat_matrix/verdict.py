@@ -69,7 +69,7 @@ def forward_caveats(row: dict[str, Any]) -> list[str]:
     compiles one graph, so a recompile for another batch of that shape, or a graph break, costs a device."""
     found = []
     if row.get("recompile_count"):
-        found.append(f"{row['recompile_count']} recompile(s) for another batch of the same padded shape")
+        found.append(f"{row['recompile_count']} recompile(s) for another batch of the same shape")
     if row.get("graph_breaks"):
         found.append(f"{row['graph_breaks']} graph break(s) in the forward")
     found += _op_caveats(

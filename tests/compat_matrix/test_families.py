@@ -4,7 +4,13 @@ the encoders' forward probe on real tiny models."""
 import pytest
 
 from compat_matrix.archs import UnknownArchitecture, select_architectures, support_of
-from compat_matrix.families import ENCODER_MODEL_TYPES, probe_name, row_probe_name, split_probe_name
+from compat_matrix.families import (
+    ENCODER_MODEL_TYPES,
+    family_of,
+    probe_name,
+    row_probe_name,
+    split_probe_name,
+)
 from compat_matrix.results_file import not_yet_measured
 from compat_matrix.schema import SCHEMA_VERSION, Row
 from compat_matrix.verdict import decide_verdict
@@ -15,6 +21,8 @@ def test_a_probe_name_is_the_model_type_for_text_generation_and_task_slash_model
     assert probe_name("feature-extraction", "bert") == "feature-extraction/bert"
     assert split_probe_name("feature-extraction/bert") == ("feature-extraction", "bert")
     assert split_probe_name("bert") == ("text-generation", "bert")
+    assert [family_of(task) for task in ("text-generation", "feature-extraction", "image-classification")] == [
+        "causal-lm", "encoders", "vision"]  # fmt: skip
     # A row written before the task field is text generation's.
     assert row_probe_name({"model_type": "llama"}) == "llama"
     assert row_probe_name({"model_type": "bert", "task": "text-classification"}) == "text-classification/bert"
@@ -28,8 +36,9 @@ def test_a_family_or_one_of_its_tasks_selects_every_architecture_for_each_task()
         f"text-classification/{m}" for m in ENCODER_MODEL_TYPES
     ]
     assert select_architectures("llama,feature-extraction/bert") == ["llama", "feature-extraction/bert"]
-    with pytest.raises(UnknownArchitecture, match="image-classification/vit"):
-        select_architectures("image-classification/vit")
+    assert "image-feature-extraction/siglip" in select_architectures("vision")
+    with pytest.raises(UnknownArchitecture, match="image-classification/gpt2"):
+        select_architectures("image-classification/gpt2")
     # Every encoder is one optimum-neuron 0.4.5 exports for inference.
     assert support_of("feature-extraction/bert") == (True, None)
 
@@ -67,7 +76,7 @@ def test_the_forward_stage_decides_a_forward_only_rows_verdict():
     caveats = decide_verdict(_forward_row(compile_count=2, recompile_count=1, graph_breaks=1))
     assert caveats["verdict"] == caveats["forward_verdict"] == "works-with-caveats"
     assert caveats["forward_reason"] == (
-        "1 recompile(s) for another batch of the same padded shape; 1 graph break(s) in the forward"
+        "1 recompile(s) for another batch of the same shape; 1 graph break(s) in the forward"
     )
     failure = {"stage": "compare", "error": "OutputsDiffer: x", "cause": "device", "reason": "differs"}
     fails = decide_verdict(_forward_row(stage="compare", forward_failure=failure))
@@ -107,3 +116,16 @@ def test_every_top_of_family_architecture_has_a_reference_row_for_its_task():
     lines = (FIXTURES / "results-encoders-neuron-sim.jsonl").read_text().splitlines()
     measured = {(row["task"], row["model_type"]) for row in map(json.loads, lines)}
     assert listed and listed <= measured
+
+
+@pytest.mark.slow
+def test_a_dual_encoders_image_features_are_its_vision_towers_at_the_checkpoint_image_size(settings):
+    from compat_matrix.runner import run_one_isolated
+
+    row = run_one_isolated("image-feature-extraction/clip", settings)
+    assert (row["verdict"], row["task"], row["padded_shape"]) == (
+        "works",
+        "image-feature-extraction",
+        [2, 3, 224, 224],
+    )
+    assert (row["compile_count"], row["recompile_count"], row["graph_breaks"]) == (1, 0, 0)
