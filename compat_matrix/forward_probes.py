@@ -48,6 +48,8 @@ PADDED_LENGTH = 32  # the static sequence length the batches are padded to
 # Real tokens per row of each batch: one full row and one padded row, then other lengths for the second batch.
 REAL_LENGTHS = ((PADDED_LENGTH, 19), (11, PADDED_LENGTH))
 FIRST_TOKEN_ID = 5  # random ids above the usual special-token ids
+# A vision config without image_size (CvT): its checkpoints' image processors crop to ImageNet's 224.
+IMAGE_SIZE_WITHOUT_FIELD = 224
 BFLOAT16 = dataclasses.replace(
     severity.BFLOAT16, change="AutoModel.from_pretrained(..., dtype=torch.bfloat16)"
 )
@@ -65,18 +67,24 @@ def build_model(task: str, model_type: str, seed: int, dtype: str, size: TinySiz
     auto = heads.get(task, AutoModel)
     if task == "image-feature-extraction":
         config = getattr(config, "vision_config", config)
+    # A head with several classes (DeiT, LeViT: with and without a distillation teacher) is chosen by
+    # config.architectures, which a config built from its class lacks: the first is the plain head.
+    classes = auto._model_mapping[type(config)]
+    model_class = classes[0] if isinstance(classes, tuple) else classes
     torch.manual_seed(seed)
-    return auto.from_config(config, dtype=getattr(torch, dtype)).eval()
+    return model_class._from_config(config, dtype=getattr(torch, dtype)).eval()
 
 
-def batches(model: torch.nn.Module, seed: int) -> list[dict[str, torch.Tensor]]:
+def batches(task: str, model: torch.nn.Module, seed: int) -> list[dict[str, torch.Tensor]]:
     """Two batches of the static shape: text padded to it (the attention mask masks each row's padding), or
-    images at the checkpoint's image size."""
+    images at the checkpoint's image size (a dual encoder's vision tower's)."""
     generator = torch.Generator().manual_seed(seed)
     config = model.config
-    if not hasattr(config, "vocab_size"):
-        side = config.image_size if isinstance(config.image_size, int) else config.image_size[0]
-        shape = (len(REAL_LENGTHS[0]), config.num_channels, side, side)
+    if task.startswith("image-"):
+        vision = getattr(config, "vision_config", config)
+        side = getattr(vision, "image_size", IMAGE_SIZE_WITHOUT_FIELD)
+        side = side if isinstance(side, int) else side[0]
+        shape = (len(REAL_LENGTHS[0]), vision.num_channels, side, side)
         return [{"pixel_values": torch.randn(shape, generator=generator)} for _ in REAL_LENGTHS]
     vocab = config.vocab_size
     found = []
@@ -168,7 +176,7 @@ def probe_forward(name: str, settings: ProbeSettings) -> dict[str, Any]:
         model = timed(row["probe_seconds"], "build", "build", fresh_model)
         row["parameters"] = sum(p.numel() for p in model.parameters())
         row["attn_implementation"] = model.config._attn_implementation
-        inputs = timed(row["probe_seconds"], "build", "build", lambda: batches(model, settings.seed))
+        inputs = timed(row["probe_seconds"], "build", "build", lambda: batches(task, model, settings.seed))
         references = timed(row["probe_seconds"], "eager", "eager",
                            lambda: run_forward(task, model, inputs, CPU, None))  # fmt: skip
         device = timed(row["probe_seconds"], "build", "build", lambda: resolve_device(settings))
@@ -201,7 +209,7 @@ def probe_forward(name: str, settings: ProbeSettings) -> dict[str, Any]:
 
     def remeasure(stage: str, size: TinySize, seed: int, exact: dict) -> dict:
         second = fresh_model(size, seed)
-        second_inputs = batches(second, seed)
+        second_inputs = batches(task, second, seed)
         measured = initial_measurement()
         measure(second, second_inputs, run_forward(task, second, second_inputs, CPU, None), measured)
         return measured
