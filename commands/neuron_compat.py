@@ -310,13 +310,15 @@ def summary(rows: list[dict], output: Path, csv_path: Path) -> str:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def standin(command: tuple[str, ...]) -> None:
     """Run COMMAND with the neuron stand-in switched on (the `neuron` device on CPU, docs/reference/standin.md), for it
-    and every process it starts; its exit code is this one's. Without COMMAND, print the shell exports that
+    and every process it starts, all of which end with it (a PID namespace); its exit code is this one's.
+    Without COMMAND, print the shell exports that
     switch it on: eval "$(neuron-compat standin)"."""
     import os
     import shlex
-    import subprocess
+    import shutil
 
     import standin as neuron_standin
+    from try_run.sandbox import IsolationUnavailable, run_in_own_process_tree
 
     try:
         neuron_standin.check_supported()
@@ -329,10 +331,12 @@ def standin(command: tuple[str, ...]) -> None:
         if "TORCH_DEVICE_BACKEND_AUTOLOAD" in os.environ:
             click.echo("unset TORCH_DEVICE_BACKEND_AUTOLOAD")
         return
+    if shutil.which(command[0]) is None:
+        raise BadInput(f"cannot run {command[0]}: not found")
     try:
-        sys.exit(subprocess.call(list(command), env=env))
-    except OSError as error:
-        raise BadInput(f"cannot run {command[0]}: {error.strerror}") from None
+        sys.exit(run_in_own_process_tree(list(command), env))
+    except IsolationUnavailable as error:
+        raise BadInput(str(error)) from None
 
 
 @main.command("list")

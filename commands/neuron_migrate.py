@@ -358,7 +358,32 @@ def checklist(paths, output, results, online, exclude, try_reports):
 @click.option(
     "-q", "--quiet", is_flag=True, help="Do not show the runs' own output (or a folder's progress)."
 )
-def try_(path, args, steps, timeout_s, models, datasets, jobs, entry_table, fmt, report_file, quiet):
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The interpreter that runs the code (default: the active virtual environment's, else this tool's).",
+)
+@click.option(
+    "--no-isolation",
+    is_flag=True,
+    help="Run without the sandbox (docs/reference/safety.md): the script's writes, set-up commands and network are real.",
+)
+def try_(
+    path,
+    args,
+    steps,
+    timeout_s,
+    models,
+    datasets,
+    jobs,
+    entry_table,
+    fmt,
+    report_file,
+    quiet,
+    python,
+    no_isolation,
+):
     """Run PATH (a migrated .py, shell launcher or notebook) for a few steps on the stand-in neuron device,
     with tiny models and local data, and report steps, loss and what a trn2 would recompile.
 
@@ -378,6 +403,8 @@ def try_(path, args, steps, timeout_s, models, datasets, jobs, entry_table, fmt,
         models=_pairs(models, "--model", "ID=MODEL_TYPE"),
         datasets={key: Path(value) for key, value in _pairs(datasets, "--dataset", "ID=FILE.jsonl").items()},
         show_output=not quiet and fmt == "text",
+        isolated=not no_isolation,
+        python=str(Path(python).absolute()) if python else _active_python(),
     )
     for dataset_id, file in options.datasets.items():
         if not file.is_file():
@@ -389,10 +416,16 @@ def try_(path, args, steps, timeout_s, models, datasets, jobs, entry_table, fmt,
         return
     if entry_table is not None:
         _usage_error("--entry-points lists the entry points of a folder; PATH is a file")
+    if report_file is not None and report_file.resolve() == path.resolve():
+        _usage_error(f"--report {report_file} is the file being tried; name another file")
     try:
-        runs = try_path(path, list(args), options)
+        with _stopped_by_sigterm():
+            runs = try_path(path, list(args), options)
     except TryUsageError as error:
         _usage_error(str(error))
+    except KeyboardInterrupt:
+        click.echo("neuron-migrate try: stopped; the run and every process it started were ended", err=True)
+        sys.exit(EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED)
     document = {"path": str(path), "steps": steps, "runs": [run.as_dict() for run in runs]}
     _write_try_report(document, report_file, fmt)
     if fmt == "text":
@@ -452,6 +485,18 @@ def _write_try_report(document: dict, report_file, fmt: str) -> None:
             _usage_error(f"cannot write report {report_file}: {error}")
     if fmt == "json" and report_file is None:
         click.echo(text)
+
+
+def _active_python() -> str:
+    """The interpreter a script would run with here: the active virtual environment's, else this one."""
+    venv = os.environ.get("VIRTUAL_ENV")
+    if (
+        venv
+        and Path(venv).resolve() != Path(sys.prefix).resolve()
+        and (Path(venv) / "bin" / "python").exists()
+    ):
+        return str(Path(venv) / "bin" / "python")
+    return sys.executable
 
 
 def _pairs(values: tuple[str, ...], option: str, form: str) -> dict[str, str]:

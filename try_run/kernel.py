@@ -1,7 +1,7 @@
 """Runs a notebook's code cells in order in a real kernel (nbclient + ipykernel), for `neuron-migrate try`.
 
-`python -m try_run.kernel NOTEBOOK CELLS.json`: CELLS.json holds the cell sources as the try
-runs them (network set-up lines already replaced). The kernel inherits this process's environment, so the
+`python kernel.py NOTEBOOK CELLS.json` (run by path, with any interpreter that has nbclient: it imports
+nothing of neuron-migrate): CELLS.json holds the cell sources as the try runs them. The kernel inherits this process's environment, so the
 stand-in and the try's instrumentation load in it and in the processes its `!torchrun` lines start.
 Exit codes: 0 every cell ran, 1 a cell raised, 3 the kernel died.
 """

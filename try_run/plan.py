@@ -2,12 +2,13 @@
 
 - a `.py`: `python SCRIPT ARGS` (`torchrun --nproc_per_node=2` when the code needs several processes);
 - a shell launcher: read with the project's shell parser (tree-sitter's bash grammar). bash runs a copy of it
-  in which each launch (`python`, `torchrun`, `accelerate launch`, `trl`, `deepspeed`) only records its
-  expanded command line, working directory and environment, and each set-up command that reaches the
-  network (`pip install`, `aws s3`, `huggingface-cli`, `git clone`, ...) or activates another environment is
-  listed instead of run; the recorded launches are then run one by one;
+  (in the sandbox, at the launcher's own path) in which each launch (`python`, `torchrun`, `accelerate
+  launch`, `trl`, `deepspeed`) only records its expanded command line, working directory and environment,
+  and each set-up command that reaches the network (`pip install`, `aws s3`, `huggingface-cli`, `git clone`,
+  ...) or activates another environment runs in the sandbox with its exit code recorded (not run at all when
+  the try is not isolated); the recorded launches are then run one by one;
 - a notebook: its code cells in order, in a real kernel (nbclient + ipykernel), `!torchrun` cells included;
-  network set-up lines are listed, not run.
+  set-up lines run in the sandbox (listed, not run, when the try is not isolated).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import os
 import shlex
 import subprocess
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,9 @@ NETWORK_PROGRAMS = {
     "wget": "downloads",
     "curl": "downloads",
     "docker": "pulls or runs a container image",
+    "uv": "installs packages from an index",
+    "micromamba": "installs packages from a channel",
+    "s5cmd": "reaches cloud storage",
 }
 LOCAL_GIT_COMMANDS = frozenset({"status", "diff", "log", "rev-parse", "show", "config"})
 ENVIRONMENT_ACTIVATION = "activates another environment (the try uses the one neuron-migrate runs in)"
@@ -47,7 +51,9 @@ PRECOMPILE = (
 # A launch under xargs runs once per line of an input the recorder does not see: xargs is run as it is.
 RECORDED_WRAPPERS = WRAPPERS - {"xargs"}
 MAX_PROCESSES = 2
-LAUNCHER_TIMEOUT_S = 120
+NOT_RUN_UNISOLATED = "not run (the try is not isolated)"
+# Added after a notebook's set-up line: the try's bootstrap in the kernel records its exit code.
+RECORD_SET_UP_EXIT = "__import__('sitecustomize').STATE.set_up_exit({index}, _exit_code)"
 
 
 class PlanError(Exception):
@@ -75,9 +81,16 @@ class Skipped:
     reason: str
     line: int | None = None  # a launcher's line
     cell: int | None = None  # a notebook's code cell
+    outcome: str = NOT_RUN_UNISOLATED
 
     def as_report(self) -> dict:
-        return {"command": self.command, "reason": self.reason, "line": self.line, "cell": self.cell}
+        return {
+            "command": self.command,
+            "reason": self.reason,
+            "line": self.line,
+            "cell": self.cell,
+            "outcome": self.outcome,
+        }
 
 
 @dataclass
@@ -113,6 +126,8 @@ def classify(words: list[str]) -> tuple[str, str] | None:
     if not words:
         return None
     program = os.path.basename(words[0])
+    if program in ("{sys.executable}", "$sys.executable"):  # a notebook's `!{sys.executable} -m pip ...`
+        program = "python"
     rest = words[1:]
     if program == "neuron_parallel_compile":
         return "skip", PRECOMPILE
@@ -124,8 +139,8 @@ def classify(words: list[str]) -> tuple[str, str] | None:
         return "skip", NETWORK_PROGRAMS["pip"]
     if program == "git" and rest[:1] and rest[0] in LOCAL_GIT_COMMANDS:
         return None
-    if program in NETWORK_PROGRAMS:
-        return "skip", NETWORK_PROGRAMS[program]
+    if program in NETWORK_PROGRAMS or program.startswith("pip3."):
+        return "skip", NETWORK_PROGRAMS.get(program, NETWORK_PROGRAMS["pip"])
     if program in ("python", "python3") or program.startswith("python3."):
         return ("launch", "") if rest and rest[0] not in ("-c", "--version", "-V") else None
     if program == "accelerate":
@@ -136,10 +151,10 @@ def classify(words: list[str]) -> tuple[str, str] | None:
 
 
 # -- .py ---------------------------------------------------------------------------------------------------
-def plan_script(script: Path, arguments: list[str], multi_process: str | None) -> Plan:
+def plan_script(script: Path, arguments: list[str], multi_process: str | None, python: str) -> Plan:
     if multi_process:
         argv = [
-            sys.executable,
+            python,
             "-m",
             "torch.distributed.run",
             f"--nproc_per_node={MAX_PROCESSES}",
@@ -148,7 +163,7 @@ def plan_script(script: Path, arguments: list[str], multi_process: str | None) -
         label = f"torchrun --nproc_per_node={MAX_PROCESSES} {script.name}"
         processes = MAX_PROCESSES
     else:
-        argv, label, processes = [sys.executable, script.name], f"python {script.name}", 1
+        argv, label, processes = [python, script.name], f"python {script.name}", 1
     launch = Launch(
         " ".join([label, *map(shlex.quote, arguments)]),
         [*argv, *arguments],
@@ -171,9 +186,13 @@ __nm_try_launch() {
     env -0 > "$record.env"
     return 0
 }
-__nm_try_skip() {
-    printf '%s\t%s\n' "$1" "$2" >> "$NM_TRY_RECORD/skipped"
-    return 0
+__nm_try_setup() {
+    local line=$1 shown=$2 outcome="not run"; shift 2
+    if [ -n "${NM_TRY_RUN_SETUP:-}" ]; then  # (${...:-}: a launcher under `set -u`)
+        if "$@"; then outcome=0; else outcome=$?; fi  # (in a condition: `set -e` does not end the launcher)
+    fi
+    printf '%s\t%s\t%s\n' "$line" "$shown" "$outcome" >> "$NM_TRY_RECORD/setup"
+    return 0  # a failed set-up (no network) does not stop the launcher before its launches
 }
 """
 
@@ -197,7 +216,8 @@ def _command_words(command, data: bytes) -> tuple[list, list[str]]:
 
 
 def recorder_script(text: str) -> str:
-    """A copy of the launcher whose launches record themselves and whose set-up commands are listed."""
+    """A copy of the launcher whose launches record themselves and whose set-up commands record their exit
+    code (run only where NM_TRY_RUN_SETUP is set: in the sandbox)."""
     data = text.encode()
     edits: list[tuple[int, int, str]] = []
     for command in _commands(parse(data).root_node):
@@ -213,54 +233,70 @@ def recorder_script(text: str) -> str:
             edits.append((start, program_start, f"__nm_try_launch {line} "))
         else:
             shown = " ".join(words)
-            edits.append(
-                (start, command.end_byte, f"__nm_try_skip {line} {shlex.quote(shown + chr(9) + kind[1])}")
-            )
+            edits.append((start, start, f"__nm_try_setup {line} {shlex.quote(shown + chr(9) + kind[1])} "))
     for start, end, replacement in sorted(edits, reverse=True):
         data = data[:start] + replacement.encode() + data[end:]
     return RECORDER + data.decode()
 
 
-def plan_launcher(launcher: Path, sandbox_launcher: Path, arguments: list[str], env: dict[str, str]) -> Plan:
-    """Runs the recorder copy of `sandbox_launcher` with bash, in its folder, and reads what it recorded."""
-    text = sandbox_launcher.read_text(encoding="utf-8", errors="replace")
-    recorder = recorder_script(text)
-    record = sandbox_launcher.parent / ".neuron-migrate-try-record"
+# (argv, cwd, env, {path in the sandbox: file placed there}) -> (exit code, standard error); raises
+# subprocess.TimeoutExpired past the try's --timeout.
+RunSetUp = Callable[[list[str], Path, dict[str, str], dict[Path, Path]], tuple[int, str]]
+
+
+def plan_launcher(
+    launcher: Path,
+    arguments: list[str],
+    env: dict[str, str],
+    record: Path,
+    run: RunSetUp,
+    isolated: bool,
+    python: str,
+) -> Plan:
+    """Runs the recorder copy of `launcher` with bash, in its folder, and reads what it recorded in `record`.
+    Isolated, the copy runs at the launcher's own path (`$(dirname "$0")`, `${BASH_SOURCE[0]}` resolve as
+    for its user) and its set-up commands run; not isolated, it runs from `record` and they are listed only."""
+    recorder = recorder_script(launcher.read_text(encoding="utf-8", errors="replace"))
     record.mkdir(exist_ok=True)
     copy = record / "launcher.sh"
     copy.write_text(recorder, encoding="utf-8")
+    script, place = (launcher, {launcher: copy}) if isolated else (copy, {})
+    flags = {"NM_TRY_RECORD": str(record), **({"NM_TRY_RUN_SETUP": "1"} if isolated else {})}
     try:
-        result = subprocess.run(
-            ["bash", str(copy), *arguments],
-            cwd=sandbox_launcher.parent,
-            env={**env, "NM_TRY_RECORD": str(record)},
-            capture_output=True,
-            text=True,
-            timeout=LAUNCHER_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
+        returncode, stderr = run(
+            ["bash", str(script), *arguments], launcher_folder(launcher), {**env, **flags}, place
         )
     except subprocess.TimeoutExpired as error:
         raise PlanError(
-            f"{launcher}: its commands other than the launches ran over {LAUNCHER_TIMEOUT_S} s"
+            f"{launcher}: its commands other than the launches ran over the --timeout of {error.timeout:g} s"
         ) from error
-    skipped = []
-    skipped_file = record / "skipped"
-    if skipped_file.is_file():
-        for row in skipped_file.read_text(encoding="utf-8").splitlines():
-            line, command, reason = (row.split("\t", 2) + ["", ""])[:3]
-            skipped.append(Skipped(command, reason, int(line) if line.isdigit() else None))
-    launches = [_recorded_launch(path, env) for path in sorted(record.glob("launch-*.argv"))]
-    if not launches and result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
+    setup = []
+    setup_file = record / "setup"
+    if setup_file.is_file():
+        for row in setup_file.read_text(encoding="utf-8").splitlines():
+            line, command, reason, outcome = (row.split("\t", 3) + ["", "", ""])[:4]
+            setup.append(
+                Skipped(
+                    command,
+                    reason,
+                    int(line) if line.isdigit() else None,
+                    outcome=f"ran in the sandbox: exit {outcome}"
+                    if outcome.isdigit()
+                    else NOT_RUN_UNISOLATED,
+                )
+            )
+    launches = [_recorded_launch(path, env, python) for path in sorted(record.glob("launch-*.argv"))]
+    if not launches and returncode != 0:
+        last = (stderr.strip().splitlines() or [f"exit code {returncode}"])[-1]
         raise PlanError(f"{launcher}: bash stopped before any launch: {last}")
     if not launches:
         raise PlanError(
             f"{launcher}: no launch found (python SCRIPT, torchrun, accelerate launch, trl, deepspeed); nothing to try"
         )
-    return Plan("launcher", launches, skipped)
+    return Plan("launcher", launches, setup)
 
 
-def _recorded_launch(path: Path, base_env: dict[str, str]) -> Launch:
+def _recorded_launch(path: Path, base_env: dict[str, str], python: str) -> Launch:
     line, cwd, *words = path.read_bytes().decode(errors="replace").split("\0")[:-1]
     environment = {}
     env_file = path.with_suffix(".env")
@@ -275,20 +311,25 @@ def _recorded_launch(path: Path, base_env: dict[str, str]) -> Launch:
             ):
                 environment[name] = value
     label = " ".join(shlex.quote(w) for w in words)
-    argv, scripts, arguments, processes = _runnable(words, Path(cwd))
+    argv, scripts, arguments, processes = _runnable(words, Path(cwd), python)
     return Launch(
         label, argv, Path(cwd), environment, scripts, arguments, line=int(line), processes=processes
     )
 
 
-def _runnable(words: list[str], cwd: Path) -> tuple[list[str], list[Path], list[str], int]:
-    """The argv to run (this interpreter's python/torchrun/accelerate), the Python scripts it runs, their
+def _runnable(words: list[str], cwd: Path, python: str) -> tuple[list[str], list[Path], list[str], int]:
+    """The argv to run (`python`'s own python/torchrun/accelerate), the Python scripts it runs, their
     arguments and the processes it asks for (capped: the bootstrap caps what a launcher starts)."""
     program = os.path.basename(words[0])
     script_index = next((i for i, w in enumerate(words) if w.endswith(".py")), None)
     scripts = [cwd / words[script_index]] if script_index is not None else []
-    # Without a script (`trl sft --model_name_or_path X`, `python -m pkg`), the command line is the arguments.
+    # Without a script (`trl sft --model_name_or_path X`), the command line is the arguments.
     arguments = words[script_index + 1 :] if script_index is not None else words[1:]
+    module = module_file(words, cwd)
+    if (
+        script_index is None and module is not None
+    ):  # `python -m package.module ARGS`, from the folder it runs in
+        scripts, arguments = [module], words[words.index("-m") + 2 :]
     processes = 1
     for index, w in enumerate(words[: script_index or len(words)]):
         name, _, value = w.partition("=")
@@ -301,14 +342,48 @@ def _runnable(words: list[str], cwd: Path) -> tuple[list[str], list[Path], list[
         ):
             value = value or (words[index + 1] if index + 1 < len(words) else "")
             processes = min(int(value), MAX_PROCESSES) if value.isdigit() else MAX_PROCESSES
-    bin_dir = Path(sys.executable).parent
+    bin_dir = Path(python).parent
     if program.startswith("python"):
-        argv = [sys.executable, *words[1:]]
+        argv = [python, *words[1:]]
     elif (bin_dir / program).exists():
-        argv = [sys.executable, str(bin_dir / program), *words[1:]]
+        argv = [python, str(bin_dir / program), *words[1:]]
     else:
         argv = list(words)
     return argv, scripts, arguments, processes
+
+
+def module_file(words: list[str], cwd: Path) -> Path | None:
+    """The file `python -m package.module` / `torchrun -m package.module` runs, found from `cwd` (the folder
+    Python puts first on the path for `-m`), or None."""
+    if "-m" not in words[:-1]:
+        return None
+    name = words[words.index("-m") + 1]
+    base = cwd.joinpath(*name.split("."))
+    return next((path for path in (base.with_suffix(".py"), base / "__main__.py") if path.is_file()), None)
+
+
+def launcher_folder(launcher: Path) -> Path:
+    """The folder a launcher is run from: its own, unless the relative scripts it launches are found from a
+    folder above it (a launcher in scripts/ written to be run from the repository root, as its README says),
+    up to the repository's root (the folder with .git)."""
+    data = launcher.read_bytes()
+    relative = []
+    for command in _commands(parse(data).root_node):
+        _, words = _command_words(command, data)
+        if classify(words) == ("launch", ""):
+            relative += [w for w in words if w.endswith(".py") and not w.startswith(("/", "$", "~"))]
+            relative += (
+                [w.replace(".", "/") for w in words[words.index("-m") + 1 :][:1]] if "-m" in words else []
+            )
+    folders = [launcher.parent]
+    while not (folders[-1] / ".git").exists() and folders[-1].parent != folders[-1]:
+        folders.append(folders[-1].parent)
+    for folder in folders if relative else []:
+        if all(
+            (folder / w).exists() or (folder / f"{w}.py").exists() or (folder / w).is_dir() for w in relative
+        ):
+            return folder
+    return launcher.parent
 
 
 # -- notebooks ---------------------------------------------------------------------------------------------
@@ -343,10 +418,11 @@ def notebook_shell_lines(source: str) -> list[tuple[int, str]]:
     return found
 
 
-def plan_notebook(notebook: Path, sandbox_notebook: Path) -> tuple[Plan, list[str]]:
-    """The notebook run, and the cells as the kernel gets them (network set-up lines replaced by a print)."""
-    cells = notebook_cells(sandbox_notebook)
-    skipped: list[Skipped] = []
+def plan_notebook(notebook: Path, isolated: bool, python: str) -> tuple[Plan, list[str]]:
+    """The notebook run, and the cells as the kernel gets them: set-up lines listed, and run in the sandbox
+    (not isolated, replaced by a print)."""
+    cells = notebook_cells(notebook)
+    setup: list[Skipped] = []
     executed = []
     for number, source in enumerate(cells, start=1):
         lines = source.splitlines()
@@ -356,18 +432,26 @@ def plan_notebook(notebook: Path, sandbox_notebook: Path) -> tuple[Plan, list[st
             except ValueError:
                 continue
             kind = classify(words)
-            if kind is not None and kind[0] == "skip":
-                skipped.append(Skipped(command.strip(), kind[1], cell=number))
-                indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
-                note = "neuron-migrate try: not run: " + command.strip()
-                in_bash = lines[0].startswith("%%")
-                lines[index] = indent + (f"echo {shlex.quote(note)}" if in_bash else f"print({note!r})")
+            if kind is None or kind[0] != "skip":
+                continue
+            indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
+            if isolated:
+                setup.append(Skipped(command.strip(), kind[1], cell=number, outcome="ran in the sandbox"))
+                if not lines[0].startswith("%%"):  # IPython keeps a `!`/`%pip` line's exit code in _exit_code
+                    lines[index] += f"\n{indent}{RECORD_SET_UP_EXIT.format(index=len(setup) - 1)}"
+                continue
+            setup.append(Skipped(command.strip(), kind[1], cell=number))
+            note = "neuron-migrate try: not run: " + command.strip()
+            in_bash = lines[0].startswith("%%")
+            lines[index] = indent + (f"echo {shlex.quote(note)}" if in_bash else f"print({note!r})")
         executed.append("\n".join(lines))
-    argv = [sys.executable, "-m", "try_run.kernel", sandbox_notebook.name]
-    launch = Launch(
-        f"notebook {notebook.name} ({len(cells)} code cells)",
-        argv,
-        sandbox_notebook.parent,
-        notebook=notebook,
+    # By path (its folder not on sys.path): the kernel runner imports nothing of ours, so any environment with
+    # nbclient runs it.
+    runner = (
+        f"import runpy; runpy.run_path({str(Path(__file__).with_name('kernel.py'))!r}, run_name='__main__')"
     )
-    return Plan("notebook", [launch], skipped), executed
+    argv = [python, "-c", runner, notebook.name]
+    launch = Launch(
+        f"notebook {notebook.name} ({len(cells)} code cells)", argv, notebook.parent, notebook=notebook
+    )
+    return Plan("notebook", [launch], setup), executed

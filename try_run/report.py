@@ -38,7 +38,10 @@ class RunReport:
     cpu_fallback_ops: list[str] = field(default_factory=list)
     models: list[dict] = field(default_factory=list)
     datasets: list[dict] = field(default_factory=list)
-    skipped: list[dict] = field(default_factory=list)  # set-up commands listed, not run
+    # Set-up commands (pip install, aws s3, activation, ...): command, reason, line/cell, outcome.
+    skipped: list[dict] = field(default_factory=list)
+    # "isolated" (the sandbox: docs/reference/safety.md), with the mounts it could only make read-only, or "not isolated"
+    isolation: str = ""
     launcher_capped: list[str] = field(default_factory=list)
     seconds: float = 0.0
     timings: dict = field(default_factory=dict)  # where the seconds went: see docs/using/try.md
@@ -63,6 +66,8 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
     """Fills `run` from its processes' reports: launchers (torchrun itself) only say what they capped."""
     for report in reports:
         run.launcher_capped += [c for c in report.get("launcher_capped", []) if c not in run.launcher_capped]
+        for index, code in report.get("set_up_exits", {}).items():  # (JSON keys are strings)
+            run.skipped[int(index)]["outcome"] = f"ran in the sandbox: exit {code}"
     workers = [report for report in reports if report.get("role") == "worker" and _did_work(report)]
     if not workers:
         return
@@ -203,7 +208,7 @@ def text_lines(runs: list[RunReport]) -> list[str]:
     lines = []
     for run in runs:
         head = f"{run.status.upper():8} {run.command}"
-        lines.append(head)
+        lines.append(head + (" (not isolated)" if run.isolation == "not isolated" else ""))
         if run.reason:
             lines.append(f"         {run.reason}")
         if run.status != NOT_RUN:
@@ -257,7 +262,9 @@ def text_lines(runs: list[RunReport]) -> list[str]:
         for skipped in run.skipped:
             at = f" (line {skipped['line']})" if skipped.get("line") else ""
             at = f" (cell {skipped['cell']})" if skipped.get("cell") else at
-            lines.append(f"         not run{at}: {skipped['command']}: {skipped['reason']}")
+            lines.append(
+                f"         set-up{at}: {skipped['command']}: {skipped['reason']}; {skipped['outcome']}"
+            )
     return lines
 
 

@@ -1,8 +1,10 @@
 """`neuron-migrate try`'s engine: plan the runs of a file, serve its models and data, run, measure, report.
 
-Every run works in a temporary copy of the tried file's folder (the user's files are never written), with
-the stand-in `neuron` device switched on for it and its children, Hub access offline, and the bootstrap
-(`bootstrap/sitecustomize.py`) first on PYTHONPATH.
+Every command of a try (a launcher's set-up, each run) works in the try's sandbox (`sandbox.py`: the whole
+file system copy-on-write, no network, its own process tree, no credentials in its environment), where the
+user's files are, with the stand-in `neuron` device switched on for it and its children, Hub access offline,
+and the bootstrap (`bootstrap/sitecustomize.py`) first on PYTHONPATH. The try's temporary folder is the one
+place written through: the reports, the stand-in datasets, the notebook's cells.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,18 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from try_run import data, hub, plan, scan
-from try_run.device import DeviceUnavailable, device_environment
+from try_run.device import DeviceUnavailable, device_environment, standin_package
 from try_run.report import FAILED, NOT_RUN, RAN, RunReport, load_process_reports, merge_processes
+from try_run.sandbox import NO_NETWORK_ENV, IsolationUnavailable, Sandbox, stop, without_credentials
 from usercode.launchers import LAUNCHER_SUFFIXES
 from usercode.notebook import cell_python, written_script
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap")
-SKIP_DIRS = frozenset(
-    {".git", ".venv", "venv", "__pycache__", "node_modules", ".ipynb_checkpoints", ".mypy_cache"}
-)
-COPY_BUDGET_BYTES = 256 * 1024 * 1024  # beyond this, files are linked (read-only use), not copied
-BIG_FILE_BYTES = 16 * 1024 * 1024
-MIRRORED_FILES = 5000
 OUTPUT_TAIL_LINES = 40
 # How a load of something the offline Hub cache does not hold fails (transformers, huggingface_hub).
 HUB_MISSES = (
@@ -62,6 +58,8 @@ class TryOptions:
     models: dict[str, str] = field(default_factory=dict)  # --model ID=MODEL_TYPE
     datasets: dict[str, Path] = field(default_factory=dict)  # --dataset ID=FILE.jsonl
     cache_root: Path | None = None
+    python: str = sys.executable  # the interpreter that runs the user's code (--python)
+    isolated: bool = True  # False (--no-isolation): the user's files, network and set-up are real
     show_output: bool = True
     echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
 
@@ -93,33 +91,58 @@ def try_path(path: Path, arguments: list[str], options: TryOptions) -> list[RunR
         raise TryUsageError(f"{path}: not a file (try one script, launcher or notebook at a time)")
     kind = file_kind(path)
     try:
-        base_env, device = device_environment(dict(os.environ))
+        base_env, device = device_environment(dict(os.environ), options.python)
     except DeviceUnavailable as error:
         raise TryUsageError(str(error)) from error
     if kind == "script":
         problem = _syntax_error(path)
         if problem:
             return [RunReport(f"python {path.name}", NOT_RUN, problem, device=device)]
+    named, path = path, path.absolute()
     work = Path(tempfile.mkdtemp(prefix="neuron-migrate-try-"))
     try:
-        sandbox = work / "run"
-        _mirror(path.parent, sandbox)
-        env = _environment(base_env, work, options)
-        try:
-            the_plan, cells = _plan(kind, path, sandbox / path.name, arguments, env)
-        except plan.PlanError as error:
-            raise TryUsageError(str(error)) from error
-        trial = _Trial(path, kind, sandbox, work, env, device, cells, options)
-        runs = []
-        for index, launch in enumerate(the_plan.launches, start=1):
-            if len(the_plan.launches) > 1:
-                options.echo(f"neuron-migrate try: run {index}/{len(the_plan.launches)}: {launch.label}")
-            run = trial.run(launch, index)
-            run.skipped = [skipped.as_report() for skipped in the_plan.skipped]
-            runs.append(run)
-        return runs
+        with _isolation(work, options) as sandbox:
+            env = _environment(base_env, work, options)
+            trial = _Trial(path, named.parent, kind, sandbox, work, env, device, None, options)
+            try:
+                the_plan, trial.cells = _plan(kind, path, arguments, env, trial)
+            except plan.PlanError as error:
+                raise TryUsageError(str(error)) from error
+            runs = []
+            for index, launch in enumerate(the_plan.launches, start=1):
+                if len(the_plan.launches) > 1:
+                    options.echo(f"neuron-migrate try: run {index}/{len(the_plan.launches)}: {launch.label}")
+                run = trial.run(launch, index, the_plan.skipped)
+                run.isolation = _isolation_note(sandbox)
+                runs.append(run)
+            return runs
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _isolation(work: Path, options: TryOptions):
+    """The try's sandbox, or None under --no-isolation; a machine that cannot isolate refuses the try."""
+    if not options.isolated:
+        yield None
+        return
+    try:
+        sandbox = Sandbox(work)
+    except IsolationUnavailable as error:
+        raise TryUsageError(
+            f"{error}; `--no-isolation` runs the try without it (writes, set-up commands and the network "
+            "are then real)"
+        ) from error
+    with sandbox:
+        yield sandbox
+
+
+def _isolation_note(sandbox: Sandbox | None) -> str:
+    if sandbox is None:
+        return "not isolated"
+    if sandbox.read_only:  # mounts overlayfs refused: writes there fail instead of landing in the layer
+        return f"isolated (read-only, not copy-on-write: {', '.join(sandbox.read_only)})"
+    return "isolated"
 
 
 def _syntax_error(path: Path) -> str | None:
@@ -132,46 +155,24 @@ def _syntax_error(path: Path) -> str | None:
     return None
 
 
-def _plan(kind: str, path: Path, sandboxed: Path, arguments: list[str], env: dict[str, str]):
+def _plan(kind: str, path: Path, arguments: list[str], env: dict[str, str], trial: _Trial):
     if kind == "script":
-        facts = scan.read_python(sandboxed.read_text(encoding="utf-8", errors="replace"), arguments)
-        return plan.plan_script(sandboxed, arguments, facts.multi_process), None
+        facts = scan.read_python(path.read_text(encoding="utf-8", errors="replace"), arguments)
+        return plan.plan_script(path, arguments, facts.multi_process, trial.options.python), None
+    isolated, python = trial.sandbox is not None, trial.options.python
     if kind == "launcher":
-        return plan.plan_launcher(path, sandboxed, arguments, env), None
+        record = trial.work / "record"
+        return plan.plan_launcher(path, arguments, env, record, trial.set_up, isolated, python), None
     if arguments:
         raise plan.PlanError(f"{path}: a notebook takes no arguments")
-    return plan.plan_notebook(path, sandboxed)
-
-
-def _mirror(source: Path, target: Path) -> None:
-    """A copy of the user's folder to run in; past the copy budget (or for big files), links to the files,
-    and past MIRRORED_FILES files, links to whole folders (a script in a home folder must not walk all of it)."""
-    budget, files_seen = COPY_BUDGET_BYTES, 0
-    for root, dirs, files in os.walk(source):
-        dirs[:] = [name for name in dirs if name not in SKIP_DIRS]
-        here = target / Path(root).relative_to(source)
-        here.mkdir(parents=True, exist_ok=True)
-        files_seen += len(files)
-        if files_seen > MIRRORED_FILES:
-            for name in dirs:
-                (here / name).symlink_to(Path(root, name).resolve())
-            dirs.clear()
-        for name in files:
-            origin = Path(root, name)
-            try:
-                size = origin.stat().st_size
-            except OSError:
-                continue
-            if size > BIG_FILE_BYTES or size > budget:
-                (here / name).symlink_to(origin.resolve())
-            else:
-                shutil.copy2(origin, here / name)
-                budget -= size
+    return plan.plan_notebook(path, isolated, python)
 
 
 def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[str, str]:
     cache_root = options.cache_root or hub.default_cache_root()
-    env = dict(base)
+    env = without_credentials(base)
+    if options.isolated:
+        env.update(NO_NETWORK_ENV)
     env.update(
         {
             "HF_HUB_CACHE": str(hub.hub_cache_dir(cache_root)),
@@ -180,18 +181,34 @@ def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[
             "HF_DATASETS_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "HF_HUB_DISABLE_TELEMETRY": "1",
-            # `token=True` needs a token to exist, even offline; the stand-ins need none.
-            "HF_TOKEN": base.get("HF_TOKEN") or "neuron-migrate-try-offline",
+            # `token=True` needs a token to exist, even offline; the stand-ins need none (the user's is removed).
+            "HF_TOKEN": "neuron-migrate-try-offline",
             "WANDB_MODE": "disabled",
             "TOKENIZERS_PARALLELISM": "false",
             "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(BOOTSTRAP), base.get("PYTHONPATH", "")])),
+            # The bootstrap, and the stand-in's package alone (not the tool's others), for an environment that
+            # has nothing of ours installed (--python).
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(BOOTSTRAP), _standin_only(work), base.get("PYTHONPATH", "")])
+            ),
             # The environment's own commands first (`python`, `torchrun`, `accelerate` in a shell cell or a
             # script's subprocess), as in an activated virtual environment.
-            "PATH": os.pathsep.join(filter(None, [os.path.dirname(sys.executable), base.get("PATH", "")])),
+            "PATH": os.pathsep.join(filter(None, [os.path.dirname(options.python), base.get("PATH", "")])),
         }
     )
     return env
+
+
+def _standin_only(work: Path) -> str | None:
+    """A folder holding only a link to the stand-in's package (on PYTHONPATH: torch's autoload entry point is
+    installed only in the tool's environment, so the bootstrap switches the stand-in on elsewhere)."""
+    package = standin_package()
+    if package is None:
+        return None
+    folder = work / "packages"
+    folder.mkdir(exist_ok=True)
+    (folder / "standin").symlink_to(package, target_is_directory=True)
+    return str(folder)
 
 
 def _serve(facts: scan.CodeFacts, options: TryOptions, env: dict[str, str], run: RunReport) -> dict[str, str]:
@@ -308,17 +325,18 @@ def _cell_facts(cell: str) -> scan.CodeFacts:
 class _Trial:
     """One tried file: where its runs work, with what environment and device."""
 
-    path: Path  # as the user named it
+    path: Path  # absolute
+    named_folder: Path  # its folder as the user named it (reports show the user's paths so)
     kind: str
-    sandbox: Path  # the copy of its folder the runs work in
-    work: Path  # the try's temporary folder (sandbox, datasets cache, process reports)
+    sandbox: Sandbox | None  # None: not isolated (--no-isolation)
+    work: Path  # the try's temporary folder, written through the sandbox (datasets cache, process reports)
     env: dict[str, str]
     device: str
     cells: list[str] | None  # a notebook's cells as the kernel gets them
     options: TryOptions
 
-    def run(self, launch: plan.Launch, index: int) -> RunReport:
-        run = RunReport(launch.label, device=self.device)
+    def run(self, launch: plan.Launch, index: int, setup: list[plan.Skipped]) -> RunReport:
+        run = RunReport(launch.label, device=self.device, skipped=[entry.as_report() for entry in setup])
         facts = _facts(launch, self.cells)
         env = self.env
         if facts.token_ids_below:  # tiny models whose vocabulary holds the token ids the code draws
@@ -340,8 +358,8 @@ class _Trial:
             "max_new_tokens": self.options.max_new_tokens,
             "denoising_steps": self.options.denoising_steps,
             "max_processes": plan.MAX_PROCESSES,  # the one cap: the bootstrap applies it to launchers
-            "output_dir": str(self.sandbox / "trainer_output"),
-            "roots": {os.path.realpath(self.sandbox): str(self.path.parent)},
+            "output_dir": str(self.work / "trainer_output"),
+            "roots": {os.path.realpath(self.path.parent): str(self.named_folder)},
             "notebook": self.kind == "notebook",
             "fewer_processes": launch.processes_chosen,
         }
@@ -352,7 +370,9 @@ class _Trial:
             cells_file.write_text(json.dumps(self.cells), encoding="utf-8")
             argv = [*argv, str(cells_file)]
         started = time.monotonic()
-        exit_code, tail, timed_out = _execute(argv, launch.cwd, child_env, self.options)
+        exit_code, tail, timed_out = _execute(
+            self.isolate(argv, launch.cwd), launch.cwd, child_env, self.options
+        )
         run.seconds = round(time.monotonic() - started, 2)
         run.exit_code = exit_code
         run.output_tail = "\n".join(tail)
@@ -360,6 +380,35 @@ class _Trial:
         run.timings["serving_stand_ins_seconds"] = serving
         _conclude(run, timed_out, unserved, tail, self.options)
         return run
+
+    def isolate(self, argv: list[str], cwd: Path, place: dict[Path, Path] | None = None) -> list[str]:
+        """`argv` as run in the try's sandbox: the tiny-model cache as it is now (the runs before this one
+        served into it), overlaid, so the run cannot change it either."""
+        if self.sandbox is None:
+            return argv
+        cache_root = self.options.cache_root or hub.default_cache_root()
+        return self.sandbox.command(argv, cwd, fresh=[cache_root], place=place)
+
+    def set_up(
+        self, argv: list[str], cwd: Path, env: dict[str, str], place: dict[Path, Path]
+    ) -> tuple[int, str]:
+        """A launcher's recorder run (plan.RunSetUp), within the try's --timeout."""
+        errors = self.work / "set-up.stderr"
+        with errors.open("w") as stderr:
+            process = subprocess.Popen(
+                self.isolate(argv, cwd, place),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE,  # held open (not communicate(), which closes it): the sandbox's lifeline
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,
+            )
+            try:
+                process.wait(timeout=self.options.timeout_s)
+            finally:
+                stop(process)
+        return process.returncode, errors.read_text(errors="replace")
 
 
 def _hub_view(shared: Path, model_ids: list[str], view: Path) -> Path:
@@ -398,7 +447,7 @@ def _execute(argv, cwd, env, options: TryOptions) -> tuple[int, list[str], bool]
         argv,
         cwd=cwd,
         env=env,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,  # held open: the sandbox ends the run if this process dies
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -420,18 +469,10 @@ def _execute(argv, cwd, env, options: TryOptions) -> tuple[int, list[str], bool]
         process.wait(timeout=options.timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill(process)
     finally:
-        if process.poll() is None:
-            _kill(process)
+        stop(process)
     reader.join(timeout=10)
     return process.returncode, list(tail), timed_out
-
-
-def _kill(process: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
 
 
 def _first_line(text: str) -> str:
@@ -452,6 +493,11 @@ def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: l
         return
     run.status = FAILED
     error = run.error
+    if error and error.get("type") == "ModuleNotFoundError":
+        missing = error["message"].removeprefix("No module named ").strip("'")
+        run.status = NOT_RUN
+        run.reason = f"not run: install {missing} in the environment that runs it ({options.python})"
+        return
     text = " ".join(filter(None, [error and error.get("message"), *tail[-5:]]))
     named = [reason for model_id, reason in unserved.items() if model_id in text]
     hub_miss = any(marker in text for marker in HUB_MISSES)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,10 +110,27 @@ def test_launcher_kind_from_the_full_command_line():
         ("neuron_parallel_compile torchrun train.py", ("skip", plan.PRECOMPILE)),
         ("mkdir -p out", None),
         ("python -c 'print(1)'", None),
+        ("{sys.executable} -m pip install trl", ("skip", plan.NETWORK_PROGRAMS["pip"])),
+        ("pip3.11 install -U transformers", ("skip", plan.NETWORK_PROGRAMS["pip"])),
+        ("uv pip install trl", ("skip", plan.NETWORK_PROGRAMS["uv"])),
+        ("s5cmd cp s3://b/x .", ("skip", plan.NETWORK_PROGRAMS["s5cmd"])),
     ],
 )
 def test_commands_are_launches_setups_or_plain(command, expected):
     assert plan.classify(command.split()) == expected
+
+
+def run_here(argv, cwd, env, place):
+    """plan.RunSetUp without the sandbox (the launcher's set-up is then listed, not run)."""
+    assert not place
+    result = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    return result.returncode, result.stderr
+
+
+def plan_here(launcher: Path) -> plan.Plan:
+    return plan.plan_launcher(
+        launcher, [], dict(os.environ), launcher.parent / "record", run_here, False, sys.executable
+    )
 
 
 def test_a_launcher_records_expanded_launches_and_lists_setups(tmp_path):
@@ -121,7 +140,7 @@ def test_a_launcher_records_expanded_launches_and_lists_setups(tmp_path):
         'for lr in 1 2; do\n  torchrun --nproc_per_node $N train.py --lr "$lr"\ndone\ncd sub\nFOO=1 python x.py\npython y.py 2>&1 | tee y.log\n'
     )
     (tmp_path / "sub").mkdir()
-    the_plan = plan.plan_launcher(launcher, launcher, [], dict(os.environ))
+    the_plan = plan_here(launcher)
     labels = [launch.label for launch in the_plan.launches]
     assert labels == [
         "torchrun --nproc_per_node 8 train.py --lr 1",
@@ -133,14 +152,16 @@ def test_a_launcher_records_expanded_launches_and_lists_setups(tmp_path):
     assert first.env.get("FLAG") == "on" and first.line == 7 and first.processes == 2
     assert first.scripts == [tmp_path / "train.py"] and first.arguments == ["--lr", "1"]
     assert last.cwd == tmp_path / "sub" and last.env.get("FOO") == "1" and "FOO" not in piped.env
-    assert [(s.command, s.line) for s in the_plan.skipped] == [("pip install trl", 3)]
+    assert [(s.command, s.line, s.outcome) for s in the_plan.skipped] == [
+        ("pip install trl", 3, plan.NOT_RUN_UNISOLATED)
+    ]
 
 
 def test_a_launcher_without_a_launch_is_a_usage_error(tmp_path):
     launcher = tmp_path / "setup.sh"
     launcher.write_text("#!/bin/bash\npip install trl\necho ready\n")
     with pytest.raises(plan.PlanError, match="no launch found"):
-        plan.plan_launcher(launcher, launcher, [], dict(os.environ))
+        plan_here(launcher)
 
 
 def test_notebook_setup_lines_are_listed_and_replaced(tmp_path):
@@ -153,13 +174,43 @@ def test_notebook_setup_lines_are_listed_and_replaced(tmp_path):
     notebook.write_text(
         json.dumps({"cells": [{"cell_type": "code", "source": c} for c in cells], "nbformat": 4})
     )
-    the_plan, executed = plan.plan_notebook(notebook, notebook)
+    the_plan, executed = plan.plan_notebook(notebook, False, sys.executable)
     assert [(s.command, s.cell) for s in the_plan.skipped] == [
         ("pip install -q trl", 1),
         ("aws s3 cp s3://b/x .", 2),
     ]
     assert executed[0].startswith("print('neuron-migrate try: not run: pip install -q trl')")
     assert executed[1].splitlines()[1].startswith("echo ") and executed[2] == cells[2]
+
+    the_plan, executed = plan.plan_notebook(notebook, True, sys.executable)  # in the sandbox: run as they are
+    assert [s.outcome for s in the_plan.skipped] == ["ran in the sandbox"] * 2
+    assert executed[0].splitlines() == [
+        "!pip install -q trl",
+        plan.RECORD_SET_UP_EXIT.format(index=0),
+        "import torch",
+    ]
+    assert executed[1:] == cells[1:]  # a %%bash cell's lines have no exit code to record
+
+
+def test_a_launcher_runs_from_the_folder_its_relative_scripts_resolve_from(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "train.py").write_text("")
+    (tmp_path / "src" / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "src" / "pkg" / "eval.py").write_text("")
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    from_root = scripts / "train.sh"
+    from_root.write_text("#!/bin/bash\ntorchrun --nproc_per_node 2 src/train.py --lr 1\n")
+    own = scripts / "own.sh"
+    own.write_text("#!/bin/bash\npython train.py\n")
+    (scripts / "train.py").write_text("")
+    assert plan.launcher_folder(from_root) == tmp_path and plan.launcher_folder(own) == scripts
+    assert (
+        plan.module_file(["python", "-m", "pkg.eval", "--x"], tmp_path / "src")
+        == tmp_path / "src" / "pkg" / "eval.py"
+    )
+    assert plan.module_file(["python", "-m", "pkg.missing"], tmp_path / "src") is None
 
 
 def test_code_facts_models_datasets_columns_and_processes():

@@ -17,12 +17,6 @@ from try_run.device import STANDIN_DEVICE
 CLI = [sys.executable, "-c", "from commands.neuron_migrate import main; main()"]
 
 
-@pytest.fixture(scope="session")
-def try_cache(tmp_path_factory):
-    """One tiny-model Hub cache for every try of the session (pytest-xdist workers share its parent)."""
-    return tmp_path_factory.getbasetemp().parent / "try-cache"
-
-
 def run_try(
     folder: Path, name: str, *arguments: str, cache: Path, timeout: int = 400
 ) -> tuple[int, dict, str]:

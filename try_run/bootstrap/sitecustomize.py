@@ -60,9 +60,14 @@ class _State:
         self.models: list[dict] = []
         self.error: dict | None = None
         self.launcher_capped: list[str] = []
+        self.set_up_exits: dict[int, int] = {}  # a notebook's set-up lines (in the plan's order): exit codes
         self.marks: dict[
             str, float
         ] = {}  # seconds since start-up: torch imported, first load, first/last step
+
+    def set_up_exit(self, index: int, code: int) -> None:
+        self.set_up_exits[index] = code
+        self.write()
 
     def mark(self, name: str, first_only: bool = True) -> None:
         if not first_only or name not in self.marks:
@@ -109,6 +114,7 @@ class _State:
             "models": self.models,
             "error": self.error,
             "launcher_capped": self.launcher_capped,
+            "set_up_exits": self.set_up_exits,
             "seconds": round(time.time() - self.started, 3),
             "marks": self.marks,
         }
@@ -231,6 +237,12 @@ def _after_torch(torch) -> None:
 
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    if (
+        os.environ.get("NEURON_STANDIN") == "1"
+    ):  # (idempotent) where torch's autoload has no entry point for it:
+        import standin  # an environment without neuron-migrate (--python); the try put the package on the path
+
+        standin.autoload()
     STATE.mark("torch_imported")
 
     def after_step(optimizer, args, kwargs):
