@@ -48,7 +48,8 @@ class _Commands(click.Group):
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="neuron-migrate")
 def main() -> None:
-    """Which Transformers text-generation architectures work on TorchNeuron, and how often they recompile."""
+    """Which Transformers architectures work on TorchNeuron, and how often they recompile: text generation,
+    and the encoders' forward (--archs encoders)."""
 
 
 @main.command()
@@ -57,7 +58,8 @@ def main() -> None:
     default="top100",
     show_default=True,
     help="top100, all, checkpoint-differs (whose recorded checkpoint values differ from the class defaults), "
-    "or a comma list of model types.",
+    "a family of other tasks (encoders: feature-extraction and text-classification), one of its tasks, or a "
+    "comma list of causal-LM model types and task/model_type probes (feature-extraction/bert).",
 )
 @click.option(
     "--backend",
@@ -430,21 +432,26 @@ def plan(model: str, config_path: Path | None, task: str, seq_len: int, batch: i
 
 
 @main.command("list")
-@click.option("--archs", default="all", show_default=True, help="top100, all, or a comma list.")
+@click.option(
+    "--archs",
+    default="all",
+    show_default=True,
+    help="top100, all, a family (encoders), a task, or a comma list.",
+)
 def list_architectures(archs: str) -> None:
     """Print the architectures a run would cover, with rank and optimum-neuron 0.4.5 support."""
-    from compat_matrix.archs import UnknownArchitecture, optimum_neuron_support, ranks, select_architectures
+    from compat_matrix.archs import UnknownArchitecture, ranks, select_architectures, support_of
 
     try:
         model_types = select_architectures(archs)
     except UnknownArchitecture as error:
         raise BadInput(str(error)) from None
     marks = {True: "yes", False: "no", None: "-"}
-    click.echo(f"{'rank':>4}  {'model_type':<28} {'ON-inference':<13} ON-training")
-    for model_type in model_types:
-        inference, training = optimum_neuron_support().get(model_type, (None, None))
-        rank = ranks().get(model_type)
-        click.echo(f"{rank or '':>4}  {model_type:<28} {marks[inference]:<13} {marks[training]}")
+    click.echo(f"{'rank':>4}  {'model_type':<40} {'ON-inference':<13} ON-training")
+    for name in model_types:
+        inference, training = support_of(name)
+        rank = ranks().get(name)  # a family's probe names (task/model_type) have no top-100 rank
+        click.echo(f"{rank or '':>4}  {name:<40} {marks[inference]:<13} {marks[training]}")
     click.echo(f"{len(model_types)} architecture(s)", err=True)
 
 

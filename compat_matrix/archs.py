@@ -1,5 +1,5 @@
-"""Which architectures to run: the ranked top-100 list, every causal-LM ``model_type``, or a comma list;
-plus the optimum-neuron 0.4.5 support columns."""
+"""Which architectures to run: the ranked top-100 list, every causal-LM ``model_type``, a family's probes, or a
+comma list; plus the optimum-neuron 0.4.5 support columns."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import csv
 from functools import cache
 from pathlib import Path
 
+from compat_matrix.families import FAMILIES, TEXT_GENERATION, family_probes, split_probe_name
 from compat_matrix.tiny import causal_lm_model_types
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compat"
@@ -31,8 +32,14 @@ def top100() -> list[str]:
 
 def select_architectures(spec: str) -> list[str]:
     """``top100``, ``all``, ``checkpoint-differs`` (the architectures whose recorded checkpoint values build
-    another tiny model than their class defaults) or ``a,b,c`` -> model types, checked against the installed
-    Transformers."""
+    another tiny model than their class defaults), a family (``encoders``: each of its architectures for each
+    of its tasks), a task of one (``feature-extraction``) or ``a,b,c`` -> probe names (``families.probe_name``:
+    a causal-LM model type, or ``task/model_type``), checked against the installed Transformers."""
+    if spec in FAMILIES:
+        return family_probes(spec)
+    for family, tasks in FAMILIES.items():
+        if spec in tasks:
+            return family_probes(family, spec)
     known = causal_lm_model_types()
     if spec == "top100":
         return [model_type for model_type in top100() if model_type in known]
@@ -43,11 +50,13 @@ def select_architectures(spec: str) -> list[str]:
 
         return [m for m in load_checkpoint_configs() if m in known and differs_from_class_defaults(m)]
     wanted = [name.strip() for name in spec.split(",") if name.strip()]
-    unknown = [name for name in wanted if name not in known]
+    every_family_probe = {name for family in FAMILIES for name in family_probes(family)}
+    unknown = [name for name in wanted if name not in known and name not in every_family_probe]
     if unknown or not wanted:
         raise UnknownArchitecture(
             f"unknown architecture(s): {', '.join(unknown) or '(none given)'}. "
-            "Use `neuron-compat list` to see the causal-LM model types of the installed Transformers."
+            "Use `neuron-compat list` to see the causal-LM model types of the installed Transformers, and "
+            f"`neuron-compat list --archs {'|'.join(FAMILIES)}` for a family's probes (task/model_type)."
         )
     return list(dict.fromkeys(wanted))
 
@@ -64,6 +73,13 @@ def optimum_neuron_support() -> dict[str, tuple[bool | None, bool | None]]:
             row["model_type"]: (_tri_state(row["inference"]), _tri_state(row["training"]))
             for row in csv.DictReader(handle)
         }
+
+
+def support_of(name: str) -> tuple[bool | None, bool | None]:
+    """A probe's optimum-neuron 0.4.5 (inference, training) columns: a family's architectures are those its
+    exporter lists for inference (``families``), whose training it does not document apart."""
+    task, model_type = split_probe_name(name)
+    return optimum_neuron_support().get(model_type, (None, None)) if task == TEXT_GENERATION else (True, None)
 
 
 @cache

@@ -32,7 +32,8 @@ POSITION_TOP_K_FIELDS = ("index_topk", "index_topk_blocks", "indexer_budget")
 BLAMED = (Cause.TRANSFORMERS.value, Cause.DEVICE.value)
 COMPARE_FIGURES = ("max_diff_static_vs_dynamic", "max_diff_compiled_vs_dynamic", "max_logit_diff",
                    "outputs_match", "tokens_match")  # fmt: skip
-STAGE_KEYS = {"generate": "generate_failure", "train": "train_failure"}
+STAGE_KEYS = {"generate": "generate_failure", "train": "train_failure", "forward": "forward_failure"}
+COMPARED_STAGES = ("generate", "forward")  # the stages whose row carries compare figures
 
 
 def needs_guard(failure: dict | None) -> bool:
@@ -62,7 +63,7 @@ def _figures(stage: str, measured: dict) -> dict[str, Any]:
         "failure": failure["reason"] if failure else None,
         "cause": failure["cause"] if failure else None,
     }
-    if stage == "generate":
+    if stage in COMPARED_STAGES:
         figures |= {name: measured.get(name) for name in COMPARE_FIGURES}
     return figures
 
@@ -94,7 +95,7 @@ def guard(
         if "error" not in check["second"] and again is None:
             check["outcome"] = "dropped"
             row[key] = None
-            if stage == "generate":
+            if stage in COMPARED_STAGES:
                 row.update({name: second.get(name) for name in COMPARE_FIGURES})
         elif again is not None and again["cause"] == first["cause"]:
             check["outcome"] = "kept"

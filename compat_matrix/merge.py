@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compat_matrix.families import row_probe_name
 from compat_matrix.results_file import ResultsFileError, older_schema_note, read_rows, resume_key
 from compat_matrix.schema import ENVIRONMENT_KEY, NEWER_ENVIRONMENT_FIELDS
 
@@ -70,7 +71,7 @@ class SourceRow:
 class Replacement:
     """A rerun that replaced an earlier row with a different outcome."""
 
-    model_type: str
+    model_type: str  # the probe name (families.probe_name): a model type, or task/model_type
     env_label: str
     kept: SourceRow
     dropped: SourceRow
@@ -154,16 +155,15 @@ def merge_results(paths: list[Path]) -> MergeResult:
             group = groups.setdefault(key, EnvGroup(env=row["env"], label=env_label(row["env"])))
             if path not in group.sources:
                 group.sources.append(path)
-            earlier = group.rows.get(row["model_type"])
+            name = row_probe_name(row)
+            earlier = group.rows.get(name)
             if earlier is not None:
                 differing = differing_fields(earlier.row, row)
                 if differing:
-                    replacements.append(
-                        Replacement(row["model_type"], group.label, source, earlier, differing)
-                    )
+                    replacements.append(Replacement(name, group.label, source, earlier, differing))
                 else:
                     identical += 1
-            group.rows[row["model_type"]] = source
+            group.rows[name] = source
     return MergeResult(list(groups.values()), replacements, identical)
 
 

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from compat_matrix.families import row_probe_name
 from compat_matrix.schema import FIELDS_ADDED, SCHEMA_VERSION, Verdict, environment_key
 
 # Present in rows of every schema version (version 1 rows have no schema_version and none of version 2's
@@ -24,14 +25,16 @@ class ResultsFileError(ValueError):
 
 
 def resume_key(row: dict) -> tuple:
-    """Rows are equivalent for ``--resume`` when architecture and environment key (schema.ENVIRONMENT_KEY) match."""
-    return (row["model_type"], *environment_key(row["env"]))
+    """Rows are equivalent for ``--resume`` when probe (architecture and task) and environment key
+    (schema.ENVIRONMENT_KEY) match."""
+    return (row_probe_name(row), *environment_key(row["env"]))
 
 
-def not_yet_measured(model_types: list[str], env: dict, rows: list[dict]) -> list[str]:
-    """The architectures of ``model_types`` that no row measured under ``env`` (what ``--resume`` runs)."""
+def not_yet_measured(names: list[str], env: dict, rows: list[dict]) -> list[str]:
+    """The probes of ``names`` (``families.probe_name``) that no row measured under ``env`` (what ``--resume``
+    runs)."""
     done = {resume_key(row) for row in rows}
-    return [name for name in model_types if resume_key({"model_type": name, "env": env}) not in done]
+    return [name for name in names if (name, *environment_key(env)) not in done]
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, object]]:

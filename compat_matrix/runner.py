@@ -24,9 +24,10 @@ from typing import Any
 
 import psutil
 
-from compat_matrix.archs import optimum_neuron_support, ranks
+from compat_matrix.archs import ranks, support_of
 from compat_matrix.checkpoints import config_choice
 from compat_matrix.environment import run_env, simulated
+from compat_matrix.families import TEXT_GENERATION, split_probe_name
 from compat_matrix.schema import Cause, Row, Verdict
 from compat_matrix.settings import ProbeSettings
 
@@ -72,9 +73,11 @@ def _child_main(model_type: str, settings: ProbeSettings, torch_threads: int, co
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     if settings.self_signal is not None:
         os.kill(os.getpid(), settings.self_signal)
-    from compat_matrix.probes import probe_architecture
-
-    measured = probe_architecture(model_type, settings)
+    if split_probe_name(model_type)[0] == TEXT_GENERATION:
+        from compat_matrix.probes import probe_architecture as probe
+    else:
+        from compat_matrix.forward_probes import probe_forward as probe
+    measured = probe(model_type, settings)
     measured["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     connection.send(measured)
     connection.close()
@@ -86,25 +89,27 @@ def empty_measurement() -> dict[str, Any]:
     return initial_measurement()
 
 
-def verdict_fields(verdict: str | Verdict, error: str | None) -> dict[str, Any]:
+def verdict_fields(verdict: str | Verdict, error: str | None, task: str = TEXT_GENERATION) -> dict[str, Any]:
     """The verdict fields of a row the probes did not finish (timeout, crash, a harness error on Ray):
-    neither stage was measured to the end, and the error is the reason."""
+    no stage was measured to the end, and the error is the reason."""
     verdict = Verdict(verdict)
     cause = Cause.HARNESS if verdict is Verdict.HARNESS_ERROR else None
-    return {"verdict": verdict, "generate_verdict": verdict, "train_verdict": verdict, "cause": cause,
-            "reason": error}  # fmt: skip
+    stages = ("generate_verdict", "train_verdict") if task == TEXT_GENERATION else ("forward_verdict",)
+    return {"verdict": verdict, **dict.fromkeys(stages, verdict), "cause": cause, "reason": error}
 
 
-def make_row(model_type: str, settings: ProbeSettings, measured: dict, verdict: dict | str, seconds: float,
+def make_row(name: str, settings: ProbeSettings, measured: dict, verdict: dict | str, seconds: float,
              peak_rss_mb: float | None) -> dict[str, Any]:  # fmt: skip
     """The result row (``schema.Row``), its fields in their documented order.
     ``verdict`` is ``compat_matrix.verdict.decide_verdict``'s fields, or a bare verdict for a row the probes did
-    not finish."""
-    inference, training = optimum_neuron_support().get(model_type, (None, None))
-    fields = verdict if isinstance(verdict, dict) else verdict_fields(verdict, measured.get("error"))
+    not finish. ``name`` is the probe's (``families.probe_name``): a model type, or ``task/model_type``."""
+    task, model_type = split_probe_name(name)
+    inference, training = support_of(name)
+    fields = verdict if isinstance(verdict, dict) else verdict_fields(verdict, measured.get("error"), task)
     data = {
         "model_type": model_type,
-        "rank": ranks().get(model_type),
+        "rank": ranks().get(model_type) if task == TEXT_GENERATION else None,
+        "task": task,
         "backend": settings.backend,
         "simulated": simulated(settings),
         **fields,

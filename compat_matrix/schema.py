@@ -12,11 +12,14 @@ avoids them (``device_raising_ops``, ``code_paths``, ``avoided_by``), the ops wh
 shows (``lowering_unverified_ops``), and the training step's own evidence (``train_graph_break_reasons``,
 ``train_recompile_reasons``, ``train_content_compiles``). Version 4 declares every field the probes wrote
 beside the schema, gives each judged stage its own reason (``generate_reason``, ``train_reason``; ``reason`` is
-left to rows whose stages were not judged apart) and records the ``recompile_limit`` measured with.
+left to rows whose stages were not judged apart) and records the ``recompile_limit`` measured with. Version 5
+adds the ``task`` a row's probe measured (``text-generation`` for the causal-LM probe; ``feature-extraction``
+and ``text-classification`` for the encoders' forward probe, ``families``) and that probe's stage: ``forward``
+(``forward_verdict``, ``forward_reason``, ``forward_failure``, ...).
 
 Rows written before version 2 have no ``schema_version``. ``Row.from_dict`` reads older rows with the newer
 fields unset (None), except what it can say of them exactly (``_upgraded``: the stage reasons a version 2 or
-3 row joined, the recompile limit), and ``upgraded_from`` records the version read so a report can say so.
+3 row joined, the recompile limit, the task: every row before version 5 was a causal LM's text generation), and ``upgraded_from`` records the version read so a report can say so.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # The fields each version added, for the note a report or merge prints about older rows. Version 4's other
 # fields were written before it, undeclared, and are read as they were written.
 FIELDS_ADDED = {
@@ -37,6 +40,7 @@ FIELDS_ADDED = {
     3: ("config_source", "artifact_check", "device_raising_ops", "code_paths", "lowering_unverified_ops",
         "train_graph_break_reasons", "train_content_compiles"),
     4: ("generate_reason", "train_reason", "recompile_limit"),
+    5: ("task", "forward_verdict", "forward_reason", "forward_failure"),
 }  # fmt: skip
 
 # What a row was measured under. Rows with equal values are one run (one column of a report); `run --resume`
@@ -109,6 +113,7 @@ class Stage(_Meaningful):
     BUILD = ("build", "building the model from its Transformers config")
     EAGER = ("eager", "the eager reference run on CPU, before the neuron backend is involved")
     GENERATE = ("generate", "generate() with a static KV cache (compiled)")
+    FORWARD = ("forward", "a forward at a padded fixed shape (compiled), for a task without generation")
     COMPARE = ("compare", "comparing outputs with the CPU reference")
     TRAIN = ("train", "a compiled training step")
 
@@ -143,7 +148,7 @@ class ConfigSource(_Meaningful):
 
 
 # The stages judged apart, each with its own verdict and reason fields (``generate_verdict``, ``train_reason``).
-JUDGED_STAGES = (Stage.GENERATE, Stage.TRAIN)
+JUDGED_STAGES = (Stage.GENERATE, Stage.TRAIN, Stage.FORWARD)
 
 
 OK_VERDICTS = frozenset({Verdict.WORKS, Verdict.WORKS_EAGER, Verdict.WORKS_WITH_CAVEATS})
@@ -169,6 +174,7 @@ class Row:
     # What was measured, where, and the outcome.
     model_type: str
     rank: int | None  # in the top-100 ranking, None for an architecture outside it
+    task: str  # what the probe measured: "text-generation", "feature-extraction", "text-classification"
     backend: str  # "neuron" or "neuron-sim"
     simulated: bool  # measured by the simulator (on CPU or the neuron stand-in), not a real device
     verdict: Verdict
@@ -179,8 +185,10 @@ class Row:
     cause: Cause | None = None
     generate_verdict: Verdict | None = None
     train_verdict: Verdict | None = None
+    forward_verdict: Verdict | None = None  # a forward-only task's one stage (None for text generation)
     generate_reason: str | None = None  # one line: why generation's verdict (None for plain works)
     train_reason: str | None = None  # one line: why training's verdict (None for plain works)
+    forward_reason: str | None = None  # one line: why the forward's verdict (None for plain works)
     # Why the row's verdict when its stages were not judged apart (a harness error, a timeout, a crash).
     reason: str | None = None
     compiled_generation: bool | None = None  # generation went through torch.compile (compile_count > 0)
@@ -212,9 +220,11 @@ class Row:
     # the artifact guard could not confirm it), None when the stage passed.
     generate_failure: dict[str, Any] | None = None
     train_failure: dict[str, Any] | None = None
+    forward_failure: dict[str, Any] | None = None
     # The caveat a stage carries when a measured code path avoids the ops a device rule says raise.
     generate_device_rule_caveat: str | None = None
     train_device_rule_caveat: str | None = None
+    forward_device_rule_caveat: str | None = None
     traceback_tail: str | None = None  # the end of the first failure's traceback
     # Compiled generation.
     compile_count: int | None = None  # graphs compiled (after the first, recompiles)
@@ -254,6 +264,9 @@ class Row:
     train_graph_break_reasons: list[str] | None = None
     train_recompile_reasons: list[str] | None = None
     train_unsupported_ops: list[str] | None = None  # device-rule findings of training
+    # The forward of a task without generation (its compile figures are compile_count, recompile_count, ...).
+    padded_shape: list[int] | None = None  # (batch, padded sequence length) of every batch
+    forward_unsupported_ops: list[str] | None = None  # device-rule findings of the forward
     # Graphs compiled for one more batch of the first padded length with other content: > 0 means training
     # recompiles with the data (e.g. expert token counts), not only with the padded length.
     train_content_compiles: int | None = None
@@ -281,6 +294,8 @@ class Row:
         version = data.get("schema_version", 1)
         if version < 4:
             data = _upgraded(data)
+        if version < 5:
+            data = dict(data, task="text-generation")
         names = set(cls.field_names())
         values = {name: data[name] for name in names if name in data}
         for name, enum in ENUM_FIELDS.items():

@@ -111,7 +111,7 @@ def stage_judgement(
 ) -> dict[str, Any]:
     """The stage's outcome under the device rule: ``failure`` (a stage failure blamed on the device) or
     ``avoided_by`` and a caveat line."""
-    where = "compiled training graph" if stage == "train" else "compiled generation graph"
+    where = f"compiled {({'train': 'training', 'forward': 'forward'}).get(stage, 'generation')} graph"
     held = (
         f"in {dtype} the {where} holds {_ops(raising)}, which the device raises on (rule {_rules(raising)})"
     )

@@ -64,6 +64,20 @@ def train_caveats(row: dict[str, Any]) -> list[str]:
     return found
 
 
+def forward_caveats(row: dict[str, Any]) -> list[str]:
+    """Why a forward at a static shape that matched the reference is not a clean ``works``: a static shape
+    compiles one graph, so a recompile for another batch of that shape, or a graph break, costs a device."""
+    found = []
+    if row.get("recompile_count"):
+        found.append(f"{row['recompile_count']} recompile(s) for another batch of the same shape")
+    if row.get("graph_breaks"):
+        found.append(f"{row['graph_breaks']} graph break(s) in the forward")
+    found += _op_caveats(
+        row.get("forward_unsupported_ops") or [], row.get("forward_device_rule_caveat"), "the forward"
+    )
+    return found
+
+
 def _stage_verdict(
     failure: dict | None, caveat_list: list[str], note: str | None
 ) -> tuple[Verdict, str | None]:
@@ -75,18 +89,31 @@ def _stage_verdict(
     return (Verdict.WORKS_WITH_CAVEATS if caveat_list else Verdict.WORKS), text
 
 
+BLAMED_VERDICTS = (Verdict.FAILS, Verdict.NOT_MEASURED)  # a stage verdict whose failure names the cause
+
+
 def decide_verdict(row: dict[str, Any]) -> dict[str, Any]:
     """The verdict fields of a measured row: ``verdict``, ``cause``, and each stage's verdict and one-line
     reason (``generate_verdict``, ``generate_reason``, ...); a harness error has one ``reason`` for the row.
     A build or eager-reference failure is the harness's (never the architecture's); otherwise the first failing stage decides, then a simulator limitation, then caveats,
-    then uncompiled generation (``works-eager``)."""
+    then uncompiled generation (``works-eager``). A forward-only task's row (``task``) has its one stage,
+    ``forward``."""
     generate_failure, train_failure = row.get("generate_failure"), row.get("train_failure")
+    forward_only = row.get("task", "text-generation") != "text-generation"
     if row.get("stage") in (Stage.BUILD.value, Stage.EAGER.value):
-        reason = (generate_failure or {}).get("reason") or (
+        reason = (row.get("forward_failure" if forward_only else "generate_failure") or {}).get("reason") or (
             f"the tiny model cannot be built or run eagerly here: {row.get('error') or 'no error recorded'}"
         )
-        return {"verdict": Verdict.HARNESS_ERROR, "generate_verdict": Verdict.HARNESS_ERROR,
-                "train_verdict": Verdict.HARNESS_ERROR, "cause": Cause.HARNESS, "reason": reason}  # fmt: skip
+        stages = ("forward_verdict",) if forward_only else ("generate_verdict", "train_verdict")
+        return {"verdict": Verdict.HARNESS_ERROR, **dict.fromkeys(stages, Verdict.HARNESS_ERROR),
+                "cause": Cause.HARNESS, "reason": reason}  # fmt: skip
+    if forward_only:
+        forward_verdict, forward_reason = _stage_verdict(
+            row.get("forward_failure"), forward_caveats(row), artifacts.dropped_note(row, "forward")
+        )
+        cause = row["forward_failure"]["cause"] if forward_verdict in BLAMED_VERDICTS else None
+        return {"verdict": forward_verdict, "forward_verdict": forward_verdict, "cause": cause and Cause(cause),
+                "forward_reason": forward_reason}  # fmt: skip
     generate_verdict, generate_reason = _stage_verdict(
         generate_failure, generate_caveats(row), artifacts.dropped_note(row, "generate")
     )

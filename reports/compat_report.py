@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from datetime import datetime, timezone
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from compat_matrix.families import FAMILIES
 from compat_matrix.results_file import spreadsheet_safe
 from compat_matrix.schema import JUDGED_STAGES, Verdict
 from reports import charts, device_gaps
@@ -157,7 +159,8 @@ def _matrix_rows(frame: pd.DataFrame, runs: list[Run]) -> list[dict]:
         rows.append(
             {
                 "model_type": model_type,
-                "anchor": "arch-" + model_type,
+                "family": first["family"],
+                "anchor": "arch-" + model_type.replace("/", "-"),
                 "class_name": next((cell["class_name"] for cell in present if cell["class_name"]), None),
                 "hub_ids": hub_ids.get(model_type, []),
                 "rank": rank,
@@ -180,7 +183,9 @@ def _matrix_rows(frame: pd.DataFrame, runs: list[Run]) -> list[dict]:
                 "search_text": _search_text(model_type, present, hub_ids.get(model_type, [])),
             }
         )
-    return rows
+    # Grouped by family, causal LMs (the headline's) first, each in the matrix's order.
+    order = ["causal-lm", *FAMILIES]
+    return sorted(rows, key=lambda row: order.index(row["family"]))
 
 
 def _change_summary(rows: list[dict], runs: list[Run]) -> list[dict]:
@@ -254,6 +259,9 @@ def _context(paths: list[Path], merge: bool = False) -> dict:
     return {
         "runs": run_views,
         "rows": rows,
+        "rows_by_family": [
+            (family, list(group)) for family, group in itertools.groupby(rows, lambda row: row["family"])
+        ],
         "frame": frame,
         "merged": merge,
         "changes": _change_summary(rows, runs),

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from compat_matrix.families import row_probe_name
 from compat_matrix.results_file import ResultsFileError, json_lines
 from compat_matrix.schema import (
     ENUM_FIELDS,
@@ -240,8 +241,9 @@ def load_runs(paths: list[Path], merge: bool = False) -> list[Run]:
             if path not in run.sources:
                 run.sources.append(path)
             where = f"{path.name}:{number}"
-            model_type = row["model_type"]
-            # A later row for the same architecture in the same run is a rerun: it wins, and is listed.
+            # A family's rows are keyed by their probe name (task/model_type): one architecture, several tasks.
+            model_type = row_probe_name(row)
+            # A later row for the same probe in the same run is a rerun: it wins, and is listed.
             if model_type in run.rows:
                 run.replaced.append(
                     Replacement(

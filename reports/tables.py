@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from compat_matrix.families import TEXT_GENERATION, family_of
 from compat_matrix.schema import SCHEMA_VERSION
 from reports.results import (
     FAILURE_KEYS,
@@ -62,6 +63,7 @@ def long_frame(runs: list[Run], top100: list[Top100Entry]) -> pd.DataFrame:
                 "settings_id": run.env.get("settings_id"),
                 "settings_config": run.config,
                 "model_type": model_type,
+                "family": family_of(row.get("task") or TEXT_GENERATION),
                 "class_name": (entry.class_name if entry else None) or causal_lm_classes().get(model_type),
                 "rank": rank,
                 "rank_band": rank_band(rank),

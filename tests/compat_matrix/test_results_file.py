@@ -5,6 +5,7 @@ import pytest
 
 from compat_matrix.results_file import ResultsFileError, append_row, check_writable, export_csv, read_rows
 from compat_matrix.runner import empty_measurement, make_row
+from compat_matrix.schema import SCHEMA_VERSION
 
 
 def a_row(settings, model_type="llama", verdict="works"):
@@ -24,7 +25,7 @@ def test_rows_round_trip_one_line_each(tmp_path, settings):
 
 
 def test_row_has_the_contract_fields_in_order(settings):
-    from compat_matrix.schema import SCHEMA_VERSION, Row
+    from compat_matrix.schema import Row
 
     row = a_row(settings)
     assert list(row)[: len(Row.field_names())] == list(Row.field_names())
@@ -58,7 +59,10 @@ def test_rows_written_before_schema_2_are_still_read_with_a_note(tmp_path, setti
     path.write_text(json.dumps(old) + "\n")
     rows = read_rows(path)
     assert rows[0]["model_type"] == "llama"
-    assert "1 row(s) written before schema version 4 (no cause, generate_verdict" in older_schema_note(rows)
+    assert (
+        f"1 row(s) written before schema version {SCHEMA_VERSION} (no cause, generate_verdict"
+        in older_schema_note(rows)
+    )
     assert older_schema_note([a_row(settings)]) is None
 
 
@@ -76,7 +80,10 @@ def test_rows_of_schema_2_are_read_with_the_version_3_fields_unset(tmp_path, set
     row = Row.from_dict(rows[0])
     assert row.upgraded_from == 2 and row.config_source is None and row.artifact_check is None
     note = older_schema_note(rows)
-    assert "before schema version 4 (no config_source, artifact_check" in note and "cause" not in note
+    assert (
+        f"before schema version {SCHEMA_VERSION} (no config_source, artifact_check" in note
+        and "cause" not in note
+    )
 
 
 @pytest.mark.parametrize(
