@@ -148,13 +148,20 @@ def test_sigterm_stops_every_running_try_and_the_processes_it_started(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 120
-    while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    started = [int(path.name) for path in pids.iterdir()]
-    assert len(started) == 2, process.stderr.read() if process.poll() is not None else "runs did not start"
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 130
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        started = [int(path.name) for path in pids.iterdir()]
+        assert len(started) == 2, (
+            process.stderr.read() if process.poll() is not None else "runs did not start"
+        )
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 130
+    finally:
+        if process.poll() is None:  # a failed check must not leave the tries sleeping behind the suite
+            process.terminate()
+            process.wait(timeout=60)
     time.sleep(1)
     assert [pid for pid in started if _alive(pid)] == []
 
