@@ -192,10 +192,12 @@ def classify(result: dict | None, migrated: Path) -> dict:
 
     text = f"{error.get('type', '')}: {error.get('message', '')} {reason}"
     module = MISSING_MODULE.search(text)
-    if run["status"] == "not-run" or "stand-in" in reason or "could not be built" in reason:
-        return row(STAND_IN, f"try: {reason[:200]}")
+    # A missing module first: try reports one as "not run: install X", and a Neuron SDK module kept behind a
+    # TODO is manual work left, not a package the try lacks.
     if module:
         return _missing_module(module.group(1), row, todo, where, migrated, result["path"], error)
+    if run["status"] == "not-run" or "stand-in" in reason or "could not be built" in reason:
+        return row(STAND_IN, f"try: {reason[:200]}")
     if todo:
         return row(MANUAL, f"{todo[0]} at {where}: {todo[1]}")
     if any(miss in text for miss in HUB_MISSES):
