@@ -261,6 +261,8 @@ def incomplete(tree_root: Path, path: Path) -> str | None:
         return (
             "; ".join(f"{script}: {why}" for script, why in zip(scripts, reasons, strict=True) if why) or None
         )
+    if path.name.split(".")[0] == "setup" and path.suffix == ".py":
+        return "a package's build script (pip runs it to install the package), not a program"
     try:
         text = python_source(path)
     except SyntaxError as error:
