@@ -29,8 +29,8 @@ def before_migrating(monkeypatch, action) -> None:
     """Every file's migration (in the worker processes, which are forked) first calls `action(text)`."""
     real = engine.rewriter
 
-    def rewriter(kind, directory, root=None):
-        migrate = real(kind, directory, root)
+    def rewriter(kind, directory, root=None, name=""):
+        migrate = real(kind, directory, root, name)
 
         def run(text):
             action(text)
