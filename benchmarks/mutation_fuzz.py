@@ -243,9 +243,9 @@ def _fuzz(count: int, seed: int, jobs: int, work: Path) -> dict:
     for index in range(count):
         source = rng.choice(corpus)
         data, how = mutate(source, rng)
-        name = f"m{index:04}_{source.name}"
-        (tree / source.parent.name).mkdir(parents=True, exist_ok=True)
-        relative = f"{source.parent.name}/{name}"
+        # each in a folder of its own, under its own name: a file's kind can depend on it (pyproject.toml)
+        relative = f"{source.parent.name}/m{index:04}/{source.name}"
+        (tree / relative).parent.mkdir(parents=True, exist_ok=True)
         (tree / relative).write_bytes(data)
         kinds[relative], mutations[relative] = file_kind(source), how
     originals = {relative: (tree / relative).read_bytes() for relative in kinds}

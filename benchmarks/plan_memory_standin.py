@@ -26,7 +26,7 @@ def compare(model_type: str) -> None:
     model = AutoModelForCausalLM.from_config(build_config(full), dtype=torch.float32).to("neuron").train()
     weights = torch.neuron.memory_allocated()
     for batch, seq in GRID:
-        predicted_activations = measure_sizes(full, "train", batch, seq, torch.float32).activations
+        predicted_activations = measure_sizes(full, "train", batch, seq, "fp32").activations
         ids = torch.randint(0, TINY["vocab_size"], (batch, seq), device="neuron")
         torch.neuron.reset_peak_memory_stats()
         output = model(input_ids=ids, labels=ids, use_cache=False)

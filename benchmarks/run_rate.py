@@ -12,7 +12,8 @@ evidence line (file:line and the message):
 - migrated code fails: the run failed in code the migrator wrote or left unchanged, with no TODO there;
 - try could not stand in: a package the try environment lacks, a model or dataset it could not stand in, a
   file the tree does not hold, a launcher it could not follow;
-- needs private data: the corpus marks it (credentials, the owner's data): not tried;
+- needs private data: the corpus marks it (credentials, the owner's data): not tried; or the run reached AWS,
+  which needs the owner's account (the try's evidence: the AWS client's error);
 - time limit: the run ran past --timeout.
 
     python benchmarks/run_rate.py --mirrors /work/.mirror -j 2 --output benchmarks/run_rate.json \
@@ -31,6 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from try_run.packages import CANNOT_INSTALL, INSTALLED, declared
+from try_run.runner import NEEDS_AWS
+from usercode.names import NEURON_SDK_MODULES as SDK_MODULES
+
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "from commands.neuron_migrate import main; main()"]
 RAN, MANUAL, FAILS, STAND_IN, PRIVATE, TIME, NO_MIRROR = (
@@ -43,21 +48,6 @@ RAN, MANUAL, FAILS, STAND_IN, PRIVATE, TIME, NO_MIRROR = (
     "mirror missing",
 )
 CLASSES = (RAN, MANUAL, FAILS, STAND_IN, PRIVATE, TIME)
-# The Neuron SDK modules a migrated file must no longer import (the migrator's sources: migration-map.md).
-SDK_MODULES = (
-    "optimum.neuron",
-    "optimum",
-    "torch_xla",
-    "torch_neuronx",
-    "neuronx_distributed",
-    "neuronx_distributed_inference",
-    "transformers_neuronx",
-    "libneuronxla",
-    "neuronxcc",
-    "neuronperf",
-    "nki",
-    "neuron",
-)
 TODO = re.compile(r"TODO\(neuron-migrate\): (NM\d+)")
 MISSING_MODULE = re.compile(r"No module named '([^']+)'")
 EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.*)$")
@@ -65,8 +55,19 @@ FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 SANDBOX_FRAME = re.compile(r'File "[^"]*neuron-migrate-try-[^/"]+/run/([^"]+)"')
 FEATURE_OBJECT = re.compile(r"'(Value|Sequence|ClassLabel|List)' object has no attribute")
 FAILED_CELL = re.compile(r'neuron-migrate-try-failed-cell: \{"cell": (\d+)')
+# What a failed shell command (a %%bash cell) printed last, as the try's reason quotes it, and an argument
+# parser's refusal among it (`run_sft.py: error: argument --bf16: expected one argument`).
+COMMAND_OUTPUT = re.compile(r"; the command's output ends: (.*)$", re.DOTALL)
+EXIT_STATUS = re.compile(r"returned non-zero exit status (-?\d+)")
+ARGUMENT_ERROR = re.compile(r"([\w.-]+\.py): error: (.+?)(?= \| |$)")
+FLAG = re.compile(r"argument (--[\w-]+)")
+CANNOT_OPEN_ANY = re.compile(r"can't open file '[^']*/([^/']+)': \[Errno 2\]")  # a script's file name
 CANNOT_OPEN = re.compile(r"can't open file '[^']*neuron-migrate-try-[^/']+/run/([^']+)': \[Errno 2\]")
+# A load_dataset of a Hub id the try served no stand-in for (datasets' offline miss).
+DATASET_MISS = re.compile(r"Couldn't reach '([^']+)' on the Hub \(OfflineModeIsEnabled\)")
 HUB_MISSES = ("LocalEntryNotFoundError", "offline mode", "outgoing traffic has been disabled")
+# Hub API paths of writes; a try records create_repo and commits (docs/using/try.md), so one here was made another way
+HUB_WRITE = re.compile(r"huggingface\.co/api/(?:repos/create|\w+/[^\s/]+/[^\s/]+/(?:commit|preupload))")
 LOOK_ABOVE = 8  # lines above a failing statement searched for its TODO (a TODO sits above what it is about)
 
 
@@ -172,6 +173,8 @@ def classify(result: dict | None, migrated: Path) -> dict:
     reason = run["reason"]
     if "ran over the --timeout" in reason:
         return {"class": TIME, "evidence": reason, "fix": "a faster run, or a longer --timeout"}
+    if reason.startswith(NEEDS_AWS):
+        return {"class": PRIVATE, "evidence": reason[:400], "fix": "an AWS account: the run reached AWS"}
     error = run.get("error") or {}
     if not error.get("file") or error.get("type") == "CalledProcessError":
         # A child's failure (torchrun's summary, a %%bash cell): the child's own traceback is in the output.
@@ -181,9 +184,8 @@ def classify(result: dict | None, migrated: Path) -> dict:
         error = {**error, "file": "notebook", "cell": int(failed_cell.group(1))}  # the kernel names the cell
     opened = CANNOT_OPEN.search(run.get("output_tail", ""))
     where = _where(error, migrated)
-    evidence = f"{where}: {error.get('type')}: {error.get('message')}" if error.get("type") else reason
-    if opened and not error.get("type"):
-        evidence = opened.group(0)
+    said = COMMAND_OUTPUT.search(reason) if error.get("type") == "CalledProcessError" else None
+    evidence = _evidence(error, where, reason, said, opened)
     lines = _source_lines(error, migrated, result["path"])
     todo = _todo_above(lines, error.get("line"))
 
@@ -195,11 +197,26 @@ def classify(result: dict | None, migrated: Path) -> dict:
     # A missing module first: try reports one as "not run: install X", and a Neuron SDK module kept behind a
     # TODO is manual work left, not a package the try lacks.
     if module:
-        return _missing_module(module.group(1), row, todo, where, migrated, result["path"], error)
-    if run["status"] == "not-run" or "stand-in" in reason or "could not be built" in reason:
-        return row(STAND_IN, f"try: {reason[:200]}")
+        return _missing_module(module.group(1), row, todo, where, migrated, result["path"], error, run)
+    # ("was installed for the try": the release the try installed lacks a name the code imports)
+    if run["status"] == "not-run" or any(
+        mark in reason for mark in ("stand-in", "could not be built", "was installed for the try")
+    ):
+        return row(STAND_IN, f"try: {reason[:300]}")
     if todo:
         return row(MANUAL, f"{todo[0]} at {where}: {todo[1]}")
+    dataset = DATASET_MISS.search(text)
+    if dataset:
+        return row(
+            STAND_IN,
+            f"try: no stand-in for the dataset {dataset.group(1)} (the try serves datasets it reads)",
+        )
+    if any(miss in text for miss in HUB_MISSES) and HUB_WRITE.search(text):
+        return row(
+            STAND_IN,
+            "try: a Hub upload outside the calls it records in place of sending (create_repo, commits, branches, "
+            "tags: what push_to_hub and upload_folder come down to), e.g. an LFS pre-upload made directly",
+        )
     if any(miss in text for miss in HUB_MISSES):
         return row(STAND_IN, "try: a Hub download it does not serve (snapshot_download, hf_hub_download)")
     if "magic function" in text:
@@ -214,10 +231,7 @@ def classify(result: dict | None, migrated: Path) -> dict:
             "try: the stand-in tokenizer has no model_max_length, which padding='max_length' pads to",
         )
     if error.get("type") == "CalledProcessError":
-        return row(
-            STAND_IN,
-            "try: the output of the command this cell or script ran is not in the report, so its failure cannot be read",
-        )
+        return _failed_command(said.group(1) if said else None, where, run, migrated, result["path"], row)
     if opened:
         return row(
             STAND_IN,
@@ -228,7 +242,73 @@ def classify(result: dict | None, migrated: Path) -> dict:
     return row(FAILS, f"{error.get('type') or 'exit'} in migrated code")
 
 
-def _missing_module(name, row, todo, where, migrated: Path, entry: str, error: dict) -> dict:
+def _evidence(error: dict, where: str, reason: str, said, opened) -> str:
+    """The evidence line: where and what failed; for a shell command, what it printed (the command itself is in
+    the cell)."""
+    if said:
+        status = EXIT_STATUS.search(error.get("message", ""))
+        return (
+            f"{where}: the command exited with {status.group(1) if status else 'an error'}: {said.group(1)}"
+        )
+    if error.get("type"):
+        return f"{where}: {error.get('type')}: {error.get('message')}"
+    return opened.group(0) if opened else reason
+
+
+def _failed_command(output: str | None, where: str, run: dict, migrated: Path, entry: str, row) -> dict:
+    """A shell command that failed with no traceback of the user's code: by what it printed. An argument its
+    script's parser refuses is the migrated launch's (the migration's when the original entry point does not
+    pass it: the original is the `src` folder beside `migrated`); a set-up command the try ran in its sandbox
+    is the try's limit."""
+    if output is None:
+        return row(STAND_IN, "try: the command printed nothing, so its failure cannot be read")
+    refused = ARGUMENT_ERROR.search(output)
+    if refused:
+        flag = FLAG.search(refused.group(2))
+        original = migrated.parent / "src" / entry
+        by = ""
+        if flag and original.is_file():
+            passed = flag.group(1) in original.read_text(encoding="utf-8", errors="replace")
+            by = " (the user's own)" if passed else " (added by the migration)"
+        return row(
+            FAILS,
+            f"{refused.group(1)}'s parser refuses an argument the launch at {where} passes{by}: {refused.group(2)}",
+        )
+    missing = CANNOT_OPEN_ANY.search(output)
+    fetched = missing and next(
+        (s for s in run.get("skipped", []) if s["command"].split()[-1].endswith("/" + missing.group(1))), None
+    )
+    if fetched:  # the file the command runs is one an earlier set-up command downloads
+        lines = _code_cells(migrated / entry)[fetched["cell"] - 1].splitlines() if fetched.get("cell") else []
+        at = next((n for n, line in enumerate(lines, start=1) if fetched["command"] in line), None)
+        todo = _todo_above(lines, at)
+        if todo:
+            return row(
+                MANUAL,
+                f"{todo[0]} at cell {fetched['cell']}:{at}, the download of {missing.group(1)}: {todo[1]}",
+            )
+        return row(
+            STAND_IN,
+            f"try: {missing.group(1)} comes from a download (cell {fetched['cell']}) the sandbox cannot make",
+        )
+    cell = int(where.split()[1].split(":")[0]) if where.startswith("cell ") else None
+    set_up = next(
+        (
+            s
+            for s in run.get("skipped", [])
+            if s.get("cell") == cell and "in the sandbox" in s.get("outcome", "")
+        ),
+        None,
+    )
+    if set_up:
+        return row(
+            STAND_IN,
+            f"try: a set-up command ({set_up['reason']}: {set_up['command'][:80]}) failed in the sandbox",
+        )
+    return row(FAILS, f"the command at {where} fails on the migrated code")
+
+
+def _missing_module(name, row, todo, where, migrated: Path, entry: str, error: dict, run: dict) -> dict:
     top = name.split(".")[0]
     if top in {module.split(".")[0] for module in SDK_MODULES}:
         if todo:
@@ -244,7 +324,20 @@ def _missing_module(name, row, todo, where, migrated: Path, entry: str, error: d
         return row(
             STAND_IN, f"try: `{top}` is the tree's own package at its root, outside the tried file's folder"
         )
-    return row(STAND_IN, f"try: package {name} is not in the try environment")
+    tried = next(
+        (i for i in run.get("installs", []) if i["module"] == top and i["outcome"] != INSTALLED), None
+    )
+    if tried:
+        return row(
+            STAND_IN,
+            f"try: {tried['requirement']} ({declared(tried['declared_in'])}) {tried['outcome']}"[:300],
+        )
+    if top in CANNOT_INSTALL:
+        return row(STAND_IN, f"try: package {name}: {CANNOT_INSTALL[top]}")
+    return row(
+        STAND_IN,
+        f"try: package {name} is not in the try environment, and the repository declares none for it",
+    )
 
 
 def _tail_error(tail: str, tried: Path) -> dict | None:

@@ -2,12 +2,18 @@
 PyTorch's or Transformers' own.
 
     torchrun --nproc_per_node=2 benchmarks/tp_compile_cpu.py --tp 2 [--fsdp 2] [--lora] [--no-compile]
-        [--no-checkpointing] [--lora-modules o_proj] [--batch 2]
+        [--no-checkpointing] [--lora-modules o_proj] [--batch 2] [--adapter-features] [--same-adapter-init]
 
 A tiny Llama (random weights, built from its config class, bfloat16), `DistributedConfig(tp_size, fsdp_size)` at
 load, TRL's `SFTTrainer` with its defaults (activation checkpointing on) and `torch_compile=True` on the
 `aot_eager` backend: the AOT autograd path TorchNeuron compiles through, with CPU kernels. Prints one JSON line
 (rank 0) with the losses, or the error's type and message; `--tp 1` on one process is the reference.
+
+`--adapter-features` runs the statement neuron-migrate writes after a tensor-parallel LoRA trainer (NM223): PEFT
+0.21.2 gives a tensor-parallel adapter the `in_features` / `out_features` of its shard, which Transformers' TP
+layers read as the full size. `--same-adapter-init` draws the adapters' initial weights from one seeded full-size
+draw, so that a grid and one process start from the same adapter (PEFT initialises a row-parallel adapter by its
+shard, so their own draws differ) and their losses can be compared.
 
 Accelerate refuses a ParallelismConfig on DistributedType.MULTI_CPU (it expects a device); that check alone is
 skipped here, so that what runs is Transformers' TP layers and PyTorch's compile path on gloo.
@@ -28,6 +34,8 @@ from trl import SFTConfig, SFTTrainer
 
 STEPS = 4
 MAX_LENGTH = 48
+# PEFT initialises these adapter weights to zero (the adapter starts as the identity): they keep PEFT's zeros
+ZERO_INITIALISED = ("lora_B", "lora_embedding_A")
 
 
 def tiny_llama(folder: str) -> None:
@@ -48,16 +56,45 @@ def tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="<pad>", eos_token="<eos>")
 
 
+def match_adapter_features(model: torch.nn.Module) -> None:
+    """What neuron-migrate writes after a tensor-parallel LoRA trainer (NM223)."""
+    from torch.distributed.tensor import DTensor
+
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear) and isinstance(module.weight, DTensor):
+            module.out_features, module.in_features = module.weight.shape
+
+
+def same_adapter_init(model: torch.nn.Module) -> None:
+    """Every non-zero adapter weight from one seeded draw at its full size, sharded as the parameter is."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    generator = torch.Generator().manual_seed(0)
+    for name, parameter in sorted(model.named_parameters()):
+        if not parameter.requires_grad or any(part in name for part in ZERO_INITIALISED):
+            continue
+        full = (torch.rand(parameter.shape, generator=generator) * 2 - 1) / parameter.shape[-1] ** 0.5
+        full = full.to(parameter.dtype)
+        with torch.no_grad():
+            if isinstance(parameter, DTensor):
+                parameter.copy_(distribute_tensor(full, parameter.device_mesh, parameter.placements))
+            else:
+                parameter.copy_(full)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tp", type=int, default=2)
     parser.add_argument("--fsdp", type=int, default=None)
+    parser.add_argument("--dp-replicate", type=int, default=None)
     parser.add_argument("--lora", action="store_true")
     parser.add_argument("--lora-modules", default="q_proj,k_proj,v_proj,o_proj")
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--no-checkpointing", action="store_true")
     # per process; the one-process reference of an FSDP grid takes the grid's global batch (2 x fsdp)
     parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--adapter-features", action="store_true")
+    parser.add_argument("--same-adapter-init", action="store_true")
     args = parser.parse_args()
     rank = int(os.environ.get("RANK", "0"))
     folder = os.path.join(tempfile.gettempdir(), "tp_compile_cpu_llama")
@@ -70,7 +107,9 @@ def main() -> None:
         torch.distributed.init_process_group("gloo")
         torch.distributed.barrier()
     distributed = (
-        DistributedConfig(tp_size=args.tp, fsdp_size=args.fsdp) if args.tp > 1 or args.fsdp else None
+        DistributedConfig(tp_size=args.tp, fsdp_size=args.fsdp, dp_replicate_size=args.dp_replicate)
+        if args.tp > 1 or args.fsdp or args.dp_replicate
+        else None
     )
     model = LlamaForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, distributed_config=distributed)
     peft_config = None
@@ -104,6 +143,10 @@ def main() -> None:
         processing_class=tokenizer(),
         peft_config=peft_config,
     )
+    if args.adapter_features:
+        match_adapter_features(trainer.model)
+    if args.same_adapter_init:
+        same_adapter_init(trainer.model)
     result = {"argv": vars(args), "world": int(os.environ.get("WORLD_SIZE", "1"))}
     try:
         trainer.train()

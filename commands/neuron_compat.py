@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from compat_matrix import planner
 from compat_matrix.settings import BACKENDS, CONFIGS, DEFAULT_TIMEOUT_S, DTYPES, ProbeSettings
 
 
@@ -49,7 +50,8 @@ class _Commands(click.Group):
 @click.version_option(package_name="neuron-migrate")
 def main() -> None:
     """Which Transformers architectures work on TorchNeuron, and how often they recompile: text generation,
-    and the encoders' forward (--archs encoders)."""
+    the encoders' and vision towers' forward (--archs encoders, vision) and the encoder-decoders' generation
+    (--archs seq2seq)."""
 
 
 @main.command()
@@ -58,8 +60,9 @@ def main() -> None:
     default="top100",
     show_default=True,
     help="top100, all, checkpoint-differs (whose recorded checkpoint values differ from the class defaults), "
-    "a family of other tasks (encoders: feature-extraction and text-classification), one of its tasks, or a "
-    "comma list of causal-LM model types and task/model_type probes (feature-extraction/bert).",
+    "a family of other tasks (encoders, vision, seq2seq: text2text-generation and automatic-speech-recognition), "
+    "one of its tasks, or a comma list of causal-LM model types and task/model_type probes "
+    "(feature-extraction/bert, text2text-generation/t5).",
 )
 @click.option(
     "--backend",
@@ -350,23 +353,63 @@ def standin(command: tuple[str, ...]) -> None:
     default=None,
     help="Where to write the table (default: migrator/tp_readiness.json, the table the migrator and report read).",
 )
-def tp_readiness(archs: str, output: Path | None) -> None:
+@click.option(
+    "--checkpoints",
+    default="recorded",
+    show_default=True,
+    help="Checkpoints measured at their own sizes too: recorded (compat_matrix/data/checkpoint_sizes.json), "
+    "none, or a comma list of recorded Hub ids.",
+)
+@click.option(
+    "--update",
+    is_flag=True,
+    help="Replace only the rows of the architectures measured in the existing table (same versions).",
+)
+def tp_readiness(archs: str, checkpoints: str, output: Path | None, update: bool) -> None:
     """Measure, per architecture, the tensor-parallel plan DistributedConfig(tp_size=N) resolves and the degrees
     in 2..64 that shard its full-size model whole (meta device, fake process group; no download)."""
+    import json
+
     from compat_matrix.archs import UnknownArchitecture, select_architectures
-    from compat_matrix.tp_readiness import TABLE_PATH, measure_all, write_table
+    from compat_matrix.tp_readiness import (
+        TABLE_PATH,
+        StaleTable,
+        measure_all,
+        recorded_checkpoints,
+        updated,
+        write_table,
+    )
 
     try:
         model_types = select_architectures(archs)
     except UnknownArchitecture as error:
         raise BadInput(str(error)) from None
-    table = measure_all(model_types, progress=lambda line: click.echo(line, err=True))
-    write_table(table, output or TABLE_PATH)
-    rows = table["architectures"].values()
+    recorded = recorded_checkpoints()
+    named = {"recorded": recorded, "none": []}
+    wanted = named[checkpoints] if checkpoints in named else [name.strip() for name in checkpoints.split(",")]
+    unknown = [name for name in wanted if name not in recorded]
+    if unknown:
+        raise BadInput(f"not a recorded checkpoint: {', '.join(unknown)} (recorded: {', '.join(recorded)})")
+    path = output or TABLE_PATH
+    existing = None
+    if update:
+        try:
+            existing = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise BadInput(f"--update needs a table to update at {path}: {error}") from None
+    table = measure_all(model_types, lambda line: click.echo(line, err=True), wanted)
+    measured_now = table["architectures"]
+    if existing is not None:
+        try:
+            table = updated(table, existing)
+        except StaleTable as error:
+            raise BadInput(str(error)) from None
+    write_table(table, path)
+    rows = measured_now.values()
     counts = {plan: sum(row["plan"] == plan for row in rows) for plan in ("full", "lm_head only", "none")}
     unbuilt = sum(row["plan"] is None for row in rows)
     click.echo(
-        f"wrote {len(rows)} architecture(s) to {output or TABLE_PATH} in {table['seconds']} s: "
+        f"wrote {len(rows)} architecture(s) and {len(wanted)} checkpoint(s) to {path} in {table.get('updated_seconds', table['seconds'])} s: "
         + ", ".join(f"{count} {plan}" for plan, count in counts.items())
         + f", {unbuilt} not buildable on meta"
     )
@@ -381,22 +424,28 @@ def tp_readiness(archs: str, output: Path | None) -> None:
     default=None,
     help="The model's config.json, for a model id whose sizes are not recorded here.",
 )
+@click.option("--task", type=click.Choice(planner.TASKS), default="train", show_default=True)
+@click.option("--seq-len", type=click.IntRange(min=1), default=planner.DEFAULT_SEQ_LEN, show_default=True)
 @click.option(
-    "--task", type=click.Choice(["train", "sft-lora", "generate"]), default="train", show_default=True
+    "--batch",
+    type=click.IntRange(min=1),
+    default=planner.DEFAULT_BATCH,
+    show_default=True,
+    help="Sequences per rank.",
 )
-@click.option("--seq-len", type=click.IntRange(min=1), default=2048, show_default=True)
-@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Sequences per rank.")
-@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True)
+@click.option(
+    "--dtype", type=click.Choice(list(planner.DTYPE_BYTES)), default=planner.DEFAULT_DTYPE, show_default=True
+)
 @click.option(
     "--instance",
-    default="trn2.48xlarge",
+    default=planner.DEFAULT_INSTANCE,
     show_default=True,
     help="trn2.3xlarge, trn2.48xlarge, trn3-gen1-server, trn3-gen2-server.",
 )
 @click.option(
     "--headroom",
     type=click.FloatRange(0, 0.9),
-    default=0.15,
+    default=planner.DEFAULT_HEADROOM,
     show_default=True,
     help="Share of each rank's HBM a plan leaves free (runtime, compiler buffers, fragmentation).",
 )
@@ -407,24 +456,16 @@ def plan(model: str, config_path: Path | None, task: str, seq_len: int, batch: i
     and the DistributedConfig and torchrun lines. Sizes are measured on the full-size model without memory;
     nothing downloads."""
     from compat_matrix.meta_model import MetaBuildError
-    from compat_matrix.planner import (
-        DTYPES,
-        UnknownModel,
-        describe,
-        instances,
-        make_plan,
-        measure_sizes,
-        resolve_model,
-    )
+    from compat_matrix.planner import UnknownModel, describe, instances, make_plan, resolve_model, sizes_for
 
     if instance not in instances():
         raise BadInput(f"unknown instance {instance}: one of {', '.join(instances())}")
     try:
         full_size = resolve_model(model, config_path)
-        sizes = measure_sizes(full_size, task, batch, seq_len, DTYPES[dtype])
+        sizes = sizes_for(full_size, task, batch, seq_len, dtype)
     except (UnknownModel, MetaBuildError) as error:
         raise BadInput(str(error)) from None
-    result = make_plan(model, sizes, task, DTYPES[dtype], instances()[instance], headroom)
+    result = make_plan(model, sizes, task, dtype, instances()[instance], headroom)
     for line in describe(result, full_size, dtype, batch, seq_len):
         click.echo(line)
     if result.fits is None:
@@ -436,7 +477,7 @@ def plan(model: str, config_path: Path | None, task: str, seq_len: int, batch: i
     "--archs",
     default="all",
     show_default=True,
-    help="top100, all, a family (encoders), a task, or a comma list.",
+    help="top100, all, a family (encoders, vision, seq2seq), a task, or a comma list.",
 )
 def list_architectures(archs: str) -> None:
     """Print the architectures a run would cover, with rank and optimum-neuron 0.4.5 support."""

@@ -322,6 +322,24 @@ def checklist(paths, output, results, online, exclude, try_reports, bench_report
     )
 
 
+# The options try and bench share.
+_run_format_option = click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+_run_report_option = click.option(
+    "--report",
+    "report_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the JSON report here.",
+)
+_python_option = click.option(
+    "--python",
+    "python",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The interpreter that runs the code (default: the active virtual environment's, else this tool's).",
+)
+
+
 @main.command("try", context_settings={"ignore_unknown_options": False})
 @click.argument("path", type=click.Path(path_type=Path))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
@@ -360,23 +378,21 @@ def checklist(paths, output, results, online, exclude, try_reports, bench_report
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A folder: try these rows (JSON or CSV: path, arguments) instead of the entry points found.",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option(
-    "--report", "report_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the report here."
-)
+@_run_format_option
+@_run_report_option
 @click.option(
     "-q", "--quiet", is_flag=True, help="Do not show the runs' own output (or a folder's progress)."
 )
-@click.option(
-    "--python",
-    "python",
-    type=click.Path(exists=True, dir_okay=False),
-    help="The interpreter that runs the code (default: the active virtual environment's, else this tool's).",
-)
+@_python_option
 @click.option(
     "--no-isolation",
     is_flag=True,
     help="Run without the sandbox (docs/reference/safety.md): the script's writes, set-up commands and network are real.",
+)
+@click.option(
+    "--no-install",
+    is_flag=True,
+    help="Install nothing: a module the environment lacks is reported, even when the project declares it.",
 )
 def try_(
     path,
@@ -392,6 +408,7 @@ def try_(
     quiet,
     python,
     no_isolation,
+    no_install,
 ):
     """Run PATH (a migrated .py, shell launcher or notebook) for a few steps on the stand-in neuron device,
     with tiny models and local data, and report steps, loss and what a trn2 would recompile.
@@ -413,6 +430,7 @@ def try_(
         datasets={key: Path(value) for key, value in _pairs(datasets, "--dataset", "ID=FILE.jsonl").items()},
         show_output=not quiet and fmt == "text",
         isolated=not no_isolation,
+        install_missing=not no_install,
         python=str(Path(python).absolute()) if python else _active_python(),
     )
     for dataset_id, file in options.datasets.items():
@@ -545,14 +563,10 @@ def _write_try_report(document: dict, report_file, fmt: str) -> None:
 @click.option(
     "--standin", is_flag=True, help="Run on the stand-in neuron device (CPU), for tests of the tool."
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option(
-    "--report",
-    "report_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the JSON report here.",
-)
+@_run_format_option
+@_run_report_option
 @click.option("-q", "--quiet", is_flag=True, help="Do not show the run's own output.")
+@_python_option
 def bench(
     path,
     args,
@@ -569,6 +583,7 @@ def bench(
     fmt,
     report_file,
     quiet,
+    python,
 ):
     """Run PATH (a script, shell launcher or notebook) at its real size with its own models and data on the
     device this host has (neuron, cuda or cpu), and report compile time, steady-state step time, samples and
@@ -590,6 +605,7 @@ def bench(
         price_per_hour=price_per_hour,
         instance=instance,
         show_output=not quiet and fmt == "text",
+        python=str(Path(python).absolute()) if python else _active_python(),
     )
     if baseline is not None and baseline_report is not None:
         _usage_error("--baseline and --baseline-report: give one")

@@ -7,7 +7,13 @@ import csv
 from functools import cache
 from pathlib import Path
 
-from compat_matrix.families import FAMILIES, TEXT_GENERATION, family_probes, split_probe_name
+from compat_matrix.families import (
+    FAMILIES,
+    NOT_EXPORTED_BY_OPTIMUM_NEURON,
+    TEXT_GENERATION,
+    family_probes,
+    split_probe_name,
+)
 from compat_matrix.tiny import causal_lm_model_types
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compat"
@@ -48,7 +54,12 @@ def select_architectures(spec: str) -> list[str]:
     if spec == "checkpoint-differs":
         from compat_matrix.checkpoints import differs_from_class_defaults, load_checkpoint_configs
 
-        return [m for m in load_checkpoint_configs() if m in known and differs_from_class_defaults(m)]
+        # The causal LMs' entries (the seq2seq family's encoder-decoders have theirs too).
+        return [
+            m
+            for m in load_checkpoint_configs()
+            if m in ranks() and m in known and differs_from_class_defaults(m)
+        ]
     wanted = [name.strip() for name in spec.split(",") if name.strip()]
     every_family_probe = {name for family in FAMILIES for name in family_probes(family)}
     unknown = [name for name in wanted if name not in known and name not in every_family_probe]
@@ -77,9 +88,12 @@ def optimum_neuron_support() -> dict[str, tuple[bool | None, bool | None]]:
 
 def support_of(name: str) -> tuple[bool | None, bool | None]:
     """A probe's optimum-neuron 0.4.5 (inference, training) columns: a family's architectures are those its
-    exporter lists for inference (``families``), whose training it does not document apart."""
+    exporter lists for inference (``families``; BART and mT5 are probed beside them, not exported), whose
+    training it does not document apart."""
     task, model_type = split_probe_name(name)
-    return optimum_neuron_support().get(model_type, (None, None)) if task == TEXT_GENERATION else (True, None)
+    if task == TEXT_GENERATION:
+        return optimum_neuron_support().get(model_type, (None, None))
+    return model_type not in NOT_EXPORTED_BY_OPTIMUM_NEURON, None
 
 
 @cache

@@ -6,9 +6,18 @@ import importlib.util
 import os
 import platform
 import sys
+from pathlib import Path
 
 from compat_matrix import HARNESS_VERSION
 from compat_matrix.settings import ProbeSettings
+
+
+def cache_home() -> Path:
+    """Where neuron-migrate keeps what it can measure again (``$NEURON_MIGRATE_CACHE``, else the user's cache)."""
+    base = os.environ.get("NEURON_MIGRATE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "neuron-migrate"
+    )
+    return Path(base)
 
 
 class BackendUnavailable(RuntimeError):

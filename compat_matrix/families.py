@@ -1,14 +1,17 @@
 """The model families the matrix probes besides causal LMs, and how a probe is named.
 
-A row is one architecture probed for one task. Text generation is today's probe (``probes``); the encoder
-tasks run a forward at padded fixed shapes (``forward_probes``). A probe's name is the ``model_type`` for text
-generation and ``task/model_type`` otherwise (``feature-extraction/bert``), since one architecture can be
-probed for several tasks (BERT is also a causal-LM model type of Transformers).
+A row is one architecture probed for one task. Text generation and the encoder-decoders' generation run
+``generate`` with a static cache (``probes``); the encoder and vision tasks run a forward at padded fixed shapes
+(``forward_probes``). A probe's name is the ``model_type`` for text generation and ``task/model_type`` otherwise
+(``feature-extraction/bert``), since one architecture can be probed for several tasks (BERT is also a causal-LM
+model type of Transformers).
 """
 
 from __future__ import annotations
 
 TEXT_GENERATION = "text-generation"
+TEXT2TEXT_GENERATION = "text2text-generation"
+SPEECH_RECOGNITION = "automatic-speech-recognition"
 
 # optimum-neuron 0.4.5's encoder exporters (optimum/exporters/neuron/model_configs.py: every
 # `register_in_tasks_manager(model_type, *COMMON_TEXT_TASKS)` or a list with feature-extraction and
@@ -30,9 +33,29 @@ VISION_MODEL_TYPES = (
 # Transformers' pipeline names: image inputs at the checkpoint's image size.
 VISION_TASKS = ("image-feature-extraction", "image-classification")
 
-# family -> the tasks its rows measure; a family's probes are every (task, model type) pair.
-FAMILIES = {"encoders": ENCODER_TASKS, "vision": VISION_TASKS}
-FAMILY_MODEL_TYPES = {"encoders": ENCODER_MODEL_TYPES, "vision": VISION_MODEL_TYPES}
+# Encoder-decoders: optimum-neuron 0.4.5 exports t5 and whisper (its exporter looks up `<model_type>-encoder`
+# and `<model_type>-decoder`, registered for those two only), and the seq2seq architectures the issue's users
+# run beside them: BART and mT5 (whose `mt5-encoder` optimum-neuron does not register).
+SEQ2SEQ_TASK_MODEL_TYPES = {TEXT2TEXT_GENERATION: ("bart", "mt5", "t5"), SPEECH_RECOGNITION: ("whisper",)}
+NOT_EXPORTED_BY_OPTIMUM_NEURON = frozenset({"bart", "mt5"})
+
+# family -> task -> the model types its rows measure for that task; a family's probes are every such pair.
+FAMILY_TASKS = {
+    "encoders": dict.fromkeys(ENCODER_TASKS, ENCODER_MODEL_TYPES),
+    "vision": dict.fromkeys(VISION_TASKS, VISION_MODEL_TYPES),
+    "seq2seq": SEQ2SEQ_TASK_MODEL_TYPES,
+}
+FAMILIES = {family: tuple(tasks) for family, tasks in FAMILY_TASKS.items()}
+# The tasks probed by generate (a static cache, compiled decode steps); every other family task is a forward.
+GENERATION_TASKS = (TEXT_GENERATION, *SEQ2SEQ_TASK_MODEL_TYPES)
+
+
+def judged_stages(task: str) -> tuple[str, ...]:
+    """The stages a task's rows are judged on: text generation's generate and train, an encoder-decoder's
+    generate (optimum-neuron exports them for inference only), a forward-only task's forward."""
+    if task == TEXT_GENERATION:
+        return ("generate", "train")
+    return ("generate",) if task in GENERATION_TASKS else ("forward",)
 
 
 def family_of(task: str) -> str:
@@ -57,5 +80,5 @@ def split_probe_name(name: str) -> tuple[str, str]:
 
 def family_probes(family: str, task: str | None = None) -> list[str]:
     """Every probe name of a family, or of one of its tasks."""
-    return [probe_name(each, model_type) for each in FAMILIES[family] if task in (None, each)
-            for model_type in FAMILY_MODEL_TYPES[family]]  # fmt: skip
+    return [probe_name(each, model_type) for each, model_types in FAMILY_TASKS[family].items()
+            if task in (None, each) for model_type in model_types]  # fmt: skip

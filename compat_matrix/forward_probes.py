@@ -41,15 +41,10 @@ from compat_matrix.probes import (
 )
 from compat_matrix.schema import Cause
 from compat_matrix.settings import ProbeSettings
+from compat_matrix.static_inputs import PADDED_LENGTH, batches
 from compat_matrix.tiny import PRIMARY, SECOND, TinySize, build_tiny_config
 from standin import sim_backend
 
-PADDED_LENGTH = 32  # the static sequence length the batches are padded to
-# Real tokens per row of each batch: one full row and one padded row, then other lengths for the second batch.
-REAL_LENGTHS = ((PADDED_LENGTH, 19), (11, PADDED_LENGTH))
-FIRST_TOKEN_ID = 5  # random ids above the usual special-token ids
-# A vision config without image_size (CvT): its checkpoints' image processors crop to ImageNet's 224.
-IMAGE_SIZE_WITHOUT_FIELD = 224
 BFLOAT16 = dataclasses.replace(
     severity.BFLOAT16, change="AutoModel.from_pretrained(..., dtype=torch.bfloat16)"
 )
@@ -73,27 +68,6 @@ def build_model(task: str, model_type: str, seed: int, dtype: str, size: TinySiz
     model_class = classes[0] if isinstance(classes, tuple) else classes
     torch.manual_seed(seed)
     return model_class._from_config(config, dtype=getattr(torch, dtype)).eval()
-
-
-def batches(task: str, model: torch.nn.Module, seed: int) -> list[dict[str, torch.Tensor]]:
-    """Two batches of the static shape: text padded to it (the attention mask masks each row's padding), or
-    images at the checkpoint's image size (a dual encoder's vision tower's)."""
-    generator = torch.Generator().manual_seed(seed)
-    config = model.config
-    if task.startswith("image-"):
-        vision = getattr(config, "vision_config", config)
-        side = getattr(vision, "image_size", IMAGE_SIZE_WITHOUT_FIELD)
-        side = side if isinstance(side, int) else side[0]
-        shape = (len(REAL_LENGTHS[0]), vision.num_channels, side, side)
-        return [{"pixel_values": torch.randn(shape, generator=generator)} for _ in REAL_LENGTHS]
-    vocab = config.vocab_size
-    found = []
-    for lengths in REAL_LENGTHS:
-        ids = torch.randint(FIRST_TOKEN_ID, vocab, (len(lengths), PADDED_LENGTH), generator=generator)
-        mask = (torch.arange(PADDED_LENGTH) < torch.tensor(lengths)[:, None]).long()
-        found.append({"input_ids": ids * mask + (model.config.pad_token_id or 0) * (1 - mask),
-                      "attention_mask": mask})  # fmt: skip
-    return found
 
 
 def outputs_of(task: str, output: Any, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -176,7 +150,7 @@ def probe_forward(name: str, settings: ProbeSettings) -> dict[str, Any]:
         model = timed(row["probe_seconds"], "build", "build", fresh_model)
         row["parameters"] = sum(p.numel() for p in model.parameters())
         row["attn_implementation"] = model.config._attn_implementation
-        inputs = timed(row["probe_seconds"], "build", "build", lambda: batches(task, model, settings.seed))
+        inputs = timed(row["probe_seconds"], "build", "build", lambda: batches(model, settings.seed))
         references = timed(row["probe_seconds"], "eager", "eager",
                            lambda: run_forward(task, model, inputs, CPU, None))  # fmt: skip
         device = timed(row["probe_seconds"], "build", "build", lambda: resolve_device(settings))
@@ -209,7 +183,7 @@ def probe_forward(name: str, settings: ProbeSettings) -> dict[str, Any]:
 
     def remeasure(stage: str, size: TinySize, seed: int, exact: dict) -> dict:
         second = fresh_model(size, seed)
-        second_inputs = batches(task, second, seed)
+        second_inputs = batches(second, seed)
         measured = initial_measurement()
         measure(second, second_inputs, run_forward(task, second, second_inputs, CPU, None), measured)
         return measured

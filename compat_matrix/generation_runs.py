@@ -1,5 +1,7 @@
 """Generation runs of a probe: the eager reference on CPU, teacher-forced generation with a static cache
-(uncompiled, or through Transformers' auto-compile path), and the comparison of their logits."""
+(uncompiled, or through Transformers' auto-compile path), and the comparison of their logits. A causal LM
+generates from one prompt per prompt length; an encoder-decoder from two batches at its encoder's static shape
+(``static_inputs``), its decoder's self-attention cache static (Transformers' EncoderDecoderCache)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from compat_matrix.compile_stats import (
 from compat_matrix.probe_device import compile_backend, device_decode_path
 from compat_matrix.schema import GENERATION_COMPILE_FIGURES
 from compat_matrix.settings import ProbeSettings
+from compat_matrix.static_inputs import batches
 from compat_matrix.tiny import VOCAB
 from standin import sim_backend
 
@@ -41,6 +44,15 @@ def prompt(length: int, seed: int, device: torch.device) -> torch.Tensor:
     return torch.randint(3, VOCAB - 16, (1, length), generator=generator).to(device)
 
 
+def generation_inputs(model, settings: ProbeSettings) -> list[dict[str, torch.Tensor]]:
+    """What each generate call of a probe gets, on CPU: a causal LM's prompts (one per prompt length), or an
+    encoder-decoder's two batches of the shape it is exported at."""
+    if model.config.is_encoder_decoder:
+        return batches(model, settings.seed)
+    prompts = [prompt(length, settings.seed, CPU) for length in settings.prompt_lengths]
+    return [{"input_ids": ids, "attention_mask": torch.ones_like(ids)} for ids in prompts]
+
+
 def generate_kwargs(settings: ProbeSettings) -> dict[str, Any]:
     return {
         "max_new_tokens": settings.max_new_tokens,
@@ -52,31 +64,27 @@ def generate_kwargs(settings: ProbeSettings) -> dict[str, Any]:
 
 
 class TeacherForcing:
-    """A logits processor that picks the reference token at every step, so every run sees the same inputs and
-    a near-tie cannot send one run down another sequence; ``output_logits`` still returns the raw logits."""
+    """A logits processor that picks the reference token at every step (per row of the batch), so every run sees
+    the same inputs and a near-tie cannot send one run down another sequence; ``output_logits`` still returns the
+    raw logits."""
 
-    def __init__(self, reference: torch.Tensor, prompt_length: int):
-        self.reference = reference.reshape(-1)
-        self.prompt_length = prompt_length
+    def __init__(self, reference: torch.Tensor):
+        self.reference = reference  # (batch, length): the reference run's sequences
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        token = self.reference[input_ids.shape[1]].to(scores.device)
+        tokens = self.reference[:, input_ids.shape[1]].to(scores.device)
         forced = torch.full_like(scores, -math.inf)
-        forced[:, token] = 0
+        forced[torch.arange(len(tokens), device=scores.device), tokens] = 0
         return forced
 
 
 def run_eager_reference(model, settings: ProbeSettings) -> list:
     """Greedy generation on CPU with the model's default cache: the reference tokens and logits."""
-    references = []
     with torch.no_grad():
-        for length in settings.prompt_lengths:
-            ids = prompt(length, settings.seed, CPU)
-            out = model.generate(
-                ids, attention_mask=torch.ones_like(ids), disable_compile=True, **generate_kwargs(settings)
-            )
-            references.append(out)
-    return references
+        return [
+            model.generate(**inputs, disable_compile=True, **generate_kwargs(settings))
+            for inputs in generation_inputs(model, settings)
+        ]
 
 
 def forced_generate(model, settings: ProbeSettings, device, references: list, backend: str | None,
@@ -93,16 +101,14 @@ def forced_generate(model, settings: ProbeSettings, device, references: list, ba
         compile_config._compile_all_devices = device.type != "neuron"
     outputs = []
     with torch.no_grad():
-        for length, reference in zip(settings.prompt_lengths, references, strict=True):
-            ids = prompt(length, settings.seed, device)
+        for inputs, reference in zip(generation_inputs(model, settings), references, strict=True):
             out = model.generate(
-                ids,
-                attention_mask=torch.ones_like(ids),
+                **{name: value.to(device) for name, value in inputs.items()},
                 cache_implementation="static",
                 max_cache_len=settings.max_cache_len,
                 compile_config=compile_config,
                 disable_compile=backend is None,
-                logits_processor=LogitsProcessorList([TeacherForcing(reference.sequences, length)]),
+                logits_processor=LogitsProcessorList([TeacherForcing(reference.sequences)]),
                 **generate_kwargs(settings),
             )
             outputs.append(out)

@@ -11,9 +11,10 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 SIZES_PATH = Path(__file__).with_name("data") / "checkpoint_sizes.json"
 
@@ -83,16 +84,20 @@ def build_config(full_size: FullSizeConfig):
         ) from None
 
 
-def build_meta_model(config, dtype: torch.dtype = torch.bfloat16) -> torch.nn.Module:
+def build_meta_model(config, dtype: torch.dtype | None = None) -> torch.nn.Module:
     """The causal LM of ``config`` with every parameter on the meta device (no memory, no download), built in
     ``from_pretrained``'s own init context: weights not yet tied, as a distributed load shards them (tie them with
     ``model.tie_weights()`` to count parameters as the loaded model holds them)."""
+    import torch
     from transformers import AutoModelForCausalLM
     from transformers.utils.generic import ContextManagers
 
     try:
         cls = AutoModelForCausalLM._model_mapping[type(config)]
-        with ContextManagers(cls.get_init_context(dtype, False, False, None)):
+        # As the Auto classes load it: a composite config (llama4, qwen3_5) whose causal LM takes its text part.
+        if getattr(cls, "config_class", None) is config.sub_configs.get("text_config"):
+            config = config.get_text_config()
+        with ContextManagers(cls.get_init_context(dtype or torch.bfloat16, False, False, None)):
             return cls(config)
     except Exception as error:  # any failure of a model's constructor: one line naming it
         raise MetaBuildError(

@@ -10,33 +10,34 @@ batch and sequence length (``saved_tensors_hooks``), per decoder layer, so check
 one layer's saved bytes plus each layer's input; the static KV cache is Transformers' ``StaticCache`` after one
 step; which parameters tensor parallelism shards is what ``DistributedConfig(tp_size=2)`` shards
 (``tp_readiness``).
+
+A measurement is kept in the cache (``sizes_for``), keyed by the config, the job's shape, the installed torch and
+Transformers and this harness's source: planning the same model again (another instance, another headroom, the
+checklist and ``try`` asking for the models a script loads) reads it back without importing torch.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cache
+from importlib import metadata
 from pathlib import Path
 
-import torch
-
-from compat_matrix.meta_model import FullSizeConfig, MetaBuildError, build_config, one_line
-from compat_matrix.tp_readiness import (
-    DEGREES,
-    NO_PLAN,
-    distribute,
-    fake_world,
-    shard_problems,
-    sharded_parameters,
-)
+from compat_matrix.environment import cache_home
+from compat_matrix.meta_model import FullSizeConfig, MetaBuildError
 
 INSTANCES_PATH = Path(__file__).with_name("data") / "instances.json"
 TASKS = ("train", "sft-lora", "generate")
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+# The code whose change changes a measurement: a cached one measured by another version is not read.
+_MEASURING_CODE = ("plan_measure.py", "meta_model.py", "tp_readiness.py")
 GIB = 1024**3
+# The job a plan assumes where none is given (the plan command's defaults; the checklist's and try's plans).
+DEFAULT_SEQ_LEN, DEFAULT_BATCH, DEFAULT_DTYPE = 2048, 1, "bf16"
+DEFAULT_INSTANCE, DEFAULT_HEADROOM = "trn2.48xlarge", 0.15
 ADAM_STATES = 2  # torch.optim.AdamW keeps exp_avg and exp_avg_sq, each in the parameter's dtype
-LORA_RANK = 8  # peft.LoraConfig's default r
 
 
 @dataclass(frozen=True)
@@ -80,156 +81,42 @@ class ModelSizes:
     kv_cache: int  # bytes of the static cache (generate only)
 
 
-def _decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList | None:
-    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
-    return max(lists, key=len, default=None)
+def measure_sizes(full_size: FullSizeConfig, task: str, batch: int, seq_len: int, dtype: str) -> ModelSizes:
+    """Measured now: imports torch and Transformers (``plan_measure``); ``sizes_for`` reads the cache first."""
+    from compat_matrix.plan_measure import measure
+
+    return ModelSizes(**measure(full_size, task, batch, seq_len, dtype))
 
 
-def _base(tensor: torch.Tensor) -> torch.Tensor:
-    """The tensor a view was taken of (autograd saves weights as transposed views)."""
-    return tensor._base if tensor._base is not None else tensor
+def _cache_key(full_size: FullSizeConfig, task: str, batch: int, seq_len: int, dtype: str) -> str:
+    here = Path(__file__).parent
+    decided_by = {
+        "model_type": full_size.model_type,
+        "values": full_size.values,
+        "job": [task, batch, seq_len, dtype],
+        "versions": [metadata.version("torch"), metadata.version("transformers"), metadata.version("peft")],
+        "code": [hashlib.sha256((here / name).read_bytes()).hexdigest() for name in _MEASURING_CODE],
+    }
+    return hashlib.sha256(json.dumps(decided_by, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def measure_activations(model: torch.nn.Module, batch: int, seq_len: int) -> tuple[int, int]:
-    """(saved bytes without checkpointing, with checkpointing) of one training forward with labels."""
-    parameters = {id(p) for p in model.parameters()}
-    layers = _decoder_layers(model)
-    per_layer: dict[int, dict[int, int]] = {}
-    current = [-1]  # the decoder layer running, -1 outside the layers
-    inputs: list[int] = []
-    kept: list[torch.Tensor] = []
-
-    def enter(index: int):
-        def hook(module, args, kwargs):
-            current[0] = index
-            hidden = args[0] if args else next(iter(kwargs.values()))
-            inputs.append(hidden.numel() * hidden.element_size())
-
-        return hook
-
-    def leave(module, args, output):
-        current[0] = -1
-
-    def pack(tensor: torch.Tensor):
-        base = _base(tensor)
-        if id(base) not in parameters:
-            per_layer.setdefault(current[0], {})[id(base)] = base.untyped_storage().nbytes()
-            kept.append(base)  # alive until counted, so no id is reused
-        return tensor
-
-    handles = []
-    for index, layer in enumerate(layers or []):
-        handles.append(layer.register_forward_pre_hook(enter(index), with_kwargs=True))
-        handles.append(layer.register_forward_hook(leave))
-    ids = torch.zeros(batch, seq_len, dtype=torch.long)
-    model.train()
+def sizes_for(full_size: FullSizeConfig, task: str, batch: int, seq_len: int, dtype: str) -> ModelSizes:
+    """``measure_sizes``, read from the cache (``$NEURON_MIGRATE_CACHE/plan-sizes``) where this config was
+    measured for this job by the same torch, Transformers, PEFT and harness code; measured and kept otherwise."""
+    path = cache_home() / "plan-sizes" / f"{_cache_key(full_size, task, batch, seq_len, dtype)}.json"
     try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            model(input_ids=ids, labels=ids, use_cache=False)
-    finally:
-        for handle in handles:
-            handle.remove()
-    seen: dict[int, int] = {}
-    layer_bytes = []
-    for index, saved in sorted(per_layer.items()):
-        fresh = {key: nbytes for key, nbytes in saved.items() if key not in seen}
-        seen |= fresh
-        if index >= 0:
-            layer_bytes.append(sum(fresh.values()))
-    total = sum(seen.values())
-    if not layer_bytes:
-        return total, total
-    # Checkpointed: each layer keeps only its input; one layer's activations are rebuilt at a time in backward.
-    checkpointed = total - sum(layer_bytes) + sum(inputs) + max(layer_bytes)
-    return total, checkpointed
-
-
-def measure_kv_cache(model: torch.nn.Module, config, batch: int, seq_len: int) -> int:
-    """Bytes of the StaticCache of ``seq_len`` positions for ``batch`` sequences, as generate allocates it."""
-    from transformers import StaticCache
-
-    cache_ = StaticCache(config=config, max_cache_len=seq_len)
-    ids = torch.zeros(batch, 1, dtype=torch.long)
-    model.eval()
-    with torch.no_grad():
-        model(input_ids=ids, past_key_values=cache_, use_cache=True)
-    return sum(
-        value.numel() * value.element_size()
-        for layer in cache_.layers
-        for value in vars(layer).values()
-        if isinstance(value, torch.Tensor)
-    )
-
-
-def lora_parameters(model: torch.nn.Module, model_type: str) -> int:
-    """Parameters of PEFT's default LoRA (r=8 on the model type's default target modules)."""
-    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
-
-    targets = TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.get(model_type, ["q_proj", "v_proj"])
-    return sum(
-        LORA_RANK * (module.in_features + module.out_features)
-        for name, module in model.named_modules()
-        if isinstance(module, torch.nn.Linear) and name.rpartition(".")[2] in targets
-    )
-
-
-def measure_sizes(
-    full_size: FullSizeConfig, task: str, batch: int, seq_len: int, dtype: torch.dtype
-) -> ModelSizes:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    config = build_config(full_size)
-    tp_plan, replicated, clean = _tensor_parallel(config, dtype)
-    with FakeTensorMode():
-        sizes = _measure_sizes(config, task, batch, seq_len, dtype)
-    tp_sharded = sizes["parameters"] - replicated if tp_plan != NO_PLAN else 0
-    return ModelSizes(tp_sharded=tp_sharded, tp_plan=tp_plan, clean_degrees=clean, **sizes)
-
-
-def _measure_sizes(config, task: str, batch: int, seq_len: int, dtype: torch.dtype) -> dict[str, int]:
-    from transformers import AutoModelForCausalLM
-
+        return ModelSizes(**json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):  # not cached yet, or a file cut short: measured again
+        pass
+    sizes = measure_sizes(full_size, task, batch, seq_len, dtype)
     try:
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="eager")
-    except Exception as error:  # any failure of a model's constructor: one line naming it
-        raise MetaBuildError(
-            f"{config.model_type}: Transformers cannot build it: {one_line(error)}"
-        ) from None
-    parameters = sum(p.numel() for p in model.parameters())
-    trainable = lora_parameters(model, config.model_type) if task == "sft-lora" else parameters
-    activations = checkpointed = kv_cache = 0
-    try:
-        if task == "generate":
-            kv_cache = measure_kv_cache(model, config, batch, seq_len)
-        else:
-            activations, checkpointed = measure_activations(model, batch, seq_len)
-    except Exception as error:  # a model whose forward does not run on meta tensors: one line naming it
-        raise MetaBuildError(
-            f"{config.model_type}: its forward does not run on fake tensors: {one_line(error)}"
-        ) from None
-    return {"parameters": parameters, "trainable": trainable, "activations": activations,
-            "activations_checkpointed": checkpointed, "kv_cache": kv_cache}  # fmt: skip
-
-
-def _tensor_parallel(config, dtype: torch.dtype) -> tuple[str, int, list[int]]:
-    """(plan, parameters it leaves whole on every TP rank, degrees whose shards are whole), from one load at
-    tp_size=2 (the plan names the same dimensions at every degree; ``tp-readiness`` loads each degree)."""
-    import warnings
-
-    from compat_matrix.tp_readiness import FULL, LM_HEAD_ONLY
-
-    with fake_world(2), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            model = distribute(config, 2)
-        except Exception:  # no plan, or the load fails: no degree to offer
-            return NO_PLAN, 0, []
-        sharded = sharded_parameters(model)
-        # Counted on the untied model as it is distributed: what stays whole on every TP rank.
-        replicated = sum(p.numel() for name, p in model.named_parameters() if name not in sharded)
-        plan = LM_HEAD_ONLY if all(name.startswith("lm_head.") for name in sharded) else FULL
-        clean = [degree for degree in DEGREES if not shard_problems(model, degree)]
-    return plan, replicated, clean
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(asdict(sizes)), encoding="utf-8")
+        partial.replace(path)  # whole or absent: another process may read it at the same time
+    except OSError:  # a read-only cache: the plan is still right, only not kept
+        pass
+    return sizes
 
 
 @dataclass
@@ -248,10 +135,8 @@ class RankBytes:
         return self.weights + self.gradients + self.optimizer + self.activations + self.kv_cache
 
 
-def per_rank(
-    sizes: ModelSizes, task: str, dtype: torch.dtype, tp: int, fsdp: int, checkpointing: bool
-) -> RankBytes:
-    width = torch.empty((), dtype=dtype).element_size()
+def per_rank(sizes: ModelSizes, task: str, dtype: str, tp: int, fsdp: int, checkpointing: bool) -> RankBytes:
+    width = DTYPE_BYTES[dtype]
     replicated = sizes.parameters - sizes.tp_sharded
     weights = (sizes.tp_sharded / tp + replicated) / fsdp * width
     trainable_share = sizes.trainable / sizes.parameters if sizes.parameters else 0.0
@@ -286,7 +171,7 @@ def _grids(sizes: ModelSizes, task: str, instance: Instance) -> list[tuple[int, 
     return sorted(grids, key=lambda grid: (grid[0] * grid[1], grid[0]))
 
 
-def smallest_fit(sizes: ModelSizes, task: str, dtype: torch.dtype, instance: Instance, headroom: float):
+def smallest_fit(sizes: ModelSizes, task: str, dtype: str, instance: Instance, headroom: float):
     budget = instance.hbm_per_rank * (1 - headroom)
     for tp, fsdp in _grids(sizes, task, instance):
         for checkpointing in (False, True) if task != "generate" else (False,):
@@ -297,7 +182,7 @@ def smallest_fit(sizes: ModelSizes, task: str, dtype: torch.dtype, instance: Ins
 
 
 def make_plan(
-    model: str, sizes: ModelSizes, task: str, dtype: torch.dtype, instance: Instance, headroom: float
+    model: str, sizes: ModelSizes, task: str, dtype: str, instance: Instance, headroom: float
 ) -> Plan:
     fits = smallest_fit(sizes, task, dtype, instance, headroom)
     plan = Plan(model, task, instance, sizes, headroom, fits)
@@ -393,3 +278,31 @@ def _rank_lines(rank: RankBytes, task: str) -> list[str]:
              ("activations", rank.activations), ("KV cache", rank.kv_cache)]  # fmt: skip
     shown = ", ".join(f"{name} {_gib(value)}" for name, value in parts if value)
     return [f"per rank: {shown} = {_gib(rank.total)}", *("  " + line for line in _launch_lines(rank, task))]
+
+
+def plan_in_one_line(reference: str, config_path: Path | None, task: str) -> str:
+    """The plan of ``reference`` (a Hub id, a model directory) for ``task`` at the default job on the default
+    instance, in one line, or why there is none: what the checklist and ``try`` show beside a model."""
+    try:
+        full_size = resolve_model(reference, config_path)
+        sizes = sizes_for(full_size, task, DEFAULT_BATCH, DEFAULT_SEQ_LEN, DEFAULT_DTYPE)
+    except (UnknownModel, MetaBuildError) as error:
+        return f"no real-size plan (`neuron-compat plan`): {error}"
+    instance = instances()[DEFAULT_INSTANCE]
+    plan = make_plan(reference, sizes, task, DEFAULT_DTYPE, instance, DEFAULT_HEADROOM)
+    head = (
+        f"{task}, {DEFAULT_DTYPE}, batch {DEFAULT_BATCH} x sequence {DEFAULT_SEQ_LEN}: "
+        f"{sizes.parameters / 1e9:.2f}B parameters, TP plan {sizes.tp_plan}"
+    )
+    fits, on = plan.fits, instance.name
+    if fits is None:
+        if not plan.alternatives:
+            return f"{head}; fits no instance of the table: shorten the sequence or the batch"
+        on, fits = next(iter(plan.alternatives.items()))
+        head += f"; does not fit {instance.name}"
+    hbm = instances()[on].hbm_per_rank
+    checkpointing = ", activation checkpointing" if fits.checkpointing else ""
+    return (
+        f"{head}; fits {on} at tp {fits.tp} x fsdp {fits.fsdp}{checkpointing} ({_gib(fits.total)} of "
+        f"{_gib(hbm)} per rank): {_launch_lines(fits, task)[0]}"
+    )

@@ -7,6 +7,10 @@
 3. compare: each step's logits of both against the reference (three-way), within a per-dtype tolerance;
 4. train: one compiled training step per padded length.
 
+An encoder-decoder (the seq2seq family's ``text2text-generation`` and ``automatic-speech-recognition``) runs
+the same generation stages on two batches at its encoder's static shape, with an encoder-decoder static cache;
+it has no training stage, since optimum-neuron exports those models for inference only.
+
 The runs themselves are ``generation_runs`` and ``training_runs``, on the device ``probe_device`` picks, measured
 by ``compile_stats``. A failing stage is attributed by ``attribution.attribute_failure``. ``probe_architecture`` returns the measured
 part of a row; ``verdict.decide_verdict`` turns it into the verdict fields.
@@ -32,11 +36,13 @@ from compat_matrix.attribution import attribute_failure
 from compat_matrix.checkpoints import config_choice
 from compat_matrix.compile_stats import ops_named_in_graph_breaks
 from compat_matrix.errors import first_error_line
+from compat_matrix.families import judged_stages, split_probe_name
 from compat_matrix.generation_runs import (
     CPU,
     OutputsDiffer,
     check_match,
     forced_generate,
+    generation_inputs,
     greedy_tokens_agree,
     max_logit_diff,
     run_compiled_generate,
@@ -120,17 +126,19 @@ def _record_failure(row: dict, key: str, failure: ProbeFailure, cause: Cause, re
         row["traceback_tail"] = "".join(traceback.format_exception(failure.error)[-3:])[-2000:]
 
 
-def probe_architecture(model_type: str, settings: ProbeSettings) -> dict[str, Any]:
-    """Run every probe for one architecture in this process and return the measured fields of its row."""
+def probe_architecture(name: str, settings: ProbeSettings) -> dict[str, Any]:
+    """Run every probe of a generation task's row (``families.probe_name``: a causal LM's model type, or
+    ``task/model_type`` for an encoder-decoder) in this process and return the measured fields of its row."""
+    task, model_type = split_probe_name(name)
     configure_dynamo(settings)
-    row = initial_measurement()
+    row = initial_measurement() | {"task": task}
     choice = config_choice(model_type, settings.config)
     row.update(choice.row_fields())
     probe_seconds = row["probe_seconds"]
 
     def fresh_model(size: TinySize = PRIMARY, seed: int = settings.seed, dtype: str = settings.dtype,
                     exact: dict | None = None):  # fmt: skip
-        return build_tiny_model(model_type, seed, getattr(torch, dtype), size, choice.overrides, exact)
+        return build_tiny_model(model_type, seed, getattr(torch, dtype), size, choice.overrides, exact, task)
 
     try:
         model = timed(probe_seconds, "build", "build", fresh_model)
@@ -151,8 +159,11 @@ def probe_architecture(model_type: str, settings: ProbeSettings) -> dict[str, An
         return finish(row, settings)
     tolerance = settings.tolerance(is_moe(model))
     row["logit_tolerance"] = tolerance
+    if model.config.is_encoder_decoder:  # the static shape its encoder input is exported at
+        row["padded_shape"] = list(next(iter(generation_inputs(model, settings)[0].values())).shape)
     probe_generation(model, fresh_model, settings, device, references, tolerance, row)
-    probe_training(model, fresh_model, settings, device, row)
+    if "train" in judged_stages(task):
+        probe_training(model, fresh_model, settings, device, row)
     start = time.perf_counter()
     judge_device_rules(model, fresh_model, settings, device, references, row)
     probe_seconds["code_paths"] = round(time.perf_counter() - start, 3)

@@ -27,7 +27,7 @@ import psutil
 from compat_matrix.archs import ranks, support_of
 from compat_matrix.checkpoints import config_choice
 from compat_matrix.environment import run_env, simulated
-from compat_matrix.families import TEXT_GENERATION, split_probe_name
+from compat_matrix.families import GENERATION_TASKS, TEXT_GENERATION, judged_stages, split_probe_name
 from compat_matrix.schema import Cause, Row, Verdict
 from compat_matrix.settings import ProbeSettings
 
@@ -73,7 +73,7 @@ def _child_main(model_type: str, settings: ProbeSettings, torch_threads: int, co
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     if settings.self_signal is not None:
         os.kill(os.getpid(), settings.self_signal)
-    if split_probe_name(model_type)[0] == TEXT_GENERATION:
+    if split_probe_name(model_type)[0] in GENERATION_TASKS:
         from compat_matrix.probes import probe_architecture as probe
     else:
         from compat_matrix.forward_probes import probe_forward as probe
@@ -94,7 +94,7 @@ def verdict_fields(verdict: str | Verdict, error: str | None, task: str = TEXT_G
     no stage was measured to the end, and the error is the reason."""
     verdict = Verdict(verdict)
     cause = Cause.HARNESS if verdict is Verdict.HARNESS_ERROR else None
-    stages = ("generate_verdict", "train_verdict") if task == TEXT_GENERATION else ("forward_verdict",)
+    stages = [f"{stage}_verdict" for stage in judged_stages(task)]
     return {"verdict": verdict, **dict.fromkeys(stages, verdict), "cause": cause, "reason": error}
 
 

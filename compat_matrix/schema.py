@@ -14,8 +14,10 @@ shows (``lowering_unverified_ops``), and the training step's own evidence (``tra
 beside the schema, gives each judged stage its own reason (``generate_reason``, ``train_reason``; ``reason`` is
 left to rows whose stages were not judged apart) and records the ``recompile_limit`` measured with. Version 5
 adds the ``task`` a row's probe measured (``text-generation`` for the causal-LM probe; ``feature-extraction``
-and ``text-classification`` for the encoders' forward probe, ``families``) and that probe's stage: ``forward``
-(``forward_verdict``, ``forward_reason``, ``forward_failure``, ...).
+and ``text-classification`` for the encoders' forward probe, the vision tasks', ``text2text-generation`` and
+``automatic-speech-recognition`` for the seq2seq family's encoder-decoders, whose one stage is ``generate``:
+``families``) and the forward probe's stage: ``forward`` (``forward_verdict``, ``forward_reason``,
+``forward_failure``, ...).
 
 Rows written before version 2 have no ``schema_version``. ``Row.from_dict`` reads older rows with the newer
 fields unset (None), except what it can say of them exactly (``_upgraded``: the stage reasons a version 2 or
@@ -174,7 +176,7 @@ class Row:
     # What was measured, where, and the outcome.
     model_type: str
     rank: int | None  # in the top-100 ranking, None for an architecture outside it
-    task: str  # what the probe measured: "text-generation", "feature-extraction", "text-classification"
+    task: str  # what the probe measured: "text-generation", "feature-extraction", "text2text-generation", ...
     backend: str  # "neuron" or "neuron-sim"
     simulated: bool  # measured by the simulator (on CPU or the neuron stand-in), not a real device
     verdict: Verdict
@@ -265,7 +267,9 @@ class Row:
     train_recompile_reasons: list[str] | None = None
     train_unsupported_ops: list[str] | None = None  # device-rule findings of training
     # The forward of a task without generation (its compile figures are compile_count, recompile_count, ...).
-    padded_shape: list[int] | None = None  # (batch, padded sequence length) of every batch
+    # The static shape of every batch of a forward, or of an encoder-decoder's encoder input: (batch, padded
+    # length), (batch, channels, height, width), or (batch, mel bins, frames).
+    padded_shape: list[int] | None = None
     forward_unsupported_ops: list[str] | None = None  # device-rule findings of the forward
     # Graphs compiled for one more batch of the first padded length with other content: > 0 means training
     # recompiles with the data (e.g. expert token counts), not only with the padded length.

@@ -20,6 +20,8 @@ import torch
 from transformers import CONFIG_MAPPING, PreTrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+from compat_matrix.families import SPEECH_RECOGNITION, TEXT2TEXT_GENERATION, TEXT_GENERATION
+
 VOCAB = 256
 LAYERS = 2
 EXPERTS = 4
@@ -339,6 +341,9 @@ def _full_size_values(
 
 # Fields a checkpoint's config.json still writes under their older names; the constructor converts them.
 LEGACY_FIELDS = {"rope_scaling": "rope_parameters", "rope_theta": "rope_parameters"}
+# Fields every config's constructor reads although a class may not declare them: T5's __post_init__ turns a
+# checkpoint's tie_word_embeddings false (T5 v1.1, FLAN-T5) into unscaled decoder outputs.
+CONSTRUCTOR_FIELDS = ("tie_word_embeddings",)
 
 
 def declares(config_cls: type, name: str) -> bool:
@@ -346,7 +351,7 @@ def declares(config_cls: type, name: str) -> bool:
     if not dataclasses.is_dataclass(config_cls):
         return False
     fields = {field.name for field in dataclasses.fields(config_cls)}
-    return LEGACY_FIELDS.get(name, name) in fields
+    return LEGACY_FIELDS.get(name, name) in fields or name in CONSTRUCTOR_FIELDS
 
 
 def _is_layer_index_list(name: str, values: list | tuple, n_layers: int) -> bool:
@@ -550,6 +555,14 @@ def build_tiny_config(
     return config
 
 
+# The Auto class each generation task builds its model with (Transformers' pipelines use the same ones).
+GENERATION_AUTO_CLASSES = {
+    TEXT_GENERATION: "AutoModelForCausalLM",
+    TEXT2TEXT_GENERATION: "AutoModelForSeq2SeqLM",
+    SPEECH_RECOGNITION: "AutoModelForSpeechSeq2Seq",
+}
+
+
 def build_tiny_model(
     model_type: str,
     seed: int = 0,
@@ -557,15 +570,21 @@ def build_tiny_model(
     size: TinySize = PRIMARY,
     overrides: dict[str, Any] | None = None,
     exact: dict[str, Any] | None = None,
+    task: str = TEXT_GENERATION,
 ) -> torch.nn.Module:
-    """A tiny random-weight causal LM for ``model_type`` (eval mode). Attention is what Transformers chooses
-    for the class (SDPA where supported), as it is for a user's model on the device. ``overrides``: full-size
-    config values to build from instead of the class defaults (a checkpoint's, see ``checkpoints``)."""
-    from transformers import AutoModelForCausalLM
+    """A tiny random-weight model for ``model_type`` with the generation head of ``task`` (a causal LM, or an
+    encoder-decoder; eval mode). Attention is what Transformers chooses for the class (SDPA where supported),
+    as it is for a user's model on the device. ``overrides``: full-size config values to build from instead of
+    the class defaults (a checkpoint's, see ``checkpoints``)."""
+    import transformers
 
     config = build_tiny_config(model_type, size, overrides, exact)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model = getattr(transformers, GENERATION_AUTO_CLASSES[task]).from_config(config, dtype=dtype)
     if hasattr(model, "set_default_language"):  # X-MOD routes through per-language adapters
         model.set_default_language(config.languages[0])
+    if config.is_encoder_decoder and model.generation_config.decoder_start_token_id is None:
+        # T5's config class leaves it unset; its checkpoints start decoding from the pad token (t5-small's
+        # config.json: decoder_start_token_id 0, its pad_token_id), as Transformers' T5 docs say.
+        model.generation_config.decoder_start_token_id = config.pad_token_id
     return model.eval()

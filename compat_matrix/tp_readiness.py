@@ -21,7 +21,15 @@ from pathlib import Path
 
 import torch
 
-from compat_matrix.meta_model import MetaBuildError, architecture_full_size, build_config, build_meta_model
+from compat_matrix.meta_model import (
+    FullSizeConfig,
+    MetaBuildError,
+    architecture_full_size,
+    build_config,
+    build_meta_model,
+    checkpoint_full_size,
+    checkpoint_sizes,
+)
 
 DEGREES = (2, 4, 8, 16, 32, 64)
 TABLE_PATH = Path(__file__).resolve().parents[1] / "migrator" / "tp_readiness.json"
@@ -108,7 +116,12 @@ def shard_problems(model: torch.nn.Module, tp_size: int) -> list[str]:
 
 
 def measure(model_type: str) -> Readiness:
-    full_size = architecture_full_size(model_type)
+    """The architecture at its full size: its recorded checkpoint's sizes, else its class defaults."""
+    return measure_config(architecture_full_size(model_type))
+
+
+def measure_config(full_size: FullSizeConfig) -> Readiness:
+    model_type = full_size.model_type
     try:
         config = build_config(full_size)
         build_meta_model(config)
@@ -151,26 +164,60 @@ def environment() -> dict[str, str]:
     return {"transformers": transformers.__version__, "torch": torch.__version__}
 
 
-def measure_all(model_types: list[str], progress: Callable[[str], None]) -> dict:
+def recorded_checkpoints() -> list[str]:
+    """The Hub ids whose sizes are recorded (``data/checkpoint_sizes.json``): measured at their own sizes too."""
+    return list(checkpoint_sizes())
+
+
+def measure_all(model_types: list[str], progress: Callable[[str], None], checkpoints: list[str] = ()) -> dict:
+    """Each architecture at its full size, then each recorded checkpoint at its own sizes (the degrees that shard
+    a checkpoint depend on its heads and sizes, not only on its architecture)."""
     started = time.monotonic()
-    rows = []
-    for index, model_type in enumerate(model_types, 1):
-        row = measure(model_type)
-        rows.append(asdict(row))
-        outcome = row.error or f"plan {row.plan}, clean at {row.clean_degrees or 'no degree'}"
-        progress(f"[{index}/{len(model_types)}] {model_type}: {outcome}")
+    total = len(model_types) + len(checkpoints)
+    measured: dict[str, dict] = {}
+    for index, name in enumerate([*model_types, *checkpoints], 1):
+        is_checkpoint = index > len(model_types)
+        row = measure_config(checkpoint_full_size(name)) if is_checkpoint else measure(name)
+        progress(f"[{index}/{total}] {name}: {_outcome(row)}")
+        # An architecture's row is keyed by its model_type; a checkpoint's keeps it.
+        measured[name] = {k: v for k, v in asdict(row).items() if is_checkpoint or k != "model_type"}
     return {
         "about": "TP readiness per causal-LM architecture, measured by `neuron-compat tp-readiness` "
         "(compat_matrix/tp_readiness.py): the plan Transformers resolves for DistributedConfig(tp_size=N) and "
         f"the degrees of {list(DEGREES)} whose shards are whole, for the model at its full size on the meta "
-        "device under a fake process group of N ranks.",
+        "device under a fake process group of N ranks; `checkpoints`: the same for each recorded checkpoint at "
+        "its own sizes.",
         "versions": environment(),
         "seconds": round(time.monotonic() - started, 1),
-        "architectures": {
-            row["model_type"]: {k: v for k, v in row.items() if k != "model_type"} for row in rows
-        },
+        "architectures": {name: measured[name] for name in model_types},
+        "checkpoints": {name: measured[name] for name in checkpoints},
     }
+
+
+def _outcome(row: Readiness) -> str:
+    return row.error or f"plan {row.plan}, clean at {row.clean_degrees or 'no degree'}"
 
 
 def write_table(table: dict, path: Path = TABLE_PATH) -> None:
     path.write_text(json.dumps(table, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+
+
+class StaleTable(ValueError):
+    """Rows measured now cannot join a table measured with other versions."""
+
+
+def updated(table: dict, existing: dict) -> dict:
+    """``existing`` with the rows of ``table`` measured again in place (new ones appended), for re-measuring a few
+    architectures after a harness change; only with the same Transformers and torch. ``seconds`` stays that of
+    the run that measured every row (``updated_seconds`` is this run's)."""
+    if existing.get("versions") != table["versions"]:
+        raise StaleTable(
+            f"the table was measured with {existing.get('versions')}, these rows with {table['versions']}: "
+            "measure every architecture again (without --update)"
+        )
+    return {
+        **existing,
+        "updated_seconds": table["seconds"],
+        "architectures": {**existing["architectures"], **table["architectures"]},
+        "checkpoints": {**existing.get("checkpoints", {}), **table["checkpoints"]},
+    }

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from compat_matrix import artifacts
+from compat_matrix.families import TEXT_GENERATION, judged_stages
 from compat_matrix.schema import Cause, Stage, Verdict
 from standin import sim_backend
 
@@ -96,42 +97,45 @@ def decide_verdict(row: dict[str, Any]) -> dict[str, Any]:
     """The verdict fields of a measured row: ``verdict``, ``cause``, and each stage's verdict and one-line
     reason (``generate_verdict``, ``generate_reason``, ...); a harness error has one ``reason`` for the row.
     A build or eager-reference failure is the harness's (never the architecture's); otherwise the first failing stage decides, then a simulator limitation, then caveats,
-    then uncompiled generation (``works-eager``). A forward-only task's row (``task``) has its one stage,
-    ``forward``."""
-    generate_failure, train_failure = row.get("generate_failure"), row.get("train_failure")
-    forward_only = row.get("task", "text-generation") != "text-generation"
+    then uncompiled generation (``works-eager``). The stages judged are the task's (``families.judged_stages``):
+    an encoder-decoder's row has generate only, a forward-only task's row its one stage, ``forward``."""
+    stages = judged_stages(row.get("task") or TEXT_GENERATION)
     if row.get("stage") in (Stage.BUILD.value, Stage.EAGER.value):
-        reason = (row.get("forward_failure" if forward_only else "generate_failure") or {}).get("reason") or (
+        reason = (row.get(f"{stages[0]}_failure") or {}).get("reason") or (
             f"the tiny model cannot be built or run eagerly here: {row.get('error') or 'no error recorded'}"
         )
-        stages = ("forward_verdict",) if forward_only else ("generate_verdict", "train_verdict")
-        return {"verdict": Verdict.HARNESS_ERROR, **dict.fromkeys(stages, Verdict.HARNESS_ERROR),
+        return {"verdict": Verdict.HARNESS_ERROR, **{f"{stage}_verdict": Verdict.HARNESS_ERROR for stage in stages},
                 "cause": Cause.HARNESS, "reason": reason}  # fmt: skip
-    if forward_only:
+    if stages == ("forward",):
         forward_verdict, forward_reason = _stage_verdict(
             row.get("forward_failure"), forward_caveats(row), artifacts.dropped_note(row, "forward")
         )
         cause = row["forward_failure"]["cause"] if forward_verdict in BLAMED_VERDICTS else None
         return {"verdict": forward_verdict, "forward_verdict": forward_verdict, "cause": cause and Cause(cause),
                 "forward_reason": forward_reason}  # fmt: skip
+    generate_failure = row.get("generate_failure")
     generate_verdict, generate_reason = _stage_verdict(
         generate_failure, generate_caveats(row), artifacts.dropped_note(row, "generate")
     )
     if generate_verdict is Verdict.WORKS and row.get("compiled_generation") is False:
         generate_verdict = Verdict.WORKS_EAGER
         generate_reason = f"generation is not compiled: {row.get('not_compiled_because')}"
-    train_verdict, train_reason = _stage_verdict(
-        train_failure, train_caveats(row), artifacts.dropped_note(row, "train")
-    )
-    stages = [(generate_verdict, generate_failure), (train_verdict, train_failure)]
+    fields = {"generate_verdict": generate_verdict, "generate_reason": generate_reason}
+    judged = [(generate_verdict, generate_failure)]
+    if "train" in stages:
+        train_failure = row.get("train_failure")
+        train_verdict, train_reason = _stage_verdict(
+            train_failure, train_caveats(row), artifacts.dropped_note(row, "train")
+        )
+        fields |= {"train_verdict": train_verdict, "train_reason": train_reason}
+        judged.append((train_verdict, train_failure))
     cause = None
     for wanted in (Verdict.FAILS, Verdict.NOT_MEASURED, Verdict.WORKS_WITH_CAVEATS, Verdict.WORKS_EAGER):
-        hits = [failure for verdict, failure in stages if verdict is wanted]
+        hits = [failure for verdict, failure in judged if verdict is wanted]
         if hits:
             verdict = wanted
             cause = Cause(hits[0]["cause"]) if hits[0] else None
             break
     else:
         verdict = Verdict.WORKS
-    return {"verdict": verdict, "generate_verdict": generate_verdict, "train_verdict": train_verdict,
-            "cause": cause, "generate_reason": generate_reason, "train_reason": train_reason}  # fmt: skip
+    return {"verdict": verdict, "cause": cause, **fields}

@@ -535,7 +535,9 @@ def without_empty_branches(original: cst.If, updated: cst.If):
     goes, `if t: <emptied> else: B` becomes `if not t: B`, and an `if` with nothing left goes when its test has
     no effect, or becomes its test alone when it may have one (`if step():` -> `step()`). Returns the new
     statement, `cst.RemoveFromParent()`, or `updated` when nothing was emptied; the `if` of an `elif` chain
-    keeps its branches."""
+    keeps its branches, unless its `elif` went whole (emptied, with a test that has no effect)."""
+    if isinstance(original.orelse, cst.If) and updated.orelse is None:
+        original = original.with_changes(orelse=None)  # the `elif` went whole: an `if` without one is left
     if isinstance(updated.orelse, cst.If) or isinstance(original.orelse, cst.If):
         return updated
     body_gone = _emptied(updated.body, original.body)

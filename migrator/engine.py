@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import difflib
+import gc
 import os
 import re
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import partial
@@ -23,6 +25,7 @@ from migrator.shell.pyproject import migrate_pyproject as rewrite_pyproject
 from migrator.shell.pyproject import migrate_setup as rewrite_setup
 from migrator.shell.requirements import migrate_requirements as rewrite_requirements
 from migrator.shell.rewrite import rewrite_shell
+from migrator.shell.scripts import script_parser
 from migrator.still_imported import first_importer
 from migrator.transform import migrate_module
 from migrator.verify import MigrationError, python_tree, syntax_error_message, verify_python, verify_shell
@@ -48,6 +51,7 @@ PYTHON_MARKERS = re.compile(
 LEFTOVER_HINTS = (
     "neuron_parallel_compile",
     "neuron_multi_node",
+    "neuronperf",
     "optimum-",
     "neuronx",
     "neuron-migrate",
@@ -59,11 +63,12 @@ LEFTOVER_HINTS = (
 LEFTOVER_MARKERS = re.compile(
     r"\bneuron_parallel_compile\b|\bneuron_multi_node\b|\boptimum-(?:cli|neuron)\b|\bHF_NUM_CORES\b"
     r"|\b(?:ml\.)?(?:inf1|inf2|trn1n?)\.\w*large\b|\b(?:huggingface|pytorch)-[\w.:-]*neuronx\b|\bneuronx-tgi\b"
-    r"|\btorch-neuron\b|\bneuron-cc\b|\bml_(?:inf[12]|trn1)\b|\bNEURONCORE_GROUP_SIZES\b"
+    r"|\btorch-neuron\b|\bneuron-cc\b|\bneuronperf\b|\blibneuronxla\b|\bml_(?:inf[12]|trn1)\b|\bNEURONCORE_GROUP_SIZES\b"
     r"|# TODO\(neuron-migrate\)|(?<![\w./-])" + COMPILED_HUB_REPO
 )
-# Shell launchers are cheap to scan line by line; optimum-neuron training flags alone mark one too.
-SHELL_HINTS = ("optimum", "neuron", "xla", "XLA_", "NEURON_", "--zero_1", *PLATFORM_HINTS)
+# Shell launchers are cheap to scan line by line; optimum-neuron training flags alone mark one too (a
+# `--tensor_parallel_size` the migrated script may no longer accept).
+SHELL_HINTS = ("optimum", "neuron", "xla", "XLA_", "NEURON_", "--zero_1", "_parallel_size", *PLATFORM_HINTS)
 REQUIREMENTS_HINTS = ("neuron", "xla")  # lowercased text: optimum-neuron, torch-xla, libneuronxla...
 
 
@@ -105,11 +110,33 @@ def _marked(content: str) -> bool:
     return stack_marked(content)
 
 
+@contextmanager
+def _cycle_collection_paused():
+    """Python's cyclic garbage collector off while one file is migrated: libcst builds and drops tens of
+    thousands of small nodes per file (freed by reference counting: a node holds no reference to its parent),
+    and each collection those allocations trigger scans every young object again: 12 % of the fixture scripts'
+    migration time (CPU time, `benchmarks/migrator_speed.py`'s files). The few cycles a migration leaves (its
+    context and handlers) are collected once the file is done."""
+    if not gc.isenabled():  # already paused by an enclosing migration (a notebook's cells, a heredoc)
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def migrate_python(content: str, scan: bool = True, notebook: bool = False) -> tuple[str, list[Finding]]:
     """`scan=False`: without the leftover scan (a heredoc body, which the scan of its script covers);
     `notebook`: the code is a notebook's Python cells, which run in one kernel process."""
     if not _marked(content):
         return content, []
+    with _cycle_collection_paused():
+        return _migrate_marked_python(content, scan, notebook)
+
+
+def _migrate_marked_python(content: str, scan: bool, notebook: bool) -> tuple[str, list[Finding]]:
     tree = python_tree(content)  # Python's parser first: what it refuses never reaches libcst's native parser
     try:
         result = migrate_module(content, PYTHON_HANDLERS, RULES, notebook, tree)
@@ -120,7 +147,7 @@ def migrate_python(content: str, scan: bool = True, notebook: bool = False) -> t
     if scan:
         code, findings = mark_python(content, code, findings, PYTHON_RULES)
     if code != content:
-        verify_python(code)
+        verify_python(content, code)
     return code, findings
 
 
@@ -187,12 +214,17 @@ def migrate_setup_py(content: str, directory: Path | None = None) -> tuple[str, 
     migrated, rewritten = migrate_python(code, scan=False)
     migrated, findings = mark_python(content, migrated, findings + rewritten, PYTHON_RULES)
     if migrated != content:
-        verify_python(migrated)
+        verify_python(content, migrated)
     return migrated, findings
 
 
 def migrate_notebook(content: str) -> tuple[str, list[Finding]]:
-    return notebook.migrate_notebook(content, migrate_python, migrate_shell)
+    return notebook.migrate_notebook(content, migrate_python, migrate_shell, _parser_of(None, None))
+
+
+def _parser_of(directory: Path | None, root: Path | None):
+    """The argument parser of a script a launch in `directory` runs, read from the script as migrated."""
+    return partial(script_parser, directory=directory, root=root, migrate=partial(_migrated, "python"))
 
 
 def _migrated(kind: str, content: str) -> str:
@@ -227,7 +259,13 @@ def rewriter(
     shell = partial(migrate_shell, directory=directory, root=root)
     if kind == "shell":
         return shell
-    return partial(notebook.migrate_notebook, migrate_python=migrate_python, migrate_shell=shell)
+    return partial(
+        notebook.migrate_notebook,
+        migrate_python=migrate_python,
+        migrate_shell=shell,
+        parser_of=_parser_of(directory, root),
+        directory=directory,
+    )
 
 
 @dataclass(frozen=True)

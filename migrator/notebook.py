@@ -12,8 +12,10 @@ notebook's own formatting (`migrator.ipynb`), so a one-line rewrite is a one-lin
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 from migrator.ipynb import (
     JUPYTER_STYLE,
@@ -26,9 +28,10 @@ from migrator.ipynb import (
 from migrator.notebook_python import migrate_python_cells, restore
 from migrator.notebook_shell import migrate_shell_lines
 from migrator.rules import KINDS, Finding, rule_modules
-from migrator.shell.commands import launches
-from migrator.shell.installs import python_imports
+from migrator.shell.commands import configured_launches, launches
 from migrator.shell.requirements import migrate_requirements
+from migrator.shell.rewrite import SHELL_RULES
+from migrator.shell.scripts import ScriptParser
 from migrator.transform import TODO_PREFIX
 from migrator.verify import MigrationError
 from usercode.cells import (
@@ -39,23 +42,27 @@ from usercode.cells import (
     python_of,
     spans,
 )
+from usercode.launchers import CONFIG_SUFFIXES
 from usercode.notebook import (
     NotANotebook,
     body_kind,
+    cd_in_tree,
     read_document,
     source_text,
     validate,
     writefile_target,
     written_script,
 )
+from usercode.python import python_imports
 from usercode.sources import is_requirements
 
 # The notebook rules (found as the registry finds them: nothing lists them) and the events of the reading each
 # takes, by the name of its function in its `HOOKS`; every rule that takes an event is called, by code:
 # - "unparsed_cell" (source) -> the cell with its TODO, None when it cannot take one: a cell IPython cannot
 #   parse, or whose rewrite would not parse, is left as it is;
-# - "file_cell" (header, newline, target, body, number, findings) -> the cell, None when it stays: a
-#   `%%writefile` cell of a file that is neither Python nor shell (a configuration file).
+# - "file_cell" (header, newline, target, body, number, findings, parser, rules) -> the cell, None when it
+#   stays: a `%%writefile` cell of a file that is neither Python nor shell (a configuration file); `parser`: that
+#   of the script a launch of the notebook passes the file to, or None; `rules`: the shell rules by code.
 _RULE_MODULES = rule_modules(KINDS["notebook"])
 _HOOKS = {
     event: tuple(getattr(module, module.HOOKS[event]) for module in _RULE_MODULES if event in module.HOOKS)
@@ -74,8 +81,16 @@ def _document(content: str) -> dict:
         raise MigrationError(str(error)) from None
 
 
-def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> tuple[str, list[Finding]]:
-    """`migrate_shell(text, inline=True, imported=modules)` rewrites shell commands as notebook lines run them."""
+def migrate_notebook(
+    content: str,
+    migrate_python: Rewriter,
+    migrate_shell,
+    parser_of: Callable[..., ScriptParser],
+    directory: Path | None = None,
+) -> tuple[str, list[Finding]]:
+    """`migrate_shell(text, inline=True, imported=modules)` rewrites shell commands as notebook lines run them;
+    `parser_of(script, written=...)` is the argument parser of a script a cell launches
+    (`migrator.shell.scripts.script_parser`, with the notebook's folder); `directory`: the notebook's folder."""
     document = _document(content)
     style = json_style(content, document)
     file_lines = cell_file_lines(content, document)
@@ -91,6 +106,15 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
     requirement_cells: list[tuple[int, int, str]] = []
     # What each cell launches: a compile run in a `%%bash` cell goes when a later cell runs the same launch.
     launched = [launches(_shell_text(source_text(cell))) for _, cell in code_cells]
+    # The scripts the launches run are looked for where they run from (a `%cd` first moves there).
+    folder = _launch_folder(code_cells, launched, directory)
+    migrate_shell, parser_of = partial(migrate_shell, directory=folder), partial(parser_of, directory=folder)
+    # The configuration files the launches pass their scripts (`--config sft.yaml`), with those scripts' parsers.
+    configs = {
+        os.path.normpath(path): parser_of(script, written=written)
+        for _, cell in code_cells
+        for script, path in configured_launches(_shell_text(source_text(cell)), CONFIG_SUFFIXES)
+    }
     for number, (index, cell) in enumerate(code_cells, start=1):
         source = source_text(cell)
         try:
@@ -100,7 +124,7 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
             if source.startswith("%%"):
                 following = frozenset().union(*launched[number:])
                 migrate_cell = partial(migrate_shell, following=following)
-                migrated = _cell_magic(source, number, migrate_python, migrate_cell, findings)
+                migrated = _cell_magic(source, number, migrate_python, migrate_cell, findings, configs)
                 if migrated is not None:
                     new_sources[index] = migrated
                     continue
@@ -190,12 +214,15 @@ def migrate_notebook(content: str, migrate_python: Rewriter, migrate_shell) -> t
 # -- cells ----------------------------------------------------------------------------------------------
 
 
-def _cell_magic(source: str, number: int, migrate_python, migrate_shell, findings) -> str | None:
-    """Migrate a `%%bash` / `%%writefile` cell; None for other cell magics."""
+def _cell_magic(source: str, number: int, migrate_python, migrate_shell, findings, configs) -> str | None:
+    """Migrate a `%%bash` / `%%writefile` cell; None for other cell magics. `configs`: the parsers of the
+    scripts launched with a configuration file, by its path."""
     header, newline, body = source.partition("\n")
     kind = body_kind(header)
     if kind == "file":
-        return _first("file_cell", header, newline, writefile_target(header), body, number, findings)
+        target = writefile_target(header)
+        parser = configs.get(os.path.normpath(target)) if target else None
+        return _first("file_cell", header, newline, target, body, number, findings, parser, SHELL_RULES)
     if kind is None:
         return None
     migrated, body_findings = (migrate_python if kind == "python" else migrate_shell)(body)
@@ -210,6 +237,20 @@ def _first(event: str, *args) -> str | None:
         if changed is not None:
             return changed
     return None
+
+
+def _launch_folder(code_cells, launched, directory: Path | None) -> Path | None:
+    """Where the notebook's launches run their scripts from: its folder, or the folder of the tree that a `%cd`
+    to the author's copy of it names (`%cd /home/ubuntu/workshop/labs/x`) before its first launch."""
+    if directory is None:
+        return None
+    for (_, cell), launches_here in zip(code_cells, launched, strict=True):
+        moved = next(
+            filter(None, (cd_in_tree(line, directory) for line in source_text(cell).splitlines())), None
+        )
+        if moved is not None or launches_here:
+            return moved or directory
+    return directory
 
 
 def _does_nothing(source: str) -> bool:

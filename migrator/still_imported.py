@@ -16,7 +16,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from migrator.shell.installs import REPLACED, python_imports
+from migrator.shell.installs import REPLACED
+from usercode.python import python_imports
 from usercode.sources import SKIP_DIRS, read_text
 
 # Bytes a file must contain to import a legacy module (`from optimum import neuron` included).

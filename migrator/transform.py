@@ -191,8 +191,7 @@ class FileContext:
         """
         rule = self.rule(rule)
         text = f"{why}; {action}" if why and action else why or rule.action
-        # A comment is one line: code quoted from several lines (an argument split over them) is joined.
-        comment = f"{TODO_PREFIX} {rule.code} {' '.join(text.split())}"
+        comment = _todo_comment(rule, text)
         # Every statement where the legacy code stays carries the TODO (a person fixes a file from its TODOs);
         # the same TODO again in one block (a module-level function or class, a notebook cell, the rest of the
         # module) is the same decision: one finding, which names the other lines.
@@ -205,6 +204,12 @@ class FileContext:
         self._todo_blocks[block] = report = _Report(node, rule, text, False, why, action, subject)
         self.reports.append(report)
         return report
+
+    def todo_again(self, node: cst.CSTNode, report: _Report) -> None:
+        """The decision of `report` (a `todo`'s) again at `node`, wherever it is in the file (a parallel layer
+        model code uses in every class): the same TODO on this statement too, and the finding names its line."""
+        self.pending_todos.append(_todo_comment(report.rule, report.message))
+        report.also.append(node)
 
     def launch(self, processes: str = "N", script: str = "train.py") -> str:
         """What to do so that a rewrite runs as `processes` processes (one per rank, as Transformers'
@@ -241,6 +246,11 @@ class FileContext:
     def remove_import(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
         """Drop an import if nothing uses it any more once the rewrite is done."""
         self.imports_to_remove.append((module, obj, asname))
+
+
+def _todo_comment(rule: Rule, text: str) -> str:
+    # A comment is one line: code quoted from several lines (an argument split over them) is joined.
+    return f"{TODO_PREFIX} {rule.code} {' '.join(text.split())}"
 
 
 class Handler:
@@ -484,8 +494,15 @@ _MODULE_LEVEL_BLOCKS = (cst.If, cst.Try, cst.TryStar, cst.With, cst.For, cst.Whi
 def module_imports(module: cst.Module) -> dict[str, str]:
     """Local name -> qualified name of every import the module's own code makes, at any depth of its `if` /
     `try` / `with` / loop blocks; a name two imports bind differently is left out (which one a function sees
-    depends on the branch taken)."""
-    found: dict[str, str | None] = {}
+    depends on the branch taken: `module_import_choices` has them)."""
+    choices = module_import_choices(module)
+    return {local: next(iter(names)) for local, names in choices.items() if len(names) == 1}
+
+
+def module_import_choices(module: cst.Module) -> dict[str, frozenset[str]]:
+    """Local name -> the qualified names the module's own imports bind it to, at any depth of its blocks
+    (`import torch_neuron as neuron` in one branch, `import torch_neuronx as neuron` in another: both)."""
+    found: dict[str, set[str]] = {}
     stack: list[cst.CSTNode] = list(reversed(module.body))
     while stack:
         statement = stack.pop()
@@ -493,7 +510,7 @@ def module_imports(module: cst.Module) -> dict[str, str]:
             for small in statement.body:
                 if isinstance(small, (cst.Import, cst.ImportFrom)):
                     for local, qualified in _bindings(small):
-                        found[local] = qualified if found.get(local, qualified) == qualified else None
+                        found.setdefault(local, set()).add(qualified)
         elif isinstance(statement, _MODULE_LEVEL_BLOCKS):
             blocks = [
                 statement.body,
@@ -508,7 +525,7 @@ def module_imports(module: cst.Module) -> dict[str, str]:
                     stack.append(block)
                 elif isinstance(block, cst.IndentedBlock):
                     stack.extend(reversed(block.body))
-    return {local: qualified for local, qualified in found.items() if qualified is not None}
+    return {local: frozenset(names) for local, names in found.items()}
 
 
 def _bindings(node: cst.Import | cst.ImportFrom) -> list[tuple[str, str]]:

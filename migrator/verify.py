@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ast
+import builtins
+import re
 import shutil
 import subprocess
+import symtable
 import sys
 
 import libcst as cst
@@ -58,13 +61,47 @@ def _internal(what: str) -> MigrationError:
     return MigrationError(f"internal error: {what}; file left untouched, please report this")
 
 
-def verify_python(code: str) -> None:
-    """The rewrite must parse with Python itself. It is libcst's codegen of the tree libcst parsed, so libcst
-    reads it back; parsing it again with libcst would add most of a round trip to every migrated file."""
+def verify_python(before: str, code: str) -> None:
+    """The rewrite must parse with Python itself (it is libcst's codegen of the tree libcst parsed, so libcst
+    reads it back; parsing it again with libcst would add most of a round trip to every migrated file), and use
+    no global name that it does not bind where the input bound it (an import removed while a use is left)."""
     try:
         ast.parse(code)
     except SyntaxError as error:
         raise _internal(f"the migrated code would not parse (line {error.lineno}: {error.msg})") from error
+    unbound = _unbound_globals(code) - _unbound_globals(before)
+    if unbound:
+        raise _internal(f"the migrated code uses {', '.join(sorted(unbound))}, which it no longer binds")
+
+
+# Names every module has without binding them.
+STAR_IMPORT = re.compile(r"^\s*from\s+\S+\s+import\s+\(?\s*\*", re.MULTILINE)
+_MODULE_NAMES = frozenset(dir(builtins)) | {"__file__", "__builtins__", "__annotations__", "__path__"}
+
+
+def _unbound_globals(code: str) -> set[str]:
+    """Global names the code reads and never binds at module level (Python's own symbol tables), or nothing
+    when it cannot be known (a star import binds names no table shows)."""
+    if STAR_IMPORT.search(code):
+        return set()
+    try:
+        module = symtable.symtable(code, "<code>", "exec")
+    except SyntaxError:
+        return set()
+    bound = {
+        symbol.get_name() for symbol in module.get_symbols() if symbol.is_assigned() or symbol.is_imported()
+    }
+    read: set[str] = set()
+    tables = [module]
+    while tables:
+        table = tables.pop()
+        tables.extend(table.get_children())
+        for symbol in table.get_symbols():
+            if symbol.is_referenced() and (table is module or symbol.is_global()):
+                read.add(symbol.get_name())
+            elif symbol.is_declared_global() and symbol.is_assigned():  # `global NAME` then assigned
+                bound.add(symbol.get_name())
+    return read - bound - _MODULE_NAMES
 
 
 def verify_shell(before: str, after: str) -> None:

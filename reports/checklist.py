@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from compat_matrix.planner import plan_in_one_line
 from compat_matrix.schema import Verdict
 from migrator import target_stack
 from migrator.engine import FileResult
@@ -104,6 +105,8 @@ class ModelRow:
     href: str = ""  # its row in the compatibility report, when that page sits next to the checklist
     config: Path | None = None  # a local model directory's config.json
     measured_config: str = ""  # which config the result measured, where that matters to this model
+    trained: bool = False  # a file that names it trains (migrator findings of the training family)
+    plan: str = ""  # its real-size plan in one line (compat_matrix.planner), for a causal LM
 
     @property
     def matrix(self) -> str:
@@ -292,7 +295,11 @@ def _verdict_item(row: ModelRow, run: Run | None) -> Item | None:
 
 
 def _models(
-    scans: list[FileScan], configs: list[Path], online: bool, show: Callable[[Path], str]
+    scans: list[FileScan],
+    configs: list[Path],
+    online: bool,
+    show: Callable[[Path], str],
+    training_files: set[str] = frozenset(),
 ) -> list[ModelRow]:
     rows: dict[str, ModelRow] = {}
     for config in configs:
@@ -315,6 +322,7 @@ def _models(
                 architecture = resolve(reference.value, scan.path.parent, online)
             row = rows.setdefault(key, ModelRow(reference.value, [], architecture, config=config))
             row.locations.append(f"{reference.location} ({reference.how})")
+            row.trained = row.trained or scan.display in training_files
             # How the code loads it (an embedding class, a pipeline task) outranks the id table.
             row.task = row.task or reference.task or architecture.task
     return sorted(rows.values(), key=lambda row: (row.architecture.model_type == UNKNOWN, row.reference))
@@ -457,6 +465,7 @@ def build_checklist(
     scans: list[FileScan] = []
     blocking: list[Item] = []
     uses: set[str] = set()
+    training_files: set[str] = set()
     for file in analyzed:
         source = Path(file.path)
         display = show(source)
@@ -466,6 +475,8 @@ def build_checklist(
         scan = scan_file(source, display, kind)
         scans.append(scan)
         uses |= scan.uses
+        if "trl" in scan.uses or any(finding.rule.family == "training" for finding in file.findings):
+            training_files.add(display)
         fixed = [finding for finding in file.findings if finding.fixed]
         counts = Counter(finding.rule.family for finding in fixed)
         items = _migrator_items(file, display) + _target_items(scan) + _risk_items(scan, fixed)
@@ -479,9 +490,12 @@ def build_checklist(
         rewrites = {family.name: counts[family.name] for family in FAMILIES if counts[family.name]}
         tries = [line for entry in match(tried, source) for line in entry.lines]
         sections.append(FileSection(display, kind, rewrites, section_items, tries))
-    models = _models(scans, find_configs(list(paths), exclude), online, show)
+    models = _models(scans, find_configs(list(paths), exclude), online, show, training_files)
     model_items = []
     for row in models:
+        if row.task is None and row.architecture.model_type != UNKNOWN:
+            reference = str(row.config.parent) if row.config else row.reference
+            row.plan = plan_in_one_line(reference, row.config, "train" if row.trained else "generate")
         if row.task is None and run is not None and row.architecture.model_type != UNKNOWN:
             row.result, row.measured_config = _measured_result(row, runs)
             if compat_href and row.result is not None:

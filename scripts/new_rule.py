@@ -109,6 +109,7 @@ from __future__ import annotations
 
 from migrator.notebook_rules import example
 from migrator.rules import Example, Finding, Rule, Severity
+from migrator.shell.scripts import ScriptParser
 
 {constant} = Rule(
     "{code}",
@@ -128,8 +129,18 @@ HOOKS = {{"file_cell": "{name}"}}  # the events of `migrator/notebook.py` it tak
 TARGET = "TODO: the file whose `%%writefile` cell the rule decides"
 
 
-def {name}(header: str, newline: str, target: str, body: str, number: int, findings: list[Finding]) -> str | None:
-    """The `%%writefile` cell changed, None when it stays."""
+def {name}(
+    header: str,
+    newline: str,
+    target: str,
+    body: str,
+    number: int,
+    findings: list[Finding],
+    parser: ScriptParser | None,
+    rules: dict[str, Rule],
+) -> str | None:
+    """The `%%writefile` cell changed, None when it stays. `parser`: the argument parser of the script a launch
+    passes the file to, if any; `rules`: the shell rules by code."""
     if target != TARGET:
         return None
     findings.append(Finding({constant}, 1, 1, {constant}.action, False, number))

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from try_run import plan, runner, scan
-from try_run.device import STANDIN_DEVICE, DeviceUnavailable, real_neuron_device
+from try_run.device import DeviceUnavailable, device_environment, host_device
 from try_run.report import RunReport, load_process_reports, merge_processes, where
 from try_run.runner import TryUsageError
 
@@ -39,6 +39,7 @@ class BenchOptions:
     requests: int = 5
     timeout_s: float = 1800.0
     standin: bool = False  # the stand-in neuron device on CPU, for tests of the tool itself
+    python: str = sys.executable  # the interpreter that runs the user's code (--python)
     price_per_hour: float | None = None
     instance: str | None = None  # a row of instance_prices.json
     show_output: bool = True
@@ -69,24 +70,6 @@ class BenchResult:
         return asdict(self)
 
 
-def device_label(standin: bool) -> str:
-    """The device this host gives the script: a real neuron device, else CUDA, else the CPU; the stand-in only
-    when asked for."""
-    if standin:
-        return STANDIN_DEVICE
-    try:
-        real = real_neuron_device()
-    except DeviceUnavailable as error:
-        raise TryUsageError(str(error)) from error
-    if real is not None:
-        return real
-    import torch
-
-    if torch.cuda.is_available():
-        return f"cuda ({torch.cuda.get_device_name()})"
-    return "cpu"
-
-
 def prices() -> dict:
     return json.loads(PRICES.read_text(encoding="utf-8"))
 
@@ -115,12 +98,14 @@ def bench_path(
         raise TryUsageError(f"{path}: no such file")
     kind = runner.file_kind(path)
     price = price_per_hour(options)
-    device = device_label(options.standin)
     env = dict(os.environ)
-    if options.standin:
-        import standin
-
-        env = standin.activation_env(env)
+    try:
+        if options.standin:
+            env, device = device_environment(env, options.python)
+        else:
+            device = host_device(options.python)
+    except DeviceUnavailable as error:
+        raise TryUsageError(str(error)) from error
     if kind == "script" and (problem := runner._syntax_error(path)):
         return BenchResult(label or f"python {path.name}", NOT_MEASURED, problem, device=device)
     work = Path(tempfile.mkdtemp(prefix="neuron-migrate-bench-"))
@@ -143,7 +128,7 @@ def _plan(
     kind: str, path: Path, arguments: list[str], env: dict[str, str], work: Path, options: BenchOptions
 ):
     """try's plans, not isolated: a launcher's set-up commands are listed, not run (the user has run them)."""
-    python = sys.executable
+    python = options.python
     if kind == "script":
         facts = scan.read_python(path.read_text(encoding="utf-8", errors="replace"), arguments)
         return plan.plan_script(path, arguments, facts.multi_process, python), None
@@ -190,7 +175,7 @@ def _measure(launch, label, cells, path, env, device, price, work, options) -> B
         cells_file = work / "cells.json"
         cells_file.write_text(json.dumps(cells), encoding="utf-8")
         argv = [*argv, str(cells_file)]
-    child_env = {**env, **launch.env, "NEURON_MIGRATE_TRY": json.dumps(config)}
+    child_env = {**launch.environment(env), "NEURON_MIGRATE_TRY": json.dumps(config)}
     run_options = runner.TryOptions(
         timeout_s=options.timeout_s, show_output=options.show_output, echo=options.echo
     )

@@ -6,6 +6,10 @@ is written there by `datasets`' own JSON builder, so the script's `load_dataset`
 (`train[:1%]`) included, runs unchanged. Columns come from the data table of well-known datasets
 (`data/known_datasets.json`, with the dataset card each was read from), else from what the code reads, or
 from a user's `--dataset ID=FILE.jsonl`.
+
+A folder the code reads with `load_from_disk` that the tried tree does not hold (an earlier step, a notebook or a
+pipeline's cache step, tokenized and saved it) gets a tokenized stand-in of the layout such a step saves
+(`saved_dataset`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 # four batches of 8); evaluation splits stay small, since a Trainer evaluates all of one.
 TRAIN_ROWS = 3200
 OTHER_ROWS = 64
+MAX_ROWS = 20_000  # a split's rows where the code selects more (`select(range(N))`): a bound on the file
 WORDS = [
     "the",
     "model",
@@ -72,6 +77,10 @@ NOT_COLUMNS = frozenset(
     }
 )
 LABEL_NAMES = frozenset({"label", "labels"})
+# A column's kind: "text", "int", "float", "messages" (chat turns), "words" (a list of words), "label:N" (a class
+# label of N classes), "tags:N" (a class label per word), or {"label": [names]} / {"tags": [names]} (the table's
+# real class names).
+Kind = str | dict[str, list[str]]
 
 
 class CannotStandIn(Exception):
@@ -86,12 +95,13 @@ class DatasetRequest:
     config: str | None = None
     splits: set[str] = field(default_factory=set)
     columns: set[str] = field(default_factory=set)
+    kinds: dict[str, str] = field(default_factory=dict)  # column -> kind, where the code says how it reads it
 
 
 @dataclass
 class DatasetStandIn:
     id: str
-    configs: dict[str, dict[str, str]]  # config -> column -> kind
+    configs: dict[str, dict[str, Kind]]  # config -> column -> kind
     splits: list[str]
     source: str  # "data table (<card url>)", "columns the code reads", "FILE.jsonl"
     rows_file: Path | None = None
@@ -145,7 +155,7 @@ def stand_in(request: DatasetRequest, override: Path | None = None) -> DatasetSt
         return DatasetStandIn(
             request.id, dict(configs), sorted(set(table_splits) | splits), f"data table ({entry['source']})"
         )
-    columns = {name: _kind(name) for name in sorted(request.columns - NOT_COLUMNS)}
+    columns = {name: _kind(name, request.kinds) for name in sorted(request.columns - NOT_COLUMNS)}
     if not columns:
         raise CannotStandIn(
             f"dataset {request.id}: no column it reads was found in the code and it is not in the data table; "
@@ -156,7 +166,10 @@ def stand_in(request: DatasetRequest, override: Path | None = None) -> DatasetSt
     )
 
 
-def _kind(column: str) -> str:
+def _kind(column: str, read_as: dict[str, str]) -> str:
+    """A column's kind from how the code reads it (`read_as`: scan's column kinds), else from its name."""
+    if column in read_as:
+        return read_as[column]
     if column in LABEL_NAMES:
         return "label:2"
     if column == "messages":
@@ -164,7 +177,20 @@ def _kind(column: str) -> str:
     return "text"
 
 
-def _file_columns(path: Path) -> dict[str, str]:
+def _class_label(kind: Kind):
+    """The ClassLabel of a `label`/`tags` kind: its names (the table's {"label": [...]}) or `label:N` classes."""
+    from datasets import ClassLabel
+
+    if isinstance(kind, dict):
+        return ClassLabel(names=kind.get("label") or kind["tags"])
+    return ClassLabel(num_classes=int(kind.split(":")[1]))
+
+
+def _is(kind: Kind, name: str) -> bool:
+    return name in kind if isinstance(kind, dict) else kind.startswith(name + ":")
+
+
+def _file_columns(path: Path) -> dict[str, Kind]:
     try:
         with path.open(encoding="utf-8") as handle:
             first = json.loads(handle.readline())
@@ -175,11 +201,16 @@ def _file_columns(path: Path) -> dict[str, str]:
     return {name: "file" for name in first}
 
 
-def _value(kind: str, row: int) -> object:
+def _value(kind: Kind, row: int) -> object:
     length = 6 + (row * 7) % 29  # lengths vary, as real text does: padding to the longest varies with it
-    text = " ".join(WORDS[(row + i) % len(WORDS)] for i in range(length))
-    if kind.startswith("label:"):
-        return row % int(kind.split(":")[1])
+    words = [WORDS[(row + i) % len(WORDS)] for i in range(length)]
+    text = " ".join(words)
+    if _is(kind, "label"):
+        return row % _class_label(kind).num_classes
+    if _is(kind, "tags"):  # one tag per word of the row's `words` columns (the same length)
+        return [(row + i) % _class_label(kind).num_classes for i in range(length)]
+    if kind == "words":
+        return words
     if kind == "int":
         return row
     if kind == "float":
@@ -189,14 +220,18 @@ def _value(kind: str, row: int) -> object:
     return text
 
 
-def _features(columns: dict[str, str]):
-    from datasets import ClassLabel, Features, Value
+def _features(columns: dict[str, Kind]):
+    from datasets import Features, List, Value
 
     kinds = {"text": Value("string"), "int": Value("int64"), "float": Value("float32")}
     features = {}
     for name, kind in columns.items():
-        if kind.startswith("label:"):
-            features[name] = ClassLabel(num_classes=int(kind.split(":")[1]))
+        if _is(kind, "label"):
+            features[name] = _class_label(kind)
+        elif _is(kind, "tags"):
+            features[name] = List(_class_label(kind))
+        elif kind == "words":
+            features[name] = List(Value("string"))
         elif kind == "messages":
             features[name] = [{"role": Value("string"), "content": Value("string")}]
         elif kind in kinds:
@@ -206,7 +241,7 @@ def _features(columns: dict[str, str]):
     return Features(features)
 
 
-def write_cache(stand_in: DatasetStandIn, cache_root: Path) -> None:
+def write_cache(stand_in: DatasetStandIn, cache_root: Path, min_rows: int = 0) -> None:
     """Writes every config and split of `stand_in` into the `datasets` cache at `cache_root`."""
     from datasets.naming import camelcase_to_snakecase
     from datasets.packaged_modules.json.json import Json
@@ -221,7 +256,9 @@ def write_cache(stand_in: DatasetStandIn, cache_root: Path) -> None:
             for split in stand_in.splits:
                 path = stand_in.rows_file or scratch_path / f"{config}-{split}.jsonl"
                 if stand_in.rows_file is None:
-                    count = TRAIN_ROWS if split.startswith("train") else OTHER_ROWS
+                    count = max(
+                        TRAIN_ROWS if split.startswith("train") else OTHER_ROWS, min(min_rows, MAX_ROWS)
+                    )
                     rows = (
                         {column: _value(kind, row) for column, kind in columns.items()}
                         for row in range(count)
@@ -244,3 +281,44 @@ def write_cache(stand_in: DatasetStandIn, cache_root: Path) -> None:
                 shutil.rmtree(target)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(built), str(target))
+
+
+SAVED_ROWS = 256  # rows of a saved tokenized stand-in: enough batches for a try's steps
+SAVED_LENGTH = 64  # its sequences' length: one length, as a step that pads to max_length saves them
+
+
+def saved_dataset(
+    name: str, folder: Path, columns: set[str], read_as: dict[str, str], token_ids_below: int
+) -> dict:
+    """Writes at `folder`, with `save_to_disk`, the tokenized dataset an earlier step would have saved at the
+    code's `name` for it:
+    `input_ids` (ids below `token_ids_below`), `attention_mask`, `labels` (class labels where the code reads
+    label names, else the ids: a causal LM's), and the other columns the code reads (`columns`, with scan's
+    `read_as` kinds). Returns its report."""
+    from datasets import Dataset, Features, List, Value
+
+    label_kind = read_as.get("labels") or read_as.get("label")
+    features = {"input_ids": List(Value("int64")), "attention_mask": List(Value("int8"))}
+    rows: dict[str, list] = {
+        "input_ids": [
+            [(row * 31 + i * 7) % token_ids_below for i in range(SAVED_LENGTH)] for row in range(SAVED_ROWS)
+        ],
+        "attention_mask": [[1] * SAVED_LENGTH for _ in range(SAVED_ROWS)],
+    }
+    if label_kind is not None and _is(label_kind, "label"):
+        features["labels"] = _class_label(label_kind)
+        rows["labels"] = [_value(label_kind, row) for row in range(SAVED_ROWS)]
+    else:
+        features["labels"] = List(Value("int64"))
+        rows["labels"] = [list(ids) for ids in rows["input_ids"]]
+    others = {name: _kind(name, read_as) for name in sorted(columns - NOT_COLUMNS) if name != "label"}
+    features |= dict(_features(others) or {})
+    rows |= {name: [_value(kind, row) for row in range(SAVED_ROWS)] for name, kind in others.items()}
+    Dataset.from_dict(rows, features=Features(features)).save_to_disk(str(folder))
+    return {
+        "id": name,
+        "configs": ["default"],
+        "splits": ["train"],
+        "columns": sorted(features),
+        "source": "a tokenized dataset saved to disk (load_from_disk of a folder the tree does not hold)",
+    }

@@ -64,6 +64,31 @@ def device_environment(env: dict[str, str], python: str = sys.executable) -> tup
         raise DeviceUnavailable(f"the neuron stand-in cannot run here: {error}") from error
 
 
+def host_device(python: str = sys.executable) -> str:
+    """The device `python` gives a script at its real size (bench): a real neuron device, else CUDA, else the
+    CPU. Another interpreter is asked in a process of its own, with its own torch."""
+    if python != sys.executable:
+        tool_root = str(Path(__file__).resolve().parents[1])
+        asked = subprocess.run(
+            [python, "-c", "from try_run.device import host_device; print(host_device())"],
+            env={**os.environ, "PYTHONPATH": tool_root},
+            capture_output=True,
+            text=True,
+        )
+        if asked.returncode != 0:
+            last = (asked.stderr.strip().splitlines() or [f"exit {asked.returncode}"])[-1]
+            raise DeviceUnavailable(f"{python} cannot tell its device: {last}")
+        return asked.stdout.strip().splitlines()[-1]
+    real = real_neuron_device()
+    if real is not None:
+        return real
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda ({torch.cuda.get_device_name()})"
+    return "cpu"
+
+
 def standin_package() -> Path | None:
     spec = importlib.util.find_spec("standin")
     return Path(spec.origin).parent if spec is not None and spec.origin else None
@@ -88,3 +113,7 @@ def _check_in(python: str, env: dict[str, str]) -> None:
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or [f"{python} exited {result.returncode}"])[-1]
         raise DeviceUnavailable(f"the neuron stand-in cannot run with {python}: {last}")
+
+
+if __name__ == "__main__":  # host_device() asked by another interpreter
+    print(host_device())

@@ -20,12 +20,14 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from try_run import plan
 from try_run.runner import TryUsageError, file_kind
+from usercode.python import imported_names
 from usercode.reading import Code, read_code
 from usercode.sources import discover
 
@@ -104,11 +106,12 @@ def find(root: Path) -> Discovery:
 
 
 def _launched_script(words: tuple[str, ...], folder: Path, codes: dict) -> Path | None:
-    """The tree's Python file a launch runs: `X.py` from the launcher's folder or the tree's root."""
+    """The tree's Python file a launch runs: `X.py` from the launcher's folder or the tree's root
+    (`../scripts/X.py` from a notebook in `notebooks/` is `scripts/X.py`)."""
     for word in plan.program_words(list(words)):
         if word.endswith(".py"):
             for candidate in (folder / word, Path(word)):
-                normal = Path(*[part for part in candidate.parts if part != "."])
+                normal = Path(os.path.normpath(candidate))
                 if normal in codes:
                     return normal
     return None
@@ -141,20 +144,8 @@ def _name(node: ast.expr) -> str | None:
 
 
 def _imported_names(codes) -> set[str]:
-    """Every dotted name the tree's Python imports: `a.b` of `import a.b`, `a.b` and `a.b.c` of
-    `from a.b import c`, `c` of `from . import c`."""
-    names = set()
-    for code in codes:
-        for module in code.python:
-            for node in module.nodes:
-                if isinstance(node, ast.Import):
-                    names |= {alias.name for alias in node.names}
-                elif isinstance(node, ast.ImportFrom):
-                    base = node.module or ""
-                    if base:
-                        names.add(base)
-                    names |= {f"{base}.{alias.name}".lstrip(".") for alias in node.names}
-    return names
+    """Every dotted name the tree's Python imports (`usercode.python.imported_names`)."""
+    return {name for code in codes for module in code.python for name in imported_names(module.nodes)}
 
 
 def _module_names(relative: Path) -> set[str]:

@@ -22,13 +22,15 @@ from try_run import checkpoint_parts, pipelines
 from usercode import model_ids
 
 REVISION = "0" * 40  # one snapshot per stand-in; refs/main points at it
-CACHE_LAYOUT = 7  # bump when what is written here changes
-SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<|im_start|>", "<|im_end|>")
+CACHE_LAYOUT = 8  # bump when what is written here changes
+CHAT_TOKENS = ("<|im_start|>", "<|im_end|>")  # the stand-in chat template's
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 MARKER = "neuron-migrate-try.json"
+# The tokenizer values of checkpoint_values.json that build the vocabulary (the others are set on the tokenizer).
+FAMILY_TOKENS = ("bos_token", "eos_token", "special_tokens", "add_bos_token")
 
 
 class CannotStandIn(Exception):
@@ -60,10 +62,9 @@ class ModelStandIn:
 
 
 def default_cache_root() -> Path:
-    base = os.environ.get("NEURON_MIGRATE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "neuron-migrate"
-    )
-    return Path(base) / "try-hub"
+    from compat_matrix.environment import cache_home
+
+    return cache_home() / "try-hub"
 
 
 def hub_cache_dir(root: Path, token_ids_below: int = 0) -> Path:
@@ -172,9 +173,15 @@ def _write(repo: Path, model_id: str, model_type: str, token_ids_below: int) -> 
     if token_ids_below > (getattr(config, "vocab_size", None) or token_ids_below):
         config.vocab_size = token_ids_below
     # BERT-style tokenizers also return the segment ids the model's token_type embeddings take.
-    tokenizer = build_tokenizer(token_type_ids=(getattr(config, "type_vocab_size", 0) or 0) > 1)
-    for name, value in kept.part("tokenizer").items():
+    family = kept.part("tokenizer")
+    tokenizer = build_tokenizer(
+        token_type_ids=(getattr(config, "type_vocab_size", 0) or 0) > 1,
+        **{name: family.pop(name) for name in FAMILY_TOKENS if name in family},
+    )
+    for name, value in family.items():
         setattr(tokenizer, name, value)  # padding="max_length" pads to the checkpoint's model_max_length
+    if isinstance(getattr(config, "vocab_size", None), int):  # a family's special tokens make it wider
+        config.vocab_size = max(config.vocab_size, len(tokenizer))
     text_parts = [config, *(getattr(config, name) for name in getattr(config, "sub_configs", {}))]
     for name in ("pad_token", "bos_token", "eos_token"):  # on each part: CLIP's text tower pools at its eos
         for part in text_parts:
@@ -243,24 +250,41 @@ def _publish(repo: Path, scratch: Path) -> None:
     (repo / "refs" / "main").write_text(REVISION)
 
 
-def build_tokenizer(token_type_ids: bool = False):
+def build_tokenizer(
+    token_type_ids: bool = False,
+    bos_token: str = "<s>",
+    eos_token: str = "</s>",
+    special_tokens: tuple[str, ...] = (),
+    add_bos_token: bool = False,
+):
     """A character-level tokenizer (printable ASCII, specials first) with a pad token and a chat template:
-    its ids stay below the tiny models' vocabulary, and decoding gives the text back."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    its ids stay below the tiny models' vocabulary (widened by a family's `special_tokens`), and decoding gives
+    the text back. A model family's tokenizer (checkpoint_values.json) has its real special tokens, bos and eos,
+    and, with `add_bos_token`, starts every sequence with its bos as the real one's post-processor does."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
     characters = ["\n", "\t", *(chr(code) for code in range(33, 127))]
-    vocabulary = {token: index for index, token in enumerate([*SPECIAL_TOKENS, "▁", *characters])}
+    specials = list(dict.fromkeys(["<pad>", bos_token, eos_token, "<unk>", *CHAT_TOKENS, *special_tokens]))
+    vocabulary = {token: index for index, token in enumerate([*specials, "▁", *characters])}
     backend = Tokenizer(models.BPE(vocab=vocabulary, merges=[], unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="never")
     backend.decoder = decoders.Metaspace(prepend_scheme="never")
+    if add_bos_token:
+        backend.post_processor = processors.TemplateProcessing(
+            single=f"{bos_token} $A",
+            pair=f"{bos_token}:0 $A:0 {bos_token}:1 $B:1",
+            special_tokens=[(bos_token, vocabulary[bos_token])],
+        )
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
         pad_token="<pad>",
-        bos_token="<s>",
-        eos_token="</s>",
+        bos_token=bos_token,
+        eos_token=eos_token,
         unk_token="<unk>",
-        additional_special_tokens=["<|im_start|>", "<|im_end|>"],
+        additional_special_tokens=[
+            token for token in specials if token not in ("<pad>", "<unk>", bos_token, eos_token)
+        ],
         **(
             {"model_input_names": ["input_ids", "token_type_ids", "attention_mask"]} if token_type_ids else {}
         ),

@@ -9,10 +9,12 @@ Exit codes: 0 every cell ran, 1 a cell raised, 3 the kernel died.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
 FAILED_CELL_MARK = "neuron-migrate-try-failed-cell:"
+CELL_LINE = re.compile(r"^\[cell \d+/\d+\]$")  # printed before each cell's output
 KERNEL_DIED = 3
 # Run in the kernel after the last cell, so the report never depends on the kernel's exit: a graceful
 # shutdown kills a kernel that takes over 5 s to tear torch down (a loaded machine) before its atexit
@@ -49,22 +51,33 @@ def _run_cells(client, document) -> int:
         try:
             client.execute_cell(cell, number - 1)
         except CellExecutionError as error:
+            _print_outputs(cell)  # what the cell printed before it failed: a `%%bash` command's own error
             print(
                 f"{FAILED_CELL_MARK} {json.dumps({'cell': number, 'ename': error.ename, 'evalue': error.evalue})}"
             )
             return 1
         except DeadKernelError as error:
+            _print_outputs(cell)
             evalue = f"the kernel died in cell {number}: {error}"
             print(
                 f"{FAILED_CELL_MARK} {json.dumps({'cell': number, 'ename': 'DeadKernelError', 'evalue': evalue})}"
             )
             return KERNEL_DIED
-        for output in cell.get("outputs", []):
-            text = output.get("text") or output.get("data", {}).get("text/plain", "")
-            if text:
-                text = text if isinstance(text, str) else "".join(text)
-                print(text, end="" if text.endswith("\n") else "\n", flush=True)
+        _print_outputs(cell)
     return 0
+
+
+def _print_outputs(cell) -> None:
+    """The cell's text outputs (streams and results; an error's traceback is the try's report)."""
+    texts = []
+    for output in cell.get("outputs", []):
+        text = output.get("text") or output.get("data", {}).get("text/plain", "")
+        texts.append(text if isinstance(text, str) else "".join(text))
+        if output.get("output_type") != "stream" and texts[-1] and not texts[-1].endswith("\n"):
+            texts.append("\n")  # a result's text/plain has no newline of its own
+    text = "".join(texts)  # a stream arrives in pieces: a line can be split between two outputs
+    if text:
+        print(text, end="" if text.endswith("\n") else "\n", flush=True)
 
 
 if __name__ == "__main__":

@@ -14,15 +14,19 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shlex
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from usercode.launchers import LAUNCHERS, WRAPPERS
+from usercode.notebook import cd_in_tree, folders_up
+from usercode.python import imported_names
 from usercode.shell import parse, word
 
 NETWORK_PROGRAMS = {
@@ -56,8 +60,15 @@ MAX_PROCESSES = 2
 # both mesh dimensions are real; larger grids are fitted to it by the bootstrap.
 GRID_MAX_PROCESSES = 4
 NOT_RUN_UNISOLATED = "not run (the try is not isolated)"
+AUTHORS_FOLDER = "a folder on the machine the notebook was written on, which this tree holds"
 # Added after a notebook's set-up line: the try's bootstrap in the kernel records its exit code.
 RECORD_SET_UP_EXIT = "__import__('sitecustomize').STATE.set_up_exit({index}, _exit_code)"
+# Added after a notebook's `!torchrun train.py` line: IPython goes on after a failed `!` command, where a
+# person reads its error and stops (the cells after it use what it makes); the try stops there too, as a
+# `%%bash` cell that fails does.
+STOP_AFTER_FAILED_LAUNCH = (
+    "if _exit_code:\n    raise __import__('subprocess').CalledProcessError(_exit_code, {command!r})"
+)
 
 
 class PlanError(Exception):
@@ -77,6 +88,17 @@ class Launch:
     processes: int = 1
     # The try chose torchrun for a script that needs several processes: how many its user starts is not known.
     processes_chosen: bool = False
+    # Folders put on PYTHONPATH for it: the tree's root, when the script imports the tree's own package from there.
+    import_paths: list[Path] = field(default_factory=list)
+
+    def environment(self, base: dict[str, str]) -> dict[str, str]:
+        """`base` with what the launcher exported for it and its import paths after base's PYTHONPATH (whose
+        first entry, the try's bootstrap, must stay first)."""
+        env = {**base, **self.env}
+        if self.import_paths:
+            paths = [env.get("PYTHONPATH", ""), *map(str, self.import_paths)]
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+        return env
 
 
 @dataclass
@@ -158,22 +180,86 @@ def classify(words: list[str]) -> tuple[str, str] | None:
 def plan_script(
     script: Path, arguments: list[str], multi_process: str | None, python: str, grid_processes: int = 1
 ) -> Plan:
+    """`python SCRIPT ARGS` in the script's folder; a script importing its tree's own package from a folder above
+    runs from that folder with it on the path, as its README's `PYTHONPATH=. python path/to/SCRIPT` does."""
+    root = import_root(script)
+    if root is None:
+        cwd = arguments_folder(script, arguments)
+        named, prefix = script.relative_to(cwd).as_posix(), ""
+    else:
+        cwd, named, prefix = root, script.relative_to(root).as_posix(), "PYTHONPATH=. "
     if multi_process:
         processes = min(max(MAX_PROCESSES, grid_processes), GRID_MAX_PROCESSES)
-        argv = [python, "-m", "torch.distributed.run", f"--nproc_per_node={processes}", script.name]
-        label = f"torchrun --nproc_per_node={processes} {script.name}"
+        argv = [python, "-m", "torch.distributed.run", f"--nproc_per_node={processes}", named]
+        label = f"torchrun --nproc_per_node={processes} {named}"
     else:
-        argv, label, processes = [python, script.name], f"python {script.name}", 1
+        argv, label, processes = [python, named], f"python {named}", 1
     launch = Launch(
-        " ".join([label, *map(shlex.quote, arguments)]),
+        prefix + " ".join([label, *map(shlex.quote, arguments)]),
         [*argv, *arguments],
-        script.parent,
+        cwd,
         scripts=[script],
         arguments=list(arguments),
         processes=processes,
         processes_chosen=bool(multi_process),
+        import_paths=[root] if root else [],
     )
     return Plan("script", [launch])
+
+
+def import_root(script: Path) -> Path | None:
+    """The nearest folder above `script`'s own (up to the repository's root, the folder with .git) from which a
+    module of its tree that it imports, and that its own folder does not hold, resolves (`from
+    examples.use_cases.ner import X` in examples/distributed/train.py: the tree's root); None if there is none."""
+    try:
+        tree = ast.parse(script.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    names = [
+        name
+        for name in imported_names(ast.walk(tree), relative=False)
+        if name.split(".")[0] not in sys.stdlib_module_names
+        and not any(script.parent.joinpath(name.split(".")[0] + suffix).exists() for suffix in ("", ".py"))
+    ]
+    folder = script.parent
+    while names and not (folder / ".git").exists() and folder.parent != folder:
+        folder = folder.parent
+        if any(module_source(folder, name) for name in names):
+            return folder
+    return None
+
+
+def module_source(folder: Path, name: str) -> Path | None:
+    """The file of module `name` (`a.b`: a/b.py or the package a/b/__init__.py) found from `folder`."""
+    base = folder.joinpath(*name.split("."))
+    return next((path for path in (base.with_suffix(".py"), base / "__init__.py") if path.is_file()), None)
+
+
+def local_modules(script: Path, folders: list[Path], limit: int = 64) -> list[Path]:
+    """The files of the modules `script` imports from `folders` (as Python would find them there) or relative to
+    its package, and those they import in turn (at most `limit`): the user's code that runs with it."""
+    found: list[Path] = []
+    pending = [script]
+    while pending and len(found) < limit:
+        current = pending.pop(0)
+        try:
+            tree = ast.parse(current.read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:  # `from .x import y`: from the file's package
+                package = current.parents[node.level - 1] if node.level <= len(current.parents) else None
+                candidates = [(package, name) for name in imported_names([node]) if package is not None]
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                candidates = [(folder, name) for folder in folders for name in imported_names([node])]
+            else:
+                continue
+            for folder, name in candidates:
+                source = module_source(folder, name)
+                if source is not None and source != script and source not in found:
+                    found.append(source)
+                    pending.append(source)
+    return found[:limit]
 
 
 # -- shell launchers ---------------------------------------------------------------------------------------
@@ -362,6 +448,28 @@ def module_file(words: list[str], cwd: Path) -> Path | None:
     return next((path for path in (base.with_suffix(".py"), base / "__main__.py") if path.is_file()), None)
 
 
+def repository_root(path: Path) -> Path | None:
+    """The folder above `path` that holds .git, or None."""
+    return next((folder for folder in path.absolute().parents if (folder / ".git").exists()), None)
+
+
+def arguments_folder(script: Path, arguments: list[str]) -> Path:
+    """The folder a script is run from: its own, unless more of the relative paths its arguments name are found
+    from a folder above it (`python scripts/run_sft.py --config notebooks/llama_3_8b.yaml`, as its README runs
+    it from the repository root), up to the repository's root."""
+    words = [argument.partition("=")[2] if argument.startswith("-") else argument for argument in arguments]
+    paths = [w for w in words if "/" in w and not w.startswith(("/", "~", "$")) and "://" not in w]
+
+    def found(folder: Path) -> int:
+        return sum((folder / path).exists() for path in paths)
+
+    best, most = script.parent, found(script.parent)
+    for folder in folders_up(script.parent)[1:] if paths else []:
+        if found(folder) > most:
+            best, most = folder, found(folder)
+    return best
+
+
 def launcher_folder(launcher: Path) -> Path:
     """The folder a launcher is run from: its own, unless the relative scripts it launches are found from a
     folder above it (a launcher in scripts/ written to be run from the repository root, as its README says),
@@ -375,10 +483,7 @@ def launcher_folder(launcher: Path) -> Path:
             relative += (
                 [w.replace(".", "/") for w in words[words.index("-m") + 1 :][:1]] if "-m" in words else []
             )
-    folders = [launcher.parent]
-    while not (folders[-1] / ".git").exists() and folders[-1].parent != folders[-1]:
-        folders.append(folders[-1].parent)
-    for folder in folders if relative else []:
+    for folder in folders_up(launcher.parent) if relative else []:
         if all(
             (folder / w).exists() or (folder / f"{w}.py").exists() or (folder / w).is_dir() for w in relative
         ):
@@ -403,18 +508,26 @@ def notebook_cells(notebook: Path) -> list[str]:
     return sources
 
 
-def notebook_shell_lines(source: str) -> list[tuple[int, str]]:
-    """(line index, command) of a cell's `!cmd` / `%pip` / `%conda` lines and of a `%%bash` cell's lines."""
+def notebook_shell_lines(source: str) -> list[tuple[int, int, str]]:
+    """(first line index, last line index, command) of a cell's `!cmd` / `%pip` / `%conda` lines and of a
+    `%%bash` cell's commands, each with the lines a trailing `\\` continues it onto (as IPython joins a `!cmd \\`
+    line and bash a command)."""
     lines = source.splitlines()
-    if lines and lines[0].startswith(("%%bash", "%%sh", "%%script bash")):
-        return [(index, line) for index, line in enumerate(lines[1:], start=1) if line.strip()]
+    bash = bool(lines) and lines[0].startswith(("%%bash", "%%sh", "%%script bash"))
     found = []
-    for index, line in enumerate(lines):
-        stripped = line.lstrip()
-        if stripped.startswith("!") and not stripped.startswith("!="):
-            found.append((index, stripped.lstrip("!")))
-        elif stripped.startswith(("%pip", "%conda")):
-            found.append((index, stripped[1:]))
+    index = 1 if bash else 0
+    while index < len(lines):
+        first, command = index, lines[index].lstrip()
+        while command.endswith("\\") and index + 1 < len(lines):
+            index += 1
+            command = command[:-1] + lines[index]
+        index += 1
+        if bash and command.strip():
+            found.append((first, index - 1, command))
+        elif not bash and command.startswith("!") and not command.startswith("!="):
+            found.append((first, index - 1, command.lstrip("!")))
+        elif not bash and command.startswith(("%pip", "%conda")):
+            found.append((first, index - 1, command[1:]))
     return found
 
 
@@ -426,24 +539,35 @@ def plan_notebook(notebook: Path, isolated: bool, python: str) -> tuple[Plan, li
     executed = []
     for number, source in enumerate(cells, start=1):
         lines = source.splitlines()
-        for index, command in notebook_shell_lines(source):
+        for index, line in enumerate(lines):
+            moved = cd_in_tree(line, notebook.parent)
+            if moved is not None:
+                lines[index] = f"{line[: len(line) - len(line.lstrip())]}%cd {shlex.quote(str(moved))}"
+                outcome = f"run as %cd {os.path.relpath(moved, notebook.parent)}, that folder of this tree"
+                setup.append(Skipped(line.strip(), AUTHORS_FOLDER, cell=number, outcome=outcome))
+        for index, last, command in notebook_shell_lines(source):
             try:
                 words = shlex.split(command, comments=True)
             except ValueError:
                 continue
             kind = classify(words)
+            indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
+            if kind is not None and kind[0] == "launch" and not lines[0].startswith("%%"):
+                stop = STOP_AFTER_FAILED_LAUNCH.format(command=command.strip())
+                lines[last] += "".join(f"\n{indent}{line}" for line in stop.splitlines())
+                continue
             if kind is None or kind[0] != "skip":
                 continue
-            indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
             if isolated:
                 setup.append(Skipped(command.strip(), kind[1], cell=number, outcome="ran in the sandbox"))
                 if not lines[0].startswith("%%"):  # IPython keeps a `!`/`%pip` line's exit code in _exit_code
-                    lines[index] += f"\n{indent}{RECORD_SET_UP_EXIT.format(index=len(setup) - 1)}"
+                    lines[last] += f"\n{indent}{RECORD_SET_UP_EXIT.format(index=len(setup) - 1)}"
                 continue
             setup.append(Skipped(command.strip(), kind[1], cell=number))
             note = "neuron-migrate try: not run: " + command.strip()
             in_bash = lines[0].startswith("%%")
             lines[index] = indent + (f"echo {shlex.quote(note)}" if in_bash else f"print({note!r})")
+            lines[index + 1 : last + 1] = [""] * (last - index)  # the lines it continued onto
         executed.append("\n".join(lines))
     # By path (its folder not on sys.path): the kernel runner imports nothing of ours, so any environment with
     # nbclient runs it.

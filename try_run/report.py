@@ -8,7 +8,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from try_run.packages import declared
 from try_run.plan import MAX_PROCESSES
+from usercode.notebook import as_ipython_runs
 
 RAN, FAILED, NOT_RUN = "ran", "failed", "not-run"
 UPSTREAM_FAILURES = Path(__file__).with_name("upstream_failures.json")
@@ -21,6 +23,10 @@ GUARD_SOURCE = re.compile(r"tensor '(.+)' size mismatch")
 # entry per packed sequence plus one, so their size is the count of sequences in the batch, not a length.
 PACKING_INPUTS = re.compile(r"cu_seq_lens|max_length_[qk]")
 GUARD_ID = re.compile(r"^\d+/\d+: ")
+FOREIGN_MAGIC = (
+    "a magic of another Jupyter kernel (IPython has none of that name): the session set-up of the kernel the "
+    "notebook was written for (AWS Glue, Spark), not Python"
+)
 
 
 @dataclass
@@ -47,8 +53,19 @@ class RunReport:
     datasets: list[dict] = field(default_factory=list)
     # Set-up commands (pip install, aws s3, activation, ...): command, reason, line/cell, outcome.
     skipped: list[dict] = field(default_factory=list)
+    # Hub uploads recorded, never sent (a repository, a commit, a branch): repo_id, what, file, cell, line, code.
+    uploads: list[dict] = field(default_factory=list)
+    # whoami, login, logout: answered as the stand-in account `name`, never sent: what, name, file, cell, line, code.
+    hub_account: list[dict] = field(default_factory=list)
+    # Image URLs served with a stand-in picture: url, file, cell, line, code.
+    images: list[dict] = field(default_factory=list)
     # "isolated" (the sandbox: docs/reference/safety.md), with the mounts it could only make read-only, or "not isolated"
     isolation: str = ""
+    # Distributions the project declares, installed for modules its code imports and the environment lacks:
+    # module, requirement, declared_in, outcome, distributions (try_run/packages.py).
+    installs: list[dict] = field(default_factory=list)
+    # evaluate metrics the code loads: name, source (metrics.py)
+    metrics: list[dict] = field(default_factory=list)
     launcher_capped: list[str] = field(default_factory=list)
     seconds: float = 0.0
     timings: dict = field(default_factory=dict)  # where the seconds went: see docs/using/try.md
@@ -75,6 +92,16 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
         run.launcher_capped += [c for c in report.get("launcher_capped", []) if c not in run.launcher_capped]
         for index, code in report.get("set_up_exits", {}).items():  # (JSON keys are strings)
             run.skipped[int(index)]["outcome"] = f"ran in the sandbox: exit {code}"
+        for magic in report.get("foreign_magics", []):
+            run.skipped.append(
+                {
+                    "command": magic,
+                    "reason": FOREIGN_MAGIC,
+                    "line": None,
+                    "cell": _cell_of_line(magic.split()[0], cell_sources),
+                    "outcome": "not run",
+                }
+            )
     workers = [report for report in reports if report.get("role") == "worker" and _did_work(report)]
     if not workers:
         return
@@ -103,8 +130,12 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
     run.unsupported_ops = sorted({op for report in workers for op in report.get("unsupported_ops", [])})
     run.cpu_fallback_ops = sorted({op for report in workers for op in report.get("cpu_fallback_ops", [])})
     loaded = {model["id"]: model for model in lead.get("models", [])}
-    for model in run.models:  # the stand-ins served, and whether the run loaded them
+    copied = [copy for report in reports for copy in report.get("local_dirs", [])]
+    for model in run.models:  # the stand-ins served, whether the run loaded them, where it downloaded them to
         model["loaded"] = model["id"] in loaded
+        folders = {copy["dir"] for copy in copied if copy["repo_id"] == model["id"]}
+        if folders:
+            model["local_dirs"] = sorted(folders)
     served = {model["id"] for model in run.models}
     run.models += [  # what it loaded from local folders, as they are
         {
@@ -122,11 +153,34 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
     )
     if errors:
         run.error = _error(errors[0], cell_sources)
+    run.uploads = _by_line(
+        [upload for report in workers for upload in report.get("uploads", [])],
+        cell_sources,
+        ("repo_id", "repo_type"),
+    )
+    run.hub_account = _by_line(
+        [call for report in workers for call in report.get("hub_account", [])], cell_sources, ("name",)
+    )
+    run.images = list(
+        {
+            image["url"]: {"url": image["url"], **_cell_location(dict(image.get("user") or {}), cell_sources)}
+            for report in workers
+            for image in report.get("images", [])
+        }.values()
+    )
     run.dynamic_shapes_rejected = sum(
         1
         for error in errors
         if any("DynamicShapeRejected" in text for text in [*error.get("chain", []), error.get("message", "")])
     )
+
+
+def _cell_of_line(start: str, cell_sources: list[str] | None) -> int | None:
+    """The first code cell with a line that starts with the word `start` (a magic's name)."""
+    for number, cell in enumerate(cell_sources or [], start=1):
+        if any(line.strip().split(maxsplit=1)[:1] == [start] for line in cell.splitlines()):
+            return number
+    return None
 
 
 def _did_work(report: dict) -> bool:
@@ -137,6 +191,10 @@ def _did_work(report: dict) -> bool:
         or report.get("generate_calls")
         or report.get("unique_graphs")
         or report.get("loss_count")
+        or report.get("uploads")
+        or report.get("images")
+        or report.get("hub_account")
+        or report.get("local_dirs")
     )
 
 
@@ -145,11 +203,29 @@ def _cell_location(location: dict, cell_sources: list[str] | None) -> dict:
     source = location.pop("cell_source", None)
     if source is not None and cell_sources is not None:
         for number, cell in enumerate(cell_sources, start=1):
-            if cell.strip() and cell.strip() == source.strip():
+            # the cell as written, or as IPython ran it (its `%magic` and `!cmd` lines as calls)
+            ran = source.strip()
+            if cell.strip() and (cell.strip() == ran or as_ipython_runs(cell).strip() == ran):
                 location["cell"] = number
                 location["file"] = "notebook"
                 break
     return location
+
+
+def _by_line(recorded: list[dict], cell_sources: list[str] | None, fields: tuple[str, ...]) -> list[dict]:
+    """Hub calls recorded, one entry per value of `fields` (the repository; the account) and line of the
+    user's code, with the list of what was asked there (push_to_hub: its repository, then its commit)."""
+    grouped: dict[tuple, dict] = {}
+    for call in recorded:
+        user = _cell_location(dict(call.get("user") or {}), cell_sources)
+        location = {name: user.get(name) for name in ("file", "cell", "line")}
+        key = (*(call[name] for name in fields), *location.values())
+        entry = grouped.setdefault(
+            key,
+            {**{name: call[name] for name in fields}, "what": [], **location, "code": user.get("code", "")},
+        )
+        entry["what"].append(call["what"])
+    return list(grouped.values())
 
 
 def _recompile_reasons(recompiles: list[dict], cell_sources: list[str] | None) -> list[dict]:
@@ -224,6 +300,8 @@ def _error(error: dict, cell_sources: list[str] | None) -> dict:
     user = _cell_location(dict(error.get("user") or {}), cell_sources)
     return {
         "type": error.get("type"),
+        "module": error.get("module"),
+        "library": installed_package((error.get("raised_at") or {}).get("file")),
         "message": _shortened(error.get("message") or ""),
         "upstream": upstream_failure(error.get("message") or ""),
         "file": user.get("file"),
@@ -231,6 +309,15 @@ def _error(error: dict, cell_sources: list[str] | None) -> dict:
         "line": user.get("line"),
         "code": user.get("code", ""),
     }
+
+
+def installed_package(path: str | None) -> str | None:
+    """The installed package a frame's file belongs to (`botocore` of .../site-packages/botocore/auth.py)."""
+    parts = Path(path).parts if path else ()
+    folders = [index for index, part in enumerate(parts) if part in ("site-packages", "dist-packages")]
+    if not folders or folders[-1] + 1 >= len(parts):
+        return None
+    return parts[folders[-1] + 1].removesuffix(".py")
 
 
 def where(entry: dict) -> str:
@@ -290,23 +377,57 @@ def text_lines(runs: list[RunReport]) -> list[str]:
             lines.append(
                 f"         model {model['id']}: tiny {model.get('architecture')} ({model.get('parameters')} parameters, {model.get('source')})"
             )
+            if model.get("real_size_plan"):
+                lines.append(f"           real size: {model['real_size_plan']}")
             if model.get("parts"):
                 lines.append(f"           with {', '.join(model['parts'])}")
             if model.get("kept"):
                 kept = ", ".join(f"{name} {value}" for name, value in model["kept"].items())
                 lines.append(f"           keeps {model['kept_from']}'s {kept}")
-        for dataset in run.datasets:
-            lines.append(
-                f"         dataset {dataset['id']}: {', '.join(dataset['columns'])} ({dataset['source']})"
-            )
-        for capped in run.launcher_capped:
-            lines.append(f"         capped (a try runs at most {MAX_PROCESSES} processes): {capped}")
-        for skipped in run.skipped:
-            at = f" (line {skipped['line']})" if skipped.get("line") else ""
-            at = f" (cell {skipped['cell']})" if skipped.get("cell") else at
-            lines.append(
-                f"         set-up{at}: {skipped['command']}: {skipped['reason']}; {skipped['outcome']}"
-            )
+            for folder in model.get("local_dirs", []):
+                lines.append(
+                    f"           copied into {folder} (snapshot_download / hf_hub_download local_dir)"
+                )
+        lines.extend(_served_lines(run))
+    return lines
+
+
+def _served_lines(run: RunReport) -> list[str]:
+    """What the try served or held back for the run: data, caps, metrics, installs, uploads, images, set-up."""
+    lines = []
+    for dataset in run.datasets:
+        lines.append(
+            f"         dataset {dataset['id']}: {', '.join(dataset['columns'])} ({dataset['source']})"
+        )
+    for capped in run.launcher_capped:
+        lines.append(f"         capped (a try runs at most {MAX_PROCESSES} processes): {capped}")
+    for metric in run.metrics:
+        lines.append(f"         metric {metric['name']}: {metric['source']}")
+    for install in run.installs:
+        added = f" ({', '.join(install['distributions'])})" if install["distributions"] else ""
+        lines.append(
+            f"         install for `{install['needed_by']}`: {install['requirement']}{added}, "
+            f"{declared(install['declared_in'])}: {install['outcome']}"
+        )
+    for upload in run.uploads:
+        kind = "" if upload["repo_type"] == "model" else f"{upload['repo_type']} "
+        lines.append(
+            f"         Hub write not performed at {where(upload)}: {kind}{upload['repo_id']}: "
+            f"{'; '.join(upload['what'])}; recorded, never sent (a try does not reach the Hub)"
+        )
+    for call in run.hub_account:
+        lines.append(
+            f"         Hub account at {where(call)}: {'; '.join(dict.fromkeys(call['what']))}: answered as the "
+            f"stand-in user {call['name']!r}; no token is sent or stored (a try has no credentials)"
+        )
+    for image in run.images:
+        lines.append(
+            f"         image {image['url']} at {where(image)}: a 640 x 480 stand-in picture (a try has no network)"
+        )
+    for skipped in run.skipped:
+        at = f" (line {skipped['line']})" if skipped.get("line") else ""
+        at = f" (cell {skipped['cell']})" if skipped.get("cell") else at
+        lines.append(f"         set-up{at}: {skipped['command']}: {skipped['reason']}; {skipped['outcome']}")
     return lines
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,17 +22,27 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from try_run import data, hub, plan, scan
+from try_run import data, hub, integrations, metrics, packages, plan, scan
 from try_run.device import DeviceUnavailable, device_environment, standin_package
-from try_run.report import FAILED, NOT_RUN, RAN, RunReport, load_process_reports, merge_processes
+from try_run.kernel import CELL_LINE, FAILED_CELL_MARK
+from try_run.output import condensed, last_distinct
+from try_run.report import FAILED, NOT_RUN, RAN, RunReport, load_process_reports, merge_processes, where
 from try_run.sandbox import NO_NETWORK_ENV, IsolationUnavailable, Sandbox, stop, without_credentials
+from usercode import declarations
 from usercode.launchers import LAUNCHER_SUFFIXES
-from usercode.notebook import cell_python, written_script
+from usercode.notebook import cell_python, written_file
+from usercode.python import python_imports, required_imports
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap")
 OUTPUT_TAIL_LINES = 40
+# Lines held while a run prints, from which its tail is taken once launcher summaries are condensed.
+OUTPUT_HELD_LINES = 2000
+ARGPARSE_ERROR = re.compile(r"\S+: error: ")  # argparse's `PROG: error: MESSAGE` before exit 2
+REQUIRED_ARGUMENTS = ": error: the following arguments are required: "
+EXCEPTION_LINE = re.compile(r"[\w.]*(Error|Exception|Exit): ")
 # How a load of something the offline Hub cache does not hold fails (transformers, huggingface_hub).
 HUB_MISSES = (
     "couldn't connect to 'https://huggingface.co'",
@@ -40,6 +51,18 @@ HUB_MISSES = (
     "not a valid model identifier",
 )
 
+# The AWS clients: an error they raise (a missing credential or region, an endpoint out of reach) is a call that
+# reaches AWS, which needs the user's account; a try strips credentials and has no network.
+AWS_CLIENTS = frozenset(
+    {"boto3", "botocore", "s3transfer", "sagemaker", "aiobotocore", "s3fs", "awswrangler"}
+)
+NEEDS_AWS = "not run: needs an AWS account"
+# Python's ImportError for a name a module does not have.
+ABSENT_NAME = re.compile(r"cannot import name '(?P<name>[^']+)' from '(?P<module>[^']+)'")
+
+# How Transformers' integrations say a package they need is not installed (`report_to="tensorboard"`:
+# `TensorBoardCallback requires tensorboard to be installed`, `ClearMLCallback requires 'clearml' ...`).
+REQUIRED_PACKAGE = re.compile(r"\w+ requires [`']?([A-Za-z][\w-]*)\S* to be installed")
 # What Transformers, Diffusers and huggingface_hub raise for a model repository the offline cache lacks (a
 # dataset's miss raises other types, and has its own stand-ins).
 MODEL_LOAD_ERRORS = frozenset({"OSError", "LocalEntryNotFoundError", "EntryNotFoundError"})
@@ -58,8 +81,10 @@ class TryOptions:
     models: dict[str, str] = field(default_factory=dict)  # --model ID=MODEL_TYPE
     datasets: dict[str, Path] = field(default_factory=dict)  # --dataset ID=FILE.jsonl
     cache_root: Path | None = None
+    tree: Path | None = None  # the folder `try DIR` tries: its files are the user's code
     python: str = sys.executable  # the interpreter that runs the user's code (--python)
     isolated: bool = True  # False (--no-isolation): the user's files, network and set-up are real
+    install_missing: bool = True  # False (--no-install): no missing module is installed (packages.py)
     show_output: bool = True
     echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
 
@@ -108,12 +133,22 @@ def try_path(path: Path, arguments: list[str], options: TryOptions) -> list[RunR
                 the_plan, trial.cells = _plan(kind, path, arguments, env, trial)
             except plan.PlanError as error:
                 raise TryUsageError(str(error)) from error
+            sources, folders = _code(trial, the_plan)
+            installing = time.monotonic()
+            if options.install_missing:
+                trial.installs = _install_missing(trial, the_plan, sources, folders)
+            installing = round(time.monotonic() - installing, 2)
+            served_metrics = _serve_metrics(trial, sources)
             runs = []
             for index, launch in enumerate(the_plan.launches, start=1):
                 if len(the_plan.launches) > 1:
                     options.echo(f"neuron-migrate try: run {index}/{len(the_plan.launches)}: {launch.label}")
                 run = trial.run(launch, index, the_plan.skipped)
                 run.isolation = _isolation_note(sandbox)
+                run.installs = [install.as_report() for install in trial.installs]
+                run.metrics = served_metrics
+                if trial.installs:
+                    run.timings["installing_seconds"] = installing
                 runs.append(run)
             return runs
     finally:
@@ -173,6 +208,85 @@ def _plan(kind: str, path: Path, arguments: list[str], env: dict[str, str], tria
     return plan.plan_notebook(path, isolated, python)
 
 
+def _code(trial: _Trial, the_plan: plan.Plan) -> tuple[list[str], list[Path]]:
+    """The Python the try runs (its scripts and the user's modules they import, a notebook's cells and the
+    scripts its `!torchrun train.py` lines run) and the folders it runs from."""
+    sources: list[str] = []
+    folders: list[Path] = []
+    for launch in the_plan.launches:
+        folders += [launch.cwd, *(script.parent for script in launch.scripts if script.is_file())]
+        sources += [path.read_text(encoding="utf-8", errors="replace") for path in _python_files(launch)]
+        launched = notebook_facts(trial.cells, launch.cwd).launched if trial.cells is not None else set()
+        for script in map(Path, sorted(launched)):
+            if script.is_file():
+                sources.append(script.read_text(encoding="utf-8", errors="replace"))
+                folders.append(script.parent)
+    sources += [cell_python(cell) for cell in trial.cells or []]
+    return sources, folders
+
+
+def _serve_metrics(trial: _Trial, sources: list[str]) -> list[dict]:
+    """The evaluate metrics the code loads, served from the try's own modules cache (metrics.py)."""
+    names = metrics.loaded(sources)
+    if not names:
+        return []
+    modules = trial.work / "modules"
+    trial.env.update({"HF_MODULES_CACHE": str(modules), "HF_EVALUATE_OFFLINE": "1"})
+    return metrics.serve(names, modules)
+
+
+def _install_missing(
+    trial: _Trial, the_plan: plan.Plan, sources: list[str], folders: list[Path]
+) -> list[packages.Install]:
+    """The distributions of the modules the code imports and the environment lacks (those the project
+    declares, else those named for the import), and of the logging integrations its training arguments report
+    to (read with each launch's arguments and configuration files), installed into the sandbox's layer
+    (packages.py)."""
+    imports = set().union(*map(python_imports, sources))
+    required = set().union(*map(required_imports, sources))
+    found = []  # the tried file's own install lines first, then dependency files from the nearest folder up
+    for entry in the_plan.skipped:
+        at = f"cell {entry.cell}" if entry.cell else f"{trial.path.name}:{entry.line}"
+        found += declarations.pip_install(
+            entry.command, trial.path.parent, f"{at}: {entry.command}", trial.path.parent
+        )
+    # The project's dependency files: up to `try DIR`'s folder, else the repository's root, else the file's folder.
+    root = (trial.options.tree or plan.repository_root(trial.path) or trial.path.parent).absolute()
+    for above in dict.fromkeys(above for folder in folders for above in _up_to(folder, root)):
+        found += declarations.in_files(above, root)
+
+    def run_in_sandbox(argv: list[str]) -> tuple[int, str]:
+        return trial.set_up(argv, trial.path.parent, trial.env, {})
+
+    return packages.install_missing(
+        imports,
+        required,
+        folders,
+        found,
+        root,
+        trial.options.python,
+        _packages_cache(trial.options),
+        packages.Sandbox(run_in_sandbox, trial.work) if trial.sandbox else None,
+        integrations.reported(
+            set().union(*(_facts(launch, trial.cells).report_to for launch in the_plan.launches)),
+            trial.options.python,
+        ),
+    )
+
+
+def _packages_cache(options: TryOptions) -> Path:
+    """Where the wheels a try installs are kept, beside the tiny-model cache."""
+    return (options.cache_root or hub.default_cache_root()).parent / "packages"
+
+
+def _up_to(folder: Path, root: Path) -> list[Path]:
+    """`folder` and the folders above it up to `root` (only `folder` when it is not under `root`)."""
+    folders = [folder]
+    while folders[-1] != root and root in folders[-1].parents:
+        folders.append(folders[-1].parent)
+    return folders
+
+
 def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[str, str]:
     cache_root = options.cache_root or hub.default_cache_root()
     env = without_credentials(base)
@@ -188,7 +302,7 @@ def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[
             "HF_HUB_DISABLE_TELEMETRY": "1",
             # `token=True` needs a token to exist, even offline; the stand-ins need none (the user's is removed).
             "HF_TOKEN": "neuron-migrate-try-offline",
-            "WANDB_MODE": "disabled",
+            "WANDB_MODE": "disabled",  # (so report_to="wandb" runs offline: integrations.OFFLINE)
             "TOKENIZERS_PARALLELISM": "false",
             "PYTHONUNBUFFERED": "1",
             # The bootstrap, and the stand-in's package alone (not the tool's others), for an environment that
@@ -217,7 +331,7 @@ def _standin_only(work: Path) -> str | None:
 
 
 def _serve(facts: scan.CodeFacts, options: TryOptions, env: dict[str, str], run: RunReport) -> dict[str, str]:
-    if not (facts.model_ids or facts.datasets or options.models or options.datasets):
+    if not (facts.hub_ids() or facts.datasets or options.models or options.datasets):
         return dict(facts.unresolved_ids)
     with _quiet_libraries():
         return _serve_quietly(facts, options, env, run)
@@ -252,7 +366,7 @@ def _serve_quietly(
     reason, shown if the run then fails on one). Sets run.status = NOT_RUN when a dataset cannot be served."""
     unserved = dict(facts.unresolved_ids)
     cache = Path(env["HF_HUB_CACHE"])
-    for model_id in sorted(facts.model_ids | set(options.models)):
+    for model_id in sorted(facts.hub_ids() | set(options.models)):
         try:
             model_type, source = hub.architecture(model_id, options.models, facts.remote_code)
         except hub.CannotStandIn as error:
@@ -274,9 +388,10 @@ def _serve_quietly(
     for request in requests.values():
         request.splits |= variable_splits
         request.columns |= facts.columns
+        request.kinds |= facts.column_kinds
         try:
             stand_in = data.stand_in(request, options.datasets.get(request.id))
-            data.write_cache(stand_in, datasets_root)
+            data.write_cache(stand_in, datasets_root, facts.rows_selected)
         except data.CannotStandIn as error:
             run.status, run.reason = NOT_RUN, str(error)
             return unserved
@@ -290,14 +405,21 @@ def _serve_quietly(
     return unserved
 
 
+def _python_files(launch: plan.Launch) -> list[Path]:
+    """The scripts a launch runs and the user's modules they import (what those load and import runs too)."""
+    files = [script for script in launch.scripts if script.is_file()]
+    for script in launch.scripts:
+        imported = plan.local_modules(script, [script.parent, *launch.import_paths])
+        files += [module for module in imported if module not in files]
+    return files
+
+
 def _facts(launch: plan.Launch, cells: list[str] | None) -> scan.CodeFacts:
     facts = scan.CodeFacts()
-    sources = [(script, None) for script in launch.scripts if script.is_file()]
-    for script, _ in sources:
+    arguments = [*scan.config_arguments(launch.arguments, partial(_file_text, launch.cwd)), *launch.arguments]
+    for script in _python_files(launch):
         try:
-            facts.merge(
-                scan.read_python(script.read_text(encoding="utf-8", errors="replace"), launch.arguments)
-            )
+            facts.merge(scan.read_python(script.read_text(encoding="utf-8", errors="replace"), arguments))
         except SyntaxError:
             continue  # the run itself reports it, from the user's own traceback
     if not launch.scripts and launch.notebook is None:  # a command line only: its Hub ids are arguments
@@ -311,12 +433,23 @@ def notebook_facts(cells: list[str], folder: Path) -> scan.CodeFacts:
     """What a notebook's cells load: their Python, the scripts `%%writefile` cells write and the scripts
     (written or already in `folder`) that `!torchrun train.py ...` lines run, read with their arguments."""
     facts = scan.CodeFacts()
-    written = dict(map(written_script, cells))
+    written = dict(map(written_file, cells))
     for cell in cells:
         facts.merge(_cell_facts(cell))
-        for _, command in plan.notebook_shell_lines(cell):
+        for _, _, command in plan.notebook_shell_lines(cell):
             facts.merge(_scripts_of(command, folder, written))
     return facts
+
+
+def _file_text(folder: Path, path: str, written: dict[str | None, str] | None = None) -> str | None:
+    """The text of the file `path` names from `folder`: as a `%%writefile` cell of the notebook writes it, or
+    as it is there (None: neither)."""
+    if written and path in written:
+        return written[path]
+    try:
+        return (folder / path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 def _cell_facts(cell: str) -> scan.CodeFacts:
@@ -339,6 +472,7 @@ class _Trial:
     device: str
     cells: list[str] | None  # a notebook's cells as the kernel gets them
     options: TryOptions
+    installs: list[packages.Install] = field(default_factory=list)  # missing modules, installed for the run
 
     def run(self, launch: plan.Launch, index: int, setup: list[plan.Skipped]) -> RunReport:
         run = RunReport(launch.label, device=self.device, skipped=[entry.as_report() for entry in setup])
@@ -352,6 +486,7 @@ class _Trial:
         serving = round(time.monotonic() - serving, 2)
         if run.status == NOT_RUN and run.reason:
             return run
+        place = self.saved_datasets(facts, launch.cwd, self.work / "saved" / str(index), run)
         served = [model["id"] for model in run.models]
         view = _hub_view(Path(env["HF_HUB_CACHE"]), served, self.work / "hub" / str(index))
         env = {**env, "HF_HUB_CACHE": str(view)}
@@ -365,11 +500,11 @@ class _Trial:
             # the one cap: the bootstrap applies it to launchers (a DistributedConfig grid's torchrun included)
             "max_processes": max(plan.MAX_PROCESSES, launch.processes),
             "output_dir": str(self.work / "trainer_output"),
-            "roots": {os.path.realpath(self.path.parent): str(self.named_folder)},
+            "roots": self.user_roots(launch, facts.launched),
             "notebook": self.kind == "notebook",
             "fewer_processes": launch.processes_chosen,
         }
-        child_env = {**env, **launch.env, "NEURON_MIGRATE_TRY": json.dumps(config)}
+        child_env = {**launch.environment(env), "NEURON_MIGRATE_TRY": json.dumps(config)}
         argv = launch.argv
         if self.cells is not None:
             cells_file = self.work / "cells.json"
@@ -377,23 +512,59 @@ class _Trial:
             argv = [*argv, str(cells_file)]
         started = time.monotonic()
         exit_code, tail, timed_out = _execute(
-            self.isolate(argv, launch.cwd), launch.cwd, child_env, self.options
+            self.isolate(argv, launch.cwd, place), launch.cwd, child_env, self.options
         )
         run.seconds = round(time.monotonic() - started, 2)
         run.exit_code = exit_code
         run.output_tail = "\n".join(tail)
         merge_processes(run, load_process_reports(reports), self.cells)
         run.timings["serving_stand_ins_seconds"] = serving
-        _conclude(run, timed_out, unserved, tail, self.options)
+        _conclude(run, timed_out, unserved, tail, self.options, self.installs)
+        _real_size_plans(run)
         return run
 
+    def saved_datasets(
+        self, facts: scan.CodeFacts, cwd: Path, written: Path, run: RunReport
+    ) -> dict[Path, Path]:
+        """Stand-ins for the folders the code reads with `load_from_disk` that the tree does not hold: written
+        under `written`, placed at those folders in the run's discarded layer (the tree itself is not written)."""
+        from compat_matrix import tiny
+
+        if self.sandbox is None:
+            return {}
+        place = {}
+        for index, name in enumerate(sorted(facts.saved_datasets)):
+            target = cwd / name
+            if target.exists():
+                continue
+            folder = written / str(index)
+            vocabulary = max(tiny.VOCAB, facts.token_ids_below)
+            run.datasets.append(
+                data.saved_dataset(name, folder, facts.columns, facts.column_kinds, vocabulary)
+            )
+            place |= {target / file.relative_to(folder): file for file in folder.rglob("*") if file.is_file()}
+        return place
+
+    def user_roots(self, launch: plan.Launch, launched: set[str]) -> dict[str, str]:
+        """The folders of the user's code, as the run sees them -> as the user named them: the tried file's, the
+        tree's (the folder `try DIR` tries, or the repository's), those the launch puts on the path and those of
+        the scripts a notebook launches (`!torchrun ../scripts/train.py`)."""
+        folders = [self.path.parent, *launch.import_paths, self.options.tree, plan.repository_root(self.path)]
+        folders += [Path(script).parent for script in launched]
+        roots = {}
+        for folder in filter(None, folders):
+            relative = os.path.relpath(Path(folder).absolute(), self.path.parent)
+            roots[os.path.realpath(folder)] = os.path.normpath(self.named_folder / relative)
+        return roots
+
     def isolate(self, argv: list[str], cwd: Path, place: dict[Path, Path] | None = None) -> list[str]:
-        """`argv` as run in the try's sandbox: the tiny-model cache as it is now (the runs before this one
-        served into it), overlaid, so the run cannot change it either."""
+        """`argv` as run in the try's sandbox: the tiny-model cache and the wheel cache as they are now (the
+        runs before this one served into them, the install fetched into it), overlaid, so the run cannot change
+        them either."""
         if self.sandbox is None:
             return argv
         cache_root = self.options.cache_root or hub.default_cache_root()
-        return self.sandbox.command(argv, cwd, fresh=[cache_root], place=place)
+        return self.sandbox.command(argv, cwd, fresh=[cache_root, _packages_cache(self.options)], place=place)
 
     def set_up(
         self, argv: list[str], cwd: Path, env: dict[str, str], place: dict[Path, Path]
@@ -428,8 +599,9 @@ def _hub_view(shared: Path, model_ids: list[str], view: Path) -> Path:
 
 
 def _scripts_of(command: str, sandbox: Path, written: dict[str | None, str]) -> scan.CodeFacts:
-    """A notebook's `!torchrun train.py ...` line: the script's facts, read with its arguments (the script
-    as a `%%writefile` cell writes it, or as it is in the notebook's folder)."""
+    """A notebook's `!torchrun train.py ...` line: the script's facts, read with its arguments and the
+    settings of the configuration file they name (the script and the file as a `%%writefile` cell writes
+    them, or as they are in the notebook's folder)."""
     import shlex
 
     try:
@@ -440,15 +612,23 @@ def _scripts_of(command: str, sandbox: Path, written: dict[str | None, str]) -> 
     if script is None or not (script in written or (sandbox / script).is_file()):
         return scan.CodeFacts()
     arguments = words[words.index(script) + 1 :]
+    arguments = [*scan.config_arguments(arguments, partial(_file_text, sandbox, written=written)), *arguments]
     source = written.get(script) or (sandbox / script).read_text(encoding="utf-8", errors="replace")
     try:
-        return scan.read_python(source, arguments)
+        facts = scan.read_python(source, arguments)
     except SyntaxError:
-        return scan.CodeFacts()
+        facts = scan.CodeFacts()
+    if script not in written:
+        facts.launched.add(str(sandbox / script))
+    return facts
 
 
 def _execute(argv, cwd, env, options: TryOptions) -> tuple[int, list[str], bool]:
-    tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
+    """Runs ARGV; its exit code, the last lines it printed (torchrun's failure summary in one line:
+    `output.condensed`) and whether it timed out. The last error line it printed leads the tail when later
+    output pushed it out."""
+    held: deque[str] = deque(maxlen=OUTPUT_HELD_LINES)
+    last_error = ""
     process = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -462,9 +642,11 @@ def _execute(argv, cwd, env, options: TryOptions) -> tuple[int, list[str], bool]
     )
 
     def pump():
+        nonlocal last_error
         for line in process.stdout:
             line = line.rstrip("\n")
-            tail.append(line)
+            held.append(line)
+            last_error = _error_text(line) or last_error
             if options.show_output:
                 options.echo(f"  | {line}")
 
@@ -478,14 +660,88 @@ def _execute(argv, cwd, env, options: TryOptions) -> tuple[int, list[str], bool]
     finally:
         stop(process)
     reader.join(timeout=10)
-    return process.returncode, list(tail), timed_out
+    lines = condensed(list(held))[-OUTPUT_TAIL_LINES:]
+    if last_error and not any(last_error in line for line in lines):
+        lines.insert(0, last_error)
+    return process.returncode, lines, timed_out
+
+
+def _failed_cell_output(tail: list[str]) -> list[str]:
+    """The non-empty lines the notebook cell that failed printed (between the kernel runner's `[cell N/M]` line
+    and its failed-cell mark), as far as the tail holds them."""
+    marks = [index for index, line in enumerate(tail) if line.startswith(FAILED_CELL_MARK)]
+    if not marks:
+        return []
+    starts = [index for index, line in enumerate(tail[: marks[-1]]) if CELL_LINE.match(line)]
+    return [line.strip() for line in tail[(starts[-1] + 1 if starts else 0) : marks[-1]] if line.strip()]
+
+
+def _error_line(tail: list[str]) -> str:
+    """The last error a process of the run printed without a Python traceback the report reads (an argument
+    parser's usage error, an exception's last line), rather than the banner torchrun prints when a worker fails."""
+    return next((text for text in map(_error_text, reversed(tail)) if text), "")
+
+
+def _error_text(line: str) -> str:
+    """`line` without its output prefix when it is such an error, else ""."""
+    text = line.strip().lstrip("|").strip()
+    if ARGPARSE_ERROR.match(text) or (EXCEPTION_LINE.match(text) and "ChildFailedError" not in text):
+        return text
+    return ""
 
 
 def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), text)[:300]
 
 
-def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: list[str], options) -> None:
+def _real_size_plans(run: RunReport) -> None:
+    """Beside each causal LM the run loaded as a tiny stand-in, the plan of the model at its real size
+    (compat_matrix.planner): whether the real one fits a trn2.48xlarge for what the script did, on how many
+    ranks, which the tiny run cannot say."""
+    from compat_matrix.planner import plan_in_one_line
+    from usercode.model_ids import table_entry
+
+    task = "train" if run.steps else "generate"
+    for model in run.models:
+        entry = table_entry(model["id"])
+        if model.get("loaded") and entry is not None and entry.model_type and entry.task is None:
+            started = time.monotonic()
+            model["real_size_plan"] = plan_in_one_line(model["id"], None, task)
+            run.timings["real_size_plan_seconds"] = round(
+                run.timings.get("real_size_plan_seconds", 0) + time.monotonic() - started, 2
+            )
+
+
+def _missing_package(error: dict | None) -> str | None:
+    """The module a run stopped without: an import that failed, or a library's own check (Transformers'
+    reporting callbacks: `TensorBoardCallback requires tensorboard to be installed`)."""
+    if not error:
+        return None
+    if error["type"] == "ModuleNotFoundError":
+        return error["message"].removeprefix("No module named ").strip("'")
+    required = (
+        REQUIRED_PACKAGE.match(error["message"]) if error["type"] in ("RuntimeError", "ImportError") else None
+    )
+    return required.group(1) if required else None
+
+
+def _reaches_aws(error: dict) -> bool:
+    """An AWS client's own exception, or one an AWS client raised (not an import of it that failed)."""
+    own = (error.get("module") or "").split(".")[0] in AWS_CLIENTS
+    raised_in = error.get("library") in AWS_CLIENTS and not error["type"].endswith(
+        ("ImportError", "NotFoundError")
+    )
+    return own or raised_in
+
+
+def _conclude(
+    run: RunReport,
+    timed_out: bool,
+    unserved: dict[str, str],
+    tail: list[str],
+    options,
+    installs: list[packages.Install] = (),
+) -> None:
     if timed_out:
         run.status, run.reason = FAILED, f"ran over the --timeout of {options.timeout_s:g} s and was stopped"
         return
@@ -499,10 +755,45 @@ def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: l
         return
     run.status = FAILED
     error = run.error
-    if error and error.get("type") == "ModuleNotFoundError":
-        missing = error["message"].removeprefix("No module named ").strip("'")
+    metric_miss = metrics.hub_miss_reason(error["message"]) if error else None
+    if metric_miss:
+        run.status, run.reason = NOT_RUN, metric_miss
+        return
+    missing = _missing_package(error)
+    if missing:
         run.status = NOT_RUN
         run.reason = f"not run: install {missing} in the environment that runs it ({options.python})"
+        top = missing.split(".")[0]
+        tried = next((install for install in installs if install.module == top), None)
+        if tried is not None:
+            run.reason += f"; {tried.requirement} ({packages.declared(tried.declared_in)}) {tried.outcome}"
+        elif top in packages.CANNOT_INSTALL:
+            run.reason += f"; {packages.CANNOT_INSTALL[top]}"
+        return
+    absent = ABSENT_NAME.search(error["message"]) if error and error.get("type") == "ImportError" else None
+    installed = absent and next(
+        (
+            i
+            for i in installs
+            if i.module == absent["module"].split(".")[0] and i.outcome == packages.INSTALLED
+        ),
+        None,
+    )
+    if installed:  # the release the try installed is not the one the code was written for (its path, in the
+        # sandbox's view of the environment, is left out: the environment itself does not have it)
+        run.reason = (
+            f"ImportError: {absent[0]} at {where(error)}; {installed.distributions[0]} was installed for the "
+            f"try ({installed.requirement}, {packages.declared(installed.declared_in)}) and has no "
+            f"{absent['name']}: the code was written for another release; declare the one it needs"
+        )
+        return
+    if error and _reaches_aws(error):
+        run.status = NOT_RUN
+        run.reason = (
+            f"{NEEDS_AWS}: {error['type']}: {_first_line(error['message'])} at {where(error)} (raised in "
+            f"{error['library'] or error['module']}); a try strips AWS credentials and has no network, so a call "
+            "that reaches AWS ends here"
+        )
         return
     text = " ".join(filter(None, [error and error.get("message"), *tail[-5:]]))
     named = [reason for model_id, reason in unserved.items() if model_id in text]
@@ -522,6 +813,9 @@ def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: l
         if error.get("file"):
             at = f" at {'cell ' + str(error['cell']) if error.get('cell') else error['file']}:{error.get('line')}"
         run.reason = f"{error['type']}: {error['message']}{at}"
+        output = _failed_cell_output(tail)
+        if error["type"] == "CalledProcessError" and output:  # a shell cell: what its command said
+            run.reason += f"; the command's output ends: {' | '.join(last_distinct(output, 3))[-600:]}"
         known = error.get("upstream")
         if known:
             run.reason += (
@@ -530,5 +824,12 @@ def _conclude(run: RunReport, timed_out: bool, unserved: dict[str, str], tail: l
                 f"{', '.join(known['issues'])}"
             )
     else:
-        last = next((line.strip() for line in reversed(tail) if line.strip()), "")
+        last = _error_line(tail) or next((line.strip() for line in reversed(tail) if line.strip()), "")
+        if REQUIRED_ARGUMENTS in last:  # the command line the try was given, not the code, is incomplete
+            run.status = NOT_RUN
+            run.reason = (
+                f"{last[:300]}: the command the try ran lacks them (a script's go after `--`: "
+                "neuron-migrate try SCRIPT -- ARGS)"
+            )
+            return
         run.reason = f"exit code {run.exit_code}" + (f": {last[:300]}" if last else "")

@@ -322,6 +322,7 @@ def _run(spec: dict, argv: list[str]) -> int:
         if os.path.isdir(path):
             _overlay(path, root + path, spec["layers"], spec["user"])
     for target, source in spec["place"].items():
+        os.makedirs(os.path.dirname(root + target), exist_ok=True)  # a placed folder the tree does not hold
         shutil.copyfile(source, root + target)
     os.chroot(root)
     os.chdir(spec["cwd"])

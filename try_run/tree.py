@@ -62,6 +62,7 @@ def try_tree(
         item.name: getattr(options, item.name) for item in dataclasses.fields(options) if item.name != "echo"
     }
     fields["show_output"] = False  # N runs at once: their output goes to the table, not the terminal
+    fields["tree"] = root  # its files, wherever a run's frames fall, are the user's code
     # spawn: each try starts clean (no copy of this process's threads, locks or imported libraries' state)
     context = multiprocessing.get_context("spawn")
     pending = list(enumerate(entries))

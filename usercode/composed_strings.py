@@ -5,8 +5,9 @@ A name is a constant when the module binds it exactly once (anywhere: module lev
 argument, loop variable or import of the same name counts as another binding), to a string or integer literal
 or to a composition of constants. Folding replaces each composition whose parts are all constants with the
 literal it evaluates to, so the readers of the module see the id the script will load; a composition with a
-part known only at run time is replaced by `None` (its literal fragments are not ids: `"openai/whisper-"` is
-not a model) and returned as unresolved, with a pattern (`*` for the unknown parts) to say which id it builds.
+part known only at run time is replaced by the tuple of those parts (its literal fragments are not ids:
+`"openai/whisper-"` is not a model; what it reads at run time, `len(dataset['test'])` of a printed f-string,
+is still read) and returned as unresolved, with a pattern (`*` for the unknown parts) to say which id it builds.
 """
 
 from __future__ import annotations
@@ -167,4 +168,23 @@ class _Folder(ast.NodeTransformer):
             self.unresolved.append(
                 Unresolved(ast.unparse(node), str(pattern or UNKNOWN), getattr(node, "lineno", 0))
             )
+            parts = [self.visit(part) for part in _run_time_parts(node)]
+            return ast.copy_location(ast.Tuple(parts, ast.Load()), node)
         return ast.copy_location(ast.Constant(value), node)
+
+
+def _run_time_parts(node: ast.expr) -> list[ast.expr]:
+    """The expressions a composition formats, without its literal text: the values of an f-string, the
+    operands of `+` and `%`, the arguments of `.format`."""
+    if isinstance(node, ast.JoinedStr):
+        parts = [value.value for value in node.values if isinstance(value, ast.FormattedValue)]
+    elif isinstance(node, ast.BinOp):
+        right = (
+            node.right.elts
+            if isinstance(node.op, ast.Mod) and isinstance(node.right, ast.Tuple)
+            else [node.right]
+        )
+        parts = [node.left, *right]
+    else:
+        parts = [*node.args, *(keyword.value for keyword in node.keywords)]
+    return [part for part in parts if not _is_literal_string(part)]

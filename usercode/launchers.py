@@ -24,6 +24,9 @@ LAUNCHER_SUFFIXES = (
     ".sbatch",
 )  # shell scripts, as launchers and job files name them
 SCRIPT_SUFFIXES = (".py", *LAUNCHER_SUFFIXES)
+# Configuration files a launch passes its script (`--config sft.yaml`: TrlParser and HfArgumentParser read
+# their keys as flags).
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def is_launcher(program: str) -> bool:

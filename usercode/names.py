@@ -24,3 +24,20 @@ DATASET_NAME_PARTS = ("dataset", "data_name", "data_path")
 # Parts of a name whose repo id is not a model the code loads (`TOKENIZER_ID = "mistralai/..."`): the checklist
 # does not list it as a model to check.
 NOT_A_MODEL_NAME_PARTS = ("tokenizer", "tokeniser", "processor", "dataset", "data_")
+
+# The Neuron SDK modules a migrated file must no longer import (the migrator's sources: migration-map.md): what
+# the migration replaces, never something to install.
+NEURON_SDK_MODULES = (
+    "optimum.neuron",
+    "optimum",
+    "torch_xla",
+    "torch_neuronx",
+    "neuronx_distributed",
+    "neuronx_distributed_inference",
+    "transformers_neuronx",
+    "libneuronxla",
+    "neuronxcc",
+    "neuronperf",
+    "nki",
+    "neuron",
+)

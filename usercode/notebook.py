@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import nbformat
 from nbformat.validator import MissingIDFieldWarning
@@ -90,21 +91,32 @@ def writefile_target(header: str) -> str:
     return next((w for w in reversed(words[1:]) if not w.startswith("-")), "").strip("'\"")
 
 
-def written_script(source: str) -> tuple[str | None, str]:
-    """(PATH, body) of a `%%writefile PATH` cell that writes a Python script, else (None, "")."""
+def written_file(source: str) -> tuple[str | None, str]:
+    """(PATH, body) of a `%%writefile PATH` cell, else (None, "")."""
     header, _, body = source.partition("\n")
     target = writefile_target(header)
-    return (target, body) if target.endswith(".py") else (None, "")
+    return (target, body) if target else (None, "")
+
+
+def written_script(source: str) -> tuple[str | None, str]:
+    """(PATH, body) of a `%%writefile PATH` cell that writes a Python script, else (None, "")."""
+    target, body = written_file(source)
+    return (target, body) if target and target.endswith(".py") else (None, "")
 
 
 def cell_python(source: str) -> str:
     """The Python a code cell runs, for a reader of its names and strings: the script a `%%writefile x.py` cell
     writes, else the cell as IPython transforms it (`!cmd` / `%magic` lines as IPython's own calls, whose
     string arguments stay readable)."""
+    path, body = written_script(source)
+    return body if path else as_ipython_runs(source)
+
+
+def as_ipython_runs(source: str) -> str:
+    """A code cell as IPython transforms it before running it (what its traceback's cell file holds)."""
     from IPython.core.inputtransformer2 import TransformerManager  # (~70 ms to load: only for notebooks)
 
-    path, body = written_script(source)
-    return body if path else TransformerManager().transform_cell(source)
+    return TransformerManager().transform_cell(source)
 
 
 @dataclass(frozen=True)
@@ -150,3 +162,28 @@ def _read_python_cell(number: int, source: str) -> CellCode:
         return CellCode(number, source)
     shell = tuple((line.span.first, line.command) for line in placeholders(cell))
     return CellCode(number, source, cell.python, tuple(cell.line_of), shell)
+
+
+def folders_up(start: Path) -> list[Path]:
+    """`start` and the folders above it, up to the repository's root (the folder with .git)."""
+    folders = [start]
+    while not (folders[-1] / ".git").exists() and folders[-1].parent != folders[-1]:
+        folders.append(folders[-1].parent)
+    return folders
+
+
+def cd_in_tree(line: str, folder: Path) -> Path | None:
+    """For a notebook's `%cd /home/ubuntu/workshop/labs/x` where that folder is not here (the notebook's
+    repository on its author's machine): the folder of the tree it names, found above `folder` (the notebook's)
+    as the longest end of the path; None for another line or a folder that is here or that the tree lacks."""
+    words = line.split(maxsplit=1)
+    if len(words) != 2 or words[0] != "%cd" or not words[1].strip().strip("'\"").startswith("/"):
+        return None
+    named = Path(words[1].strip().strip("'\""))
+    if named.exists():
+        return None
+    for start in range(1, len(named.parts)):
+        for base in folders_up(folder.absolute()):
+            if base.joinpath(*named.parts[start:]).is_dir():
+                return base.joinpath(*named.parts[start:])
+    return None

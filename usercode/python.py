@@ -66,3 +66,69 @@ def target_names(node: ast.Assign | ast.AnnAssign) -> list[str]:
         for target in targets
         if isinstance(target, (ast.Name, ast.Attribute))
     ]
+
+
+def python_imports(python: str) -> frozenset[str]:
+    """The modules a Python text imports (none when it does not parse): what an install must keep."""
+    try:
+        tree = ast.parse(python)
+    except SyntaxError:
+        return frozenset()
+    return frozenset(imported_names(statements(tree), relative=False))
+
+
+def required_imports(python: str) -> frozenset[str]:
+    """The modules a Python text imports outside a `try:` whose `except` lets the import fail (ImportError,
+    ModuleNotFoundError, Exception, a bare `except`, without re-raising): the code runs without the others."""
+    try:
+        tree = ast.parse(python)
+    except SyntaxError:
+        return frozenset()
+    optional = {
+        id(inner)
+        for node in statements(tree)
+        if isinstance(node, ast.Try) and any(map(_handles_import_failure, node.handlers))
+        for inner in statements(node)  # (the `try:` block and what it nests: not its `else:` or handlers)
+    }
+    return frozenset(imported_names((s for s in statements(tree) if id(s) not in optional), relative=False))
+
+
+IMPORT_FAILURES = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def _handles_import_failure(handler: ast.ExceptHandler) -> bool:
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    caught = handler.type is None or any(getattr(kind, "id", None) in IMPORT_FAILURES for kind in kinds)
+    reraises = any(isinstance(statement, ast.Raise) for statement in handler.body)
+    return caught and not reraises
+
+
+def statements(tree: ast.Module):
+    """Every statement of `tree`, nested blocks included: imports are statements, and walking only statement
+    blocks costs about a fifth of `ast.walk` over every expression."""
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop()
+        yield node
+        for block in _BLOCKS:
+            pending.extend(getattr(node, block, ()))
+
+
+# The fields that hold statements: compound statements' bodies, `except` handlers, `match` cases.
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def imported_names(nodes, relative: bool = True) -> set[str]:
+    """Every dotted name `nodes` import: `a.b` of `import a.b`, `a.b` and `a.b.c` of `from a.b import c` (`c` a
+    module or a name of `a.b`); `relative`: also `c` of `from . import c` and `x`, `x.c` of `from .x import c`
+    (without their dots)."""
+    names = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (relative or not node.level):
+            base = node.module or ""
+            if base:
+                names.add(base)
+            names |= {f"{base}.{alias.name}".lstrip(".") for alias in node.names if alias.name != "*"}
+    return names

@@ -15,7 +15,8 @@ Kinds:
 - distributed: moves to the model load, `DistributedConfig(<target>=...)` on `from_pretrained`.
 - environment: moves to the environment variable `target`, set just before the arguments are built (where a
   statement can go there; else as manual, and `note` is what to do).
-- manual: no faithful rewrite; `note` is "<why>; <what to do>" for the TODO.
+- manual: no faithful rewrite; `note` is "<why>; <what to do>" for the TODO. Where `inactive` is given, the
+  literal value at which the field does nothing (a pipeline degree of 1) is removed instead.
 
 Sources: optimum-neuron 0.4.5 `trainers/training_args.py` and `trainers/sft_config.py` (and older tags
 for legacy fields), Transformers 5.23 `training_args.py`, TRL 1.16 `trainer/sft_config.py`; for the Transformers
@@ -38,6 +39,11 @@ class ArgAction:
     note: str = ""
     value: str | None = None  # switch: what `target` is set to for True
     off: str | None = None  # switch: what `target` is for False (its default)
+    inactive: str | None = None  # manual: the literal (Python source) at which the field does nothing
+
+    def removes(self, value: str | None) -> bool:
+        """Whether a manual field given as `value` (its literal source, None when not a literal) is inactive."""
+        return self.kind == "manual" and self.inactive is not None and value == self.inactive
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -46,6 +52,8 @@ class ArgAction:
             raise ValueError(f"{self.kind!r} actions need a target, other kinds none")
         if (self.kind == "switch") != (self.value is not None and self.off is not None):
             raise ValueError("switch actions need a value and an off value, other kinds neither")
+        if self.inactive is not None and self.kind != "manual":
+            raise ValueError("only manual actions have an inactive value")
 
 
 KEEP = ArgAction("keep")
@@ -66,6 +74,10 @@ _PIPELINE = (
     "cannot be combined with FSDP; remove the pipeline stages and shard with DistributedConfig(tp_size=..., "
     "fsdp_size=...) instead"
 )
+# 1 stage, 1 microbatch, 1 virtual stage: no pipeline parallelism (optimum-neuron's and NxD's defaults).
+_PIPELINE_FIELD = ArgAction("manual", note=_PIPELINE, inactive="1")
+# Why a manual field given its inactive value is removed (the findings of the training and shell families).
+INACTIVE_NOTE = "at that value it does nothing (no pipeline parallelism), the same as not giving it"
 
 TRAINING_ARGUMENTS: dict[str, ArgAction] = {
     # optimum-neuron 0.4.5 fields that Transformers 5.23 TrainingArguments rejects or handles differently.
@@ -94,8 +106,8 @@ TRAINING_ARGUMENTS: dict[str, ArgAction] = {
         "DistributedConfig(fsdp_size=WORLD_SIZE // tp_size); FSDP2 also shards parameters and gradients "
         "(more memory saved, different communication)",
     ),
-    "pipeline_parallel_size": ArgAction("manual", note=_PIPELINE),
-    "pipeline_parallel_num_microbatches": ArgAction("manual", note=_PIPELINE),
+    "pipeline_parallel_size": _PIPELINE_FIELD,
+    "pipeline_parallel_num_microbatches": _PIPELINE_FIELD,
     "disable_sequence_parallel": _drop(
         "DistributedConfig.enable_sequence_parallel is reserved and not wired up in Transformers 5.23"
     ),
@@ -276,9 +288,9 @@ def without_plain_fields(table: dict[str, ArgAction]) -> dict[str, ArgAction]:
 TRAINING_NEURON_CONFIG_FIELDS: dict[str, ArgAction] = {
     "tensor_parallel_size": TRAINING_ARGUMENTS["tensor_parallel_size"],
     "pipeline_parallel_use_zero1_optimizer": TRAINING_ARGUMENTS["zero_1"],
-    "pipeline_parallel_size": ArgAction("manual", note=_PIPELINE),
-    "virtual_pipeline_parallel_size": ArgAction("manual", note=_PIPELINE),
-    "pipeline_parallel_num_microbatches": ArgAction("manual", note=_PIPELINE),
+    "pipeline_parallel_size": _PIPELINE_FIELD,
+    "virtual_pipeline_parallel_size": _PIPELINE_FIELD,
+    "pipeline_parallel_num_microbatches": _PIPELINE_FIELD,
     "sequence_parallel_enabled": TRAINING_ARGUMENTS["disable_sequence_parallel"],
     "kv_size_multiplier": TRAINING_ARGUMENTS["kv_size_multiplier"],
     "num_local_ranks_per_step": TRAINING_ARGUMENTS["num_local_ranks_per_step"],

@@ -58,6 +58,19 @@ def python_launches(data: bytes) -> list[tuple[int, list[Word]]]:
     return found
 
 
+def configured_launches(text: str, suffixes: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(script, file) of each Python launch of a shell text that passes its script a file named with one of
+    `suffixes` (`torchrun run_sft.py --config sft.yaml`: the script reads its flags from the file too)."""
+    found = []
+    for _, words in python_launches(text.encode()):
+        script = _script_index(words)
+        if script is not None:
+            found += [
+                (words[script].value, w.value) for w in words[script + 1 :] if w.value.endswith(suffixes)
+            ]
+    return found
+
+
 def unsets(data: bytes) -> list[tuple[int, str]]:
     """Every `unset` of a shell text: (start of the command, variable)."""
     found = []

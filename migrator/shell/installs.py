@@ -8,7 +8,6 @@ carry over to the replacement, and pins that cannot hold the versions migrated c
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -203,28 +202,3 @@ def _admits(pin: SpecifierSet, needed: SpecifierSet) -> bool:
         except InvalidVersion:
             return True  # a pin the codemod cannot read is not called a conflict
     return any(pin.contains(v, prereleases=True) and needed.contains(v, prereleases=True) for v in bounds)
-
-
-def python_imports(python: str) -> frozenset[str]:
-    """The modules a Python text imports (none when it does not parse): what an install must keep."""
-    try:
-        tree = ast.parse(python)
-    except SyntaxError:
-        return frozenset()
-    names: set[str] = set()
-    # Imports are statements: only statement blocks are walked (`ast.walk` over every expression costs ~5x).
-    statements = list(tree.body)
-    while statements:
-        node = statements.pop()
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module)  # and what may be a submodule: `from optimum import neuron`
-            names.update(f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*")
-        for block in _BLOCKS:
-            statements.extend(getattr(node, block, ()))
-    return frozenset(names)
-
-
-# The fields that hold statements: compound statements' bodies, `except` handlers, `match` cases.
-_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")

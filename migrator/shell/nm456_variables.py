@@ -187,7 +187,8 @@ class VariablesMatcher:
         return True
 
     def add_bf16(self, ctx: Context, words: list[Word]) -> None:
-        """`--bf16` (or `--bf16 true`, like the launch's other boolean flags) at the end of a launch."""
+        """`--bf16` at the end of a launch, `--bf16 true` where the launch spells its other boolean flags so
+        or where its parser needs the value (TRL's configs)."""
         if _has_bf16(words):
             return
         arguments = [w.value for w in words[_script_index(words) + 1 :]]
@@ -195,7 +196,13 @@ class VariablesMatcher:
             return
         self.bf16_added.add(ctx.at(words[-1].start))
         spelled = next((v for v in arguments if v.lower() in ("true", "false")), None)
-        value = "" if spelled is None else " True" if spelled[0] == "T" else " true"
+        value = (
+            " True"
+            if spelled and spelled[0] == "T"
+            else " true"
+            if spelled or self.parser_of(words).trl_config
+            else ""
+        )
         self.edit(ctx, words[-1].end, words[-1].end, f" --bf16{value}")
 
     def survey(self, ctx: Context) -> list[tuple[int, list[Word]]]:

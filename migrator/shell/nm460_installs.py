@@ -10,6 +10,7 @@ from migrator.rules import Rule, Severity
 from migrator.shell import example, installs
 from migrator.shell.edits import Context
 from migrator.target_stack import PIP_ARGUMENTS, component
+from usercode.declarations import PIP_VALUE_OPTIONS
 from usercode.shell import Node, Word
 
 PIP_INSTALL = Rule(
@@ -32,22 +33,6 @@ PIP_INSTALL = Rule(
     ),
 )
 RULES: tuple[Rule, ...] = (PIP_INSTALL,)
-# pip options that take a value (the value is not a requirement).
-_PIP_VALUE_OPTIONS = frozenset(
-    {
-        "-r",
-        "--requirement",
-        "-c",
-        "--constraint",
-        "-i",
-        "--index-url",
-        "--extra-index-url",
-        "-f",
-        "--find-links",
-    }
-    | {"-t", "--target", "--prefix", "--root", "--platform", "--python-version", "--implementation", "--abi"}
-    | {"--src", "--upgrade-strategy", "--trusted-host", "--cache-dir", "--log", "-e", "--editable"}
-)
 
 
 class InstallsMatcher:
@@ -153,7 +138,7 @@ def _requirements(words: list[Word]) -> tuple[list[tuple[Word, installs.Parsed]]
                 editable[words[position + 1].start] = words[position]
             position += 2
             continue
-        if value in _PIP_VALUE_OPTIONS:  # `-r requirements.txt` is migrated as a file of its own
+        if value in PIP_VALUE_OPTIONS:  # `-r requirements.txt` is migrated as a file of its own
             position += 2
             continue
         parsed = installs.parse(value) if not value.startswith("-") else None

@@ -1,11 +1,12 @@
-"""NM461 (and NM462-NM464, NM466, NM467, each defined in its own module): training flags on a Python launch,
-by the argument parser of the launched script."""
+"""NM461 (and NM462-NM464, NM466, NM467, each defined in its own module; NM222 of the training family for
+`--gradient_checkpointing`): training flags on a Python launch, by the argument parser of the launched script."""
 
 from __future__ import annotations
 
 import re
 
-from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
+from migrator.families.training.tp_compile import MEMORY, WHY
+from migrator.families.training_args import INACTIVE_NOTE, SFT_CONFIG_ARGUMENTS
 from migrator.rules import Finding, Rule, Severity, also_on
 from migrator.shell import example
 from migrator.shell.commands import _script_index, _truthy
@@ -104,6 +105,21 @@ class FlagsMatcher:
                     at=item.start,
                 )
                 continue
+            if (
+                name == "gradient_checkpointing"
+                and name not in parser.own
+                and _compiled_tensor_parallel(parser, arguments)
+                and _truthy(given if equals else value.value if value else "1")
+            ):
+                self.report(
+                    offset,
+                    "NM222",
+                    f"{flag} set to false: `{parser.script}` as migrated compiles (torch_compile=True) and this "
+                    f"launch loads it with tensor parallelism; {WHY}. The memory cost: {MEMORY}.",
+                )
+                end = value.end if value is not None and not equals else item.end
+                self.edit(ctx, item.start, end, "--gradient_checkpointing false")
+                continue
             action = parser.action(name)
             if parser.table is None and name not in parser.own:
                 legacy = SFT_CONFIG_ARGUMENTS.get(name)
@@ -141,6 +157,9 @@ class FlagsMatcher:
                     f"{action.note}, and torchrun --nproc_per_node must equal tp_size x fsdp_size",
                     at=item.start,
                 )
+            elif action.removes(given if equals else value.value if value else None):
+                self.report(offset, FLAG_REMOVED, f"`--{name} {action.inactive}` removed: {INACTIVE_NOTE}.")
+                self.remove_word(ctx, item, siblings, through=value)
             else:
                 self.todo(ctx, node, "NM464", f"{flag} {action.note}", at=item.start)
         if unknown:
@@ -188,6 +207,24 @@ class FlagsMatcher:
         self.findings.append((finding, self.owner))
         text = f"{TODO_PREFIX} NM466 {why}; {action}"
         self.todos.append((self.anchor(ctx, node), text, self.owner))
+
+
+def _compiled_tensor_parallel(parser: ScriptParser, arguments: list[Word]) -> bool:
+    """Whether this launch trains a tensor-parallel model compiled (`ScriptParser.trains_compiled_tp`)."""
+    degree, compiled = _flag_value(arguments, "tensor_parallel_size"), _flag_value(arguments, "torch_compile")
+    return parser.trains_compiled_tp(degree, compiled)
+
+
+def _flag_value(arguments: list[Word], name: str) -> str | None:
+    """The value the last `--name` of a launch gives (`--name=V`, `--name V`; "1" when bare), None without one."""
+    found = None
+    for position, item in enumerate(arguments):
+        flag, equals, given = item.text[2:].partition("=")
+        if not item.text.startswith("--") or flag != name:
+            continue
+        following = arguments[position + 1].value if position + 1 < len(arguments) else "--"
+        found = given if equals else "1" if following.startswith("--") else following
+    return found
 
 
 def _legacy_change(name: str) -> str:

@@ -12,8 +12,9 @@ FLAG_DISTRIBUTED = Rule(
     "`--tensor_parallel_size` on a launcher line",
     "Kept as a script argument with a TODO: it now feeds `DistributedConfig(tp_size=...)` when the script "
     "loads the model; torchrun --nproc_per_node must equal tp_size x fsdp_size. Removed, with a TODO saying the "
-    "degree, from the launch of a script of the tree that never reads it (optimum-neuron's trainer did): its "
-    "migrated parser (TrainingArguments) would reject it.",
+    "degree, from the launch of a script of the tree that never reads it (optimum-neuron's trainer did) and whose "
+    "parser, read from the script as migrated, does not declare it (TrainingArguments would reject it); a launcher "
+    "is read for the flag even when it has no other legacy code.",
     examples=(
         example(
             "#!/bin/bash\n"

@@ -11,7 +11,8 @@ PRECISION_FLAG = Rule(
     Severity.WARNING,
     "`XLA_USE_BF16=1` / `XLA_DOWNCAST_BF16=1` (prefix or `export`) before a Trainer/TRL launch",
     "Removed, and `--bf16` added to each Trainer/TRL launch it reached (`--bf16 true` where the launch spells "
-    "its booleans): bf16 autocast with float32 master weights, where XLA cast the weights themselves.",
+    "its booleans, or where the script parses a TRL config, which reads `--bf16` only with a value): bf16 "
+    "autocast with float32 master weights, where XLA cast the weights themselves.",
     examples=(
         example(
             "#!/bin/bash\n"

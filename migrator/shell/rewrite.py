@@ -21,12 +21,14 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from migrator.families.training.nm222_tp_compile_checkpointing import TP_COMPILE_CHECKPOINTING
 from migrator.rules import KINDS, Finding, rule_modules
 from migrator.shell.commands import Launch, _script_index, _signature
 from migrator.shell.edits import Context, Edit, EditList, _escape_for
-from migrator.shell.installs import Importer, python_imports
+from migrator.shell.installs import Importer
 from migrator.shell.scripts import ScriptParser, script_parser
 from usercode.launchers import SHELLS, command_parts, heredoc_kind, look_through
+from usercode.python import python_imports
 from usercode.shell import Node, Word, parse, quoted_body, word
 
 PythonRewriter = Callable[[str], tuple[str, list[Finding]]]
@@ -82,6 +84,7 @@ class ShellRewriter(*MATCHERS, EditList):
         self.data = text.encode()
         self.newline = "\r\n" if "\r\n" in text else "\n"
         self.migrate_python = migrate_python
+        self.scripts: dict[str, str] = {}  # the text of a script a launch runs -> that script migrated
         self.line_starts = [0] + [m.end() for m in re.finditer(b"\n", self.data)]
         self.edits: list[Edit] = []
         self.todos: list[tuple[int, str, int]] = []  # (offset, text, owner)
@@ -90,7 +93,7 @@ class ShellRewriter(*MATCHERS, EditList):
         self.contexts: list[Context] = []
         self.owner = 0  # >0 while inside a compile run: what it adds goes if the run is removed
         self.command_start = 0  # where the command being rewritten starts (after merged assignments)
-        self.rules = _RULES
+        self.rules = SHELL_RULES
         self.hook("start")
 
     def hook(self, event: str, *args, **kwargs) -> list:
@@ -212,7 +215,18 @@ class ShellRewriter(*MATCHERS, EditList):
         script = words[_script_index(words)].value
         if words[0].value == "trl":
             return script_parser(f"{script}.py", None)
-        return script_parser(script, self.directory, self.written, self.root)
+        return script_parser(script, self.directory, self.written, self.root, self.migrated_script)
+
+    def migrated_script(self, code: str) -> str:
+        """A script a launch runs, migrated as it will be (as it is where it cannot be)."""
+        if self.migrate_python is None:
+            return code
+        if code not in self.scripts:  # a launcher often runs one script several times
+            try:
+                self.scripts[code] = self.migrate_python(code)[0]
+            except Exception:  # a script that cannot be migrated runs as it is (a rule's bug included)
+                self.scripts[code] = code
+        return self.scripts[code]
 
     # -- code inside strings and heredocs -----------------------------------------------------------------
 
@@ -296,8 +310,11 @@ class ShellRewriter(*MATCHERS, EditList):
                 )
 
 
-# The shell rules, by code (what `EditList.rules` resolves).
-_RULES = {rule.code: rule for module in RULE_MODULES for rule in module.RULES}
+# The shell rules, by code (what `EditList.rules` resolves), and NM222 of the training family, which a launcher's
+# `--gradient_checkpointing` also triggers (`nm461_flags.py`).
+SHELL_RULES = {rule.code: rule for module in RULE_MODULES for rule in module.RULES} | {
+    TP_COMPILE_CHECKPOINTING.code: TP_COMPILE_CHECKPOINTING
+}
 
 
 def _compose(outer: Callable[[str], str], inner: Callable[[str], str]) -> Callable[[str], str]:

@@ -9,12 +9,12 @@ A script's own arguments (`add_argument("--name")`, fields of its own dataclasse
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from migrator.families.training.targets import PARSED_PARALLEL_FIELDS
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS, TRAINING_ARGUMENTS, ArgAction
+from migrator.shell.commands import _truthy
 
 # Transformers' `examples/pytorch/*/run_*.py` (and optimum-neuron's copies of them): HfArgumentParser over
 # their own ModelArguments / DataTrainingArguments and `TrainingArguments` / `Seq2SeqTrainingArguments`.
@@ -64,6 +64,12 @@ _TRAINING_CONFIGS = frozenset(
         "RewardConfig",
     }
 )
+# TRL's configs declare `bf16: bool | None` (TRL 1.16), which HfArgumentParser reads only with a value:
+# `--bf16 true` (a bare `--bf16` is "expected one argument"); TrainingArguments' `bf16: bool` takes either.
+_TRL_CONFIGS = frozenset(
+    {"SFTConfig", "NeuronSFTConfig", "DPOConfig", "ORPOConfig", "KTOConfig", "GRPOConfig"}
+)
+_TRL_CONFIGS |= {"RewardConfig"}
 _PARSERS = frozenset({"HfArgumentParser", "NeuronHfArgumentParser", "TrlParser"})
 _NEURON_ARGUMENTS = frozenset(
     name for name in _TRAINING_CONFIGS if name.startswith(("Neuron", "Seq2SeqNeuron"))
@@ -81,6 +87,20 @@ class ScriptParser:
     read: bool = False  # True when the script's source was read, not recognised by its name
     names: frozenset[str] = frozenset()  # names and attributes its source uses (when read)
     xla_era: bool = False  # it imports torch_xla / optimum-neuron / NxD: its training ran on the XLA device
+    compiles: bool = False  # it sets `torch_compile=True` (a config keyword, `parser.set_defaults`)
+    trl_config: bool = False  # it parses one of TRL's configs, whose `--bf16` needs a value
+
+    def trains_compiled_tp(self, degree: str | None, compiled: str | None) -> bool:
+        """Whether a launch that gives these `tensor_parallel_size` / `torch_compile` values (None: not given)
+        trains a tensor-parallel model compiled: the migrated script loads the model with `DistributedConfig`
+        and sets torch_compile=True, the degree is not 1 and compilation is not turned off."""
+        return (
+            self.read
+            and self.compiles
+            and "DistributedConfig" in self.names
+            and degree not in (None, "1")
+            and (compiled is None or _truthy(compiled))
+        )
 
     def action(self, flag: str) -> ArgAction | None:
         """What becomes of `--flag`: None when it is the script's own or the table keeps it."""
@@ -94,10 +114,13 @@ def script_parser(
     directory: Path | None,
     written: Mapping[str, str] | None = None,
     root: Path | None = None,
+    migrate: Callable[[str], str] | None = None,
 ) -> ScriptParser:
     """The parser of `script` (a launcher's word) for a launcher in `directory` (None: not on disk).
     `written`: scripts the same notebook writes (`%%writefile PATH` cells), by PATH: read first. `root`: the
-    top of the tree being migrated, an ancestor of `directory` (see `_find`)."""
+    top of the tree being migrated, an ancestor of `directory` (see `_find`). `migrate`: the script's text once
+    migrated; the flags it declares and the names it reads are those of the migrated script, which the
+    launcher runs (the migration adds fields: a parsed tensor-parallel degree)."""
     name = script.rsplit("/", 1)[-1]
     text = next((body for path, body in (written or {}).items() if path.rsplit("/", 1)[-1] == name), None)
     source = _find(script, directory, root) if text is None else None
@@ -108,12 +131,17 @@ def script_parser(
             text = None
     if text is not None:
         try:
-            return _read(script, ast.parse(text), read=True)
-        except (SyntaxError, ValueError):
+            original = ast.parse(text)
+            migrated = original
+            if migrate is not None:
+                code = text.decode() if isinstance(text, bytes) else text
+                migrated = ast.parse(migrate(code))
+            return _read(script, migrated, read=True, xla_era=_imports_xla_era(original))
+        except (SyntaxError, ValueError, UnicodeDecodeError):
             pass
     if name in _TRANSFORMERS_EXAMPLES:
         return ScriptParser(script, TRAINING_ARGUMENTS)
-    return ScriptParser(script, _TRL_EXAMPLES.get(name))
+    return ScriptParser(script, _TRL_EXAMPLES.get(name), trl_config=name in _TRL_EXAMPLES)
 
 
 def _find(script: str, directory: Path | None, root: Path | None = None) -> Path | None:
@@ -135,20 +163,29 @@ def _find(script: str, directory: Path | None, root: Path | None = None) -> Path
     return None
 
 
-def _read(script: str, tree: ast.Module, read: bool) -> ScriptParser:
-    names: set[str] = set()
-    own: set[str] = set()
-    xla_era = False
+def _imports_xla_era(tree: ast.Module) -> bool:
+    """Whether the script imports torch_xla / optimum-neuron / NxD: its training ran on the XLA device."""
     for node in ast.walk(tree):
         modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
         modules += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
-        xla_era = xla_era or any(module.startswith(_XLA_ERA_MODULES) for module in modules)
+        if any(module.startswith(_XLA_ERA_MODULES) for module in modules):
+            return True
+    return False
+
+
+def _read(script: str, tree: ast.Module, read: bool, xla_era: bool) -> ScriptParser:
+    names: set[str] = set()
+    own: set[str] = set()
+    compiles = False
+    for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             names.add(node.id)
         elif isinstance(node, ast.Attribute):
             names.add(node.attr)
         elif isinstance(node, ast.alias):
             names.add(node.asname or node.name.rsplit(".", 1)[-1])
+        elif isinstance(node, ast.keyword) and node.arg == "torch_compile":
+            compiles = compiles or (isinstance(node.value, ast.Constant) and node.value.value is True)
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -165,10 +202,6 @@ def _read(script: str, tree: ast.Module, read: bool) -> ScriptParser:
                 for item in node.body
                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
             )
-    if own and names & _PARSERS and names & _NEURON_ARGUMENTS and "trn_config" in names:
-        # The parallel degrees of its parsed NeuronTrainingArguments' trn_config: the migration adds them to
-        # its own dataclass (nm209_model_load.py), so the migrated parser still takes them.
-        own.update(PARSED_PARALLEL_FIELDS)
     table = None
     if names & _PARSERS:
         table = (
@@ -178,7 +211,16 @@ def _read(script: str, tree: ast.Module, read: bool) -> ScriptParser:
             if names & _TRAINING_CONFIGS
             else None
         )
-    return ScriptParser(script, table, frozenset(own), read=read, names=frozenset(names), xla_era=xla_era)
+    return ScriptParser(
+        script,
+        table,
+        frozenset(own),
+        read=read,
+        names=frozenset(names),
+        xla_era=xla_era,
+        compiles=compiles,
+        trl_config=table is not None and bool(names & _TRL_CONFIGS),
+    )
 
 
 def _is_dataclass(node: ast.ClassDef) -> bool:

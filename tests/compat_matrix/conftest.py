@@ -11,9 +11,3 @@ def settings():
     from compat_matrix.settings import ProbeSettings
 
     return ProbeSettings(backend="neuron-sim", timeout_s=300, memory_mb=6144)
-
-
-@pytest.fixture(scope="session")
-def try_cache(tmp_path_factory):
-    """One tiny-model Hub cache for every try of the session (pytest-xdist workers share its parent)."""
-    return tmp_path_factory.getbasetemp().parent / "try-cache"

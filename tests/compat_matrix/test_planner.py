@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 from click.testing import CliRunner
 
 from commands.neuron_compat import main
-from compat_matrix.meta_model import build_config, build_meta_model, checkpoint_full_size
-from compat_matrix.planner import instances, make_plan, measure_sizes, per_rank
+from compat_matrix import plan_measure
+from compat_matrix.meta_model import FullSizeConfig, build_config, build_meta_model, checkpoint_full_size
+from compat_matrix.planner import instances, make_plan, measure_sizes, per_rank, sizes_for
 from compat_matrix.tp_readiness import measure
 
 PUBLISHED = json.loads((Path(__file__).parent / "data" / "published_sizes.json").read_text())["checkpoints"]
@@ -34,9 +34,7 @@ def test_parameter_count_is_the_published_size(checkpoint: str) -> None:
 
 
 def test_the_plan_counts_the_meta_models_parameters_and_the_llama_kv_cache() -> None:
-    sizes = measure_sizes(
-        checkpoint_full_size("meta-llama/Llama-3.1-8B"), "generate", 2, 1024, torch.bfloat16
-    )
+    sizes = measure_sizes(checkpoint_full_size("meta-llama/Llama-3.1-8B"), "generate", 2, 1024, "bf16")
     assert sizes.parameters == 8_030_261_248
     # 32 layers x (key + value) x 8 KV heads x 128 x 1024 positions x 2 sequences x 2 bytes, plus the cache's
     # own bookkeeping tensors (under a kilobyte).
@@ -45,24 +43,25 @@ def test_the_plan_counts_the_meta_models_parameters_and_the_llama_kv_cache() -> 
 
 
 def test_checkpointing_keeps_less_and_lora_trains_a_sliver() -> None:
-    sizes = measure_sizes(checkpoint_full_size("Qwen/Qwen3-0.6B"), "sft-lora", 1, 512, torch.bfloat16)
+    sizes = measure_sizes(checkpoint_full_size("Qwen/Qwen3-0.6B"), "sft-lora", 1, 512, "bf16")
     assert 0 < sizes.activations_checkpointed < sizes.activations / 2
     assert sizes.trainable == 28 * 8 * ((1024 + 16 * 128) + (1024 + 8 * 128))  # r=8 on q_proj and v_proj
-    whole = per_rank(sizes, "sft-lora", torch.bfloat16, tp=1, fsdp=1, checkpointing=False)
+    whole = per_rank(sizes, "sft-lora", "bf16", tp=1, fsdp=1, checkpointing=False)
     assert whole.gradients == pytest.approx(whole.weights * sizes.trainable / sizes.parameters)
-    assert per_rank(sizes, "sft-lora", torch.bfloat16, 2, 2, False).weights < whole.weights / 3
+    assert per_rank(sizes, "sft-lora", "bf16", 2, 2, False).weights < whole.weights / 3
 
 
 def test_a_model_too_big_for_the_instance_names_the_one_that_fits() -> None:
-    sizes = measure_sizes(checkpoint_full_size("meta-llama/Llama-3.1-70B"), "train", 1, 1024, torch.bfloat16)
-    plan = make_plan("llama-70b", sizes, "train", torch.bfloat16, instances()["trn2.3xlarge"], 0.15)
+    sizes = measure_sizes(checkpoint_full_size("meta-llama/Llama-3.1-70B"), "train", 1, 1024, "bf16")
+    plan = make_plan("llama-70b", sizes, "train", "bf16", instances()["trn2.3xlarge"], 0.15)
     assert plan.fits is None
     assert list(plan.alternatives) == ["trn2.48xlarge"]
     found = plan.alternatives["trn2.48xlarge"]
     assert found.total <= instances()["trn2.48xlarge"].hbm_per_rank * 0.85
 
 
-def test_plan_command_lines_and_exit_codes(tmp_path) -> None:
+def test_plan_command_lines_and_exit_codes(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NEURON_MIGRATE_CACHE", str(tmp_path / "cache"))
     runner = CliRunner()
     result = runner.invoke(
         main, ["plan", "meta-llama/Llama-3.1-8B", "--seq-len", "1024", "--instance", "trn2.48xlarge"]
@@ -95,6 +94,31 @@ def test_plan_command_lines_and_exit_codes(tmp_path) -> None:
     assert too_big.exit_code == 1 and "smallest instance that fits: trn2.48xlarge" in too_big.output
 
 
+def test_a_composite_config_builds_the_causal_lm_of_its_text_part() -> None:
+    """As AutoModelForCausalLM loads it: Llama4Config's causal LM is built from its text config."""
+    from compat_matrix.meta_model import architecture_full_size
+
+    model = build_meta_model(build_config(architecture_full_size("llama4")))
+    assert type(model).__name__ == "Llama4ForCausalLM" and type(model.config).__name__ == "Llama4TextConfig"
+
+
+def test_a_plan_measured_once_is_read_back_from_the_cache(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NEURON_MIGRATE_CACHE", str(tmp_path))
+    small = FullSizeConfig("llama", {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                                     "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000},
+                           "a small llama")  # fmt: skip
+    measured = sizes_for(small, "train", 1, 64, "bf16")
+    assert len(list((tmp_path / "plan-sizes").iterdir())) == 1
+
+    def not_again(*args):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(plan_measure, "measure", not_again)
+    assert sizes_for(small, "train", 1, 64, "bf16") == measured
+    with pytest.raises(AssertionError, match="measured again"):  # another job shape is another measurement
+        sizes_for(small, "train", 2, 64, "bf16")
+
+
 @pytest.mark.parametrize(
     ("model_type", "plan"),
     [("gpt2", "none"), ("opt", "none"), ("bloom", "none"), ("gpt_oss", "lm_head only"), ("lfm2", "lm_head only"),
@@ -102,6 +126,29 @@ def test_plan_command_lines_and_exit_codes(tmp_path) -> None:
 )  # fmt: skip
 def test_measured_plan_of_known_architectures(model_type: str, plan: str) -> None:
     assert measure(model_type).plan == plan
+
+
+def test_update_measures_only_the_rows_asked_and_keeps_the_others(tmp_path) -> None:
+    from migrator.tp_readiness import TABLE_PATH
+
+    committed = json.loads(TABLE_PATH.read_text())
+    table = tmp_path / "tp.json"
+    table.write_text(json.dumps({**committed, "architectures": {**committed["architectures"], "gpt2": {}}}))
+    gpt2 = ["--archs", "gpt2", "--checkpoints", "openai-community/gpt2", "--update", "-o", str(table)]
+    result = CliRunner().invoke(main, ["tp-readiness", *gpt2])
+    assert result.exit_code == 0, result.output
+    written = json.loads(table.read_text())
+    assert written["architectures"] == committed["architectures"]  # gpt2 measured again, the rest kept
+    assert written["checkpoints"] == committed["checkpoints"]
+    assert written["seconds"] == committed["seconds"] and "updated_seconds" in written
+    unknown = CliRunner().invoke(
+        main, ["tp-readiness", "--archs", "gpt2", "--checkpoints", "acme/x", "-o", str(table)]
+    )
+    assert unknown.exit_code == 2 and "not a recorded checkpoint: acme/x" in unknown.output
+
+    table.write_text(json.dumps({**committed, "versions": {"transformers": "4.0.0", "torch": "2.0.0"}}))
+    stale = CliRunner().invoke(main, ["tp-readiness", *gpt2])
+    assert stale.exit_code == 2 and "measure every architecture again" in stale.output
 
 
 def test_committed_table_has_the_issues_top100_facts() -> None:

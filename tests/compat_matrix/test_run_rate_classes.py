@@ -81,7 +81,8 @@ def test_a_missing_package_a_timeout_a_stand_in_and_a_plain_error(tmp_path):
     )
     assert (
         package["class"] == run_rate.STAND_IN
-        and package["fix"] == "try: package evaluate is not in the try environment"
+        and package["fix"]
+        == "try: package evaluate is not in the try environment, and the repository declares none for it"
     )
     timeout = run_rate.classify(
         result("c.py", "failed", "ran over the --timeout of 300 s and was stopped"), tmp_path
@@ -170,3 +171,173 @@ def test_a_kept_sdk_import_try_reports_as_not_run_is_still_manual_work(tmp_path)
         tmp_path,
     )
     assert row["class"] == run_rate.MANUAL and row["fix"].startswith("NM501 at gen.py:2")
+
+
+def test_a_run_that_reached_aws_needs_private_data_and_a_refused_install_says_why(tmp_path):
+    (tmp_path / "s.py").write_text("import sagemaker\n")
+    aws = run_rate.classify(
+        result(
+            "s.py",
+            "not-run",
+            "not run: needs an AWS account: NoCredentialsError: Unable to locate credentials at s.py:4 "
+            "(raised in botocore); a try strips AWS credentials and has no network, so a call that reaches AWS ends here",
+        ),
+        tmp_path,
+    )
+    assert aws["class"] == run_rate.PRIVATE and aws["evidence"].startswith(
+        "not run: needs an AWS account: NoCredentialsError"
+    )
+    refused = result(
+        "s.py",
+        "not-run",
+        "x",
+        error(tmp_path, "s.py", 1, "ModuleNotFoundError", "No module named 'sagemaker'"),
+    )
+    refused["runs"][0]["installs"] = [
+        {
+            "module": "sagemaker",
+            "requirement": "sagemaker",
+            "declared_in": "cell 1: pip install sagemaker",
+            "outcome": "not installed: sagemaker needs a version of a distribution other than the one the environment has",
+            "distributions": [],
+        }
+    ]
+    row = run_rate.classify(refused, tmp_path)
+    assert row["class"] == run_rate.STAND_IN
+    assert row["fix"].startswith(
+        "try: sagemaker (declared in cell 1: pip install sagemaker) not installed: sagemaker needs"
+    )
+
+
+def test_a_name_the_installed_release_lacks_is_not_the_migrated_code_s_failure(tmp_path):
+    (tmp_path / "s.py").write_text("from sagemaker import get_execution_role\n")
+    reason = (
+        "ImportError: cannot import name 'get_execution_role' from 'sagemaker' at s.py:1; sagemaker==3.27.0 was "
+        "installed for the try (sagemaker, declared in cell 1: pip install -U sagemaker) and has no "
+        "get_execution_role: the code was written for another release; declare the one it needs"
+    )
+    failed = error(
+        tmp_path, "s.py", 1, "ImportError", "cannot import name 'get_execution_role' from 'sagemaker'"
+    )
+    row = run_rate.classify(result("s.py", "failed", reason, failed), tmp_path)
+    assert row["class"] == run_rate.STAND_IN
+    assert row["fix"].startswith("try: ImportError: cannot import name 'get_execution_role' from 'sagemaker'")
+    assert "sagemaker==3.27.0 was installed for the try" in row["fix"]
+
+
+def test_a_dataset_the_try_did_not_serve_is_the_try_s_limit(tmp_path):
+    (tmp_path / "t.py").write_text("from datasets import load_dataset\nload_dataset('yelp_review_full')\n")
+    message = "Couldn't reach 'yelp_review_full' on the Hub (OfflineModeIsEnabled)"
+    row = run_rate.classify(
+        result("t.py", "failed", "x", error(tmp_path, "t.py", 2, "ConnectionError", message)), tmp_path
+    )
+    assert row["class"] == run_rate.STAND_IN and "dataset yelp_review_full" in row["fix"]
+
+
+def test_a_hub_upload_the_sandbox_refuses_is_told_apart_from_a_download_it_does_not_serve(tmp_path):
+    upload = run_rate.classify(
+        result(
+            "nb.ipynb",
+            "failed",
+            "x",
+            error(
+                tmp_path,
+                "",
+                3,
+                "OfflineModeIsEnabled",
+                "Cannot reach https://huggingface.co/api/repos/create: offline mode is enabled.",
+                cell=4,
+            ),
+        ),
+        tmp_path,
+    )
+    download = run_rate.classify(
+        result(
+            "nb.ipynb",
+            "failed",
+            "x",
+            error(
+                tmp_path,
+                "",
+                3,
+                "OfflineModeIsEnabled",
+                "Cannot reach https://huggingface.co/api/models/org/x/revision/main: offline mode is enabled.",
+                cell=4,
+            ),
+        ),
+        tmp_path,
+    )
+    assert upload["class"] == download["class"] == run_rate.STAND_IN
+    assert upload["fix"].startswith("try: a Hub upload") and download["fix"].startswith("try: a Hub download")
+
+
+def _failed_cell(cell: int, command: str, output: str, skipped: list[dict] = ()) -> dict:
+    message = f"Command 'b'{command}'' returned non-zero exit status 2."
+    failed = result(
+        "nb.ipynb",
+        "failed",
+        f"CalledProcessError: {message} at cell {cell}:1; the command's output ends: {output}",
+        {"type": "CalledProcessError", "message": message, "file": "notebook", "line": 1, "cell": cell},
+    )
+    failed["runs"][0]["skipped"] = list(skipped)
+    return failed
+
+
+def test_a_failed_shell_command_is_read_from_what_it_printed(tmp_path):
+    """A %%bash cell's command that failed with no traceback: its output, which the try's reason quotes, says
+    what failed; an argument its script refuses is the migrated launch's, and whose (the original beside)."""
+    migrated, original = tmp_path / "migrated", tmp_path / "src"
+    for tree, launch in ((migrated, "torchrun run.py --bf16"), (original, "torchrun run.py")):
+        tree.mkdir()
+        (tree / "nb.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "source": launch}]}))
+    refused = "usage: run.py [-h] | run.py: error: argument --bf16: expected one argument | torchrun: FAILED"
+    row = run_rate.classify(_failed_cell(1, "torchrun run.py --bf16", refused), migrated)
+    assert row["class"] == run_rate.FAILS
+    assert row["evidence"] == f"cell 1:1: the command exited with 2: {refused}"
+    assert row["fix"] == (
+        "run.py's parser refuses an argument the launch at cell 1:1 passes (added by the migration): "
+        "argument --bf16: expected one argument"
+    )
+    docker = "docker: Cannot connect to the Docker daemon"
+    set_up = {"command": "docker run tgi", "reason": "pulls or runs a container image", "cell": 1}
+    row = run_rate.classify(
+        _failed_cell(1, "docker run tgi", docker, [set_up | {"outcome": "ran in the sandbox"}]), migrated
+    )
+    assert row["class"] == run_rate.STAND_IN
+    assert (
+        row["fix"]
+        == "try: a set-up command (pulls or runs a container image: docker run tgi) failed in the sandbox"
+    )
+    row = run_rate.classify(_failed_cell(1, "make", "make: *** [all] Error 2"), migrated)
+    assert (
+        row["class"] == run_rate.FAILS and row["fix"] == "the command at cell 1:1 fails on the migrated code"
+    )
+
+
+def test_a_launch_of_a_script_a_download_was_to_fetch_follows_that_download(tmp_path):
+    """`!wget .../scripts/train.py` (under the migrator's TODO: it fetches the unmigrated script) then
+    `!torchrun train.py`: the sandbox has no network, the launch cannot open train.py, and the row is the
+    download's TODO; with no TODO there, the try's limit."""
+    url = "https://raw.githubusercontent.com/o/r/main/scripts/train.py"
+    todo = "# TODO(neuron-migrate): NM501 the script is downloaded as it is there: migrate it once\n"
+    cells = [
+        {"cell_type": "code", "source": f"{todo}!wget {url}"},
+        {"cell_type": "code", "source": "!torchrun train.py"},
+    ]
+    (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": cells}))
+    cannot = (
+        "python: can't open file '/tmp/x/nb/train.py': [Errno 2] No such file or directory | torchrun: FAILED"
+    )
+    download = {
+        "command": f"wget {url}",
+        "reason": "downloads",
+        "cell": 1,
+        "outcome": "ran in the sandbox: exit 4",
+    }
+    row = run_rate.classify(_failed_cell(2, "torchrun train.py", cannot, [download]), tmp_path)
+    assert row["class"] == run_rate.MANUAL
+    assert row["fix"].startswith("NM501 at cell 1:2, the download of train.py: the script is downloaded")
+    cells[0]["source"] = f"!wget {url}"
+    (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": cells}))
+    row = run_rate.classify(_failed_cell(2, "torchrun train.py", cannot, [download]), tmp_path)
+    assert row["class"] == run_rate.STAND_IN and "comes from a download (cell 1)" in row["fix"]

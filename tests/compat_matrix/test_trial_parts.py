@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from try_run import data, hub, plan, report, runner, scan
+from try_run import data, hub, integrations, plan, report, runner, scan
 
 BOOTSTRAP = Path(__file__).resolve().parents[2] / "try_run" / "bootstrap" / "sitecustomize.py"
 
@@ -173,6 +173,7 @@ def test_notebook_setup_lines_are_listed_and_replaced(tmp_path):
         "!pip install -q trl\nimport torch",
         "%%bash\naws s3 cp s3://b/x .\nls",
         "!torchrun --nproc_per_node=2 t.py",
+        "%%bash\npip install \\\n  trl\necho done",  # a command continued onto the next line: one command
     ]
     notebook.write_text(
         json.dumps({"cells": [{"cell_type": "code", "source": c} for c in cells], "nbformat": 4})
@@ -181,18 +182,41 @@ def test_notebook_setup_lines_are_listed_and_replaced(tmp_path):
     assert [(s.command, s.cell) for s in the_plan.skipped] == [
         ("pip install -q trl", 1),
         ("aws s3 cp s3://b/x .", 2),
+        ("pip install   trl", 4),
     ]
     assert executed[0].startswith("print('neuron-migrate try: not run: pip install -q trl')")
-    assert executed[1].splitlines()[1].startswith("echo ") and executed[2] == cells[2]
+    assert executed[1].splitlines()[1].startswith("echo ")
+    stop = plan.STOP_AFTER_FAILED_LAUNCH.format(command="torchrun --nproc_per_node=2 t.py")
+    assert executed[2] == f"{cells[2]}\n{stop}"  # a launch that fails stops the notebook
+    assert executed[3].splitlines()[2:] == ["", "echo done"]  # the continued line goes with its command
 
     the_plan, executed = plan.plan_notebook(notebook, True, sys.executable)  # in the sandbox: run as they are
-    assert [s.outcome for s in the_plan.skipped] == ["ran in the sandbox"] * 2
+    assert [s.outcome for s in the_plan.skipped] == ["ran in the sandbox"] * 3
     assert executed[0].splitlines() == [
         "!pip install -q trl",
         plan.RECORD_SET_UP_EXIT.format(index=0),
         "import torch",
     ]
-    assert executed[1:] == cells[1:]  # a %%bash cell's lines have no exit code to record
+    assert (
+        executed[1] == cells[1] and executed[3] == cells[3]
+    )  # a %%bash cell's lines have no exit code to record
+
+
+def test_a_notebooks_cd_to_its_authors_copy_of_the_tree_runs_in_this_tree(tmp_path):
+    """`%cd /home/ubuntu/workshop/labs/ft/assets` (the workshop's clone on its author's machine): the folder of
+    this tree it names, listed; a `%cd` to a folder the tree does not hold is left as it is."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "labs" / "ft" / "assets").mkdir(parents=True)
+    notebook = tmp_path / "labs" / "ft" / "nb.ipynb"
+    cells = ["%cd /home/ubuntu/workshop/labs/ft/assets\n!ls", "%cd /home/ubuntu/elsewhere"]
+    notebook.write_text(
+        json.dumps({"cells": [{"cell_type": "code", "source": c} for c in cells], "nbformat": 4})
+    )
+    the_plan, executed = plan.plan_notebook(notebook, True, sys.executable)
+    assert executed[0] == f"%cd {tmp_path / 'labs' / 'ft' / 'assets'}\n!ls" and executed[1] == cells[1]
+    assert [(s.command, s.cell, s.outcome) for s in the_plan.skipped] == [
+        ("%cd /home/ubuntu/workshop/labs/ft/assets", 1, "run as %cd assets, that folder of this tree")
+    ]
 
 
 def test_a_launcher_runs_from_the_folder_its_relative_scripts_resolve_from(tmp_path):
@@ -280,6 +304,31 @@ print(train[0]["sentence"], local["train"])
     assert "json" not in facts.datasets and facts.columns == {"sentence"}
 
 
+def test_a_bare_name_loaded_as_a_dataset_is_a_canonical_hub_dataset(tmp_path):
+    """`load_dataset("yelp_review_full")` (JGalego/HF-on-Trainium): a Hub dataset with no owner in its id, stood
+    in and loaded through the offline cache; a bare string elsewhere (a split default) is not a dataset."""
+    from datasets import load_dataset
+
+    source = """
+SIZE = 1000
+parser.add_argument("--dataset_split", default="train")
+reviews = load_dataset("yelp_review_full")
+tokenized = reviews.map(lambda batch: tokenizer(batch["text"]), batched=True)
+tokenized = tokenized.rename_column("label", "labels")
+small = tokenized["test"].shuffle(seed=42).select(range(SIZE))
+"""
+    facts = scan.read_python(source)
+    assert set(facts.datasets) == {"yelp_review_full"} and "test" in facts.datasets["yelp_review_full"].splits
+    assert facts.columns == {"text", "label"} and facts.rows_selected == 1000
+    cache = tmp_path / "datasets"
+    cache.mkdir()
+    request = facts.datasets["yelp_review_full"]
+    request.columns |= facts.columns
+    data.write_cache(data.stand_in(request), cache, facts.rows_selected)
+    test = load_dataset("yelp_review_full", cache_dir=str(cache))["test"]
+    assert set(test.column_names) == {"text", "label"} and len(test) == 1000
+
+
 def test_notebook_facts_read_the_scripts_cells_write_and_run(tmp_path):
     """A `%%writefile` cell's model is found although the script exists only once the cell has run, and a
     `!torchrun` line's arguments name the dataset; a script already beside the notebook is read too."""
@@ -291,6 +340,81 @@ def test_notebook_facts_read_the_scripts_cells_write_and_run(tmp_path):
     ]
     facts = runner.notebook_facts(cells, tmp_path)
     assert facts.model_ids == {"bert-base-uncased", "gpt2"} and set(facts.datasets) == {"glue"}
+
+
+def test_the_configuration_file_a_launch_names_is_read_as_the_flags_it_stands_for(tmp_path):
+    """`torchrun run_sft.py --config sft.yaml`, the YAML written by a `%%writefile` cell (TrlParser reads its
+    keys as flags): its model is served; a JSON file already beside the notebook is read the same way."""
+    scripts, notebooks = tmp_path / "scripts", tmp_path / "notebooks"
+    scripts.mkdir()
+    notebooks.mkdir()
+    (scripts / "run_sft.py").write_text(
+        "from dataclasses import dataclass\n\n\n@dataclass\nclass ScriptArguments:\n    model_id: str = None\n"
+    )
+    (notebooks / "eval.json").write_text('{"model_name_or_path": "gpt2", "bf16": true}')
+    cells = [
+        '%%writefile sft.yaml\nmodel_id: "Qwen/Qwen3-0.6B"  # the model\nmax_length: 1024\n',
+        "%%bash\nexport A=1\ntorchrun --nproc_per_node=2 \\\n    ../scripts/run_sft.py \\\n    --config sft.yaml\n",
+        "!python ../scripts/run_sft.py --config eval.json",
+    ]
+    facts = runner.notebook_facts(cells, notebooks)
+    assert facts.model_ids == {"Qwen/Qwen3-0.6B", "gpt2"}
+    assert scan.config_arguments(["--config", "missing.yaml", "--x", "1"], lambda path: None) == []
+
+
+@pytest.mark.parametrize(
+    ("code", "argv", "expected"),
+    [
+        ('TrainingArguments(output_dir="o", report_to="tensorboard")', [], {"tensorboard"}),
+        ('TrainingArguments(report_to=["wandb", "mlflow"])', [], {"wandb", "mlflow"}),
+        ('parser.add_argument("--report_to", default="wandb")', [], {"wandb"}),
+        (
+            'parser.add_argument("--report_to", default="wandb")',
+            ["--report_to", "tensorboard"],
+            {"tensorboard"},
+        ),
+        (
+            "HfArgumentParser(TrainingArguments)",
+            ["--report_to", "tensorboard", "wandb", "--bf16"],
+            {"tensorboard", "wandb"},
+        ),
+        ("HfArgumentParser(TrainingArguments)", ["--report_to=none"], {"none"}),
+        ("TrainingArguments(report_to=args.report_to)", [], set()),
+    ],
+)
+def test_the_integrations_training_arguments_report_to_are_read(code, argv, expected):
+    assert scan.read_python(code, argv).report_to == expected
+
+
+def test_report_to_in_the_configuration_file_a_notebook_launch_names(tmp_path):
+    """philschmid/llama3-aws-trainium-sample: the notebook writes the YAML that `--config` names."""
+    (tmp_path / "run_sft.py").write_text("from trl import TrlParser\n")
+    cells = [
+        '%%writefile llama.yaml\nreport_to: "tensorboard"  # metrics\n',
+        "!torchrun run_sft.py --config llama.yaml",
+    ]
+    assert runner.notebook_facts(cells, tmp_path).report_to == {"tensorboard"}
+    listed = "report_to: [tensorboard, wandb]\nbf16: true\n"  # (a list is the values of one flag)
+    assert scan.config_arguments(["--config", "c.yaml"], lambda path: listed) == [
+        "--report_to",
+        "tensorboard",
+        "wandb",
+    ]
+
+
+def test_the_modules_each_integration_needs_are_transformers_own():
+    """Read from the environment's Transformers: tensorboardX serves when tensorboard is not there; neptune's check
+    is a module-level flag."""
+    reported = {
+        i.name: i
+        for i in integrations.reported({"tensorboard", "wandb", "neptune", "all", "bogus"}, sys.executable)
+    }
+    assert {name: i.modules for name, i in reported.items()} == {
+        "neptune": ("neptune",),
+        "tensorboard": ("tensorboard", "tensorboardX"),
+        "wandb": ("wandb",),
+    }
+    assert reported["tensorboard"].offline and not reported["neptune"].offline
 
 
 @pytest.mark.parametrize(
@@ -388,7 +512,8 @@ def test_tiny_models_load_from_the_local_hub_cache(tmp_path):
     )
     assert tokenizer.pad_token == "<pad>" and model.config.pad_token_id == tokenizer.pad_token_id
     text = tokenizer.apply_chat_template([{"role": "user", "content": "Hi there"}], tokenize=False)
-    assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+    # (Llama 3's tokenizer starts every sequence with its bos, as the real one does: not part of the text)
+    assert tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) == text
     assert max(tokenizer(text)["input_ids"]) < model.config.vocab_size
     # A BERT-style tokenizer returns the segment ids the model takes; a seq2seq model starts decoding at pad.
     hub.ensure_model(tmp_path, "google-bert/bert-base-cased", "bert", "model-id table")

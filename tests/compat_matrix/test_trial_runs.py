@@ -79,8 +79,13 @@ def test_a_hand_written_loop_runs_three_steps_and_names_the_recompiling_line(tmp
     ]
     assert run["models"] == [
         {"id": "Qwen/Qwen3-0.6B", "architecture": "qwen3", "parameters": run["models"][0]["parameters"],
-         "vocab_size": 256, "source": "model-id table", "parts": [], "kept": {}, "kept_from": "", "loaded": True}
+         "vocab_size": 256, "source": "model-id table", "parts": [], "kept": {}, "kept_from": "", "loaded": True,
+         "real_size_plan": run["models"][0]["real_size_plan"]}
     ]  # fmt: skip
+    # Beside the tiny run, the real Qwen3-0.6B's plan for what the run did (training).
+    assert run["models"][0]["real_size_plan"].startswith(
+        "train, bf16, batch 1 x sequence 2048: 0.60B parameters"
+    )
     # The user's folder is untouched: the run wrote into its temporary copy.
     assert snapshot(tmp_path) == {
         **before,
@@ -206,6 +211,30 @@ def test_an_unknown_model_id_ends_the_run_with_what_to_pass(tmp_path, try_cache)
     # Its stand-in stays in the shared cache, but a run that does not serve it does not find it there.
     code, document, _ = run_try(tmp_path, "load.py", cache=try_cache)
     assert code == 1 and "--model someone/private-model=MODEL_TYPE" in document["runs"][0]["reason"]
+
+
+@pytest.mark.slow
+def test_a_script_missing_a_required_argument_under_torchrun_is_not_run_with_the_parsers_message(
+    tmp_path, try_cache
+):
+    write(
+        tmp_path,
+        "train.py",
+        """
+        import argparse
+        import torch
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--data", required=True)
+        parser.parse_args()
+        """,
+    )
+    write(tmp_path, "run.sh", "torchrun --nproc_per_node 2 train.py\n")
+    code, document, _ = run_try(tmp_path, "run.sh", cache=try_cache)
+    (run,) = document["runs"]
+    # torchrun's failure banner ends the output; the reason is the workers' usage error, not the banner
+    assert code == 1 and run["status"] == "not-run", run
+    assert "the following arguments are required: --data: the command the try ran lacks them" in run["reason"]
 
 
 DDP = """
@@ -422,3 +451,33 @@ def test_a_diffusers_script_runs_its_pipelines_for_two_denoising_steps(tmp_path,
         "black-forest-labs/FLUX.1-schnell": "FluxPipeline",
     }
     assert not (tmp_path / "astronaut.png").exists()  # written in the try's copy
+
+
+@pytest.mark.slow
+def test_an_image_url_gets_a_stand_in_picture_and_other_urls_stay_offline(tmp_path, try_cache):
+    write(
+        tmp_path,
+        "photo.py",
+        """
+        import requests
+        from PIL import Image
+        from transformers.image_utils import load_image
+
+        first = Image.open(requests.get("http://images.cocodataset.org/val2017/000000039769.jpg", stream=True).raw)
+        second = load_image("https://example.org/cat.png?size=large")
+        assert first.size == second.size == (640, 480) and first.mode == "RGB"
+        try:
+            requests.get("https://example.org/data.json", timeout=5)
+        except requests.ConnectionError:
+            print("no network")
+        else:
+            raise SystemExit("a URL that names no image reached the network")
+        """,
+    )
+    code, document, _ = run_try(tmp_path, "photo.py", cache=try_cache)
+    (run,) = document["runs"]
+    assert code == 0, run
+    assert [(image["url"], image["line"]) for image in run["images"]] == [
+        ("http://images.cocodataset.org/val2017/000000039769.jpg", 5),
+        ("https://example.org/cat.png?size=large", 6),
+    ]

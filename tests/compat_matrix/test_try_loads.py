@@ -30,18 +30,27 @@ def main(size):
 def test_strings_composed_from_constants_fold_and_the_rest_are_named():
     tree = ast.parse(COMPOSED)
     unresolved = composed_strings.fold(tree)
-    values = {
-        node.targets[0].id: node.value.value
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-    }
-    assert {values[name] for name in "abcde"} == {"openai/whisper-tiny"}
-    # A name bound twice, or a function argument, is known only at run time; its fragment is no id.
-    assert values["f"] is None and values["g"] is None
+    values = {node.targets[0].id: node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)}
+    assert {values[name].value for name in "abcde"} == {"openai/whisper-tiny"}
+    # A name bound twice, or a function argument, is known only at run time; its fragment is no id, and what
+    # the composition reads at run time stays: the tuple of its parts.
+    assert [ast.unparse(values[name]) for name in "fg"] == ["(twice,)", "(size,)"]
     assert [(found.code, found.pattern, found.line) for found in unresolved] == [
         ("'openai/whisper-' + twice", "openai/whisper-*", 12),
         ("f'openai/whisper-{size}'", "openai/whisper-*", 14),
     ]
+
+
+def test_what_an_unresolved_composition_reads_is_still_read():
+    # `raw["test"]` inside a printed f-string: a split the stand-in must hold, a column it must have
+    facts = scan.read_python(
+        "from datasets import load_dataset\n"
+        'raw = load_dataset("philschmid/emotion")\n'
+        "print(f\"test rows: {len(raw['test'])}, first: {raw['train'][0]['text']!r}\")\n"
+        'print("{} labels".format(raw["validation"].features["label"].names))\n'
+    )
+    assert facts.datasets["philschmid/emotion"].splits == {"test", "train", "validation"}
+    assert {"text", "label"} <= facts.columns
 
 
 def test_code_facts_ids_composed_loaded_unknown_and_remote_code():

@@ -63,6 +63,25 @@ def test_entry_points_are_launchers_notebooks_and_scripts_nothing_runs_or_import
     }
 
 
+def test_a_script_a_notebook_launches_from_a_sibling_folder_is_tried_through_the_notebook(tmp_path):
+    """`torchrun ../scripts/run_sft.py --config sft.yaml` in `notebooks/nb.ipynb`, continued over lines: the
+    script is the notebook's (which writes the file it reads), not an entry point of its own."""
+    import nbformat
+
+    (tmp_path / "scripts").mkdir()
+    write(tmp_path, "scripts/run_sft.py", "if __name__ == '__main__':\n    print('training')\n")
+    (tmp_path / "notebooks").mkdir()
+    cell = "%%bash\ntorchrun \\\n    --nproc_per_node=2 \\\n    ../scripts/run_sft.py \\\n    --config sft.yaml\n"
+    nbformat.write(
+        nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)]), tmp_path / "notebooks/nb.ipynb"
+    )
+    found = find(tmp_path)
+    assert [(entry.path.as_posix(), entry.launches) for entry in found.entries] == [
+        ("notebooks/nb.ipynb", ["scripts/run_sft.py"])
+    ]
+    assert found.not_entries == {"scripts/run_sft.py": "launched by notebooks/nb.ipynb (cell 1)"}
+
+
 def test_a_table_of_entry_points_is_read_and_checked(tmp_path):
     (tmp_path / "tools").mkdir()
     tree(tmp_path)

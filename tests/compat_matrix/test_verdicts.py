@@ -118,10 +118,17 @@ def test_three_way_compare_keeps_each_difference_and_ignores_near_ties():
 
 
 def test_teacher_forcing_picks_the_reference_token_at_each_step():
-    forcing = TeacherForcing(torch.tensor([[5, 6, 7, 3]]), prompt_length=2)
+    forcing = TeacherForcing(torch.tensor([[5, 6, 7, 3]]))
     scores = torch.tensor([[0.0, 9.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
     assert forcing(torch.tensor([[5, 6]]), scores).argmax(-1).item() == 7
     assert forcing(torch.tensor([[5, 6, 7]]), scores).argmax(-1).item() == 3
+
+
+def test_teacher_forcing_picks_each_rows_own_reference_token():
+    # An encoder-decoder generates for a batch of two: each row is forced to its own reference.
+    forcing = TeacherForcing(torch.tensor([[0, 4, 2], [0, 6, 1]]))
+    scores = torch.zeros(2, 8)
+    assert forcing(torch.tensor([[0], [0]]), scores).argmax(-1).tolist() == [4, 6]
 
 
 def test_recompile_guard_generalises_numbers_and_whitespace():

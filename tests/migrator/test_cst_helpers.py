@@ -60,6 +60,9 @@ def test_read_only_walks_match_libcst_visit(source):
         ("if step():\n    xm.mark_step()\n", "step()\n"),  # the test may do something: it stays
         ("if int(os.environ.get('RANK', 0)) == 0:\n    xm.mark_step()\nx = 1\n", "x = 1\n"),
         ("if a:\n    xm.mark_step()\nelif b:\n    sync()\n", "if a:\n    pass\nelif b:\n    sync()\n"),
+        # both branches of a chip switch emptied: the `elif` goes whole, then the `if`
+        ("if chip == 'a':\n    xm.mark_step()\nelif chip == 'b':\n    xm.mark_step()\nx = 1\n", "x = 1\n"),
+        ("if a:\n    run()\nelif b:\n    xm.mark_step()\n", "if a:\n    run()\n"),
     ],
 )
 def test_an_emptied_branch_is_simplified_away(source, expected):

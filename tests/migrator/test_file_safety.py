@@ -343,3 +343,18 @@ def test_a_failed_write_is_not_counted_as_rewritten(tmp_path, xla_script, full_d
     assert result.exit_code == 2
     assert "1 file checked, 0 rewritten" in result.stderr and "1 error" in result.stderr
     assert f"{path}: error: cannot write: No space left on device" in result.stdout
+
+
+def test_a_rewrite_that_drops_a_binding_still_used_is_refused() -> None:
+    from migrator.verify import MigrationError, verify_python
+
+    before = "from transformers import is_torch_tpu_available\nif is_torch_tpu_available():\n    print(notebook_name)\n"
+    broken = "from transformers import is_torch_xla_available\nif is_torch_tpu_available():\n    print(notebook_name)\n"
+    with pytest.raises(MigrationError, match="uses is_torch_tpu_available, which it no longer binds"):
+        verify_python(before, broken)
+    # names the input never bound (another notebook cell's, a builtin, a global a function assigns) are not its
+    fixed = broken.replace("if is_torch_tpu_available", "if is_torch_xla_available")
+    verify_python(before, fixed + "def f():\n    global seen\n    seen = len([])\nprint(seen)\n")
+    verify_python("from helpers import *\nprint(x)\n", "from helpers import *\nprint(x, y)\n")  # unknowable
+    with pytest.raises(MigrationError, match="uses x"):  # the star import that bound it removed
+        verify_python("from helpers import *\nprint(x)\n", "print(x)\n")

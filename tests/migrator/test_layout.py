@@ -95,7 +95,8 @@ def test_the_xla_catch_all_leaves_alone_every_call_a_rule_of_the_family_declares
     from migrator.transform import Handler
 
     source = "import torch_xla.core.xla_model as xm\n\nxm.set_replication(1)\n"
-    assert [f.code for f in engine.migrate_python(source)[1] if not f.fixed] == ["NM318"]
+    # NM501: the import's own TODO, which waits for NM318's.
+    assert [f.code for f in engine.migrate_python(source)[1] if not f.fixed] == ["NM501", "NM318"]
 
     class NewRule(Handler):
         CALLS = frozenset({"torch_xla.core.xla_model.set_replication"})

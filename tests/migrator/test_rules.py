@@ -96,7 +96,11 @@ def test_a_removed_switch_becomes_its_replacement_field_for_every_kind_of_value(
     migrated, findings = migrate_python(source)
     assert 'train_sampling_strategy="group_by_length" if (a if b else False) else "random"' in migrated
     assert 'include_for_metrics=["inputs"] if not a else []' in migrated
-    assert [(f.code, f.subject) for f in findings if not f.fixed] == [("NM205", "group_by_length")]
+    # NM501: the import of optimum.neuron stays for the statement NM205 leaves, with a TODO that says so.
+    assert [(f.code, f.subject) for f in findings if not f.fixed] == [
+        ("NM501", "optimum.neuron"),
+        ("NM205", "group_by_length"),
+    ]
     assert migrate_python(migrated)[0] == migrated
     build = migrated[migrated.index("def build") : migrated.index("def both")]
     namespace = {"TrainingArguments": TrainingArguments}

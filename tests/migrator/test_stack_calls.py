@@ -5,14 +5,26 @@ optimum-neuron or XLA code."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast, TrainingArguments
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    BitsAndBytesConfig,
+    PreTrainedTokenizerFast,
+    TrainingArguments,
+)
 from trl import SFTConfig
 
 from migrator.engine import migrate_python
-from migrator.families.training.nm221_stack_calls import REMOVED
+from migrator.families.training.nm221_stack_calls import (
+    BITSANDBYTES_KEYWORDS,
+    REMOVED,
+    RETURN_DICT_FALSE_WORKS,
+)
+from migrator.families.training.nm224_removed_fields import READ_RENAMES
 from migrator.families.training.stack_markers import stack_marked
 from migrator.families.training_args import (
     PLAIN_FIELDS,
@@ -40,7 +52,9 @@ def tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]")
 
 
-@pytest.mark.parametrize("keyword", ["torchscript", "use_auth_token"])
+@pytest.mark.parametrize(
+    "keyword", ["torchscript", "use_auth_token", "load_in_8bit", "load_in_4bit", "resume_download"]
+)
 @pytest.mark.parametrize("value", [True, False])
 def test_a_model_load_rejects_the_removed_keywords(checkpoint, keyword, value) -> None:
     assert keyword in REMOVED
@@ -101,6 +115,21 @@ tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased", token=HfFolder.ge
         ("inputs = tokenizer.batch_encode_plus(texts)", True),
         ('model = AutoModel.from_pretrained("gpt2", use_auth_token=True)', True),
         ("if torchscript == flag:\n    pass", False),
+        ("from transformers.utils import check_min_version, send_example_telemetry", True),
+        ('model = AutoModel.from_pretrained("gpt2", load_in_8bit=True)', True),
+        ("with tokenizer.as_target_tokenizer():\n    labels = tokenizer(targets)", True),
+        (
+            "training_args = TrainingArguments(output_dir=o)\nif training_args.overwrite_output_dir:\n    pass",
+            True,
+        ),
+        ("_, args = parser.parse_args_into_dataclasses()\nprint(args.logging_dir, TrainingArguments)", True),
+        (
+            "from transformers import TrainingArguments\nif training_args.overwrite_output_dir:\n    pass",
+            False,
+        ),
+        ("args = TrainingArguments(output_dir=o)\nprint(self.args.logging_dir)", False),
+        ("from transformers import TrainingArguments\nprint(training_args.output_dir)", False),
+        ("if args.overwrite_output_dir:\n    pass", False),
         ("trainer = Trainer(model=model, args=TrainingArguments(output_dir=out()), tokenizer=tok)", True),
         ("trainer = Trainer(model=model, processing_class=tok)\npipe = pipeline(tokenizer=tok)", False),
     ],
@@ -109,7 +138,243 @@ def test_the_pre_filter_reads_the_removals(code: str, marked: bool) -> None:
     assert stack_marked(code) is marked
 
 
-def test_a_plain_transformers_script_is_migrated() -> None:
-    migrated, findings = migrate_python(PLAIN_SCRIPT)
+@pytest.mark.parametrize("module", ["huggingface_hub", "huggingface_hub.hf_api"])
+def test_a_plain_transformers_script_is_migrated(module: str) -> None:
+    migrated, findings = migrate_python(PLAIN_SCRIPT.replace("huggingface_hub", module, 1))
     assert "get_token()" in migrated and "HfFolder" not in migrated
     assert [finding.code for finding in findings if finding.code == "NM219"] == ["NM219"]
+
+
+def test_resume_download_is_dropped_from_a_load_and_the_load_runs(checkpoint) -> None:
+    code = "from transformers import BertForSequenceClassification\nm = BertForSequenceClassification.from_pretrained(path, resume_download=True)\n"
+    migrated, _ = migrate_python(code)
+    assert "from_pretrained(path)" in migrated
+    assert isinstance(_run(migrated, path=str(checkpoint))["m"], BertForSequenceClassification)
+
+
+def test_the_quantization_keywords_are_those_of_bitsandbytes_config() -> None:
+    assert set(inspect.signature(BitsAndBytesConfig).parameters) - {"kwargs"} == BITSANDBYTES_KEYWORDS
+
+
+def _run(code: str, **names) -> dict:
+    """Execute migrated code with `names` bound; its globals afterwards."""
+    scope = dict(names)
+    exec(compile(code, "<migrated>", "exec"), scope)
+    return scope
+
+
+def test_a_quantized_load_becomes_a_bitsandbytes_config_the_pinned_stack_takes(checkpoint) -> None:
+    code = (
+        "from transformers import BertForSequenceClassification\n"
+        "model = BertForSequenceClassification.from_pretrained(path, load_in_8bit=True, llm_int8_threshold=5.0)\n"
+        "plain = BertForSequenceClassification.from_pretrained(path, load_in_4bit=flag)\n"
+    )
+    migrated, findings = migrate_python(code)
+    assert "quantization_config=BitsAndBytesConfig(load_in_8bit=True, llm_int8_threshold=5.0)" in migrated
+    assert "quantization_config=BitsAndBytesConfig(load_in_4bit=flag) if flag else None" in migrated
+    assert all(finding.fixed for finding in findings if finding.code == "NM221")
+    # The keywords are taken: the load gets as far as bitsandbytes itself, which this CPU stack does not install.
+    with pytest.raises(ImportError, match="bitsandbytes"):
+        _run(migrated, path=str(checkpoint), flag=False)
+    scope = _run(migrated.replace("model = ", "# "), path=str(checkpoint), flag=False)
+    assert isinstance(scope["plain"], BertForSequenceClassification)
+
+
+def test_a_quantized_load_beside_quantization_config_keeps_a_todo() -> None:
+    code = "from transformers import AutoModel\nm = AutoModel.from_pretrained(p, load_in_8bit=True, **kw)\n"
+    migrated, findings = migrate_python(code)
+    assert (
+        "# TODO(neuron-migrate): NM221 `load_in_8bit=`" in migrated and "load_in_8bit=True, **kw" in migrated
+    )
+
+
+TARGET_BLOCK = """\
+def labels_of(tokenizer, targets):
+    with tokenizer.as_target_tokenizer():
+        labels = tokenizer(targets, max_length=8, truncation=True)
+    return labels["input_ids"]
+"""
+
+
+def test_a_target_tokenizer_block_becomes_text_target_and_runs(tokenizer) -> None:
+    assert not hasattr(tokenizer, "as_target_tokenizer")
+    migrated, findings = migrate_python(TARGET_BLOCK)
+    assert "as_target_tokenizer" not in migrated
+    assert "labels = tokenizer(text_target=targets, max_length=8, truncation=True)" in migrated
+    assert _run(migrated)["labels_of"](tokenizer, ["a b", "c"]) == [[2, 3], [4]]
+
+
+def test_a_target_block_that_reads_the_tokenizer_otherwise_keeps_a_todo() -> None:
+    code = TARGET_BLOCK.replace("    return", "        pad = tokenizer.pad_token_id\n    return")
+    migrated, findings = migrate_python(code)
+    assert "# TODO(neuron-migrate): NM221 `as_target_tokenizer()`" in migrated
+    assert "with tokenizer.as_target_tokenizer():" in migrated
+
+
+FIELDS_SCRIPT = """\
+from transformers import HfArgumentParser, TrainingArguments
+
+parser = HfArgumentParser((TrainingArguments,))
+(training_args,) = parser.parse_dict(
+    {"output_dir": "out", "eval_strategy": "steps", "use_cpu": True, "per_device_train_batch_size": 4}
+)
+seen = (training_args.evaluation_strategy, training_args.no_cuda, training_args.per_gpu_train_batch_size)
+if training_args.overwrite_output_dir:
+    print("starting over")
+
+
+def other(args):
+    return args.no_cuda
+"""
+
+
+def test_renamed_fields_read_on_training_arguments_are_renamed_and_run() -> None:
+    assert {"evaluation_strategy", "no_cuda", "per_gpu_train_batch_size"} <= set(READ_RENAMES)
+    migrated, findings = migrate_python(
+        FIELDS_SCRIPT.replace("if training_args.overwrite", "if False and t.over")
+    )
+    assert (
+        "training_args.eval_strategy, training_args.use_cpu, training_args.per_device_train_batch_size"
+        in migrated
+    )
+    assert "return args.no_cuda" in migrated  # not a name that holds training arguments
+    assert _run(migrated)["seen"] == ("steps", True, 4)
+
+
+def test_a_removed_field_with_no_renamed_twin_keeps_a_todo_on_its_statement() -> None:
+    migrated, findings = migrate_python(FIELDS_SCRIPT)
+    todo = "# TODO(neuron-migrate): NM224 `training_args.overwrite_output_dir` reads a field"
+    assert f"{todo}" in migrated and migrated.index(todo) < migrated.index("if training_args.overwrite")
+    assert [f.fixed for f in findings if f.code == "NM224" and f.subject == "overwrite_output_dir"] == [False]
+    with pytest.raises(AttributeError, match="overwrite_output_dir"):
+        _run(migrated)
+
+
+def test_pad_to_max_length_pads_and_truncates_as_transformers_4_read_it(tokenizer) -> None:
+    assert "pad_to_max_length" in REMOVED
+    # Transformers 5 takes the keyword and pads nothing: the reason for the rewrite.
+    assert tokenizer("a b", max_length=4, pad_to_max_length=True)["input_ids"] == [2, 3]
+    code = (
+        "from transformers import AutoTokenizer\n"
+        'fixed = tokenizer.encode_plus("a b c a b", max_length=4, pad_to_max_length=True)\n'
+        'longest = tokenizer(["a", "a b c"], pad_to_max_length=True)\n'
+        'switched = tokenizer("a", max_length=3, pad_to_max_length=flag)\n'
+        'kept = tokenizer("a", padding="longest", pad_to_max_length=True)\n'
+    )
+    assert stack_marked(code.replace(".encode_plus", ""))  # the keyword alone brings a file to NM221
+    migrated, findings = migrate_python(code)
+    assert "pad_to_max_length" not in migrated and all(f.fixed for f in findings if f.code == "NM221")
+    scope = _run(migrated, tokenizer=tokenizer, flag=True)
+    assert scope["fixed"]["input_ids"] == [2, 3, 4, 2]  # padded to max_length and truncated to it, as in 4.x
+    assert scope["longest"]["input_ids"] == [[2, 1, 1], [2, 3, 4]]  # no max_length: the longest
+    assert scope["switched"]["input_ids"] == [2, 1, 1] and scope["kept"]["input_ids"] == [2]
+    assert _run(migrated, tokenizer=tokenizer, flag=False)["switched"]["input_ids"] == [2]
+
+
+def test_a_pad_to_max_length_the_file_declares_is_its_own() -> None:
+    code = (
+        "from dataclasses import dataclass\n\n@dataclass\nclass DataArguments:\n    pad_to_max_length: bool = True\n\n"
+        "args = DataArguments(pad_to_max_length=False)\n"
+    )
+    assert migrate_python(code)[0] == code
+
+
+def test_torchscript_in_a_file_that_trains_nothing_becomes_tuples_the_pinned_stack_returns(
+    checkpoint,
+) -> None:
+    import torch
+
+    code = (
+        "from transformers import BertForSequenceClassification\n"
+        "model = BertForSequenceClassification.from_pretrained(path, torchscript=True)\n"
+        "logits = model(ids)[0]\n"
+    )
+    migrated, findings = migrate_python(code)
+    assert "return_dict=False" in migrated and all(f.fixed for f in findings if f.code == "NM221")
+    assert _run(migrated, path=str(checkpoint), ids=torch.tensor([[1, 2, 3]]))["logits"].shape == (1, 2)
+    trains = migrate_python(code + "logits.sum().backward()\n")[0]
+    assert "torchscript=True" in trains and "this file trains" in trains
+
+
+OWN_DATACLASS_SCRIPT = """\
+import sys
+from dataclasses import dataclass
+
+from transformers import HfArgumentParser, TrainingArguments
+
+
+@dataclass
+class ScriptArguments:
+    model: str = "bert-base-uncased"
+
+
+def main(argv):
+    parser = HfArgumentParser((ScriptArguments, TrainingArguments))
+    script_args, training_args = parser.parse_args_into_dataclasses(argv)
+    return training_args.overwrite_output_dir
+"""
+
+
+@pytest.mark.parametrize(("argv", "expected"), [(["--overwrite_output_dir"], True), ([], False)])
+def test_overwrite_output_dir_moves_to_the_scripts_dataclass_and_its_flag_parses(argv, expected) -> None:
+    migrated, findings = migrate_python(OWN_DATACLASS_SCRIPT)
+    assert "return script_args.overwrite_output_dir" in migrated and "TODO" not in migrated
+    assert (
+        "    overwrite_output_dir: bool = False\n" in migrated
+    )  # the class writes no field(): neither does it
+    assert _run(migrated)["main"](["--output_dir", "out", *argv]) is expected
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        (
+            "    return training_args",
+            "    training_args.overwrite_output_dir = True\n    return training_args",
+        ),
+        ("@dataclass\n", ""),  # not a dataclass: the parse has none of the script's own
+        (  # read in another function, which does not see the dataclass's variable
+            "    script_args, training_args = parser.parse_args_into_dataclasses(argv)\n    return training_args.",
+            "    (script_args, training_args) = parser.parse_args_into_dataclasses(argv)\n    return other(training_args)"
+            "\n\n\ndef other(training_args):\n    return training_args.",
+        ),
+        (
+            "    script_args, training_args = parser",
+            "    training_args = TrainingArguments('out')\n    _, _ = parser",
+        ),
+    ],
+)
+def test_overwrite_output_dir_keeps_its_todo_where_the_move_is_not_proven(change) -> None:
+    migrated, findings = migrate_python(OWN_DATACLASS_SCRIPT.replace(*change))
+    assert "TODO(neuron-migrate): NM224 `training_args.overwrite_output_dir`" in migrated
+
+
+@pytest.mark.parametrize("model_type", sorted(RETURN_DICT_FALSE_WORKS))
+def test_return_dict_false_at_the_load_keeps_tuples_for_the_model_types_the_rewrite_trusts(
+    model_type,
+) -> None:
+    import torch
+    import transformers
+
+    small = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
+    if model_type == "distilbert":
+        small = {"dim": 32, "n_layers": 1, "n_heads": 2, "hidden_dim": 64}
+    config = transformers.AutoConfig.for_model(model_type, **({} if model_type == "resnet" else small))
+    config.return_dict = False
+    prefix = RETURN_DICT_FALSE_WORKS[model_type]
+    heads = ("ForImageClassification",) if model_type == "resnet" else ("ForSequenceClassification", "Model")
+    for head in heads:
+        model = getattr(transformers, prefix + head)(config).eval()
+        inputs = torch.randn(1, 3, 64, 64) if model_type == "resnet" else torch.tensor([[1, 2, 3]])
+        assert isinstance(model(inputs), tuple), (model_type, head)
+
+
+def test_torchscript_keeps_a_todo_where_the_architecture_is_not_known_to_take_return_dict() -> None:
+    for load in (
+        'ViTForImageClassification.from_pretrained("google/vit-base-patch16-224"',
+        "AutoModel.from_pretrained(name",
+    ):
+        migrated, findings = migrate_python(
+            f"from transformers import AutoModel, ViTForImageClassification\nm = {load}, torchscript=True)\n"
+        )
+        assert "torchscript=True" in migrated and "breaks many architectures" in migrated

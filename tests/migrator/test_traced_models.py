@@ -185,3 +185,33 @@ def test_the_diffusion_tensor_parallel_advice_names_transformers_with_a_plan():
     assert "TensorParallelConfig(tp_degree=N)" in advice and hasattr(diffusers, "TensorParallelConfig")
     assert "enable_parallelism(config=" in advice
     assert "config" in inspect.signature(diffusers.ModelMixin.enable_parallelism).parameters
+
+
+CHIP_SWITCH = """\
+import os
+
+import torch
+
+if os.environ.get("CHIP") == "inf1":
+    import torch_neuron as backend
+else:
+    import torch_neuronx as backend
+
+traced = backend.trace(model, example)
+logits = traced(*example)[0]
+"""
+
+
+def test_a_trace_through_an_alias_each_branch_of_a_chip_switch_binds_is_rewritten_whole():
+    migrated, findings = migrate_python(CHIP_SWITCH)
+    assert 'torch.compile(model.to("neuron")' in migrated
+    assert (
+        "backend.trace" not in migrated and "import torch_neuron" not in migrated and "TODO" not in migrated
+    )
+
+
+def test_an_alias_bound_to_a_trace_and_to_something_else_is_not_read_as_a_trace():
+    migrated, findings = migrate_python(
+        CHIP_SWITCH.replace("torch_neuron as backend", "my_tracer as backend")
+    )
+    assert "torch.compile(model.to" not in migrated and "traced = backend.trace(model, example)" in migrated

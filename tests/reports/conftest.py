@@ -9,8 +9,10 @@ DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(autouse=True)
-def offline(monkeypatch):
+def offline(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # The checklist's real-size plans are measured once for the session, not kept in the user's cache.
+    monkeypatch.setenv("NEURON_MIGRATE_CACHE", str(tmp_path_factory.getbasetemp() / "neuron-migrate-cache"))
 
 
 @pytest.fixture

@@ -105,6 +105,28 @@ def test_items_models_and_order(project, results, rows):
     assert severities == sorted(severities, key=["blocking", "manual", "compile-risk", "check"].index)
 
 
+def test_each_causal_lm_shows_its_real_size_plan_for_what_the_script_does(tmp_path, results, capsys):
+    (tmp_path / "infer.py").write_text(INFERENCE_SCRIPT)
+    (tmp_path / "train.py").write_text(
+        'from trl import SFTTrainer\n\ntrainer = SFTTrainer(model="meta-llama/Llama-3.1-8B")\n'
+        'other = SFTTrainer(model="mistralai/Mistral-7B-Instruct-v0.3")\n'
+    )
+    context = build_checklist([tmp_path], results, online=False, analyze=fake_analyze({}))
+    plans = {row.reference: row.plan for row in context["models"]}
+    assert plans["Qwen/Qwen3-0.6B"].startswith("generate, bf16, batch 1 x sequence 2048: 0.60B parameters")
+    # What `neuron-compat plan meta-llama/Llama-3.1-8B` answers: FSDP over 4 ranks with checkpointing.
+    assert plans["meta-llama/Llama-3.1-8B"] == (
+        "train, bf16, batch 1 x sequence 2048: 8.03B parameters, TP plan full; fits trn2.48xlarge at tp 1 x "
+        "fsdp 4, activation checkpointing (17.7 GiB of 24.0 GiB per rank): DistributedConfig(tp_size=1, "
+        "fsdp_size=4)"
+    )
+    assert plans["mistralai/Mistral-7B-Instruct-v0.3"].startswith("no real-size plan (`neuron-compat plan`)")
+    assert "--config PATH" in plans["mistralai/Mistral-7B-Instruct-v0.3"]
+    assert write_checklist([tmp_path], None, results, online=False, analyze=fake_analyze({})) == 0
+    out = capsys.readouterr().out
+    assert "Real-size plans" in out and "- `meta-llama/Llama-3.1-8B`: train, bf16" in out
+
+
 def test_markdown_is_a_task_list_with_blocking_first(project, results, tmp_path, capsys):
     output = tmp_path / "out" / "checklist.md"
     analyze = fake_analyze({"infer.py": [finding("NM901", 1, "no rewrite rule; do it", False)]})

@@ -96,6 +96,9 @@ def test_the_table_covers_the_top_100():
         ("BAAI/bge-small-en-v1.5", "bert", "embedding"),
         ("BAAI/bge-m3", model_ids.UNKNOWN, "embedding"),
         ("stabilityai/stable-diffusion-xl-base-1.0", model_ids.UNKNOWN, "diffusion"),
+        # a fine-tune under its base checkpoint's name, by an owner the table does not list
+        ("twmkn9/bert-base-uncased-squad2", "bert", "classification"),
+        ("deepset/roberta-base-squad2", "roberta", "classification"),
     ],
 )
 def test_table_gives_the_type_and_says_when_it_is_not_a_causal_lm(model_id, model_type, task):

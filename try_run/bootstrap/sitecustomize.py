@@ -18,6 +18,11 @@ What it does, each through the library's own extension point where one exists:
 - records Dynamo's recompiles with the guard failures Dynamo gives as reasons, each attributed to the
   nearest frame of the user's own code, plus graph counts and graph breaks from Dynamo's counters;
 - records the user's frame nearest to an uncaught exception;
+- serves a GET of an image URL (requests, httpx) with a stand-in picture in the format the URL names, the
+  URL recorded (no network reaches a try); other URLs fail as they do offline;
+- records the Hub writes a script asks for (create_repo, commits, branches, tags: what push_to_hub and
+  upload_folder come down to; deletions, moves, settings) after doing their local part, and sends nothing;
+  answers whoami and login with a stand-in account, and reads of a repository the run wrote with what it wrote;
 - writes what it saw to REPORT_DIR/<pid>.json (after each step and at exit);
 - for `neuron-migrate bench` (config "bench"), nothing is capped but the step or request count: it times
   every optimizer step and generate() call with the device synchronized at its end, counts the samples and
@@ -27,6 +32,7 @@ What it does, each through the library's own extension point where one exists:
 from __future__ import annotations
 
 import atexit
+import contextvars
 import importlib.machinery
 import importlib.util
 import json
@@ -35,9 +41,15 @@ import os
 import sys
 import time
 import traceback
+from typing import NamedTuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _CONFIG = json.loads(os.environ.get("NEURON_MIGRATE_TRY") or "null")
+# The try's own code (try_run/, its bootstrap, the stand-in device): never the user's, even in a tree that holds it.
+_OURS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(_HERE))), name) + os.sep
+    for name in ("try_run", "standin")
+)
 LAUNCHER_PROCESS_OPTIONS = ("--nproc_per_node", "--nproc-per-node", "--num_processes", "--num-processes")
 LAUNCHER_NODE_OPTIONS = ("--nnodes", "--num_machines", "--num-machines")
 # The processes the user's launcher asked for, when the try started fewer (set by the launcher's bootstrap
@@ -64,6 +76,11 @@ class _State:
         self.models: list[dict] = []
         self.error: dict | None = None
         self.launcher_capped: list[str] = []
+        self.uploads: list[dict] = []  # Hub writes recorded, not sent (_after_hf_api)
+        self.hub_account: list[dict] = []  # whoami, login, logout: answered by the stand-in account
+        self.images: list[dict] = []  # image URLs served with a stand-in picture (_stand_in_image)
+        self.local_dirs: list[dict] = []  # stand-ins copied into a download's local_dir
+        self.foreign_magics: list[str] = []  # magics of another kernel, not run (a notebook's kernel)
         self.set_up_exits: dict[int, int] = {}  # a notebook's set-up lines (in the plan's order): exit codes
         self.marks: dict[
             str, float
@@ -83,7 +100,7 @@ class _State:
         real = os.path.realpath(filename) if os.path.isabs(filename) else filename
         for sandbox, origin in self.config.get("roots", {}).items():
             if real == sandbox or real.startswith(sandbox + os.sep):
-                if "site-packages" in real or "dist-packages" in real:
+                if "site-packages" in real or "dist-packages" in real or real.startswith(_OURS):
                     return None
                 return {"file": os.path.normpath(origin + real[len(sandbox) :]), "line": line}
         if self.config.get("notebook") and _is_cell_file(filename):
@@ -118,7 +135,12 @@ class _State:
             "models": self.models,
             "error": self.error,
             "launcher_capped": self.launcher_capped,
+            "local_dirs": self.local_dirs,
+            "foreign_magics": self.foreign_magics,
             "set_up_exits": self.set_up_exits,
+            "uploads": self.uploads,
+            "hub_account": self.hub_account,
+            "images": self.images,
             "seconds": round(time.time() - self.started, 3),
             "marks": self.marks,
         }
@@ -400,6 +422,51 @@ def _after_diffusion_pipeline(module) -> None:
     base.__init_subclass__ = classmethod(init_subclass)
 
 
+def _serve_local_dir(module, name: str) -> None:
+    """Offline, `snapshot_download(repo_id, local_dir=DIR)` (and `hf_hub_download`) look for the files in DIR only:
+    where the try's Hub cache holds the repository's stand-in, its files are copied into DIR as a download writes
+    them (plain files, `allow_patterns` / `ignore_patterns` applied), and DIR is returned; otherwise the library
+    answers as it does offline (DIR as it is, or its LocalEntryNotFoundError). `force_download=True` (fetch the
+    files again even when cached) is served from the cache too: offline, huggingface_hub refuses it (ValueError),
+    and the stand-in has no newer files than those it holds."""
+    import functools
+    import shutil
+    from pathlib import Path
+
+    download = getattr(module, name)
+
+    @functools.wraps(download)
+    def serving(*args, **kwargs):
+        kwargs.pop("force_download", None)
+        local_dir = kwargs.pop("local_dir", None)
+        if local_dir is None:
+            return download(*args, **kwargs)
+        try:
+            cached = Path(download(*args, **kwargs))  # the snapshot (or file) in the try's Hub cache
+        except module.LocalEntryNotFoundError:
+            return download(*args, local_dir=local_dir, **kwargs)  # no stand-in: the library's own answer
+        snapshot = next(folder for folder in [cached, *cached.parents] if folder.parent.name == "snapshots")
+        files = [cached] if cached.is_file() else [path for path in cached.rglob("*") if path.is_file()]
+        relative = [path.relative_to(snapshot).as_posix() for path in files]
+        from huggingface_hub.utils import filter_repo_objects
+
+        kept = filter_repo_objects(
+            relative,
+            allow_patterns=kwargs.get("allow_patterns"),
+            ignore_patterns=kwargs.get("ignore_patterns"),
+        )
+        target = Path(local_dir).expanduser().resolve()
+        for path in kept:
+            (target / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(snapshot / path, target / path)
+        STATE.local_dirs.append(
+            {"repo_id": kwargs.get("repo_id", args[0] if args else None), "dir": str(target)}
+        )
+        return str(target / relative[0]) if cached.is_file() else str(target)
+
+    setattr(module, name, serving)
+
+
 def _after_modeling(module) -> None:
     pretrained = module.PreTrainedModel
     load = pretrained.from_pretrained.__func__
@@ -424,6 +491,460 @@ def _after_modeling(module) -> None:
         return model
 
     pretrained.from_pretrained = classmethod(recording_from_pretrained)
+
+
+# The account a try answers `whoami()` with and logs in as: the try has no credentials (HF_TOKEN is a placeholder).
+STAND_IN_USER = "neuron-migrate-try"
+# The id of every commit a try "makes": none exists.
+NO_COMMIT = "0" * 40
+
+
+class _WrittenFile(NamedTuple):
+    size: int
+    content: (
+        bytes | None
+    )  # kept up to KEPT_BYTES (cards, configs), for the flows that read back what they wrote
+
+
+# What this process wrote to the Hub, as the Hub would now hold it: (repo_type, repo_id) -> {path: file}. Reads
+# of these repositories answer from it, so a write flow that reads back what it wrote (datasets' push_to_hub
+# lists the files it replaces and reads the card it extends) sees this run's writes.
+_WRITTEN: dict[tuple[str, str], dict[str, _WrittenFile]] = {}
+KEPT_BYTES = 1_000_000
+# The stand-in answer to the one request a simple write (delete_repo, update_repo_settings, ...) makes, while
+# the real method runs its own checks of the arguments (_answered).
+_ANSWERING: contextvars.ContextVar = contextvars.ContextVar("answering_hub_writes", default=None)
+
+
+def _after_hf_api(module) -> None:
+    """The Hub's write calls do their local part (a commit's files are read and hashed, a README's metadata is
+    parsed, a repo id, a repo type, a setting is validated) and are then recorded in the report, not sent: the
+    try has no network and no credentials. The uploads of Transformers, Diffusers, sentence-transformers,
+    datasets and the Trainer all come down to these HfApi methods. `whoami` answers with the stand-in account;
+    reads of a repository this run wrote answer from what it wrote (_WRITTEN). The module's own functions
+    (`huggingface_hub.upload_folder`, `whoami`) are bound methods of its shared HfApi, bound again to the
+    methods replaced here."""
+    api = module.HfApi
+    session = module.get_session
+    for method in [
+        *_recorded_writes(module),
+        *_answered_writes(module, session),
+        *_answered_reads(module, session),
+    ]:
+        setattr(api, method.__name__, method)
+        if hasattr(module, method.__name__):  # huggingface_hub.create_repo: a method of the module's HfApi
+            setattr(module, method.__name__, getattr(module.api, method.__name__))
+    module.get_session = lambda: _ANSWERING.get() or session()
+    # upload_folder streams through the Xet pipeline where hf_xet is installed, which uploads before it
+    # commits; without it, it gathers the folder's files and makes one create_commit, recorded above.
+    module.is_xet_available = lambda: False
+
+
+def _repo_url(module, endpoint: str, repo_id: str, repo_type: str | None) -> str:
+    return f"{endpoint}/{module.constants.REPO_TYPES_URL_PREFIXES.get(repo_type, '')}{repo_id}"
+
+
+def _recorded_writes(module) -> list:
+    """The writes that create: a repository, a commit (with what it adds, copies and deletes), a branch, a tag."""
+    api = module.HfApi
+    checked = module.validate_hf_hub_args  # the repo-id checks the real methods make
+
+    @checked
+    def create_repo(self, repo_id, *, private=None, visibility=None, repo_type=None, **options):
+        hidden = " (private)" if private or visibility == "private" else ""
+        _record_upload(repo_id, repo_type, f"create the repository{hidden}")
+        _WRITTEN.setdefault((repo_type or "model", repo_id), {})
+        return module.RepoUrl(_repo_url(module, self.endpoint, repo_id, repo_type), endpoint=self.endpoint)
+
+    @module.future_compatible
+    @checked
+    def create_commit(
+        self, repo_id, operations, *, commit_message, repo_type=None, run_as_future=False, **options
+    ):
+        if not commit_message:  # as the real call refuses it
+            raise ValueError("`commit_message` can't be empty, please pass a value.")
+        from huggingface_hub import CommitOperationAdd
+
+        operations = list(operations)
+        additions = [op for op in operations if isinstance(op, CommitOperationAdd)]
+        readme = next((op for op in additions if op.path_in_repo == "README.md"), None)
+        if readme is not None:
+            with readme.as_file() as file:
+                self._validate_yaml(file.read().decode(), repo_type=repo_type)
+        # Each addition read its file and hashed it when it was made (CommitOperationAdd.upload_info).
+        size = sum(op.upload_info.size for op in additions)
+        branch = f" on {options['revision']}" if options.get("revision") else ""
+        proposed = " as a pull request" if options.get("create_pr") else ""
+        what = f"commit {commit_message!r}{branch}{proposed}: {len(additions)} file(s), {_bytes(size)}"
+        if len(operations) > len(additions):
+            what += f", {len(operations) - len(additions)} deletion(s) or copies"
+        _record_upload(repo_id, repo_type, what)
+        _commit_written(_WRITTEN.setdefault((repo_type or "model", repo_id), {}), operations)
+        return module.CommitInfo(
+            commit_url=f"{_repo_url(module, self.endpoint, repo_id, repo_type)}/commit/{NO_COMMIT}",
+            commit_message=commit_message,
+            commit_description=options.get("commit_description") or "",
+            oid=NO_COMMIT,
+        )
+
+    @checked
+    def preupload_lfs_files(self, repo_id, additions, *, repo_type=None, **options):
+        """Sends a commit's large files ahead of it: nothing to send; the commit that publishes them records
+        them (each addition read and hashed its file when it was made)."""
+        if repo_type not in module.constants.REPO_TYPES:  # as the real call refuses it
+            raise ValueError(f"Invalid repo type, must be one of {module.constants.REPO_TYPES}")
+        for addition in additions:
+            addition._is_uploaded = True  # as the real call marks them
+
+    @checked
+    def create_branch(self, repo_id, *, branch, repo_type=None, **options):
+        _record_upload(repo_id, repo_type, f"create the branch {branch}")
+
+    @checked
+    def create_tag(self, repo_id, *, tag, repo_type=None, **options):
+        _record_upload(repo_id, repo_type, f"create the tag {tag}")
+
+    def _validate_yaml(self, content, *, repo_type=None, token=None):
+        """The card's metadata, parsed here as the Hub would (a malformed block raises ValueError)."""
+        from huggingface_hub.repocard import RepoCard
+
+        RepoCard(content, ignore_metadata_errors=False)
+
+    def run_as_future(self, fn, *args, **kwargs):
+        """Runs the call in a thread, as the real one does, with the user's frame that asked for it (no longer on
+        that thread's stack) for its record."""
+        context = contextvars.copy_context()
+        context.run(_UPLOAD_CALLER.set, _user_frame())
+        return submit(self, context.run, fn, *args, **kwargs)
+
+    submit = api.run_as_future
+    return [
+        create_repo,
+        create_commit,
+        preupload_lfs_files,
+        create_branch,
+        create_tag,
+        _validate_yaml,
+        run_as_future,
+    ]
+
+
+def _commit_written(files: dict[str, _WrittenFile], operations: list) -> None:
+    """A commit's operations applied to the files of a repository this run wrote."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete
+
+    for op in operations:
+        if isinstance(op, CommitOperationAdd):
+            files[op.path_in_repo] = _written_file(op)
+        elif isinstance(op, CommitOperationCopy):
+            files[op.path_in_repo] = files.get(op.src_path_in_repo, _WrittenFile(0, None))
+        elif isinstance(op, CommitOperationDelete):
+            folder = op.path_in_repo.rstrip("/") + "/"
+            for path in [p for p in files if p == op.path_in_repo or op.is_folder and p.startswith(folder)]:
+                del files[path]
+
+
+def _written_file(addition) -> _WrittenFile:
+    """A committed file, with its content where it is small and still at hand (a file sent ahead by
+    preupload_lfs_files may be gone by its commit, as datasets deletes its parquet shards)."""
+    size = addition.upload_info.size
+    if addition._is_uploaded or size > KEPT_BYTES:
+        return _WrittenFile(size, None)
+    with addition.as_file() as file:
+        return _WrittenFile(size, file.read())
+
+
+def _answered_writes(module, session) -> list:
+    """The writes that make one request to the Hub (delete a repository, a branch or a tag; move a repository;
+    change its settings; squash its history): the real method runs, with its checks of the arguments, and its request is answered
+    by an empty success (_ANSWERING), so nothing is sent."""
+    api = module.HfApi
+    real = {name: getattr(api, name) for name in ("delete_repo", "move_repo", "update_repo_settings")}
+    real.update(
+        {name: getattr(api, name) for name in ("delete_branch", "delete_tag", "super_squash_history")}
+    )
+
+    def answered(name, *args, **kwargs):
+        http = _http_module(session)
+        with http.Client(transport=http.MockTransport(lambda request: http.Response(200, json={}))) as client:
+            answering = _ANSWERING.set(client)
+            try:
+                return real[name](*args, **kwargs)
+            finally:
+                _ANSWERING.reset(answering)
+
+    def delete_repo(self, repo_id, **options):
+        answered("delete_repo", self, repo_id, **options)
+        _WRITTEN.pop((options.get("repo_type") or "model", repo_id), None)
+        _record_upload(repo_id, options.get("repo_type"), "delete the repository")
+
+    def move_repo(self, from_id, to_id, **options):
+        answered("move_repo", self, from_id, to_id, **options)
+        kind = options.get("repo_type") or "model"
+        if (kind, from_id) in _WRITTEN:
+            _WRITTEN[(kind, to_id)] = _WRITTEN.pop((kind, from_id))
+        _record_upload(from_id, options.get("repo_type"), f"move the repository to {to_id}")
+
+    def update_repo_settings(self, repo_id, **options):
+        answered("update_repo_settings", self, repo_id, **options)
+        settings = [
+            f"{name}={options[name]}"
+            for name in ("gated", "private", "visibility")
+            if options.get(name) is not None
+        ]
+        _record_upload(repo_id, options.get("repo_type"), f"update the settings: {', '.join(settings)}")
+
+    def delete_branch(self, repo_id, *, branch, **options):
+        answered("delete_branch", self, repo_id, branch=branch, **options)
+        _record_upload(repo_id, options.get("repo_type"), f"delete the branch {branch}")
+
+    def delete_tag(self, repo_id, *, tag, **options):
+        answered("delete_tag", self, repo_id, tag=tag, **options)
+        _record_upload(repo_id, options.get("repo_type"), f"delete the tag {tag}")
+
+    def super_squash_history(self, repo_id, **options):
+        answered("super_squash_history", self, repo_id, **options)
+        branch = f" of {options['branch']}" if options.get("branch") else ""
+        _record_upload(repo_id, options.get("repo_type"), f"squash the history{branch} into one commit")
+
+    return [delete_repo, move_repo, update_repo_settings, delete_branch, delete_tag, super_squash_history]
+
+
+def _answered_reads(module, session) -> list:
+    """whoami, with the stand-in account; the reads of a repository this run wrote (its info, its files), with
+    what it wrote. A repository it did not write is read as before (offline: OfflineModeIsEnabled), but for
+    repo_info (and repo_exists, which asks it), what write flows ask before they create a repository."""
+    api = module.HfApi
+    real = {name: getattr(api, name) for name in ("model_info", "dataset_info", "space_info")}
+    real.update({name: getattr(api, name) for name in ("list_repo_tree", "get_paths_info", "file_exists")})
+    from huggingface_hub.errors import OfflineModeIsEnabled, RemoteEntryNotFoundError, RepositoryNotFoundError
+
+    class NotWritten(RepositoryNotFoundError, OfflineModeIsEnabled):
+        """Not found (datasets' push_to_hub then creates the repository; repo_exists says False) and not
+        reachable (readers that fall back to their cache offline still do)."""
+
+    def _inner_whoami(self, token):
+        """The Hub's answer to whoami-v2 for the stand-in account (the real whoami resolves the token first:
+        no token at all still fails as it does)."""
+        _record_account("whoami")
+        return {
+            "type": "user",
+            "name": STAND_IN_USER,
+            "fullname": STAND_IN_USER,
+            "orgs": [],
+            "auth": {"type": "access_token", "accessToken": {"displayName": "try", "role": "write"}},
+        }
+
+    def info(kind: str, info_class):
+        def repo_info_of_kind(self, repo_id, **options):
+            files = _WRITTEN.get((kind, repo_id))
+            if files is None:
+                return real[f"{kind}_info"](self, repo_id, **options)
+            siblings = [{"rfilename": path, "size": file.size} for path, file in sorted(files.items())]
+            return info_class(id=repo_id, sha=NO_COMMIT, siblings=siblings, private=False)
+
+        repo_info_of_kind.__name__ = f"{kind}_info"
+        return repo_info_of_kind
+
+    kinds = {"model": module.ModelInfo, "dataset": module.DatasetInfo, "space": module.SpaceInfo}
+    written_info = {kind: info(kind, info_class) for kind, info_class in kinds.items()}
+
+    def not_found(error_class, message: str, url: str):
+        http = _http_module(session)
+        return error_class(message, response=http.Response(404, request=http.Request("GET", url)))
+
+    def repo_info(self, repo_id, *, repo_type=None, **options):
+        kind = repo_type or "model"
+        if (kind, repo_id) in _WRITTEN:
+            return written_info[kind](self, repo_id)
+        url = _repo_url(module, self.endpoint, repo_id, repo_type)
+        raise not_found(
+            NotWritten, f"{kind} {repo_id}: not written by this run, and a try does not reach the Hub", url
+        )
+
+    def list_repo_tree(self, repo_id, path_in_repo=None, *, recursive=False, repo_type=None, **options):
+        files = _WRITTEN.get((repo_type or "model", repo_id))
+        if files is None:
+            return real["list_repo_tree"](
+                self, repo_id, path_in_repo, recursive=recursive, repo_type=repo_type, **options
+            )
+        under = (path_in_repo or "").strip("/")
+        if under and not any(path.startswith(under + "/") for path in files):  # as the Hub answers: 404
+            url = f"{_repo_url(module, self.endpoint, repo_id, repo_type)}/tree/main/{under}"
+            raise not_found(
+                RemoteEntryNotFoundError, f"{repo_id}: no folder {under} in what this run wrote", url
+            )
+        return _written_tree(module, files, under, recursive)
+
+    def get_paths_info(self, repo_id, paths, *, repo_type=None, **options):
+        files = _WRITTEN.get((repo_type or "model", repo_id))
+        if files is None:
+            return real["get_paths_info"](self, repo_id, paths, repo_type=repo_type, **options)
+        asked = {paths} if isinstance(paths, str) else set(paths)
+        return [entry for entry in _written_tree(module, files, "", True) if entry.path in asked]
+
+    def file_exists(self, repo_id, filename, *, repo_type=None, **options):
+        files = _WRITTEN.get((repo_type or "model", repo_id))
+        if files is None:
+            return real["file_exists"](self, repo_id, filename, repo_type=repo_type, **options)
+        return filename in files
+
+    return [_inner_whoami, repo_info, *written_info.values(), list_repo_tree, get_paths_info, file_exists]
+
+
+def _written_tree(module, files: dict[str, int], under: str, recursive: bool):
+    """The files and folders of a repository this run wrote under the folder `under` ("": its root), as the Hub
+    lists them."""
+    folders = {"/".join(path.split("/")[:depth]) for path in files for depth in range(1, path.count("/") + 1)}
+    prefix = under + "/" if under else ""
+    for path in sorted(set(files) | folders):
+        rest = path[len(prefix) :]
+        if path.startswith(prefix) and rest and (recursive or "/" not in rest):
+            if path in files:
+                yield module.RepoFile(path=path, size=files[path].size, oid=NO_COMMIT)
+            else:
+                yield module.RepoFolder(path=path, oid=NO_COMMIT)
+
+
+def _after_hf_file_system(module) -> None:
+    """A file of a repository this run wrote, opened for reading through HfFileSystem (datasets' push_to_hub reads
+    the card a previous push wrote to extend it): its content as the run committed it."""
+    open_file = module.HfFileSystem._open
+
+    def reading_written(self, path, mode="rb", block_size=None, revision=None, **kwargs):
+        if "r" in mode:
+            resolved = self.resolve_path(path, revision=revision)
+            files = _WRITTEN.get((resolved.repo_type, getattr(resolved, "repo_id", None)), {})
+            written = files.get(resolved.path_in_repo)
+            if written is not None and written.content is not None:
+                import io
+
+                return io.BytesIO(written.content)
+        return open_file(self, path, mode, block_size, revision, **kwargs)
+
+    module.HfFileSystem._open = reading_written
+
+
+def _http_module(session):
+    """The HTTP library huggingface_hub's session is made with (httpx, or its fork httpx2)."""
+    return sys.modules[type(session()).__module__.split(".")[0]]
+
+
+def _after_login(module) -> None:
+    """`login(token=...)` checks the token as the real call does (an organization's token is refused; whoami
+    answers with the stand-in account) and is recorded; no token is stored anywhere (no token file, no git
+    credential: the try's token is a placeholder). An interactive login (notebook_login, interpreter_login,
+    login() without a token) has nobody to answer it: it logs in with the try's token. logout deletes nothing."""
+    module._save_token = lambda **stored: None
+    module._set_active_token = lambda token_name, add_to_git_credential: _record_account("log in")
+
+    def interactive_login(*, skip_if_logged_in=True):
+        module._validate_and_save_token(module.get_token(), add_to_git_credential=False)
+
+    module.notebook_login = module.interpreter_login = interactive_login
+    module.logout = lambda token_name=None: _record_account("log out")
+
+
+def _record_account(what: str) -> None:
+    STATE.hub_account.append(
+        {"what": what, "name": STAND_IN_USER, "user": _UPLOAD_CALLER.get() or _user_frame()}
+    )
+    STATE.write()
+
+
+# The user's frame that asked for an upload run as a future (Trainer's pushes at each save).
+_UPLOAD_CALLER: contextvars.ContextVar[dict | None] = contextvars.ContextVar("upload_caller", default=None)
+
+
+# A URL of an image (the photo of a model card's example): served with a stand-in image, as the network is not
+# there; any other URL fails as it would offline.
+IMAGE_SUFFIXES = {
+    ".jpg": "JPEG",
+    ".jpeg": "JPEG",
+    ".png": "PNG",
+    ".webp": "WEBP",
+    ".bmp": "BMP",
+    ".gif": "GIF",
+}
+
+
+def _stand_in_image(url: str) -> bytes | None:
+    """A 640 x 480 picture in the format the URL names (a gradient: deterministic, every channel varying), and
+    the URL recorded; None for a URL that names no image, or without Pillow."""
+    path = url.split("?", 1)[0].split("#", 1)[0].lower()
+    kind = next((kind for suffix, kind in IMAGE_SUFFIXES.items() if path.endswith(suffix)), None)
+    if kind is None:
+        return None
+    try:
+        from PIL import Image
+    except ImportError:
+        return None
+    import io
+
+    image = Image.linear_gradient("L").resize((640, 480))
+    image = Image.merge(
+        "RGB", (image, image.rotate(90).resize((640, 480)), image.transpose(Image.FLIP_LEFT_RIGHT))
+    )
+    out = io.BytesIO()
+    image.save(out, format=kind)
+    user = _user_frame()
+    STATE.images.append({"url": url, "user": user})
+    return out.getvalue()
+
+
+def _after_requests(module) -> None:
+    send = module.HTTPAdapter.send
+
+    def serving(self, request, *args, **kwargs):
+        data = _stand_in_image(request.url) if request.method == "GET" else None
+        if data is None:
+            return send(self, request, *args, **kwargs)
+        import io
+
+        import requests
+
+        response = requests.models.Response()
+        response.status_code, response.reason, response.url, response.request = (
+            200,
+            "OK",
+            request.url,
+            request,
+        )
+        response.headers["Content-Type"] = "image/" + request.url.rsplit(".", 1)[-1].split("?")[0].lower()
+        response.raw = io.BytesIO(data)
+        return response
+
+    module.HTTPAdapter.send = serving
+
+
+def _after_httpx(module) -> None:
+    handle = module.HTTPTransport.handle_request
+
+    def serving(self, request):
+        data = _stand_in_image(str(request.url)) if request.method == "GET" else None
+        if data is None:
+            return handle(self, request)
+        package = sys.modules[module.__name__.split(".")[0]]
+        return package.Response(200, content=data, request=request)
+
+    module.HTTPTransport.handle_request = serving
+
+
+def _user_frame() -> dict | None:
+    return STATE.nearest_user_frame(traceback.extract_stack()[:-1])
+
+
+def _bytes(size: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
+
+
+def _record_upload(repo_id: str, repo_type: str | None, what: str) -> None:
+    user = _UPLOAD_CALLER.get() or _user_frame()
+    STATE.uploads.append({"repo_id": repo_id, "repo_type": repo_type or "model", "what": what, "user": user})
+    STATE.write()
 
 
 def _after_distributed_config(module) -> None:
@@ -636,14 +1157,25 @@ def _record_exception(kind, value, tb) -> None:
     message = str(value).strip()
     STATE.error = {
         "type": kind.__name__,
+        "module": kind.__module__,  # botocore.exceptions: a call that reached for AWS
         # start and end: a long message's end often names the cause (a list of types ending in DeviceMesh)
         "message": message if len(message) <= 2000 else f"{message[:1000]} ... {message[-1000:]}",
         "chain": chain,
-        "user": STATE.nearest_user_frame(frames),
+        "user": _syntax_error_location(value) or STATE.nearest_user_frame(frames),
         "raised_at": {"file": frames[-1].filename, "line": frames[-1].lineno} if frames else None,
         "time": time.time(),  # among ranks, the first error is the cause; the others see a closed connection
     }
     STATE.write()
+
+
+def _syntax_error_location(value) -> dict | None:
+    """Where code does not parse (a user's file or cell): a SyntaxError's own file and line, not a frame."""
+    if not isinstance(value, SyntaxError) or not value.filename:
+        return None
+    location = STATE.user_location(value.filename, value.lineno or 1)
+    if location is not None:
+        location["code"] = (value.text or "").strip()
+    return location
 
 
 def _install(config: dict) -> None:
@@ -667,6 +1199,17 @@ def _install(config: dict) -> None:
     if BENCH is None:  # a bench runs the pipelines and parallel layout as written
         hooks["diffusers.pipelines.pipeline_utils"] = _after_diffusion_pipeline
         hooks["transformers.distributed.configuration_utils"] = _after_distributed_config
+        hooks["huggingface_hub.hf_api"] = _after_hf_api
+        hooks["huggingface_hub._login"] = _after_login
+        hooks["huggingface_hub.hf_file_system"] = _after_hf_file_system
+        hooks["huggingface_hub._snapshot_download"] = lambda module: _serve_local_dir(
+            module, "snapshot_download"
+        )
+        hooks["huggingface_hub.file_download"] = lambda module: _serve_local_dir(module, "hf_hub_download")
+        hooks["requests.adapters"] = _after_requests
+        # httpx2: the fork huggingface_hub (and Transformers' load_image) use
+        for httpx in ("httpx", "httpx2"):
+            hooks[f"{httpx}._transports.default"] = _after_httpx
     sys.meta_path.insert(0, _AfterImport(hooks))
     previous_hook = sys.excepthook
 
@@ -694,8 +1237,44 @@ def _watch_ipython() -> None:
             return show(self, *args, **kwargs)
 
         shell_class.showtraceback = recording_showtraceback
+        show_syntax_error = shell_class.showsyntaxerror
+
+        def recording_showsyntaxerror(self, *args, **kwargs):  # a cell that does not parse
+            kind, value, tb = sys.exc_info()
+            if value is not None:
+                _record_exception(kind, value, tb)
+            return show_syntax_error(self, *args, **kwargs)
+
+        shell_class.showsyntaxerror = recording_showsyntaxerror
+        _skip_foreign_magics(shell_class)
 
     sys.meta_path.insert(0, _AfterImport({"IPython.core.interactiveshell": after_interactiveshell}))
+
+
+def _skip_foreign_magics(shell_class) -> None:
+    """A magic IPython does not have (`%additional_python_modules`, `%%configure`: an AWS Glue or Spark kernel's
+    session set-up) is recorded as set-up not run and the cell goes on, where IPython would stop the notebook
+    with a UsageError. IPython decides what it has, extensions loaded by the notebook included."""
+    run_line, run_cell = shell_class.run_line_magic, shell_class.run_cell_magic
+
+    def known(shell, name: str) -> bool:
+        return shell.find_line_magic(name) is not None or shell.find_cell_magic(name) is not None
+
+    def line_magic(self, magic_name, line, *args, **kwargs):
+        if known(self, magic_name):
+            return run_line(self, magic_name, line, *args, **kwargs)
+        STATE.foreign_magics.append(f"%{magic_name} {line}".strip())
+        STATE.write()
+        return None
+
+    def cell_magic(self, magic_name, line, cell, *args, **kwargs):
+        if known(self, magic_name):
+            return run_cell(self, magic_name, line, cell, *args, **kwargs)
+        STATE.foreign_magics.append(f"%%{magic_name} {line}".strip())
+        STATE.write()
+        return None
+
+    shell_class.run_line_magic, shell_class.run_cell_magic = line_magic, cell_magic
 
 
 def _chain_next_sitecustomize() -> None:

@@ -142,6 +142,18 @@ def assemble(args: Args, kept: list[str], extra: list[cst.Arg]) -> list[cst.Arg]
     return out
 
 
+def one_line(args: list[cst.Arg]) -> list[cst.Arg]:
+    """Arguments laid out on one line (those of another call, moved into a load written on one line)."""
+    separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    return [
+        arg.with_changes(
+            comma=separator if index < len(args) - 1 else cst.MaybeSentinel.DEFAULT,
+            whitespace_after_arg=cst.SimpleWhitespace(""),
+        )
+        for index, arg in enumerate(args)
+    ]
+
+
 def dtype_expr(value: cst.BaseExpression) -> cst.BaseExpression:
     """`"bf16"` -> `torch.bfloat16`; a runtime string -> a lookup in the same table."""
     literal = literal_value(value)

@@ -15,6 +15,7 @@ from migrator.families.inference.loads import (
     assemble,
     check_hub_id,
     check_not_compiled,
+    one_line,
     shape_dropped,
     split_args,
     string,
@@ -103,23 +104,12 @@ class CausalLM(Handler):
                 "this load is not assigned to a name, so the static cache cannot be set after it",
                 "assign the model to a variable and run neuron-migrate again",
             )
-        export = self._export_of_folder(original, method)
+        export = file.export_of_folder(original) if method == "from_pretrained" else None
         if export is not None:
             # The folder holds what the export compiled: load what the export loaded, as it did. Its findings
             # are the export's own (reported there).
-            effects, file.effects = file.effects, []
-            try:
-                new_args, cache_len = self._arguments(export, export, owner, "from_pretrained")
-            finally:
-                file.effects = effects
-            separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-            new_args = [
-                arg.with_changes(
-                    comma=separator if index < len(new_args) - 1 else cst.MaybeSentinel.DEFAULT,
-                    whitespace_after_arg=cst.SimpleWhitespace(""),
-                )
-                for index, arg in enumerate(new_args)
-            ]  # on one line, as the load was written
+            new_args, cache_len = file.quietly(self._arguments, export, export, owner, "from_pretrained")
+            new_args = one_line(new_args)  # as the load was written
             line = (self.ctx.source_map.position(export) or (0,))[0]
             file.report(
                 original,
@@ -135,22 +125,8 @@ class CausalLM(Handler):
         target = source_code(file.assigned_calls[original])
         file.loads[original] = PendingLoad(f"{target}.generation_config", cache_len)
         file.remember_model(target)
+        file.effects.append(lambda: file.decoders.add(target))
         return file.retarget(updated, "transformers", "AutoModelForCausalLM", owner, new_args)
-
-    def _export_of_folder(self, load: cst.Call, method: str) -> cst.Call | None:
-        """The export whose saved folder this load reads (by literal path), when its model id can be named here."""
-        if method != "from_pretrained" or not load.args or load.args[0].keyword is not None:
-            return None
-        if find_keyword(load, "export") is not None:
-            return None
-        folder = self.file.folder(load.args[0].value)
-        export = self.file.folders.get(folder) if folder is not None else None
-        if export is None or not export.args or not self.file.fixed_model_id(export.args[0].value):
-            return None
-        cores = [find_keyword(export, name) for name in t.TP_ARGS]
-        if any(arg is not None and literal_value(arg.value) != 1 for arg in cores):
-            return None  # a tensor-parallel export: its launch and core count are decided where it is
-        return export
 
     def _consumed_config(self, config: cst.Call, owner: str) -> None:
         """A `get_neuron_config` goes only when the load that consumes it can be rewritten too: otherwise
@@ -158,9 +134,8 @@ class CausalLM(Handler):
         file = self.file
         load = next((load for load, paired in file.config_pairs.items() if paired is config), None)
         if config in file.paired_configs and load is not None:
-            effects, file.effects = file.effects, []
             try:
-                self._arguments(load, load, owner, load.func.attr.value)
+                file.quietly(self._arguments, load, load, owner, load.func.attr.value)
             except Unmapped:
                 file.paired_configs.discard(config)
                 raise Unmapped(
@@ -169,14 +144,14 @@ class CausalLM(Handler):
                     "config stays for it",
                     "rewrite that load by hand, then remove this statement",
                 ) from None
-            finally:
-                file.effects = effects
             return
+        unpaired = file.unpaired_configs.get(config)
         raise Unmapped(
             "NM109",
-            "this neuron config cannot be paired with a load: no later NeuronModelForCausalLM.export / "
-            "from_pretrained in the same function consumes it, it is used elsewhere, or it passes arguments "
-            "the codemod does not map (it maps " + ", ".join(t.CONFIG_ARGS) + ")",
+            f"this neuron config cannot be merged into its load: {unpaired}"
+            if unpaired
+            else "this neuron config cannot be paired with a load: no later NeuronModelForCausalLM.export / "
+            "from_pretrained in the same function consumes it",
             "carry sequence_length to generation_config.max_cache_len and tensor_parallel_size to "
             "DistributedConfig(tp_size=...) by hand",
         )
@@ -187,6 +162,7 @@ class CausalLM(Handler):
         """The arguments of the rewritten load and its static cache length; raises `Unmapped`."""
         file = self.file
         config_call = file.config_pairs.get(original)
+        unpaired = file.unpaired_configs.get(original)
         paired = config_call is not None
         original, updated = (
             _without_config(original, method, paired),
@@ -197,7 +173,9 @@ class CausalLM(Handler):
         if method == "export" and config_call is None:
             raise Unmapped(
                 "NM109",
-                "the neuron config passed to export() is not built by get_neuron_config in the same scope",
+                f"the neuron config passed to export() is {unpaired}"
+                if unpaired
+                else "the neuron config passed to export() is not built by get_neuron_config in the same scope",
                 'load the checkpoint with AutoModelForCausalLM.from_pretrained(id, device_map="neuron") and '
                 "set the static cache by hand",
             )

@@ -21,6 +21,7 @@ from optimum.neuron import NeuronModelForSequenceClassification
 model = NeuronModelForSequenceClassification.from_pretrained("./compiled-distilbert")
 """,
             after="""\
+# TODO(neuron-migrate): NM501 `optimum.neuron` stays imported only for line 8 (NM106), under its own TODO: `optimum.neuron` is optimum-neuron, which TorchNeuron replaces; remove this import once that statement is rewritten
 from optimum.neuron import NeuronModelForSequenceClassification
 import os
 

@@ -122,21 +122,49 @@ class NeuronConfigPairs(Handler):
                 continue
             passed = _passed_config(value)
             config = configs.get(passed.value) if isinstance(passed, cst.Name) else None
-            if config is None or not config.args or config.args[0].keyword is not None:
+            if config is None:
                 continue
-            uses = _references(scope, passed.value)  # the assignment + the argument only
-            same_model = source_code(config.args[0].value) == source_code(value.args[0].value)
-            known = all(
-                arg.keyword is not None
-                and arg.keyword.value in _PAIRED_EXPORT_ARGS | {"neuron_config", "export"}
-                for arg in value.args[1:]
-                if arg.value is not passed
-            ) and all(
-                arg.keyword is not None and arg.keyword.value in t.CONFIG_ARGS for arg in config.args[1:]
-            )
-            if uses == 2 and same_model and known and isinstance(target, (cst.Name, cst.Attribute)):
+            why = _unpaired(scope, config, value, passed, target)
+            if why is None:
                 self.file.config_pairs[value] = config
                 self.file.paired_configs.add(config)
+            else:
+                line = (self.ctx.source_map.position(config) or (0,))[0]
+                self.file.unpaired_configs[value] = f"built by get_neuron_config on line {line}, but {why}"
+                line = (self.ctx.source_map.position(value) or (0,))[0]
+                self.file.unpaired_configs[config] = f"the load on line {line} consumes it, but {why}"
+
+
+def _unpaired(
+    scope: cst.CSTNode, config: cst.Call, load: cst.Call, passed: cst.Name, target: cst.BaseExpression | None
+) -> str | None:
+    """Why the `get_neuron_config` call `config` cannot merge into the load that consumes it (`passed`, the
+    name holding it); None when it can."""
+    if not config.args or config.args[0].keyword is not None:
+        return "it does not name its checkpoint as its first positional argument"
+    if source_code(config.args[0].value) != source_code(load.args[0].value):
+        return "it names another checkpoint expression than the load"
+    if _references(scope, passed.value) != 2:  # the assignment + the argument only
+        return f"`{passed.value}` is used elsewhere too"
+    unknown = [
+        arg for arg in config.args[1:] if arg.keyword is None or arg.keyword.value not in t.CONFIG_ARGS
+    ] + [
+        arg
+        for arg in load.args[1:]
+        if arg.value is not passed
+        and (
+            arg.keyword is None or arg.keyword.value not in _PAIRED_EXPORT_ARGS | {"neuron_config", "export"}
+        )
+    ]
+    if unknown:
+        return (
+            "it or the load passes arguments the codemod does not map ("
+            + ", ".join(f"`{source_code(arg).rstrip(', ')}`" for arg in unknown)
+            + ")"
+        )
+    if not isinstance(target, (cst.Name, cst.Attribute)):
+        return "the load's result is not assigned to a name"
+    return None
 
 
 def _statements(scope: cst.CSTNode) -> list[cst.SimpleStatementLine]:

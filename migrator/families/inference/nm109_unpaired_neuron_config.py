@@ -23,6 +23,7 @@ def compile_model(neuron_config, output_dir):
     model.save_pretrained(output_dir)
 """,
             after="""\
+# TODO(neuron-migrate): NM501 `optimum.neuron` stays imported only for line 7 (NM109), under its own TODO: `optimum.neuron` is optimum-neuron, which TorchNeuron replaces; remove this import once that statement is rewritten
 from optimum.neuron import NeuronModelForCausalLM
 
 

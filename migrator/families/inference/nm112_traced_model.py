@@ -77,7 +77,9 @@ class TracedModel(FromPretrainedRule):
         kept = [name for name in args.order if name in t.KEPT_LOAD_ARGS]
         file.report(original, TRACED_MODEL)
         if original in file.assigned_calls:
-            file.remember_model(source_code(file.assigned_calls[original]))
+            target = source_code(file.assigned_calls[original])
+            file.remember_model(target)
+            file.effects.append(lambda: file.uploadable.add(target))
         return file.retarget(
             updated, "transformers", t.TRANSFORMERS_MODELS[owner], owner, assemble(args, kept, extra)
         )

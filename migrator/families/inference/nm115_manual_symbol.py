@@ -14,25 +14,26 @@ from migrator.transform import Handler
 MANUAL_SYMBOL = Rule(
     "NM115",
     Severity.ERROR,
-    "An optimum-neuron inference symbol with no mechanical equivalent (embeddings, sentence-transformers, "
+    "An optimum-neuron inference symbol with no mechanical equivalent (decoder embeddings, "
     "ControlNet pipelines, base classes, exporters, compilation configs), or a class of the script that "
     "subclasses an optimum-neuron model, and its loads",
     "Left with a TODO that names the replacement.",
     examples=(
         Example(
             before="""\
-from optimum.neuron import NeuronModelForSentenceTransformers
+from optimum.neuron import NeuronModelForEmbedding
 
-model = NeuronModelForSentenceTransformers.from_pretrained("BAAI/bge-small-en-v1.5", export=True)
+model = NeuronModelForEmbedding.from_pretrained("Qwen/Qwen3-Embedding-0.6B")
 """,
             after="""\
-# TODO(neuron-migrate): NM115 `NeuronModelForSentenceTransformers`: the traced model returns `outputs.sentence_embedding`; use sentence_transformers.SentenceTransformer(model_id, device="neuron") and `model.encode(...)` instead
-from optimum.neuron import NeuronModelForSentenceTransformers
+# TODO(neuron-migrate): NM115 `NeuronModelForEmbedding`: optimum-neuron's compiled embedding model returns the hidden state of each sequence's last token (batch x 1 x hidden: right padding only, not normalised), for the batch size, sequence length and tensor-parallel degree it was exported with; which replacement is the owner's decision: sentence_transformers.SentenceTransformer(model_id, device="neuron") and `model.encode(...)` (the model card's pooling and normalisation), or transformers.AutoModel.from_pretrained(model_id, device_map="neuron") and `model(**inputs).last_hidden_state` read by your own pooling, inputs padded to the exported sequence_length
+from optimum.neuron import NeuronModelForEmbedding
 import os
 
 os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
-model = NeuronModelForSentenceTransformers.from_pretrained("BAAI/bge-small-en-v1.5", export=True)
+# TODO(neuron-migrate): NM501 `NeuronModelForEmbedding` (`optimum.neuron.NeuronModelForEmbedding`) comes from an import that carries the NM115 TODO; the same decision: rewrite this statement with it
+model = NeuronModelForEmbedding.from_pretrained("Qwen/Qwen3-Embedding-0.6B")
 """,
         ),
         Example(
@@ -48,6 +49,7 @@ class Chat(NeuronModelForCausalLM):
 model = Chat.from_pretrained("Qwen/Qwen3-0.6B", export=True, sequence_length=1024)
 """,
             after="""\
+# TODO(neuron-migrate): NM501 `optimum.neuron` stays imported only for line 9 (NM115), under its own TODO: `optimum.neuron` is optimum-neuron, which TorchNeuron replaces; remove this import once that statement is rewritten
 from optimum.neuron import NeuronModelForCausalLM
 import os
 

@@ -23,6 +23,7 @@ SYMBOLS = frozenset(
         *t.CAUSAL_LM,
         *t.TRANSFORMERS_MODELS,
         *t.DIFFUSERS_PIPELINES,
+        *t.SENTENCE_TRANSFORMERS,
         *t.PIPELINE,
         *t.MANUAL_SYMBOLS,
         t.EXPORTERS_MODULE,
@@ -54,10 +55,17 @@ class InferenceFile:
         self.loads: dict[cst.Call, PendingLoad] = {}  # rewritten LLM loads waiting for their statement
         self.config_pairs: dict[cst.Call, cst.Call] = {}  # export call -> its get_neuron_config call
         self.paired_configs: set[cst.Call] = set()  # ...and the configs their export consumes
+        # Why a get_neuron_config and the load of its scope that consumes it are not paired: export call -> "built by
+        # ... on line N, but <why>"; get_neuron_config call -> "the load on line N consumes it, but <why>".
+        self.unpaired_configs: dict[cst.Call, str] = {}
         self.scopes: list[list[str]] = [[]]  # names holding a migrated model, per function scope
         self.dicts: list[dict[str, cst.Dict]] = [{}]  # names holding a literal str-keyed dict, per scope
         self.class_scopes: list[list[str]] = []
         self.preprocessors: dict[str, str] = {}  # name -> "tokenizer" | "processor"
+        # Names holding a migrated model whose own upload (`push_to_hub(repo_id)`) writes what optimum-neuron's
+        # upload of its saved folder did: traced models, sentence-transformers models, diffusion pipelines.
+        self.uploadable: set[str] = set()
+        self.decoders: set[str] = set()  # names holding a migrated causal LM (NM101)
         self.effects: list = []  # findings/imports of the call being rewritten, applied once it succeeds
         # Exports (`from_pretrained(..., export=True)`) by the name they are assigned to in a function, and the
         # folders they are saved to (`model.save_pretrained("llama_neuron/")`): a later load of such a folder
@@ -85,6 +93,21 @@ class InferenceFile:
         return isinstance(model, cst.SimpleString) or (
             isinstance(model, cst.Name) and model.value in self.constants
         )
+
+    def export_of_folder(self, load: cst.Call) -> cst.Call | None:
+        """The export whose saved folder `load` (a `from_pretrained` without `export=`) reads by literal path,
+        when its model id can be named here: a compiled folder cannot be loaded on TorchNeuron, so the load
+        loads what that export loaded."""
+        if not load.args or load.args[0].keyword is not None or find_keyword(load, "export") is not None:
+            return None
+        folder = self.folder(load.args[0].value)
+        export = self.folders.get(folder) if folder is not None else None
+        if export is None or not export.args or not self.fixed_model_id(export.args[0].value):
+            return None
+        cores = [find_keyword(export, name) for name in t.TP_ARGS]
+        if any(arg is not None and literal_value(arg.value) != 1 for arg in cores):
+            return None  # a tensor-parallel export: its launch and core count are decided where it is
+        return export
 
     # --- models on neuron -------------------------------------------------------------------------------------
 
@@ -129,6 +152,14 @@ class InferenceFile:
             effect()
         self.effects.clear()
         return result
+
+    def quietly(self, rewrite, *args):
+        """A rewrite's result without its findings and imports (what another load, or a check, borrows)."""
+        effects, self.effects = self.effects, []
+        try:
+            return rewrite(*args)
+        finally:
+            self.effects = effects
 
     def report(
         self, node: cst.CSTNode, rule: Rule | str, message: str | None = None, subject: str | None = None
@@ -306,7 +337,8 @@ class FromPretrainedRule(Handler):
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
-        cls.CALLS = frozenset(f"{owner}.from_pretrained" for owner in cls.OWNERS)
+        if "CALLS" not in cls.__dict__:  # a rule that also decides other calls says so (None: every call)
+            cls.CALLS = frozenset(f"{owner}.from_pretrained" for owner in cls.OWNERS)
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)

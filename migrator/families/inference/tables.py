@@ -93,6 +93,24 @@ DIFFUSERS_PIPELINES: dict[str, str] = {
     for qualified in _paths(neuron, "optimum.neuron.modeling_diffusion")
 }
 
+# --- sentence-transformers -> sentence_transformers.SentenceTransformer -----------------------------------------
+
+# `NeuronModelForSentenceTransformers` is the name optimum-neuron used before 0.3 (its notebooks still import it).
+SENTENCE_TRANSFORMERS = frozenset(
+    {
+        *_paths("NeuronSentenceTransformers", "optimum.neuron.modeling_sentence_transformers"),
+        *_paths("NeuronModelForSentenceTransformers", "optimum.neuron.modeling"),
+    }
+)
+# What SentenceTransformer(...) calls the Hub arguments of a load; the others have no counterpart there.
+SENTENCE_TRANSFORMER_LOAD_ARGS = {
+    "token": "token",
+    "revision": "revision",
+    "trust_remote_code": "trust_remote_code",
+    "local_files_only": "local_files_only",
+    "cache_dir": "cache_folder",
+}
+
 # --- pipeline() ---------------------------------------------------------------------------------------------------
 
 PIPELINE = frozenset(
@@ -104,19 +122,13 @@ PIPELINE = frozenset(
 _MANUAL_BY_NAME = {
     "NeuronModelForEmbedding": (
         ("optimum.neuron.models.inference.modeling_utils",),
-        "optimum-neuron adds the model's pooling and normalisation itself; load it with "
-        'sentence_transformers.SentenceTransformer(model_id, device="neuron") or transformers.AutoModel plus the '
-        "pooling from the model card, padding inputs to the exported sequence_length",
-    ),
-    "NeuronSentenceTransformers": (
-        ("optimum.neuron.modeling_sentence_transformers",),
-        "the traced model returns `outputs.sentence_embedding`; use "
-        'sentence_transformers.SentenceTransformer(model_id, device="neuron") and `model.encode(...)` instead',
-    ),
-    "NeuronModelForSentenceTransformers": (
-        ("optimum.neuron.modeling",),
-        "the traced model returns `outputs.sentence_embedding`; use "
-        'sentence_transformers.SentenceTransformer(model_id, device="neuron") and `model.encode(...)` instead',
+        "optimum-neuron's compiled embedding model returns the hidden state of each sequence's last token "
+        "(batch x 1 x hidden: right padding only, not normalised), for the batch size, sequence length and "
+        "tensor-parallel degree it was exported with; which replacement is the owner's decision: "
+        'sentence_transformers.SentenceTransformer(model_id, device="neuron") and `model.encode(...)` (the model '
+        'card\'s pooling and normalisation), or transformers.AutoModel.from_pretrained(model_id, device_map="neuron") '
+        "and `model(**inputs).last_hidden_state` read by your own pooling, inputs padded to the exported "
+        "sequence_length",
     ),
     "NeuronDecoderModel": (
         ("optimum.neuron.modeling_decoder",),

@@ -20,7 +20,7 @@ import re
 import tokenize
 from bisect import bisect_right
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from migrator.cst_helpers import shows
 from migrator.families.environment.variables import torchneuron_code
@@ -43,11 +43,21 @@ class _Hit:
     column: int  # 1-based column of the reference
     statement: int  # 0-based first line of the statement that holds it (where its TODO goes)
     scope: int  # 0-based first line of the outermost function (or class) that holds it, -1 outside them
+    # A statement that uses a name a legacy import binds: its TODO's reason, which says whose name it is.
+    use_of: str | None = None
+    use_action: str | None = None  # ... and what to do, where it is not the pattern's
+
+    @property
+    def why(self) -> str:
+        return self.use_of or self.pattern.why.format(self.found)
+
+    @property
+    def action(self) -> str:
+        return self.use_action or self.pattern.action
 
     @property
     def todo(self) -> str:
-        why = self.pattern.why.format(self.found)
-        return f"{TODO_PREFIX} {self.pattern.rule.code} {why}; {self.pattern.action}"
+        return f"{TODO_PREFIX} {self.pattern.rule.code} {self.why}; {self.action}"
 
 
 def mark_python(
@@ -81,7 +91,35 @@ def mark_python(
         hits = [hit for hit in hits if not hit.pattern.torchneuron_setting]
     if not hits:
         return after, findings
-    return _apply(before, after, lines, hits, findings, tree().import_users(hits))
+    users = tree().import_users(hits)
+    return _apply(before, after, lines, hits, findings, users, notebook=bool(tree().cells))
+
+
+def legacy_statements(code: str, original: str) -> dict[int, str]:
+    """Where legacy code survives in `code` (`original` migrated): the 0-based first line of each statement that
+    holds a reference the scan looks for (in code or a string it does not only show) or uses a name a legacy
+    import binds -> the reference (or that name). What every such statement must carry: a TODO, or a rewrite."""
+    masked, strings, _ = _python_code(code)
+    if masked is None:
+        return {}
+    statements = _Statements.of(code, len(_split_lines(code)) + 1)
+
+    def where(line: int, offset: int) -> tuple[int, int] | None:
+        return None if statements.shown(offset) else (statements.start_of(line), statements.scope_of(line))
+
+    hits = _hits(masked, strings, where)
+    if torchneuron_code(original):  # its compiler settings are TorchNeuron's
+        hits = [hit for hit in hits if not hit.pattern.torchneuron_setting]
+    found = {hit.statement: hit.found for hit in reversed(hits)}
+    for users in statements.import_users(hits).values():
+        for user, (what, _) in users.items():
+            found.setdefault(user, what)
+    return dict(sorted(found.items()))
+
+
+def todos_above(code: str, line: int) -> set[str]:
+    """The neuron-migrate TODO comments directly above the 0-based `line` of `code`."""
+    return _todos_above(_split_lines(code), line)
 
 
 def _unreported_todos(
@@ -255,25 +293,51 @@ class _Statements:
         index = bisect_right(self._shown, (offset, float("inf"))) - 1
         return index >= 0 and self._shown[index][0] <= offset < self._shown[index][1]
 
-    def import_users(self, hits: list[_Hit]) -> dict[int, list[int]]:
-        """First line of each import statement a hit is on -> first lines of the statements that use a
-        name it binds.
+    def import_users(self, hits: list[_Hit]) -> dict[int, dict[int, tuple[str, int]]]:
+        """First line of each import statement a hit is on -> the first line of each statement that uses a
+        name it binds -> that name and where it comes from (`` `pl` (`torch_xla.distributed.parallel_loader`)
+        ``), and the statement's scope (`scope_of`).
 
-        An import is kept because code that uses it is kept: when every such statement carries a TODO, the
-        import needs none of its own (the imports machinery drops it once those statements are rewritten).
-        """
-        bound: dict[str, int] = {}
+        An import is kept because code that uses it is kept: each use is legacy code too, and the import is
+        the first statement a person fixing the file meets (see `_apply`)."""
+        bound: dict[str, tuple[int, str]] = {}
         for hit in hits:
             node = self.imports.get(hit.statement)
             for alias in node.names if node is not None else ():
-                bound[alias.asname or alias.name.split(".")[0]] = hit.statement
+                name = alias.asname or alias.name.split(".")[0]  # `import a.b` binds `a`
+                origin = alias.name if isinstance(node, ast.Import) else f"{node.module}.{alias.name}"
+                what = f"`{name}`" if name == origin else f"`{name}` (`{origin}`)"
+                bound[name] = (hit.statement, what)
         if not bound:
             return {}
-        users: dict[int, list[int]] = {line: [] for line in bound.values()}
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in bound:
-                users[bound[node.id]].append(self.start_of(node.lineno - 1))
-        return users
+        users: dict[int, dict[int, tuple[str, int]]] = {line: {} for line, _ in bound.values()}
+        for node in _loads(self.tree, frozenset(bound)):
+            line, what = bound[node.id]
+            statement = self.start_of(node.lineno - 1)
+            users[line].setdefault(statement, (what, self.scope_of(statement)))
+        return {line: dict(sorted(found.items())) for line, found in users.items()}
+
+
+def _loads(tree: ast.AST, names: frozenset[str]) -> list[ast.Name]:
+    """The reads of `names` in `tree`, less those in a function that binds the name itself (a local `layers`
+    list is not the `layers` module a legacy import binds)."""
+    found = []
+    stack: list[tuple[ast.AST, frozenset[str]]] = [(tree, names)]
+    while stack:
+        node, visible = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            local = {arg.arg for arg in ast.walk(node.args) if isinstance(arg, ast.arg)}
+            local |= {
+                child.id
+                for child in ast.walk(node)
+                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store)
+            }
+            visible = visible - local
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in visible:
+            found.append(node)
+        if visible:
+            stack.extend((child, visible) for child in ast.iter_child_nodes(node))
+    return sorted(found, key=lambda name: (name.lineno, name.col_offset))
 
 
 # Keyword arguments (and `metadata={"help": ...}` keys) that hold text for a person: help, usage, a skip reason.
@@ -390,8 +454,11 @@ def _apply(
     lines: list[str],
     hits: list[_Hit],
     findings: list[Finding],
-    import_users: dict[int, list[int]] | None = None,
+    import_users: dict[int, dict[int, tuple[str, int]]] | None = None,
+    notebook: bool = False,
 ) -> tuple[str, list[Finding]]:
+    """`import_users`: see `_Statements.import_users`; `notebook`: the module is a notebook's cells, whose
+    line numbers a person does not see (a TODO quotes code instead)."""
     if not hits:
         return after, findings
     # A TODO of another rule above the statement covers it, provided that rule reported manual work.
@@ -405,20 +472,33 @@ def _apply(
     if also:
         covered.update(line for line in range(len(lines)) if to_input(line) + 1 in also)
     by_rule = set(covered)
+    kept: list[tuple[_Hit, list[int]]] = []  # imports kept only for uses that wait on a rule's TODO
     # Imports last: whether the statements that use them carry a TODO includes the ones added here.
     for hit in sorted(hits, key=lambda hit: hit.statement in import_users):
-        users = import_users.get(hit.statement)
-        if users and all(_todos_above(lines, user) or user in covered for user in users):
-            continue
         above = _todos_above(lines, hit.statement)
         others = hit.statement in by_rule or any(not _is_scan_todo(todo) for todo in above)
+        users = import_users.get(hit.statement, {})
         if hit.todo not in above and manual_reported and others:
+            # A rule's TODO on the import: each use of what it binds waits on that decision, and says so.
+            codes = ", ".join(_codes({todo for todo in above if not _is_scan_todo(todo)})) or "a rule"
+            why = f"comes from an import that carries the {codes} TODO"
+            _add_uses(
+                hit, users, why, "the same decision: rewrite this statement with it", lines, groups, covered
+            )
+            continue
+        # The import is the first statement a person fixing the file meets: it carries a TODO of its own, which
+        # names the uses it waits for when each of them waits on a rule's decision.
+        if users and all(_waits_on_rule(lines, user, by_rule) for user in users):
+            kept.append((hit, list(users)))
+            covered.add(hit.statement)
             continue
         scope = -1 if hit.pattern.whole_file else hit.scope
         key = (scope, hit.pattern.rule.code, hit.pattern.subject_of(hit.found))
         groups.setdefault(key, []).append(hit)
         covered.add(hit.statement)
-    if not groups:
+        # Every other use of what it binds is legacy code too (`isinstance(x, MpDeviceLoader)`): its own TODO.
+        _add_uses(hit, users, "is still used here: " + hit.why, hit.action, lines, groups, covered)
+    if not groups and not kept:
         return after, findings
     inserts: dict[int, list[str]] = {}
     added = []
@@ -433,38 +513,147 @@ def _apply(
                 inserts.setdefault(statement, []).append(held[0].todo)
         first = group[0]
         others = sorted({to_input(hit.line) + 1 for hit in group if hit.statement != first.statement})
-        why = first.pattern.why.format(first.found) + also_on(others)
-        added.append(
-            Finding(
-                first.pattern.rule,
-                to_input(first.line) + 1,
-                first.column,
-                f"{why}; {first.pattern.action}",
-                False,
-                why=why,
-                action=first.pattern.action,
-                subject=first.pattern.subject_of(first.found),
-                also=tuple(others),
-            )
-        )
+        added.append(_finding(first, first.why + also_on(others), first.action, to_input, others))
+    replaced = _kept_imports(lines, kept, inserts, added, to_input, notebook)
     out = []
     for number, line in enumerate(lines):
         if number in inserts:
             indent = line[: len(line) - len(line.lstrip(" \t"))]
             newline = "\r\n" if line.endswith("\r\n") else "\n"
             out += [f"{indent}{todo}{newline}" for todo in inserts[number]]
-        out.append(line)
+        out.append(replaced.get(number, line))
     merged = sorted([*findings, *added], key=lambda f: (f.line, f.column, f.code))
     return "".join(out), merged
 
 
-def _todos_above(lines: list[str], line: int) -> set[str]:
-    above = set()
+def _add_uses(
+    hit: _Hit,
+    users: dict[int, tuple[str, int]],
+    why: str,
+    action: str,
+    lines: list[str],
+    groups: dict[tuple[int, str, str], list[_Hit]],
+    covered: set[int],
+) -> None:
+    """The statements that use what the import of `hit` binds and carry no TODO yet (or this one, from a
+    previous run) join the groups, with a TODO that says `{name} {why}; {action}`."""
+    for user, (what, scope) in users.items():
+        use = replace(
+            hit, line=user, column=1, statement=user, scope=scope, use_of=f"{what} {why}", use_action=action
+        )
+        above = _todos_above(lines, user)
+        if use.todo in above or (not above and user not in covered):
+            subject = hit.pattern.subject_of(hit.found)
+            groups.setdefault(
+                (-1 if hit.pattern.whole_file else scope, hit.pattern.rule.code, subject), []
+            ).append(use)
+            covered.add(user)
+
+
+def _codes(todos: set[str]) -> list[str]:
+    """The rule codes of TODO comments."""
+    return sorted({todo[len(TODO_PREFIX) :].split()[0] for todo in todos})
+
+
+def _finding(hit: _Hit, why: str, action: str, to_input, others: list[int]) -> Finding:
+    return Finding(
+        hit.pattern.rule,
+        to_input(hit.line) + 1,
+        hit.column,
+        f"{why}; {action}",
+        False,
+        why=why,
+        action=action,
+        subject=hit.pattern.subject_of(hit.found),
+        also=tuple(others),
+    )
+
+
+def _waits_on_rule(lines: list[str], statement: int, by_rule: set[int]) -> bool:
+    """Whether a rule's TODO stands for the statement (above it, or on its block's first such statement)."""
+    return statement in by_rule or any(not _is_scan_todo(todo) for todo in _todos_above(lines, statement))
+
+
+def _kept_imports(
+    lines: list[str],
+    kept: list[tuple[_Hit, list[int]]],
+    inserts: dict[int, list[str]],
+    added: list[Finding],
+    to_input,
+    notebook: bool,
+) -> dict[int, str]:
+    """The TODO of each import kept only for uses that wait on a rule's TODO, naming them: added to `inserts`
+    (or replacing, in the lines returned, the one a previous run wrote when those uses moved), its finding to
+    `added`. Lines are those of the output, TODOs included: what the person reading it sees."""
+    if not kept:
+        return {}
+    heads = {hit.statement: _kept_head(hit) for hit, _ in kept}
+    written = {
+        statement: number
+        for statement, head in heads.items()
+        for number in _comment_lines_above(lines, statement)
+        if lines[number].strip().startswith(head)
+    }
+    # The lines each statement gets above it: the other TODOs, and this TODO where no previous run wrote it.
+    inserted = [(statement, len(todos)) for statement, todos in inserts.items()]
+    inserted += [(statement, 1) for statement in heads if statement not in written]
+
+    def shown_line(line: int) -> int:
+        return line + 1 + sum(count for statement, count in inserted if statement <= line)
+
+    replaced = {}
+    for hit, users in kept:
+        by_codes: dict[str, list[str]] = {}  # the rules whose TODOs they carry -> the statements
+        for user in users:
+            codes = _codes(_todos_above(lines, user))
+            code = lines[user].strip()
+            where = (
+                f"`{code if len(code) <= 60 else code[:57] + '...'}`" if notebook else str(shown_line(user))
+            )
+            by_codes.setdefault(", ".join(codes), []).append(where)
+        uses = [
+            (_listed(wheres) if notebook else f"line{'s' if len(wheres) > 1 else ''} {_listed(wheres)}")
+            + (f" ({codes})" if codes else "")
+            for codes, wheres in by_codes.items()
+        ]
+        why = (
+            f"{heads[hit.statement].removeprefix(f'{TODO_PREFIX} {hit.pattern.rule.code} ')}{_listed(uses)}, "
+        )
+        one = len(users) == 1
+        why += f"under {'its' if one else 'their'} own TODO: {hit.why}"
+        action = f"remove this import once {'that statement is' if one else 'those statements are'} rewritten"
+        todo = f"{TODO_PREFIX} {hit.pattern.rule.code} {why}; {action}"
+        if hit.statement in written:
+            number = written[hit.statement]
+            old = lines[number]
+            indent = old[: len(old) - len(old.lstrip(" \t"))]
+            replaced[number] = f"{indent}{todo}{old[len(old.rstrip()) :]}"
+        else:
+            inserts.setdefault(hit.statement, []).append(todo)
+        added.append(_finding(hit, why, action, to_input, []))
+    return replaced
+
+
+def _kept_head(hit: _Hit) -> str:
+    """How the TODO of an import kept for other statements' decisions begins (a rerun finds it by this)."""
+    return f"{TODO_PREFIX} {hit.pattern.rule.code} `{hit.found}` stays imported only for "
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _comment_lines_above(lines: list[str], line: int) -> list[int]:
+    numbers = []
     for number in range(line - 1, -1, -1):
-        text = lines[number].strip()
-        if not text.startswith("#"):
+        if not lines[number].strip().startswith("#"):
             break
-        above.add(text)
+        numbers.append(number)
+    return numbers
+
+
+def _todos_above(lines: list[str], line: int) -> set[str]:
+    above = {lines[number].strip() for number in _comment_lines_above(lines, line)}
     return {text for text in above if text.startswith(TODO_PREFIX)}
 
 

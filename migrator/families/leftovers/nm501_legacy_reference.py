@@ -14,8 +14,8 @@ LEGACY_REFERENCE = Rule(
     "NM501",
     Severity.ERROR,
     "A legacy reference left in the migrated code or its strings (not its comments): `optimum.neuron`, "
-    "`optimum-neuron`, `torch_xla`, `neuronx_distributed`, `transformers_neuronx`, `neuron_parallel_compile`, "
-    "`optimum-cli ... neuron`, vLLM's `vllm.entrypoints.neuron_multi_node` / `NEURON_MULTI_NODE`, "
+    "`optimum-neuron`, `torch_xla`, `neuronx_distributed`, `neuronx_distributed_inference`, `transformers_neuronx`, `neuron_parallel_compile`, "
+    "`optimum-cli ... neuron`, `neuronperf`, `libneuronxla`, vLLM's `vllm.entrypoints.neuron_multi_node` / `NEURON_MULTI_NODE`, "
     "an XLA-only variable (also in a SageMaker job's `environment`: `RUN_NEURON_PARALLEL_COMPILE`), "
     'an `"xla"` device, `model.neuron_config`, `config.neuron_batch_size`, `config.neuron[...]`, '
     "`push_to_hub(..., repository_id=...)`, `TasksManager`, Ray Train's `TorchXLAConfig`, a Hub repository of "
@@ -110,6 +110,16 @@ PATTERNS = (
         'remove it; the device is "neuron" and torch.distributed / torch.compile replace its APIs',
         subject="torch_xla",
     ),
+    # Before NxD's: `neuronx-distributed-inference` holds `neuronx-distributed`.
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\bneuronx[-_]distributed[-_]inference\b"),
+        ("neuronx",),
+        "`{0}` is NxD Inference, the XLA-flow inference library, which TorchNeuron does not use",
+        'load the original checkpoint with transformers.AutoModelForCausalLM on device "neuron" with a static '
+        "cache (NM101), or serve it with vLLM Neuron",
+        subject="neuronx_distributed_inference",
+    ),
     Pattern(
         LEGACY_REFERENCE,
         re.compile(r"\bneuronx[-_]distributed\b"),
@@ -117,6 +127,22 @@ PATTERNS = (
         "`{0}` is NeuronX Distributed, the XLA-flow parallel library",
         "use DistributedConfig(tp_size=..., fsdp_size=...) / DTensor with torchrun",
         subject="neuronx_distributed",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\bneuronperf\b"),
+        ("neuronperf",),
+        "`{0}` is the Neuron SDK's benchmarking package, which measures models compiled ahead of time for the "
+        "XLA flow (`torch_neuronx.trace`); TorchNeuron does not ship it",
+        "measure the migrated script on the device instead (`neuron-migrate bench SCRIPT`: step time, latency, "
+        "throughput)",
+    ),
+    Pattern(
+        LEGACY_REFERENCE,
+        re.compile(r"\blibneuronxla\b"),
+        ("libneuronxla",),
+        "`{0}` is the Neuron plugin of PyTorch/XLA, which TorchNeuron does not use",
+        'remove it: the device is "neuron", registered by torch-neuronx',
     ),
     Pattern(
         LEGACY_REFERENCE,

@@ -30,6 +30,7 @@ from optimum.neuron import NeuronModelForSpeechToText
 # TODO(neuron-migrate): NM901 the `optimum.neuron` names `NeuronModelForSpeechToText`, `some_private_helper` have no rewrite rule; replace them with the plain Transformers/TRL/PEFT/Diffusers API on device "neuron" by hand.
 from optimum.neuron.utils import some_private_helper
 
+# TODO(neuron-migrate): NM501 `some_private_helper` (`optimum.neuron.utils.some_private_helper`) comes from an import that carries the NM901 TODO; the same decision: rewrite this statement with it
 some_private_helper()
 """,
         ),

@@ -6,6 +6,8 @@ renamed, dropped, moved to the model load's `DistributedConfig` (the sharding re
 
 from __future__ import annotations
 
+import json
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -36,9 +38,9 @@ from migrator.families.training.targets import (
     TRIGGERS,
     Target,
 )
-from migrator.families.training.tp_plans import tp_refusal
-from migrator.families.training_args import KEEP, ArgAction, without_plain_fields
+from migrator.families.training_args import INACTIVE_NOTE, KEEP, ArgAction, without_plain_fields
 from migrator.rules import Example, Rule, Severity
+from migrator.tp_readiness import tp_refusal
 from migrator.transform import TODO_PREFIX, FileContext, Handler
 
 ARGUMENT_RENAMED = Rule(
@@ -136,7 +138,7 @@ class TrainingArguments(Handler):
         manual = []
         for arg in original.args:
             action = table.get(arg.keyword.value) if arg.keyword else None
-            if action is not None and self._by_hand(original, action):
+            if action is not None and self._by_hand(original, arg, action):
                 manual.append((arg, action))
         held = (
             self._held_back(original, table, migrated, {arg.keyword.value for arg, _ in manual})
@@ -202,6 +204,14 @@ class TrainingArguments(Handler):
                 removed.add(arg)
                 self.ctx.report(before, "NM216", subject=name)
                 self._set_environment(action.target, arg.value)
+            elif action.kind == "manual" and action.removes(source_code(before.value)):
+                removed.add(arg)
+                message = f"`{name}={action.inactive}` removed: {INACTIVE_NOTE}."
+                self.ctx.report(before, "NM203", message, subject=name)
+            elif action.kind == "manual":  # a parsed value (`_by_hand` left the others to a person)
+                removed.add(arg)
+                self._guard_inactive(name, before.value, action)
+                self.ctx.report(before, "NM225", subject=name)
         sharded = (parallelism is not None and parallelism.sharded) or scope.sharded_at_load
         tensor_parallel = (
             parallelism is not None and parallelism.tp is not None and not is_literal(parallelism.tp, "1")
@@ -253,14 +263,19 @@ class TrainingArguments(Handler):
             f"; until then the call stays as it was ({', '.join(names)}): run neuron-migrate again afterwards"
         )
 
-    def _by_hand(self, call: cst.Call, action: ArgAction) -> bool:
-        """The argument is left to a person: a manual field; a variable where no statement can go before the
-        call (only one that is the call itself); a switch whose target the call also sets."""
+    def _by_hand(self, call: cst.Call, arg: cst.Arg, action: ArgAction) -> bool:
+        """The argument is left to a person: a manual field not given its inactive value; a variable where no
+        statement can go before the call (only one that is the call itself); a switch whose target the call
+        also sets."""
         if action.kind == "environment":
             return not self._line_holds(call)
         if action.kind == "switch":
             return find_keyword(call, action.target) is not None
-        return action.kind == "manual"
+        if action.kind != "manual" or action.inactive is None:
+            return action.kind == "manual"
+        # its inactive value goes; a variable too, checked at run time where a statement can go before the call
+        parsed = dotted_name(arg.value) is not None and self._line_holds(call)
+        return not (action.removes(source_code(arg.value)) or parsed)
 
     def _line_holds(self, call: cst.Call) -> bool:
         """The call is the whole value of the current simple statement (so a statement can go before it)."""
@@ -272,6 +287,17 @@ class TrainingArguments(Handler):
             isinstance(statement, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Return))
             and statement.value is call
         )
+
+    def _guard_inactive(self, name: str, value: cst.BaseExpression, action: ArgAction) -> None:
+        """Before the call: stop with the field's note unless the variable holds its inactive value (an
+        f-string naming the value it holds)."""
+        source = source_code(value)
+        note = action.note.replace("{", "{{").replace("}", "}}")
+        message = f"{name}={{{source}}}: {note}"
+        statement = cst.parse_statement(
+            f"if {source} != {action.inactive}:\n    raise ValueError(f{json.dumps(message)})\n"
+        )
+        self.prefixes.setdefault(self.ctx.line, []).append(statement)
 
     def _set_environment(self, variable: str, value: cst.BaseExpression) -> None:
         self.ctx.add_import("os")
@@ -326,10 +352,15 @@ class TrainingArguments(Handler):
             )
         if len(trained) == 1:
             loads = trained
-        # A load that came first can only take values that mean the same there: literals.
+        # A load that came first can only take values that mean the same there: literals, or the degree its
+        # lazy_load_for_parallelism block already gave it (NM211: the same expression, read at the load).
         earlier = len(loads) == 1 and loads[0] in file.visited_calls
+        at_load = scope.parallelism.tp if scope.parallelism is not None else None
+        same_as_load = at_load is not None and source_code(at_load) == source_code(parallelism.tp)
         movable = parallelism.tp is None or (
-            isinstance(parallelism.tp, cst.Integer) if earlier else not reads_moved_field(parallelism.tp)
+            isinstance(parallelism.tp, cst.Integer) or same_as_load
+            if earlier
+            else not reads_moved_field(parallelism.tp)
         )
         traced = (
             len(loads) != 1
@@ -344,7 +375,8 @@ class TrainingArguments(Handler):
                 "that loads the model (from transformers import DistributedConfig)",
             )
         if parallelism.tp is not None and not is_literal(parallelism.tp, "1"):
-            refusal = tp_refusal(_model_reference(loads[0], (scope.node, self.ctx.module)))
+            degree = int(parallelism.tp.value) if isinstance(parallelism.tp, cst.Integer) else None
+            refusal = tp_refusal(_model_reference(loads[0], (scope.node, self.ctx.module)), degree)
             if refusal is not None:
                 return None, refusal
         scope.parallelism = parallelism

@@ -11,7 +11,6 @@ import libcst as cst
 import libcst.matchers as m
 
 from migrator.cst_helpers import (
-    descendants,
     find_keyword,
     is_literal,
     keyword_arg,
@@ -20,6 +19,7 @@ from migrator.cst_helpers import (
     unpacked_mapping,
     with_appended,
 )
+from migrator.families.training.arguments_names import arguments_names
 from migrator.families.training.state import TrainingFile, unpacked_arguments
 from migrator.families.training.targets import HINTS, RENAMES, TRIGGERS
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
@@ -200,7 +200,7 @@ class AddedArguments(Handler):
         """Names that only ever hold a TrainingArguments: `args = TrainingArguments(...)`, or its place in
         `model_args, args = HfArgumentParser((ModelArguments, TrainingArguments)).parse_args_into_dataclasses()`."""
         if self._names is None:
-            self._names = _training_arguments_names(self.ctx)
+            self._names = arguments_names(self.ctx, _ARGUMENTS_CLASSES.__contains__)
         return self._names
 
 
@@ -212,34 +212,6 @@ _ARGUMENTS_CLASSES = frozenset(
         *(f"transformers.{name}" for name in _TRAINING_CLASS_NAMES),
     }
 )
-_PARSES = frozenset({"parse_args_into_dataclasses", "parse_json_file", "parse_yaml_file", "parse_dict"})
-
-
-def _training_arguments_names(ctx: FileContext) -> frozenset[str]:
-    parsers: dict[str, list[str | None]] = {}  # parser variable -> the qualified class at each position
-    bound: dict[str, list[bool]] = {}  # name -> for each binding, whether it is a TrainingArguments
-    for assign in descendants(ctx.module, cst.Assign):
-        if len(assign.targets) != 1:
-            continue
-        target, value = assign.targets[0].target, assign.value
-        if isinstance(target, cst.Name) and m.matches(value, m.Call(args=[m.Arg(m.Tuple() | m.List())])):
-            parsers[target.value] = [ctx.qualified(e.value) for e in value.args[0].value.elements]
-        if isinstance(target, cst.Name):
-            training = isinstance(value, cst.Call) and ctx.qualified(value.func) in _ARGUMENTS_CLASSES
-            bound.setdefault(target.value, []).append(training)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            classes = []
-            if m.matches(value, m.Call(func=m.Attribute(value=m.Name(), attr=m.Name()))) and (
-                value.func.attr.value in _PARSES
-            ):
-                classes = parsers.get(value.func.value.value, [])
-            for index, element in enumerate(target.elements):
-                if isinstance(element.value, cst.Name):
-                    training = index < len(classes) and classes[index] in _ARGUMENTS_CLASSES
-                    bound.setdefault(element.value.value, []).append(training)
-    return frozenset(name for name, kinds in bound.items() if all(kinds))
-
-
 # Parsers of dataclasses from the command line (optimum-neuron's own become HfArgumentParser).
 _PARSER_CLASSES = frozenset(
     {

@@ -25,6 +25,7 @@ def build(model_name):
     return args
 """,
             after="""\
+# TODO(neuron-migrate): NM501 `optimum.neuron` stays imported only for line 7 (NM208), under its own TODO: `optimum.neuron` is optimum-neuron, which TorchNeuron replaces; remove this import once that statement is rewritten
 from optimum.neuron import NeuronTrainingArguments
 
 
@@ -43,13 +44,14 @@ args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
 model = AutoModelForCausalLM.from_pretrained("openai-community/gpt2")
 """,
             after="""\
+# TODO(neuron-migrate): NM501 `optimum.neuron` stays imported only for line 9 (NM208), under its own TODO: `optimum.neuron` is optimum-neuron, which TorchNeuron replaces; remove this import once that statement is rewritten
 from optimum.neuron import NeuronTrainingArguments
 from transformers import AutoModelForCausalLM
 import os
 
 os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
-# TODO(neuron-migrate): NM208 `openai-community/gpt2` is gpt2 (GPT2LMHeadModel), which has no tp_plan in Transformers 5.23.0: from_pretrained cannot shard its layers with any tp_size > 1; the degree that works is 1; remove the tensor-parallel degree (tp_size=1: every process holds the whole model, data parallel over WORLD_SIZE), or train a model whose architecture has a plan (llama, qwen3, mistral, gemma3_text, ...); until then the call stays as it was (`NeuronTrainingArguments`): run neuron-migrate again afterwards
+# TODO(neuron-migrate): NM208 `openai-community/gpt2` is gpt2, which has no tp_plan in Transformers 5.23.0 (measured by neuron-compat tp-readiness): from_pretrained cannot shard its layers with any tp_size > 1; the degree that works is 1; remove the tensor-parallel degree (tp_size=1: every process holds the whole model, data parallel over WORLD_SIZE), or train a model whose architecture has a plan (llama, qwen3, mistral, gemma3_text, ...); until then the call stays as it was (`NeuronTrainingArguments`): run neuron-migrate again afterwards
 args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
 model = AutoModelForCausalLM.from_pretrained("openai-community/gpt2")
 """,

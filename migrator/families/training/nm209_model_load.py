@@ -10,24 +10,33 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import (
     descendants,
+    dotted_name,
     find_keyword,
+    is_literal,
     is_method_call,
     keyword_arg,
+    method_calls,
     source_code,
     with_appended,
     without_args,
 )
+from migrator.families.training.arguments_names import with_fields
 from migrator.families.training.state import TrainingFile, trn_config_arg, trn_config_source
 from migrator.families.training.targets import (
+    ARGUMENTS_CLASSES,
     HINTS,
+    LAZY_LOAD_FUNCTIONS,
+    MODEL_CLASS_SUFFIXES,
     MODEL_LOAD_KEYWORDS,
     PARSED_PARALLEL_FIELDS,
+    PARSED_PIPELINE_FIELD,
     RENAMES,
     TRAINING_MODELS,
     TRIGGERS,
     WORLD_SIZE,
     Target,
 )
+from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
@@ -71,7 +80,7 @@ class ModelLoads(Handler):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self.file = ctx.state(TrainingFile)
-        self.parsed, self.dataclasses = _parsed_trn_configs(ctx)
+        self.parsed, self.dataclasses, self.pipelined, self.file.lazy_load_guards = _parsed_trn_configs(ctx)
         self.file.parsed_loads = self.parsed
         # load -> (its arguments variable, the condition under which the load shards)
         self.save_only_model: dict[cst.Call, tuple[str, str]] = {}
@@ -86,6 +95,8 @@ class ModelLoads(Handler):
         owner = self.ctx.qualified(original.func.value)
         if owner in TRAINING_MODELS:
             return self._training_load(original, updated, TRAINING_MODELS[owner])
+        if original in self.parsed:  # under `with lazy_load_for_parallelism(<parsed arguments>)` (NM211)
+            return self._parsed_load(original, updated, None, None, self.parsed[original])
         scope = self.file.scope
         updated = updated.with_changes(args=_sdpa(self.ctx, original, list(updated.args)))
         if original in scope.load_targets:
@@ -158,26 +169,15 @@ class ModelLoads(Handler):
         """The script's own argument dataclass takes the parallel flags (`PARSED_PARALLEL_FIELDS`), which
         NeuronTrainingArguments parsed from the command line and TrainingArguments does not have: the launcher's
         `--tensor_parallel_size 8 --zero_1` still parse, and now reach the model load."""
-        if original.name.value not in self.dataclasses or not isinstance(updated.body, cst.IndentedBlock):
+        if original.name.value not in self.dataclasses:
             return updated
-        declared = {
-            item.body[0].target.value
-            for item in original.body.body
-            if m.matches(item, m.SimpleStatementLine(body=[m.AnnAssign(target=m.Name())]))
-        }
-        uses_field = "field" in self.ctx.source.identifiers and any(
-            isinstance(item, cst.SimpleStatementLine) and "field(" in source_code(item)
-            for item in original.body.body
-        )
-        lines = []
-        for name, (kind, default, help_text) in PARSED_PARALLEL_FIELDS.items():
-            if name in declared:
-                continue
-            value = f'field(default={default}, metadata={{"help": "{help_text}"}})' if uses_field else default
-            lines.append(cst.parse_statement(f"{name}: {kind} = {value}\n"))
-        if not lines:
+        fields = dict(PARSED_PARALLEL_FIELDS)
+        if original.name.value in self.pipelined:
+            fields.update([PARSED_PIPELINE_FIELD])
+        updated, names = with_fields(original, updated, fields)
+        if not names:
             return updated
-        added = ", ".join(f"`{name}`" for name in PARSED_PARALLEL_FIELDS if name not in declared)
+        added = ", ".join(f"`{name}`" for name in names)
         self.ctx.report(
             original,
             TRAINING_MODEL,
@@ -185,11 +185,13 @@ class ModelLoads(Handler):
             "trn_config still parse and now reach the model load.",
             subject=original.name.value,
         )
-        return updated.with_changes(body=updated.body.with_changes(body=[*updated.body.body, *lines]))
+        return updated
 
     def _parsed_load(
-        self, original, updated, target: Target, index: int, parsed: tuple[str, str]
+        self, original, updated, target: Target | None, index: int | None, parsed: tuple[str, str]
     ) -> cst.Call:
+        """A load whose parallel degrees are parsed from the command line: a training load (`target`, its
+        `trn_config` at `index`), or a Transformers load that `lazy_load_for_parallelism` wrapped (None, None)."""
         holder, arguments = parsed
         tp, zero_1 = f"{holder}.tensor_parallel_size", f"{holder}.zero_1"
         # ZeRO-1 shards the optimizer state over the data-parallel processes: fsdp_size, as the announcement runs
@@ -202,20 +204,23 @@ class ModelLoads(Handler):
         )
         self.ctx.add_import("os")
         self.ctx.add_import("transformers", "DistributedConfig")
-        self.ctx.add_import(target.module, target.name)
-        self.file.rewritten_loads.add(self.ctx.qualified(original.func.value))
+        self.file.tensor_parallel_load = True
         self.ctx.report(
             original,
             TRAINING_MODEL,
-            f"-> `transformers.{target.name}.from_pretrained` with distributed_config={config}: the parsed "
-            "trn_config's tensor parallel degree, ZeRO-1 (`--zero_1`) as fsdp_size over the other processes, else "
-            "data parallel over them (a degree of 1 without ZeRO-1: no DistributedConfig, the Trainer's own data "
-            "parallelism).",
+            f"-> `{'' if target is None else f'transformers.{target.name}.'}from_pretrained` with "
+            f"distributed_config={config}: the parsed tensor parallel degree, ZeRO-1 (`--zero_1`) as fsdp_size "
+            "over the other processes, else data parallel over them (a degree of 1 without ZeRO-1: no "
+            "DistributedConfig, the Trainer's own data parallelism).",
         )
         args = self._renamed_keywords(original, updated)
         new = keyword_arg("distributed_config", cst.parse_expression(config))
-        args = with_appended(without_args(args, {args[index]}), [new])
+        args = with_appended(without_args(args, set() if index is None else {args[index]}), [new])
         self.save_only_model[original] = (arguments, sharded)
+        if target is None:
+            return updated.with_changes(args=args)
+        self.ctx.add_import(target.module, target.name)
+        self.file.rewritten_loads.add(self.ctx.qualified(original.func.value))
         return updated.with_changes(func=updated.func.with_changes(value=cst.Name(target.name)), args=args)
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated):
@@ -232,18 +237,31 @@ class ModelLoads(Handler):
         return cst.FlattenSentinel([updated, guard])
 
 
-_PARSES = frozenset({"parse_args_into_dataclasses", "parse_json_file", "parse_yaml_file", "parse_dict"})
-# optimum-neuron's arguments classes, whose `trn_config` holds the parallel degrees parsed from their flags.
-_NEURON_ARGUMENTS = frozenset(
-    name for name, target in RENAMES.items() if target.name.endswith("TrainingArguments")
+# HfArgumentParser's parses, and TrlParser's (`parse_args_and_config`: the flags, then a `--config` file).
+_PARSES = frozenset(
+    {
+        "parse_args_into_dataclasses",
+        "parse_json_file",
+        "parse_yaml_file",
+        "parse_dict",
+        "parse_args_and_config",
+    }
 )
+# optimum-neuron's arguments classes (NeuronTrainingArguments and its subclasses, NeuronSFTConfig...), whose
+# `trn_config` holds the parallel degrees parsed from their flags.
+_NEURON_ARGUMENTS = frozenset(name for name in RENAMES if name.rpartition(".")[2] in ARGUMENTS_CLASSES)
 
 
-def _parsed_trn_configs(ctx: FileContext) -> tuple[dict[cst.Call, tuple[str, str]], set[str]]:
-    """Training loads whose `trn_config` is that of NeuronTrainingArguments parsed from the command line next
-    to a dataclass of the script (`script_args, training_args = parser.parse_args_into_dataclasses()`), read
-    there or in a function the parsed arguments are passed to: each load -> (the variable of that dataclass, the
-    arguments' variable where the load reads them), and the dataclasses that take the flags."""
+def _parsed_trn_configs(
+    ctx: FileContext,
+) -> tuple[dict[cst.Call, tuple[str, str]], set[str], set[str], dict[cst.With, tuple[str, str]]]:
+    """Model loads sharded by NeuronTrainingArguments parsed from the command line next to a dataclass of the
+    script (`script_args, training_args = parser.parse_args_into_dataclasses()`), read there or in a function
+    the parsed arguments are passed to: training loads given their `trn_config`, and the one Transformers load
+    under `with lazy_load_for_parallelism(tensor_parallel_size=training_args.tensor_parallel_size)`. Each load
+    -> (the variable of that dataclass, the arguments' variable where the load reads them); the dataclasses
+    that take the flags, those that also take `pipeline_parallel_size`; and the run-time checks of the parsed
+    degrees that such a `with` needs (a pipeline degree; a model built by from_config, which no degree shards)."""
     module = ctx.module
     dataclasses = {
         node.name.value
@@ -251,12 +269,14 @@ def _parsed_trn_configs(ctx: FileContext) -> tuple[dict[cst.Call, tuple[str, str
         if isinstance(node, cst.ClassDef)
         and any("dataclass" in source_code(decorator.decorator) for decorator in node.decorators)
     }
-    if not dataclasses or "trn_config" not in ctx.source.identifiers:
-        return {}, set()
+    if not dataclasses or {"trn_config", "lazy_load_for_parallelism"}.isdisjoint(ctx.source.identifiers):
+        return {}, set(), set(), {}
     parsers: dict[str, list[str]] = {}
     holders: dict[str, tuple[str, str]] = {}  # arguments variable -> (dataclass variable, dataclass)
     loads: dict[cst.Call, tuple[str, str]] = {}
     chosen: set[str] = set()
+    pipelined: set[str] = set()
+    guards: dict[cst.With, tuple[str, str]] = {}
     for assign in descendants(module, cst.Assign):
         target, value = assign.targets[0].target, assign.value
         if isinstance(target, cst.Name) and m.matches(value, m.Call(args=[m.Arg(m.Tuple() | m.List())])):
@@ -272,9 +292,7 @@ def _parsed_trn_configs(ctx: FileContext) -> tuple[dict[cst.Call, tuple[str, str
                 if c in dataclasses and isinstance(n, cst.Name)
             ]
             for variable, cls in zip(names, classes, strict=False):
-                head, _, rest = cls.partition(".")  # read before the walk: through the module's imports
-                qualified = ctx.module_imports.get(head, head) + (f".{rest}" if rest else "")
-                if own and isinstance(variable, cst.Name) and qualified in _NEURON_ARGUMENTS:
+                if own and isinstance(variable, cst.Name) and _imported(ctx, cls) in _NEURON_ARGUMENTS:
                     holders[variable.value] = own[0]
     functions = [node for node in module.body if isinstance(node, cst.FunctionDef)]
     in_functions = {call for function in functions for call in descendants(function, cst.Call)}
@@ -288,7 +306,82 @@ def _parsed_trn_configs(ctx: FileContext) -> tuple[dict[cst.Call, tuple[str, str
             if holder is not None:
                 loads[call] = (holder[0], arguments)
                 chosen.add(holder[1])
-    return loads, chosen
+        for with_node in descendants(scope, cst.With):
+            if scope is module and any(with_node in descendants(f, cst.With) for f in functions):
+                continue
+            parsed = _lazy_load(ctx, with_node)
+            if parsed is None:
+                continue
+            load, arguments, pipeline = parsed
+            source = arguments if scope is module else _passed(module, scope, arguments)
+            holder = holders.get(source or "")
+            if holder is None:
+                continue
+            chosen.add(holder[1])
+            if load is not None:
+                loads[load] = (holder[0], arguments)
+            checks = [] if load is not None else [f"{holder[0]}.tensor_parallel_size > 1"]
+            if pipeline:
+                pipelined.add(holder[1])
+                checks.append(f"{holder[0]}.pipeline_parallel_size != 1")
+            if checks:
+                guards[with_node] = (" or ".join(checks), _guard_message(load is None, pipeline))
+    return loads, chosen, pipelined, guards
+
+
+def _guard_message(built: bool, pipeline: bool) -> str:
+    """What the run-time check of a parsed degree TorchNeuron cannot honour says (the owner's decision)."""
+    reasons = []
+    if built:
+        reasons.append(
+            "a model built by from_config is not sharded by a tensor parallel degree (DistributedConfig shards "
+            "at from_pretrained): save it and load it with from_pretrained, or pass --tensor_parallel_size 1"
+        )
+    if pipeline:
+        reasons.append(f"pipeline_parallel_size: {SFT_CONFIG_ARGUMENTS['pipeline_parallel_size'].note}")
+    return "; ".join(reasons) + " (neuron-migrate NM211)"
+
+
+def _imported(ctx: FileContext, name: str) -> str:
+    """The qualified name of `name` through the module's imports (read before the walk)."""
+    head, _, rest = name.partition(".")
+    return ctx.module_imports.get(head, head) + (f".{rest}" if rest else "")
+
+
+def _lazy_load(ctx: FileContext, node: cst.With) -> tuple[cst.Call | None, str, bool] | None:
+    """For `with lazy_load_for_parallelism(tensor_parallel_size=args.tensor_parallel_size)` (and perhaps
+    `pipeline_parallel_size=args.pipeline_parallel_size`) around one Transformers model load, or one model
+    built by `from_config`: (that load or None, `args`, whether the pipeline degree is passed); else None (NM211
+    decides)."""
+    call = node.items[0].item if len(node.items) == 1 else None
+    if (
+        not isinstance(call, cst.Call)
+        or _imported(ctx, dotted_name(call.func) or "") not in LAZY_LOAD_FUNCTIONS
+    ):
+        return None
+    tp = find_keyword(call, "tensor_parallel_size") or next(
+        (arg for arg in call.args[:1] if arg.keyword is None and not arg.star), None
+    )
+    if tp is None or not m.matches(tp.value, m.Attribute(m.Name(), m.Name("tensor_parallel_size"))):
+        return None
+    arguments = tp.value.value.value
+    pp = find_keyword(call, "pipeline_parallel_size")
+    pipeline = pp is not None and not is_literal(pp.value, "1")
+    if pipeline and not m.matches(pp.value, m.Attribute(m.Name(arguments), m.Name("pipeline_parallel_size"))):
+        return None
+
+    def models(method: str) -> list[cst.Call]:
+        return [
+            load
+            for load in method_calls(node.body, method)
+            if _imported(ctx, dotted_name(load.func.value) or "").startswith("transformers.")
+            and (dotted_name(load.func.value) or "").endswith(MODEL_CLASS_SUFFIXES)
+        ]
+
+    loads, built = models("from_pretrained"), models("from_config")
+    if len(loads) == 1 and not built:
+        return loads[0], arguments, pipeline
+    return (None, arguments, pipeline) if len(built) == 1 and not loads else None
 
 
 def _passed(module: cst.Module, function: cst.FunctionDef, name: str | None) -> str | None:

@@ -1,5 +1,7 @@
 """NM211: `with lazy_load_for_parallelism(...)` around a model load is unwrapped; its tensor-parallel size
-goes to the load's `DistributedConfig`."""
+goes to the load's `DistributedConfig`. A size read from NeuronTrainingArguments parsed from the command line
+(`tensor_parallel_size=training_args.tensor_parallel_size`, HfArgumentParser or TrlParser) is NM209's: the flag
+moves to the script's own dataclass and the load gets the parsed degree's DistributedConfig."""
 
 from __future__ import annotations
 
@@ -20,7 +22,12 @@ LAZY_LOAD = Rule(
     Severity.INFO,
     "`with lazy_load_for_parallelism(...)` around a model load",
     "The `with` is removed and its body kept: Transformers loads each shard directly when the load gets "
-    "`distributed_config=` (NM204).",
+    "`distributed_config=` (NM204). Degrees parsed from the command line (HfArgumentParser / TrlParser) that "
+    "TorchNeuron cannot honour are checked where they are known, at run time: a `pipeline_parallel_size` "
+    "passed to it becomes a field of the script's own dataclass, and the unwrapped block first raises, with the "
+    "owner's choice (NM225's), where it is not 1; a model built by `from_config` (which no DistributedConfig shards) "
+    "raises the same where the tensor parallel degree is above 1. A literal pipeline degree above 1 keeps a "
+    "TODO (NM208).",
     examples=(
         Example(
             before="""\
@@ -69,16 +76,33 @@ class LazyLoad(Handler):
         )
         pp = find_keyword(call, "pipeline_parallel_size")
         loads = self.file.model_loads(node.body)
+        # `tensor_parallel_size=training_args.tensor_parallel_size` of parsed arguments: NM209 moves the flag
+        # to the script's dataclass and gives the load its DistributedConfig.
+        parsed = len(loads) == 1 and loads[0] in self.file.parsed_loads
+        guard = self.file.lazy_load_guards.get(node)
         reason = None
+        if guard is not None:  # parsed degrees only known at run time: checked there
+            self.unwrap.add(node)
+            self.ctx.report(
+                call,
+                LAZY_LOAD,
+                f"{LAZY_LOAD.action} A run where `{guard[0]}` stops before the load with the reason (only the "
+                "owner can choose another layout).",
+            )
+            return
         if pp is not None and not is_literal(pp.value, "1"):
             reason = "pipeline parallelism has no documented TorchNeuron equivalent for HF models"
         elif len(loads) != 1:
             reason = "the block does not hold exactly one model from_pretrained call"
-        elif tp is not None and reads_moved_field(tp.value):
+        elif tp is not None and not parsed and reads_moved_field(tp.value):
             reason = f"`{source_code(tp.value)}` is no longer a TrainingArguments field"
         if reason:
             self.kept[node] = reason
             self.file.kept.add(self.ctx.qualified(call.func))
+            return
+        self.unwrap.add(node)
+        if parsed:
+            self.ctx.report(call, LAZY_LOAD)
             return
         scope = self.file.scope
         parallelism = scope.parallelism or Parallelism()
@@ -86,7 +110,6 @@ class LazyLoad(Handler):
             parallelism.tp = tp.value
         scope.parallelism = parallelism
         scope.load_targets.add(loads[0])
-        self.unwrap.add(node)
         message = LAZY_LOAD.action
         if parallelism.sharded and parallelism.zero_1 is None:
             message += (
@@ -108,6 +131,10 @@ class LazyLoad(Handler):
         if original not in self.unwrap or not isinstance(updated, cst.With):
             return updated
         body = list(updated.body.body)
+        guard = self.file.lazy_load_guards.get(original)
+        if guard is not None:
+            condition, message = guard
+            body.insert(0, cst.parse_statement(f"if {condition}:\n    raise ValueError({message!r})\n"))
         if original.leading_lines:
             body[0] = body[0].with_changes(leading_lines=[*original.leading_lines, *body[0].leading_lines])
         return cst.FlattenSentinel(body)

@@ -25,6 +25,7 @@ from optimum.neuron import NeuronAccelerator
 accelerator = NeuronAccelerator(mixed_precision="bf16")
 """,
             after="""\
+# TODO(neuron-migrate): NM501 `optimum.neuron` stays imported only for line 5 (NM213), under its own TODO: `optimum.neuron` is optimum-neuron, which TorchNeuron replaces; remove this import once that statement is rewritten
 from optimum.neuron import NeuronAccelerator
 
 # TODO(neuron-migrate): NM213 NeuronAccelerator drives NxD model parallelism and ZeRO-1; replace it with accelerate.Accelerator and shard the model with from_pretrained(..., distributed_config=DistributedConfig(...))

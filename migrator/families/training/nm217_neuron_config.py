@@ -75,7 +75,7 @@ class TrainingNeuronConfig(Handler):
             action = TRAINING_NEURON_CONFIG_FIELDS.get(name) if name and not arg.star else None
             if action is None:
                 manual.append(f"argument `{source_code(arg)}` is not a known TrainingNeuronConfig field")
-            elif action.kind == "manual" and not is_literal(arg.value, "1"):
+            elif action.kind == "manual" and not action.removes(source_code(arg.value)):
                 manual.append(f"`{name}`: {action.note}")
             fields[name] = arg.value
         zero_1 = fields.get("pipeline_parallel_use_zero1_optimizer")

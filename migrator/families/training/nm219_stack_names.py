@@ -3,10 +3,19 @@ longer has are rewritten to their replacement, or keep a TODO (tables in `stack_
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from migrator.cst_helpers import dotted_name, find_keyword, keyword_arg, with_appended
-from migrator.families.training.stack_names import NAMES, RENAMED, STACK_MODULES, Replacement, removed_reason
+from migrator.families.training.stack_names import (
+    DROPPED,
+    NAMES,
+    RENAMED,
+    STACK_MODULES,
+    Replacement,
+    removed_reason,
+)
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
@@ -15,10 +24,12 @@ STACK_NAME = Rule(
     Severity.WARNING,
     "A name imported from transformers / trl / peft / huggingface_hub that the migrated stack (Transformers 5, "
     "TRL 1.x, huggingface_hub 1.x) no longer has (`transformers.AdamW`, `ViTFeatureExtractor`, "
-    "`transformers.generation_utils`, `trl.DataCollatorForCompletionOnlyLM`, `TFAutoModel...`, `HfFolder`)",
+    "`transformers.generation_utils`, `send_example_telemetry`, `trl.DataCollatorForCompletionOnlyLM`, `TFAutoModel...`, `HfFolder`)",
     "Rewritten to its replacement where it takes the same arguments (`transformers.AdamW` -> "
     "`torch.optim.AdamW`, a vision `*FeatureExtractor` -> its `*ImageProcessor`, TRL's ORPO/CPO/online-DPO/GKD "
-    "trainers -> `trl.experimental`, `HfFolder.get_token()` -> `huggingface_hub.get_token()`); otherwise the "
+    "trainers -> `trl.experimental`, `HfFolder.get_token()` -> `huggingface_hub.get_token()`, "
+    "`is_torch_tpu_available` -> `is_torch_xla_available`); `send_example_telemetry` (usage statistics for "
+    "Hugging Face) is deleted with the statements that only call it; otherwise the "
     "import stays with a TODO saying what replaces it. Where the old defaults differ (AdamW's eps=1e-6, "
     "weight_decay=0.0 against torch's 1e-8, 0.01), each call passes them; a use that is not a call (a class "
     "handed to a helper) gets a TODO.",
@@ -108,7 +119,22 @@ class StackNames(Handler):
                 self.ctx.add_import(target.module, target.name, asname)
                 self.ctx.report(alias, STACK_NAME, f"`{qualified}` -> `{target.module}.{target.name}`.")
                 continue
-            self._check_removed(alias, qualified)
+            if qualified in DROPPED and self._only_called(alias):
+                asname = alias.asname.name.value if alias.asname else None
+                self.ctx.remove_import(module, alias.name.value, asname)
+                self.ctx.report(
+                    alias, STACK_NAME, f"`{qualified}` and its calls deleted: it {DROPPED[qualified]}."
+                )
+            elif qualified in DROPPED:
+                self.ctx.todo(
+                    alias,
+                    STACK_NAME,
+                    f"`{qualified}` is not in the migrated stack (it {DROPPED[qualified]})",
+                    "delete its uses and this import",
+                    subject=qualified,
+                )
+            else:
+                self._check_removed(alias, qualified)
             kept.append(new_alias)
         if len(kept) == len(updated.names):
             return updated
@@ -116,6 +142,12 @@ class StackNames(Handler):
             return cst.RemoveFromParent()
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return updated.with_changes(names=kept)
+
+    def _only_called(self, alias: cst.ImportAlias) -> bool:
+        """Whether every use of the imported name in the file is a statement that only calls it."""
+        bound = (alias.asname.name if alias.asname else alias.name).value
+        uses = len(re.findall(rf"\b{bound}\b", self.ctx.code)) - 1
+        return uses == len(re.findall(rf"^[ \t]*{bound}\(", self.ctx.code, re.MULTILINE))
 
     def _check_removed(self, node: cst.CSTNode, qualified: str) -> None:
         reason = removed_reason(qualified)
@@ -129,8 +161,9 @@ class StackNames(Handler):
             )
 
     def leave_Name(self, original: cst.Name, updated: cst.Name):
-        """Uses of a renamed import bound without an alias take the new name."""
-        if self.ctx.line is None or isinstance(self.ctx.line.body[0], (cst.Import, cst.ImportFrom)):
+        """Uses of a renamed import bound without an alias take the new name (in a statement line or in the
+        header of an `if` / `while` / `for` / `with`, where there is no statement line)."""
+        if self.ctx.line is not None and isinstance(self.ctx.line.body[0], (cst.Import, cst.ImportFrom)):
             return updated
         if original.value not in self.ctx.imported:
             return updated
@@ -198,7 +231,16 @@ class StackNames(Handler):
         return updated.with_changes(args=with_appended(list(updated.args), missing)) if missing else updated
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
-        """A renamed class used but not called here (handed to a helper) is built with the new defaults."""
+        """A statement that only calls a dropped function goes (its import goes where every use is such a
+        statement); a renamed class used but not called here (handed to a helper) is built with the new defaults."""
+        if (
+            len(original.body) == 1
+            and isinstance(original.body[0], cst.Expr)
+            and isinstance(original.body[0].value, cst.Call)
+            and self.ctx.qualified(original.body[0].value.func) in DROPPED
+            and isinstance(original.body[0].value.func, cst.Name)
+        ):
+            return cst.RemoveFromParent()
         for node, (qualified, target) in self.uncalled.items():
             self.ctx.todo(
                 node,

@@ -1,5 +1,5 @@
 """NM222: a migrated TRL config that trains a tensor-parallel model compiled keeps TRL's activation checkpointing
-on by default, and that combination fails in PyTorch itself (AOT autograd saves the DeviceMesh of Transformers'
+on by default (a launcher's `--gradient_checkpointing true` turns it on: `migrator/shell/nm461_flags.py`), and that combination fails in PyTorch itself (AOT autograd saves the DeviceMesh of Transformers'
 TP layers for backward: `AssertionError: expected all tensors_saved_with_vc_check to be Tensors`), on plain CPU
 with gloo as on the device (`benchmarks/tp_compile_cpu.py`). Checkpointing off is the smallest change that
 trains, with the loss of one process (measured: docs/reference/tensor-parallel.md); the memory it costs is the finding."""
@@ -11,25 +11,19 @@ import libcst as cst
 from migrator.cst_helpers import find_keyword, is_literal, keyword_arg, with_appended
 from migrator.families.training.state import TrainingFile
 from migrator.families.training.targets import HINTS, TRIGGERS
+from migrator.families.training.tp_compile import MEMORY, WHY
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
-WHY = (
-    "tensor parallelism + torch_compile + activation checkpointing fails in PyTorch's AOT autograd (the "
-    "DeviceMesh of Transformers' TP layers is saved for backward: AssertionError: expected all "
-    "tensors_saved_with_vc_check to be Tensors), on CPU with gloo as on the device"
-)
-MEMORY = (
-    "every layer's activations are kept for backward instead of its input only: about s*b*h*(10 + 24/t) bytes "
-    "per layer in bf16 at sequence s, batch b, hidden h, TP degree t (attention scores aside), against 2*s*b*h "
-    "with checkpointing"
-)
 TP_COMPILE_CHECKPOINTING = Rule(
     "NM222",
     Severity.WARNING,
-    "Migrated `SFTConfig` of a tensor-parallel model, compiled, with TRL's default activation checkpointing",
-    f"`gradient_checkpointing=False` added: {WHY}. Without checkpointing it trains with the loss of one "
+    "Activation checkpointing of a tensor-parallel model, compiled: TRL's default in a migrated `SFTConfig`, or "
+    "`--gradient_checkpointing true` on the launch of such a script",
+    f"`gradient_checkpointing=False` added (a launcher's `--gradient_checkpointing true` becomes `false` when the "
+    f"script it runs, as migrated, compiles and loads the model with `DistributedConfig` and the launch passes a "
+    f"`--tensor_parallel_size` other than 1): {WHY}. Without checkpointing it trains with the loss of one "
     f"process (benchmarks/tp_compile_cpu.py, TP 2 on gloo, bf16: 4 steps within 5e-4 of one process). The memory cost: {MEMORY}. A config that turns checkpointing on itself gets a TODO instead: "
     "choose checkpointing (train eagerly, torch_compile=False) or compilation (checkpointing off).",
     examples=(

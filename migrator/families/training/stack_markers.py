@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import re
 
+from migrator.families.training.arguments_names import PARSES
 from migrator.families.training.nm221_stack_calls import REMOVED as REMOVED_CALLS
 from migrator.families.training.stack_names import (
+    DROPPED,
     REMOVED,
     REMOVED_MODULES,
     REMOVED_PREFIXES,
@@ -22,16 +24,29 @@ from migrator.families.training.stack_names import (
 from migrator.families.training.targets import ARGUMENTS_CLASSES, TRAINER_KEYWORDS
 from migrator.families.training_args import REMOVED_UPSTREAM
 
-# NM221: a keyword passed, a tokenizer method called; huggingface_hub's removed HfFolder (NM219) by its name.
-CALL_HINTS = (*REMOVED_CALLS, "HfFolder")
-_CALLS = re.compile(r"\.(?:batch_)?encode_plus\b|\b(?:use_auth_token|torchscript)\s*=(?!=)|\bHfFolder\b")
+# NM221: a keyword passed, a tokenizer method called or entered; huggingface_hub's removed HfFolder (NM219) by its name.
+# Each hint is one scan of every file: one for both quantization keywords, none for a name holding another one.
+_CALL_NAMES = {*(name for name in REMOVED_CALLS if not name.startswith("load_in_")), "load_in_", "HfFolder"}
+CALL_HINTS = tuple(sorted(name for name in _CALL_NAMES if not any(o in name for o in _CALL_NAMES - {name})))
+_CALLS = re.compile(
+    r"\.(?:(?:batch_)?encode_plus|as_target_tokenizer)\b|\b(?:use_auth_token|torchscript|resume_download|pad_to_max_length)\s*=(?!=)"
+    r"|\bHfFolder\b"
+    # inside a model load's call (nested calls of two levels read through): BitsAndBytesConfig takes them too
+    r"|from_pretrained\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*?\bload_in_[48]bit\s*=(?!=)"
+)
 
-# A field Transformers 5 / TRL 1.x removed, passed by keyword in a file that builds training arguments (the class
+# A field Transformers 5 / TRL 1.x removed, passed by keyword, in a file that names training arguments (the class
 # names cover optimum-neuron's: `NeuronTrainingArguments` holds `TrainingArguments`).
 _CLASSES = {name.removeprefix("Neuron") for name in ARGUMENTS_CLASSES if "Trainium" not in name}
 ARGUMENT_HINTS = tuple(sorted(name for name in _CLASSES if not any(o in name for o in _CLASSES - {name})))
 _FIELDS = sorted(REMOVED_UPSTREAM, key=len, reverse=True)
 _ARGUMENTS = re.compile(r"\b(?:" + "|".join(_FIELDS) + r")\s*=(?!=)")
+# NM224: one read or set on a plain name (`training_args.logging_dir`; `self.args.logging_dir` is not one: NM224
+# reads names only), in a file that binds such a name (the class called, or a parser's dataclasses unpacked).
+_FIELD_USES = re.compile(r"\.(?:" + "|".join(_FIELDS) + r")\b")
+_RECEIVER = re.compile(r"[\w.]*\Z")
+BINDING_HINTS = ("Arguments(", "Config(", ".parse_")  # substrings every binding `_BINDINGS` finds has
+_BINDINGS = re.compile(rf"(?:{'|'.join(ARGUMENT_HINTS)})\(|\.(?:{'|'.join(sorted(PARSES))})\(")
 
 
 # A trainer built with a keyword Transformers 5 renamed (`tokenizer=` -> `processing_class=`, NM202), inside the
@@ -52,7 +67,7 @@ def _removed_name(qualified: str) -> str:
 MODULE_HINTS = tuple(f"{verb} {module}" for module in STACK_MODULES for verb in ("from", "import"))
 # Names in a removed module are found by the module (`GenerationMixin` itself is still in `transformers`).
 _REMOVED_NAMES = {
-    q for q in (*RENAMED, *REMOVED) if not q.startswith(tuple(f"{m}." for m in REMOVED_MODULES))
+    q for q in (*RENAMED, *REMOVED, *DROPPED) if not q.startswith(tuple(f"{m}." for m in REMOVED_MODULES))
 }
 _NAMES_ALTERNATION = "|".join(sorted({_removed_name(q) for q in _REMOVED_NAMES}, key=len, reverse=True))
 _QUALIFIED = "|".join(re.escape(q) for q in sorted(_REMOVED_NAMES, key=len, reverse=True))
@@ -65,11 +80,23 @@ _NAMES = re.compile(
 )
 
 
+def _field_used_on_a_name(content: str) -> bool:
+    if not any(hint in content for hint in BINDING_HINTS):
+        return False
+    for use in _FIELD_USES.finditer(content):
+        receiver = _RECEIVER.search(content, max(0, use.start() - 80), use.start()).group()
+        if receiver and "." not in receiver:
+            return _BINDINGS.search(content) is not None
+    return False
+
+
 def stack_marked(content: str) -> bool:
     """Whether `content` (Python code) uses something the target stack removed that a rule rewrites or flags."""
     if any(hint in content for hint in CALL_HINTS) and _CALLS.search(content):
         return True
-    if any(hint in content for hint in ARGUMENT_HINTS) and _ARGUMENTS.search(content):
+    if any(hint in content for hint in ARGUMENT_HINTS) and (
+        _ARGUMENTS.search(content) or _field_used_on_a_name(content)
+    ):
         return True
     if TRAINER_HINT in content and _TRAINER.search(content):
         return True

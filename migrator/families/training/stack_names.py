@@ -44,7 +44,16 @@ RENAMED: dict[str, Replacement] = {
         },
     ),
     **_from(
-        _TRANSFORMERS, {"AutoModelForVision2Seq": Replacement("transformers", "AutoModelForImageTextToText")}
+        _TRANSFORMERS,
+        {
+            "AutoModelForVision2Seq": Replacement("transformers", "AutoModelForImageTextToText"),
+            # Transformers 4.x's own replacement (its deprecation said so): both ask whether torch_xla is what
+            # runs, False on a TorchNeuron host. `check_device` has no counterpart: a call passing it keeps a TODO.
+            # (`transformers.utils` still has the old name.)
+            "is_torch_tpu_available": Replacement(
+                "transformers", "is_torch_xla_available", frozenset({"check_device"}), same_positions=0
+            ),
+        },
     ),
     **_from(
         ("peft",),
@@ -71,6 +80,8 @@ RENAMED: dict[str, Replacement] = {
         },
     ),
     **_from(_TRL, {"DataCollatorForChatML": Replacement("trl.experimental.utils", "DataCollatorForChatML")}),
+    # The module went; the class is the same one, exported by Transformers itself.
+    "transformers.generation_utils.GenerationMixin": Replacement("transformers", "GenerationMixin"),
 }
 
 # Transformers 4's vision feature extractors (class -> its model's folder): each was the model's image processor
@@ -113,8 +124,24 @@ RENAMED.update(
     }
 )
 RENAMED["transformers.generation_utils.GenerationMixin"] = Replacement("transformers", "GenerationMixin")
-# huggingface_hub 1.x (which Transformers 5 requires) removed HfFolder; its token reader is a function now.
-RENAMED["huggingface_hub.HfFolder.get_token"] = Replacement("huggingface_hub", "get_token")
+# Hub helpers Transformers 4 re-exported (its example scripts import them from `transformers.utils`); huggingface_hub
+# has them with the same behaviour (get_full_repo_name's organization= and token= by keyword only there).
+RENAMED.update(
+    {
+        f"{module}.get_full_repo_name": Replacement("huggingface_hub", "get_full_repo_name", same_positions=1)
+        for module in ("transformers.utils", "transformers.utils.hub")
+    }
+)
+RENAMED["transformers.utils.is_offline_mode"] = Replacement("huggingface_hub", "is_offline_mode")
+# huggingface_hub 1.x (which Transformers 5 requires) removed HfFolder; its token reader is a function now. Scripts
+# import it from the package or from `huggingface_hub.hf_api` (AWS's SageMaker samples).
+HF_FOLDER_MODULES = ("huggingface_hub", "huggingface_hub.hf_api")
+RENAMED.update(
+    {
+        f"{module}.HfFolder.get_token": Replacement("huggingface_hub", "get_token")
+        for module in HF_FOLDER_MODULES
+    }
+)
 
 _DATASETS = "removed from Transformers; build the dataset with the `datasets` library"
 _TRL_REMOVED = "removed in TRL 1.x with no replacement in the pinned stack; pin an older TRL for this script"
@@ -129,7 +156,6 @@ REMOVED: dict[str, str] = {
     "transformers.SquadDataset": _DATASETS,
     "transformers.top_k_top_p_filtering": "removed from Transformers; filter logits with TopKLogitsWarper and "
     "TopPLogitsWarper, or pass top_k / top_p to generate()",
-    "transformers.is_torch_tpu_available": 'removed from Transformers; on TorchNeuron the device is "neuron"',
     "transformers.create_optimizer": "TensorFlow support was removed in Transformers 5; use torch.optim",
     "transformers.AdamWeightDecay": "TensorFlow support was removed in Transformers 5; use torch.optim.AdamW",
     "trl.DataCollatorForCompletionOnlyLM": "removed in TRL 1.x; train on prompt-completion data with "
@@ -138,12 +164,21 @@ REMOVED: dict[str, str] = {
     "chat template from another tokenizer",
     "trl.get_kbit_device_map": 'removed in TRL 1.x; on TorchNeuron place the model with device_map="neuron"',
     "trl.is_xpu_available": "removed in TRL 1.x",
-    "huggingface_hub.HfFolder.save_token": "removed in huggingface_hub 1.x; huggingface_hub.login(token=...) "
-    "stores a token",
-    "huggingface_hub.HfFolder.delete_token": "removed in huggingface_hub 1.x; huggingface_hub.logout() deletes "
-    "the stored token",
-    "huggingface_hub.HfFolder.path_token": "removed in huggingface_hub 1.x; the path is "
-    "huggingface_hub.constants.HF_TOKEN_PATH",
+    **{
+        f"{module}.HfFolder.{method}": reason
+        for module in HF_FOLDER_MODULES
+        for method, reason in (
+            ("save_token", "removed in huggingface_hub 1.x; huggingface_hub.login(token=...) stores a token"),
+            (
+                "delete_token",
+                "removed in huggingface_hub 1.x; huggingface_hub.logout() deletes the stored token",
+            ),
+            (
+                "path_token",
+                "removed in huggingface_hub 1.x; the path is huggingface_hub.constants.HF_TOKEN_PATH",
+            ),
+        )
+    },
     "huggingface_hub.Repository": "removed in huggingface_hub 1.x (the git-based repository class); push files "
     "with huggingface_hub.HfApi().upload_folder(repo_id=..., folder_path=...) (create_repo first)",
     "huggingface_hub.cached_download": "removed from huggingface_hub; download with "
@@ -179,6 +214,12 @@ REMOVED_PREFIXES: dict[str, str] = {
     "transformers.TF": "TensorFlow support was removed in Transformers 5; use the PyTorch class (no `TF` prefix)",
     "transformers.Flax": "Flax support was removed in Transformers 5; use the PyTorch class (no `Flax` prefix)",
 }
+# Removed functions whose calls only had effects outside the program: qualified name -> what they did. A call
+# statement of one is deleted with its import; any other use keeps a TODO.
+DROPPED: dict[str, str] = {
+    f"{module}.send_example_telemetry": "sent the example's name and arguments to Hugging Face as usage statistics"
+    for module in ("transformers.utils", "transformers.utils.hub")
+}
 # Modules Transformers no longer has (whatever is imported from them): module -> what to do instead.
 REMOVED_MODULES: dict[str, str] = {
     "transformers.generation_utils": "removed from Transformers; `GenerationMixin` is `transformers.GenerationMixin`, "
@@ -204,4 +245,7 @@ def removed_reason(qualified: str) -> str | None:
 
 
 # Last names of everything above: the rule's triggers and hints.
-NAMES = frozenset(name.rpartition(".")[2] for name in (*RENAMED, *REMOVED, *REMOVED_MODULES)) | {"TF", "Flax"}
+NAMES = frozenset(name.rpartition(".")[2] for name in (*RENAMED, *REMOVED, *REMOVED_MODULES, *DROPPED)) | {
+    "TF",
+    "Flax",
+}

@@ -98,7 +98,11 @@ class TrainingFile:
         self.rewritten_loads: set[str] = set()  # training model classes whose loads were rewritten
         # loads whose trn_config is parsed NeuronTrainingArguments' -> (its dataclass, its arguments variable)
         self.parsed_loads: dict[cst.Call, tuple[str, str]] = {}
+        # `with lazy_load_for_parallelism(<parsed degrees>)` unwrapped behind a run-time check (NM211): the with
+        # statement -> the check's condition and what it says
+        self.lazy_load_guards: dict[cst.With, tuple[str, str]] = {}
         self.arguments_calls: dict[cst.Call, ArgumentsCall] = {}  # original call -> what nm202 made of it
+        self.tensor_parallel_load = False  # a model load was given a DistributedConfig with a tp_size
 
     @property
     def scope(self) -> Scope:
@@ -143,6 +147,7 @@ class TrainingFile:
             return updated
         self.ctx.add_import("os")
         self.ctx.add_import("transformers", "DistributedConfig")
+        self.tensor_parallel_load |= parallelism.tp is not None and not is_literal(parallelism.tp, "1")
         config = keyword_arg("distributed_config", cst.parse_expression(parallelism.config()))
         return updated.with_changes(args=with_appended(list(updated.args), [config]))
 

@@ -151,6 +151,15 @@ PARSED_PARALLEL_FIELDS = {
     "tensor_parallel_size": ("int", "1", "tensor parallel degree of the model"),
     "zero_1": ("bool", "False", "ZeRO-1: shard the optimizer state over the data-parallel processes"),
 }
+# Added beside them where the script passed it to lazy_load_for_parallelism: only a degree of 1 runs.
+PARSED_PIPELINE_FIELD = (
+    "pipeline_parallel_size",
+    (
+        "int",
+        "1",
+        "pipeline parallel degree (TorchNeuron runs Transformers models without pipeline stages: 1)",
+    ),
+)
 MODEL_CLASS_SUFFIXES = ("Model", "LM", "Classification", "Answering", "Generation", "MultipleChoice")
 
 

@@ -15,8 +15,7 @@ from migrator.transform import Handler
 COLLECTIVE = Rule(
     "NM314",
     Severity.ERROR,
-    "XLA collective with different semantics (`xm.all_reduce`, `xm.all_gather`, `xm.mesh_reduce`, "
-    "`xm.reduce_gradients`...)",
+    "XLA collective with different semantics (`xm.all_reduce`, `xm.all_gather`, `xm.reduce_gradients`...)",
     "Left in place with a TODO: rewrite with torch.distributed (`dist.all_reduce` works in place, "
     "`dist.all_gather_into_tensor`, `dist.all_gather_object`) or wrap the model in DistributedDataParallel.",
     examples=(
@@ -27,6 +26,7 @@ import torch_xla.core.xla_model as xm
 total = xm.all_reduce(xm.REDUCE_SUM, loss)
 """,
             after="""\
+# TODO(neuron-migrate): NM501 `torch_xla` stays imported only for line 5 (NM314), under its own TODO: `torch_xla` is PyTorch/XLA, which TorchNeuron does not use (Transformers takes the XLA path when it is importable); remove this import once that statement is rewritten
 import torch_xla.core.xla_model as xm
 
 # TODO(neuron-migrate): NM314 `torch_xla.core.xla_model.all_reduce` has no direct TorchNeuron equivalent; rewrite with torch.distributed (`dist.all_reduce` works in place, `dist.all_gather_into_tensor`, `dist.all_gather_object`) or wrap the model in DistributedDataParallel.
@@ -43,7 +43,6 @@ MANUAL_PREFIXES: tuple[tuple[str, Rule | str], ...] = (
     (f"{XM}.all_gather", COLLECTIVE),
     (f"{XM}.reduce_scatter", COLLECTIVE),
     (f"{XM}.all_to_all", COLLECTIVE),
-    (f"{XM}.mesh_reduce", COLLECTIVE),
     (f"{XM}.reduce_gradients", COLLECTIVE),
     ("torch_xla.distributed.fsdp", "NM315"),
     ("torch_xla.distributed.zero_redundancy_optimizer", "NM315"),
@@ -63,7 +62,7 @@ class ManualXla(Handler):
         self.file = ctx.state(XlaFile)
         # Enclosing functions, with the names each binds once a call needs them (most files never ask).
         self.scopes: list[tuple[cst.FunctionDef, frozenset[str] | None]] = []
-        self.first_use: dict[str, tuple] = {}  # neuronx_distributed API -> (its finding, lines of other uses)
+        self.first_use: dict[str, object] = {}  # neuronx_distributed API -> its finding
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
         name = self.ctx.qualified(original)
@@ -108,20 +107,16 @@ class ManualXla(Handler):
         return updated
 
     def _manual(self, call: cst.Call, rule: Rule | str, name: str) -> None:
-        """A TODO at the first use; a neuronx_distributed API used again is the same finding, which lists
-        the lines of its other uses (model code calls the same parallel layer dozens of times)."""
+        """A TODO at each use; a neuronx_distributed API used again anywhere in the file is the same finding,
+        which lists the lines of its other uses (model code calls the same parallel layer dozens of times)."""
         rule = self.ctx.rule(rule)
         if rule.code == "NM316" and name in self.first_use:
-            report, lines = self.first_use[name]
-            lines.append((self.ctx.source_map.position(call) or (0,))[0])
-            report.message = f"{report.why} (also used on line{'s' if len(lines) > 1 else ''} " + (
-                f"{', '.join(map(str, lines))}); {report.action}"
-            )
+            self.ctx.todo_again(call, self.first_use[name])
             return
         what = rule.action.removeprefix("Left in place with a TODO: ")
         report = self.ctx.todo(call, rule, f"`{name}` has no direct TorchNeuron equivalent", what)
         if rule.code == "NM316":
-            self.first_use[name] = (report, [])
+            self.first_use[name] = report
 
     # -- a local variable named like an import is not the import -------------------------------------------
 

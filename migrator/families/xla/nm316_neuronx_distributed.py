@@ -19,6 +19,7 @@ from neuronx_distributed.parallel_layers import parallel_state
 parallel_state.initialize_model_parallel(tensor_model_parallel_size=8)
 """,
             after="""\
+# TODO(neuron-migrate): NM501 `neuronx_distributed` stays imported only for line 5 (NM316), under its own TODO: `neuronx_distributed` is NeuronX Distributed, the XLA-flow parallel library; remove this import once that statement is rewritten
 from neuronx_distributed.parallel_layers import parallel_state
 
 # TODO(neuron-migrate): NM316 `neuronx_distributed.parallel_layers.parallel_state.initialize_model_parallel` has no direct TorchNeuron equivalent; use a DeviceMesh with DTensor tensor parallelism (`parallelize_module`, `ColwiseParallel`, `RowwiseParallel`) or `DistributedConfig(tp_size=...)` for Transformers models.

@@ -2,16 +2,18 @@
 `torch.compile(backend="neuron")`, where the file's whole flow is followed (`traced.py`: the traced model only
 called and saved with `torch.jit.save`, its saved file loaded in the same function); its calls keep the traced
 model's contract (CPU tensors in and out, at the example's shapes), its save writes the model's own weights,
-and a load of that file in the same function is the compiled model itself (NM323). Anything else stays with a
-TODO."""
+and a load of that file in the same function is the compiled model itself (NM323). A traced model that leaves
+its function is `_NeuronCompiled(model)`, which keeps that contract wherever it goes."""
 
 from __future__ import annotations
+
+import re
 
 import libcst as cst
 from libcst.helpers import parse_template_expression
 
-from migrator.cst_helpers import source_code
-from migrator.families.xla.state import _TO_DEVICE_SOURCE, HINTS, XlaFile
+from migrator.cst_helpers import descendants, dotted_name, source_code
+from migrator.families.xla.state import _NEURON_COMPILED_SOURCE, _TO_DEVICE_SOURCE, HINTS, XlaFile
 from migrator.families.xla.traced import NEURONX_TRACE, TracedFlow, saved_path
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -35,7 +37,10 @@ NEURON_TRACE = Rule(
     "artifact: the first call compiles, and the neuron compile cache takes the artifact's place; "
     "for inf1 the `torch_neuron` import goes too once nothing else uses it; the traced model's `.save(path)` is a save; "
     "`compiler_args` (and `dynamic_batch_size`: each new batch size compiles again) are dropped (neuronx-cc's default `--auto-cast matmult` no longer applies: the model runs "
-    "in its own dtype). Any other use of the traced model is left with a TODO.",
+    "in its own dtype). A traced model that leaves its function (returned, handed on) becomes "
+    "`_NeuronCompiled(model)`, a helper added to the file that keeps the traced model's contract wherever it "
+    "goes: the model on the device compiled the same way, called with CPU tensors in and out, and written by "
+    "`torch.jit.save` / `.save(path)` as its weights.",
     examples=(
         Example(
             before="""\
@@ -82,18 +87,32 @@ scores = _to_device(model_neuron(*_to_device(example, "neuron")), "cpu")[0]
         ),
         Example(
             before="""\
+import torch
 import torch_neuronx
 
-traced = torch_neuronx.trace(model, example_inputs)
-torch_neuronx.async_load(traced)
+
+def compile_model(model, example_inputs):
+    return torch_neuronx.trace(model, example_inputs)
+
+
+torch.jit.save(compile_model(model, example_inputs), "model_neuron.pt")
 """,
-            after="""\
-import torch_neuronx
+            after=f"""\
+import torch
+import copy
 
-# TODO(neuron-migrate): NM317 `torch_neuronx.trace` is rewritten only as `traced = torch_neuronx.trace(model, example)` whose result is only called, saved with torch.jit.save and loaded in the same function; run the model on device "neuron" and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
-traced = torch_neuronx.trace(model, example_inputs)
-# TODO(neuron-migrate): NM322 `torch_neuronx.async_load` works on models compiled ahead of time by torch_neuronx.trace; on TorchNeuron the model itself runs on device "neuron"; remove it: there is no traced artifact to load; the model is loaded on device "neuron" and compiled when it first runs
-torch_neuronx.async_load(traced)
+
+{_TO_DEVICE_SOURCE.strip()}
+
+
+{_NEURON_COMPILED_SOURCE.strip()}
+
+
+def compile_model(model, example_inputs):
+    return _NeuronCompiled(model)
+
+
+torch.jit.save(compile_model(model, example_inputs), "model_neuron.pt")
 """,
         ),
     ),
@@ -109,6 +128,39 @@ class NeuronTrace(Handler):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.file = ctx.state(XlaFile)
+        self.returned: list[
+            set[str]
+        ] = []  # per enclosing function: the names its `return NAME` statements give
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.returned.append(
+            {r.value.value for r in descendants(node, cst.Return) if isinstance(r.value, cst.Name)}
+        )
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        self.returned.pop()
+        return updated
+
+    def _leaves_its_function(self, original: cst.Call) -> bool:
+        """Whether the trace's result is returned (`return trace(...)`, `traced = trace(...)` then `return
+        traced`) or saved at once (`torch.jit.save(trace(...), path)`): the shapes `_NeuronCompiled` serves. A file
+        of several processes (each needs its own device) is not."""
+        line = self.ctx.line
+        if line is None or len(line.body) != 1 or re.search(r"\b(?:LOCAL_)?RANK\b", self.ctx.code):
+            return False
+        statement = line.body[0]
+        if isinstance(statement, cst.Return):
+            return statement.value is original
+        if isinstance(statement, cst.Assign) and statement.value is original and self.returned:
+            target = statement.targets[0].target
+            return isinstance(target, cst.Name) and target.value in self.returned[-1]
+        return (
+            isinstance(statement, cst.Expr)
+            and isinstance(statement.value, cst.Call)
+            and self.ctx.qualified(statement.value.func) == "torch.jit.save"
+            and bool(statement.value.args)
+            and statement.value.args[0].value is original
+        )
 
     def visit_Module(self, node: cst.Module) -> None:
         flows = self.file.traced()
@@ -133,15 +185,48 @@ class NeuronTrace(Handler):
             return cst.Name(flows.loads[original].traced)
         if original in flows.calls:
             return self._called(updated)
+        if self.ctx.qualified(original.func) == NEURONX_TRACE and self._leaves_its_function(original):
+            return self._wrapped(original, updated)
         if self.ctx.qualified(original.func) == NEURONX_TRACE:
             self.ctx.todo(
                 original,
                 NEURON_TRACE,
-                f"`{NEURONX_TRACE}` is rewritten only as `traced = torch_neuronx.trace(model, example)` whose "
-                "result is only called, saved with torch.jit.save and loaded in the same function",
+                f"`{NEURONX_TRACE}` is rewritten only where its result is only called, saved with torch.jit.save "
+                "and loaded in the same function, or returned from it",
                 _BY_HAND,
             )
         return updated
+
+    def _wrapped(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        """A traced model used beyond one function (returned, handed on): `_NeuronCompiled(model)`, which keeps
+        its contract wherever it goes (CPU tensors in and out; `torch.jit.save` writes the weights)."""
+        model = next((arg for arg in updated.args if arg.keyword is None and not arg.star), None)
+        model = model or next(
+            (arg for arg in updated.args if arg.keyword and arg.keyword.value == "func"), None
+        )
+        if model is None or any(arg.star for arg in updated.args):
+            self.ctx.todo(
+                original,
+                NEURON_TRACE,
+                f"`{NEURONX_TRACE}` is given its model through unpacked arguments here",
+                _BY_HAND,
+            )
+            return updated
+        options = [arg.keyword.value for arg in updated.args if arg.keyword and arg.keyword.value != "func"]
+        dropped = f"; `{'`, `'.join(options)}` dropped" if options else ""
+        self.ctx.report(
+            original,
+            NEURON_TRACE,
+            f'`{source_code(model.value)}` on device "neuron" in `_NeuronCompiled`, which the traced model\'s users '
+            "call and save as before (CPU tensors in and out; torch.jit.save writes its weights), compiled with "
+            f'torch.compile(backend="neuron") when first called (keep inputs padded to the example\'s shapes){dropped}',
+        )
+        self.file.helpers.add("_NeuronCompiled")
+        self.ctx.remove_import("torch_neuronx")
+        head = (dotted_name(original.func) or "").partition(".")[0]
+        if head != "torch_neuronx":
+            self.ctx.remove_import("torch_neuronx", None, head)
+        return parse_template_expression("_NeuronCompiled({model})", model=model.value)
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         """`traced = torch.jit.load(path)` of the compiled model's own file: it already is that model."""
@@ -165,6 +250,9 @@ class NeuronTrace(Handler):
         self.ctx.add_import("torch")
         if flow.api == NEURONX_TRACE:  # inf1's import is NM321's
             self.ctx.remove_import("torch_neuronx")
+            head = (dotted_name(original.func) or "").partition(".")[0]
+            if head != "torch_neuronx":  # `import torch_neuronx as <head>`
+                self.ctx.remove_import("torch_neuronx", None, head)
         return parse_template_expression(
             'torch.compile({model}.to("neuron").requires_grad_(False), backend="neuron", fullgraph=True, dynamic=False)',
             model=cst.Name(flow.model),

@@ -63,7 +63,7 @@ class Inf1Toolchain(Handler):
                     alias, f"`import {INF1_NAMESPACE}` loads torch-neuron", " (PyTorch loads TorchNeuron)"
                 )
             elif module == INF1_PACKAGE and not self.file.traced().inf1_used:
-                self.ctx.remove_import(INF1_PACKAGE)
+                self.ctx.remove_import(INF1_PACKAGE, None, alias.evaluated_alias)
                 self.ctx.report(
                     alias,
                     INF1,

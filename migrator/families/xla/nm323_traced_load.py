@@ -12,7 +12,7 @@ import libcst as cst
 
 from migrator.cst_helpers import argument, descendants, is_method_call, source_code, string_value
 from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS, TRACED_SERVING
-from migrator.families.xla.state import XlaFile
+from migrator.families.xla.state import _NEURON_COMPILED_SOURCE, _TO_DEVICE_SOURCE, XlaFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -40,18 +40,23 @@ def export(model, example_inputs):
 def serve():
     return torch.jit.load("model_neuron.pt")
 """,
-            after="""\
+            after=f"""\
 import torch
-import torch_neuronx
+import copy
+
+
+{_TO_DEVICE_SOURCE.strip()}
+
+
+{_NEURON_COMPILED_SOURCE.strip()}
 
 
 def export(model, example_inputs):
-    # TODO(neuron-migrate): NM317 `torch_neuronx.trace` is rewritten only as `traced = torch_neuronx.trace(model, example)` whose result is only called, saved with torch.jit.save and loaded in the same function; run the model on device "neuron" and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
-    torch.jit.save(torch_neuronx.trace(model, example_inputs), "model_neuron.pt")
+    torch.jit.save(_NeuronCompiled(model), "model_neuron.pt")
 
 
 def serve():
-    # TODO(neuron-migrate): NM323 `"model_neuron.pt"` holds the model this file traced with `torch_neuronx.trace` and saved, compiled ahead of time for the XLA-era flow (fixed shapes); load the original checkpoint (`from_pretrained(..., device_map="neuron")`) or move the model to device "neuron" on trn2 / trn3, and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
+    # TODO(neuron-migrate): NM323 `"model_neuron.pt"` holds the model this file traced with `torch_neuronx.trace` and saved, compiled ahead of time for the XLA-era flow (fixed shapes) (as migrated, the file saves the model's weights there instead); load the original checkpoint (`from_pretrained(..., device_map="neuron")`) or move the model to device "neuron" on trn2 / trn3, and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
     return torch.jit.load("model_neuron.pt")
 """,
         ),
@@ -113,7 +118,10 @@ class TracedLoad(Handler):
         if trace in INF1_CALLS:
             why = f"`{code}` holds the model this file traced with `{trace}` and saved, {INF1_WHAT}"
         elif trace is not None:
-            why = f"`{code}` holds the model this file traced with `{trace}` and saved, {XLA_WHAT}"
+            why = (
+                f"`{code}` holds the model this file traced with `{trace}` and saved, {XLA_WHAT} (as migrated, the "
+                "file saves the model's weights there instead)"
+            )
         elif not self.saves and self._serves_traced_models():
             why = (
                 f"`{code}` is read in a script that imports torch_neuronx (which registers the ops of a model "

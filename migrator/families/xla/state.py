@@ -50,6 +50,41 @@ class _DeviceLoader:
     def __len__(self):
         return len(self.loader)
 '''
+_MESH_REDUCE_SOURCE = '''
+def _mesh_reduce(data, reduce_fn):
+    """`reduce_fn` of the list of every process's `data`, copied to the CPU (replaces torch_xla's xm.mesh_reduce;
+    added by neuron-migrate)."""
+    data = _to_device(data, "cpu")
+    if not torch.distributed.is_initialized():
+        return reduce_fn([data])
+    gathered = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(gathered, data)
+    return reduce_fn(gathered)
+'''
+_NEURON_COMPILED_SOURCE = '''
+class _NeuronCompiled(torch.nn.Module):
+    """What `torch_neuronx.trace(model, ...)` returned, on TorchNeuron (added by neuron-migrate): a copy of `model`
+    on the neuron device, compiled when first called and called as the traced model was, with CPU tensors in and out at
+    the example's shapes; `save(path)` (what torch.jit.save calls) writes the model's weights."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = copy.deepcopy(model).to("neuron").requires_grad_(False)  # the traced model was a copy too
+        self.compiled = torch.compile(self.model, backend="neuron", fullgraph=True, dynamic=False)
+
+    def forward(self, *args, **kwargs):
+        return _to_device(self.compiled(*_to_device(args, "neuron"), **_to_device(kwargs, "neuron")), "cpu")
+
+    def save(self, path, **_):
+        torch.save(_to_device(self.model.state_dict(), "cpu"), path)
+'''
+# The helpers the rules add to a file, in the order they are written; each uses `_to_device`.
+_HELPER_SOURCES = {
+    "_to_device": _TO_DEVICE_SOURCE,
+    "_DeviceLoader": _DEVICE_LOADER_SOURCE,
+    "_mesh_reduce": _MESH_REDUCE_SOURCE,
+    "_NeuronCompiled": _NEURON_COMPILED_SOURCE,
+}
 
 
 @dataclass(frozen=True)
@@ -107,7 +142,7 @@ class XlaFile:
         self.inline_statement_calls: set[cst.Call] = set()
         self.called: set[cst.BaseExpression] = set()  # the `func` of every call
         self.string_quotes: list[str] = []  # quotes of the f-strings around the current node
-        self.helpers: set[str] = set()  # "_to_device", "_DeviceLoader": added to the file at the end
+        self.helpers: set[str] = set()  # names of `_HELPER_SOURCES`: added to the file at the end
         self._parameters_of: dict[str, list[list[str]]] | None = None  # function name -> parameter lists
         self._traced: TracedFlows | None = None
 
@@ -340,14 +375,15 @@ class XlaTracker(Handler):
             for statement in updated.body
             if isinstance(statement, (cst.FunctionDef, cst.ClassDef))
         }
-        sources = []
-        if self.file.helpers and "_to_device" not in defined:
-            sources.append(_TO_DEVICE_SOURCE)
-        if "_DeviceLoader" in self.file.helpers and "_DeviceLoader" not in defined:
-            sources.append(_DEVICE_LOADER_SOURCE)
+        wanted = self.file.helpers | {"_to_device"} if self.file.helpers else set()
+        sources = [
+            source for name, source in _HELPER_SOURCES.items() if name in wanted and name not in defined
+        ]
         if not sources:
             return updated
         self.ctx.add_import("torch")
+        if "_NeuronCompiled" in wanted:
+            self.ctx.add_import("copy")
         helpers = []
         for source in sources:
             statement = cst.parse_statement(source.lstrip("\n"))

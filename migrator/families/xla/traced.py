@@ -18,7 +18,7 @@ from migrator.cst_helpers import (
     visit_read_only,
 )
 from migrator.families.xla.names import INF1_NAMESPACE, INF1_PACKAGE
-from migrator.transform import FileContext
+from migrator.transform import FileContext, module_import_choices
 
 NEURONX_TRACE = "torch_neuronx.trace"
 # The traces rewritten: torch_neuronx's (inf2/trn1) and torch-neuron's (inf1), which take the same arguments.
@@ -124,10 +124,25 @@ def qualified(ctx: FileContext, node: cst.BaseExpression) -> str | None:
     return name if base is None else f"{base}.{rest}" if rest else base
 
 
+def trace_api(ctx: FileContext, func: cst.BaseExpression) -> str | None:
+    """Which trace a callee is, else None. A name the module binds to torch-neuron in one branch and to
+    torch_neuronx in another (`import torch_neuron as neuron` / `import torch_neuronx as neuron` under a chip
+    switch) is a trace either way: both take the same arguments, and both rewrite alike; it reads as torch_neuronx's."""
+    api = qualified(ctx, func)
+    if api in TRACES:
+        return api
+    name = dotted_name(func)
+    head, _, rest = (name or "").partition(".")
+    choices = module_import_choices(ctx.module).get(head, frozenset())
+    if rest and len(choices) > 1 and all(f"{choice}.{rest}" in TRACES for choice in choices):
+        return NEURONX_TRACE
+    return None
+
+
 def _flow(ctx: FileContext, reader: _Reader, assign: cst.Assign) -> TracedFlow | None:
     call = assign.value
-    api = qualified(ctx, call.func) if isinstance(call, cst.Call) else None
-    if api not in TRACES:
+    api = trace_api(ctx, call.func) if isinstance(call, cst.Call) else None
+    if api is None:
         return None
     if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
         return None

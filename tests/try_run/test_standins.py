@@ -1,0 +1,504 @@
+"""`try` stands in for what real programs load and launches them as their READMEs do: the tree's own package
+on the path, notebooks with magics of other kernels, shell cells whose command fails, downloads into a folder,
+dataset columns of the types the code reads, tokenizers with their family's special tokens."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from try_run import plan
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # no test reaches the Hub
+CLI = [sys.executable, "-c", "from commands.neuron_migrate import main; main()"]
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+def run_try(target: Path, cache: Path, *arguments: str, cwd: Path | None = None) -> tuple[int, dict]:
+    report = target.parent / f"{target.name}.try.json"
+    result = subprocess.run(
+        [*CLI, "try", str(target), "-q", "--format", "json", "--report", str(report), *arguments],
+        cwd=cwd or target.parent,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env={**os.environ, "NEURON_MIGRATE_CACHE": str(cache)},
+    )
+    assert report.is_file(), result.stderr
+    return result.returncode, json.loads(report.read_text())
+
+
+# -- the tree's own package ----------------------------------------------------------------------------------
+def tree_with_a_package(root: Path) -> Path:
+    """examples/distributed/train.py importing examples.use_cases.ner (its README: run from the root)."""
+    (root / ".git").mkdir()
+    write(root, "examples/use_cases/__init__.py", "")
+    write(
+        root,
+        "examples/use_cases/ner.py",
+        """
+        DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
+
+
+        def check(value):
+            if value != "ok":
+                raise ValueError(f"not ok: {value}")
+        """,
+    )
+    return write(
+        root,
+        "examples/distributed/train.py",
+        """
+        import json
+        import os
+
+        from examples.use_cases.ner import check
+
+        check(open("examples/distributed/value.txt").read().strip())
+        """,
+    )
+
+
+def test_a_script_importing_its_trees_package_runs_from_the_root_with_it_on_the_path(tmp_path):
+    script = tree_with_a_package(tmp_path)
+    assert plan.import_root(script) == tmp_path
+    (launch,) = plan.plan_script(script, ["--x", "1"], None, "python").launches
+    assert launch.cwd == tmp_path and launch.argv == ["python", "examples/distributed/train.py", "--x", "1"]
+    assert launch.label == "PYTHONPATH=. python examples/distributed/train.py --x 1"
+    env = launch.environment({"PYTHONPATH": "/bootstrap"})
+    assert env["PYTHONPATH"] == os.pathsep.join(["/bootstrap", str(tmp_path)])  # the bootstrap stays first
+    # The module it imports is read too (its model id is served), and those that module imports.
+    assert plan.local_modules(script, [script.parent, tmp_path]) == [tmp_path / "examples/use_cases/ner.py"]
+
+    # What its own folder holds, the standard library and a name no folder of the tree holds: nothing to add.
+    write(tmp_path, "examples/distributed/local.py", "from helpers import x\n")
+    write(tmp_path, "examples/distributed/helpers.py", "x = 1\n")
+    write(tmp_path, "examples/distributed/plain.py", "import json\nimport examples_not_here.mod\n")
+    assert plan.import_root(tmp_path / "examples/distributed/local.py") is None
+    assert plan.import_root(tmp_path / "examples/distributed/plain.py") is None
+    # Not above the repository's root (the folder with .git).
+    (tmp_path / ".git").rmdir()
+    (tmp_path / "examples/distributed/.git").mkdir()
+    assert plan.import_root(script) is None
+
+
+def test_a_script_whose_arguments_name_paths_from_the_root_runs_from_the_root(tmp_path):
+    """philschmid/llama3-aws-trainium-sample: `python scripts/run_sft.py --config notebooks/llama_3_8b.yaml`,
+    from the repository's root as its notebook runs it."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "scripts/run_sft.py", "import sys\nopen(sys.argv[2]).read()\n")
+    write(tmp_path, "notebooks/llama_3_8b.yaml", "model_id: x\n")
+    script = tmp_path / "scripts/run_sft.py"
+    (launch,) = plan.plan_script(script, ["--config", "notebooks/llama_3_8b.yaml"], None, "python").launches
+    assert launch.cwd == tmp_path and launch.argv[1] == "scripts/run_sft.py"
+    # Paths found from its own folder, Hub ids and absolute paths: its own folder.
+    write(tmp_path, "scripts/local/c.yaml", "")
+    for arguments in (
+        ["--config", "local/c.yaml"],
+        ["--model_id=meta-llama/Meta-Llama-3-8B"],
+        ["/abs/x.yaml"],
+    ):
+        (launch,) = plan.plan_script(script, arguments, None, "python").launches
+        assert launch.cwd == script.parent and launch.argv[1] == "run_sft.py"
+
+
+def test_the_trys_own_code_is_never_the_users_even_in_a_tree_that_holds_it():
+    import importlib.util
+
+    tool = Path(plan.__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "try_bootstrap", tool / "try_run/bootstrap/sitecustomize.py"
+    )
+    bootstrap = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bootstrap)  # (without a try's configuration it installs nothing)
+    state = bootstrap._State(
+        {"roots": {str(tool): "checkout"}}
+    )  # a try of a file of the tool's own repository
+    assert state.user_location(str(tool / "try_run/bootstrap/sitecustomize.py"), 3) is None
+    assert state.user_location(str(tool / "standin/__init__.py"), 3) is None
+    assert state.user_location(str(tool / "fixtures/examples/sft_llama.py"), 3) == {
+        "file": "checkout/fixtures/examples/sft_llama.py",
+        "line": 3,
+    }
+
+
+def test_an_error_in_the_trees_package_is_reported_at_the_users_line(tmp_path, try_cache):
+    script = tree_with_a_package(tmp_path)
+    write(tmp_path, "examples/distributed/value.txt", "bad\n")
+    code, document = run_try(script, try_cache)
+    (run,) = document["runs"]
+    assert code == 1 and run["command"] == "PYTHONPATH=. python examples/distributed/train.py"
+    error = run["error"]
+    assert (error["type"], Path(error["file"]).parts[-2:], error["line"]) == (
+        "ValueError",
+        ("use_cases", "ner.py"),
+        6,
+    )
+    write(tmp_path, "examples/distributed/value.txt", "ok\n")
+    code, document = run_try(script, try_cache)
+    assert code == 0, document["runs"][0]["reason"]
+
+
+# -- dataset columns -----------------------------------------------------------------------------------------
+NER_SCRIPT = """
+import os
+
+import boto3
+from datasets import load_dataset
+
+env = os.environ.copy()
+env["NEURON_RT_VISIBLE_CORES"] = "0-1"
+
+
+def secret(name):
+    client = boto3.session.Session().client("secretsmanager")
+    for page in client.get_paginator("list_secrets").paginate():
+        for entry in page["SecretList"]:
+            if entry["Name"] == name:
+                return client.get_secret_value(SecretId=entry["ARN"])["SecretString"]
+
+
+def tokenize(batch, tokenizer):
+    return tokenizer(batch["tokens"], is_split_into_words=True, truncation=True)
+
+
+raw = load_dataset("someone/ner-corpus")
+label_names = raw["train"].features["ner_tags"].feature.names
+topics = raw["train"].features["topic"].names
+"""
+
+
+def test_columns_come_from_dataset_reads_with_the_kinds_the_code_reads_them_as():
+    from try_run import scan
+
+    facts = scan.read_python(NER_SCRIPT)
+    # Not the environment's keys nor the AWS responses' fields: those dictionaries are not the dataset's rows.
+    assert facts.columns == {"tokens", "ner_tags", "topic"}
+    assert facts.column_kinds == {"tokens": "words", "ner_tags": "tags:3", "topic": "label:2"}
+    # A name bound to an AWS value in one function is not one in another.
+    facts = scan.read_python(
+        "def a(c):\n    page = c\n    page['x']\ndef b():\n    import boto3\n    page = boto3.client('s3')\n    page['y']\n"
+    )
+    assert facts.columns == {"x"}
+
+
+def test_a_stand_in_dataset_has_the_feature_types_the_code_reads(tmp_path):
+    from datasets import List, load_dataset
+
+    from try_run import data, scan
+
+    request = scan.read_python(NER_SCRIPT).datasets["someone/ner-corpus"]
+    data.write_cache(data.stand_in(request), tmp_path)
+    # The table's NER datasets carry their real class names.
+    data.write_cache(data.stand_in(data.DatasetRequest("ncbi/ncbi_disease")), tmp_path)
+    coded = load_dataset("someone/ner-corpus", split="train", cache_dir=str(tmp_path))
+    tagged = load_dataset("ncbi/ncbi_disease", split="train", cache_dir=str(tmp_path))
+    assert isinstance(coded.features["tokens"], List) and coded.features["topic"].num_classes == 2
+    assert coded.features["ner_tags"].feature.num_classes == 3
+    assert tagged.features["ner_tags"].feature.names == ["O", "B-Disease", "I-Disease"]
+    for row in (coded[5], tagged[7]):  # one tag per word, as a tagger aligns them
+        assert len(row["tokens"]) == len(row["ner_tags"]) > 1
+
+
+# -- datasets an earlier step saved ------------------------------------------------------------------------
+SAVED_SCRIPT = """
+import argparse
+import os
+
+from datasets import load_from_disk
+from transformers import AutoModelForSequenceClassification, Trainer, TrainingArguments
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--model_id", default="google-bert/bert-base-uncased")
+parser.add_argument("--dataset-path", default="dataset")
+args, _ = parser.parse_known_args()
+
+train = load_from_disk(os.path.join(args.dataset_path, "train"))
+labels = train.features["labels"].names
+model = AutoModelForSequenceClassification.from_pretrained(args.model_id, num_labels=len(labels))
+arguments = TrainingArguments(output_dir="out", per_device_train_batch_size=4, report_to="none")
+Trainer(model=model, args=arguments, train_dataset=train).train()
+"""
+
+
+def test_folders_the_code_loads_from_disk_are_read_from_its_arguments():
+    from try_run import scan
+
+    assert scan.read_python(SAVED_SCRIPT).saved_datasets == {"dataset/train"}
+    given = scan.read_python(SAVED_SCRIPT, ["--dataset-path", "lm_dataset"])
+    assert given.saved_datasets == {"lm_dataset/train"}
+    assert given.column_kinds == {"labels": "label:2"}
+    # a folder named like a Hub id (`data/emotion`) that the code loads from disk is not asked of the Hub
+    local = scan.read_python(SAVED_SCRIPT, ["--dataset-path", "data/emotion"])
+    assert local.saved_datasets == {"data/emotion/train"} and local.datasets == {}
+    # a folder known only at run time is not guessed
+    assert (
+        scan.read_python("from datasets import load_from_disk\nload_from_disk(input())\n").saved_datasets
+        == set()
+    )
+
+
+def test_a_tokenized_dataset_an_earlier_step_saved_is_stood_in_without_writing_the_tree(tmp_path, try_cache):
+    script = write(tmp_path, "scripts/train.py", SAVED_SCRIPT)
+    code, document = run_try(script, try_cache, "--", "--dataset-path", "lm_dataset")
+    (run,) = document["runs"]
+    assert code == 0, run["reason"]
+    (saved,) = run["datasets"]
+    assert saved["id"] == "lm_dataset/train" and saved["columns"] == ["attention_mask", "input_ids", "labels"]
+    assert sorted(path.name for path in script.parent.iterdir()) == ["train.py", "train.py.try.json"]
+
+
+# -- downloads into a folder ---------------------------------------------------------------------------------
+def test_a_download_into_a_folder_gets_the_stand_in_and_an_unknown_id_the_model_advice(tmp_path, try_cache):
+    from try_run import scan
+
+    script = write(
+        tmp_path,
+        "download.py",
+        """
+        from huggingface_hub import hf_hub_download, snapshot_download
+        from transformers import AutoModelForCausalLM
+
+        model_id = "Qwen/Qwen3-0.6B"
+        local_model_path = "./models/qwen3"
+        folder = snapshot_download(repo_id=model_id, local_dir=local_model_path, ignore_patterns=["*.json"])
+        print("files:", sorted(path.name for path in __import__("pathlib").Path(folder).iterdir()))
+        print("one:", hf_hub_download(model_id, "config.json", local_dir="configs"))
+        snapshot_download(repo_id=model_id, local_dir=local_model_path)
+        model = AutoModelForCausalLM.from_pretrained("models/qwen3")
+        """,
+    )
+    facts = scan.read_python(script.read_text())
+    # The folder it downloads into is not a Hub id to serve.
+    assert facts.local_dirs == {"./models/qwen3", "configs"} and facts.hub_ids() == {"Qwen/Qwen3-0.6B"}
+    code, document = run_try(script, try_cache)
+    (run,) = document["runs"]
+    assert code == 0, run["reason"]
+    assert "config.json" not in run["output_tail"].split("files:")[1].splitlines()[0]  # ignore_patterns kept
+    assert f"one: {tmp_path.resolve()}/configs/config.json" in run["output_tail"]
+    served = next(model for model in run["models"] if model["id"] == "Qwen/Qwen3-0.6B")
+    assert served["local_dirs"] == [
+        str(tmp_path.resolve() / "configs"),
+        str(tmp_path.resolve() / "models/qwen3"),
+    ]
+    assert not (tmp_path / "models").exists()  # written in the sandbox only
+
+    write(
+        tmp_path,
+        "private.py",
+        'from huggingface_hub import snapshot_download\nsnapshot_download("someone/private-weights", local_dir="w")\n',
+    )
+    code, document = run_try(tmp_path / "private.py", try_cache)
+    (run,) = document["runs"]
+    assert code == 1 and run["status"] == "not-run"
+    assert "pass --model someone/private-weights=MODEL_TYPE" in run["reason"]
+
+
+def test_a_forced_download_is_served_from_the_try_cache(tmp_path, try_cache):
+    """Offline, huggingface_hub refuses `force_download=True` (ValueError); the stand-in is what it would fetch."""
+    script = write(
+        tmp_path,
+        "forced.py",
+        """
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained("bert-base-cased", force_download=True)
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-cased", num_labels=3, force_download=True)
+        print("labels:", model.config.num_labels, len(tokenizer("a b")["input_ids"]) > 0)
+        """,
+    )
+    code, document = run_try(script, try_cache)
+    (run,) = document["runs"]
+    assert code == 0, run["reason"]
+    assert "labels: 3 True" in run["output_tail"]
+
+
+# -- notebooks -----------------------------------------------------------------------------------------------
+def notebook(path: Path, cells: list[str]) -> Path:
+    import nbformat
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells]), path)
+    return path
+
+
+def test_a_metric_a_script_the_notebook_launches_loads_is_served(tmp_path, try_cache):
+    write(
+        tmp_path,
+        "scripts/score.py",
+        """
+        import evaluate
+
+        print(evaluate.load("f1").compute(predictions=[1, 0], references=[1, 1]))
+        """,
+    )
+    # the command goes on over the next line, as IPython joins a `!cmd \\` line with it
+    launching = notebook(tmp_path / "launch.ipynb", ["!torchrun --nproc_per_node 1 \\\n  scripts/score.py"])
+    code, document = run_try(launching, try_cache)
+    (run,) = document["runs"]
+    assert code == 0, run["reason"]
+    assert [metric["name"] for metric in run["metrics"]] == ["f1"]
+
+
+def test_magics_of_another_kernel_are_set_up_not_run_and_a_failing_shell_cell_shows_its_command(
+    tmp_path, try_cache
+):
+    write(
+        tmp_path,
+        "scripts/train.py",
+        "import sys\n\n\ndef main():\n    raise RuntimeError('no data at ' + sys.argv[1])\n\n\nmain()\n",
+    )
+    glue = notebook(
+        tmp_path / "notebooks/glue.ipynb",
+        [
+            "%additional_python_modules transformers\n%glue_version 4.0\nprint('after the magics')",
+            '%%configure\n{"--conf": "spark"}',
+            "%%bash\necho training\ntorchrun --nproc_per_node 1 ../scripts/train.py data/train",
+        ],
+    )
+    code, document = run_try(glue, try_cache)
+    (run,) = document["runs"]
+    assert code == 1
+    assert [(entry["command"], entry["cell"], entry["outcome"]) for entry in run["skipped"]] == [
+        ("%additional_python_modules transformers", 1, "not run"),
+        ("%glue_version 4.0", 1, "not run"),
+        ("%%configure", 2, "not run"),
+    ]
+    # The notebook went on to its shell cell, whose script is the user's code: its own error, at its line.
+    error = run["error"]
+    assert (error["type"], Path(error["file"]).name, error["line"]) == ("RuntimeError", "train.py", 5)
+
+    failing = notebook(tmp_path / "notebooks/ls.ipynb", ["%%bash\necho listing\nls /no-such-folder-here"])
+    code, document = run_try(failing, try_cache)
+    (run,) = document["runs"]
+    assert code == 1 and run["error"]["cell"] == 1
+    assert run["reason"].startswith("CalledProcessError")
+    assert run["reason"].endswith(
+        "the command's output ends: listing | ls: cannot access '/no-such-folder-here': No such file or directory"
+    )
+
+
+def test_a_shell_cell_whose_torchrun_workers_exit_shows_what_they_printed_not_torchruns_summary(
+    tmp_path, try_cache
+):
+    """Workers that exit without a traceback (an argument parser's error): the report ends with their own
+    lines, and torchrun's 35-line summary is one line."""
+    write(
+        tmp_path,
+        "scripts/parse.py",
+        "import argparse\n\nparser = argparse.ArgumentParser()\nparser.add_argument('--bf16')\n"
+        "parser.parse_args()\n",
+    )
+    launch = notebook(
+        tmp_path / "notebooks/launch.ipynb",
+        ["%%bash\ntorchrun --nproc_per_node 2 ../scripts/parse.py --bf16"],
+    )
+    code, document = run_try(launch, try_cache)
+    (run,) = document["runs"]
+    assert code == 1 and run["error"]["type"] == "CalledProcessError"
+    assert re.search(
+        r"the command's output ends: usage: parse.py \[-h\] \[--bf16 BF16\] \| parse.py: error: argument --bf16: "
+        r"expected one argument \| torchrun: ../scripts/parse.py FAILED: rank [01] failed first, exit code 2$",
+        run["reason"],
+    ), run["reason"]
+    assert "ChildFailedError" not in run["output_tail"]
+
+
+# -- tokenizers of a model family ----------------------------------------------------------------------------
+def test_a_model_familys_stand_in_tokenizer_has_its_real_special_tokens(tmp_path):
+    from transformers import AutoConfig, AutoTokenizer
+
+    from try_run import hub
+
+    def served(model_id):
+        hub.ensure_model(tmp_path, model_id, *hub.architecture(model_id, {}))
+        return (
+            AutoTokenizer.from_pretrained(model_id, cache_dir=str(tmp_path)),
+            AutoConfig.from_pretrained(model_id, cache_dir=str(tmp_path)),
+        )
+
+    base, config = served("meta-llama/Llama-3.1-8B")
+    base.pad_token = "<|finetune_right_pad_id|>"  # optimum-neuron's finetune_llama.py
+    assert base.pad_token_id not in (None, base.unk_token_id)
+    assert (base.bos_token, base.eos_token, base.model_max_length) == (
+        "<|begin_of_text|>",
+        "<|end_of_text|>",
+        131072,
+    )
+    ids = base("hi").input_ids
+    assert (
+        ids[0] == base.bos_token_id == config.bos_token_id and len(ids) == 3
+    )  # its bos starts every sequence
+    assert base.decode(ids, skip_special_tokens=True) == "hi"
+    assert "<|eot_id|>" in base.all_special_tokens and config.vocab_size >= len(base)
+    instruct, config = served("meta-llama/Llama-3.2-1B-Instruct")
+    assert instruct.eos_token == "<|eot_id|>" and config.eos_token_id == instruct.eos_token_id
+    # Llama 3 (before 3.1) has no such token; other families keep the plain stand-in.
+    older, _ = served("meta-llama/Meta-Llama-3-8B")
+    assert older.convert_tokens_to_ids("<|finetune_right_pad_id|>") == older.unk_token_id
+    plain, _ = served("Qwen/Qwen3-0.6B")
+    assert plain("hi").input_ids == [plain.convert_tokens_to_ids(c) for c in "hi"]
+
+
+def test_a_cell_that_does_not_parse_is_reported_at_its_cell_and_line(tmp_path, try_cache):
+    # A notebook with prose in a code cell (didhd/inferentia2-llm's 3.1-Compile-TransformerNeuronX.ipynb, cell 3).
+    prose = notebook(tmp_path / "prose.ipynb", ["x = 1", "print(x)\nthis cell is prose, not Python"])
+    code, document = run_try(prose, try_cache)
+    error = document["runs"][0]["error"]
+    assert code == 1 and (error["type"], error["cell"], error["line"]) == ("SyntaxError", 2, 2)
+    assert error["code"] == "this cell is prose, not Python"
+
+
+def test_a_reporting_integration_whose_package_is_missing_is_not_run_with_what_to_install(
+    tmp_path, try_cache
+):
+    """`report_to="tensorboard"` without tensorboard: Transformers' callback raises a RuntimeError that names
+    the package; the try says which to install, as for an import that fails."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorboard") or importlib.util.find_spec("tensorboardX"):
+        pytest.skip("tensorboard is installed here")
+    script = write(
+        tmp_path,
+        "report.py",
+        """
+        from transformers.integrations import TensorBoardCallback
+
+        TensorBoardCallback()
+        """,
+    )
+    code, document = run_try(script, try_cache, "--no-install")
+    (run,) = document["runs"]
+    assert code == 1 and run["status"] == "not-run"
+    assert run["reason"].startswith("not run: install tensorboard in the environment that runs it")
+
+
+def test_a_notebook_stops_at_a_launch_line_that_fails_with_what_it_printed(tmp_path, try_cache):
+    """IPython goes on after a failed `!python train.py`; a person reads its error and stops, since the cells
+    after it use what it makes. The try stops there too, with the command's own last lines."""
+    write(tmp_path, "train.py", "import sys\n\nprint('no training data in data/')\nsys.exit(3)\n")
+    launch = notebook(
+        tmp_path / "launch.ipynb",
+        ["!python train.py \\\n    --epochs 1", "print('the model it trained')"],
+    )
+    code, document = run_try(launch, try_cache)
+    (run,) = document["runs"]
+    assert code == 1 and run["error"]["cell"] == 1
+    assert run["reason"].startswith(
+        "CalledProcessError: Command 'python train.py     --epochs 1' returned non-zero"
+    )
+    assert run["reason"].endswith("the command's output ends: no training data in data/")
+    assert "the model it trained" not in run["output_tail"]
