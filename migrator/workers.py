@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import multiprocessing
+import multiprocessing.util
 import os
 import signal
 import sys
@@ -142,6 +143,9 @@ class _Worker:
         supervisor.started.append(self)
         self.process.start()
         child.close()
+        # Should a second Ctrl-C skip the stop in `Supervisor.run`'s `finally`, multiprocessing's exit handler
+        # runs this before it joins its children: the worker is killed instead of joined for ever.
+        multiprocessing.util.Finalize(self, _kill, args=(self.process,), exitpriority=0)
 
     def assign(self, batch: list[int]) -> None:
         self.connection.send(batch)
@@ -163,6 +167,12 @@ class _Worker:
             self.process.kill()
             self.process.join()
         self.connection.close()
+
+
+def _kill(process: multiprocessing.process.BaseProcess) -> None:
+    if process.is_alive():
+        process.kill()
+        process.join()
 
 
 def _death_message(worker: _Worker) -> str:

@@ -245,3 +245,29 @@ def test_ctrl_c_while_workers_start_stops_every_started_worker(tree, monkeypatch
     with pytest.raises(engine.Interrupted):
         run(jobs, workers=2)
     assert len(started) == 2 and not any(process.is_alive() for process in started)
+
+
+def test_a_second_ctrl_c_before_the_workers_are_stopped_still_ends_the_command():
+    """kill_race: a Ctrl-C to the command then to its group; the second came before the stop in
+    `Supervisor.run`'s `finally` held signals, skipped it, and the command hung at exit joining idle workers
+    (they ignore SIGTERM, with which multiprocessing ends its daemons)."""
+    script = textwrap.dedent(
+        """
+        import contextlib, os, signal, threading, time
+        from migrator import workers
+
+        @contextlib.contextmanager
+        def second_interrupt_first():
+            raise KeyboardInterrupt
+            yield
+
+        workers._signals_deferred = second_interrupt_first
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            workers.Supervisor(lambda i: time.sleep(0.1), lambda i, m: m).run(100, [[i] for i in range(100)], 2)
+        except KeyboardInterrupt:
+            print("interrupted")
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == "interrupted", run.stderr
