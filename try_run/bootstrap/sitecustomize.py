@@ -827,7 +827,12 @@ def _after_hf_file_system(module) -> None:
 
 def _http_module(session):
     """The HTTP library huggingface_hub's session is made with (httpx, or its fork httpx2)."""
-    return sys.modules[type(session()).__module__.split(".")[0]]
+    return _package_of(type(session()).__module__)
+
+
+def _package_of(module_name: str):
+    """The imported top-level package of a module (httpx for httpx._transports.default)."""
+    return sys.modules[module_name.split(".")[0]]
 
 
 def _after_login(module) -> None:
@@ -924,8 +929,7 @@ def _after_httpx(module) -> None:
         data = _stand_in_image(str(request.url)) if request.method == "GET" else None
         if data is None:
             return handle(self, request)
-        package = sys.modules[module.__name__.split(".")[0]]
-        return package.Response(200, content=data, request=request)
+        return _package_of(module.__name__).Response(200, content=data, request=request)
 
     module.HTTPTransport.handle_request = serving
 
