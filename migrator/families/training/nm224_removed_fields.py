@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.cst_helpers import descendants
 from migrator.families.training.arguments_names import (
     OWN_FIELDS,
     arguments_names,
@@ -73,6 +72,8 @@ RULES = (REMOVED_FIELD,)
 
 # The old defaults a read got when nothing set the field (Transformers 4.57.3 / TRL 0.x), for the TODO.
 OLD_DEFAULTS = {"overwrite_output_dir": "False", "logging_dir": "output_dir/runs/<date>_<host>"}
+
+
 class RemovedFields(Handler):
     TRIGGERS = frozenset(REMOVED_UPSTREAM)
     HINTS = frozenset(REMOVED_UPSTREAM)
