@@ -86,6 +86,10 @@ class ModelLoads(Handler):
         self.save_only_model: dict[cst.Call, tuple[str, str]] = {}
         for name in self.dataclasses:
             ctx.watch(name)
+        if self.dataclasses:
+            self.file.parsed_flag_fields.update(PARSED_PARALLEL_FIELDS)
+        if self.pipelined:
+            self.file.parsed_flag_fields.add(PARSED_PIPELINE_FIELD[0])
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         if not isinstance(updated, cst.Call) or len(original.args) != len(updated.args):
