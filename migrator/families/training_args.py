@@ -251,7 +251,12 @@ BOOLEAN_FLAGS: dict[str, bool] = {
     **dict.fromkeys(
         (
             *("save_safetensors", "stochastic_rounding_enabled", "optimizer_use_master_weights"),
-            *("optimizer_use_fp32_grad_acc", "use_xser", "recompute_causal_mask", "enable_throughput_metrics"),
+            *(
+                "optimizer_use_fp32_grad_acc",
+                "use_xser",
+                "recompute_causal_mask",
+                "enable_throughput_metrics",
+            ),
             *("enable_mfu_metrics", "enable_efficiency_metrics"),
         ),
         True,
@@ -335,4 +340,11 @@ TRAINING_NEURON_CONFIG_FIELDS: dict[str, ArgAction] = {
     ),
 }
 
-__all__ = ["BOOLEAN_FLAGS", "KEEP", "SFT_CONFIG_ARGUMENTS", "TRAINING_ARGUMENTS", "TRAINING_NEURON_CONFIG_FIELDS", "ArgAction"]
+__all__ = [
+    "BOOLEAN_FLAGS",
+    "KEEP",
+    "SFT_CONFIG_ARGUMENTS",
+    "TRAINING_ARGUMENTS",
+    "TRAINING_NEURON_CONFIG_FIELDS",
+    "ArgAction",
+]

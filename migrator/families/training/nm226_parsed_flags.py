@@ -20,7 +20,7 @@ from migrator.families.training.arguments_names import (
 )
 from migrator.families.training.state import TrainingFile
 from migrator.families.training.targets import RENAMES
-from migrator.families.training_args import BOOLEAN_FLAGS, ArgAction
+from migrator.families.training_args import BOOLEAN_FLAGS, PLAIN_FIELDS, ArgAction
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
@@ -206,7 +206,9 @@ class _Parser:
     def flags(self, ctx: FileContext, file: TrainingFile) -> tuple[list[str], list[tuple[str, ArgAction]]]:
         """The flags that do nothing on TorchNeuron, and those that change training, that no dataclass of the
         migrated parser takes (the script's own dataclasses take some: NM209's degrees, NM224's fields)."""
-        taken = self.own | file.parsed_flag_fields
+        taken = (
+            self.own | file.parsed_flag_fields | PLAIN_FIELDS
+        )  # PLAIN_FIELDS: the TRL class parses them too
         taken |= {field for _, field in own_field_reads(ctx, arguments_names(ctx, is_arguments))}
         actions = {
             name: action for table in self.tables for name, action in table.items() if name not in taken
