@@ -243,14 +243,16 @@ class ModelLoads(Handler):
         self.ctx.report(
             load,
             "NM222",
-            f"`{arguments}.gradient_checkpointing = False` when `{tp} > 1` and the model is compiled: {WHY}; the "
-            f"memory cost: {MEMORY}.",
+            f"activation checkpointing off (`{arguments}.activation_checkpointing`, which Transformers 5's Trainer reads "
+            f"once the arguments are built, and its old name `gradient_checkpointing`) when `{tp} > 1` and the model "
+            f"is compiled: {WHY}; the memory cost: {MEMORY}.",
             subject="gradient_checkpointing",
         )
         guards = [
             cst.parse_statement(f"if {sharded}:\n    {arguments}.save_only_model = True\n"),
             cst.parse_statement(
-                f"if {tp} > 1 and {arguments}.torch_compile:\n    {arguments}.gradient_checkpointing = False\n"
+                f"if {tp} > 1 and {arguments}.torch_compile:\n"
+                f"    {arguments}.activation_checkpointing = {arguments}.gradient_checkpointing = False\n"
             ),
         ]
         return cst.FlattenSentinel([updated, *guards])

@@ -25,8 +25,9 @@ TP_COMPILE_CHECKPOINTING = Rule(
     f"`gradient_checkpointing=False` added (a launcher's `--gradient_checkpointing true` becomes `false` when the "
     f"script it runs, as migrated, compiles and loads the model with `DistributedConfig` and the launch passes a "
     f"`--tensor_parallel_size` other than 1; where the degree is parsed from flags the migration may not see, a "
-    f"Metaflow flow's or SageMaker's, `if <degree> > 1 and args.torch_compile: args.gradient_checkpointing = "
-    f"False` after the model load, NM209): {WHY}. Without checkpointing it trains with the loss of one "
+    f"Metaflow flow's or SageMaker's, `if <degree> > 1 and args.torch_compile: args.activation_checkpointing = "
+    f"args.gradient_checkpointing = False` after the model load, NM209: once the arguments are built, Trainer reads "
+    f"the new name only): {WHY}. Without checkpointing it trains with the loss of one "
     f"process (benchmarks/tp_compile_cpu.py, TP 2 on gloo, bf16: 4 steps within 5e-4 of one process). The memory cost: {MEMORY}. A config that turns checkpointing on itself gets a TODO instead: "
     "choose checkpointing (train eagerly, torch_compile=False) or compilation (checkpointing off).",
     examples=(
