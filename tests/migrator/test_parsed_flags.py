@@ -60,3 +60,36 @@ def test_a_flag_that_changes_training_is_still_rejected(tmp_path) -> None:
     main, _ = _migrated_main("NeuronTrainingArguments")
     with pytest.raises(ValueError, match="warmup_ratio"):
         main(["--output_dir", str(tmp_path), "--warmup_ratio", "0.1"])
+
+
+INDEXED = """\
+from optimum.neuron import NeuronHfArgumentParser, NeuronTrainingArguments
+
+
+def main(argv):
+    parser = NeuronHfArgumentParser(NeuronTrainingArguments)
+    return parser.parse_args_into_dataclasses(args=argv)[0]
+"""
+PASSED_ON = """\
+from optimum.neuron import NeuronHfArgumentParser, NeuronTrainingArguments
+
+
+def parse():
+    parser = NeuronHfArgumentParser(NeuronTrainingArguments)
+    return parser.parse_args_into_dataclasses()
+"""
+
+
+def test_a_parse_indexed_from_the_start_takes_the_flags_too(tmp_path) -> None:
+    migrated, _ = REWRITERS["python"](INDEXED)
+    namespace: dict = {}
+    exec(compile(migrated, "migrated.py", "exec"), namespace)  # noqa: S102 (the migrator's own output)
+    args = namespace["main"](["--output_dir", str(tmp_path), "--skip_cache_push", "True", "--no_use_xser"])
+    assert type(args).__name__ == "TrainingArguments"
+
+
+def test_a_parse_passed_on_gets_no_dataclass_and_its_todo_names_the_ignored_flags() -> None:
+    migrated, findings = REWRITERS["python"](PASSED_ON)
+    assert "IgnoredNeuronFlags" not in migrated
+    (todo,) = [f for f in findings if f.code == "NM226"]
+    assert not todo.fixed and "`--skip_cache_push`" in todo.message and "`--warmup_ratio`" in todo.message

@@ -230,9 +230,10 @@ def _declared_fields(module: cst.Module, classes: set[str]) -> set[str]:
 
 
 def _unpacks(module: cst.Module, call: cst.Call, count: int) -> set[cst.Assign] | None:
-    """The `a, b = parser.parse_...()` assignments that unpack every parse of the parser built by `call` (one
-    target per dataclass), which take the added dataclass's value too; None when a parse is used otherwise (passed
-    on, indexed, asked for its remaining strings): its values cannot be told apart, so nothing is added."""
+    """The `a, b = parser.parse_...()` assignments that unpack the parses of the parser built by `call` (one
+    target per dataclass), which take the added dataclass's value too; a parse indexed from the start
+    (`parser.parse_...()[0]`) needs nothing. None when a parse is used otherwise (passed on, returned, asked for its
+    remaining strings) or the file has none: where its values go is not known here, so nothing is added."""
     built = [a for a in descendants(module, cst.Assign) if a.value is call and len(a.targets) == 1]
     if len(built) != 1 or not isinstance(built[0].targets[0].target, cst.Name):
         return None
@@ -243,19 +244,27 @@ def _unpacks(module: cst.Module, call: cst.Call, count: int) -> set[cst.Assign] 
         if m.matches(node.func, m.Attribute(m.Name(variable), m.Name()))
         and node.func.attr.value in PARSES | {"parse_args_and_config"}
     ]
+    indexed = {
+        node.value
+        for node in descendants(module, cst.Subscript)
+        if m.matches(node, m.Subscript(slice=[m.SubscriptElement(m.Index(m.Integer()))]))
+    }
     unpacks = set()
     for parse in parses:
+        if find_keyword(parse, "return_remaining_strings") is not None:
+            return None
+        if parse in indexed:
+            continue
         assign = next((a for a in descendants(module, cst.Assign) if a.value is parse), None)
         target = assign.targets[0].target if assign is not None and len(assign.targets) == 1 else None
         if (
-            find_keyword(parse, "return_remaining_strings") is not None
-            or not isinstance(target, (cst.Tuple, cst.List))
+            not isinstance(target, (cst.Tuple, cst.List))
             or len(target.elements) != count
             or any(isinstance(element, cst.StarredElement) for element in target.elements)
         ):
             return None
         unpacks.add(assign)
-    return unpacks if unpacks else None
+    return unpacks if parses else None
 
 
 def _definition(names: set[str]) -> str:
