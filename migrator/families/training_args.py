@@ -234,6 +234,35 @@ SFT_CONFIG_ARGUMENTS: dict[str, ArgAction] = {
     ),
 }
 
+# How HfArgumentParser read the flag of each dropped field in the classes that had it (optimum-neuron 0.4.5
+# `NeuronTrainingArguments` and older tags, Transformers 4.57.3 `TrainingArguments` and older, TRL's SFTConfig): the
+# booleans, with their default (a True default also gave `--no_<name>`); every other dropped field took a value. A
+# script that parses optimum-neuron's arguments still accepts these flags, and ignores them (NM226).
+BOOLEAN_FLAGS: dict[str, bool] = {
+    **dict.fromkeys(
+        (
+            *("overwrite_output_dir", "use_mps_device", "jit_mode_eval", "tpu_metrics_debug", "use_ipex"),
+            *("use_legacy_prediction_loop", "include_tokens_per_second", "skip_cache_push", "use_autocast"),
+            *("optimizer_save_master_weights_in_ckpt", "disable_sequence_parallel", "async_save", "fuse_qkv"),
+            *("disable_embedding_parallelization", "padding_free"),
+        ),
+        False,
+    ),
+    **dict.fromkeys(
+        (
+            *("save_safetensors", "stochastic_rounding_enabled", "optimizer_use_master_weights"),
+            *(
+                "optimizer_use_fp32_grad_acc",
+                "use_xser",
+                "recompute_causal_mask",
+                "enable_throughput_metrics",
+            ),
+            *("enable_mfu_metrics", "enable_efficiency_metrics"),
+        ),
+        True,
+    ),
+}
+
 # The fields above that Transformers 4 / TRL 0.x had and Transformers 5.23 / TRL 1.16 no longer have (the rest are
 # optimum-neuron's own): a plain Transformers script passes them too, so they mark a file for migration.
 REMOVED_UPSTREAM = frozenset(
@@ -311,4 +340,11 @@ TRAINING_NEURON_CONFIG_FIELDS: dict[str, ArgAction] = {
     ),
 }
 
-__all__ = ["KEEP", "SFT_CONFIG_ARGUMENTS", "TRAINING_ARGUMENTS", "TRAINING_NEURON_CONFIG_FIELDS", "ArgAction"]
+__all__ = [
+    "BOOLEAN_FLAGS",
+    "KEEP",
+    "SFT_CONFIG_ARGUMENTS",
+    "TRAINING_ARGUMENTS",
+    "TRAINING_NEURON_CONFIG_FIELDS",
+    "ArgAction",
+]

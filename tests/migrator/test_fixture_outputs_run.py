@@ -431,6 +431,7 @@ def _tickets(count: int = 3) -> list[dict]:
 LOCAL_DATA: dict[str, tuple[str, Callable[[list[dict], Path], None], Callable[[], list[dict]]]] = {
     "inference/tp_load_in_helper.expected.py": ("tickets.jsonl", _jsonl, _tickets),
     "training/consolidate_checkpoints.expected.py": ("data", _save_to_disk, _causal_blocks),
+    "training/flags_from_a_flow.expected.py": ("data/tokenized", _save_to_disk, _causal_blocks),
     "training/keeps_comments_and_layout.expected.py": ("smol-data", _save_to_disk, _causal_blocks),
     "training/legacy_trainium_trainer.expected.py": ("lm_dataset", _save_to_disk, _classes),
     "training/lazy_load_for_parallelism.expected.py": ("train.jsonl", _jsonl, _causal_blocks),
@@ -444,6 +445,13 @@ LOCAL_DATA: dict[str, tuple[str, Callable[[list[dict], Path], None], Callable[[]
 # runs, not how fast)
 ARGUMENTS: dict[str, list[str]] = {
     "examples/sft_llama.py": ["--per_device_train_batch_size", "1"],
+    # The flags a workflow passes (metaflow-trainium's, by shape): optimum-neuron's, which the migration cannot
+    # see: the no-op ones must parse, the tensor-parallel degree must shard with checkpointing asked for (NM222).
+    "training/flags_from_a_flow.expected.py": [
+        *("--model_id", "meta-llama/Llama-3.2-1B", "--output_dir", "out", "--bf16", "True"),
+        *("--overwrite_output_dir", "True", "--skip_cache_push", "True", "--tensor_parallel_size", "2"),
+        *("--gradient_checkpointing", "True", "--per_device_train_batch_size", "1"),
+    ],
     "inference/tp_load_in_helper.expected.py": ["tickets.jsonl"],
     "leftovers/reference_in_except_block.expected.py": ["bert-base-cased"],
     "training/sft_lazy_load_trl_parser.expected.py": [

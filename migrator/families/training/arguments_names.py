@@ -8,6 +8,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from migrator.cst_helpers import descendants, source_code
+from migrator.families.training.targets import ARGUMENTS_CLASSES, RENAMES
 from migrator.transform import FileContext
 
 # The HfArgumentParser / TrlParser methods that return one instance per dataclass of the parser, in its order.
@@ -41,6 +42,75 @@ def arguments_names(ctx: FileContext, is_arguments: Callable[[str | None], bool]
                     arguments = index < len(classes) and is_arguments(classes[index])
                     bound.setdefault(element.value.value, []).append(arguments)
     return frozenset(name for name, kinds in bound.items() if all(kinds))
+
+
+# Removed flags that only the script itself read (Transformers 4's example scripts: `if ... and not
+# training_args.overwrite_output_dir:`), as Transformers 4 declared them (type, default, help). Where the
+# arguments come from a parse next to a dataclass of the script, the field moves there (NM224): the launcher's flag
+# still parses and the read gets what it got.
+OWN_FIELDS = {
+    "overwrite_output_dir": (
+        "bool",
+        "False",
+        "Overwrite the content of the output directory. Use this to continue training if output_dir points to a "
+        "checkpoint directory.",
+    )
+}
+
+
+def is_arguments(qualified: str | None) -> bool:
+    """A training-arguments class of Transformers, TRL or optimum-neuron (before the migration renames it)."""
+    if qualified is None:
+        return False
+    target = RENAMES.get(qualified)
+    if target is not None:
+        return target.arguments is not None
+    package, _, name = qualified.rpartition(".")
+    return package.split(".")[0] in ("transformers", "trl") and name in ARGUMENTS_CLASSES
+
+
+def own_field_reads(ctx: FileContext, names: frozenset[str]) -> dict[tuple[str, str], tuple[str, str]]:
+    """The `OWN_FIELDS` reads on the arguments `names` whose field moves to the script's own dataclass: (holder,
+    field) -> (the variable that dataclass is unpacked to, the dataclass). Only reads (a file that sets the field
+    keeps its TODO), in the same top-level statement as the unpacking or after one made at module level."""
+    moved = {}
+    written = {
+        source_code(target.target)
+        for target in descendants(ctx.module, cst.AssignTarget)
+        if isinstance(target.target, cst.Attribute)
+    }
+    for statement in ctx.module.body:
+        for read in descendants(statement, cst.Attribute):
+            key = (source_code(read.value), read.attr.value)
+            if key[1] not in OWN_FIELDS or key[0] not in names or ".".join(key) in written:
+                continue
+            own = own_dataclass_holders(ctx, key[0])
+            if own is not None and _unpacked_in_reach(ctx.module, statement, key[0]):
+                moved[key] = own
+    return moved
+
+
+def _unpacked_in_reach(module: cst.Module, statement: cst.BaseStatement, holder: str) -> bool:
+    """Whether each unpacking assignment of `holder` is in `statement` (the same function as the read) or
+    at module level, where every function sees it."""
+    for top in module.body:
+        unpacks = [
+            assign
+            for assign in descendants(top, cst.Assign)
+            if any(holder in _bound_names(target.target) for target in assign.targets)
+        ]
+        if unpacks and top is not statement and isinstance(top, (cst.FunctionDef, cst.ClassDef)):
+            return False
+    return True
+
+
+def _bound_names(target: cst.BaseAssignTargetExpression) -> set[str]:
+    """The plain names an assignment target binds (`a`, `a, b`, `(a, b)`, `[a, b]`)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {element.value.value for element in target.elements if isinstance(element.value, cst.Name)}
+    return set()
 
 
 def own_dataclass_holders(ctx: FileContext, holder: str) -> tuple[str, str] | None:

@@ -57,11 +57,35 @@ parser = NeuronHfArgumentParser((ModelArguments, NeuronTrainingArguments))
 model_args, training_args = parser.parse_args_into_dataclasses()
 """,
             after="""\
+from dataclasses import make_dataclass
 from transformers import HfArgumentParser, TrainingArguments
 
-parser = HfArgumentParser((ModelArguments, TrainingArguments))
+# optimum-neuron's flags that do nothing on TorchNeuron (neuron-migrate NM226): parsed as before, so that a launcher
+# passing them still starts, and ignored
+IgnoredNeuronFlags = make_dataclass(
+    "IgnoredNeuronFlags",
+    [(flag, bool, False) for flag in (
+        "async_save", "disable_embedding_parallelization", "disable_sequence_parallel", "fuse_qkv",
+        "include_tokens_per_second", "jit_mode_eval", "optimizer_save_master_weights_in_ckpt",
+        "overwrite_output_dir", "skip_cache_push", "tpu_metrics_debug", "use_autocast", "use_ipex",
+        "use_legacy_prediction_loop", "use_mps_device",
+    )]
+    + [(flag, bool, True) for flag in (
+        "enable_efficiency_metrics", "enable_mfu_metrics", "enable_throughput_metrics",
+        "optimizer_use_fp32_grad_acc", "optimizer_use_master_weights", "recompute_causal_mask",
+        "save_safetensors", "stochastic_rounding_enabled", "use_xser",
+    )]
+    + [(flag, str, None) for flag in (
+        "dataloader_prefetch_size", "fp16_backend", "fp16_opt_level", "half_precision_backend",
+        "kv_size_multiplier", "metrics_window_size", "mp_parameters", "neuron_cc_optlevel",
+        "num_local_ranks_per_step", "torchdynamo", "tpu_num_cores", "xpu_backend",
+    )],
+)
+
+# TODO(neuron-migrate): NM226 the flags `--warmup_ratio`, `--logging_dir`, `--tensor_parallel_size`, `--zero_1`, `--pipeline_parallel_size`, `--pipeline_parallel_num_microbatches`, `--mp_plugin`, `--evaluation_strategy`, `--per_gpu_train_batch_size`, `--per_gpu_eval_batch_size`, `--no_cuda`, `--push_to_hub_token`, `--sharded_ddp`, `--group_by_length`, `--include_inputs_for_metrics`, `--past_index`, `--ray_scope`, `--adafactor`, `--fsdp_min_num_params`, `--fsdp_transformer_layer_cls_to_wrap`, `--push_to_hub_model_id`, `--push_to_hub_organization` of optimum-neuron's training arguments change training and Transformers 5's training arguments lack them: a launcher this migration did not read (a Metaflow flow, SageMaker hyperparameters, a script elsewhere) that passes one stops at this parse; pass what replaces each instead (--warmup_ratio -> --warmup_steps; --logging_dir -> the TENSORBOARD_LOGGING_DIR environment variable; --tensor_parallel_size -> DistributedConfig(tp_size=...) at the model load; --zero_1 -> DistributedConfig(fsdp_size=...) at the model load; --evaluation_strategy -> --eval_strategy; --per_gpu_train_batch_size -> --per_device_train_batch_size; --per_gpu_eval_batch_size -> --per_device_eval_batch_size; --no_cuda -> --use_cpu; --push_to_hub_token -> --hub_token; --group_by_length -> --train_sampling_strategy "group_by_length"; --include_inputs_for_metrics -> --include_for_metrics ["inputs"]; --ray_scope -> the RAY_SCOPE environment variable; --adafactor -> --optim "adafactor"; the others: remove them, their rows of docs/reference/rules.md say why)
+parser = HfArgumentParser((ModelArguments, TrainingArguments, IgnoredNeuronFlags))
 parser.set_defaults(torch_compile=True)
-model_args, training_args = parser.parse_args_into_dataclasses()
+model_args, training_args, ignored_neuron_flags = parser.parse_args_into_dataclasses()
 """,
         ),
     ),

@@ -36,6 +36,7 @@ from migrator.families.training.targets import (
     WORLD_SIZE,
     Target,
 )
+from migrator.families.training.tp_compile import MEMORY, WHY
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
@@ -83,9 +84,13 @@ class ModelLoads(Handler):
         self.parsed, self.dataclasses, self.pipelined, self.file.lazy_load_guards = _parsed_trn_configs(ctx)
         self.file.parsed_loads = self.parsed
         # load -> (its arguments variable, the condition under which the load shards)
-        self.save_only_model: dict[cst.Call, tuple[str, str]] = {}
+        self.save_only_model: dict[cst.Call, tuple[str, str, str]] = {}
         for name in self.dataclasses:
             ctx.watch(name)
+        if self.dataclasses:
+            self.file.parsed_flag_fields.update(PARSED_PARALLEL_FIELDS)
+        if self.pipelined:
+            self.file.parsed_flag_fields.add(PARSED_PIPELINE_FIELD[0])
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         if not isinstance(updated, cst.Call) or len(original.args) != len(updated.args):
@@ -216,7 +221,7 @@ class ModelLoads(Handler):
         args = self._renamed_keywords(original, updated)
         new = keyword_arg("distributed_config", cst.parse_expression(config))
         args = with_appended(without_args(args, set() if index is None else {args[index]}), [new])
-        self.save_only_model[original] = (arguments, sharded)
+        self.save_only_model[original] = (arguments, sharded, tp)
         if target is None:
             return updated.with_changes(args=args)
         self.ctx.add_import(target.module, target.name)
@@ -225,16 +230,32 @@ class ModelLoads(Handler):
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated):
         """After a load sharded by parsed arguments: Trainer cannot save the optimizer state of a sharded model
-        (NM207), so its checkpoints hold the model only when the parsed degree shards it."""
+        (NM207), so its checkpoints hold the model only when the parsed degree shards it; and a parsed
+        `--gradient_checkpointing true` is turned off where the parsed degree is tensor parallel and the model is
+        compiled (NM222, as on a launcher the migration reads: the flag may come from one it cannot)."""
         if not self.save_only_model or not isinstance(updated, cst.SimpleStatementLine):
             return updated
         load = next((call for call in self.save_only_model if call in descendants(original, cst.Call)), None)
         if load is None:
             return updated
-        arguments, sharded = self.save_only_model.pop(load)
+        arguments, sharded, tp = self.save_only_model.pop(load)
         self.ctx.report(load, "NM207", subject="save_only_model")
-        guard = cst.parse_statement(f"if {sharded}:\n    {arguments}.save_only_model = True\n")
-        return cst.FlattenSentinel([updated, guard])
+        self.ctx.report(
+            load,
+            "NM222",
+            f"activation checkpointing off (`{arguments}.activation_checkpointing`, which Transformers 5's Trainer reads "
+            f"once the arguments are built, and its old name `gradient_checkpointing`) when `{tp} > 1` and the model "
+            f"is compiled: {WHY}; the memory cost: {MEMORY}.",
+            subject="gradient_checkpointing",
+        )
+        guards = [
+            cst.parse_statement(f"if {sharded}:\n    {arguments}.save_only_model = True\n"),
+            cst.parse_statement(
+                f"if {tp} > 1 and {arguments}.torch_compile:\n"
+                f"    {arguments}.activation_checkpointing = {arguments}.gradient_checkpointing = False\n"
+            ),
+        ]
+        return cst.FlattenSentinel([updated, *guards])
 
 
 # HfArgumentParser's parses, and TrlParser's (`parse_args_and_config`: the flags, then a `--config` file).

@@ -1,5 +1,6 @@
 """NM222: a migrated TRL config that trains a tensor-parallel model compiled keeps TRL's activation checkpointing
-on by default (a launcher's `--gradient_checkpointing true` turns it on: `migrator/shell/nm461_flags.py`), and that combination fails in PyTorch itself (AOT autograd saves the DeviceMesh of Transformers'
+on by default (a launcher's `--gradient_checkpointing true` turns it on: `migrator/shell/nm461_flags.py`; a parsed flag is
+turned off at run time after the load NM209 shards by the parsed degree), and that combination fails in PyTorch itself (AOT autograd saves the DeviceMesh of Transformers'
 TP layers for backward: `AssertionError: expected all tensors_saved_with_vc_check to be Tensors`), on plain CPU
 with gloo as on the device (`benchmarks/tp_compile_cpu.py`). Checkpointing off is the smallest change that
 trains, with the loss of one process (measured: docs/reference/tensor-parallel.md); the memory it costs is the finding."""
@@ -23,7 +24,10 @@ TP_COMPILE_CHECKPOINTING = Rule(
     "`--gradient_checkpointing true` on the launch of such a script",
     f"`gradient_checkpointing=False` added (a launcher's `--gradient_checkpointing true` becomes `false` when the "
     f"script it runs, as migrated, compiles and loads the model with `DistributedConfig` and the launch passes a "
-    f"`--tensor_parallel_size` other than 1): {WHY}. Without checkpointing it trains with the loss of one "
+    f"`--tensor_parallel_size` other than 1; where the degree is parsed from flags the migration may not see, a "
+    f"Metaflow flow's or SageMaker's, `if <degree> > 1 and args.torch_compile: args.activation_checkpointing = "
+    f"args.gradient_checkpointing = False` after the model load, NM209: once the arguments are built, Trainer reads "
+    f"the new name only): {WHY}. Without checkpointing it trains with the loss of one "
     f"process (benchmarks/tp_compile_cpu.py, TP 2 on gloo, bf16: 4 steps within 5e-4 of one process). The memory cost: {MEMORY}. A config that turns checkpointing on itself gets a TODO instead: "
     "choose checkpointing (train eagerly, torch_compile=False) or compilation (checkpointing off).",
     examples=(

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.cst_helpers import descendants, source_code
-from migrator.families.training.arguments_names import arguments_names, own_dataclass_holders, with_fields
-from migrator.families.training.targets import ARGUMENTS_CLASSES, RENAMES
+from migrator.families.training.arguments_names import (
+    OWN_FIELDS,
+    arguments_names,
+    is_arguments,
+    own_field_reads,
+    with_fields,
+)
 from migrator.families.training_args import REMOVED_UPSTREAM, SFT_CONFIG_ARGUMENTS
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
@@ -68,29 +72,6 @@ RULES = (REMOVED_FIELD,)
 
 # The old defaults a read got when nothing set the field (Transformers 4.57.3 / TRL 0.x), for the TODO.
 OLD_DEFAULTS = {"overwrite_output_dir": "False", "logging_dir": "output_dir/runs/<date>_<host>"}
-# Removed flags that only the script itself read (Transformers 4's example scripts: `if ... and not
-# training_args.overwrite_output_dir:`), as Transformers 4 declared them (type, default, help). Where the
-# arguments come from a parse next to a dataclass of the script, the field moves there: the launcher's flag still
-# parses and the read gets what it got.
-OWN_FIELDS = {
-    "overwrite_output_dir": (
-        "bool",
-        "False",
-        "Overwrite the content of the output directory. Use this to continue training if output_dir points to a "
-        "checkpoint directory.",
-    )
-}
-
-
-def _is_arguments(qualified: str | None) -> bool:
-    """A training-arguments class of Transformers, TRL or optimum-neuron (before the migration renames it)."""
-    if qualified is None:
-        return False
-    target = RENAMES.get(qualified)
-    if target is not None:
-        return target.arguments is not None
-    package, _, name = qualified.rpartition(".")
-    return package.split(".")[0] in ("transformers", "trl") and name in ARGUMENTS_CLASSES
 
 
 class RemovedFields(Handler):
@@ -106,26 +87,11 @@ class RemovedFields(Handler):
         )
 
     def moved(self) -> dict[tuple[str, str], tuple[str, str]]:
-        """The `OWN_FIELDS` reads whose field moves to the script's own dataclass: (holder, field) -> (the
-        variable that dataclass is unpacked to, the dataclass). Only reads (a file that sets the field keeps its
-        TODO), in the same top-level statement as the unpacking or after one made at module level."""
+        """The `OWN_FIELDS` reads whose field moves to the script's own dataclass (`arguments_names.own_field_reads`)."""
         if self._moved is None:
-            self._moved = {}
             if self._names is None:
-                self._names = arguments_names(self.ctx, _is_arguments)
-            written = {
-                source_code(target.target)
-                for target in descendants(self.ctx.module, cst.AssignTarget)
-                if isinstance(target.target, cst.Attribute)
-            }
-            for statement in self.ctx.module.body:
-                for read in descendants(statement, cst.Attribute):
-                    key = (source_code(read.value), read.attr.value)
-                    if key[1] not in OWN_FIELDS or key[0] not in self._names or ".".join(key) in written:
-                        continue
-                    own = own_dataclass_holders(self.ctx, key[0])
-                    if own is not None and _unpacked_in_reach(self.ctx.module, statement, key[0]):
-                        self._moved[key] = own
+                self._names = arguments_names(self.ctx, is_arguments)
+            self._moved = own_field_reads(self.ctx, self._names)
         return self._moved
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef):
@@ -156,7 +122,7 @@ class RemovedFields(Handler):
         if name not in REMOVED_UPSTREAM or not isinstance(original.value, cst.Name):
             return updated
         if self._names is None:
-            self._names = arguments_names(self.ctx, _is_arguments)
+            self._names = arguments_names(self.ctx, is_arguments)
         holder = original.value.value
         if holder not in self._names:
             return updated
@@ -187,29 +153,6 @@ class RemovedFields(Handler):
             action += " or a field of the script's own argument dataclass"
         self.ctx.todo(original, REMOVED_FIELD, why, action, subject=name)
         return updated
-
-
-def _unpacked_in_reach(module: cst.Module, statement: cst.BaseStatement, holder: str) -> bool:
-    """Whether each unpacking assignment of `holder` is in `statement` (the same function as the read) or
-    at module level, where every function sees it."""
-    for top in module.body:
-        unpacks = [
-            assign
-            for assign in descendants(top, cst.Assign)
-            if any(holder in _bound_names(target.target) for target in assign.targets)
-        ]
-        if unpacks and top is not statement and isinstance(top, (cst.FunctionDef, cst.ClassDef)):
-            return False
-    return True
-
-
-def _bound_names(target: cst.BaseAssignTargetExpression) -> set[str]:
-    """The plain names an assignment target binds (`a`, `a, b`, `(a, b)`, `[a, b]`)."""
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return {element.value.value for element in target.elements if isinstance(element.value, cst.Name)}
-    return set()
 
 
 HANDLER = RemovedFields

@@ -102,6 +102,8 @@ class TrainingFile:
         # statement -> the check's condition and what it says
         self.lazy_load_guards: dict[cst.With, tuple[str, str]] = {}
         self.arguments_calls: dict[cst.Call, ArgumentsCall] = {}  # original call -> what nm202 made of it
+        # the flags of parsed NeuronTrainingArguments that rules add to the script's own dataclass (NM209)
+        self.parsed_flag_fields: set[str] = set()
         self.tensor_parallel_load = False  # a model load was given a DistributedConfig with a tp_size
 
     @property
