@@ -325,7 +325,8 @@ class TrainingArguments(Handler):
         }
         if not moved:
             return None, None
-        parallelism = Parallelism(tp=moved.get("tensor_parallel_size"))
+        # Not given, zero_1 is on: the default of NeuronTrainingArguments and its subclasses (optimum-neuron 0.4.5).
+        parallelism = Parallelism(tp=moved.get("tensor_parallel_size"), zero_1=True)
         zero_1 = moved.get("zero_1")
         flags = ", ".join(f"`{name}`" for name in moved)
         if zero_1 is not None:

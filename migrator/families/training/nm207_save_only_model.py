@@ -30,7 +30,7 @@ import os
 os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
 args = TrainingArguments(output_dir="out", torch_compile=True, save_only_model=True)
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, fsdp_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
 """,
         ),
         Example(
@@ -53,7 +53,7 @@ os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
 def build(extra):
     args = TrainingArguments(output_dir="out", **{**extra, "save_only_model": True})
-    model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
+    model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, fsdp_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
     return args, model
 """,
         ),

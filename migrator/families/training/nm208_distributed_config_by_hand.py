@@ -30,7 +30,7 @@ from optimum.neuron import NeuronTrainingArguments
 
 
 def build(model_name):
-    # TODO(neuron-migrate): NM208 `tensor_parallel_size` are not TrainingArguments fields and this scope has no single model from_pretrained that can take them; remove them here and pass distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2) to the from_pretrained that loads the model (from transformers import DistributedConfig); until then the call stays as it was (`NeuronTrainingArguments`): run neuron-migrate again afterwards
+    # TODO(neuron-migrate): NM208 `tensor_parallel_size` are not TrainingArguments fields and this scope has no single model from_pretrained that can take them; remove them here and pass distributed_config=DistributedConfig(tp_size=2, fsdp_size=int(os.environ.get("WORLD_SIZE", "1")) // 2) to the from_pretrained that loads the model (from transformers import DistributedConfig); until then the call stays as it was (`NeuronTrainingArguments`): run neuron-migrate again afterwards
     args = NeuronTrainingArguments(output_dir="out", tensor_parallel_size=2)
     return args
 """,

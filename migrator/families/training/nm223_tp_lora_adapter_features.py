@@ -67,7 +67,7 @@ from trl import SFTConfig, SFTTrainer
 os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
 config = SFTConfig(output_dir="out", torch_compile=True, save_only_model=True, gradient_checkpointing=False)
-model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B", distributed_config=DistributedConfig(tp_size=2, fsdp_size=int(os.environ.get("WORLD_SIZE", "1")) // 2))
 # TODO(neuron-migrate): NM223 with PEFT 0.21.2, LoRA under tensor parallelism trains only on as many processes as tp_size: with fsdp_size > 1 PEFT sizes the adapters by the FSDP x TP shard (the first forward fails), with dp_replicate_size > 1 nothing averages the tensor-parallel adapters' gradients over the data-parallel processes (the replicas drift apart); measured in docs/reference/tensor-parallel.md; launch as many processes as tp_size (torchrun --nproc_per_node=<tp_size>), or choose another layout: more processes need a PEFT that sizes and reduces tensor-parallel adapters
 trainer = SFTTrainer(model=model, args=config, peft_config=LoraConfig(target_modules=["o_proj"]))
 for module in trainer.model.modules():

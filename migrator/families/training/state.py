@@ -41,7 +41,7 @@ class Parallelism:
     """Sharding read from arguments in one scope, to be written as `DistributedConfig(...)`."""
 
     tp: cst.BaseExpression | None = None
-    zero_1: bool | None = None  # None: not given (replication, as optimum-neuron's default)
+    zero_1: bool | None = None  # None: not given (a TrainingNeuronConfig's default: replication)
 
     @property
     def sharded(self) -> bool:

@@ -149,7 +149,8 @@ WORLD_SIZE = 'int(os.environ.get("WORLD_SIZE", "1"))'
 # once it parses TrainingArguments: name -> (type, default, help). The shell rules keep them on the launcher.
 PARSED_PARALLEL_FIELDS = {
     "tensor_parallel_size": ("int", "1", "tensor parallel degree of the model"),
-    "zero_1": ("bool", "False", "ZeRO-1: shard the optimizer state over the data-parallel processes"),
+    # optimum-neuron 0.4.5's NeuronTrainingArguments default: ZeRO-1 on (`--zero_1 false` turns it off)
+    "zero_1": ("bool", "True", "ZeRO-1: shard the optimizer state over the data-parallel processes"),
 }
 # Added beside them where the script passed it to lazy_load_for_parallelism: only a degree of 1 runs.
 PARSED_PIPELINE_FIELD = (
