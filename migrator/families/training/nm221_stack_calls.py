@@ -18,11 +18,15 @@ from migrator.cst_helpers import (
     dotted_name,
     find_keyword,
     is_method_call,
+    keyword_arg,
     literal_value,
+    method_calls,
     source_code,
     tidy_args,
+    with_appended,
     without_args,
 )
+from migrator.families.training.model_calls import ModelUses, model_uses
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 from usercode.model_ids import table_entry
@@ -158,9 +162,17 @@ STACK_CALLS = Rule(
     '`pad_to_max_length=True` -> `padding="max_length", truncation=True` with a max_length (`padding=True` '
     'without one), as Transformers 4 read it (a variable: `padding="max_length" if flag else False`; '
     "beside `padding=` it was ignored and is dropped). "
-    "`torchscript=True` -> `return_dict=False` in a file that trains nothing (the tuples it made the model "
-    "return; the embeddings it untied hold the same weights). "
+    "`torchscript=True` in a file that trains nothing keeps the tuples it made the model return (the embeddings "
+    "it untied hold the same weights): `return_dict=False` at the load for the architectures where the pinned "
+    "Transformers takes it there (BERT, DistilBERT, RoBERTa, ALBERT, ELECTRA, DeBERTa-v2, ResNet: by class or a "
+    "literal checkpoint id); for any other, `torchscript=True` is dropped and each call of the model the file "
+    "makes passes `return_dict=False` (which Transformers 5 reads at the outermost call, where the config's breaks "
+    "ViT, Llama, CLIP... forwards), the model followed through its names, the file's own functions and wrapper "
+    "classes (`self.model = model`, then `self.model(...)`), while a trace of it returns the tuples a trace did "
+    "(NM317). "
     "A TODO where it is not exact: `torchscript=True` in a file that trains (untied embeddings train apart), "
+    "computed, or where the model goes on where its outputs are not followed (returned, stored in a container, "
+    "handed to another library or to a helper that is also called with something else), "
     "positional arguments past the ones both take alike, `use_auth_token=` "
     "beside `token=`, `load_in_*bit=` beside `quantization_config=` or `**kwargs`, a target block that uses "
     "the tokenizer otherwise than to call it on one text.",
@@ -201,6 +213,47 @@ os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
 model = AutoModel.from_pretrained("bert-base-uncased", return_dict=False)
 last_hidden_state = model(**inputs)[0]
+""",
+        ),
+        Example(
+            before="""\
+import torch
+from transformers import ViTForImageClassification
+
+
+class Classifier(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values):
+        return self.model(pixel_values)[0].softmax(-1)
+
+
+vit = ViTForImageClassification.from_pretrained("google/vit-base-patch16-224", torchscript=True)
+classifier = Classifier(vit.eval())
+logits, = vit(pixel_values)
+""",
+            after="""\
+import torch
+from transformers import ViTForImageClassification
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+
+class Classifier(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values):
+        return self.model(pixel_values, return_dict=False)[0].softmax(-1)
+
+
+vit = ViTForImageClassification.from_pretrained("google/vit-base-patch16-224")
+classifier = Classifier(vit.eval())
+logits, = vit(pixel_values, return_dict=False)
 """,
         ),
         Example(
@@ -250,6 +303,11 @@ class StackCalls(Handler):
     HINTS = frozenset(REMOVED)
     TRIGGERS = frozenset(REMOVED)
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.tuple_loads: dict[cst.Call, ModelUses] = {}  # see visit_Module
+        self.tuple_calls: set[cst.Call] = set()
+
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         func = original.func
         if isinstance(func, cst.Attribute) and func.attr.value in ENCODE_POSITIONS:
@@ -261,6 +319,8 @@ class StackCalls(Handler):
         loads = isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained"
         if loads and find_keyword(original, "torchscript") is not None:
             updated = self._torchscript(original, updated)
+        if original in self.tuple_calls:
+            updated = self._tuple_call(original, updated)
         if loads and find_keyword(original, "resume_download") is not None:
             self.ctx.report(
                 original,
@@ -450,43 +510,70 @@ class StackCalls(Handler):
         ]
         return updated.with_changes(args=args)
 
+    def visit_Module(self, node: cst.Module) -> None:
+        """The `torchscript=True` loads whose model's calls keep their tuples call by call (`_torchscript`): where
+        the model goes is read before the walk, which must reach every call of it."""
+        if "torchscript" not in self.ctx.code or TRAINS.search(self.ctx.code):
+            return
+        for load in method_calls(node, "from_pretrained"):
+            keyword = find_keyword(load, "torchscript")
+            if (
+                keyword is None
+                or literal_value(keyword.value) is not True
+                or find_keyword(load, "return_dict") is not None
+                or self._model_type(load) is not None
+            ):
+                continue
+            uses = self.tuple_loads[load] = model_uses(node, load)
+            if uses.unfollowed is None:
+                self.tuple_calls.update(uses.calls)
+                for name in uses.names:
+                    self.ctx.watch(name)
+
     def _torchscript(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         keyword = find_keyword(updated, "torchscript")
         if keyword is None:
             return updated
-        if literal_value(keyword.value) is False:  # the default: dropping it changes nothing
+        flag = literal_value(keyword.value)
+        if flag is False:  # the default: dropping it changes nothing
             self.ctx.report(
                 original, STACK_CALLS, "`torchscript=False` (the default) dropped.", subject="torchscript"
             )
             return updated.with_changes(args=tidy_args(without_args(list(updated.args), {keyword})))
-        model_type = self._model_type(original)
-        if (
-            literal_value(keyword.value) is True
-            and TRAINS.search(self.ctx.code) is None
-            and model_type is None
-        ):
+        if flag is not True:
             self.ctx.todo(
                 original,
                 STACK_CALLS,
-                "`torchscript=True` made the model return tuples (for torch.jit.trace), and Transformers 5 rejects "
-                "it (TypeError); its equivalent, `return_dict=False` at the load, breaks many architectures in the "
-                "pinned Transformers (ViT, GPT-2, Llama, Swin, CLIP...: AttributeError inside their forward), and "
-                "this load's architecture is not known here to be one it works for",
-                "delete it and pass return_dict=False to each call of the model whose outputs are read as a tuple "
-                "(or read them by name)",
+                "`torchscript=` made the model return tuples and untie its tied embeddings for torch.jit.trace when "
+                "true, and Transformers 5 rejects it (TypeError); this load computes the flag",
+                "delete it and, where it was true, pass return_dict=False to the calls of the model whose outputs "
+                "are read as a tuple",
                 subject="torchscript",
             )
             return updated
-        if literal_value(keyword.value) is True and not TRAINS.search(self.ctx.code):
-            # Inference: the untied embeddings were copies of the same weights; what is left is the tuples.
-            if find_keyword(original, "return_dict") is not None:
-                self.ctx.report(
-                    original,
-                    STACK_CALLS,
-                    "`torchscript=True` dropped beside `return_dict=`.",
-                    subject="torchscript",
-                )
-                return updated.with_changes(args=tidy_args(without_args(list(updated.args), {keyword})))
+        if TRAINS.search(self.ctx.code):
+            self.ctx.todo(
+                original,
+                STACK_CALLS,
+                "`torchscript=True` made the model return tuples and untie its tied embeddings for "
+                "torch.jit.trace, and Transformers 5 rejects it (TypeError); this file trains, where untied "
+                "embeddings train apart",
+                "delete it, pass return_dict=False if the code reads the outputs as a tuple, and compile with "
+                'torch.compile(model, backend="neuron") instead of tracing',
+                subject="torchscript",
+            )
+            return updated
+        # Inference: the untied embeddings were copies of the same weights; what is left is the tuples.
+        given = find_keyword(original, "return_dict")
+        if given is not None and literal_value(given.value) is False:
+            self.ctx.report(
+                original,
+                STACK_CALLS,
+                "`torchscript=True` dropped beside `return_dict=False`.",
+                subject="torchscript",
+            )
+            return updated.with_changes(args=tidy_args(without_args(list(updated.args), {keyword})))
+        if given is None and self._model_type(original) is not None:
             self.ctx.report(
                 original,
                 STACK_CALLS,
@@ -501,16 +588,55 @@ class StackCalls(Handler):
                 for arg in updated.args
             ]
             return updated.with_changes(args=args)
+        uses = self.tuple_loads.get(original)
+        if uses is not None and uses.unfollowed is None:
+            count = len(uses.calls)
+            kept = [
+                f"{count} call{'s' if count != 1 else ''} of it {'pass' if count != 1 else 'passes'} return_dict=False"
+            ]
+            if uses.traced:
+                kept.append("its traced replacement returns a ModelOutput's tuple (NM317)")
+            self.ctx.report(
+                original,
+                STACK_CALLS,
+                f"`torchscript=True` dropped: the model's outputs stay tuples where this file reads them "
+                f"({'; '.join(kept)}); `return_dict=False` at the load would break many architectures' forward "
+                "in Transformers 5 (ViT, Llama, Swin, CLIP...).",
+                subject="torchscript",
+            )
+            return updated.with_changes(args=tidy_args(without_args(list(updated.args), {keyword})))
+        where = (
+            f"the model goes on at `{uses.unfollowed}`, and how its outputs are read from there is not followed"
+            if uses is not None
+            else "this load also passes return_dict= other than False, which torchscript=True overrode"
+        )
         self.ctx.todo(
             original,
             STACK_CALLS,
-            "`torchscript=True` made the model return tuples and untie its tied embeddings for torch.jit.trace, "
-            "and Transformers 5 rejects it (TypeError); this file trains, where untied embeddings train apart",
-            "delete it, pass return_dict=False if the code reads the outputs as a tuple, and compile with "
-            'torch.compile(model, backend="neuron") instead of tracing',
+            "`torchscript=True` made the model return tuples (for torch.jit.trace), and Transformers 5 rejects "
+            "it (TypeError); its equivalent, `return_dict=False` at the load, breaks many architectures in the "
+            "pinned Transformers (ViT, GPT-2, Llama, Swin, CLIP...: AttributeError inside their forward), and "
+            f"{where}",
+            "delete it and pass return_dict=False to each call of the model whose outputs are read as a tuple "
+            "(or read them by name)",
             subject="torchscript",
         )
         return updated
+
+    def _tuple_call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """A call of a model loaded with `torchscript=True`: `return_dict=False` keeps the tuples it returned
+        (Transformers 5's output decorators read it at the outermost call only, unlike the config's)."""
+        if find_keyword(updated, "return_dict") is not None:
+            return updated
+        self.ctx.report(
+            original,
+            STACK_CALLS,
+            "`return_dict=False` added: the model was loaded with `torchscript=True`, which made it return tuples.",
+            subject="torchscript",
+        )
+        return updated.with_changes(
+            args=with_appended(list(updated.args), [keyword_arg("return_dict", cst.Name("False"))])
+        )
 
     def _model_type(self, load: cst.Call) -> str | None:
         """The model type of a load whose outputs `return_dict=False` at the load keeps as tuples in the pinned

@@ -61,6 +61,14 @@ def _mesh_reduce(data, reduce_fn):
     torch.distributed.all_gather_object(gathered, data)
     return reduce_fn(gathered)
 '''
+_TRACED_OUTPUTS_SOURCE = '''
+def _traced_outputs(outputs):
+    """A compiled model's outputs as its traced model returned them (added by neuron-migrate): on the CPU, and a
+    Transformers ModelOutput as its tuple (a trace returns tuples, not ModelOutputs)."""
+    if hasattr(outputs, "to_tuple"):
+        outputs = outputs.to_tuple()
+    return _to_device(outputs, "cpu")
+'''
 _NEURON_COMPILED_SOURCE = '''
 class _NeuronCompiled(torch.nn.Module):
     """What `torch_neuronx.trace(model, ...)` returned, on TorchNeuron (added by neuron-migrate): a copy of `model`
@@ -73,7 +81,7 @@ class _NeuronCompiled(torch.nn.Module):
         self.compiled = torch.compile(self.model, backend="neuron", fullgraph=True, dynamic=False)
 
     def forward(self, *args, **kwargs):
-        return _to_device(self.compiled(*_to_device(args, "neuron"), **_to_device(kwargs, "neuron")), "cpu")
+        return _traced_outputs(self.compiled(*_to_device(args, "neuron"), **_to_device(kwargs, "neuron")))
 
     def save(self, path, **_):
         torch.save(_to_device(self.model.state_dict(), "cpu"), path)
@@ -83,6 +91,7 @@ _HELPER_SOURCES = {
     "_to_device": _TO_DEVICE_SOURCE,
     "_DeviceLoader": _DEVICE_LOADER_SOURCE,
     "_mesh_reduce": _MESH_REDUCE_SOURCE,
+    "_traced_outputs": _TRACED_OUTPUTS_SOURCE,
     "_NeuronCompiled": _NEURON_COMPILED_SOURCE,
 }
 
