@@ -19,11 +19,8 @@ from transformers import (
 from trl import SFTConfig
 
 from migrator.engine import migrate_python
-from migrator.families.training.nm221_stack_calls import (
-    BITSANDBYTES_KEYWORDS,
-    REMOVED,
-    RETURN_DICT_FALSE_WORKS,
-)
+from migrator.families.torchscript_loads import RETURN_DICT_FALSE_WORKS
+from migrator.families.training.nm221_stack_calls import BITSANDBYTES_KEYWORDS, REMOVED
 from migrator.families.training.nm224_removed_fields import READ_RENAMES
 from migrator.families.training.stack_markers import stack_marked
 from migrator.families.training_args import (

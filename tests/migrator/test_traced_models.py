@@ -165,7 +165,7 @@ def test_a_traced_flow_loaded_in_the_same_function_is_the_compiled_model():
     assert 'torch.compile(model.to("neuron").requires_grad_(False), backend="neuron"' in output
     assert 'torch.save(_to_device(model.state_dict(), "cpu"), "model.pt")' in output
     assert "loaded = traced\n" in output
-    assert 'print(_traced_outputs(loaded(*_to_device(example, "neuron"))))' in output
+    assert 'print(_to_device(loaded(*_to_device(example, "neuron")), "cpu"))' in output
     assert "torch_neuronx" not in output and "TODO" not in output
     assert {(finding.code, finding.fixed) for finding in findings} >= {("NM317", True), ("NM323", True)}
 
@@ -282,8 +282,8 @@ def test_a_traced_torchscript_model_returns_tuples_as_its_trace_did(
     model.save_pretrained(tmp_path / "model")
     source = TORCHSCRIPT_TRACED.format(cls=cls, example=example, trace=trace)
     migrated, findings = migrate_python(source)
-    assert "TODO" not in migrated and "torchscript" not in migrated
-    assert "_traced_outputs(" in migrated
+    assert "TODO" not in migrated and "torchscript=True)" not in migrated
+    assert ".to_tuple()" in migrated or "tuples=True" in migrated
     # The compiled model on the CPU: the device and backend are the only differences from the neuron run.
     runnable = migrated.replace('"neuron"', '"cpu"').replace('backend="cpu"', 'backend="eager"')
     monkeypatch.chdir(tmp_path)
@@ -292,3 +292,27 @@ def test_a_traced_torchscript_model_returns_tuples_as_its_trace_did(
     exec(compile(runnable, "<migrated>", "exec"), scope)
     assert isinstance(scope["output_cpu"], tuple) and isinstance(scope["output_neuron"], tuple)
     assert torch.allclose(scope["output_cpu"][0], scope["output_neuron"][0], atol=1e-5)
+
+
+def test_a_traced_model_not_loaded_with_torchscript_keeps_its_outputs_read_by_name(tmp_path, monkeypatch):
+    """A trace of a model returning a ModelOutput returned its entries by name (read as
+    `outputs["last_hidden_state"]`): only a model loaded with torchscript=True gets tuples."""
+    import torch
+    import transformers
+
+    config = transformers.AutoConfig.for_model(
+        "distilbert", dim=32, n_layers=1, n_heads=2, hidden_dim=64, vocab_size=50
+    )
+    transformers.DistilBertModel(config).save_pretrained(tmp_path / "model")
+    source = TORCHSCRIPT_TRACED.format(
+        cls="DistilBertModel", example="torch.tensor([[1, 2, 3]])", trace=INLINE_TRACE
+    ).replace(", torchscript=True", "")
+    migrated, findings = migrate_python(source)
+    assert "to_tuple" not in migrated and "tuples=True" not in migrated
+    runnable = migrated.replace('"neuron"', '"cpu"').replace('backend="cpu"', 'backend="eager"')
+    monkeypatch.chdir(tmp_path)
+    scope = {"path": str(tmp_path / "model")}
+    exec(compile(runnable, "<migrated>", "exec"), scope)
+    assert torch.allclose(
+        scope["output_cpu"]["last_hidden_state"], scope["output_neuron"]["last_hidden_state"], atol=1e-5
+    )

@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 
 from migrator.cst_helpers import (
     descendants,
@@ -20,16 +19,14 @@ from migrator.cst_helpers import (
     is_method_call,
     keyword_arg,
     literal_value,
-    method_calls,
     source_code,
     tidy_args,
     with_appended,
     without_args,
 )
-from migrator.families.training.model_calls import ModelUses, model_uses
+from migrator.families.torchscript_loads import TRAINS, TorchscriptLoads, model_type
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
-from usercode.model_ids import table_entry
 
 
 @dataclass(frozen=True)
@@ -108,22 +105,6 @@ TOKEN_METHODS = frozenset({"from_pretrained", "push_to_hub", "save_pretrained", 
 # text_target, ...)`: encode_plus(text, text_pair, add_special_tokens, ...), batch_encode_plus(batch, add_special_tokens).
 ENCODE_POSITIONS = {"encode_plus": 2, "batch_encode_plus": 1}
 QUANTIZE_KEYWORDS = ("load_in_8bit", "load_in_4bit")
-# Model types whose models return tuples with `return_dict=False` given at the load (the config's), model type ->
-# its classes' prefix; measured on the pinned Transformers, where many others raise AttributeError inside their
-# forward with it (ViT, GPT-2, Llama, Swin, ConvNeXt, DeiT, BEiT, CLIP): tests/migrator/test_stack_calls.py
-# builds each again.
-RETURN_DICT_FALSE_WORKS = {
-    "bert": "Bert",
-    "distilbert": "DistilBert",
-    "roberta": "Roberta",
-    "xlm-roberta": "XLMRoberta",
-    "albert": "Albert",
-    "electra": "Electra",
-    "deberta-v2": "DebertaV2",
-    "resnet": "ResNet",
-}
-# A file that trains a model (where `torchscript=True`'s untied embeddings would train apart from each other).
-TRAINS = re.compile(r"\.backward\(|\w*Trainer\(|\.train\(\)|\boptim\.|\boptimizer\b|\.fit\(")
 # A file that declares its own `pad_to_max_length` (a parameter, a dataclass field such as run_glue.py's
 # DataTrainingArguments): its calls with that keyword may be its own, not a tokenizer's.
 OWN_PAD_TO_MAX_LENGTH = re.compile(
@@ -303,11 +284,6 @@ class StackCalls(Handler):
     HINTS = frozenset(REMOVED)
     TRIGGERS = frozenset(REMOVED)
 
-    def __init__(self, ctx) -> None:
-        super().__init__(ctx)
-        self.tuple_loads: dict[cst.Call, ModelUses] = {}  # see visit_Module
-        self.tuple_calls: set[cst.Call] = set()
-
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         func = original.func
         if isinstance(func, cst.Attribute) and func.attr.value in ENCODE_POSITIONS:
@@ -319,7 +295,7 @@ class StackCalls(Handler):
         loads = isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained"
         if loads and find_keyword(original, "torchscript") is not None:
             updated = self._torchscript(original, updated)
-        if original in self.tuple_calls:
+        if original in self.ctx.state(TorchscriptLoads).calls:
             updated = self._tuple_call(original, updated)
         if loads and find_keyword(original, "resume_download") is not None:
             self.ctx.report(
@@ -511,24 +487,9 @@ class StackCalls(Handler):
         return updated.with_changes(args=args)
 
     def visit_Module(self, node: cst.Module) -> None:
-        """The `torchscript=True` loads whose model's calls keep their tuples call by call (`_torchscript`): where
-        the model goes is read before the walk, which must reach every call of it."""
-        if "torchscript" not in self.ctx.code or TRAINS.search(self.ctx.code):
-            return
-        for load in method_calls(node, "from_pretrained"):
-            keyword = find_keyword(load, "torchscript")
-            if (
-                keyword is None
-                or literal_value(keyword.value) is not True
-                or find_keyword(load, "return_dict") is not None
-                or self._model_type(load) is not None
-            ):
-                continue
-            uses = self.tuple_loads[load] = model_uses(node, load)
-            if uses.unfollowed is None:
-                self.tuple_calls.update(uses.calls)
-                for name in uses.names:
-                    self.ctx.watch(name)
+        """The walk must reach every call of a model whose tuples are kept call by call (`TorchscriptLoads`)."""
+        for name in self.ctx.state(TorchscriptLoads).names:
+            self.ctx.watch(name)
 
     def _torchscript(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         keyword = find_keyword(updated, "torchscript")
@@ -573,7 +534,7 @@ class StackCalls(Handler):
                 subject="torchscript",
             )
             return updated.with_changes(args=tidy_args(without_args(list(updated.args), {keyword})))
-        if given is None and self._model_type(original) is not None:
+        if given is None and model_type(self.ctx.module, original) is not None:
             self.ctx.report(
                 original,
                 STACK_CALLS,
@@ -588,14 +549,14 @@ class StackCalls(Handler):
                 for arg in updated.args
             ]
             return updated.with_changes(args=args)
-        uses = self.tuple_loads.get(original)
+        uses = self.ctx.state(TorchscriptLoads).loads.get(original)
         if uses is not None and uses.unfollowed is None:
             count = len(uses.calls)
-            kept = [
-                f"{count} call{'s' if count != 1 else ''} of it {'pass' if count != 1 else 'passes'} return_dict=False"
-            ]
-            if uses.traced:
-                kept.append("its traced replacement returns a ModelOutput's tuple (NM317)")
+            calls = f"{count} call{'s' if count != 1 else ''} of it now pass{'es' if count == 1 else ''}"
+            kept = [f"{calls} return_dict=False"] if count else []
+            if uses.traces:
+                kept.append("where NM317 replaces its trace, the replacement returns tuples as the trace did")
+            kept = kept or ["the file never calls it"]
             self.ctx.report(
                 original,
                 STACK_CALLS,
@@ -637,33 +598,6 @@ class StackCalls(Handler):
         return updated.with_changes(
             args=with_appended(list(updated.args), [keyword_arg("return_dict", cst.Name("False"))])
         )
-
-    def _model_type(self, load: cst.Call) -> str | None:
-        """The model type of a load whose outputs `return_dict=False` at the load keeps as tuples in the pinned
-        Transformers (`RETURN_DICT_FALSE_WORKS`): by its class, or an Auto class's literal checkpoint id."""
-        owner = dotted_name(load.func.value) if isinstance(load.func, cst.Attribute) else None
-        name = (owner or "").rpartition(".")[2]
-        for model_type, prefix in RETURN_DICT_FALSE_WORKS.items():
-            if re.fullmatch(rf"{prefix}(?:For\w+|Model)", name):
-                return model_type
-        given = load.args[0].value if load.args and load.args[0].keyword is None else None
-        if isinstance(given, cst.Name):  # a module-level constant: MODEL_ID = "..."
-            given = next(
-                (
-                    line.body[0].value
-                    for line in self.ctx.module.body
-                    if m.matches(
-                        line,
-                        m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(given.value))])]),
-                    )
-                ),
-                given,
-            )
-        checkpoint = literal_value(given) if given is not None else None
-        entry = (
-            table_entry(checkpoint) if name.startswith("AutoModel") and isinstance(checkpoint, str) else None
-        )
-        return entry.model_type if entry is not None and entry.model_type in RETURN_DICT_FALSE_WORKS else None
 
 
 def _target_calls(body: cst.BaseSuite, tokenizer: str) -> set[cst.Call] | None:

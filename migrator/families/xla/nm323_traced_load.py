@@ -12,12 +12,7 @@ import libcst as cst
 
 from migrator.cst_helpers import argument, descendants, is_method_call, source_code, string_value
 from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS, TRACED_SERVING
-from migrator.families.xla.state import (
-    _NEURON_COMPILED_SOURCE,
-    _TO_DEVICE_SOURCE,
-    _TRACED_OUTPUTS_SOURCE,
-    XlaFile,
-)
+from migrator.families.xla.state import _NEURON_COMPILED_SOURCE, _TO_DEVICE_SOURCE, XlaFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -51,9 +46,6 @@ import copy
 
 
 {_TO_DEVICE_SOURCE.strip()}
-
-
-{_TRACED_OUTPUTS_SOURCE.strip()}
 
 
 {_NEURON_COMPILED_SOURCE.strip()}

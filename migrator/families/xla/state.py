@@ -61,27 +61,22 @@ def _mesh_reduce(data, reduce_fn):
     torch.distributed.all_gather_object(gathered, data)
     return reduce_fn(gathered)
 '''
-_TRACED_OUTPUTS_SOURCE = '''
-def _traced_outputs(outputs):
-    """A compiled model's outputs as its traced model returned them (added by neuron-migrate): on the CPU, and a
-    Transformers ModelOutput as its tuple (a trace returns tuples, not ModelOutputs)."""
-    if hasattr(outputs, "to_tuple"):
-        outputs = outputs.to_tuple()
-    return _to_device(outputs, "cpu")
-'''
 _NEURON_COMPILED_SOURCE = '''
 class _NeuronCompiled(torch.nn.Module):
     """What `torch_neuronx.trace(model, ...)` returned, on TorchNeuron (added by neuron-migrate): a copy of `model`
     on the neuron device, compiled when first called and called as the traced model was, with CPU tensors in and out at
-    the example's shapes; `save(path)` (what torch.jit.save calls) writes the model's weights."""
+    the example's shapes (`tuples`: a Transformers model's ModelOutput as its tuple, as the trace of a model loaded with
+    torchscript=True returned it); `save(path)` (what torch.jit.save calls) writes the model's weights."""
 
-    def __init__(self, model):
+    def __init__(self, model, tuples=False):
         super().__init__()
         self.model = copy.deepcopy(model).to("neuron").requires_grad_(False)  # the traced model was a copy too
         self.compiled = torch.compile(self.model, backend="neuron", fullgraph=True, dynamic=False)
+        self.tuples = tuples
 
     def forward(self, *args, **kwargs):
-        return _traced_outputs(self.compiled(*_to_device(args, "neuron"), **_to_device(kwargs, "neuron")))
+        outputs = self.compiled(*_to_device(args, "neuron"), **_to_device(kwargs, "neuron"))
+        return _to_device(outputs.to_tuple() if self.tuples else outputs, "cpu")
 
     def save(self, path, **_):
         torch.save(_to_device(self.model.state_dict(), "cpu"), path)
@@ -91,7 +86,6 @@ _HELPER_SOURCES = {
     "_to_device": _TO_DEVICE_SOURCE,
     "_DeviceLoader": _DEVICE_LOADER_SOURCE,
     "_mesh_reduce": _MESH_REDUCE_SOURCE,
-    "_traced_outputs": _TRACED_OUTPUTS_SOURCE,
     "_NeuronCompiled": _NEURON_COMPILED_SOURCE,
 }
 

@@ -1,18 +1,49 @@
-"""Where a model loaded in a file goes: the calls of its forward the file makes, followed through the names it is
-bound to, the file's own functions and wrapper classes it is handed to (`self.model = model`, then
-`self.model(...)`), and its traces; or the first use the file makes of it that is not followed (returned, stored
-in a container, handed to another library). NM221 reads it to keep `torchscript=True`'s tuples call by call."""
+"""Models a file loads with `from_pretrained(..., torchscript=True)`, which Transformers 5 rejects (TypeError), and
+where each goes. `torchscript=True` made the model return tuples (for torch.jit.trace); in a file that trains
+nothing, NM221 keeps them at the load (`return_dict=False`, for the architectures whose forward takes it from the
+config, `RETURN_DICT_FALSE_WORKS`) or call by call: each call of the model's forward the file makes passes
+`return_dict=False`, the model followed through the names it is bound to, the file's own functions and wrapper
+classes it is handed to (`self.model = model`, then `self.model(...)`), and its traces, whose replacement returns
+the ModelOutput's tuple (NM317). Read once per file, before the walk, by both rules."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.metadata import Access, Assignment, MetadataWrapper, ParentNodeProvider, Scope, ScopeProvider
 
-from migrator.cst_helpers import descendants, dotted_name, shows, source_code
+from migrator.cst_helpers import (
+    descendants,
+    dotted_name,
+    find_keyword,
+    literal_value,
+    method_calls,
+    shows,
+    source_code,
+)
 from migrator.families.xla.traced import TRACES
-from migrator.transform import module_imports
+from migrator.transform import FileContext, module_imports
+from usercode.model_ids import table_entry
+
+# Model types whose models return tuples with `return_dict=False` given at the load (the config's), model type ->
+# its classes' prefix; measured on the pinned Transformers, where many others raise AttributeError inside their
+# forward with it (ViT, GPT-2, Llama, Swin, ConvNeXt, DeiT, BEiT, CLIP): tests/migrator/test_stack_calls.py
+# builds each again.
+RETURN_DICT_FALSE_WORKS = {
+    "bert": "Bert",
+    "distilbert": "DistilBert",
+    "roberta": "Roberta",
+    "xlm-roberta": "XLMRoberta",
+    "albert": "Albert",
+    "electra": "Electra",
+    "deberta-v2": "DebertaV2",
+    "resnet": "ResNet",
+}
+# A file that trains a model (where `torchscript=True`'s untied embeddings would train apart from each other).
+TRAINS = re.compile(r"\.backward\(|\w*Trainer\(|\.train\(\)|\boptim\.|\boptimizer\b|\.fit\(")
 
 # Module methods that return the module itself: their result is the model still.
 RETURNS_ITSELF = frozenset(
@@ -38,7 +69,9 @@ class ModelUses:
     names: set[str] = field(
         default_factory=set
     )  # the names and attributes that hold it (the walk watches them)
-    traced: bool = False  # handed to a trace (torch_neuronx.trace, torch.neuron.trace)
+    traces: list[cst.Call] = field(
+        default_factory=list
+    )  # the traces (torch_neuronx.trace, ...) it is handed to
     unfollowed: str | None = None  # the code of the first use that is not followed
 
 
@@ -154,7 +187,7 @@ class _Follower:
         qualified = f"{self.imports[head]}.{rest}".rstrip(".") if head in self.imports else callee
         first = next((a for a in call.args if a.keyword is None), None)
         if qualified in TRACES and (arg is first or (arg.keyword and arg.keyword.value == "func")):
-            self.uses.traced = True  # the traced model's replacement returns tuples (NM317)
+            self.uses.traces.append(call)
             return
         if shows(callee):
             return
@@ -210,3 +243,56 @@ def model_uses(module: cst.Module, load: cst.Call) -> ModelUses:
         ):
             follower.unfollowed(access.node)
     return follower.uses
+
+
+def model_type(module: cst.Module, load: cst.Call) -> str | None:
+    """The model type of a load whose outputs `return_dict=False` at the load keeps as tuples in the pinned
+    Transformers (`RETURN_DICT_FALSE_WORKS`): by its class, or an Auto class's literal checkpoint id."""
+    owner = dotted_name(load.func.value) if isinstance(load.func, cst.Attribute) else None
+    name = (owner or "").rpartition(".")[2]
+    for model_type, prefix in RETURN_DICT_FALSE_WORKS.items():
+        if re.fullmatch(rf"{prefix}(?:For\w+|Model)", name):
+            return model_type
+    given = load.args[0].value if load.args and load.args[0].keyword is None else None
+    if isinstance(given, cst.Name):  # a module-level constant: MODEL_ID = "..."
+        given = next(
+            (
+                line.body[0].value
+                for line in module.body
+                if m.matches(
+                    line,
+                    m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(given.value))])]),
+                )
+            ),
+            given,
+        )
+    checkpoint = literal_value(given) if given is not None else None
+    entry = table_entry(checkpoint) if name.startswith("AutoModel") and isinstance(checkpoint, str) else None
+    return entry.model_type if entry is not None and entry.model_type in RETURN_DICT_FALSE_WORKS else None
+
+
+class TorchscriptLoads:
+    """The `torchscript=True` loads of a file that trains nothing whose tuples are kept call by call: literal
+    True, no `return_dict=` beside it, an architecture not known to take the config's `return_dict=False`."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.loads: dict[cst.Call, ModelUses] = {}  # each such load -> where its model goes
+        self.calls: set[cst.Call] = set()  # the calls that pass return_dict=False (of fully followed models)
+        self.traces: set[cst.Call] = set()  # their traces: the replacement returns the ModelOutput's tuple
+        self.names: set[str] = set()  # the names and attributes that hold those models
+        if "torchscript" not in ctx.code or TRAINS.search(ctx.code):
+            return
+        for load in method_calls(ctx.module, "from_pretrained"):
+            keyword = find_keyword(load, "torchscript")
+            if (
+                keyword is None
+                or literal_value(keyword.value) is not True
+                or find_keyword(load, "return_dict") is not None
+                or model_type(ctx.module, load) is not None
+            ):
+                continue
+            uses = self.loads[load] = model_uses(ctx.module, load)
+            if uses.unfollowed is None:
+                self.calls.update(uses.calls)
+                self.traces.update(uses.traces)
+                self.names |= uses.names
