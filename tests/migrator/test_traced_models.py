@@ -215,3 +215,104 @@ def test_an_alias_bound_to_a_trace_and_to_something_else_is_not_read_as_a_trace(
         CHIP_SWITCH.replace("torch_neuron as backend", "my_tracer as backend")
     )
     assert "torch.compile(model.to" not in migrated and "traced = backend.trace(model, example)" in migrated
+
+
+# A model loaded with `torchscript=True`, called on the CPU, traced, saved, loaded and called again (inline flow),
+# or traced in a helper that returns it (`_NeuronCompiled`); its outputs are read as tuples.
+TORCHSCRIPT_TRACED = """\
+import torch
+import torch_neuronx
+from transformers import {cls}
+
+model = {cls}.from_pretrained(path, torchscript=True)
+model.eval()
+example = ({example},)
+output_cpu = model(*example)
+{trace}
+output_neuron = model_neuron(*example)
+"""
+INLINE_TRACE = """\
+model_neuron = torch_neuronx.trace(model, example, compiler_args="--model-type=transformer")
+torch.jit.save(model_neuron, "model.pt")
+model_neuron = torch.jit.load("model.pt")
+"""
+HELPER_TRACE = """\
+def compile_model(model, example):
+    return torch_neuronx.trace(model, example_inputs=example)
+
+
+model_neuron = compile_model(model, example)
+"""
+
+
+@pytest.mark.parametrize(
+    ("cls", "model_type", "settings", "example"),
+    [
+        (
+            "ViTForImageClassification",
+            "vit",
+            {
+                "hidden_size": 32,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "intermediate_size": 64,
+                "image_size": 32,
+                "patch_size": 8,
+            },
+            "torch.randn(1, 3, 32, 32)",
+        ),
+        (
+            "AutoModelForSequenceClassification",
+            "distilbert",
+            {"dim": 32, "n_layers": 1, "n_heads": 2, "hidden_dim": 64, "vocab_size": 50},
+            "torch.tensor([[1, 2, 3]])",
+        ),
+    ],
+)
+@pytest.mark.parametrize("trace", [INLINE_TRACE, HELPER_TRACE], ids=["inline", "helper"])
+def test_a_traced_torchscript_model_returns_tuples_as_its_trace_did(
+    tmp_path, monkeypatch, cls, model_type, settings, example, trace
+):
+    import torch
+    import transformers
+
+    config = transformers.AutoConfig.for_model(model_type, **settings)
+    model_class = getattr(transformers, cls)
+    model = model_class.from_config(config) if cls.startswith("Auto") else model_class(config)
+    model.save_pretrained(tmp_path / "model")
+    source = TORCHSCRIPT_TRACED.format(cls=cls, example=example, trace=trace)
+    migrated, findings = migrate_python(source)
+    assert "TODO" not in migrated and "torchscript=True)" not in migrated
+    assert ".to_tuple()" in migrated or "tuples=True" in migrated
+    # The compiled model on the CPU: the device and backend are the only differences from the neuron run.
+    runnable = migrated.replace('"neuron"', '"cpu"').replace('backend="cpu"', 'backend="eager"')
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    scope = {"path": str(tmp_path / "model")}
+    exec(compile(runnable, "<migrated>", "exec"), scope)
+    assert isinstance(scope["output_cpu"], tuple) and isinstance(scope["output_neuron"], tuple)
+    assert torch.allclose(scope["output_cpu"][0], scope["output_neuron"][0], atol=1e-5)
+
+
+def test_a_traced_model_not_loaded_with_torchscript_keeps_its_outputs_read_by_name(tmp_path, monkeypatch):
+    """A trace of a model returning a ModelOutput returned its entries by name (read as
+    `outputs["last_hidden_state"]`): only a model loaded with torchscript=True gets tuples."""
+    import torch
+    import transformers
+
+    config = transformers.AutoConfig.for_model(
+        "distilbert", dim=32, n_layers=1, n_heads=2, hidden_dim=64, vocab_size=50
+    )
+    transformers.DistilBertModel(config).save_pretrained(tmp_path / "model")
+    source = TORCHSCRIPT_TRACED.format(
+        cls="DistilBertModel", example="torch.tensor([[1, 2, 3]])", trace=INLINE_TRACE
+    ).replace(", torchscript=True", "")
+    migrated, findings = migrate_python(source)
+    assert "to_tuple" not in migrated and "tuples=True" not in migrated
+    runnable = migrated.replace('"neuron"', '"cpu"').replace('backend="cpu"', 'backend="eager"')
+    monkeypatch.chdir(tmp_path)
+    scope = {"path": str(tmp_path / "model")}
+    exec(compile(runnable, "<migrated>", "exec"), scope)
+    assert torch.allclose(
+        scope["output_cpu"]["last_hidden_state"], scope["output_neuron"]["last_hidden_state"], atol=1e-5
+    )

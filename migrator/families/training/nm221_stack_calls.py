@@ -11,21 +11,22 @@ import re
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 
 from migrator.cst_helpers import (
     descendants,
     dotted_name,
     find_keyword,
     is_method_call,
+    keyword_arg,
     literal_value,
     source_code,
     tidy_args,
+    with_appended,
     without_args,
 )
+from migrator.families.torchscript_loads import TRAINS, TorchscriptLoads, model_type
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
-from usercode.model_ids import table_entry
 
 
 @dataclass(frozen=True)
@@ -104,22 +105,6 @@ TOKEN_METHODS = frozenset({"from_pretrained", "push_to_hub", "save_pretrained", 
 # text_target, ...)`: encode_plus(text, text_pair, add_special_tokens, ...), batch_encode_plus(batch, add_special_tokens).
 ENCODE_POSITIONS = {"encode_plus": 2, "batch_encode_plus": 1}
 QUANTIZE_KEYWORDS = ("load_in_8bit", "load_in_4bit")
-# Model types whose models return tuples with `return_dict=False` given at the load (the config's), model type ->
-# its classes' prefix; measured on the pinned Transformers, where many others raise AttributeError inside their
-# forward with it (ViT, GPT-2, Llama, Swin, ConvNeXt, DeiT, BEiT, CLIP): tests/migrator/test_stack_calls.py
-# builds each again.
-RETURN_DICT_FALSE_WORKS = {
-    "bert": "Bert",
-    "distilbert": "DistilBert",
-    "roberta": "Roberta",
-    "xlm-roberta": "XLMRoberta",
-    "albert": "Albert",
-    "electra": "Electra",
-    "deberta-v2": "DebertaV2",
-    "resnet": "ResNet",
-}
-# A file that trains a model (where `torchscript=True`'s untied embeddings would train apart from each other).
-TRAINS = re.compile(r"\.backward\(|\w*Trainer\(|\.train\(\)|\boptim\.|\boptimizer\b|\.fit\(")
 # A file that declares its own `pad_to_max_length` (a parameter, a dataclass field such as run_glue.py's
 # DataTrainingArguments): its calls with that keyword may be its own, not a tokenizer's.
 OWN_PAD_TO_MAX_LENGTH = re.compile(
@@ -158,9 +143,17 @@ STACK_CALLS = Rule(
     '`pad_to_max_length=True` -> `padding="max_length", truncation=True` with a max_length (`padding=True` '
     'without one), as Transformers 4 read it (a variable: `padding="max_length" if flag else False`; '
     "beside `padding=` it was ignored and is dropped). "
-    "`torchscript=True` -> `return_dict=False` in a file that trains nothing (the tuples it made the model "
-    "return; the embeddings it untied hold the same weights). "
+    "`torchscript=True` in a file that trains nothing keeps the tuples it made the model return (the embeddings "
+    "it untied hold the same weights): `return_dict=False` at the load for the architectures where the pinned "
+    "Transformers takes it there (BERT, DistilBERT, RoBERTa, ALBERT, ELECTRA, DeBERTa-v2, ResNet: by class or a "
+    "literal checkpoint id); for any other, `torchscript=True` is dropped and each call of the model the file "
+    "makes passes `return_dict=False` (which Transformers 5 reads at the outermost call, where the config's breaks "
+    "ViT, Llama, CLIP... forwards), the model followed through its names, the file's own functions and wrapper "
+    "classes (`self.model = model`, then `self.model(...)`), while a trace of it returns the tuples a trace did "
+    "(NM317). "
     "A TODO where it is not exact: `torchscript=True` in a file that trains (untied embeddings train apart), "
+    "computed, or where the model goes on where its outputs are not followed (returned, stored in a container, "
+    "handed to another library or to a helper that is also called with something else), "
     "positional arguments past the ones both take alike, `use_auth_token=` "
     "beside `token=`, `load_in_*bit=` beside `quantization_config=` or `**kwargs`, a target block that uses "
     "the tokenizer otherwise than to call it on one text.",
@@ -201,6 +194,47 @@ os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
 model = AutoModel.from_pretrained("bert-base-uncased", return_dict=False)
 last_hidden_state = model(**inputs)[0]
+""",
+        ),
+        Example(
+            before="""\
+import torch
+from transformers import ViTForImageClassification
+
+
+class Classifier(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values):
+        return self.model(pixel_values)[0].softmax(-1)
+
+
+vit = ViTForImageClassification.from_pretrained("google/vit-base-patch16-224", torchscript=True)
+classifier = Classifier(vit.eval())
+logits, = vit(pixel_values)
+""",
+            after="""\
+import torch
+from transformers import ViTForImageClassification
+import os
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
+
+class Classifier(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values):
+        return self.model(pixel_values, return_dict=False)[0].softmax(-1)
+
+
+vit = ViTForImageClassification.from_pretrained("google/vit-base-patch16-224")
+classifier = Classifier(vit.eval())
+logits, = vit(pixel_values, return_dict=False)
 """,
         ),
         Example(
@@ -261,6 +295,8 @@ class StackCalls(Handler):
         loads = isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained"
         if loads and find_keyword(original, "torchscript") is not None:
             updated = self._torchscript(original, updated)
+        if original in self.ctx.state(TorchscriptLoads).calls:
+            updated = self._tuple_call(original, updated)
         if loads and find_keyword(original, "resume_download") is not None:
             self.ctx.report(
                 original,
@@ -450,43 +486,55 @@ class StackCalls(Handler):
         ]
         return updated.with_changes(args=args)
 
+    def visit_Module(self, node: cst.Module) -> None:
+        """The walk must reach every call of a model whose tuples are kept call by call (`TorchscriptLoads`)."""
+        for name in self.ctx.state(TorchscriptLoads).names:
+            self.ctx.watch(name)
+
     def _torchscript(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         keyword = find_keyword(updated, "torchscript")
         if keyword is None:
             return updated
-        if literal_value(keyword.value) is False:  # the default: dropping it changes nothing
+        flag = literal_value(keyword.value)
+        if flag is False:  # the default: dropping it changes nothing
             self.ctx.report(
                 original, STACK_CALLS, "`torchscript=False` (the default) dropped.", subject="torchscript"
             )
             return updated.with_changes(args=tidy_args(without_args(list(updated.args), {keyword})))
-        model_type = self._model_type(original)
-        if (
-            literal_value(keyword.value) is True
-            and TRAINS.search(self.ctx.code) is None
-            and model_type is None
-        ):
+        if flag is not True:
             self.ctx.todo(
                 original,
                 STACK_CALLS,
-                "`torchscript=True` made the model return tuples (for torch.jit.trace), and Transformers 5 rejects "
-                "it (TypeError); its equivalent, `return_dict=False` at the load, breaks many architectures in the "
-                "pinned Transformers (ViT, GPT-2, Llama, Swin, CLIP...: AttributeError inside their forward), and "
-                "this load's architecture is not known here to be one it works for",
-                "delete it and pass return_dict=False to each call of the model whose outputs are read as a tuple "
-                "(or read them by name)",
+                "`torchscript=` made the model return tuples and untie its tied embeddings for torch.jit.trace when "
+                "true, and Transformers 5 rejects it (TypeError); this load computes the flag",
+                "delete it and, where it was true, pass return_dict=False to the calls of the model whose outputs "
+                "are read as a tuple",
                 subject="torchscript",
             )
             return updated
-        if literal_value(keyword.value) is True and not TRAINS.search(self.ctx.code):
-            # Inference: the untied embeddings were copies of the same weights; what is left is the tuples.
-            if find_keyword(original, "return_dict") is not None:
-                self.ctx.report(
-                    original,
-                    STACK_CALLS,
-                    "`torchscript=True` dropped beside `return_dict=`.",
-                    subject="torchscript",
-                )
-                return updated.with_changes(args=tidy_args(without_args(list(updated.args), {keyword})))
+        if TRAINS.search(self.ctx.code):
+            self.ctx.todo(
+                original,
+                STACK_CALLS,
+                "`torchscript=True` made the model return tuples and untie its tied embeddings for "
+                "torch.jit.trace, and Transformers 5 rejects it (TypeError); this file trains, where untied "
+                "embeddings train apart",
+                "delete it, pass return_dict=False if the code reads the outputs as a tuple, and compile with "
+                'torch.compile(model, backend="neuron") instead of tracing',
+                subject="torchscript",
+            )
+            return updated
+        # Inference: the untied embeddings were copies of the same weights; what is left is the tuples.
+        given = find_keyword(original, "return_dict")
+        if given is not None and literal_value(given.value) is False:
+            self.ctx.report(
+                original,
+                STACK_CALLS,
+                "`torchscript=True` dropped beside `return_dict=False`.",
+                subject="torchscript",
+            )
+            return updated.with_changes(args=tidy_args(without_args(list(updated.args), {keyword})))
+        if given is None and model_type(self.ctx.module, original) is not None:
             self.ctx.report(
                 original,
                 STACK_CALLS,
@@ -501,43 +549,55 @@ class StackCalls(Handler):
                 for arg in updated.args
             ]
             return updated.with_changes(args=args)
+        uses = self.ctx.state(TorchscriptLoads).loads.get(original)
+        if uses is not None and uses.unfollowed is None:
+            count = len(uses.calls)
+            calls = f"{count} call{'s' if count != 1 else ''} of it now pass{'es' if count == 1 else ''}"
+            kept = [f"{calls} return_dict=False"] if count else []
+            if uses.traces:
+                kept.append("where NM317 replaces its trace, the replacement returns tuples as the trace did")
+            kept = kept or ["the file never calls it"]
+            self.ctx.report(
+                original,
+                STACK_CALLS,
+                f"`torchscript=True` dropped: the model's outputs stay tuples where this file reads them "
+                f"({'; '.join(kept)}); `return_dict=False` at the load would break many architectures' forward "
+                "in Transformers 5 (ViT, Llama, Swin, CLIP...).",
+                subject="torchscript",
+            )
+            return updated.with_changes(args=tidy_args(without_args(list(updated.args), {keyword})))
+        where = (
+            f"the model goes on at `{uses.unfollowed}`, and how its outputs are read from there is not followed"
+            if uses is not None
+            else "this load also passes return_dict= other than False, which torchscript=True overrode"
+        )
         self.ctx.todo(
             original,
             STACK_CALLS,
-            "`torchscript=True` made the model return tuples and untie its tied embeddings for torch.jit.trace, "
-            "and Transformers 5 rejects it (TypeError); this file trains, where untied embeddings train apart",
-            "delete it, pass return_dict=False if the code reads the outputs as a tuple, and compile with "
-            'torch.compile(model, backend="neuron") instead of tracing',
+            "`torchscript=True` made the model return tuples (for torch.jit.trace), and Transformers 5 rejects "
+            "it (TypeError); its equivalent, `return_dict=False` at the load, breaks many architectures in the "
+            "pinned Transformers (ViT, GPT-2, Llama, Swin, CLIP...: AttributeError inside their forward), and "
+            f"{where}",
+            "delete it and pass return_dict=False to each call of the model whose outputs are read as a tuple "
+            "(or read them by name)",
             subject="torchscript",
         )
         return updated
 
-    def _model_type(self, load: cst.Call) -> str | None:
-        """The model type of a load whose outputs `return_dict=False` at the load keeps as tuples in the pinned
-        Transformers (`RETURN_DICT_FALSE_WORKS`): by its class, or an Auto class's literal checkpoint id."""
-        owner = dotted_name(load.func.value) if isinstance(load.func, cst.Attribute) else None
-        name = (owner or "").rpartition(".")[2]
-        for model_type, prefix in RETURN_DICT_FALSE_WORKS.items():
-            if re.fullmatch(rf"{prefix}(?:For\w+|Model)", name):
-                return model_type
-        given = load.args[0].value if load.args and load.args[0].keyword is None else None
-        if isinstance(given, cst.Name):  # a module-level constant: MODEL_ID = "..."
-            given = next(
-                (
-                    line.body[0].value
-                    for line in self.ctx.module.body
-                    if m.matches(
-                        line,
-                        m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(given.value))])]),
-                    )
-                ),
-                given,
-            )
-        checkpoint = literal_value(given) if given is not None else None
-        entry = (
-            table_entry(checkpoint) if name.startswith("AutoModel") and isinstance(checkpoint, str) else None
+    def _tuple_call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """A call of a model loaded with `torchscript=True`: `return_dict=False` keeps the tuples it returned
+        (Transformers 5's output decorators read it at the outermost call only, unlike the config's)."""
+        if find_keyword(updated, "return_dict") is not None:
+            return updated
+        self.ctx.report(
+            original,
+            STACK_CALLS,
+            "`return_dict=False` added: the model was loaded with `torchscript=True`, which made it return tuples.",
+            subject="torchscript",
         )
-        return entry.model_type if entry is not None and entry.model_type in RETURN_DICT_FALSE_WORKS else None
+        return updated.with_changes(
+            args=with_appended(list(updated.args), [keyword_arg("return_dict", cst.Name("False"))])
+        )
 
 
 def _target_calls(body: cst.BaseSuite, tokenizer: str) -> set[cst.Call] | None:

@@ -13,6 +13,7 @@ import libcst as cst
 from libcst.helpers import parse_template_expression
 
 from migrator.cst_helpers import descendants, dotted_name, source_code
+from migrator.families.torchscript_loads import TorchscriptLoads
 from migrator.families.xla.state import _NEURON_COMPILED_SOURCE, _TO_DEVICE_SOURCE, HINTS, XlaFile
 from migrator.families.xla.traced import NEURONX_TRACE, TracedFlow, saved_path
 from migrator.rules import Example, Rule, Severity
@@ -32,7 +33,8 @@ NEURON_TRACE = Rule(
     'function: the model moves to device "neuron", its parameters frozen as a traced model\'s are '
     '(`requires_grad_(False)`), and is compiled with `torch.compile(model, backend="neuron", fullgraph=True, '
     "dynamic=False)`; its calls move their inputs to the device and their outputs back to the CPU as the traced "
-    "model did (keep the inputs padded to the example's shapes: another shape compiles again); "
+    "model did (a model loaded with `torchscript=True`, which NM221 drops: its ModelOutput's `.to_tuple()`, the "
+    "tuple its trace returned) (keep the inputs padded to the example's shapes: another shape compiles again); "
     "`torch.jit.save(traced, path)` saves the model's weights (`state_dict`) instead. There is no ahead-of-time "
     "artifact: the first call compiles, and the neuron compile cache takes the artifact's place; "
     "for inf1 the `torch_neuron` import goes too once nothing else uses it; the traced model's `.save(path)` is a save; "
@@ -184,7 +186,9 @@ class NeuronTrace(Handler):
             )
             return cst.Name(flows.loads[original].traced)
         if original in flows.calls:
-            return self._called(updated)
+            return self._called(
+                updated, flows.calls[original].trace in self.ctx.state(TorchscriptLoads).traces
+            )
         if self.ctx.qualified(original.func) == NEURONX_TRACE and self._leaves_its_function(original):
             return self._wrapped(original, updated)
         if self.ctx.qualified(original.func) == NEURONX_TRACE:
@@ -226,6 +230,8 @@ class NeuronTrace(Handler):
         head = (dotted_name(original.func) or "").partition(".")[0]
         if head != "torch_neuronx":
             self.ctx.remove_import("torch_neuronx", None, head)
+        if original in self.ctx.state(TorchscriptLoads).traces:  # its trace returned tuples
+            return parse_template_expression("_NeuronCompiled({model}, tuples=True)", model=model.value)
         return parse_template_expression("_NeuronCompiled({model})", model=model.value)
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
@@ -274,8 +280,10 @@ class NeuronTrace(Handler):
             path=path,
         )
 
-    def _called(self, updated: cst.Call) -> cst.BaseExpression:
-        """The traced model took and returned CPU tensors: the compiled one runs on the device."""
+    def _called(self, updated: cst.Call, tuples: bool) -> cst.BaseExpression:
+        """The traced model took and returned CPU tensors: the compiled one runs on the device. `tuples`: the
+        traced model was loaded with `torchscript=True`, which NM221 dropped; its trace returned the tuple of the
+        ModelOutput the model now returns."""
         self.file.helpers.add("_to_device")
         args = [
             arg.with_changes(
@@ -283,7 +291,10 @@ class NeuronTrace(Handler):
             )
             for arg in updated.args
         ]
-        return parse_template_expression('_to_device({call}, "cpu")', call=updated.with_changes(args=args))
+        call = updated.with_changes(args=args)
+        if tuples:
+            call = parse_template_expression("{call}.to_tuple()", call=call)
+        return parse_template_expression('_to_device({call}, "cpu")', call=call)
 
 
 HANDLER = NeuronTrace

@@ -65,15 +65,18 @@ _NEURON_COMPILED_SOURCE = '''
 class _NeuronCompiled(torch.nn.Module):
     """What `torch_neuronx.trace(model, ...)` returned, on TorchNeuron (added by neuron-migrate): a copy of `model`
     on the neuron device, compiled when first called and called as the traced model was, with CPU tensors in and out at
-    the example's shapes; `save(path)` (what torch.jit.save calls) writes the model's weights."""
+    the example's shapes (`tuples`: a Transformers model's ModelOutput as its tuple, as the trace of a model loaded with
+    torchscript=True returned it); `save(path)` (what torch.jit.save calls) writes the model's weights."""
 
-    def __init__(self, model):
+    def __init__(self, model, tuples=False):
         super().__init__()
         self.model = copy.deepcopy(model).to("neuron").requires_grad_(False)  # the traced model was a copy too
         self.compiled = torch.compile(self.model, backend="neuron", fullgraph=True, dynamic=False)
+        self.tuples = tuples
 
     def forward(self, *args, **kwargs):
-        return _to_device(self.compiled(*_to_device(args, "neuron"), **_to_device(kwargs, "neuron")), "cpu")
+        outputs = self.compiled(*_to_device(args, "neuron"), **_to_device(kwargs, "neuron"))
+        return _to_device(outputs.to_tuple() if self.tuples else outputs, "cpu")
 
     def save(self, path, **_):
         torch.save(_to_device(self.model.state_dict(), "cpu"), path)

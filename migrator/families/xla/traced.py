@@ -49,7 +49,8 @@ class TracedFlows:
     flows: dict[cst.Call, TracedFlow] = field(default_factory=dict)  # by trace call
     saves: dict[cst.Call, TracedFlow] = field(default_factory=dict)
     loads: dict[cst.Call, TracedFlow] = field(default_factory=dict)
-    calls: set[cst.Call] = field(default_factory=set)  # calls of a traced or loaded name: inputs move
+    # calls of a traced or loaded name, with the flow of that name: inputs move
+    calls: dict[cst.Call, TracedFlow] = field(default_factory=dict)
     # Whether torch-neuron (inf1) is still used once the flows are rewritten: an inf1 call, or a load of a
     # file that may hold an inf1 model (its import registers the ops such a file is made of).
     inf1_used: bool = True
@@ -98,10 +99,12 @@ def traced_flows(ctx: FileContext) -> TracedFlows:
             found.flows[flow.trace] = flow
             found.saves.update(dict.fromkeys(flow.saves, flow))
             found.loads.update(dict.fromkeys(flow.loads, flow))
-    names = {flow.traced for flow in found.flows.values()}
-    names |= {_target(load, reader) for load in found.loads}
+    names = {flow.traced: flow for flow in found.flows.values()}
+    names |= {_target(load, reader): flow for load, flow in found.loads.items()}
     found.calls = {
-        call for call, _ in reader.calls if isinstance(call.func, cst.Name) and call.func.value in names
+        call: names[call.func.value]
+        for call, _ in reader.calls
+        if isinstance(call.func, cst.Name) and call.func.value in names
     }
     found.inf1_used = any(_uses_inf1(ctx, call, found) for call, _ in reader.calls)
     return found
