@@ -35,6 +35,18 @@ def _completed(works) -> dist.Work:
     return _create_work_from_future(future)
 
 
+def _concatenated(whole: torch.Tensor, part: torch.Tensor) -> torch.Tensor:
+    """`whole` (all-gather's output, reduce-scatter's input) as gloo takes it: `part`'s shape with its first
+    dimension times the group's size, a view on the same memory. NCCL takes any tensor of as many elements, and
+    Accelerate's gather passes a flat one to every backend but gloo (so to `neuron`: `all_gather_into_tensor` of a
+    (1, 2) part into a (4,) tensor), which gloo itself refuses ("invalid tensor size")."""
+    if part.dim() == 0 or part.numel() == 0 or whole.shape[1:] == part.shape[1:]:
+        return whole
+    if whole.numel() % part.numel() or not whole.is_contiguous():
+        return whole
+    return whole.view(whole.numel() // part[0].numel(), *part.shape[1:])
+
+
 def _pairwise(collective, outputs, inputs, options) -> dist.Work:
     """A coalesced collective as one gloo call per (output, input) pair."""
     return _completed([collective(_cpu(o), _cpu(i), options) for o, i in zip(outputs, inputs, strict=True)])
@@ -71,7 +83,8 @@ class ProcessGroupStandin(dist.ProcessGroup):
         return self.gloo.allgather(outputs, _cpus(input_tensors), opts or dist.AllgatherOptions())
 
     def _allgather_base(self, output, input, opts=None):
-        return self.gloo._allgather_base(_cpu(output), _cpu(input), opts or dist.AllgatherOptions())
+        output = _concatenated(_cpu(output), _cpu(input))
+        return self.gloo._allgather_base(output, _cpu(input), opts or dist.AllgatherOptions())
 
     def all_gather_single(self, output, input, opts=None):
         return self._allgather_base(output, input, opts)
@@ -84,17 +97,18 @@ class ProcessGroupStandin(dist.ProcessGroup):
         return self.gloo.allgather_coalesced(outputs, _cpus(input_list), opts or dist.AllgatherOptions())
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
-        return _pairwise(self.gloo._allgather_base, outputs, inputs, opts or dist.AllgatherOptions())
+        return _pairwise(self._allgather_base, outputs, inputs, opts or dist.AllgatherOptions())
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         inputs = [_cpus(group) for group in input_tensors]
         return self.gloo.reduce_scatter(_cpus(output_tensors), inputs, opts or dist.ReduceScatterOptions())
 
     def _reduce_scatter_base(self, output, input, opts=None):
-        return self.gloo._reduce_scatter_base(_cpu(output), _cpu(input), opts or dist.ReduceScatterOptions())
+        input = _concatenated(_cpu(input), _cpu(output))
+        return self.gloo._reduce_scatter_base(_cpu(output), input, opts or dist.ReduceScatterOptions())
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
-        return _pairwise(self.gloo._reduce_scatter_base, outputs, inputs, opts or dist.ReduceScatterOptions())
+        return _pairwise(self._reduce_scatter_base, outputs, inputs, opts or dist.ReduceScatterOptions())
 
     def reduce_scatter_single(self, output, input, opts=None):
         return self._reduce_scatter_base(output, input, opts)

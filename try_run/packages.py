@@ -636,12 +636,15 @@ def install_missing(
     cache: Path,
     sandbox: Sandbox | None,
     integrations: list[Integration] = (),
+    launched_imports: dict[str, str] | None = None,
 ) -> list[Install]:
     """Installs, for a try, the modules the code imports (`imports`; `required`: those not optional) and
     `python` lacks: what `declarations` (nearest first) declare for them, else, for a required one that is not a
     module of `repository`, the distribution named for it; and the first module of each of `integrations` (what
     the training arguments report to) that `python` has none of, when it logs offline. `sandbox` is None when the
-    try is not isolated (then nothing is installed: it would change the environment)."""
+    try is not isolated (then nothing is installed: it would change the environment). `launched_imports`: the
+    top-level modules that only scripts the tried file launches import -> the first of those scripts, said in
+    the install's `needed_by`."""
     modules = top_level_modules(imports) | {
         module for integration in integrations for module in integration.modules
     }
@@ -651,16 +654,18 @@ def install_missing(
     needed = top_level_modules(required)
     own: set[str] | None = None  # the repository's module names, read once if an undeclared module needs them
     installs = []
+    launched_by = launched_imports or {}
     for module in sorted(found.missing):
+        needed_by = f"import {module} in {launched_by[module]}" if module in launched_by else ""
         declaration = declaration_for(module, declarations)
         if declaration is not None:
-            installs.append(Install(module, declaration.requirement, declaration.source))
+            installs.append(Install(module, declaration.requirement, declaration.source, needed_by=needed_by))
             continue
         if module not in needed or module in CANNOT_INSTALL:  # (CANNOT_INSTALL: the run says why if it fails)
             continue
         own = repository_modules(repository) if own is None else own
         if module not in own:
-            installs.append(Install(module, distribution_named_for(module), None))
+            installs.append(Install(module, distribution_named_for(module), None, needed_by=needed_by))
     for integration in integrations:  # (Transformers' check passes with any one of its modules)
         module = integration.modules[0]
         if found.missing.issuperset(integration.modules) and all(i.module != module for i in installs):

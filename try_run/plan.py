@@ -408,14 +408,8 @@ def _runnable(words: list[str], cwd: Path, python: str) -> tuple[list[str], list
     arguments and the processes it asks for (capped: the bootstrap caps what a launcher starts)."""
     program = os.path.basename(words[0])
     script_index = next((i for i, w in enumerate(words) if w.endswith(".py")), None)
-    scripts = [cwd / words[script_index]] if script_index is not None else []
-    # Without a script (`trl sft --model_name_or_path X`), the command line is the arguments.
-    arguments = words[script_index + 1 :] if script_index is not None else words[1:]
-    module = module_file(words, cwd)
-    if (
-        script_index is None and module is not None
-    ):  # `python -m package.module ARGS`, from the folder it runs in
-        scripts, arguments = [module], words[words.index("-m") + 2 :]
+    script, arguments = script_of(words, cwd)
+    scripts = [script] if script is not None else []
     processes = 1
     for index, w in enumerate(words[: script_index or len(words)]):
         name, _, value = w.partition("=")
@@ -436,6 +430,18 @@ def _runnable(words: list[str], cwd: Path, python: str) -> tuple[list[str], list
     else:
         argv = list(words)
     return argv, scripts, arguments, processes
+
+
+def script_of(words: list[str], cwd: Path) -> tuple[Path | None, list[str]]:
+    """The Python script a launch's words run (`X.py` from `cwd`, or the file of `python -m package.module`) and
+    the arguments it gets; without a script (`trl sft --model_name_or_path X`), None and the command line."""
+    script_index = next((i for i, w in enumerate(words) if w.endswith(".py")), None)
+    if script_index is not None:
+        return cwd / words[script_index], words[script_index + 1 :]
+    module = module_file(words, cwd)
+    if module is not None:  # `python -m package.module ARGS`, from the folder it runs in
+        return module, words[words.index("-m") + 2 :]
+    return None, words[1:]
 
 
 def module_file(words: list[str], cwd: Path) -> Path | None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from try_run import data, hub, integrations, metrics, packages, plan, scan
+from try_run import data, hub, integrations, launched, metrics, packages, plan, scan
 from try_run.device import DeviceUnavailable, device_environment, standin_package
 from try_run.kernel import CELL_LINE, FAILED_CELL_MARK
 from try_run.output import condensed, last_distinct
@@ -33,7 +33,7 @@ from try_run.report import FAILED, NOT_RUN, RAN, RunReport, load_process_reports
 from try_run.sandbox import NO_NETWORK_ENV, IsolationUnavailable, Sandbox, stop, without_credentials
 from usercode import declarations
 from usercode.launchers import LAUNCHER_SUFFIXES
-from usercode.notebook import cell_python, written_file
+from usercode.notebook import cell_python
 from usercode.python import python_imports, required_imports
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap")
@@ -208,26 +208,47 @@ def _plan(kind: str, path: Path, arguments: list[str], env: dict[str, str], tria
     return plan.plan_notebook(path, isolated, python)
 
 
-def _code(trial: _Trial, the_plan: plan.Plan) -> tuple[list[str], list[Path]]:
-    """The Python the try runs (its scripts and the user's modules they import, a notebook's cells and the
-    scripts its `!torchrun train.py` lines run) and the folders it runs from."""
-    sources: list[str] = []
+def _code(trial: _Trial, the_plan: plan.Plan) -> tuple[list[tuple[str | None, str]], list[Path]]:
+    """The Python the try runs, each text with where it is when a launch of the tried file starts it (None: the
+    tried file's own code): its scripts and the user's modules they import, a notebook's cells, the scripts that
+    those launch (`!torchrun train.py`, `subprocess.run(["python", "eval.py"])`, transitively) and the
+    modules these import; and the folders it runs from."""
+    sources: list[tuple[str | None, str]] = []
     folders: list[Path] = []
     for launch in the_plan.launches:
         folders += [launch.cwd, *(script.parent for script in launch.scripts if script.is_file())]
-        sources += [path.read_text(encoding="utf-8", errors="replace") for path in _python_files(launch)]
-        launched = notebook_facts(trial.cells, launch.cwd).launched if trial.cells is not None else set()
-        for script in map(Path, sorted(launched)):
-            if script.is_file():
-                sources.append(script.read_text(encoding="utf-8", errors="replace"))
-                folders.append(script.parent)
-    sources += [cell_python(cell) for cell in trial.cells or []]
+        # A launcher's scripts are launched by its line; a script's are the tried file and its modules.
+        by = f"{trial.path.name}:{launch.line}" if launch.line is not None else None
+        for script in (script for script in launch.scripts if script.is_file()):
+            said = f"{os.path.relpath(script, trial.path.parent)}, launched by {by}" if by else None
+            imported = plan.local_modules(script, [script.parent, *launch.import_paths])
+            sources += [(said, _read(path)) for path in [script, *imported]]
+        for script in _launched(launch, trial.cells, trial.path.parent):
+            said = script.where(trial.path.parent)
+            sources.append((said, script.text))
+            if not script.written:
+                folders.append(script.path.parent)
+                imported = plan.local_modules(script.path, [script.path.parent, *launch.import_paths])
+                sources += [(said, _read(module)) for module in imported]
+    sources += [(None, cell_python(cell)) for cell in trial.cells or []]
     return sources, folders
 
 
-def _serve_metrics(trial: _Trial, sources: list[str]) -> list[dict]:
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def _launched(launch: plan.Launch, cells: list[str] | None, base: Path) -> list[launched.Launched]:
+    """The scripts a launch's notebook cells or scripts launch, transitively (launched.py)."""
+    scripts = [script for script in launch.scripts if script.is_file()]
+    return launched.launched_scripts(
+        cells if launch.notebook is not None else None, scripts, launch.cwd, base
+    )
+
+
+def _serve_metrics(trial: _Trial, sources: list[tuple[str | None, str]]) -> list[dict]:
     """The evaluate metrics the code loads, served from the try's own modules cache (metrics.py)."""
-    names = metrics.loaded(sources)
+    names = metrics.loaded([text for _, text in sources])
     if not names:
         return []
     modules = trial.work / "modules"
@@ -236,14 +257,26 @@ def _serve_metrics(trial: _Trial, sources: list[str]) -> list[dict]:
 
 
 def _install_missing(
-    trial: _Trial, the_plan: plan.Plan, sources: list[str], folders: list[Path]
+    trial: _Trial, the_plan: plan.Plan, sources: list[tuple[str | None, str]], folders: list[Path]
 ) -> list[packages.Install]:
     """The distributions of the modules the code imports and the environment lacks (those the project
     declares, else those named for the import), and of the logging integrations its training arguments report
     to (read with each launch's arguments and configuration files), installed into the sandbox's layer
-    (packages.py)."""
-    imports = set().union(*map(python_imports, sources))
-    required = set().union(*map(required_imports, sources))
+    (packages.py). A module that only scripts the tried file launches import is said with the first of them."""
+    imports: set[str] = set()
+    required: set[str] = set()
+    importers: dict[str, str] = {}  # top-level module -> the launched script that imports it first
+    own: set[str] = set()  # the top-level modules the tried file's own code imports
+    for launched_at, text in sources:
+        names = python_imports(text)
+        imports |= names
+        required |= required_imports(text)
+        tops = packages.top_level_modules(set(names))
+        if launched_at is None:
+            own |= tops
+        for module in tops:
+            importers.setdefault(module, launched_at)
+    launched_imports = {module: at for module, at in importers.items() if at and module not in own}
     found = []  # the tried file's own install lines first, then dependency files from the nearest folder up
     for entry in the_plan.skipped:
         at = f"cell {entry.cell}" if entry.cell else f"{trial.path.name}:{entry.line}"
@@ -271,6 +304,7 @@ def _install_missing(
             set().union(*(_facts(launch, trial.cells).report_to for launch in the_plan.launches)),
             trial.options.python,
         ),
+        launched_imports,
     )
 
 
@@ -425,27 +459,39 @@ def _facts(launch: plan.Launch, cells: list[str] | None) -> scan.CodeFacts:
     if not launch.scripts and launch.notebook is None:  # a command line only: its Hub ids are arguments
         facts.merge(scan.read_python("", launch.arguments))
     if cells is not None:
-        facts.merge(notebook_facts(cells, launch.cwd))
+        for cell in cells:
+            facts.merge(_cell_facts(cell))
+    for script in _launched(launch, cells, launch.cwd):
+        facts.merge(_launched_facts(script))
     return facts
 
 
 def notebook_facts(cells: list[str], folder: Path) -> scan.CodeFacts:
     """What a notebook's cells load: their Python, the scripts `%%writefile` cells write and the scripts
-    (written or already in `folder`) that `!torchrun train.py ...` lines run, read with their arguments."""
+    (written or in the tree) that `!torchrun train.py ...` lines run from `folder` (or the folder a `%cd` moves
+    to), and those these launch, read with their arguments."""
     facts = scan.CodeFacts()
-    written = dict(map(written_file, cells))
     for cell in cells:
         facts.merge(_cell_facts(cell))
-        for _, _, command in plan.notebook_shell_lines(cell):
-            facts.merge(_scripts_of(command, folder, written))
+    for script in launched.launched_scripts(cells, [], folder, folder):
+        facts.merge(_launched_facts(script))
     return facts
 
 
-def _file_text(folder: Path, path: str, written: dict[str | None, str] | None = None) -> str | None:
-    """The text of the file `path` names from `folder`: as a `%%writefile` cell of the notebook writes it, or
-    as it is there (None: neither)."""
-    if written and path in written:
-        return written[path]
+def _launched_facts(script: launched.Launched) -> scan.CodeFacts:
+    """A launched script's facts, read with its arguments; the tree's scripts are the user's (`facts.launched`:
+    their folders are the user's code in the run's tracebacks)."""
+    try:
+        facts = scan.read_python(script.text, list(script.arguments))
+    except SyntaxError:
+        facts = scan.CodeFacts()
+    if not script.written:
+        facts.launched.add(str(script.path))
+    return facts
+
+
+def _file_text(folder: Path, path: str) -> str | None:
+    """The text of the file `path` names from `folder` (None: there is none)."""
     try:
         return (folder / path).read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -596,31 +642,6 @@ def _hub_view(shared: Path, model_ids: list[str], view: Path) -> Path:
         name = f"models--{model_id.replace('/', '--')}"
         (view / name).symlink_to(shared / name, target_is_directory=True)
     return view
-
-
-def _scripts_of(command: str, sandbox: Path, written: dict[str | None, str]) -> scan.CodeFacts:
-    """A notebook's `!torchrun train.py ...` line: the script's facts, read with its arguments and the
-    settings of the configuration file they name (the script and the file as a `%%writefile` cell writes
-    them, or as they are in the notebook's folder)."""
-    import shlex
-
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return scan.CodeFacts()
-    script = next((word for word in words if word.endswith(".py")), None)
-    if script is None or not (script in written or (sandbox / script).is_file()):
-        return scan.CodeFacts()
-    arguments = words[words.index(script) + 1 :]
-    arguments = [*scan.config_arguments(arguments, partial(_file_text, sandbox, written=written)), *arguments]
-    source = written.get(script) or (sandbox / script).read_text(encoding="utf-8", errors="replace")
-    try:
-        facts = scan.read_python(source, arguments)
-    except SyntaxError:
-        facts = scan.CodeFacts()
-    if script not in written:
-        facts.launched.add(str(sandbox / script))
-    return facts
 
 
 def _execute(argv, cwd, env, options: TryOptions) -> tuple[int, list[str], bool]:

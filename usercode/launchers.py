@@ -4,8 +4,11 @@ rewriter and checks, the checklist and `neuron-migrate try`."""
 
 from __future__ import annotations
 
+import ast
 import re
+import shlex
 
+from usercode.python import callee, is_constant, keyword, owner, string
 from usercode.shell import Node, Word
 
 LAUNCHERS = {"torchrun", "python", "python3", "accelerate", "deepspeed", "trl"}
@@ -120,3 +123,66 @@ def _descendants(node: Node):
         current = stack.pop()
         yield current
         stack.extend(current.children)
+
+
+# The calls of a Python program that run a command: subprocess's (a list of words, or a string with
+# `shell=True`) and os.system's (a string).
+SUBPROCESS_CALLS = frozenset({"run", "call", "check_call", "check_output", "Popen"})
+# What separates the commands of a shell string (`cd scripts && torchrun train.py`).
+SHELL_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
+
+
+def python_commands(tree: ast.AST) -> list[tuple[int, list[str]]]:
+    """(line, words) of each command a Python module runs with literal words: `subprocess.run(["torchrun",
+    "train.py"])` (and `call`, `check_call`, `check_output`, `Popen`; `sys.executable` is `python`), their string
+    under `shell=True`, `os.system("python x.py")`; a string's commands split at `&&`, `;` and pipes. A command
+    built from a value known only at run time is not one of them."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        name, first = callee(node), node.args[0]
+        if (
+            owner(node) == "subprocess"
+            and name in SUBPROCESS_CALLS
+            and isinstance(first, ast.List | ast.Tuple)
+        ):
+            words = [_command_word(item) for item in first.elts]
+            if words and None not in words:
+                found.append((node.lineno, words))
+            continue
+        shell = owner(node) == "os" and name == "system"
+        shell |= (
+            owner(node) == "subprocess"
+            and name in SUBPROCESS_CALLS
+            and is_constant(keyword(node, "shell"), True)
+        )
+        if shell and string(first) is not None:
+            found += [(node.lineno, words) for words in shell_string_commands(string(first))]
+    return found
+
+
+def shell_string_commands(text: str) -> list[list[str]]:
+    """The words of each command of a one-line shell string, split at `&&`, `;` and pipes (none when it does
+    not split as the shell would: an unclosed quote)."""
+    try:
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        lexer.commenters = "#"
+        words = list(lexer)
+    except ValueError:
+        return []
+    commands: list[list[str]] = [[]]
+    for word in words:
+        if word in SHELL_SEPARATORS:
+            commands.append([])
+        else:
+            commands[-1].append(word)
+    return [command for command in commands if command]
+
+
+def _command_word(node: ast.AST) -> str | None:
+    if string(node) is not None:
+        return string(node)
+    is_executable = isinstance(node, ast.Attribute) and node.attr == "executable"
+    return "python" if is_executable and getattr(node.value, "id", None) == "sys" else None
