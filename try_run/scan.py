@@ -235,7 +235,8 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
             elif key is not None and dataset_id is not None:  # `dataset["test"]`: a split, not a column
                 if dataset_id == "" or is_loaded_hub_dataset(dataset_id):
                     facts.datasets.setdefault(dataset_id, data.DatasetRequest(dataset_id)).splits.add(key)
-            elif key is not None and id(node) not in foreign:
+            elif key is not None and id(node) not in foreign and not isinstance(node.ctx, ast.Store):
+                # (`data_files["eval"] = path`, `batch["labels"] = ids`: written, not a column the data holds)
                 facts.columns.add(key)
         elif isinstance(node, ast.Call):
             _read_call(node, facts)
