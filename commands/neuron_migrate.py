@@ -437,7 +437,8 @@ def try_(
         models=_pairs(models, "--model", "ID=MODEL_TYPE"),
         datasets={key: Path(value) for key, value in _pairs(datasets, "--dataset", "ID=FILE.jsonl").items()},
         channels={
-            key.lower(): Path(value).absolute() for key, value in _pairs(channels, "--channel", "NAME=DIR").items()
+            key.lower(): Path(value).absolute()
+            for key, value in _pairs(channels, "--channel", "NAME=DIR").items()
         },
         show_output=not quiet and fmt == "text",
         isolated=not no_isolation,

@@ -355,7 +355,9 @@ def table_file(path: Path, columns: set[str], read_as: dict[str, str], min_rows:
     if path.suffix.lower() not in TABLE_SUFFIXES:
         raise CannotStandIn(f"{path.name}: not a CSV or JSON file")
     kinds = {name: _kind(name, read_as) for name in sorted(columns - NOT_COLUMNS)}
-    kinds = {name: kind for name, kind in kinds.items() if kind in ("text", "int", "float") or _is(kind, "label")}
+    kinds = {
+        name: kind for name, kind in kinds.items() if kind in ("text", "int", "float") or _is(kind, "label")
+    }
     if not kinds:
         raise CannotStandIn(f"{path.name}: no column it holds was found in the code")
     count = max(SAVED_ROWS, min(min_rows, MAX_ROWS))

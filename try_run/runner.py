@@ -546,7 +546,11 @@ class _Trial:
             target = cwd / name
             channel = sagemaker.channel_of_path(name) if facts.sagemaker_variables else None
             # (not isolated, only a SageMaker channel's: it lies under the try's folder, not the user's files)
-            if target.exists() or (self.sandbox is None and channel is None) or channel in self.options.channels:
+            if (
+                target.exists()
+                or (self.sandbox is None and channel is None)
+                or channel in self.options.channels
+            ):
                 continue
             folder = written / str(index)
             vocabulary = max(tiny.VOCAB, facts.token_ids_below)

@@ -131,7 +131,11 @@ def environment(channels: list[str], argv: list[str], entry_point: str, neuron_c
     hps = hyperparameters(argv)
     channel_dirs = {name: at(channel_folder(name)) for name in channels}
     data_config = {
-        name: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+        name: {
+            "TrainingInputMode": "File",
+            "S3DistributionType": "FullyReplicated",
+            "RecordWrapperType": "None",
+        }
         for name in channels
     }
     resource_config = {"current_host": HOST, "hosts": hosts, "network_interface_name": "eth0"}

@@ -113,7 +113,9 @@ class CodeFacts:
         default_factory=set
     )  # folders `load_from_disk` reads, as the code names them
     report_to: set[str] = field(default_factory=set)  # the integrations training arguments report to
-    saved_splits: dict[str, set[str]] = field(default_factory=dict)  # saved folder -> the splits the code takes
+    saved_splits: dict[str, set[str]] = field(
+        default_factory=dict
+    )  # saved folder -> the splits the code takes
     # the SageMaker training variables it reads -> whether a read needs it set (`os.environ["X"]`, not `.get`)
     sagemaker_variables: dict[str, bool] = field(default_factory=dict)
     channel_paths: set[str] = field(default_factory=set)  # paths in SageMaker channels it names (not folders
@@ -207,15 +209,8 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
     arguments = {name.replace("-", "_"): value for name, value in named}
     saved_names = _saved_dataset_names(tree, arguments)
     facts.channel_paths |= {value for _, value in named if sagemaker.channel_of_path(value)}
-    facts.sequence_classifier = any(word.endswith(CLASSIFIER_SUFFIX) for word in argv)
+    _read_sagemaker(tree, arguments, argv, facts)
     for node in ast.walk(tree):
-        read = environment_read(node)
-        if read is not None and sagemaker.is_training_variable(read.name):
-            required = facts.sagemaker_variables.get(read.name, False) or read.required
-            facts.sagemaker_variables[read.name] = required
-        path = _folder(node, arguments) if read is not None or _is_join(node) else None
-        if path is not None and sagemaker.channel_of_path(path):
-            facts.channel_paths.add(path)
         value = string(node)
         if (
             value is not None
@@ -227,17 +222,7 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
             elif data.table_entry(value) is not None:
                 facts.datasets.setdefault(value, data.DatasetRequest(value))
         if isinstance(node, ast.Subscript):
-            key = string(node.slice)
-            dataset_id = _dataset_dict_id(node.value, dataset_dicts)
-            saved = saved_names.get(node.value.id) if isinstance(node.value, ast.Name) else None
-            if saved is not None and key in SPLIT_NAMES:  # `load_from_disk(path)["train"]`: a DatasetDict's split
-                facts.saved_splits.setdefault(saved, set()).add(key)
-            elif key is not None and dataset_id is not None:  # `dataset["test"]`: a split, not a column
-                if dataset_id == "" or is_loaded_hub_dataset(dataset_id):
-                    facts.datasets.setdefault(dataset_id, data.DatasetRequest(dataset_id)).splits.add(key)
-            elif key is not None and id(node) not in foreign and not isinstance(node.ctx, ast.Store):
-                # (`data_files["eval"] = path`, `batch["labels"] = ids`: written, not a column the data holds)
-                facts.columns.add(key)
+            _read_subscript(node, facts, dataset_dicts, saved_names, foreign)
         elif isinstance(node, ast.Call):
             _read_call(node, facts)
             local_dir = keyword(node, "local_dir") if callee(node) in DOWNLOADS else None
@@ -255,7 +240,6 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
             if isinstance(node, ast.Attribute):
                 facts.column_kinds.update(_column_kind(node))
             name = node.id if isinstance(node, ast.Name) else node.attr
-            facts.sequence_classifier |= name.endswith("For" + CLASSIFIER_SUFFIX)
             if name in MULTI_PROCESS_NAMES and facts.multi_process is None:
                 facts.multi_process = MULTI_PROCESS_NAMES[name]
     for word in argv:  # a Hub id given as a positional argument (`python eval.py bert-base-cased`)
@@ -291,6 +275,23 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
     return facts
 
 
+def _read_sagemaker(tree: ast.AST, arguments: dict[str, str], argv: list[str], facts: CodeFacts) -> None:
+    """The SageMaker training variables the code reads, the paths in channels it names (resolved with the
+    folders a try gives the variables, sagemaker.py), and whether it trains a sequence classifier."""
+    facts.sequence_classifier = any(word.endswith(CLASSIFIER_SUFFIX) for word in argv)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name | ast.Attribute):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            facts.sequence_classifier |= name.endswith("For" + CLASSIFIER_SUFFIX)
+        read = environment_read(node)
+        if read is not None and sagemaker.is_training_variable(read.name):
+            required = facts.sagemaker_variables.get(read.name, False) or read.required
+            facts.sagemaker_variables[read.name] = required
+        path = _folder(node, arguments) if read is not None or _is_join(node) else None
+        if path is not None and sagemaker.channel_of_path(path):
+            facts.channel_paths.add(path)
+
+
 def _holds_saved(value: str, folders: set[str]) -> bool:
     """Whether `value` names a folder `load_from_disk` reads, or one that holds them (`data/emotion` of
     `os.path.join(args.dataset_path, "train")`): a local folder, not a Hub dataset id."""
@@ -318,6 +319,35 @@ def _folder(node: ast.AST | None, named: dict[str, str]) -> str | None:
 
 def _is_join(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and callee(node) == "join" and bool(node.args) and not node.keywords
+
+
+def _read_subscript(
+    node: ast.Subscript,
+    facts: CodeFacts,
+    dataset_dicts: dict[str, str],
+    saved_names: dict[str, str],
+    foreign: set[int],
+) -> None:
+    """`x["key"]`: a split of a dataset the code loads, or a column its rows hold."""
+    key = string(node.slice)
+    dataset_id = _dataset_dict_id(node.value, dataset_dicts)
+    saved = _saved_split(node, saved_names)
+    if saved is not None:  # `load_from_disk(path)["train"]`: a DatasetDict's split
+        facts.saved_splits.setdefault(saved, set()).add(key)
+    elif key is not None and dataset_id is not None:  # `dataset["test"]`: a split, not a column
+        if dataset_id == "" or is_loaded_hub_dataset(dataset_id):
+            facts.datasets.setdefault(dataset_id, data.DatasetRequest(dataset_id)).splits.add(key)
+    elif key is not None and id(node) not in foreign and not isinstance(node.ctx, ast.Store):
+        # (`data_files["eval"] = path`, `batch["labels"] = ids`: written, not a column the data holds)
+        facts.columns.add(key)
+
+
+def _saved_split(node: ast.Subscript, saved_names: dict[str, str]) -> str | None:
+    """The folder of a saved DatasetDict whose split `node` takes (`dataset["train"]`, `dataset` bound to a
+    `load_from_disk(folder)`), else None."""
+    if isinstance(node.value, ast.Name) and string(node.slice) in SPLIT_NAMES:
+        return saved_names.get(node.value.id)
+    return None
 
 
 def _saved_dataset_names(tree: ast.AST, named: dict[str, str]) -> dict[str, str]:

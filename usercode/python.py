@@ -153,9 +153,9 @@ def environment_read(node: ast.AST) -> EnvironmentRead | None:
         return None
     function = node.func
     getter = isinstance(function, ast.Attribute) and function.attr == "get" and _is_environ(function.value)
-    getenv = (isinstance(function, ast.Attribute) and function.attr == "getenv" and _names(function.value, "os")) or (
-        isinstance(function, ast.Name) and function.id == "getenv"
-    )
+    getenv = (
+        isinstance(function, ast.Attribute) and function.attr == "getenv" and _names(function.value, "os")
+    ) or (isinstance(function, ast.Name) and function.id == "getenv")
     if not (getter or getenv):
         return None
     default = node.args[1] if len(node.args) > 1 else keyword(node, "default")

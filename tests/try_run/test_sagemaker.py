@@ -10,7 +10,6 @@ import textwrap
 import pytest
 
 from tests.try_run.test_standins import run_try, write
-from try_run import sagemaker, scan
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # no test reaches the Hub
 
@@ -60,6 +59,8 @@ print("saved", sorted(os.listdir(args.model_dir)), "epochs", os.environ["SM_HP_E
 
 
 def test_the_sagemaker_variables_and_channel_reads_of_an_entry_point_are_read():
+    from try_run import scan
+
     facts = scan.read_python(textwrap.dedent(ENTRY_POINT), ["--model_id", "bert-base-uncased"])
     assert facts.sagemaker_variables == {
         "SM_MODEL_DIR": True,
@@ -81,9 +82,15 @@ def test_the_sagemaker_variables_and_channel_reads_of_an_entry_point_are_read():
     built = 'import transformers\nAutoModel = eval(f"transformers.AutoModelFor{args.task}")\n'
     assert scan.read_python(built, ["--task", "SequenceClassification"]).sequence_classifier
     assert not scan.read_python(built, ["--task", "CausalLM"]).sequence_classifier
+    # a key the code writes (the data files it hands `load_dataset`) is not a column the data holds
+    assert scan.read_python('files = {}\nfiles["eval"] = "test.csv"\nprint(row["text"])\n').columns == {
+        "text"
+    }
 
 
 def test_the_environment_is_the_toolkits_for_one_host_with_the_arguments_as_hyperparameters():
+    from try_run import sagemaker
+
     variables = sagemaker.environment(
         ["train", "val"], ["--model_id", "bert-base-uncased", "--epochs=1"], "train.py", 2, sagemaker.ROOT
     )
@@ -93,7 +100,11 @@ def test_the_environment_is_the_toolkits_for_one_host_with_the_arguments_as_hype
     assert json.loads(variables["SM_CHANNELS"]) == ["train", "val"]
     assert json.loads(variables["SM_HPS"]) == {"model_id": "bert-base-uncased", "epochs": "1"}
     assert (variables["SM_HP_MODEL_ID"], variables["SM_HP_EPOCHS"]) == ("bert-base-uncased", "1")
-    assert (variables["SM_NUM_NEURONS"], variables["SM_NUM_GPUS"], variables["SM_HOSTS"]) == ("2", "0", '["algo-1"]')
+    assert (variables["SM_NUM_NEURONS"], variables["SM_NUM_GPUS"], variables["SM_HOSTS"]) == (
+        "2",
+        "0",
+        '["algo-1"]',
+    )
     training = json.loads(variables["SM_TRAINING_ENV"])
     assert training["channel_input_dirs"]["val"] == "/opt/ml/input/data/val"
     assert training["module_name"] == "train" and training["num_neurons"] == 2
@@ -153,3 +164,11 @@ def test_a_channel_read_another_way_says_which_and_takes_the_users_folder(tmp_pa
     assert run["sagemaker"]["channels"] == {"training": f"--channel training={tmp_path / 'mine'}"}
     assert "['trainium', 'neuron']" in run["output_tail"]
     assert "model dir /opt/ml/model True" in run["output_tail"]
+    # without the sandbox, the job's folders and the channel's files lie under the try's own folder, not /opt/ml
+    code, document = run_try(
+        script, try_cache, "--no-isolation", "--channel", f"training={tmp_path / 'mine'}"
+    )
+    (run,) = document["runs"]
+    assert code == 0 and run["status"] == "ran", run["reason"]
+    assert run["sagemaker"]["variables"]["SM_MODEL_DIR"].endswith("/opt_ml/model")
+    assert "['trainium', 'neuron']" in run["output_tail"] and "/opt_ml/model True" in run["output_tail"]
