@@ -177,23 +177,34 @@ def _named_defaults(tree: ast.AST) -> list[tuple[str, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and callee(node) == "add_argument":
             names = [string(argument) or "" for argument in node.args]
-            default = _folder(keyword(node, "default"), {})
+            default = _default(keyword(node, "default"))
             if default is not None:
                 pairs += [(name.lstrip("-"), default) for name in names]
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             value = node.value
             if isinstance(value, ast.Call) and callee(value) == "field":
                 value = keyword(value, "default")
-            default = _folder(value, {})
+            default = _default(value)
             if default is not None:
                 pairs.append((node.target.id, default))
         elif (
             isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
         ):
-            default = _folder(node.value, {})
+            default = _default(node.value)
             if default is not None:
                 pairs.append((node.targets[0].id, default))
     return pairs
+
+
+def _default(node: ast.AST | None) -> str | None:
+    """A default's value: a string literal, or the folder an expression that reads a SageMaker variable names
+    in a try (`os.path.join(os.environ["SM_CHANNEL_TRAIN"], "train.csv")`)."""
+    if node is None or string(node) is not None:
+        return string(node)
+    reads = (environment_read(inner) for inner in ast.walk(node))
+    if any(read is not None and sagemaker.is_training_variable(read.name) for read in reads):
+        return _folder(node, {})
+    return None
 
 
 def read_python(source: str, argv: list[str] = ()) -> CodeFacts:

@@ -82,6 +82,8 @@ def test_the_sagemaker_variables_and_channel_reads_of_an_entry_point_are_read():
     built = 'import transformers\nAutoModel = eval(f"transformers.AutoModelFor{args.task}")\n'
     assert scan.read_python(built, ["--task", "SequenceClassification"]).sequence_classifier
     assert not scan.read_python(built, ["--task", "CausalLM"]).sequence_classifier
+    # only a SageMaker variable's folder is resolved in a default: a path joined of literals is not a model id
+    assert scan.read_python('import os\nmodel_path = os.path.join("models", "bert")\n').model_ids == set()
     # a key the code writes (the data files it hands `load_dataset`) is not a column the data holds
     assert scan.read_python('files = {}\nfiles["eval"] = "test.csv"\nprint(row["text"])\n').columns == {
         "text"
