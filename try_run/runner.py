@@ -584,6 +584,9 @@ class _Trial:
         read.pop(None, None)
         place: dict[Path, Path] = {}
         described = {}
+        unset = (
+            set()
+        )  # channels read with a default that the try cannot fill: left out, as by a job without them
         for name in sorted(set(read) | set(self.options.channels)):
             given = self.options.channels.get(name)
             folder = Path(sagemaker.channel_folder(name))
@@ -599,9 +602,9 @@ class _Trial:
                         f"not run: SageMaker channel {name} ({sagemaker.CHANNEL_PREFIX}{name.upper()}): {error}; "
                         f"pass --channel {name}=DIR, a folder holding the files the job's channel would"
                     ) from error
-                # read with a default: a job without this channel runs too (SageMaker then leaves it unset)
+                unset.add(name)
                 described[name] = f"not set ({error}; the code reads it with a default)"
-        channels = [name for name, what in described.items() if not what.startswith("not set")]
+        channels = [name for name in described if name not in unset]
         root = sagemaker.ROOT if self.sandbox is not None else str(self.work / "opt_ml")
         entry_point = launch.scripts[0].name if launch.scripts else self.path.name
         variables = sagemaker.environment(channels, launch.arguments, entry_point, launch.processes, root)

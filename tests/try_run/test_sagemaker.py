@@ -174,3 +174,28 @@ def test_a_channel_read_another_way_says_which_and_takes_the_users_folder(tmp_pa
     assert code == 0 and run["status"] == "ran", run["reason"]
     assert run["sagemaker"]["variables"]["SM_MODEL_DIR"].endswith("/opt_ml/model")
     assert "['trainium', 'neuron']" in run["output_tail"] and "/opt_ml/model True" in run["output_tail"]
+
+
+@pytest.mark.slow
+def test_an_optional_channel_the_try_cannot_fill_is_left_unset_as_by_a_job_without_it(tmp_path, try_cache):
+    script = write(
+        tmp_path,
+        "train.py",
+        """
+        import os
+
+        test_dir = os.environ.get("SM_CHANNEL_TEST")
+        if test_dir is not None:
+            print(open(os.path.join(test_dir, "images.npz"), "rb").read())
+        print("test channel", test_dir, "hosts", os.environ["SM_HOSTS"])
+        """,
+    )
+    code, document = run_try(script, try_cache)
+    (run,) = document["runs"]
+    assert code == 0 and run["status"] == "ran", run["reason"]
+    assert run["sagemaker"]["channels"] == {
+        "test": "not set (the code reads /opt/ml/input/data/test/images.npz, which the try has no stand-in for; "
+        "the code reads it with a default)"
+    }
+    assert "SM_CHANNEL_TEST" not in run["sagemaker"]["variables"]
+    assert 'test channel None hosts ["algo-1"]' in run["output_tail"]
