@@ -402,7 +402,7 @@ def _served_lines(run: RunReport) -> list[str]:
         variables = run.sagemaker["variables"]
         read = [f"{name}={variables[name]}" for name in run.sagemaker["read"] if name in variables]
         lines.append(
-            f"         SageMaker training environment ({len(variables)} variables set, as its toolkit sets them"
+            f"         SageMaker training environment ({len(variables)} variables set, as SageMaker's training toolkit sets them"
             f" for one host; the code reads {', '.join(read) or 'none that is set'})"
         )
         for name, what in run.sagemaker["channels"].items():

@@ -554,16 +554,17 @@ class _Trial:
                 continue
             folder = written / str(index)
             vocabulary = max(tiny.VOCAB, facts.token_ids_below)
-            report = data.saved_dataset(
-                name,
-                folder,
-                facts.columns,
-                facts.column_kinds,
-                vocabulary,
-                facts.saved_splits.get(name, set()),
-                facts.sequence_classifier,
-                facts.rows_selected,
-            )
+            with _quiet_libraries():  # (no `save_to_disk` progress bar: the stand-ins are the try's own work)
+                report = data.saved_dataset(
+                    name,
+                    folder,
+                    facts.columns,
+                    facts.column_kinds,
+                    vocabulary,
+                    facts.saved_splits.get(name, set()),
+                    facts.sequence_classifier,
+                    facts.rows_selected,
+                )
             if channel is not None:
                 report["source"] += f"; SageMaker channel {channel}"
             run.datasets.append(report)
