@@ -365,6 +365,13 @@ _python_option = click.option(
     "--dataset", "datasets", multiple=True, metavar="ID=FILE.jsonl", help="Rows to serve for a Hub dataset."
 )
 @click.option(
+    "--channel",
+    "channels",
+    multiple=True,
+    metavar="NAME=DIR",
+    help="A SageMaker entry point: the files of its input channel NAME (SM_CHANNEL_NAME), instead of a stand-in.",
+)
+@click.option(
     "-j",
     "--jobs",
     type=click.IntRange(min=1),
@@ -401,6 +408,7 @@ def try_(
     timeout_s,
     models,
     datasets,
+    channels,
     jobs,
     entry_table,
     fmt,
@@ -428,6 +436,10 @@ def try_(
         timeout_s=timeout_s,
         models=_pairs(models, "--model", "ID=MODEL_TYPE"),
         datasets={key: Path(value) for key, value in _pairs(datasets, "--dataset", "ID=FILE.jsonl").items()},
+        channels={
+            key.lower(): Path(value).absolute()
+            for key, value in _pairs(channels, "--channel", "NAME=DIR").items()
+        },
         show_output=not quiet and fmt == "text",
         isolated=not no_isolation,
         install_missing=not no_install,
@@ -436,6 +448,9 @@ def try_(
     for dataset_id, file in options.datasets.items():
         if not file.is_file():
             _usage_error(f"--dataset {dataset_id}={file}: no such file")
+    for name, folder in options.channels.items():
+        if not folder.is_dir():
+            _usage_error(f"--channel {name}={folder}: no such folder")
     if path.is_dir():
         if args:
             _usage_error(f"{path} is a folder: give each entry point's arguments in --entry-points")

@@ -288,37 +288,86 @@ SAVED_LENGTH = 64  # its sequences' length: one length, as a step that pads to m
 
 
 def saved_dataset(
-    name: str, folder: Path, columns: set[str], read_as: dict[str, str], token_ids_below: int
+    name: str,
+    folder: Path,
+    columns: set[str],
+    read_as: dict[str, str],
+    token_ids_below: int,
+    splits: set[str] = frozenset(),
+    classifier: bool = False,
+    min_rows: int = 0,
 ) -> dict:
     """Writes at `folder`, with `save_to_disk`, the tokenized dataset an earlier step would have saved at the
     code's `name` for it:
-    `input_ids` (ids below `token_ids_below`), `attention_mask`, `labels` (class labels where the code reads
-    label names, else the ids: a causal LM's), and the other columns the code reads (`columns`, with scan's
-    `read_as` kinds). Returns its report."""
-    from datasets import Dataset, Features, List, Value
+    `input_ids` (ids below `token_ids_below`), `attention_mask`, the labels (class labels where the code reads
+    label names or trains a sequence `classifier`, else the ids: a causal LM's; named `label` where the code
+    reads a `label` column, as one it renames, else `labels`), and the other columns the code reads (`columns`,
+    with scan's `read_as` kinds). `splits`: the splits the code takes of it (`load_from_disk(path)["train"]`),
+    saved as one DatasetDict; none: one Dataset. `min_rows`: the rows the code selects (`select(range(N))`).
+    Returns its report."""
+    from datasets import Dataset, DatasetDict, Features, List, Value
 
-    label_kind = read_as.get("labels") or read_as.get("label")
+    count = max(SAVED_ROWS, min(min_rows, MAX_ROWS))
+    label_name = "label" if "label" in columns else "labels"
+    label_kind = read_as.get("labels") or read_as.get("label") or ("label:2" if classifier else None)
+    label_kind = label_kind or ("label:2" if label_name == "label" else None)
     features = {"input_ids": List(Value("int64")), "attention_mask": List(Value("int8"))}
     rows: dict[str, list] = {
         "input_ids": [
-            [(row * 31 + i * 7) % token_ids_below for i in range(SAVED_LENGTH)] for row in range(SAVED_ROWS)
+            [(row * 31 + i * 7) % token_ids_below for i in range(SAVED_LENGTH)] for row in range(count)
         ],
-        "attention_mask": [[1] * SAVED_LENGTH for _ in range(SAVED_ROWS)],
+        "attention_mask": [[1] * SAVED_LENGTH for _ in range(count)],
     }
     if label_kind is not None and _is(label_kind, "label"):
-        features["labels"] = _class_label(label_kind)
-        rows["labels"] = [_value(label_kind, row) for row in range(SAVED_ROWS)]
+        features[label_name] = _class_label(label_kind)
+        rows[label_name] = [_value(label_kind, row) for row in range(count)]
     else:
-        features["labels"] = List(Value("int64"))
-        rows["labels"] = [list(ids) for ids in rows["input_ids"]]
-    others = {name: _kind(name, read_as) for name in sorted(columns - NOT_COLUMNS) if name != "label"}
+        features[label_name] = List(Value("int64"))
+        rows[label_name] = [list(ids) for ids in rows["input_ids"]]
+    others = {name: _kind(name, read_as) for name in sorted(columns - NOT_COLUMNS - LABEL_NAMES)}
     features |= dict(_features(others) or {})
-    rows |= {name: [_value(kind, row) for row in range(SAVED_ROWS)] for name, kind in others.items()}
-    Dataset.from_dict(rows, features=Features(features)).save_to_disk(str(folder))
+    rows |= {name: [_value(kind, row) for row in range(count)] for name, kind in others.items()}
+    dataset = Dataset.from_dict(rows, features=Features(features))
+    if splits:
+        DatasetDict({split: dataset for split in sorted(splits)}).save_to_disk(str(folder))
+    else:
+        dataset.save_to_disk(str(folder))
     return {
         "id": name,
         "configs": ["default"],
-        "splits": ["train"],
+        "splits": sorted(splits) or ["train"],
         "columns": sorted(features),
         "source": "a tokenized dataset saved to disk (load_from_disk of a folder the tree does not hold)",
     }
+
+
+# The files of a SageMaker channel (or any folder the code reads files from) a stand-in can be written as.
+TABLE_SUFFIXES = (".csv", ".json", ".jsonl")
+
+
+def table_file(path: Path, columns: set[str], read_as: dict[str, str], min_rows: int = 0) -> list[str]:
+    """Writes at `path` a CSV or JSON Lines file (by its suffix) of SAVED_ROWS rows (or the `min_rows` the code
+    selects) with the columns the code reads (`columns`, with scan's `read_as` kinds; labels are class ids);
+    returns the columns. Raises
+    CannotStandIn where the code reads no column of it, or `path` is not such a file."""
+    import csv
+
+    if path.suffix.lower() not in TABLE_SUFFIXES:
+        raise CannotStandIn(f"{path.name}: not a CSV or JSON file")
+    kinds = {name: _kind(name, read_as) for name in sorted(columns - NOT_COLUMNS)}
+    kinds = {
+        name: kind for name, kind in kinds.items() if kind in ("text", "int", "float") or _is(kind, "label")
+    }
+    if not kinds:
+        raise CannotStandIn(f"{path.name}: no column it holds was found in the code")
+    count = max(SAVED_ROWS, min(min_rows, MAX_ROWS))
+    rows = [{name: _value(kind, row) for name, kind in kinds.items()} for row in range(count)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        if path.suffix.lower() == ".csv":
+            writer = csv.DictWriter(handle, fieldnames=list(kinds))
+            writer.writeheader()
+            writer.writerows(rows)
+        else:
+            handle.writelines(json.dumps(row) + "\n" for row in rows)
+    return list(kinds)

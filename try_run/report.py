@@ -64,6 +64,9 @@ class RunReport:
     # Distributions the project declares, installed for modules its code imports and the environment lacks:
     # module, requirement, declared_in, outcome, distributions (try_run/packages.py).
     installs: list[dict] = field(default_factory=list)
+    # The SageMaker training environment set for code that reads it (sagemaker.py): read (the SM_* variables
+    # the code reads), channels (name -> what fills it), variables (every variable set, with its value).
+    sagemaker: dict = field(default_factory=dict)
     # evaluate metrics the code loads: name, source (metrics.py)
     metrics: list[dict] = field(default_factory=list)
     launcher_capped: list[str] = field(default_factory=list)
@@ -395,6 +398,15 @@ def text_lines(runs: list[RunReport]) -> list[str]:
 def _served_lines(run: RunReport) -> list[str]:
     """What the try served or held back for the run: data, caps, metrics, installs, uploads, images, set-up."""
     lines = []
+    if run.sagemaker:
+        variables = run.sagemaker["variables"]
+        read = [f"{name}={variables[name]}" for name in run.sagemaker["read"] if name in variables]
+        lines.append(
+            f"         SageMaker training environment ({len(variables)} variables set, as SageMaker's training toolkit sets them"
+            f" for one host; the code reads {', '.join(read) or 'none that is set'})"
+        )
+        for name, what in run.sagemaker["channels"].items():
+            lines.append(f"           channel {name}: {what}")
     for dataset in run.datasets:
         lines.append(
             f"         dataset {dataset['id']}: {', '.join(dataset['columns'])} ({dataset['source']})"

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from try_run import data, hub, integrations, launched, metrics, packages, plan, scan
+from try_run import data, hub, integrations, launched, metrics, packages, plan, sagemaker, scan
 from try_run.device import DeviceUnavailable, device_environment, standin_package
 from try_run.kernel import CELL_LINE, FAILED_CELL_MARK
 from try_run.output import condensed, last_distinct
@@ -80,6 +80,7 @@ class TryOptions:
     denoising_steps: int = 2  # per Diffusers pipeline call
     models: dict[str, str] = field(default_factory=dict)  # --model ID=MODEL_TYPE
     datasets: dict[str, Path] = field(default_factory=dict)  # --dataset ID=FILE.jsonl
+    channels: dict[str, Path] = field(default_factory=dict)  # --channel NAME=DIR: a SageMaker channel's files
     cache_root: Path | None = None
     tree: Path | None = None  # the folder `try DIR` tries: its files are the user's code
     python: str = sys.executable  # the interpreter that runs the user's code (--python)
@@ -532,7 +533,17 @@ class _Trial:
         serving = round(time.monotonic() - serving, 2)
         if run.status == NOT_RUN and run.reason:
             return run
-        place = self.saved_datasets(facts, launch.cwd, self.work / "saved" / str(index), run)
+        written = self.work / "saved" / str(index)
+        try:
+            job_env, job_place, job_folders = self.sagemaker_job(facts, launch, written / "channels", run)
+        except data.CannotStandIn as error:
+            run.status, run.reason = NOT_RUN, str(error)
+            return run
+        place = {**self.saved_datasets(facts, launch.cwd, written, run), **job_place}
+        if self.sandbox is None:  # no discarded layer: the job's folders and files go under the try's folder
+            self.materialise(place, job_folders)
+            place, job_folders = {}, []
+        env = {**env, **job_env}
         served = [model["id"] for model in run.models]
         view = _hub_view(Path(env["HF_HUB_CACHE"]), served, self.work / "hub" / str(index))
         env = {**env, "HF_HUB_CACHE": str(view)}
@@ -558,7 +569,7 @@ class _Trial:
             argv = [*argv, str(cells_file)]
         started = time.monotonic()
         exit_code, tail, timed_out = _execute(
-            self.isolate(argv, launch.cwd, place), launch.cwd, child_env, self.options
+            self.isolate(argv, launch.cwd, place, job_folders), launch.cwd, child_env, self.options
         )
         run.seconds = round(time.monotonic() - started, 2)
         run.exit_code = exit_code
@@ -576,20 +587,126 @@ class _Trial:
         under `written`, placed at those folders in the run's discarded layer (the tree itself is not written)."""
         from compat_matrix import tiny
 
-        if self.sandbox is None:
-            return {}
         place = {}
         for index, name in enumerate(sorted(facts.saved_datasets)):
             target = cwd / name
-            if target.exists():
+            channel = sagemaker.channel_of_path(name) if facts.sagemaker_variables else None
+            # (not isolated, only a SageMaker channel's: it lies under the try's folder, not the user's files)
+            if (
+                target.exists()
+                or (self.sandbox is None and channel is None)
+                or channel in self.options.channels
+            ):
                 continue
             folder = written / str(index)
             vocabulary = max(tiny.VOCAB, facts.token_ids_below)
-            run.datasets.append(
-                data.saved_dataset(name, folder, facts.columns, facts.column_kinds, vocabulary)
-            )
+            with _quiet_libraries():  # (no `save_to_disk` progress bar: the stand-ins are the try's own work)
+                report = data.saved_dataset(
+                    name,
+                    folder,
+                    facts.columns,
+                    facts.column_kinds,
+                    vocabulary,
+                    facts.saved_splits.get(name, set()),
+                    facts.sequence_classifier,
+                    facts.rows_selected,
+                )
+            if channel is not None:
+                report["source"] += f"; SageMaker channel {channel}"
+            run.datasets.append(report)
             place |= {target / file.relative_to(folder): file for file in folder.rglob("*") if file.is_file()}
         return place
+
+    def sagemaker_job(
+        self, facts: scan.CodeFacts, launch: plan.Launch, written: Path, run: RunReport
+    ) -> tuple[dict[str, str], dict[Path, Path], list[str]]:
+        """For code that reads SageMaker's training environment: the variables a training job would set
+        (sagemaker.py), the files of its channels ({path in the sandbox: file}: the user's `--channel NAME=DIR`,
+        else a stand-in CSV or JSON file of the columns the code reads where it names one; the folders it loads
+        from disk are saved-dataset stand-ins, `saved_datasets`) and the folders a job finds made. Raises
+        CannotStandIn for a channel the code needs and the try cannot fill."""
+        if not facts.sagemaker_variables:
+            return {}, {}, []
+        read = {sagemaker.channel(name): required for name, required in facts.sagemaker_variables.items()}
+        read.pop(None, None)
+        place: dict[Path, Path] = {}
+        described = {}
+        unset = (
+            set()
+        )  # channels read with a default that the try cannot fill: left out, as by a job without them
+        for name in sorted(set(read) | set(self.options.channels)):
+            given = self.options.channels.get(name)
+            folder = Path(sagemaker.channel_folder(name))
+            if given is not None:
+                place |= {folder / f.relative_to(given): f for f in sorted(given.rglob("*")) if f.is_file()}
+                described[name] = f"--channel {name}={given}"
+                continue
+            try:
+                described[name] = self.channel_stand_in(name, facts, written / name, place)
+            except data.CannotStandIn as error:
+                if read[name]:
+                    raise data.CannotStandIn(
+                        f"not run: SageMaker channel {name} ({sagemaker.CHANNEL_PREFIX}{name.upper()}): {error}; "
+                        f"pass --channel {name}=DIR, a folder holding the files the job's channel would"
+                    ) from error
+                unset.add(name)
+                described[name] = f"not set ({error}; the code reads it with a default)"
+        channels = [name for name in described if name not in unset]
+        root = sagemaker.ROOT if self.sandbox is not None else str(self.work / "opt_ml")
+        entry_point = launch.scripts[0].name if launch.scripts else self.path.name
+        variables = sagemaker.environment(channels, launch.arguments, entry_point, launch.processes, root)
+        run.sagemaker = {
+            "read": sorted(facts.sagemaker_variables),
+            "channels": described,
+            "variables": variables,
+        }
+        folders = [*sagemaker.FOLDERS.values(), *map(sagemaker.channel_folder, channels)]
+        return variables, place, folders
+
+    def channel_stand_in(self, name: str, facts: scan.CodeFacts, written: Path, place: dict) -> str:
+        """What stands in for channel `name`: the saved datasets the code loads from it (written by
+        `saved_datasets`), and a CSV or JSON file for each file of it the code names (added to `place`);
+        raises CannotStandIn where the code reads something else there, or nothing the try can follow."""
+        saved = sorted(path for path in facts.saved_datasets if sagemaker.channel_of_path(path) == name)
+        files = sorted(
+            path
+            for path in facts.channel_paths
+            if sagemaker.channel_of_path(path) == name
+            and Path(path).suffix
+            and not any(Path(path).is_relative_to(folder) for folder in saved)
+        )
+        others = [path for path in files if not path.lower().endswith(data.TABLE_SUFFIXES)]
+        if others:
+            raise data.CannotStandIn(f"the code reads {', '.join(others)}, which the try has no stand-in for")
+        if not saved and not files:
+            raise data.CannotStandIn(
+                f"the code reads {sagemaker.channel_folder(name)} in a way the try does not follow "
+                "(it stands in for datasets loaded with load_from_disk and CSV or JSON files the code names)"
+            )
+        what = [f"a saved dataset at {path}" for path in saved]
+        for path in files:
+            stand_in = written / Path(path).relative_to(sagemaker.channel_folder(name))
+            columns = data.table_file(stand_in, facts.columns, facts.column_kinds, facts.rows_selected)
+            place[Path(path)] = stand_in
+            what.append(f"{path} ({', '.join(columns)})")
+        return "stand-in: " + "; ".join(what)
+
+    def materialise(self, place: dict[Path, Path], folders: list[str]) -> None:
+        """Without the sandbox: the SageMaker folders and channel files, under the try's folder (`opt_ml`, where
+        the variables point) rather than at /opt/ml."""
+        root = self.work / "opt_ml"
+
+        def under_root(path: Path | str) -> Path | None:
+            relative = os.path.relpath(path, sagemaker.ROOT)
+            return None if relative.startswith("..") else root / relative
+
+        for folder in folders:
+            under_root(folder).mkdir(parents=True, exist_ok=True)
+        for target, source in place.items():
+            host = under_root(target)
+            if host is not None:
+                host.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, host)
 
     def user_roots(self, launch: plan.Launch, launched: set[str]) -> dict[str, str]:
         """The folders of the user's code, as the run sees them -> as the user named them: the tried file's, the
@@ -603,14 +720,17 @@ class _Trial:
             roots[os.path.realpath(folder)] = os.path.normpath(self.named_folder / relative)
         return roots
 
-    def isolate(self, argv: list[str], cwd: Path, place: dict[Path, Path] | None = None) -> list[str]:
+    def isolate(
+        self, argv: list[str], cwd: Path, place: dict[Path, Path] | None = None, folders: list[str] = ()
+    ) -> list[str]:
         """`argv` as run in the try's sandbox: the tiny-model cache and the wheel cache as they are now (the
         runs before this one served into them, the install fetched into it), overlaid, so the run cannot change
         them either."""
         if self.sandbox is None:
             return argv
         cache_root = self.options.cache_root or hub.default_cache_root()
-        return self.sandbox.command(argv, cwd, fresh=[cache_root, _packages_cache(self.options)], place=place)
+        fresh = [cache_root, _packages_cache(self.options)]
+        return self.sandbox.command(argv, cwd, fresh=fresh, place=place, folders=folders)
 
     def set_up(
         self, argv: list[str], cwd: Path, env: dict[str, str], place: dict[Path, Path]

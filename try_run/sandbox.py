@@ -118,17 +118,24 @@ class Sandbox:
         self.read_only: list[str] = json.loads(ready)["read_only"]
 
     def command(
-        self, argv: list[str], cwd: Path, fresh: list[Path] = (), place: dict | None = None
+        self,
+        argv: list[str],
+        cwd: Path,
+        fresh: list[Path] = (),
+        place: dict | None = None,
+        folders: list[str] = (),
     ) -> list[str]:
         """`argv` run in `cwd` inside the sandbox, with no network and its own process tree. `fresh`: host
         folders the command sees as they are now (a cache written since the sandbox started), overlaid too;
-        `place`: {path in the sandbox: host file} copied in first (into the discarded layer)."""
+        `place`: {path in the sandbox: host file} copied in first (into the discarded layer); `folders`: made
+        first, empty where they are not (SageMaker's /opt/ml/model, which a job finds made)."""
         spec = {
             "root": str(self.root),
             "layers": str(self.layers),
             "cwd": str(cwd),
             "fresh": [str(path) for path in fresh],
             "place": {str(target): str(source) for target, source in (place or {}).items()},
+            "folders": [str(folder) for folder in folders],
             "user": self.as_user,
         }
         user = ["--user", "--preserve-credentials"] if self.as_user else []
@@ -324,6 +331,8 @@ def _run(spec: dict, argv: list[str]) -> int:
     for target, source in spec["place"].items():
         os.makedirs(os.path.dirname(root + target), exist_ok=True)  # a placed folder the tree does not hold
         shutil.copyfile(source, root + target)
+    for folder in spec["folders"]:
+        os.makedirs(root + folder, exist_ok=True)
     os.chroot(root)
     os.chdir(spec["cwd"])
     child = os.fork()

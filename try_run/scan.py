@@ -14,6 +14,14 @@
   parallelism is run under torchrun; a `DistributedConfig` with literal degrees says how many its grid needs.
 - Logging integrations: the `report_to` of training arguments (a literal, the command line's `--report_to`,
   else the argument's default), whose packages the try installs (integrations.py).
+- SageMaker's training environment: the `SM_*` variables the code reads (`os.environ["SM_MODEL_DIR"]`,
+  `os.environ.get("SM_CHANNEL_EVAL")`, `os.getenv(...)`), and what it reads in each channel: a variable read is
+  resolved to the folder a try gives it (sagemaker.py), so `load_from_disk(args.training_dir)` with
+  `default=os.environ["SM_CHANNEL_TRAIN"]` is a saved dataset at that channel's folder, and
+  `os.path.join(os.environ["SM_CHANNEL_TRAIN"], "train.csv")` a file of it.
+- A sequence classifier: a `...ForSequenceClassification` class named in the code, or a command-line value
+  ending in `SequenceClassification` (a script that builds the class name from `--task`): its saved dataset's
+  `labels` are class labels.
 """
 
 from __future__ import annotations
@@ -28,11 +36,11 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from try_run import data
+from try_run import data, sagemaker
 from usercode import composed_strings, model_ids
 from usercode.launchers import CONFIG_SUFFIXES
 from usercode.names import DATASET_NAME_PARTS, MODEL_NAME_PARTS
-from usercode.python import callee, is_constant, keyword, string
+from usercode.python import callee, environment_read, is_constant, keyword, string
 
 # Dataset builders `datasets` ships: a load of these reads local files, used as they are.
 PACKAGED_BUILDERS = frozenset(
@@ -76,6 +84,9 @@ BUILTINS = frozenset(dir(builtins))
 CLASS_LABEL_ATTRIBUTES = frozenset({"names", "num_classes", "int2str", "str2int"})
 # Classes of a tag column the code reads the names of: B- and I- of one entity type, and O.
 TAG_CLASSES = 3
+# Subscripts of a `load_from_disk` result that name a split of the DatasetDict it saved, not a column.
+SPLIT_NAMES = frozenset({"train", "validation", "valid", "val", "test", "eval", "dev", "unsupervised"})
+CLASSIFIER_SUFFIX = "SequenceClassification"
 # DistributedConfig's degrees whose product is the processes its grid needs (the bootstrap's PARALLEL_SIZES).
 GRID_DEGREES = ("tp_size", "pp_size", "fsdp_size", "dp_replicate_size")
 
@@ -102,6 +113,14 @@ class CodeFacts:
         default_factory=set
     )  # folders `load_from_disk` reads, as the code names them
     report_to: set[str] = field(default_factory=set)  # the integrations training arguments report to
+    saved_splits: dict[str, set[str]] = field(
+        default_factory=dict
+    )  # saved folder -> the splits the code takes
+    # the SageMaker training variables it reads -> whether a read needs it set (`os.environ["X"]`, not `.get`)
+    sagemaker_variables: dict[str, bool] = field(default_factory=dict)
+    channel_paths: set[str] = field(default_factory=set)  # paths in SageMaker channels it names (not folders
+    # it loads from disk): `/opt/ml/input/data/train/train.csv`, or a channel's folder it reads some other way
+    sequence_classifier: bool = False  # it trains a ...ForSequenceClassification model
 
     def hub_ids(self) -> set[str]:
         """The model ids to serve from the Hub: not the folders the code downloads into
@@ -117,6 +136,12 @@ class CodeFacts:
         self.remote_code = self.remote_code or other.remote_code
         self.saved_datasets |= other.saved_datasets
         self.report_to |= other.report_to
+        for folder, splits in other.saved_splits.items():
+            self.saved_splits.setdefault(folder, set()).update(splits)
+        for name, required in other.sagemaker_variables.items():
+            self.sagemaker_variables[name] = self.sagemaker_variables.get(name, False) or required
+        self.channel_paths |= other.channel_paths
+        self.sequence_classifier = self.sequence_classifier or other.sequence_classifier
         self.token_ids_below = max(self.token_ids_below, other.token_ids_below)
         self.rows_selected = max(self.rows_selected, other.rows_selected)
         self.columns |= other.columns
@@ -152,23 +177,34 @@ def _named_defaults(tree: ast.AST) -> list[tuple[str, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and callee(node) == "add_argument":
             names = [string(argument) or "" for argument in node.args]
-            default = string(keyword(node, "default"))
+            default = _default(keyword(node, "default"))
             if default is not None:
                 pairs += [(name.lstrip("-"), default) for name in names]
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             value = node.value
             if isinstance(value, ast.Call) and callee(value) == "field":
                 value = keyword(value, "default")
-            default = string(value)
+            default = _default(value)
             if default is not None:
                 pairs.append((node.target.id, default))
         elif (
             isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
         ):
-            default = string(node.value)
+            default = _default(node.value)
             if default is not None:
                 pairs.append((node.targets[0].id, default))
     return pairs
+
+
+def _default(node: ast.AST | None) -> str | None:
+    """A default's value: a string literal, or the folder an expression that reads a SageMaker variable names
+    in a try (`os.path.join(os.environ["SM_CHANNEL_TRAIN"], "train.csv")`)."""
+    if node is None or string(node) is not None:
+        return string(node)
+    reads = (environment_read(inner) for inner in ast.walk(node))
+    if any(read is not None and sagemaker.is_training_variable(read.name) for read in reads):
+        return _folder(node, {})
+    return None
 
 
 def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
@@ -181,6 +217,10 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
     integers = _module_integers(tree)
     dataset_dicts = _dataset_dicts(tree)
     foreign = _foreign_subscripts(tree)
+    arguments = {name.replace("-", "_"): value for name, value in named}
+    saved_names = _saved_dataset_names(tree, arguments)
+    facts.channel_paths |= {value for _, value in named if sagemaker.channel_of_path(value)}
+    _read_sagemaker(tree, arguments, argv, facts)
     for node in ast.walk(tree):
         value = string(node)
         if (
@@ -193,13 +233,7 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
             elif data.table_entry(value) is not None:
                 facts.datasets.setdefault(value, data.DatasetRequest(value))
         if isinstance(node, ast.Subscript):
-            key = string(node.slice)
-            dataset_id = _dataset_dict_id(node.value, dataset_dicts)
-            if key is not None and dataset_id is not None:  # `dataset["test"]`: a split, not a column
-                if dataset_id == "" or is_loaded_hub_dataset(dataset_id):
-                    facts.datasets.setdefault(dataset_id, data.DatasetRequest(dataset_id)).splits.add(key)
-            elif key is not None and id(node) not in foreign:
-                facts.columns.add(key)
+            _read_subscript(node, facts, dataset_dicts, saved_names, foreign)
         elif isinstance(node, ast.Call):
             _read_call(node, facts)
             local_dir = keyword(node, "local_dir") if callee(node) in DOWNLOADS else None
@@ -209,7 +243,7 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
                 )
                 facts.local_dirs |= {folder} if folder else set()
             if callee(node) == "load_from_disk" and node.args:
-                folder = _folder(node.args[0], {name.replace("-", "_"): value for name, value in named})
+                folder = _folder(node.args[0], arguments)
                 facts.saved_datasets |= {folder} if folder else set()
             facts.token_ids_below = max(facts.token_ids_below, _randint_bound(node, integers))
             facts.rows_selected = max(facts.rows_selected, _selected_rows(node, integers))
@@ -252,6 +286,23 @@ def read_python(source: str, argv: list[str] = ()) -> CodeFacts:
     return facts
 
 
+def _read_sagemaker(tree: ast.AST, arguments: dict[str, str], argv: list[str], facts: CodeFacts) -> None:
+    """The SageMaker training variables the code reads, the paths in channels it names (resolved with the
+    folders a try gives the variables, sagemaker.py), and whether it trains a sequence classifier."""
+    facts.sequence_classifier = any(word.endswith(CLASSIFIER_SUFFIX) for word in argv)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name | ast.Attribute):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            facts.sequence_classifier |= name.endswith("For" + CLASSIFIER_SUFFIX)
+        read = environment_read(node)
+        if read is not None and sagemaker.is_training_variable(read.name):
+            required = facts.sagemaker_variables.get(read.name, False) or read.required
+            facts.sagemaker_variables[read.name] = required
+        path = _folder(node, arguments) if read is not None or _is_join(node) else None
+        if path is not None and sagemaker.channel_of_path(path):
+            facts.channel_paths.add(path)
+
+
 def _holds_saved(value: str, folders: set[str]) -> bool:
     """Whether `value` names a folder `load_from_disk` reads, or one that holds them (`data/emotion` of
     `os.path.join(args.dataset_path, "train")`): a local folder, not a Hub dataset id."""
@@ -260,17 +311,65 @@ def _holds_saved(value: str, folders: set[str]) -> bool:
     return any(folder == value or folder.startswith(value + os.sep) for folder in folders)
 
 
-def _folder(node: ast.AST, named: dict[str, str]) -> str | None:
+def _folder(node: ast.AST | None, named: dict[str, str]) -> str | None:
     """The folder an expression names: a literal, an argument (`args.dataset_path`: its command-line value, else
-    its default), or an `os.path.join` of those; None when a part is known only at run time."""
+    its default), a SageMaker variable (`os.environ["SM_CHANNEL_TRAIN"]`: the folder a try gives it), or an
+    `os.path.join` of those; None when a part is known only at run time."""
     if string(node) is not None:
         return string(node)
+    read = environment_read(node) if node is not None else None
+    if read is not None:
+        return sagemaker.folder_value(read.name) if sagemaker.is_training_variable(read.name) else None
     if isinstance(node, ast.Name | ast.Attribute):
         return named.get(node.id if isinstance(node, ast.Name) else node.attr)
-    if isinstance(node, ast.Call) and callee(node) == "join" and node.args and not node.keywords:
+    if _is_join(node):
         parts = [_folder(part, named) for part in node.args]
         return None if None in parts else os.path.join(*parts)
     return None
+
+
+def _is_join(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and callee(node) == "join" and bool(node.args) and not node.keywords
+
+
+def _read_subscript(
+    node: ast.Subscript,
+    facts: CodeFacts,
+    dataset_dicts: dict[str, str],
+    saved_names: dict[str, str],
+    foreign: set[int],
+) -> None:
+    """`x["key"]`: a split of a dataset the code loads, or a column its rows hold."""
+    key = string(node.slice)
+    dataset_id = _dataset_dict_id(node.value, dataset_dicts)
+    saved = _saved_split(node, saved_names)
+    if saved is not None:  # `load_from_disk(path)["train"]`: a DatasetDict's split
+        facts.saved_splits.setdefault(saved, set()).add(key)
+    elif key is not None and dataset_id is not None:  # `dataset["test"]`: a split, not a column
+        if dataset_id == "" or is_loaded_hub_dataset(dataset_id):
+            facts.datasets.setdefault(dataset_id, data.DatasetRequest(dataset_id)).splits.add(key)
+    elif key is not None and id(node) not in foreign and not isinstance(node.ctx, ast.Store):
+        # (`data_files["eval"] = path`, `batch["labels"] = ids`: written, not a column the data holds)
+        facts.columns.add(key)
+
+
+def _saved_split(node: ast.Subscript, saved_names: dict[str, str]) -> str | None:
+    """The folder of a saved DatasetDict whose split `node` takes (`dataset["train"]`, `dataset` bound to a
+    `load_from_disk(folder)`), else None."""
+    if isinstance(node.value, ast.Name) and string(node.slice) in SPLIT_NAMES:
+        return saved_names.get(node.value.id)
+    return None
+
+
+def _saved_dataset_names(tree: ast.AST, named: dict[str, str]) -> dict[str, str]:
+    """Names bound to a `load_from_disk(folder)` -> the folder (its string subscripts may be splits)."""
+    names = {}
+    for node in ast.walk(tree):
+        value = node.value if isinstance(node, ast.Assign) else None
+        if isinstance(value, ast.Call) and callee(value) == "load_from_disk" and value.args:
+            folder = _folder(value.args[0], named)
+            names.update({t.id: folder for t in node.targets if isinstance(t, ast.Name) and folder})
+    return names
 
 
 def _unresolved_ids(compositions: list[composed_strings.Unresolved]) -> dict[str, str]:

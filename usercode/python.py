@@ -132,3 +132,42 @@ def imported_names(nodes, relative: bool = True) -> set[str]:
                 names.add(base)
             names |= {f"{base}.{alias.name}".lstrip(".") for alias in node.names if alias.name != "*"}
     return names
+
+
+@dataclass(frozen=True)
+class EnvironmentRead:
+    """A read of one environment variable: `os.environ["X"]`, `os.environ.get("X", default)`,
+    `os.getenv("X", default)` (and the same on `environ` / `getenv` imported from os)."""
+
+    name: str
+    default: ast.expr | None  # the default the read falls back to; None: none (or `os.environ["X"]`)
+    required: bool  # `os.environ["X"]`: a KeyError where it is not set (`.get` and `getenv` give None)
+
+
+def environment_read(node: ast.AST) -> EnvironmentRead | None:
+    """The variable `node` reads from the process environment, None when it reads none (or names it by a value
+    known only at run time)."""
+    if isinstance(node, ast.Subscript) and _is_environ(node.value) and string(node.slice) is not None:
+        return EnvironmentRead(string(node.slice), None, required=True)
+    if not (isinstance(node, ast.Call) and node.args and string(node.args[0]) is not None):
+        return None
+    function = node.func
+    getter = isinstance(function, ast.Attribute) and function.attr == "get" and _is_environ(function.value)
+    getenv = (
+        isinstance(function, ast.Attribute) and function.attr == "getenv" and _names(function.value, "os")
+    ) or (isinstance(function, ast.Name) and function.id == "getenv")
+    if not (getter or getenv):
+        return None
+    default = node.args[1] if len(node.args) > 1 else keyword(node, "default")
+    return EnvironmentRead(string(node.args[0]), default, required=False)
+
+
+def _is_environ(node: ast.AST) -> bool:
+    """`os.environ`, or `environ` imported from os."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "environ" and _names(node.value, "os")
+    return isinstance(node, ast.Name) and node.id == "environ"
+
+
+def _names(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
