@@ -102,6 +102,10 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
                     "outcome": "not run",
                 }
             )
+    served = {dataset["id"] for dataset in run.datasets}
+    for report in reports:  # stand-ins written when the code loaded them (each once, by one of the processes)
+        run.datasets += [dataset for dataset in report.get("datasets", []) if dataset["id"] not in served]
+        served |= {dataset["id"] for dataset in report.get("datasets", [])}
     workers = [report for report in reports if report.get("role") == "worker" and _did_work(report)]
     if not workers:
         return

@@ -503,6 +503,12 @@ class _Trial:
             "roots": self.user_roots(launch, facts.launched),
             "notebook": self.kind == "notebook",
             "fewer_processes": launch.processes_chosen,
+            # for a Hub dataset the scan did not see, stood in when the code loads it: the columns the code reads
+            "datasets": {
+                "columns": sorted(facts.columns),
+                "kinds": facts.column_kinds,
+                "min_rows": facts.rows_selected,
+            },
         }
         child_env = {**launch.environment(env), "NEURON_MIGRATE_TRY": json.dumps(config)}
         argv = launch.argv
@@ -517,7 +523,10 @@ class _Trial:
         run.seconds = round(time.monotonic() - started, 2)
         run.exit_code = exit_code
         run.output_tail = "\n".join(tail)
-        merge_processes(run, load_process_reports(reports), self.cells)
+        processes = load_process_reports(reports)
+        merge_processes(run, processes, self.cells)
+        for process in processes:  # the datasets the code loaded that could not be stood in, with the reason
+            unserved |= process.get("unserved_datasets", {})
         run.timings["serving_stand_ins_seconds"] = serving
         _conclude(run, timed_out, unserved, tail, self.options, self.installs)
         _real_size_plans(run)

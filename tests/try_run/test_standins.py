@@ -213,6 +213,95 @@ def test_a_stand_in_dataset_has_the_feature_types_the_code_reads(tmp_path):
         assert len(row["tokens"]) == len(row["ner_tags"]) > 1
 
 
+DOCUMENTS_SCRIPT = """
+from datasets import load_dataset
+
+dataset = load_dataset("conll2012_ontonotesv5", "english_v4")
+for document in dataset["train"]:
+    for sentence in document["sentences"]:
+        sentence["words"], sentence["named_entities"]
+"""
+
+
+def test_a_dataset_of_records_has_its_real_nested_columns(tmp_path):
+    from datasets import load_dataset
+
+    from try_run import data, scan
+
+    request = scan.read_python(DOCUMENTS_SCRIPT).datasets["conll2012_ontonotesv5"]
+    data.write_cache(data.stand_in(request), tmp_path)
+    loaded = load_dataset("conll2012_ontonotesv5", "english_v4", cache_dir=str(tmp_path))
+    assert sorted(loaded) == ["test", "train", "validation"]
+    sentence_features = loaded["train"].features["sentences"].feature  # (a list of records)
+    assert sentence_features["named_entities"].feature.names[:3] == ["O", "B-PERSON", "I-PERSON"]
+    assert sentence_features["named_entities"].feature.num_classes == 37
+    documents = loaded["train"].select(range(3))
+    assert sorted({len(document["sentences"]) for document in documents}) == [1, 2, 3]
+    for sentence in documents[2]["sentences"]:  # a document's sentences: records with per-word columns
+        words = sentence["words"]
+        assert isinstance(words, list) and isinstance(sentence["part_id"], int)
+        assert len(sentence["named_entities"]) == len(sentence["pos_tags"]) == len(words)
+        # the records nested in a sentence (its SRL frames) annotate its words
+        assert {len(frame["frames"]) for frame in sentence["srl_frames"]} == {len(words)}
+        assert {len(span) for span in sentence["coref_spans"]} == {3}
+
+
+def test_a_split_has_the_rows_the_code_selects(tmp_path):
+    from datasets import load_dataset
+
+    from try_run import data, scan
+
+    facts = scan.read_python(
+        "from datasets import load_dataset\n"
+        "d = load_dataset('someone/sql', split='train')\n"
+        "train, held_out = d.select(range(50000)), d.select(range(50000, 50500))\n"
+        "train.map(lambda row: {'q': row['question']})\n"
+    )
+    assert facts.rows_selected == 50500
+    data.write_cache(data.stand_in(facts.datasets["someone/sql"]), tmp_path, facts.rows_selected)
+    assert len(load_dataset("someone/sql", split="train", cache_dir=str(tmp_path))) == 50500
+
+
+def test_a_dataset_named_only_when_the_code_runs_is_stood_in_at_its_load(tmp_path, try_cache):
+    # The launcher builds the trainer's command line at run time: the try never reads train.py before the run.
+    launcher = write(
+        tmp_path,
+        "main.py",
+        """
+        import subprocess
+        import sys
+
+        task = "mrpc"
+        subprocess.check_call(f"{sys.executable} scripts/train.py --task_name {task}", shell=True)
+        """,
+    )
+    write(
+        tmp_path,
+        "scripts/train.py",
+        """
+        import sys
+
+        from datasets import load_dataset
+
+        task = sys.argv[sys.argv.index("--task_name") + 1]
+        raw = load_dataset("nyu-mll/glue", task)
+        print("columns:", raw["train"].column_names, raw["train"].features["label"].num_classes)
+        try:
+            load_dataset("someone/unknown-corpus")
+        except Exception as error:  # no column known: it fails as offline, and the try says why
+            print("unknown:", type(error).__name__)
+        """,
+    )
+    code, document = run_try(launcher, try_cache)
+    (run,) = document["runs"]
+    assert code == 0, run["reason"]
+    assert "columns: ['sentence1', 'sentence2', 'label', 'idx'] 2" in run["output_tail"]
+    assert "unknown: ConnectionError" in run["output_tail"]
+    (glue,) = run["datasets"]
+    assert glue["id"] == "nyu-mll/glue" and glue["configs"] == ["mrpc"]
+    assert glue["served"] == "when the code loaded it" and glue["source"].startswith("data table")
+
+
 # -- datasets an earlier step saved ------------------------------------------------------------------------
 SAVED_SCRIPT = """
 import argparse

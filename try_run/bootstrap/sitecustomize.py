@@ -18,6 +18,9 @@ What it does, each through the library's own extension point where one exists:
 - records Dynamo's recompiles with the guard failures Dynamo gives as reasons, each attributed to the
   nearest frame of the user's own code, plus graph counts and graph breaks from Dynamo's counters;
 - records the user's frame nearest to an uncaught exception;
+- stands in, when the code loads it, for a Hub dataset the try did not see before the run (an id built at run
+  time, or given to a script the try could not read: a launcher's subprocess command line), with the try's own
+  data stand-ins (try_run/data.py, loaded by its path: the columns of the data table, else those the code reads);
 - serves a GET of an image URL (requests, httpx) with a stand-in picture in the format the URL names, the
   URL recorded (no network reaches a try); other URLs fail as they do offline;
 - records the Hub writes a script asks for (create_repo, commits, branches, tags: what push_to_hub and
@@ -78,6 +81,8 @@ class _State:
         self.launcher_capped: list[str] = []
         self.uploads: list[dict] = []  # Hub writes recorded, not sent (_after_hf_api)
         self.hub_account: list[dict] = []  # whoami, login, logout: answered by the stand-in account
+        self.datasets: list[dict] = []  # stand-ins written when the code loaded them (_after_datasets_load)
+        self.unserved_datasets: dict[str, str] = {}  # dataset id -> why it could not be stood in at load
         self.images: list[dict] = []  # image URLs served with a stand-in picture (_stand_in_image)
         self.local_dirs: list[dict] = []  # stand-ins copied into a download's local_dir
         self.foreign_magics: list[str] = []  # magics of another kernel, not run (a notebook's kernel)
@@ -141,6 +146,8 @@ class _State:
             "uploads": self.uploads,
             "hub_account": self.hub_account,
             "images": self.images,
+            "datasets": self.datasets,
+            "unserved_datasets": self.unserved_datasets,
             "seconds": round(time.time() - self.started, 3),
             "marks": self.marks,
         }
@@ -465,6 +472,82 @@ def _serve_local_dir(module, name: str) -> None:
         return str(target / relative[0]) if cached.is_file() else str(target)
 
     setattr(module, name, serving)
+
+
+def _after_datasets_load(module) -> None:
+    """`load_dataset(ID, CONFIG, split=...)` of a Hub dataset the try's cache does not hold: its stand-in is written
+    into the cache the call reads (its `cache_dir`, else HF_DATASETS_CACHE) before `datasets` looks for it, so a
+    dataset named at run time is served as one the scan saw is. Local files, folders and `datasets`' packaged
+    builders (json, csv, ...) are loaded as they are; a dataset that cannot be stood in (no column known) is left to
+    fail as offline, its reason recorded for the run's report."""
+    import functools
+
+    load = module.load_dataset
+
+    @functools.wraps(load)
+    def loading(path, *args, **kwargs):
+        try:
+            _serve_dataset(path, args, kwargs)
+        except Exception as error:  # never the try's own failure in place of the user's load
+            STATE.unserved_datasets[str(path)] = f"dataset {path}: its stand-in could not be written ({error})"
+            STATE.write()
+        return load(path, *args, **kwargs)
+
+    module.load_dataset = loading
+
+
+# load_dataset's parameters after `path`, in order: how a call passes them by position.
+LOAD_DATASET_PARAMETERS = ("name", "data_dir", "data_files", "split", "cache_dir")
+
+
+def _serve_dataset(path, args: tuple, kwargs: dict) -> None:
+    given = {**dict(zip(LOAD_DATASET_PARAMETERS, args)), **kwargs}
+    if not isinstance(path, str) or given.get("data_dir") or given.get("data_files"):
+        return
+    from pathlib import Path
+
+    from datasets import config as datasets_config
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    if path in _PACKAGED_DATASETS_MODULES or os.path.exists(path) or path.endswith(".py"):
+        return
+    data = _data_module()
+    split = given.get("split")
+    request = data.DatasetRequest(
+        path,
+        given.get("name"),
+        set(split.split("+")) if isinstance(split, str) else set(),
+        set(STATE.config["datasets"]["columns"]),
+        dict(STATE.config["datasets"]["kinds"]),
+    )
+    cache = given.get("cache_dir") or datasets_config.HF_DATASETS_CACHE
+    from datasets.utils import logging as datasets_logging
+
+    bars = datasets_logging.is_progress_bar_enabled()
+    datasets_logging.disable_progress_bar()  # the try's own work: no "Generating train split" in the output
+    try:
+        report = data.serve_at_load(request, Path(cache).expanduser(), STATE.config["datasets"]["min_rows"])
+    except data.CannotStandIn as error:
+        STATE.unserved_datasets[path] = str(error)
+        report = None
+    finally:
+        if bars:
+            datasets_logging.enable_progress_bar()
+    if report is not None:
+        STATE.datasets.append({**report, "served": "when the code loaded it"})
+    STATE.write()
+
+
+def _data_module():
+    """try_run/data.py, the try's data stand-ins, loaded by its path (the tool's packages are not on the path of the
+    environment a try runs in)."""
+    name = "_neuron_migrate_try_data"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(_HERE), "data.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # (dataclasses look their module up while the file runs)
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def _after_modeling(module) -> None:
@@ -1206,6 +1289,8 @@ def _install(config: dict) -> None:
             module, "snapshot_download"
         )
         hooks["huggingface_hub.file_download"] = lambda module: _serve_local_dir(module, "hf_hub_download")
+        if config.get("datasets"):
+            hooks["datasets.load"] = _after_datasets_load
         hooks["requests.adapters"] = _after_requests
         # httpx2: the fork huggingface_hub (and Transformers' load_image) use
         for httpx in ("httpx", "httpx2"):
