@@ -219,7 +219,8 @@ def _value(kind: Kind, row: int, length: int | None = None) -> object:
     if isinstance(kind, dict) and "records" in kind:
         count = 1 + row % RECORDS
         return [
-            _record(kind["records"], row * RECORDS + i, length or _length(row * RECORDS + i)) for i in range(count)
+            _record(kind["records"], row * RECORDS + i, length or _length(row * RECORDS + i))
+            for i in range(count)
         ]
     length = _length(row) if length is None else length
     if isinstance(kind, dict) and "list" in kind:

@@ -489,7 +489,9 @@ def _after_datasets_load(module) -> None:
         try:
             _serve_dataset(path, args, kwargs)
         except Exception as error:  # never the try's own failure in place of the user's load
-            STATE.unserved_datasets[str(path)] = f"dataset {path}: its stand-in could not be written ({error})"
+            STATE.unserved_datasets[str(path)] = (
+                f"dataset {path}: its stand-in could not be written ({error})"
+            )
             STATE.write()
         return load(path, *args, **kwargs)
 
@@ -501,7 +503,7 @@ LOAD_DATASET_PARAMETERS = ("name", "data_dir", "data_files", "split", "cache_dir
 
 
 def _serve_dataset(path, args: tuple, kwargs: dict) -> None:
-    given = {**dict(zip(LOAD_DATASET_PARAMETERS, args)), **kwargs}
+    given = {**dict(zip(LOAD_DATASET_PARAMETERS, args, strict=False)), **kwargs}
     if not isinstance(path, str) or given.get("data_dir") or given.get("data_files"):
         return
     from pathlib import Path
