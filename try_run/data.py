@@ -5,7 +5,8 @@ Offline, `load_dataset("glue", "mrpc")` falls back to a dataset "loaded once alr
 is written there by `datasets`' own JSON builder, so the script's `load_dataset` call, split slicing
 (`train[:1%]`) included, runs unchanged. Columns come from the data table of well-known datasets
 (`data/known_datasets.json`, with the dataset card each was read from), else from what the code reads, or
-from a user's `--dataset ID=FILE.jsonl`.
+from a user's `--dataset ID=FILE.jsonl`. The runner writes those the scan finds before the run; the try's bootstrap
+writes, when the code loads it, one the scan did not see (`serve_at_load`).
 
 A folder the code reads with `load_from_disk` that the tried tree does not hold (an earlier step, a notebook or a
 pipeline's cache step, tokenized and saved it) gets a tokenized stand-in of the layout such a step saves
