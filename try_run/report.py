@@ -106,6 +106,10 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
     for report in reports:  # stand-ins written when the code loaded them (each once, by one of the processes)
         run.datasets += [dataset for dataset in report.get("datasets", []) if dataset["id"] not in served]
         served |= {dataset["id"] for dataset in report.get("datasets", [])}
+    named = set()
+    for report in reports:  # metric stand-ins written when the code loaded them
+        run.metrics += [metric for metric in report.get("metrics", []) if metric["name"] not in named]
+        named |= {metric["name"] for metric in report.get("metrics", [])}
     workers = [report for report in reports if report.get("role") == "worker" and _did_work(report)]
     if not workers:
         return

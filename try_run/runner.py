@@ -146,7 +146,9 @@ def try_path(path: Path, arguments: list[str], options: TryOptions) -> list[RunR
                 run = trial.run(launch, index, the_plan.skipped)
                 run.isolation = _isolation_note(sandbox)
                 run.installs = [install.as_report() for install in trial.installs]
-                run.metrics = served_metrics
+                # the metrics written before the run, then those written when the code loaded them
+                named = {metric["name"] for metric in served_metrics}
+                run.metrics = [*served_metrics, *(m for m in run.metrics if m["name"] not in named)]
                 if trial.installs:
                     run.timings["installing_seconds"] = installing
                 runs.append(run)
@@ -298,6 +300,7 @@ def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[
             "HF_DATASETS_CACHE": str(work / "datasets"),
             "HF_HUB_OFFLINE": "1",
             "HF_DATASETS_OFFLINE": "1",
+            "HF_EVALUATE_OFFLINE": "1",  # (evaluate's cache: the metrics' stand-ins, metrics.py)
             "TRANSFORMERS_OFFLINE": "1",
             "HF_HUB_DISABLE_TELEMETRY": "1",
             # `token=True` needs a token to exist, even offline; the stand-ins need none (the user's is removed).

@@ -262,7 +262,7 @@ def test_a_split_has_the_rows_the_code_selects(tmp_path):
     assert len(load_dataset("someone/sql", split="train", cache_dir=str(tmp_path))) == 50500
 
 
-def test_a_dataset_named_only_when_the_code_runs_is_stood_in_at_its_load(tmp_path, try_cache):
+def test_a_dataset_and_metric_named_only_when_the_code_runs_are_stood_in_at_their_load(tmp_path, try_cache):
     # The launcher builds the trainer's command line at run time: the try never reads train.py before the run.
     launcher = write(
         tmp_path,
@@ -281,17 +281,23 @@ def test_a_dataset_named_only_when_the_code_runs_is_stood_in_at_its_load(tmp_pat
         """
         import sys
 
+        import evaluate
         from datasets import load_dataset
 
         task = sys.argv[sys.argv.index("--task_name") + 1]
         raw = load_dataset("nyu-mll/glue", task)
         print("columns:", raw["train"].column_names, raw["train"].features["label"].num_classes)
+        print("scores:", evaluate.load("glue", task).compute(predictions=[1, 0], references=[1, 1]))
         load_dataset("someone/unknown-corpus")  # no column known: it fails as offline, and the try says why
         """,
     )
     _, document = run_try(launcher, try_cache)
     (run,) = document["runs"]
     assert "columns: ['sentence1', 'sentence2', 'label', 'idx'] 2" in run["output_tail"]
+    assert "scores: {'accuracy': 0.5, 'f1': 0.6666666666666666}" in run["output_tail"]
+    assert [(metric["name"], metric.get("served")) for metric in run["metrics"]] == [
+        ("glue", "when the code loaded it")
+    ]
     assert run["status"] == "not-run", run["reason"]
     assert run["reason"].startswith(
         "dataset someone/unknown-corpus: no column it reads was found in the code"

@@ -21,6 +21,7 @@ What it does, each through the library's own extension point where one exists:
 - stands in, when the code loads it, for a Hub dataset the try did not see before the run (an id built at run
   time, or given to a script the try could not read: a launcher's subprocess command line), with the try's own
   data stand-ins (try_run/data.py, loaded by its path: the columns of the data table, else those the code reads);
+- does the same for an evaluate metric the try stands in for (try_run/metrics.py: accuracy, f1, glue, ...);
 - serves a GET of an image URL (requests, httpx) with a stand-in picture in the format the URL names, the
   URL recorded (no network reaches a try); other URLs fail as they do offline;
 - records the Hub writes a script asks for (create_repo, commits, branches, tags: what push_to_hub and
@@ -35,6 +36,7 @@ What it does, each through the library's own extension point where one exists:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import contextvars
 import importlib.machinery
 import importlib.util
@@ -83,6 +85,9 @@ class _State:
         self.hub_account: list[dict] = []  # whoami, login, logout: answered by the stand-in account
         self.datasets: list[dict] = []  # stand-ins written when the code loaded them (_after_datasets_load)
         self.unserved_datasets: dict[str, str] = {}  # dataset id -> why it could not be stood in at load
+        self.metrics: list[
+            dict
+        ] = []  # metric stand-ins written when the code loaded them (_after_evaluate_loading)
         self.images: list[dict] = []  # image URLs served with a stand-in picture (_stand_in_image)
         self.local_dirs: list[dict] = []  # stand-ins copied into a download's local_dir
         self.foreign_magics: list[str] = []  # magics of another kernel, not run (a notebook's kernel)
@@ -148,6 +153,7 @@ class _State:
             "images": self.images,
             "datasets": self.datasets,
             "unserved_datasets": self.unserved_datasets,
+            "metrics": self.metrics,
             "seconds": round(time.time() - self.started, 3),
             "marks": self.marks,
         }
@@ -513,7 +519,7 @@ def _serve_dataset(path, args: tuple, kwargs: dict) -> None:
 
     if path in _PACKAGED_DATASETS_MODULES or os.path.exists(path) or path.endswith(".py"):
         return
-    data = _data_module()
+    data = _tool_module("data")
     split = given.get("split")
     request = data.DatasetRequest(
         path,
@@ -540,16 +546,50 @@ def _serve_dataset(path, args: tuple, kwargs: dict) -> None:
     STATE.write()
 
 
-def _data_module():
-    """try_run/data.py, the try's data stand-ins, loaded by its path (the tool's packages are not on the path of the
-    environment a try runs in)."""
-    name = "_neuron_migrate_try_data"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(_HERE), "data.py"))
+def _after_evaluate_loading(module) -> None:
+    """`evaluate.load(NAME)` of a metric the try stands in for (try_run/metrics.py) that the runner did not write
+    (a script it did not read loads it): its stand-in is written into evaluate's modules cache before evaluate looks
+    for it there. Other names are left to evaluate, which fails offline as it does without the try."""
+    import functools
+
+    load = module.load
+
+    @functools.wraps(load)
+    def loading(path, *args, **kwargs):
+        if isinstance(path, str) and not os.path.exists(path):
+            # (a stand-in that cannot be written: evaluate then says the metric is not found, as offline)
+            with contextlib.suppress(Exception):
+                _serve_metric(path)
+        return load(path, *args, **kwargs)
+
+    module.load = loading
+
+
+def _serve_metric(name: str) -> None:
+    from pathlib import Path
+
+    from evaluate import config as evaluate_config
+
+    metrics = _tool_module("metrics")
+    if name not in metrics.SERVED:
+        return
+    (served,) = metrics.serve([name], Path(evaluate_config.HF_MODULES_CACHE))
+    if name not in {metric["name"] for metric in STATE.metrics}:
+        STATE.metrics.append({**served, "served": "when the code loaded it"})
+        STATE.write()
+
+
+def _tool_module(name: str):
+    """A module of try_run/ (data.py, metrics.py: the try's stand-ins), loaded by its path: the tool's packages are
+    not on the path of the environment a try runs in."""
+    qualified = f"_neuron_migrate_try_{name}"
+    if qualified not in sys.modules:
+        location = os.path.join(os.path.dirname(_HERE), f"{name}.py")
+        spec = importlib.util.spec_from_file_location(qualified, location)
         module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # (dataclasses look their module up while the file runs)
+        sys.modules[qualified] = module  # (dataclasses look their module up while the file runs)
         spec.loader.exec_module(module)
-    return sys.modules[name]
+    return sys.modules[qualified]
 
 
 def _after_modeling(module) -> None:
@@ -1293,6 +1333,7 @@ def _install(config: dict) -> None:
         hooks["huggingface_hub.file_download"] = lambda module: _serve_local_dir(module, "hf_hub_download")
         if config.get("datasets"):
             hooks["datasets.load"] = _after_datasets_load
+        hooks["evaluate.loading"] = _after_evaluate_loading
         hooks["requests.adapters"] = _after_requests
         # httpx2: the fork huggingface_hub (and Transformers' load_image) use
         for httpx in ("httpx", "httpx2"):
