@@ -85,9 +85,7 @@ class _State:
         self.hub_account: list[dict] = []  # whoami, login, logout: answered by the stand-in account
         self.datasets: list[dict] = []  # stand-ins written when the code loaded them (_after_datasets_load)
         self.unserved_datasets: dict[str, str] = {}  # dataset id -> why it could not be stood in at load
-        self.metrics: list[
-            dict
-        ] = []  # metric stand-ins written when the code loaded them (_after_evaluate_loading)
+        self.metrics: list[dict] = []  # metric stand-ins written when the code loaded them
         self.images: list[dict] = []  # image URLs served with a stand-in picture (_stand_in_image)
         self.local_dirs: list[dict] = []  # stand-ins copied into a download's local_dir
         self.foreign_magics: list[str] = []  # magics of another kernel, not run (a notebook's kernel)
