@@ -262,6 +262,28 @@ def test_a_split_has_the_rows_the_code_selects(tmp_path):
     assert len(load_dataset("someone/sql", split="train", cache_dir=str(tmp_path))) == 50500
 
 
+def _serve_at_load(cache: str, start, results) -> None:
+    from try_run import data
+
+    start.wait()
+    report = data.serve_at_load(data.DatasetRequest("nyu-mll/glue", "mrpc", {"train"}), Path(cache))
+    results.put(report and report["configs"])
+
+
+def test_processes_that_load_a_dataset_at_once_write_its_stand_in_once(tmp_path):
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    start, results = context.Barrier(2), context.Queue()
+    workers = [context.Process(target=_serve_at_load, args=(str(tmp_path), start, results)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert sorted([results.get(timeout=5), results.get(timeout=5)], key=str) == [None, ["mrpc"]]
+    assert [path.name for path in (tmp_path / "nyu-mll___glue").iterdir()] == ["mrpc"]
+
+
 def test_a_dataset_and_metric_named_only_when_the_code_runs_are_stood_in_at_their_load(tmp_path, try_cache):
     # The launcher builds the trainer's command line at run time: the try never reads train.py before the run.
     launcher = write(
