@@ -404,13 +404,15 @@ def _served_lines(run: RunReport) -> list[str]:
     """What the try served or held back for the run: data, caps, metrics, installs, uploads, images, set-up."""
     lines = []
     for dataset in run.datasets:
+        served = f", {dataset['served']}" if dataset.get("served") else ""
         lines.append(
-            f"         dataset {dataset['id']}: {', '.join(dataset['columns'])} ({dataset['source']})"
+            f"         dataset {dataset['id']}: {', '.join(dataset['columns'])} ({dataset['source']}{served})"
         )
     for capped in run.launcher_capped:
         lines.append(f"         capped (a try runs at most {MAX_PROCESSES} processes): {capped}")
     for metric in run.metrics:
-        lines.append(f"         metric {metric['name']}: {metric['source']}")
+        served = f", {metric['served']}" if metric.get("served") else ""
+        lines.append(f"         metric {metric['name']}: {metric['source']}{served}")
     for install in run.installs:
         added = f" ({', '.join(install['distributions'])})" if install["distributions"] else ""
         lines.append(
