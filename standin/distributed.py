@@ -71,7 +71,12 @@ class ProcessGroupStandin(dist.ProcessGroup):
         return self.gloo.allgather(outputs, _cpus(input_tensors), opts or dist.AllgatherOptions())
 
     def _allgather_base(self, output, input, opts=None):
-        return self.gloo._allgather_base(_cpu(output), _cpu(input), opts or dist.AllgatherOptions())
+        # A flat output of the world's elements (accelerate's gather passes one, which NCCL and TorchNeuron take)
+        # is handed to gloo as its inputs stacked along the first dimension, the shape gloo checks each part by.
+        output = _cpu(output)
+        if input.dim() > 1 and output.dim() != input.dim():
+            output = output.view(-1, *input.shape[1:])
+        return self.gloo._allgather_base(output, _cpu(input), opts or dist.AllgatherOptions())
 
     def all_gather_single(self, output, input, opts=None):
         return self._allgather_base(output, input, opts)
