@@ -5,7 +5,8 @@ Offline, `load_dataset("glue", "mrpc")` falls back to a dataset "loaded once alr
 is written there by `datasets`' own JSON builder, so the script's `load_dataset` call, split slicing
 (`train[:1%]`) included, runs unchanged. Columns come from the data table of well-known datasets
 (`data/known_datasets.json`, with the dataset card each was read from), else from what the code reads, or
-from a user's `--dataset ID=FILE.jsonl`.
+from a user's `--dataset ID=FILE.jsonl`. The runner writes those the scan finds before the run; the try's bootstrap
+writes, when the code loads it, one the scan did not see (`serve_at_load`).
 
 A folder the code reads with `load_from_disk` that the tried tree does not hold (an earlier step, a notebook or a
 pipeline's cache step, tokenized and saved it) gets a tokenized stand-in of the layout such a step saves
@@ -20,14 +21,15 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
 # Rows per split. A training split survives the slices and filters scripts apply (`train[:1%]` keeps 32 rows,
 # four batches of 8); evaluation splits stay small, since a Trainer evaluates all of one.
 TRAIN_ROWS = 3200
 OTHER_ROWS = 64
-MAX_ROWS = 20_000  # a split's rows where the code selects more (`select(range(N))`): a bound on the file
+# A split's rows where the code selects more (`select(range(N))`), up to this bound on the file: 50,500 rows of three
+# text columns take 1.7 s to write and 4 s to map row by row in Python (measured on 2 shared cores).
+MAX_ROWS = 100_000
 WORDS = [
     "the",
     "model",
@@ -78,9 +80,12 @@ NOT_COLUMNS = frozenset(
 )
 LABEL_NAMES = frozenset({"label", "labels"})
 # A column's kind: "text", "int", "float", "messages" (chat turns), "words" (a list of words), "label:N" (a class
-# label of N classes), "tags:N" (a class label per word), or {"label": [names]} / {"tags": [names]} (the table's
-# real class names).
-Kind = str | dict[str, list[str]]
+# label of N classes), "tags:N" (a class label per word), {"label": [names]} / {"tags": [names]} (the table's
+# real class names), {"list": KIND} (a value of KIND per word; {"list": KIND, "length": N}: N of them) or
+# {"records": {column: KIND}} (a list of records with columns of their own: a document's sentences).
+Kind = str | dict
+# A records column holds 1 to RECORDS records per row (their number varies, as a document's sentences do).
+RECORDS = 3
 
 
 class CannotStandIn(Exception):
@@ -116,12 +121,15 @@ class DatasetStandIn:
         }
 
 
+# The data table, found from this file (compat_matrix/ sits beside try_run/, checked out or installed): the try's
+# bootstrap loads this module by its path in the sandboxed environment, where the tool's packages may not be
+# importable.
+TABLE = Path(__file__).resolve().parent.parent / "compat_matrix" / "data" / "known_datasets.json"
+
+
 @cache
 def known_datasets() -> tuple[dict, ...]:
-    text = (
-        resources.files("compat_matrix").joinpath("data", "known_datasets.json").read_text(encoding="utf-8")
-    )
-    return tuple(json.loads(text)["datasets"])
+    return tuple(json.loads(TABLE.read_text(encoding="utf-8"))["datasets"])
 
 
 def table_entry(dataset_id: str) -> dict | None:
@@ -201,8 +209,23 @@ def _file_columns(path: Path) -> dict[str, Kind]:
     return {name: "file" for name in first}
 
 
-def _value(kind: Kind, row: int) -> object:
-    length = 6 + (row * 7) % 29  # lengths vary, as real text does: padding to the longest varies with it
+def _length(row: int) -> int:
+    return 6 + (row * 7) % 29  # lengths vary, as real text does: padding to the longest varies with it
+
+
+def _value(kind: Kind, row: int, length: int | None = None) -> object:
+    """Row `row`'s value of a column of `kind`. `length`: the words of the record the value belongs to, which its
+    per-word values (tags, lists, the records nested in it: a sentence's SRL frames) have one of each; None at a
+    row's top level, whose words are `_length(row)` and whose records each have their own words."""
+    if isinstance(kind, dict) and "records" in kind:
+        count = 1 + row % RECORDS
+        return [
+            _record(kind["records"], row * RECORDS + i, length or _length(row * RECORDS + i))
+            for i in range(count)
+        ]
+    length = _length(row) if length is None else length
+    if isinstance(kind, dict) and "list" in kind:
+        return [_value(kind["list"], row + i, length) for i in range(kind.get("length", length))]
     words = [WORDS[(row + i) % len(WORDS)] for i in range(length)]
     text = " ".join(words)
     if _is(kind, "label"):
@@ -220,35 +243,73 @@ def _value(kind: Kind, row: int) -> object:
     return text
 
 
-def _features(columns: dict[str, Kind]):
-    from datasets import Features, List, Value
+def _record(columns: dict[str, Kind], seed: int, length: int) -> dict:
+    """One record of a records column: its columns' values, the per-word ones with `length` words."""
+    return {name: _value(kind, seed, length) for name, kind in columns.items()}
 
-    kinds = {"text": Value("string"), "int": Value("int64"), "float": Value("float32")}
-    features = {}
-    for name, kind in columns.items():
-        if _is(kind, "label"):
-            features[name] = _class_label(kind)
-        elif _is(kind, "tags"):
-            features[name] = List(_class_label(kind))
-        elif kind == "words":
-            features[name] = List(Value("string"))
-        elif kind == "messages":
-            features[name] = [{"role": Value("string"), "content": Value("string")}]
-        elif kind in kinds:
-            features[name] = kinds[kind]
-        else:
-            return None  # a user's file: let the builder read its types
-    return Features(features)
+
+def _feature(kind: Kind):
+    """The `datasets` feature of a column of `kind`; None for a user's file column (the builder reads its type)."""
+    from datasets import List, Value
+
+    if _is(kind, "label"):
+        return _class_label(kind)
+    if _is(kind, "tags"):
+        return List(_class_label(kind))
+    if isinstance(kind, dict) and "records" in kind:
+        fields = {name: _feature(sub_kind) for name, sub_kind in kind["records"].items()}
+        return None if None in fields.values() else [fields]
+    if isinstance(kind, dict) and "list" in kind:
+        item = _feature(kind["list"])
+        return None if item is None else List(item, length=kind.get("length", -1))
+    if kind == "words":
+        return List(Value("string"))
+    if kind == "messages":
+        return [{"role": Value("string"), "content": Value("string")}]
+    return {"text": Value("string"), "int": Value("int64"), "float": Value("float32")}.get(kind)
+
+
+def _features(columns: dict[str, Kind]):
+    from datasets import Features
+
+    features = {name: _feature(kind) for name, kind in columns.items()}
+    return None if None in features.values() else Features(features)
+
+
+def cache_folder(cache_root: Path, dataset_id: str) -> Path:
+    """Where `datasets` looks for a dataset loaded once already: <namespace>___<name>, the name in snake case."""
+    from datasets.naming import camelcase_to_snakecase
+
+    namespace, _, name = dataset_id.rpartition("/")
+    name = camelcase_to_snakecase(name)
+    return cache_root / (f"{namespace}___{name}" if namespace else name)
+
+
+def serve_at_load(request: DatasetRequest, cache_root: Path, min_rows: int = 0) -> dict | None:
+    """Writes, when the code loads it, the stand-in of a Hub dataset the scan did not see before the run (an id
+    built at run time, or given to a script the try could not read: a launcher's subprocess command line), as
+    `stand_in` and `write_cache` do before the run. Returns its report; None when the cache holds the dataset (and
+    the config asked for) already: served before the run, or by another of the run's processes. Raises
+    CannotStandIn. Processes that load it at once (torchrun's workers) write it once, under a lock."""
+    import fcntl
+
+    cache_root.mkdir(parents=True, exist_ok=True)
+    folder = cache_folder(cache_root, request.id)
+    with (cache_root / ".stand-ins.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if folder.is_dir() and (request.config is None or (folder / request.config).is_dir()):
+            return None
+        served = stand_in(request)
+        write_cache(served, cache_root, min_rows)
+        return served.as_report()
 
 
 def write_cache(stand_in: DatasetStandIn, cache_root: Path, min_rows: int = 0) -> None:
     """Writes every config and split of `stand_in` into the `datasets` cache at `cache_root`."""
-    from datasets.naming import camelcase_to_snakecase
     from datasets.packaged_modules.json.json import Json
 
-    namespace, _, name = stand_in.id.rpartition("/")
-    name = camelcase_to_snakecase(name)
-    target_root = cache_root / (f"{namespace}___{name}" if namespace else name)
+    target_root = cache_folder(cache_root, stand_in.id)
+    name = target_root.name.rpartition("___")[2]
     with tempfile.TemporaryDirectory(dir=cache_root) as scratch:
         scratch_path = Path(scratch)
         for config, columns in stand_in.configs.items():

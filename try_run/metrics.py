@@ -5,7 +5,8 @@ The common classification metrics' scripts each wrap one scikit-learn function: 
 under the "multilabel" config), the function's keywords, one output key. Their stand-ins are that wrapper,
 written into the try's own modules cache where evaluate looks for a metric it loaded before
 (`HF_MODULES_CACHE/evaluate_modules/metrics/evaluate-metric--NAME/HASH/NAME.py`; evaluate 0.3: `.../NAME/HASH/`),
-so evaluate's own offline path loads them; the values are scikit-learn's, on what the run predicted. GLUE's script
+so evaluate's own offline path loads them (the runner writes those the code loads by a literal; the try's bootstrap,
+when the code loads it, one the runner did not see); the values are scikit-learn's, on what the run predicted. GLUE's script
 scores each task its own way (`GLUE_SCRIPT`). Another
 name still needs the Hub, and the run says so (`runner._conclude`).
 """
@@ -14,9 +15,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 from pathlib import Path
-
-from usercode.python import callee, owner, string
 
 # name -> (scikit-learn function, the keywords the Hub's script's _compute takes and their defaults)
 METRICS = {
@@ -116,6 +116,9 @@ SERVED = (*METRICS, "glue")
 
 def loaded(sources: list[str]) -> list[str]:
     """The metric names the code loads by a literal (`evaluate.load("accuracy")`), in first-use order."""
+    # (imported here: the try's bootstrap loads this module by its path, where usercode/ is not importable)
+    from usercode.python import callee, owner, string
+
     names = []
     for source in sources:
         try:
@@ -157,7 +160,10 @@ def serve(names: list[str], modules_cache: Path) -> list[dict]:
         for cached_as in (f"evaluate-metric--{name}", name):
             folder = modules_cache / "evaluate_modules" / "metrics" / cached_as / digest
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{name}.py").write_text(script, encoding="utf-8")
+            # written whole then renamed: processes that load the metric at once (torchrun's workers) each write it
+            written = folder / f"{name}.py.{os.getpid()}"
+            written.write_text(script, encoding="utf-8")
+            os.replace(written, folder / f"{name}.py")
         served.append({"name": name, "source": source})
     return served
 

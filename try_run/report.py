@@ -105,6 +105,14 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
                     "outcome": "not run",
                 }
             )
+    served = {dataset["id"] for dataset in run.datasets}
+    for report in reports:  # stand-ins written when the code loaded them (each once, by one of the processes)
+        run.datasets += [dataset for dataset in report.get("datasets", []) if dataset["id"] not in served]
+        served |= {dataset["id"] for dataset in report.get("datasets", [])}
+    named = set()
+    for report in reports:  # metric stand-ins written when the code loaded them
+        run.metrics += [metric for metric in report.get("metrics", []) if metric["name"] not in named]
+        named |= {metric["name"] for metric in report.get("metrics", [])}
     workers = [report for report in reports if report.get("role") == "worker" and _did_work(report)]
     if not workers:
         return
@@ -408,13 +416,15 @@ def _served_lines(run: RunReport) -> list[str]:
         for name, what in run.sagemaker["channels"].items():
             lines.append(f"           channel {name}: {what}")
     for dataset in run.datasets:
+        served = f", {dataset['served']}" if dataset.get("served") else ""
         lines.append(
-            f"         dataset {dataset['id']}: {', '.join(dataset['columns'])} ({dataset['source']})"
+            f"         dataset {dataset['id']}: {', '.join(dataset['columns'])} ({dataset['source']}{served})"
         )
     for capped in run.launcher_capped:
         lines.append(f"         capped (a try runs at most {MAX_PROCESSES} processes): {capped}")
     for metric in run.metrics:
-        lines.append(f"         metric {metric['name']}: {metric['source']}")
+        served = f", {metric['served']}" if metric.get("served") else ""
+        lines.append(f"         metric {metric['name']}: {metric['source']}{served}")
     for install in run.installs:
         added = f" ({', '.join(install['distributions'])})" if install["distributions"] else ""
         lines.append(

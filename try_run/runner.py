@@ -147,7 +147,9 @@ def try_path(path: Path, arguments: list[str], options: TryOptions) -> list[RunR
                 run = trial.run(launch, index, the_plan.skipped)
                 run.isolation = _isolation_note(sandbox)
                 run.installs = [install.as_report() for install in trial.installs]
-                run.metrics = served_metrics
+                # the metrics written before the run, then those written when the code loaded them
+                named = {metric["name"] for metric in served_metrics}
+                run.metrics = [*served_metrics, *(m for m in run.metrics if m["name"] not in named)]
                 if trial.installs:
                     run.timings["installing_seconds"] = installing
                 runs.append(run)
@@ -333,6 +335,7 @@ def _environment(base: dict[str, str], work: Path, options: TryOptions) -> dict[
             "HF_DATASETS_CACHE": str(work / "datasets"),
             "HF_HUB_OFFLINE": "1",
             "HF_DATASETS_OFFLINE": "1",
+            "HF_EVALUATE_OFFLINE": "1",  # (evaluate's cache: the metrics' stand-ins, metrics.py)
             "TRANSFORMERS_OFFLINE": "1",
             "HF_HUB_DISABLE_TELEMETRY": "1",
             # `token=True` needs a token to exist, even offline; the stand-ins need none (the user's is removed).
@@ -560,6 +563,12 @@ class _Trial:
             "roots": self.user_roots(launch, facts.launched),
             "notebook": self.kind == "notebook",
             "fewer_processes": launch.processes_chosen,
+            # for a Hub dataset the scan did not see, stood in when the code loads it: the columns the code reads
+            "datasets": {
+                "columns": sorted(facts.columns),
+                "kinds": facts.column_kinds,
+                "min_rows": facts.rows_selected,
+            },
         }
         child_env = {**launch.environment(env), "NEURON_MIGRATE_TRY": json.dumps(config)}
         argv = launch.argv
@@ -574,7 +583,10 @@ class _Trial:
         run.seconds = round(time.monotonic() - started, 2)
         run.exit_code = exit_code
         run.output_tail = "\n".join(tail)
-        merge_processes(run, load_process_reports(reports), self.cells)
+        processes = load_process_reports(reports)
+        merge_processes(run, processes, self.cells)
+        for process in processes:  # the datasets the code loaded that could not be stood in, with the reason
+            unserved |= process.get("unserved_datasets", {})
         run.timings["serving_stand_ins_seconds"] = serving
         _conclude(run, timed_out, unserved, tail, self.options, self.installs)
         _real_size_plans(run)

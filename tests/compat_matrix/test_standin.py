@@ -282,6 +282,7 @@ def test_ddp_fsdp2_tensor_parallelism_and_collectives_on_the_neuron_process_grou
     assert found["collectives"] == {
         "all_reduce": [3.0] * 4,
         "all_gather_into_tensor": [0.0] * 4 + [1.0] * 4,
+        "all_gather_into_flat_tensor": [0.0, 0.0, 1.0, 1.0],
         "reduce_scatter_tensor": [0.0, 2.0],
         "all_to_all_single": [0.0, 1.0],
         "send_recv_broadcast": [7.0] * 3,

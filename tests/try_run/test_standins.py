@@ -213,6 +213,122 @@ def test_a_stand_in_dataset_has_the_feature_types_the_code_reads(tmp_path):
         assert len(row["tokens"]) == len(row["ner_tags"]) > 1
 
 
+DOCUMENTS_SCRIPT = """
+from datasets import load_dataset
+
+dataset = load_dataset("conll2012_ontonotesv5", "english_v4")
+for document in dataset["train"]:
+    for sentence in document["sentences"]:
+        sentence["words"], sentence["named_entities"]
+"""
+
+
+def test_a_dataset_of_records_has_its_real_nested_columns(tmp_path):
+    from datasets import load_dataset
+
+    from try_run import data, scan
+
+    request = scan.read_python(DOCUMENTS_SCRIPT).datasets["conll2012_ontonotesv5"]
+    data.write_cache(data.stand_in(request), tmp_path)
+    loaded = load_dataset("conll2012_ontonotesv5", "english_v4", cache_dir=str(tmp_path))
+    assert sorted(loaded) == ["test", "train", "validation"]
+    sentence_features = loaded["train"].features["sentences"].feature  # (a list of records)
+    assert sentence_features["named_entities"].feature.names[:3] == ["O", "B-PERSON", "I-PERSON"]
+    assert sentence_features["named_entities"].feature.num_classes == 37
+    documents = loaded["train"].select(range(3))
+    assert sorted({len(document["sentences"]) for document in documents}) == [1, 2, 3]
+    for sentence in documents[2]["sentences"]:  # a document's sentences: records with per-word columns
+        words = sentence["words"]
+        assert isinstance(words, list) and isinstance(sentence["part_id"], int)
+        assert len(sentence["named_entities"]) == len(sentence["pos_tags"]) == len(words)
+        # the records nested in a sentence (its SRL frames) annotate its words
+        assert {len(frame["frames"]) for frame in sentence["srl_frames"]} == {len(words)}
+        assert {len(span) for span in sentence["coref_spans"]} == {3}
+
+
+def test_a_split_has_the_rows_the_code_selects(tmp_path):
+    from datasets import load_dataset
+
+    from try_run import data, scan
+
+    facts = scan.read_python(
+        "from datasets import load_dataset\n"
+        "d = load_dataset('someone/sql', split='train')\n"
+        "train, held_out = d.select(range(50000)), d.select(range(50000, 50500))\n"
+        "train.map(lambda row: {'q': row['question']})\n"
+    )
+    assert facts.rows_selected == 50500
+    data.write_cache(data.stand_in(facts.datasets["someone/sql"]), tmp_path, facts.rows_selected)
+    assert len(load_dataset("someone/sql", split="train", cache_dir=str(tmp_path))) == 50500
+
+
+def _serve_at_load(cache: str, start, results) -> None:
+    from try_run import data
+
+    start.wait()
+    report = data.serve_at_load(data.DatasetRequest("nyu-mll/glue", "mrpc", {"train"}), Path(cache))
+    results.put(report and report["configs"])
+
+
+def test_processes_that_load_a_dataset_at_once_write_its_stand_in_once(tmp_path):
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    start, results = context.Barrier(2), context.Queue()
+    workers = [context.Process(target=_serve_at_load, args=(str(tmp_path), start, results)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert sorted([results.get(timeout=5), results.get(timeout=5)], key=str) == [None, ["mrpc"]]
+    assert [path.name for path in (tmp_path / "nyu-mll___glue").iterdir()] == ["mrpc"]
+
+
+def test_a_dataset_and_metric_named_only_when_the_code_runs_are_stood_in_at_their_load(tmp_path, try_cache):
+    # The launcher builds the trainer's command line at run time: the try never reads train.py before the run.
+    launcher = write(
+        tmp_path,
+        "main.py",
+        """
+        import subprocess
+        import sys
+
+        task = "mrpc"
+        subprocess.check_call(f"{sys.executable} scripts/train.py --task_name {task}", shell=True)
+        """,
+    )
+    write(
+        tmp_path,
+        "scripts/train.py",
+        """
+        import sys
+
+        import evaluate
+        from datasets import load_dataset
+
+        task = sys.argv[sys.argv.index("--task_name") + 1]
+        raw = load_dataset("nyu-mll/glue", task)
+        print("columns:", raw["train"].column_names, raw["train"].features["label"].num_classes)
+        print("scores:", evaluate.load("glue", task).compute(predictions=[1, 0], references=[1, 1]))
+        load_dataset("someone/unknown-corpus")  # no column known: it fails as offline, and the try says why
+        """,
+    )
+    _, document = run_try(launcher, try_cache)
+    (run,) = document["runs"]
+    assert "columns: ['sentence1', 'sentence2', 'label', 'idx'] 2" in run["output_tail"]
+    assert "scores: {'accuracy': 0.5, 'f1': 0.6666666666666666}" in run["output_tail"]
+    assert [(metric["name"], metric.get("served")) for metric in run["metrics"]] == [
+        ("glue", "when the code loaded it")
+    ]
+    assert run["status"] == "not-run", run["reason"]
+    assert run["reason"].startswith(
+        "dataset someone/unknown-corpus: no column it reads was found in the code"
+    )
+    (glue,) = run["datasets"]
+    assert glue["id"] == "nyu-mll/glue" and glue["configs"] == ["mrpc"]
+    assert glue["served"] == "when the code loaded it" and glue["source"].startswith("data table")
+
+
 # -- datasets an earlier step saved ------------------------------------------------------------------------
 SAVED_SCRIPT = """
 import argparse

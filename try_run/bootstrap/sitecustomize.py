@@ -18,6 +18,10 @@ What it does, each through the library's own extension point where one exists:
 - records Dynamo's recompiles with the guard failures Dynamo gives as reasons, each attributed to the
   nearest frame of the user's own code, plus graph counts and graph breaks from Dynamo's counters;
 - records the user's frame nearest to an uncaught exception;
+- stands in, when the code loads it, for a Hub dataset the try did not see before the run (an id built at run
+  time, or given to a script the try could not read: a launcher's subprocess command line), with the try's own
+  data stand-ins (try_run/data.py, loaded by its path: the columns of the data table, else those the code reads);
+- does the same for an evaluate metric the try stands in for (try_run/metrics.py: accuracy, f1, glue, ...);
 - serves a GET of an image URL (requests, httpx) with a stand-in picture in the format the URL names, the
   URL recorded (no network reaches a try); other URLs fail as they do offline;
 - records the Hub writes a script asks for (create_repo, commits, branches, tags: what push_to_hub and
@@ -32,6 +36,7 @@ What it does, each through the library's own extension point where one exists:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import contextvars
 import importlib.machinery
 import importlib.util
@@ -78,6 +83,9 @@ class _State:
         self.launcher_capped: list[str] = []
         self.uploads: list[dict] = []  # Hub writes recorded, not sent (_after_hf_api)
         self.hub_account: list[dict] = []  # whoami, login, logout: answered by the stand-in account
+        self.datasets: list[dict] = []  # stand-ins written when the code loaded them (_after_datasets_load)
+        self.unserved_datasets: dict[str, str] = {}  # dataset id -> why it could not be stood in at load
+        self.metrics: list[dict] = []  # metric stand-ins written when the code loaded them
         self.images: list[dict] = []  # image URLs served with a stand-in picture (_stand_in_image)
         self.local_dirs: list[dict] = []  # stand-ins copied into a download's local_dir
         self.foreign_magics: list[str] = []  # magics of another kernel, not run (a notebook's kernel)
@@ -141,6 +149,9 @@ class _State:
             "uploads": self.uploads,
             "hub_account": self.hub_account,
             "images": self.images,
+            "datasets": self.datasets,
+            "unserved_datasets": self.unserved_datasets,
+            "metrics": self.metrics,
             "seconds": round(time.time() - self.started, 3),
             "marks": self.marks,
         }
@@ -465,6 +476,118 @@ def _serve_local_dir(module, name: str) -> None:
         return str(target / relative[0]) if cached.is_file() else str(target)
 
     setattr(module, name, serving)
+
+
+def _after_datasets_load(module) -> None:
+    """`load_dataset(ID, CONFIG, split=...)` of a Hub dataset the try's cache does not hold: its stand-in is written
+    into the cache the call reads (its `cache_dir`, else HF_DATASETS_CACHE) before `datasets` looks for it, so a
+    dataset named at run time is served as one the scan saw is. Local files, folders and `datasets`' packaged
+    builders (json, csv, ...) are loaded as they are; a dataset that cannot be stood in (no column known) is left to
+    fail as offline, its reason recorded for the run's report."""
+    import functools
+
+    load = module.load_dataset
+
+    @functools.wraps(load)
+    def loading(path, *args, **kwargs):
+        try:
+            _serve_dataset(path, args, kwargs)
+        except Exception as error:  # never the try's own failure in place of the user's load
+            STATE.unserved_datasets[str(path)] = (
+                f"dataset {path}: its stand-in could not be written ({error})"
+            )
+            STATE.write()
+        return load(path, *args, **kwargs)
+
+    module.load_dataset = loading
+
+
+# load_dataset's parameters after `path`, in order: how a call passes them by position.
+LOAD_DATASET_PARAMETERS = ("name", "data_dir", "data_files", "split", "cache_dir")
+
+
+def _serve_dataset(path, args: tuple, kwargs: dict) -> None:
+    given = {**dict(zip(LOAD_DATASET_PARAMETERS, args, strict=False)), **kwargs}
+    if not isinstance(path, str) or given.get("data_dir") or given.get("data_files"):
+        return
+    from pathlib import Path
+
+    from datasets import config as datasets_config
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    if path in _PACKAGED_DATASETS_MODULES or os.path.exists(path) or path.endswith(".py"):
+        return
+    data = _tool_module("data")
+    split = given.get("split")
+    request = data.DatasetRequest(
+        path,
+        given.get("name"),
+        set(split.split("+")) if isinstance(split, str) else set(),
+        set(STATE.config["datasets"]["columns"]),
+        dict(STATE.config["datasets"]["kinds"]),
+    )
+    cache = given.get("cache_dir") or datasets_config.HF_DATASETS_CACHE
+    from datasets.utils import logging as datasets_logging
+
+    bars = datasets_logging.is_progress_bar_enabled()
+    datasets_logging.disable_progress_bar()  # the try's own work: no "Generating train split" in the output
+    try:
+        report = data.serve_at_load(request, Path(cache).expanduser(), STATE.config["datasets"]["min_rows"])
+    except data.CannotStandIn as error:
+        STATE.unserved_datasets[path] = str(error)
+        report = None
+    finally:
+        if bars:
+            datasets_logging.enable_progress_bar()
+    if report is not None:
+        STATE.datasets.append({**report, "served": "when the code loaded it"})
+    STATE.write()
+
+
+def _after_evaluate_loading(module) -> None:
+    """`evaluate.load(NAME)` of a metric the try stands in for (try_run/metrics.py) that the runner did not write
+    (a script it did not read loads it): its stand-in is written into evaluate's modules cache before evaluate looks
+    for it there. Other names are left to evaluate, which fails offline as it does without the try."""
+    import functools
+
+    load = module.load
+
+    @functools.wraps(load)
+    def loading(path, *args, **kwargs):
+        if isinstance(path, str) and not os.path.exists(path):
+            # (a stand-in that cannot be written: evaluate then says the metric is not found, as offline)
+            with contextlib.suppress(Exception):
+                _serve_metric(path)
+        return load(path, *args, **kwargs)
+
+    module.load = loading
+
+
+def _serve_metric(name: str) -> None:
+    from pathlib import Path
+
+    from evaluate import config as evaluate_config
+
+    metrics = _tool_module("metrics")
+    if name not in metrics.SERVED:
+        return
+    (served,) = metrics.serve([name], Path(evaluate_config.HF_MODULES_CACHE))
+    if name not in {metric["name"] for metric in STATE.metrics}:
+        STATE.metrics.append({**served, "served": "when the code loaded it"})
+        STATE.write()
+
+
+def _tool_module(name: str):
+    """A module of try_run/ (data.py, metrics.py: the try's stand-ins), loaded by its path: the tool's packages are
+    not on the path of the environment a try runs in."""
+    qualified = f"_neuron_migrate_try_{name}"
+    if qualified not in sys.modules:
+        location = os.path.join(os.path.dirname(_HERE), f"{name}.py")
+        spec = importlib.util.spec_from_file_location(qualified, location)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[qualified] = module  # (dataclasses look their module up while the file runs)
+        spec.loader.exec_module(module)
+    return sys.modules[qualified]
 
 
 def _after_modeling(module) -> None:
@@ -1210,6 +1333,9 @@ def _install(config: dict) -> None:
             module, "snapshot_download"
         )
         hooks["huggingface_hub.file_download"] = lambda module: _serve_local_dir(module, "hf_hub_download")
+        if config.get("datasets"):
+            hooks["datasets.load"] = _after_datasets_load
+        hooks["evaluate.loading"] = _after_evaluate_loading
         hooks["requests.adapters"] = _after_requests
         # httpx2: the fork huggingface_hub (and Transformers' load_image) use
         for httpx in ("httpx", "httpx2"):

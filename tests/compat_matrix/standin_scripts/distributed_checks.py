@@ -126,6 +126,9 @@ ones = torch.ones(4, device=device) * (rank + 1)
 dist.all_reduce(ones)
 gathered = torch.empty(4 * world, device=device)
 dist.all_gather_into_tensor(gathered, torch.full((4,), float(rank), device=device))
+# a flat output for rows of two (accelerate's gather of a batch of logits)
+flat = torch.empty(2 * world, device=device)
+dist.all_gather_into_tensor(flat, torch.full((1, 2), float(rank), device=device))
 scattered = torch.empty(2, device=device)
 dist.reduce_scatter_tensor(scattered, torch.arange(2.0 * world, device=device))
 exchanged = torch.empty(world, device=device)
@@ -140,6 +143,7 @@ dist.barrier()
 found["collectives"] = {
     "all_reduce": ones.tolist(),
     "all_gather_into_tensor": gathered.tolist(),
+    "all_gather_into_flat_tensor": flat.tolist(),
     "reduce_scatter_tensor": scattered.tolist(),
     "all_to_all_single": exchanged.tolist(),
     "send_recv_broadcast": sent.tolist(),
