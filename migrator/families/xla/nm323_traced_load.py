@@ -9,10 +9,12 @@ names them; TorchNeuron code may import torch_neuronx and load plain TorchScript
 from __future__ import annotations
 
 import libcst as cst
+from libcst.helpers import parse_template_expression
 
 from migrator.cst_helpers import argument, descendants, is_method_call, source_code, string_value
 from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS, TRACED_SERVING
 from migrator.families.xla.state import _NEURON_COMPILED_SOURCE, _TO_DEVICE_SOURCE, XlaFile
+from migrator.families.xla.traced import NEURONX_TRACE
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -80,6 +82,7 @@ model = torch.jit.load("/opt/ml/model/encoder_neuron.pt")
 RULES = (TRACED_LOAD,)
 
 JIT_LOAD = "torch.jit.load"
+TORCH_LOAD = "torch.load"
 # The one decision a load of an artifact traced elsewhere leaves: which model and weights it was traced from.
 ELSEWHERE = (
     "decide which model class and checkpoint that script traced (the file does not say): load it with "
@@ -95,9 +98,9 @@ NEURONX = "torch_neuronx"
 
 
 class TracedLoad(Handler):
-    HINTS = frozenset({"jit"})
+    HINTS = frozenset({"jit", "load"})
     TRIGGERS = frozenset({*(name.rsplit(".", 1)[1] for name in TRACE_CALLS), NEURONX})
-    CALLS = frozenset({JIT_LOAD})
+    CALLS = frozenset({JIT_LOAD, TORCH_LOAD})
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -109,8 +112,19 @@ class TracedLoad(Handler):
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         path = argument(original, 0, "f")
-        if path is None or original in self.ctx.state(XlaFile).traced().loads:  # NM317 rewrote its flow
+        traced = self.ctx.state(XlaFile).traced()
+        if path is None or original in traced.loads:  # NM317 rewrote its flow
             return updated
+        if original in traced.compiled_loads:
+            self.ctx.report(
+                original,
+                TRACED_LOAD,
+                f"`{traced.compiled_loads[original]}` holds the model this file wraps in `_NeuronCompiled` (NM317) and "
+                "saves there: `_NeuronCompiled.load` compiles it again (a file an earlier run traced with "
+                "torch_neuronx stops it with an error saying to delete that file)",
+            )
+            self.ctx.state(XlaFile).helpers.add("_NeuronCompiled")
+            return parse_template_expression("_NeuronCompiled.load({path})", path=argument(updated, 0, "f"))
         if self.saved is None:
             self.saved = self._saved_paths()
         trace = next((self.saved[key] for key in self._keys(path) if key in self.saved), None)
@@ -120,8 +134,11 @@ class TracedLoad(Handler):
         elif trace is not None:
             why = (
                 f"`{code}` holds the model this file traced with `{trace}` and saved, {XLA_WHAT} (as migrated, the "
-                "file saves the model's weights there instead)"
+                "file saves there the model's weights, or a `_NeuronCompiled` that `_NeuronCompiled.load(path)` "
+                "reads, but nothing here proves which file this load reads)"
             )
+        elif self.ctx.qualified(original.func) == TORCH_LOAD:
+            return updated  # a checkpoint, unless the file saved a traced model there
         elif not self.saves and self._serves_traced_models():
             why = (
                 f"`{code}` is read in a script that imports torch_neuronx (which registers the ops of a model "
@@ -175,6 +192,8 @@ class TracedLoad(Handler):
             if model is None or path is None:
                 continue
             trace = self._trace(model) or traced.get(source_code(model))
+            if call in self.ctx.state(XlaFile).traced().compiled_saves:  # `helper_that_traces(...).save(path)`
+                trace = trace or NEURONX_TRACE
             if trace is not None:
                 self.saves = True
                 saved.update(dict.fromkeys(self._keys(path), trace))
