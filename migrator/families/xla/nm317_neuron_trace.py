@@ -101,6 +101,7 @@ torch.jit.save(compile_model(model, example_inputs), "model_neuron.pt")
             after=f"""\
 import torch
 import copy
+import zipfile
 
 
 {_TO_DEVICE_SOURCE.strip()}
