@@ -398,9 +398,9 @@ def test_a_load_of_a_path_bound_another_way_keeps_its_todo_and_torch_load_is_fla
 
 
 def test_a_file_that_also_holds_other_things_is_not_read_as_a_compiled_model():
-    source = SAVED_AND_LOADED.format(cls="AutoModel", torchscript="", other="path").replace(
-        "example = (", 'torch.save({}, os.path.join(path, "model_neuron.pt"))\nexample = ('
-    )
+    source = SAVED_AND_LOADED.format(cls="AutoModel", torchscript="", other="path")
+    assert migrate_python(source)[0].count("_NeuronCompiled.load(filepath)") == 2
+    source = source.replace("example = (", 'torch.save({}, os.path.join(path, "model_neuron.pt"))\nexample = (')
     migrated, _ = migrate_python(source)
     assert "_NeuronCompiled.load(filepath)" not in migrated and "TODO(neuron-migrate): NM323" in migrated
 
