@@ -371,7 +371,9 @@ def test_a_saved_compiled_model_loads_in_any_function_and_gives_the_same_outputs
         "distilbert", dim=32, n_layers=1, n_heads=2, hidden_dim=64, vocab_size=50
     )
     getattr(transformers, cls)(config).save_pretrained(tmp_path)
-    migrated, findings = migrate_python(SAVED_AND_LOADED.format(cls=cls, torchscript=torchscript, other="path"))
+    migrated, findings = migrate_python(
+        SAVED_AND_LOADED.format(cls=cls, torchscript=torchscript, other="path")
+    )
     assert "TODO" not in migrated
     assert migrated.count("_NeuronCompiled.load(filepath)") == 2 and "torch.load(filepath)" not in migrated
     assert codes(findings).count("NM323") == 2
@@ -400,7 +402,9 @@ def test_a_load_of_a_path_bound_another_way_keeps_its_todo_and_torch_load_is_fla
 def test_a_file_that_also_holds_other_things_is_not_read_as_a_compiled_model():
     source = SAVED_AND_LOADED.format(cls="AutoModel", torchscript="", other="path")
     assert migrate_python(source)[0].count("_NeuronCompiled.load(filepath)") == 2
-    source = source.replace("example = (", 'torch.save({}, os.path.join(path, "model_neuron.pt"))\nexample = (')
+    source = source.replace(
+        "example = (", 'torch.save({}, os.path.join(path, "model_neuron.pt"))\nexample = ('
+    )
     migrated, _ = migrate_python(source)
     assert "_NeuronCompiled.load(filepath)" not in migrated and "TODO(neuron-migrate): NM323" in migrated
 
@@ -414,7 +418,11 @@ def test_a_model_traced_by_an_earlier_torch_neuronx_run_is_to_be_deleted(tmp_pat
     from migrator.families.xla.state import _NEURON_COMPILED_SOURCE, _TO_DEVICE_SOURCE
 
     scope = {"torch": torch, "copy": copy, "zipfile": zipfile}
-    exec(_TO_DEVICE_SOURCE + _NEURON_COMPILED_SOURCE.replace('"neuron"', '"cpu"').replace('backend="cpu"', 'backend="eager"'), scope)
+    exec(
+        _TO_DEVICE_SOURCE
+        + _NEURON_COMPILED_SOURCE.replace('"neuron"', '"cpu"').replace('backend="cpu"', 'backend="eager"'),
+        scope,
+    )
     traced = tmp_path / "model_neuron.pt"
     torch.jit.save(torch.jit.trace(torch.nn.Linear(2, 2), torch.ones(1, 2)), traced)
     with pytest.raises(RuntimeError, match="holds a model traced by torch_neuronx .*: delete it"):

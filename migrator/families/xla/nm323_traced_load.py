@@ -31,7 +31,7 @@ TRACED_LOAD = Rule(
     "TorchScript file an earlier torch_neuronx run saved there stops it with an error saying to delete that file, "
     "so that the program compiles the model again); the path is the same expression, or names bound to the same "
     "expressions (`path = os.path.join(args.dir, NAME)` in both functions). Otherwise left in place with a TODO "
-    "(a `torch.load` of such a path too): load the original model on device \"neuron\" and compile it "
+    '(a `torch.load` of such a path too): load the original model on device "neuron" and compile it '
     'with `torch.compile(backend="neuron")` instead of the traced artifact. Other `torch.jit.load` calls of a script '
     "that saves TorchScript models, or that does not import `torch_neuronx`, are left alone, and so are other "
     "`torch.load` calls.",
@@ -147,9 +147,7 @@ class TracedLoad(Handler):
         if trace in INF1_CALLS:
             why = f"`{code}` holds the model this file traced with `{trace}` and saved, {INF1_WHAT}"
         elif trace is not None:
-            why = (
-                f"`{code}` holds the model this file traced with `{trace}` and saved, {XLA_WHAT}{saved}"
-            )
+            why = f"`{code}` holds the model this file traced with `{trace}` and saved, {XLA_WHAT}{saved}"
         elif self.ctx.qualified(original.func) == TORCH_LOAD:
             return updated  # a checkpoint, unless the file saved a traced model there
         elif not self.saves and self._serves_traced_models():

@@ -9,9 +9,8 @@ NM323 makes `_NeuronCompiled.load(path)`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import re
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -84,7 +83,9 @@ class _Reader(cst.CSTVisitor):
         self.defined: dict[str, list[cst.FunctionDef]] = {}  # module-level function name -> its definitions
         # (function, name) -> values of its `name = value` statements; None: bound some other way too
         self.bound: dict[tuple[cst.FunctionDef | None, str], list[cst.BaseExpression] | None] = {}
-        self.lines: dict[cst.Call, cst.SimpleStatementLine] = {}  # call -> the line it is the top expression of
+        self.lines: dict[
+            cst.Call, cst.SimpleStatementLine
+        ] = {}  # call -> the line it is the top expression of
 
     def scope(self) -> cst.FunctionDef | None:
         return self.functions[-1] if self.functions else None
@@ -335,7 +336,15 @@ def _after(ctx: FileContext, node: cst.CSTNode, than: cst.CSTNode) -> bool:
 
 
 # Whole expressions a path's code may hold without parentheses around it where a name stood for it.
-_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cst.FormattedString, cst.Integer)
+_ATOMS = (
+    cst.Name,
+    cst.Attribute,
+    cst.Call,
+    cst.Subscript,
+    cst.SimpleString,
+    cst.FormattedString,
+    cst.Integer,
+)
 # A name may stand for the expression it is bound to, which may use names bound the same way, this deep.
 _DEPTH = 8
 
@@ -392,7 +401,9 @@ class _CompiledArtifacts:
             return statement.value is call
         if isinstance(statement, cst.Assign) and statement.value is call and scope is not None:
             target = statement.targets[0].target
-            returned = {r.value.value for r in descendants(scope, cst.Return) if isinstance(r.value, cst.Name)}
+            returned = {
+                r.value.value for r in descendants(scope, cst.Return) if isinstance(r.value, cst.Name)
+            }
             return isinstance(target, cst.Name) and target.value in returned
         return (
             isinstance(statement, cst.Expr)
@@ -487,7 +498,9 @@ def _lookup(
         scope = reader.enclosing[scope]
 
 
-def _saved(ctx: FileContext, call: cst.Call) -> tuple[cst.BaseExpression | None, cst.BaseExpression | None] | None:
+def _saved(
+    ctx: FileContext, call: cst.Call
+) -> tuple[cst.BaseExpression | None, cst.BaseExpression | None] | None:
     """What a save call writes and where (`torch.jit.save(m, f)`, `torch.save(obj, f)`, `<value>.save(f)`),
     else None."""
     name = qualified(ctx, call.func)
