@@ -430,3 +430,27 @@ def test_a_model_traced_by_an_earlier_torch_neuronx_run_is_to_be_deleted(tmp_pat
     torch.save(torch.nn.Linear(2, 2).state_dict(), traced)  # what an earlier migration saved there
     with pytest.raises(RuntimeError, match="does not hold what _NeuronCompiled.save writes: delete it"):
         scope["_NeuronCompiled"].load(traced)
+
+
+def test_a_module_path_a_function_rebinds_is_not_proof():
+    source = """import torch
+import torch_neuronx
+
+PATH = "model.pt"
+
+
+def build(model, example):
+    torch.jit.save(torch_neuronx.trace(model, example), PATH)
+
+
+def elsewhere():
+    global PATH
+    PATH = "other.pt"
+
+
+def serve():
+    return torch.jit.load("model.pt")
+"""
+    migrated, _ = migrate_python(source)
+    assert '_NeuronCompiled.load("model.pt")' not in migrated
+    assert migrate_python(source.replace("    global PATH\n", ""))[0].count('_NeuronCompiled.load("model.pt")') == 1

@@ -160,6 +160,7 @@ class _Reader(cst.CSTVisitor):
     def visit_Global(self, node: cst.Global) -> None:
         for item in node.names:
             self._bind(item.name.value, None)
+            self.bound[(None, item.name.value)] = None  # the function may rebind the module's name
 
     def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
         for item in node.names:
