@@ -453,4 +453,7 @@ def serve():
 """
     migrated, _ = migrate_python(source)
     assert '_NeuronCompiled.load("model.pt")' not in migrated
-    assert migrate_python(source.replace("    global PATH\n", ""))[0].count('_NeuronCompiled.load("model.pt")') == 1
+    assert (
+        migrate_python(source.replace("    global PATH\n", ""))[0].count('_NeuronCompiled.load("model.pt")')
+        == 1
+    )
