@@ -45,7 +45,7 @@ def test_inf1_code_is_marked_and_flagged(line):
     assert migrate_python(migrated)[0] == migrated
 
 
-def test_load_before_the_code_that_traces_and_saves_is_flagged():
+def test_load_before_the_code_that_traces_and_saves_is_rebuilt():
     source = """import torch
 import torch_neuronx
 
@@ -61,10 +61,7 @@ def build(model, example):
 """
     migrated, findings = migrate_python(source)
     assert sorted(codes(findings)) == ["NM317", "NM323"]
-    assert (
-        '# TODO(neuron-migrate): NM323 `"model.pt"` holds the model this file traced with `torch_neuronx.trace`'
-        in (migrated)
-    )
+    assert 'return _NeuronCompiled.load("model.pt")' in migrated and "TODO" not in migrated
 
 
 def test_only_loads_of_traced_artifacts_are_flagged():
@@ -315,4 +312,148 @@ def test_a_traced_model_not_loaded_with_torchscript_keeps_its_outputs_read_by_na
     exec(compile(runnable, "<migrated>", "exec"), scope)
     assert torch.allclose(
         scope["output_cpu"]["last_hidden_state"], scope["output_neuron"]["last_hidden_state"], atol=1e-5
+    )
+
+
+# The benchmark shape: a helper traces, one function saves its result (or loads the file a run before saved, with
+# torch.load), another loads that file n times with torch.jit.load; each binds the path the same way.
+SAVED_AND_LOADED = """\
+import os
+import torch
+import torch_neuronx
+from transformers import {cls}
+
+
+def compile_model(model, example):
+    traced = torch_neuronx.trace(model, example_inputs=example)
+    return traced
+
+
+def get_model(path, example):
+    filepath = os.path.join(path, "model_neuron.pt")
+    if os.path.exists(filepath):
+        model_neuron = torch.load(filepath)
+    else:
+        model = {cls}.from_pretrained(path{torchscript})
+        model.eval()
+        model_neuron = compile_model(model, example)
+        model_neuron.save(filepath)
+    return model_neuron
+
+
+def get_models(path, n=2):
+    filepath = os.path.join({other}, "model_neuron.pt")
+    return [torch.jit.load(filepath) for _ in range(n)]
+
+
+example = (torch.tensor([[1, 2, 3]]),)
+compiled = get_model(path, example)(*example)
+reloaded = get_model(path, example)(*example)
+loaded = [model(*example) for model in get_models(path)]
+"""
+
+
+@pytest.mark.parametrize(
+    ("cls", "torchscript", "first"),
+    [
+        ("DistilBertForSequenceClassification", ", torchscript=True", 0),
+        ("DistilBertModel", "", "last_hidden_state"),
+    ],
+    ids=["tuples", "model-output"],
+)
+def test_a_saved_compiled_model_loads_in_any_function_and_gives_the_same_outputs(
+    tmp_path, cls, torchscript, first
+):
+    import torch
+    import transformers
+
+    config = transformers.AutoConfig.for_model(
+        "distilbert", dim=32, n_layers=1, n_heads=2, hidden_dim=64, vocab_size=50
+    )
+    getattr(transformers, cls)(config).save_pretrained(tmp_path)
+    migrated, findings = migrate_python(
+        SAVED_AND_LOADED.format(cls=cls, torchscript=torchscript, other="path")
+    )
+    assert "TODO" not in migrated
+    assert migrated.count("_NeuronCompiled.load(filepath)") == 2 and "torch.load(filepath)" not in migrated
+    assert codes(findings).count("NM323") == 2
+    # The compiled model on the CPU: the device and backend are the only differences from the neuron run.
+    runnable = migrated.replace('"neuron"', '"cpu"').replace('backend="cpu"', 'backend="eager"')
+    scope = {"path": str(tmp_path)}
+    exec(compile(runnable, "<migrated>", "exec"), scope)  # compiles and saves, then loads twice
+    reference = getattr(transformers, cls).from_pretrained(tmp_path).eval()(*scope["example"])
+    for outputs in (scope["compiled"], scope["reloaded"], *scope["loaded"]):
+        assert isinstance(outputs, tuple) == bool(torchscript)
+        assert torch.allclose(outputs[first], reference[first], atol=1e-5)
+
+
+def test_a_load_of_a_path_bound_another_way_keeps_its_todo_and_torch_load_is_flagged():
+    source = SAVED_AND_LOADED.format(cls="AutoModel", torchscript="", other="path + '_copy'")
+    todo = "# TODO(neuron-migrate): NM323 `filepath` holds the model this file traced"
+    migrated, _ = migrate_python(source)
+    assert migrated.count("_NeuronCompiled.load(filepath)") == 1  # get_model's torch.load: its own path
+    assert "[torch.jit.load(filepath) for" in migrated and migrated.count(todo) == 1
+    # a `torch.load` was silent: it read the weights saved there, and failed when called
+    unproven = source.replace("[torch.jit.load(filepath) for _ in range(n)]", "torch.load(filepath)")
+    migrated, _ = migrate_python(unproven)
+    assert "return torch.load(filepath)" in migrated and migrated.count(todo) == 1
+
+
+def test_a_file_that_also_holds_other_things_is_not_read_as_a_compiled_model():
+    source = SAVED_AND_LOADED.format(cls="AutoModel", torchscript="", other="path")
+    assert migrate_python(source)[0].count("_NeuronCompiled.load(filepath)") == 2
+    source = source.replace(
+        "example = (", 'torch.save({}, os.path.join(path, "model_neuron.pt"))\nexample = ('
+    )
+    migrated, _ = migrate_python(source)
+    assert "_NeuronCompiled.load(filepath)" not in migrated and "TODO(neuron-migrate): NM323" in migrated
+
+
+def test_a_model_traced_by_an_earlier_torch_neuronx_run_is_to_be_deleted(tmp_path):
+    import copy  # noqa: F401 - the helper's imports
+    import zipfile  # noqa: F401
+
+    import torch
+
+    from migrator.families.xla.state import _NEURON_COMPILED_SOURCE, _TO_DEVICE_SOURCE
+
+    scope = {"torch": torch, "copy": copy, "zipfile": zipfile}
+    exec(
+        _TO_DEVICE_SOURCE
+        + _NEURON_COMPILED_SOURCE.replace('"neuron"', '"cpu"').replace('backend="cpu"', 'backend="eager"'),
+        scope,
+    )
+    traced = tmp_path / "model_neuron.pt"
+    torch.jit.save(torch.jit.trace(torch.nn.Linear(2, 2), torch.ones(1, 2)), traced)
+    with pytest.raises(RuntimeError, match="holds a model traced by torch_neuronx .*: delete it"):
+        scope["_NeuronCompiled"].load(traced)
+    torch.save(torch.nn.Linear(2, 2).state_dict(), traced)  # what an earlier migration saved there
+    with pytest.raises(RuntimeError, match="does not hold what _NeuronCompiled.save writes: delete it"):
+        scope["_NeuronCompiled"].load(traced)
+
+
+def test_a_module_path_a_function_rebinds_is_not_proof():
+    source = """import torch
+import torch_neuronx
+
+PATH = "model.pt"
+
+
+def build(model, example):
+    torch.jit.save(torch_neuronx.trace(model, example), PATH)
+
+
+def elsewhere():
+    global PATH
+    PATH = "other.pt"
+
+
+def serve():
+    return torch.jit.load("model.pt")
+"""
+    migrated, _ = migrate_python(source)
+    assert '_NeuronCompiled.load("model.pt")' not in migrated
+    assert (
+        migrate_python(source.replace("    global PATH\n", ""))[0].count('_NeuronCompiled.load("model.pt")')
+        == 1
     )

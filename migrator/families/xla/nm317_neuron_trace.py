@@ -7,12 +7,10 @@ its function is `_NeuronCompiled(model)`, which keeps that contract wherever it 
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 from libcst.helpers import parse_template_expression
 
-from migrator.cst_helpers import descendants, dotted_name, source_code
+from migrator.cst_helpers import argument, dotted_name, source_code
 from migrator.families.torchscript_loads import TorchscriptLoads
 from migrator.families.xla.state import _NEURON_COMPILED_SOURCE, _TO_DEVICE_SOURCE, HINTS, XlaFile
 from migrator.families.xla.traced import NEURONX_TRACE, TracedFlow, saved_path
@@ -42,7 +40,8 @@ NEURON_TRACE = Rule(
     "in its own dtype). A traced model that leaves its function (returned, handed on) becomes "
     "`_NeuronCompiled(model)`, a helper added to the file that keeps the traced model's contract wherever it "
     "goes: the model on the device compiled the same way, called with CPU tensors in and out, and written by "
-    "`torch.jit.save` / `.save(path)` as its weights.",
+    "`torch.jit.save` / `.save(path)` as the model and its flags, which `_NeuronCompiled.load(path)` (NM323) compiles "
+    "again.",
     examples=(
         Example(
             before="""\
@@ -102,6 +101,7 @@ torch.jit.save(compile_model(model, example_inputs), "model_neuron.pt")
             after=f"""\
 import torch
 import copy
+import zipfile
 
 
 {_TO_DEVICE_SOURCE.strip()}
@@ -130,39 +130,6 @@ class NeuronTrace(Handler):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.file = ctx.state(XlaFile)
-        self.returned: list[
-            set[str]
-        ] = []  # per enclosing function: the names its `return NAME` statements give
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.returned.append(
-            {r.value.value for r in descendants(node, cst.Return) if isinstance(r.value, cst.Name)}
-        )
-
-    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
-        self.returned.pop()
-        return updated
-
-    def _leaves_its_function(self, original: cst.Call) -> bool:
-        """Whether the trace's result is returned (`return trace(...)`, `traced = trace(...)` then `return
-        traced`) or saved at once (`torch.jit.save(trace(...), path)`): the shapes `_NeuronCompiled` serves. A file
-        of several processes (each needs its own device) is not."""
-        line = self.ctx.line
-        if line is None or len(line.body) != 1 or re.search(r"\b(?:LOCAL_)?RANK\b", self.ctx.code):
-            return False
-        statement = line.body[0]
-        if isinstance(statement, cst.Return):
-            return statement.value is original
-        if isinstance(statement, cst.Assign) and statement.value is original and self.returned:
-            target = statement.targets[0].target
-            return isinstance(target, cst.Name) and target.value in self.returned[-1]
-        return (
-            isinstance(statement, cst.Expr)
-            and isinstance(statement.value, cst.Call)
-            and self.ctx.qualified(statement.value.func) == "torch.jit.save"
-            and bool(statement.value.args)
-            and statement.value.args[0].value is original
-        )
 
     def visit_Module(self, node: cst.Module) -> None:
         flows = self.file.traced()
@@ -189,7 +156,7 @@ class NeuronTrace(Handler):
             return self._called(
                 updated, flows.calls[original].trace in self.ctx.state(TorchscriptLoads).traces
             )
-        if self.ctx.qualified(original.func) == NEURONX_TRACE and self._leaves_its_function(original):
+        if original in flows.wrapped:
             return self._wrapped(original, updated)
         if self.ctx.qualified(original.func) == NEURONX_TRACE:
             self.ctx.todo(
@@ -204,25 +171,14 @@ class NeuronTrace(Handler):
     def _wrapped(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         """A traced model used beyond one function (returned, handed on): `_NeuronCompiled(model)`, which keeps
         its contract wherever it goes (CPU tensors in and out; `torch.jit.save` writes the weights)."""
-        model = next((arg for arg in updated.args if arg.keyword is None and not arg.star), None)
-        model = model or next(
-            (arg for arg in updated.args if arg.keyword and arg.keyword.value == "func"), None
-        )
-        if model is None or any(arg.star for arg in updated.args):
-            self.ctx.todo(
-                original,
-                NEURON_TRACE,
-                f"`{NEURONX_TRACE}` is given its model through unpacked arguments here",
-                _BY_HAND,
-            )
-            return updated
+        model = argument(updated, 0, "func")  # given (`TracedFlows.wrapped`)
         options = [arg.keyword.value for arg in updated.args if arg.keyword and arg.keyword.value != "func"]
         dropped = f"; `{'`, `'.join(options)}` dropped" if options else ""
         self.ctx.report(
             original,
             NEURON_TRACE,
-            f'`{source_code(model.value)}` on device "neuron" in `_NeuronCompiled`, which the traced model\'s users '
-            "call and save as before (CPU tensors in and out; torch.jit.save writes its weights), compiled with "
+            f'`{source_code(model)}` on device "neuron" in `_NeuronCompiled`, which the traced model\'s users '
+            "call and save as before (CPU tensors in and out; torch.jit.save writes it for `_NeuronCompiled.load`), compiled with "
             f'torch.compile(backend="neuron") when first called (keep inputs padded to the example\'s shapes){dropped}',
         )
         self.file.helpers.add("_NeuronCompiled")
@@ -231,8 +187,8 @@ class NeuronTrace(Handler):
         if head != "torch_neuronx":
             self.ctx.remove_import("torch_neuronx", None, head)
         if original in self.ctx.state(TorchscriptLoads).traces:  # its trace returned tuples
-            return parse_template_expression("_NeuronCompiled({model}, tuples=True)", model=model.value)
-        return parse_template_expression("_NeuronCompiled({model})", model=model.value)
+            return parse_template_expression("_NeuronCompiled({model}, tuples=True)", model=model)
+        return parse_template_expression("_NeuronCompiled({model})", model=model)
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         """`traced = torch.jit.load(path)` of the compiled model's own file: it already is that model."""

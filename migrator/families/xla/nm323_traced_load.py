@@ -9,23 +9,32 @@ names them; TorchNeuron code may import torch_neuronx and load plain TorchScript
 from __future__ import annotations
 
 import libcst as cst
+from libcst.helpers import parse_template_expression
 
 from migrator.cst_helpers import argument, descendants, is_method_call, source_code, string_value
 from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS, TRACED_SERVING
 from migrator.families.xla.state import _NEURON_COMPILED_SOURCE, _TO_DEVICE_SOURCE, XlaFile
+from migrator.families.xla.traced import NEURONX_TRACE
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
 TRACED_LOAD = Rule(
     "NM323",
     Severity.ERROR,
-    "`torch.jit.load` of the file the same script saved a traced Neuron model to (`torch_neuronx.trace`, "
+    "`torch.jit.load` (or `torch.load`) of the file the same script saved a traced Neuron model to (`torch_neuronx.trace`, "
     "`torch.neuron.trace`), or in a script that saves no TorchScript model but imports `torch_neuronx`",
     "Where NM317 rewrote the trace and the load is in the same function as the trace (or both at module "
     "level), the load becomes the compiled model itself (the file now holds its `state_dict`: NM317's first "
-    'example). Otherwise left in place with a TODO: load the original model on device "neuron" and compile it '
+    "example). Where NM317 made the trace `_NeuronCompiled(model)` (its result leaves its function) and only such "
+    "compiled models are saved to the file, a load of it in any function, with `torch.jit.load` or `torch.load`, "
+    "becomes `_NeuronCompiled.load(path)`: the file holds the model and its flags, which it compiles again (a "
+    "TorchScript file an earlier torch_neuronx run saved there stops it with an error saying to delete that file, "
+    "so that the program compiles the model again); the path is the same expression, or names bound to the same "
+    "expressions (`path = os.path.join(args.dir, NAME)` in both functions). Otherwise left in place with a TODO "
+    '(a `torch.load` of such a path too): load the original model on device "neuron" and compile it '
     'with `torch.compile(backend="neuron")` instead of the traced artifact. Other `torch.jit.load` calls of a script '
-    "that saves TorchScript models, or that does not import `torch_neuronx`, are left alone.",
+    "that saves TorchScript models, or that does not import `torch_neuronx`, are left alone, and so are other "
+    "`torch.load` calls.",
     examples=(
         Example(
             before="""\
@@ -43,6 +52,7 @@ def serve():
             after=f"""\
 import torch
 import copy
+import zipfile
 
 
 {_TO_DEVICE_SOURCE.strip()}
@@ -56,8 +66,7 @@ def export(model, example_inputs):
 
 
 def serve():
-    # TODO(neuron-migrate): NM323 `"model_neuron.pt"` holds the model this file traced with `torch_neuronx.trace` and saved, compiled ahead of time for the XLA-era flow (fixed shapes) (as migrated, the file saves the model's weights there instead); load the original checkpoint (`from_pretrained(..., device_map="neuron")`) or move the model to device "neuron" on trn2 / trn3, and compile it with `torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)`; nothing is traced or saved ahead of time
-    return torch.jit.load("model_neuron.pt")
+    return _NeuronCompiled.load("model_neuron.pt")
 """,
         ),
         Example(
@@ -80,6 +89,7 @@ model = torch.jit.load("/opt/ml/model/encoder_neuron.pt")
 RULES = (TRACED_LOAD,)
 
 JIT_LOAD = "torch.jit.load"
+TORCH_LOAD = "torch.load"
 # The one decision a load of an artifact traced elsewhere leaves: which model and weights it was traced from.
 ELSEWHERE = (
     "decide which model class and checkpoint that script traced (the file does not say): load it with "
@@ -92,16 +102,24 @@ INF1_WHAT = "compiled for inf1 (Inferentia 1), which TorchNeuron does not run on
 XLA_WHAT = "compiled ahead of time for the XLA-era flow (fixed shapes)"
 JIT_SAVE = "torch.jit.save"
 NEURONX = "torch_neuronx"
+# What the migrated file saves where it saved a traced model (NM317), said after the load's TODO.
+WEIGHTS_SAVED = " (as migrated, the file saves the model's weights there instead)"
+COMPILED_SAVED = (
+    " (as migrated, the file saves there a `_NeuronCompiled`, which `_NeuronCompiled.load(path)` compiles again, "
+    "but nothing here proves that this load reads that file: its path is another expression, or names bound "
+    "another way, or something else is saved there too)"
+)
 
 
 class TracedLoad(Handler):
-    HINTS = frozenset({"jit"})
+    HINTS = frozenset({"jit", "load"})
     TRIGGERS = frozenset({*(name.rsplit(".", 1)[1] for name in TRACE_CALLS), NEURONX})
-    CALLS = frozenset({JIT_LOAD})
+    CALLS = frozenset({JIT_LOAD, TORCH_LOAD})
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self.saved: dict[str, str] | None = None  # key of a path a traced model was saved to -> its trace API
+        # key of a path a traced model was saved to -> its trace API, and what the migrated file saves there
+        self.saved: dict[str, tuple[str, str]] | None = None
         self.saves = False  # the file saves a TorchScript model itself: it knows what each load reads
         self.literals: dict[
             str, set[str | None]
@@ -109,19 +127,29 @@ class TracedLoad(Handler):
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         path = argument(original, 0, "f")
-        if path is None or original in self.ctx.state(XlaFile).traced().loads:  # NM317 rewrote its flow
+        traced = self.ctx.state(XlaFile).traced()
+        if path is None or original in traced.loads:  # NM317 rewrote its flow
             return updated
+        if original in traced.compiled_loads:
+            self.ctx.report(
+                original,
+                TRACED_LOAD,
+                f"`{traced.compiled_loads[original]}` holds the model this file wraps in `_NeuronCompiled` (NM317) and "
+                "saves there: `_NeuronCompiled.load` compiles it again (a file an earlier run traced with "
+                "torch_neuronx stops it with an error saying to delete that file)",
+            )
+            self.ctx.state(XlaFile).helpers.add("_NeuronCompiled")
+            return parse_template_expression("_NeuronCompiled.load({path})", path=argument(updated, 0, "f"))
         if self.saved is None:
             self.saved = self._saved_paths()
-        trace = next((self.saved[key] for key in self._keys(path) if key in self.saved), None)
+        trace, saved = next((self.saved[key] for key in self._keys(path) if key in self.saved), (None, ""))
         code = source_code(path)
         if trace in INF1_CALLS:
             why = f"`{code}` holds the model this file traced with `{trace}` and saved, {INF1_WHAT}"
         elif trace is not None:
-            why = (
-                f"`{code}` holds the model this file traced with `{trace}` and saved, {XLA_WHAT} (as migrated, the "
-                "file saves the model's weights there instead)"
-            )
+            why = f"`{code}` holds the model this file traced with `{trace}` and saved, {XLA_WHAT}{saved}"
+        elif self.ctx.qualified(original.func) == TORCH_LOAD:
+            return updated  # a checkpoint, unless the file saved a traced model there
         elif not self.saves and self._serves_traced_models():
             why = (
                 f"`{code}` is read in a script that imports torch_neuronx (which registers the ops of a model "
@@ -146,7 +174,7 @@ class TracedLoad(Handler):
             and not any(name.rsplit(".", 1)[1] in source.identifiers for name in TRACED_SERVING)
         )
 
-    def _saved_paths(self) -> dict[str, str]:
+    def _saved_paths(self) -> dict[str, tuple[str, str]]:
         """Once per file, on its first `torch.jit.load`: the paths traced models are saved to, wherever the
         save is (a function that loads may come before the code that traces)."""
         nodes = descendants(self.ctx.module, (cst.Assign, cst.Call))
@@ -161,7 +189,8 @@ class TracedLoad(Handler):
                     traced[source_code(target.target)] = trace
                 if isinstance(target.target, cst.Name):
                     self.literals.setdefault(target.target.value, set()).add(value)
-        saved: dict[str, str] = {}
+        saved: dict[str, tuple[str, str]] = {}
+        flows = self.ctx.state(XlaFile).traced()
         for call in nodes:
             if not isinstance(call, cst.Call):
                 continue
@@ -175,9 +204,13 @@ class TracedLoad(Handler):
             if model is None or path is None:
                 continue
             trace = self._trace(model) or traced.get(source_code(model))
+            if call in flows.compiled_saves:  # `helper_that_traces(...).save(path)` too
+                trace, became = trace or NEURONX_TRACE, COMPILED_SAVED
+            else:
+                became = WEIGHTS_SAVED if call in flows.saves else ""
             if trace is not None:
                 self.saves = True
-                saved.update(dict.fromkeys(self._keys(path), trace))
+                saved.update(dict.fromkeys(self._keys(path), (trace, became)))
         return saved
 
     def _trace(self, node: cst.BaseExpression) -> str | None:

@@ -66,7 +66,8 @@ class _NeuronCompiled(torch.nn.Module):
     """What `torch_neuronx.trace(model, ...)` returned, on TorchNeuron (added by neuron-migrate): a copy of `model`
     on the neuron device, compiled when first called and called as the traced model was, with CPU tensors in and out at
     the example's shapes (`tuples`: a Transformers model's ModelOutput as its tuple, as the trace of a model loaded with
-    torchscript=True returned it); `save(path)` (what torch.jit.save calls) writes the model's weights."""
+    torchscript=True returned it); `save(path)` (what torch.jit.save calls) writes the model and `tuples`, which
+    `_NeuronCompiled.load(path)` (what torch.jit.load of that file became) compiles again."""
 
     def __init__(self, model, tuples=False):
         super().__init__()
@@ -79,7 +80,27 @@ class _NeuronCompiled(torch.nn.Module):
         return _to_device(outputs.to_tuple() if self.tuples else outputs, "cpu")
 
     def save(self, path, **_):
-        torch.save(_to_device(self.model.state_dict(), "cpu"), path)
+        torch.save({"neuron_compiled": copy.deepcopy(self.model).to("cpu"), "tuples": self.tuples}, path)
+
+    @classmethod
+    def load(cls, path):
+        """The model `save(path)` wrote, compiled again (what torch.jit.load / torch.load of that file became)."""
+        traced = False  # what torch_neuronx saved: a TorchScript archive, which holds constants.pkl (torch.save's not)
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                traced = any(name.endswith("/constants.pkl") for name in archive.namelist())
+        if traced:
+            raise RuntimeError(
+                f"{path} holds a model traced by torch_neuronx (TorchScript), which TorchNeuron does not run: "
+                "delete it, and the program compiles the model again and saves it there"
+            )
+        saved = torch.load(path, weights_only=False)  # a model, as the traced model's load trusted the file too
+        if not isinstance(saved, dict) or "neuron_compiled" not in saved:
+            raise RuntimeError(
+                f"{path} does not hold what _NeuronCompiled.save writes: delete it, and the program compiles the "
+                "model again and saves it there"
+            )
+        return cls(saved["neuron_compiled"], saved["tuples"])
 '''
 # The helpers the rules add to a file, in the order they are written; each uses `_to_device`.
 _HELPER_SOURCES = {
@@ -151,9 +172,9 @@ class XlaFile:
 
     def traced(self) -> TracedFlows:
         """The traced-model flows NM317 rewrites whole (none where each process needs its own device: the
-        rewrite names device "neuron")."""
+        rewrite names device "neuron"), and the traces, saves and loads of compiled models it wraps."""
         if self._traced is None:
-            self._traced = TracedFlows() if self.per_process_device else traced_flows(self.ctx)
+            self._traced = traced_flows(self.ctx, whole=not self.per_process_device)
         return self._traced
 
     def tested_as_xla(self, name: str) -> str | None:
@@ -387,6 +408,7 @@ class XlaTracker(Handler):
         self.ctx.add_import("torch")
         if "_NeuronCompiled" in wanted:
             self.ctx.add_import("copy")
+            self.ctx.add_import("zipfile")
         helpers = []
         for source in sources:
             statement = cst.parse_statement(source.lstrip("\n"))
