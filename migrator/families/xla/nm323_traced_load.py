@@ -11,10 +11,10 @@ from __future__ import annotations
 import libcst as cst
 from libcst.helpers import parse_template_expression
 
-from migrator.cst_helpers import argument, descendants, is_method_call, source_code, string_value
+from migrator.cst_helpers import argument, descendants, is_method_call, source_code
 from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS, TRACED_SERVING
 from migrator.families.xla.state import _NEURON_COMPILED_SOURCE, _TO_DEVICE_SOURCE, XlaFile
-from migrator.families.xla.traced import NEURONX_TRACE
+from migrator.families.xla.traced import NEURONX_TRACE, path_keys
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -121,9 +121,6 @@ class TracedLoad(Handler):
         # key of a path a traced model was saved to -> its trace API, and what the migrated file saves there
         self.saved: dict[str, tuple[str, str]] | None = None
         self.saves = False  # the file saves a TorchScript model itself: it knows what each load reads
-        self.literals: dict[
-            str, set[str | None]
-        ] = {}  # variable -> what is assigned to it (None: not a literal)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         path = argument(original, 0, "f")
@@ -142,7 +139,14 @@ class TracedLoad(Handler):
             return parse_template_expression("_NeuronCompiled.load({path})", path=argument(updated, 0, "f"))
         if self.saved is None:
             self.saved = self._saved_paths()
-        trace, saved = next((self.saved[key] for key in self._keys(path) if key in self.saved), (None, ""))
+        trace, saved = next(
+            (
+                self.saved[key]
+                for key in path_keys(self.ctx.state(XlaFile).traced().literals, path)
+                if key in self.saved
+            ),
+            (None, ""),
+        )
         code = source_code(path)
         if trace in INF1_CALLS:
             why = f"`{code}` holds the model this file traced with `{trace}` and saved, {INF1_WHAT}"
@@ -183,12 +187,9 @@ class TracedLoad(Handler):
             if not isinstance(node, cst.Assign):
                 continue
             trace = self._trace(node.value)
-            value = string_value(node.value)
             for target in node.targets:
                 if trace is not None:
                     traced[source_code(target.target)] = trace
-                if isinstance(target.target, cst.Name):
-                    self.literals.setdefault(target.target.value, set()).add(value)
         saved: dict[str, tuple[str, str]] = {}
         flows = self.ctx.state(XlaFile).traced()
         for call in nodes:
@@ -210,7 +211,9 @@ class TracedLoad(Handler):
                 became = WEIGHTS_SAVED if call in flows.saves else ""
             if trace is not None:
                 self.saves = True
-                saved.update(dict.fromkeys(self._keys(path), (trace, became)))
+                saved.update(
+                    dict.fromkeys(path_keys(self.ctx.state(XlaFile).traced().literals, path), (trace, became))
+                )
         return saved
 
     def _trace(self, node: cst.BaseExpression) -> str | None:
@@ -219,18 +222,6 @@ class TracedLoad(Handler):
             if name in TRACE_CALLS:
                 return name
         return None
-
-    def _keys(self, path: cst.BaseExpression) -> set[str]:
-        """The ways one file is named: the expression's code, and the literal it is or that its variable
-        only ever holds."""
-        keys = {f"code:{source_code(path)}"}
-        literal = string_value(path)
-        if literal is None and isinstance(path, cst.Name):
-            values = self.literals.get(path.value, set())
-            literal = next(iter(values)) if len(values) == 1 else None
-        if literal is not None:
-            keys.add(f"str:{literal}")
-        return keys
 
 
 HANDLER = TracedLoad

@@ -67,6 +67,8 @@ class TracedFlows:
     # loads of a file that only `_NeuronCompiled.save` writes -> the path's code: `_NeuronCompiled.load(path)`
     compiled_loads: dict[cst.Call, str] = field(default_factory=dict)
     compiled_saves: set[cst.Call] = field(default_factory=set)  # saves of a `_NeuronCompiled`
+    # variable -> the literals assigned to it anywhere in the file (None: a value that is not one): `path_keys`
+    literals: dict[str, set[str | None]] = field(default_factory=dict)
 
 
 class _Reader(cst.CSTVisitor):
@@ -182,10 +184,10 @@ def traced_flows(ctx: FileContext, whole: bool = True) -> TracedFlows:
     its own device)."""
     reader = _Reader()
     visit_read_only(ctx.module, reader)
-    found = TracedFlows()
+    found = TracedFlows(literals=_literals(reader))
     for assign, scope in reader.assigns if whole else ():
         flow = _flow(ctx, reader, assign)
-        if flow is not None and _resolved(ctx, reader, flow, scope):
+        if flow is not None and _resolved(ctx, reader, flow, scope, found.literals):
             found.flows[flow.trace] = flow
             found.saves.update(dict.fromkeys(flow.saves, flow))
             found.loads.update(dict.fromkeys(flow.loads, flow))
@@ -251,7 +253,7 @@ def _flow(ctx: FileContext, reader: _Reader, assign: cst.Assign) -> TracedFlow |
     return TracedFlow(call, api, model.value, source_code(example), assign.targets[0].target.value, options)
 
 
-def _resolved(ctx: FileContext, reader: _Reader, flow: TracedFlow, scope) -> bool:
+def _resolved(ctx: FileContext, reader: _Reader, flow: TracedFlow, scope, literals: dict) -> bool:
     """Whether every use of the traced model is one the rewrite follows, the model itself is not called
     after it is traced (it moves to the device), and each load of a file it was saved to is rewritable."""
     traced_calls = 0
@@ -264,11 +266,11 @@ def _resolved(ctx: FileContext, reader: _Reader, flow: TracedFlow, scope) -> boo
             if call not in reader.statements:
                 return False
             flow.saves.append(call)
-    paths = {key for save in flow.saves for key in path_keys(reader, saved_path(ctx, save, flow.traced))}
+    paths = {key for save in flow.saves for key in path_keys(literals, saved_path(ctx, save, flow.traced))}
     reloaded = 0  # loads assigned to the traced model's own name (`traced = torch.jit.load(path)`)
     for call, call_scope in reader.calls:
         path = argument(call, 0, "f")
-        if qualified(ctx, call.func) != JIT_LOAD or path is None or not paths & path_keys(reader, path):
+        if qualified(ctx, call.func) != JIT_LOAD or path is None or not paths & path_keys(literals, path):
             continue
         loaded = _target(call, reader)
         if loaded is None or call_scope is not scope:
@@ -292,22 +294,26 @@ def saved_path(ctx: FileContext, call: cst.Call, traced: str) -> cst.BaseExpress
     return None
 
 
-def path_keys(reader: _Reader, path: cst.BaseExpression) -> set[str]:
+def path_keys(literals: dict[str, set[str | None]], path: cst.BaseExpression) -> set[str]:
     """The ways one file is named: the expression's code, and the literal it is or that its variable only
-    ever holds."""
+    ever holds (`literals`: `TracedFlows.literals`)."""
     keys = {f"code:{source_code(path)}"}
     literal = string_value(path)
     if literal is None and isinstance(path, cst.Name):
-        values = {
-            string_value(assign.value)
-            for assign, _ in reader.assigns
-            for target in assign.targets
-            if _is_name(target.target, path.value)
-        }
+        values = literals.get(path.value, set())
         literal = next(iter(values)) if len(values) == 1 else None
     if literal is not None:
         keys.add(f"str:{literal}")
     return keys
+
+
+def _literals(reader: _Reader) -> dict[str, set[str | None]]:
+    literals: dict[str, set[str | None]] = {}
+    for assign, _ in reader.assigns:
+        for target in assign.targets:
+            if isinstance(target.target, cst.Name):
+                literals.setdefault(target.target.value, set()).add(string_value(assign.value))
+    return literals
 
 
 def _target(call: cst.Call, reader: _Reader) -> str | None:
