@@ -165,6 +165,11 @@ REMOVED: dict[str, str] = {
     "trl.get_kbit_device_map": 'removed in TRL 1.x; on TorchNeuron place the model with device_map="neuron"',
     "trl.is_xpu_available": "removed in TRL 1.x",
     **{
+        f"{module}.HfFolder": "removed in huggingface_hub 1.x; its methods became functions: get_token(), "
+        "login(token=...), logout(), constants.HF_TOKEN_PATH"
+        for module in HF_FOLDER_MODULES
+    },
+    **{
         f"{module}.HfFolder.{method}": reason
         for module in HF_FOLDER_MODULES
         for method, reason in (
