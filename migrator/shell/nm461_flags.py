@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from migrator.families.training.tp_compile import MEMORY, WHY
-from migrator.families.training_args import INACTIVE_NOTE, SFT_CONFIG_ARGUMENTS
+from migrator.families.training_args import INACTIVE_NOTE, REMOVED_OPTIMIZERS, SFT_CONFIG_ARGUMENTS
 from migrator.rules import Finding, Rule, Severity, also_on
 from migrator.shell import example
 from migrator.shell.commands import _script_index, _truthy
@@ -119,6 +119,14 @@ class FlagsMatcher:
                 )
                 end = value.end if value is not None and not equals else item.end
                 self.edit(ctx, item.start, end, "--gradient_checkpointing false")
+                continue
+            optimizer = given if equals else value.value if value else None
+            if name == "optim" and optimizer in REMOVED_OPTIMIZERS and parser.table is not None:
+                if name not in parser.own:  # the script's own `--optim` is not TrainingArguments'
+                    replacement, why = REMOVED_OPTIMIZERS[optimizer]
+                    self.report(offset, "NM227", f"`--optim {optimizer}` -> `--optim {replacement}`: {why}.")
+                    start, end = (item.start, item.end) if equals else (value.start, value.end)
+                    self.edit(ctx, start, end, f"--optim={replacement}" if equals else replacement)
                 continue
             action = parser.action(name)
             if parser.table is None and name not in parser.own:
