@@ -1,4 +1,4 @@
-"""NM219: names imported from transformers / trl / peft / huggingface_hub that the pinned target stack no
+"""NM219: names imported from transformers / trl / peft / huggingface_hub / datasets that the pinned target stack no
 longer has are rewritten to their replacement, or keep a TODO (tables in `stack_names.py`)."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from migrator.transform import FileContext, Handler
 STACK_NAME = Rule(
     "NM219",
     Severity.WARNING,
-    "A name imported from transformers / trl / peft / huggingface_hub that the migrated stack (Transformers 5, "
-    "TRL 1.x, huggingface_hub 1.x) no longer has (`transformers.AdamW`, `ViTFeatureExtractor`, "
+    "A name imported from transformers / trl / peft / huggingface_hub / datasets that the migrated stack "
+    "(Transformers 5, TRL 1.x, huggingface_hub 1.x, datasets 3+) no longer has (`transformers.AdamW`, `ViTFeatureExtractor`, "
     "`transformers.generation_utils`, `send_example_telemetry`, `trl.DataCollatorForCompletionOnlyLM`, `TFAutoModel...`, `HfFolder`)",
     "Rewritten to its replacement where it takes the same arguments (`transformers.AdamW` -> "
     "`torch.optim.AdamW`, a vision `*FeatureExtractor` -> its `*ImageProcessor`, TRL's ORPO/CPO/online-DPO/GKD "
@@ -175,15 +175,12 @@ class StackNames(Handler):
         return self._uses(alias)[0] > 0
 
     def _each_use_rewritten(self, alias: cst.ImportAlias, qualified: str) -> bool:
-        """Whether every use reads a member the tables rewrite or flag where it stands (`HfFolder.get_token`):
-        the import then goes with the rewrite, or the use carries the TODO."""
+        """Whether every use reads a member the tables rewrite (`HfFolder.get_token`): the import then goes with
+        the rewrite. A member only flagged (`HfFolder.save_token`) leaves the import raising, far from that
+        use's TODO, so the import gets its own."""
         reads, attributes = self._uses(alias)
         members = [f"{qualified}.{attribute}" for attribute in attributes]
-        return (
-            reads > 0
-            and len(attributes) == reads
-            and all(self._replacement(m) is not None or removed_reason(m) is not None for m in members)
-        )
+        return reads > 0 and len(attributes) == reads and all(self._replacement(m) is not None for m in members)
 
     def _only_called(self, alias: cst.ImportAlias) -> bool:
         """Whether every use of the imported name in the file is a statement that only calls it."""
