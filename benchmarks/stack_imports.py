@@ -48,7 +48,9 @@ def imports(code: str) -> list[tuple[int, str, str | None]]:
             if node.module.split(".")[0] in STACK:
                 found += [(node.lineno, node.module, alias.name) for alias in node.names if alias.name != "*"]
         elif isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name, None) for alias in node.names if alias.name.split(".")[0] in STACK]
+            found += [
+                (node.lineno, alias.name, None) for alias in node.names if alias.name.split(".")[0] in STACK
+            ]
     return found
 
 

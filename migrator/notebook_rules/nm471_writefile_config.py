@@ -130,7 +130,12 @@ def _as_flags(
             kept.append(f"{line[: match.end()]}{value.group(1)}false{value.group(3)}")
             continue
         optimizer = value.group(2).strip("\"'") if match and value else None
-        if match and match.group(1) == "optim" and optimizer in REMOVED_OPTIMIZERS and "optim" not in parser.own:
+        if (
+            match
+            and match.group(1) == "optim"
+            and optimizer in REMOVED_OPTIMIZERS
+            and "optim" not in parser.own
+        ):
             handled.add(line_number)
             replacement, why = REMOVED_OPTIMIZERS[optimizer]
             message = f"`optim: {optimizer}` -> `optim: {replacement}`: {why}."

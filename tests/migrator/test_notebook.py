@@ -328,7 +328,7 @@ def test_a_removed_optim_value_in_a_yaml_config_a_launch_passes_becomes_its_repl
         "%%writefile sft.py\nfrom trl import SFTConfig, TrlParser\n\n"
         "(config,) = TrlParser([SFTConfig]).parse_args_and_config()\n"
     )
-    config = "%%writefile sft.yaml\nmodel_id: gpt2\noptim: \"adamw_hf\"  # HF's AdamW\n"
+    config = '%%writefile sft.yaml\nmodel_id: gpt2\noptim: "adamw_hf"  # HF\'s AdamW\n'
     launch = "!torchrun --nproc_per_node 2 sft.py --config sft.yaml"
     migrated, findings = REWRITERS["notebook"](_notebook_of(script, config, launch))
     assert "".join(json.loads(migrated)["cells"][1]["source"]) == (

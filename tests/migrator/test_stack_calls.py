@@ -132,7 +132,10 @@ tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased", token=HfFolder.ge
         ("trainer = Trainer(model=model, processing_class=tok)\npipe = pipeline(tokenizer=tok)", False),
         ('args = TrainingArguments(output_dir="out", optim="adamw_hf")', True),
         ("from datasets.filesystems import S3FileSystem\ns3 = S3FileSystem()", True),
-        ("from transformers.models.llama.modeling_llama import (\n    LlamaMLP,\n    LLAMA_START_DOCSTRING,\n)", True),
+        (
+            "from transformers.models.llama.modeling_llama import (\n    LlamaMLP,\n    LLAMA_START_DOCSTRING,\n)",
+            True,
+        ),
         ("args = TrainingArguments(output_dir='out', optim = 'adamw_apex_fused')", True),
         ('args = TrainingArguments(output_dir="out", optim="adamw_torch")', False),
     ],

@@ -73,7 +73,9 @@ def test_a_removed_class_used_where_no_rule_rewrites_it_keeps_a_todo_on_its_impo
     code = "from huggingface_hub import HfFolder\n\nstore = HfFolder\ntoken = HfFolder.get_token()\n"
     migrated, _ = migrate_python(code)
     todo, imported = migrated.splitlines()[:2]
-    assert todo.startswith("# TODO(neuron-migrate): NM219 `huggingface_hub.HfFolder`") and "HfFolder" in imported
+    assert (
+        todo.startswith("# TODO(neuron-migrate): NM219 `huggingface_hub.HfFolder`") and "HfFolder" in imported
+    )
     assert "token = get_token()" in migrated
 
 

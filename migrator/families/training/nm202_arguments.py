@@ -237,8 +237,12 @@ class TrainingArguments(Handler):
             return arg
         replacement, why = REMOVED_OPTIMIZERS[value]
         literal = before.value
-        self.ctx.report(before, "NM227", f'`optim="{value}"` -> `optim="{replacement}"`: {why}.', subject="optim")
-        return arg.with_changes(value=literal.with_changes(value=f"{literal.quote}{replacement}{literal.quote}"))
+        self.ctx.report(
+            before, "NM227", f'`optim="{value}"` -> `optim="{replacement}"`: {why}.', subject="optim"
+        )
+        return arg.with_changes(
+            value=literal.with_changes(value=f"{literal.quote}{replacement}{literal.quote}")
+        )
 
     def _trained(self, load: cst.Call, scope: cst.CSTNode) -> bool:
         """Whether a model load is the one the scope's trainer trains (with no trainer here, the one there is):

@@ -99,7 +99,9 @@ class StackNames(Handler):
         super().__init__(ctx)
         # Renamed uses whose replacement has other defaults, until a call of theirs is seen in the statement.
         self.uncalled: dict[cst.BaseExpression, tuple[str, Replacement]] = {}
-        self.tree: ast.Module | None = None  # Python's parse of the file, once an import needs its uses counted
+        self.tree: ast.Module | None = (
+            None  # Python's parse of the file, once an import needs its uses counted
+        )
 
     def _replacement(self, qualified: str | None) -> Replacement | None:
         target = RENAMED.get(qualified or "")
@@ -167,7 +169,11 @@ class StackNames(Handler):
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Name) and node.id == bound:
                 reads += 1
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == bound:
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == bound
+            ):
                 attributes.append(node.attr)
         return reads, attributes
 
@@ -180,7 +186,9 @@ class StackNames(Handler):
         use's TODO, so the import gets its own."""
         reads, attributes = self._uses(alias)
         members = [f"{qualified}.{attribute}" for attribute in attributes]
-        return reads > 0 and len(attributes) == reads and all(self._replacement(m) is not None for m in members)
+        return (
+            reads > 0 and len(attributes) == reads and all(self._replacement(m) is not None for m in members)
+        )
 
     def _only_called(self, alias: cst.ImportAlias) -> bool:
         """Whether every use of the imported name in the file is a statement that only calls it."""
