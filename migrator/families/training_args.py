@@ -302,6 +302,22 @@ REMOVED_UPSTREAM = frozenset(
     }
 )
 
+# `optim` values Transformers removed from `OptimizerNames` (the 4.49.0, 4.57.3 and 5.23 wheels compared: no other
+# value went) -> (the value that builds that optimizer now, why). The Trainer passed both the same learning rate,
+# betas, eps and weight decay.
+REMOVED_OPTIMIZERS: dict[str, tuple[str, str]] = {
+    "adamw_hf": (
+        "adamw_torch",
+        "Transformers' own AdamW, removed in 4.50 where `transformers.AdamW` became torch.optim.AdamW (torch "
+        "applies eps after the bias correction and the decay before the step, as Transformers 4.50+ did)",
+    ),
+    "adamw_apex_fused": (
+        "adamw_torch_fused",
+        "Apex's FusedAdam (AdamW mode), removed with Apex support in Transformers 5; torch's fused AdamW computes "
+        "the same update",
+    ),
+}
+
 # Fields the Transformers / TRL class has as well, with the same meaning: the table changes them only where it
 # rewrites an optimum-neuron class (a plain `SFTConfig(padding_free=True)` keeps its padding_free).
 PLAIN_FIELDS = frozenset({"padding_free"})
@@ -342,6 +358,7 @@ TRAINING_NEURON_CONFIG_FIELDS: dict[str, ArgAction] = {
 
 __all__ = [
     "BOOLEAN_FLAGS",
+    "REMOVED_OPTIMIZERS",
     "KEEP",
     "SFT_CONFIG_ARGUMENTS",
     "TRAINING_ARGUMENTS",

@@ -2,7 +2,7 @@
 finding and, where the format has `#` comments, a TODO (`flag_config`; `migrator/notebook.py` hands it each
 such cell). A YAML file that a launch of the notebook passes to a script whose argument parser is known
 (`torchrun run_sft.py --config sft.yaml`: TrlParser reads its keys as flags) has its top-level keys migrated as
-that launch's flags would be (NM461 removed, NM462 renamed, NM222 checkpointing off); a key the migrated script declares itself (a
+that launch's flags would be (NM461 removed, NM462 renamed, NM222 checkpointing off, NM227 optimizer); a key the migrated script declares itself (a
 parsed tensor-parallel degree) is read there and needs no review."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import re
 import yaml
 
 from migrator.families.training.tp_compile import MEMORY, WHY
+from migrator.families.training_args import REMOVED_OPTIMIZERS
 from migrator.notebook_rules import example
 from migrator.rules import Example, Finding, Rule, Severity, also_on
 from migrator.shell.scripts import ScriptParser
@@ -24,7 +25,7 @@ WRITEFILE_CONFIG = Rule(
     "Left unchanged, with one TODO below the `%%writefile` line where the file's format has `#` comments (YAML, "
     "TOML, INI): review these keys by hand (the launcher-flag and environment rules say what each becomes on "
     "TorchNeuron). A YAML file a launch passes to a script whose parser is known: its keys renamed or removed as "
-    "the launch's flags are (NM461, NM462, NM222), and only the keys the migrated script does not read are left "
+    "the launch's flags are (NM461, NM462, NM222, NM227), and only the keys the migrated script does not read are left "
     "for review.",
     examples=(
         Example(
@@ -127,6 +128,19 @@ def _as_flags(
                 )
             )
             kept.append(f"{line[: match.end()]}{value.group(1)}false{value.group(3)}")
+            continue
+        optimizer = value.group(2).strip("\"'") if match and value else None
+        if (
+            match
+            and match.group(1) == "optim"
+            and optimizer in REMOVED_OPTIMIZERS
+            and "optim" not in parser.own
+        ):
+            handled.add(line_number)
+            replacement, why = REMOVED_OPTIMIZERS[optimizer]
+            message = f"`optim: {optimizer}` -> `optim: {replacement}`: {why}."
+            findings.append(Finding(rules["NM227"], line_number, 1, message, True, number))
+            kept.append(f"{line[: match.end()]}{value.group(1)}{replacement}{value.group(3)}")
             continue
         if (
             action is None

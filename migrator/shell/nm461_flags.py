@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from migrator.families.training.tp_compile import MEMORY, WHY
-from migrator.families.training_args import INACTIVE_NOTE, SFT_CONFIG_ARGUMENTS
+from migrator.families.training_args import INACTIVE_NOTE, REMOVED_OPTIMIZERS, SFT_CONFIG_ARGUMENTS
 from migrator.rules import Finding, Rule, Severity, also_on
 from migrator.shell import example
 from migrator.shell.commands import _script_index, _truthy
@@ -120,6 +120,8 @@ class FlagsMatcher:
                 end = value.end if value is not None and not equals else item.end
                 self.edit(ctx, item.start, end, "--gradient_checkpointing false")
                 continue
+            if name == "optim" and self.optimizer(ctx, parser, offset, item, value if not equals else None):
+                continue
             action = parser.action(name)
             if parser.table is None and name not in parser.own:
                 legacy = SFT_CONFIG_ARGUMENTS.get(name)
@@ -174,6 +176,21 @@ class FlagsMatcher:
                     comment[len(removed) - 3 :],
                     fixed=False,
                 )
+
+    def optimizer(
+        self, ctx: Context, parser: ScriptParser, offset: int, item: Word, value: Word | None
+    ) -> bool:
+        """`--optim adamw_hf` (or `--optim=...`) on a launch of a script whose TrainingArguments take it: the value
+        Transformers removed, by its replacement (NM227). Whether the flag is handled."""
+        optimizer = value.value if value is not None else item.text.partition("=")[2] or None
+        if optimizer not in REMOVED_OPTIMIZERS or parser.table is None:
+            return False
+        if "optim" not in parser.own:  # the script's own `--optim` is not TrainingArguments'
+            replacement, why = REMOVED_OPTIMIZERS[optimizer]
+            self.report(offset, "NM227", f"`--optim {optimizer}` -> `--optim {replacement}`: {why}.")
+            word = value or item
+            self.edit(ctx, word.start, word.end, replacement if value else f"--optim={replacement}")
+        return True
 
     def unknown_parser(
         self, ctx: Context, node: Node, parser: ScriptParser, flags: list[tuple[Word, str]]

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from migrator.families.training.nm222_tp_compile_checkpointing import TP_COMPILE_CHECKPOINTING
+from migrator.families.training.nm227_optimizer_name import OPTIMIZER_NAME
 from migrator.rules import KINDS, Finding, rule_modules
 from migrator.shell.commands import Launch, _script_index, _signature
 from migrator.shell.edits import Context, Edit, EditList, _escape_for
@@ -310,10 +311,10 @@ class ShellRewriter(*MATCHERS, EditList):
                 )
 
 
-# The shell rules, by code (what `EditList.rules` resolves), and NM222 of the training family, which a launcher's
-# `--gradient_checkpointing` also triggers (`nm461_flags.py`).
+# The shell rules, by code (what `EditList.rules` resolves), and NM222 / NM227 of the training family, which a
+# launcher's `--gradient_checkpointing` / `--optim` also trigger (`nm461_flags.py`).
 SHELL_RULES = {rule.code: rule for module in RULE_MODULES for rule in module.RULES} | {
-    TP_COMPILE_CHECKPOINTING.code: TP_COMPILE_CHECKPOINTING
+    rule.code: rule for rule in (TP_COMPILE_CHECKPOINTING, OPTIMIZER_NAME)
 }
 
 

@@ -322,6 +322,21 @@ def test_a_yaml_config_a_launch_passes_its_script_is_migrated_as_the_launchs_fla
     assert "max_seq_length: 512" in "".join(json.loads(migrated)["cells"][0]["source"])
 
 
+def test_a_removed_optim_value_in_a_yaml_config_a_launch_passes_becomes_its_replacement():
+    """`optim: adamw_hf` read by TrlParser as `--optim adamw_hf`: Transformers 5 raises on it."""
+    script = (
+        "%%writefile sft.py\nfrom trl import SFTConfig, TrlParser\n\n"
+        "(config,) = TrlParser([SFTConfig]).parse_args_and_config()\n"
+    )
+    config = '%%writefile sft.yaml\nmodel_id: gpt2\noptim: "adamw_hf"  # HF\'s AdamW\n'
+    launch = "!torchrun --nproc_per_node 2 sft.py --config sft.yaml"
+    migrated, findings = REWRITERS["notebook"](_notebook_of(script, config, launch))
+    assert "".join(json.loads(migrated)["cells"][1]["source"]) == (
+        "%%writefile sft.yaml\nmodel_id: gpt2\noptim: adamw_torch  # HF's AdamW\n"
+    )
+    assert [(f.code, f.line, f.fixed) for f in findings if f.cell == 2] == [("NM227", 3, True)]
+
+
 def test_a_yaml_config_that_gives_a_compiled_script_tensor_parallelism_turns_checkpointing_off():
     """The YAML's `gradient_checkpointing: true` with `tensor_parallel_size: 8`, for a script that compiles and
     loads with DistributedConfig: the PyTorch failure NM222 avoids on a launch's flag, avoided in the file."""

@@ -458,3 +458,29 @@ def test_activation_checkpointing_is_turned_off_on_the_launch_of_a_compiled_tens
     # Without a TP degree on the launch the model is not tensor-parallel: checkpointing stays.
     migrated, findings = migrate_shell(launch.format(on="true", tp=""), directory=tmp_path)
     assert "--gradient_checkpointing true" in migrated and "NM222" not in {f.code for f in findings}
+
+
+def test_a_removed_optim_value_on_a_launch_becomes_its_replacement(tmp_path):
+    """`--optim adamw_hf` makes Transformers 5's TrainingArguments raise; the script's own `--optim` stays."""
+    from transformers import HfArgumentParser, TrainingArguments
+
+    (tmp_path / "train_hf.py").write_text(
+        "from transformers import HfArgumentParser, TrainingArguments\n"
+        "parser = HfArgumentParser(TrainingArguments)\n"
+    )
+    (tmp_path / "train_own.py").write_text(
+        "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--optim')\n"
+    )
+    script = (
+        "export NEURON_RT_NUM_CORES=2\n"
+        "torchrun train_hf.py --output_dir out --optim adamw_hf\n"
+        "python train_hf.py --optim=adamw_apex_fused --output_dir out\n"
+        "python train_own.py --optim adamw_hf\n"
+    )
+    migrated, findings = rewrite_shell(script, directory=tmp_path)
+    assert "torchrun train_hf.py --output_dir out --optim adamw_torch\n" in migrated
+    assert "python train_hf.py --optim=adamw_torch_fused --output_dir out\n" in migrated
+    assert "python train_own.py --optim adamw_hf\n" in migrated
+    assert [f.code for f in findings if f.code == "NM227"] == ["NM227", "NM227"]
+    for optim in ("adamw_torch", "adamw_torch_fused"):
+        HfArgumentParser(TrainingArguments).parse_args(["--output_dir", "out", "--optim", optim])

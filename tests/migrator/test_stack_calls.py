@@ -25,6 +25,7 @@ from migrator.families.training.nm224_removed_fields import READ_RENAMES
 from migrator.families.training.stack_markers import stack_marked
 from migrator.families.training_args import (
     PLAIN_FIELDS,
+    REMOVED_OPTIMIZERS,
     REMOVED_UPSTREAM,
     SFT_CONFIG_ARGUMENTS,
     TRAINING_ARGUMENTS,
@@ -129,6 +130,14 @@ tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased", token=HfFolder.ge
         ("if args.overwrite_output_dir:\n    pass", False),
         ("trainer = Trainer(model=model, args=TrainingArguments(output_dir=out()), tokenizer=tok)", True),
         ("trainer = Trainer(model=model, processing_class=tok)\npipe = pipeline(tokenizer=tok)", False),
+        ('args = TrainingArguments(output_dir="out", optim="adamw_hf")', True),
+        ("from datasets.filesystems import S3FileSystem\ns3 = S3FileSystem()", True),
+        (
+            "from transformers.models.llama.modeling_llama import (\n    LlamaMLP,\n    LLAMA_START_DOCSTRING,\n)",
+            True,
+        ),
+        ("args = TrainingArguments(output_dir='out', optim = 'adamw_apex_fused')", True),
+        ('args = TrainingArguments(output_dir="out", optim="adamw_torch")', False),
     ],
 )
 def test_the_pre_filter_reads_the_removals(code: str, marked: bool) -> None:
@@ -513,3 +522,16 @@ def test_torchscript_keeps_a_todo_where_the_flag_is_computed_or_a_return_dict_it
             f"from transformers import ViTForImageClassification\nm = ViTForImageClassification.from_pretrained(p, {keywords})\n"
         )
         assert "torchscript=" in migrated and why in migrated
+
+
+@pytest.mark.parametrize(("removed", "replacement"), sorted(REMOVED_OPTIMIZERS.items()))
+def test_a_removed_optim_value_is_rewritten_and_the_arguments_build(removed, replacement) -> None:
+    with pytest.raises(ValueError, match=removed):
+        TrainingArguments(output_dir="out", optim=removed)
+    code = f"from transformers import TrainingArguments\n\nargs = TrainingArguments(output_dir='out', optim='{removed}')\n"
+    migrated, findings = migrate_python(code)
+    assert f"optim='{replacement[0]}'" in migrated
+    assert [finding.code for finding in findings] == ["NM227"]
+    scope: dict = {}
+    exec(compile(migrated, "<migrated>", "exec"), scope)
+    assert scope["args"].optim == replacement[0]

@@ -38,7 +38,13 @@ from migrator.families.training.targets import (
     TRIGGERS,
     Target,
 )
-from migrator.families.training_args import INACTIVE_NOTE, KEEP, ArgAction, without_plain_fields
+from migrator.families.training_args import (
+    INACTIVE_NOTE,
+    KEEP,
+    REMOVED_OPTIMIZERS,
+    ArgAction,
+    without_plain_fields,
+)
 from migrator.rules import Example, Rule, Severity
 from migrator.tp_readiness import tp_refusal
 from migrator.transform import TODO_PREFIX, FileContext, Handler
@@ -165,6 +171,8 @@ class TrainingArguments(Handler):
         args = list(updated.args)
         for index, (before, arg) in enumerate(zip(original.args, updated.args, strict=True)):
             action = table.get(before.keyword.value) if before.keyword else None
+            if before.keyword and before.keyword.value == "optim":
+                args[index] = self._optimizer(before, arg)
             if action is None or action.kind == "keep":
                 continue
             name = before.keyword.value
@@ -221,6 +229,20 @@ class TrainingArguments(Handler):
         )
         updated = updated.with_changes(args=without_args(args, removed))
         return renamed_func(self.ctx, original, updated) if migrated else updated
+
+    def _optimizer(self, before: cst.Arg, arg: cst.Arg) -> cst.Arg:
+        """`optim="adamw_hf"` -> `optim="adamw_torch"`: a value Transformers removed, by the one that replaced it."""
+        value = string_value(before.value)
+        if value not in REMOVED_OPTIMIZERS:
+            return arg
+        replacement, why = REMOVED_OPTIMIZERS[value]
+        literal = before.value
+        self.ctx.report(
+            before, "NM227", f'`optim="{value}"` -> `optim="{replacement}"`: {why}.', subject="optim"
+        )
+        return arg.with_changes(
+            value=literal.with_changes(value=f"{literal.quote}{replacement}{literal.quote}")
+        )
 
     def _trained(self, load: cst.Call, scope: cst.CSTNode) -> bool:
         """Whether a model load is the one the scope's trainer trains (with no trainer here, the one there is):

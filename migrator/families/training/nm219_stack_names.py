@@ -1,8 +1,9 @@
-"""NM219: names imported from transformers / trl / peft / huggingface_hub that the pinned target stack no
+"""NM219: names imported from transformers / trl / peft / huggingface_hub / datasets that the pinned target stack no
 longer has are rewritten to their replacement, or keep a TODO (tables in `stack_names.py`)."""
 
 from __future__ import annotations
 
+import ast
 import re
 
 import libcst as cst
@@ -22,14 +23,15 @@ from migrator.transform import FileContext, Handler
 STACK_NAME = Rule(
     "NM219",
     Severity.WARNING,
-    "A name imported from transformers / trl / peft / huggingface_hub that the migrated stack (Transformers 5, "
-    "TRL 1.x, huggingface_hub 1.x) no longer has (`transformers.AdamW`, `ViTFeatureExtractor`, "
+    "A name imported from transformers / trl / peft / huggingface_hub / datasets that the migrated stack "
+    "(Transformers 5, TRL 1.x, huggingface_hub 1.x, datasets 3+) no longer has (`transformers.AdamW`, `ViTFeatureExtractor`, "
     "`transformers.generation_utils`, `send_example_telemetry`, `trl.DataCollatorForCompletionOnlyLM`, `TFAutoModel...`, `HfFolder`)",
     "Rewritten to its replacement where it takes the same arguments (`transformers.AdamW` -> "
     "`torch.optim.AdamW`, a vision `*FeatureExtractor` -> its `*ImageProcessor`, TRL's ORPO/CPO/online-DPO/GKD "
     "trainers -> `trl.experimental`, `HfFolder.get_token()` -> `huggingface_hub.get_token()`, "
     "`is_torch_tpu_available` -> `is_torch_xla_available`); `send_example_telemetry` (usage statistics for "
-    "Hugging Face) is deleted with the statements that only call it; otherwise the "
+    "Hugging Face) is deleted with the statements that only call it; an import of a removed name the file never "
+    "uses (a commented-out `HfFolder.get_token()`) is deleted; otherwise the "
     "import stays with a TODO saying what replaces it. Where the old defaults differ (AdamW's eps=1e-6, "
     "weight_decay=0.0 against torch's 1e-8, 0.01), each call passes them; a use that is not a call (a class "
     "handed to a helper) gets a TODO.",
@@ -97,6 +99,9 @@ class StackNames(Handler):
         super().__init__(ctx)
         # Renamed uses whose replacement has other defaults, until a call of theirs is seen in the statement.
         self.uncalled: dict[cst.BaseExpression, tuple[str, Replacement]] = {}
+        self.tree: ast.Module | None = (
+            None  # Python's parse of the file, once an import needs its uses counted
+        )
 
     def _replacement(self, qualified: str | None) -> Replacement | None:
         target = RENAMED.get(qualified or "")
@@ -133,7 +138,10 @@ class StackNames(Handler):
                     "delete its uses and this import",
                     subject=qualified,
                 )
-            else:
+            elif self._not_in_stack(qualified) and not self._used(alias):
+                self.ctx.report(alias, STACK_NAME, f"`{qualified}` import deleted: the file never uses it.")
+                continue
+            elif not self._each_use_rewritten(alias, qualified):
                 self._check_removed(alias, qualified)
             kept.append(new_alias)
         if len(kept) == len(updated.names):
@@ -142,6 +150,45 @@ class StackNames(Handler):
             return cst.RemoveFromParent()
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return updated.with_changes(names=kept)
+
+    def _not_in_stack(self, qualified: str) -> bool:
+        """Whether importing `qualified` raises ImportError on the stack (a removed name, or a renamed one whose
+        replacement this file cannot take)."""
+        return removed_reason(qualified) is not None or (
+            qualified in RENAMED and self._replacement(qualified) is None
+        )
+
+    def _uses(self, alias: cst.ImportAlias) -> tuple[int, list[str]]:
+        """How often the imported name is read (comments and strings are not code), and the attribute each
+        `Name.attribute` read takes."""
+        bound = (alias.asname.name if alias.asname else alias.name).value
+        reads = 0
+        attributes = []
+        if self.tree is None:
+            self.tree = self.ctx.tree or ast.parse(self.ctx.code)
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Name) and node.id == bound:
+                reads += 1
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == bound
+            ):
+                attributes.append(node.attr)
+        return reads, attributes
+
+    def _used(self, alias: cst.ImportAlias) -> bool:
+        return self._uses(alias)[0] > 0
+
+    def _each_use_rewritten(self, alias: cst.ImportAlias, qualified: str) -> bool:
+        """Whether every use reads a member the tables rewrite (`HfFolder.get_token`): the import then goes with
+        the rewrite. A member only flagged (`HfFolder.save_token`) leaves the import raising, far from that
+        use's TODO, so the import gets its own."""
+        reads, attributes = self._uses(alias)
+        members = [f"{qualified}.{attribute}" for attribute in attributes]
+        return (
+            reads > 0 and len(attributes) == reads and all(self._replacement(m) is not None for m in members)
+        )
 
     def _only_called(self, alias: cst.ImportAlias) -> bool:
         """Whether every use of the imported name in the file is a statement that only calls it."""

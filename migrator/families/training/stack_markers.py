@@ -22,7 +22,7 @@ from migrator.families.training.stack_names import (
     STACK_MODULES,
 )
 from migrator.families.training.targets import ARGUMENTS_CLASSES, TRAINER_KEYWORDS
-from migrator.families.training_args import REMOVED_UPSTREAM
+from migrator.families.training_args import REMOVED_OPTIMIZERS, REMOVED_UPSTREAM
 
 # NM221: a keyword passed, a tokenizer method called or entered; huggingface_hub's removed HfFolder (NM219) by its name.
 # Each hint is one scan of every file: one for both quantization keywords, none for a name holding another one.
@@ -41,6 +41,10 @@ _CLASSES = {name.removeprefix("Neuron") for name in ARGUMENTS_CLASSES if "Traini
 ARGUMENT_HINTS = tuple(sorted(name for name in _CLASSES if not any(o in name for o in _CLASSES - {name})))
 _FIELDS = sorted(REMOVED_UPSTREAM, key=len, reverse=True)
 _ARGUMENTS = re.compile(r"\b(?:" + "|".join(_FIELDS) + r")\s*=(?!=)")
+# NM227: an `optim` value Transformers removed, given by keyword (the values themselves are the substring test).
+_OPTIMIZERS = re.compile(
+    r"""\boptim\s*=\s*[rRuUbB]?["'](?:""" + "|".join(map(re.escape, REMOVED_OPTIMIZERS)) + r""")["']"""
+)
 # NM224: one read or set on a plain name (`training_args.logging_dir`; `self.args.logging_dir` is not one: NM224
 # reads names only), in a file that binds such a name (the class called, or a parser's dataclasses unpacked).
 _FIELD_USES = re.compile(r"\.(?:" + "|".join(_FIELDS) + r")\b")
@@ -95,7 +99,9 @@ def stack_marked(content: str) -> bool:
     if any(hint in content for hint in CALL_HINTS) and _CALLS.search(content):
         return True
     if any(hint in content for hint in ARGUMENT_HINTS) and (
-        _ARGUMENTS.search(content) or _field_used_on_a_name(content)
+        _ARGUMENTS.search(content)
+        or _field_used_on_a_name(content)
+        or (any(value in content for value in REMOVED_OPTIMIZERS) and _OPTIMIZERS.search(content))
     ):
         return True
     if TRAINER_HINT in content and _TRAINER.search(content):

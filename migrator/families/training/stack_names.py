@@ -1,5 +1,5 @@
-"""Names scripts import from transformers / trl / peft / huggingface_hub that the pinned stack
-(constraints.txt: transformers 5.23, trl 1.16, peft 0.21, and the huggingface_hub 1.x Transformers 5 requires)
+"""Names scripts import from transformers / trl / peft / huggingface_hub / datasets that the pinned stack
+(constraints.txt: transformers 5.23, trl 1.16, peft 0.21, and the huggingface_hub and datasets Transformers 5 requires)
 no longer has, and what replaces them (data only). `tests/migrator/test_stack_names.py` checks every entry
 against the installed packages: the old name is gone, the replacement resolves."""
 
@@ -165,6 +165,11 @@ REMOVED: dict[str, str] = {
     "trl.get_kbit_device_map": 'removed in TRL 1.x; on TorchNeuron place the model with device_map="neuron"',
     "trl.is_xpu_available": "removed in TRL 1.x",
     **{
+        f"{module}.HfFolder": "removed in huggingface_hub 1.x; its methods became functions: get_token(), "
+        "login(token=...), logout(), constants.HF_TOKEN_PATH"
+        for module in HF_FOLDER_MODULES
+    },
+    **{
         f"{module}.HfFolder.{method}": reason
         for module in HF_FOLDER_MODULES
         for method, reason in (
@@ -179,6 +184,25 @@ REMOVED: dict[str, str] = {
             ),
         )
     },
+    # NxD's Llama modeling files (copied into many training samples) import these from Transformers 4.3x.
+    **dict.fromkeys(
+        (
+            "transformers.models.llama.modeling_llama.LlamaLinearScalingRotaryEmbedding",
+            "transformers.models.llama.modeling_llama.LlamaDynamicNTKScalingRotaryEmbedding",
+        ),
+        "removed from Transformers; LlamaRotaryEmbedding(config) scales the positions itself when the config's "
+        'rope_parameters set rope_type ("linear", "dynamic") and factor',
+    ),
+    **dict.fromkeys(
+        (
+            "transformers.models.llama.modeling_llama.LLAMA_START_DOCSTRING",
+            "transformers.models.llama.modeling_llama.LLAMA_INPUTS_DOCSTRING",
+        ),
+        "removed from Transformers, which writes model docstrings with @auto_docstring; delete the "
+        "add_start_docstrings / add_start_docstrings_to_model_forward decorators that use it (docstrings only)",
+    ),
+    "datasets.filesystems.S3FileSystem": "removed in datasets 3; it was s3fs.S3FileSystem under another name: "
+    "`from s3fs import S3FileSystem` (pip install s3fs)",
     "huggingface_hub.Repository": "removed in huggingface_hub 1.x (the git-based repository class); push files "
     "with huggingface_hub.HfApi().upload_folder(repo_id=..., folder_path=...) (create_repo first)",
     "huggingface_hub.cached_download": "removed from huggingface_hub; download with "
@@ -228,7 +252,7 @@ REMOVED_MODULES: dict[str, str] = {
     "transformers.deepspeed": "removed from Transformers; import it from `transformers.integrations.deepspeed`",
     "transformers.onnx": "removed in Transformers 5; export to ONNX with optimum (`optimum-cli export onnx`)",
 }
-STACK_MODULES = ("transformers", "trl", "peft", "huggingface_hub")
+STACK_MODULES = ("transformers", "trl", "peft", "huggingface_hub", "datasets")
 
 
 def removed_reason(qualified: str) -> str | None:
