@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from try_run import plan, scan
+from usercode.composed_strings import constants
 from usercode.launchers import LAUNCHER_SUFFIXES, SHELLS, python_commands, shell_string_commands
-from usercode.notebook import written_file
+from usercode.notebook import cell_python, written_file
 from usercode.reading import read_code
 
 # At most this many scripts are followed from one tried file (a launch loop that names its own script).
@@ -67,7 +68,11 @@ class _Finder:
         self.written: dict[str, str] = {}  # normalised path -> what a `%%writefile` cell writes there
 
     def notebook(self, cells: list[str], cwd: Path) -> None:
-        for number, cell in enumerate(cells, start=1):
+        trees = [_python_tree(cell_python(cell)) for cell in cells]
+        known = constants(
+            ast.Module(body=[node for tree in trees if tree for node in tree.body], type_ignores=[])
+        )
+        for number, (cell, tree) in enumerate(zip(cells, trees, strict=True), start=1):
             target, body = written_file(cell)
             if target:
                 self.written[os.path.normpath(cwd / os.path.expanduser(target))] = body
@@ -91,6 +96,9 @@ class _Finder:
                     self.command(["python", *rest], [cwd], by)
                 elif index in shell_lines:  # a `!` line runs in a shell of its own: its `cd` ends with it
                     self.shell_line(shell_lines[index], cwd, by)
+            # `subprocess.check_call(RUN_CMD, shell=True)` in a Python cell, from the kernel's folder
+            for _, words in python_commands(tree, known) if tree else ():
+                self.command(words, [cwd], by)
 
     def shell_line(self, command: str, cwd: Path, by: str) -> Path:
         """Follows the launches of one shell line run from `cwd`; the folder its `cd`s leave it in."""
@@ -133,9 +141,8 @@ class _Finder:
     def python(self, script: Path, text: str, cwd: Path) -> None:
         """The launches of a Python script run from `cwd` (their scripts found from there, else from the
         script's own folder)."""
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError):
+        tree = _python_tree(text)
+        if tree is None:
             return
         moved: dict[int, Path] = {}  # `os.system("cd x && python y.py")`: the folder for that call only
         for line, words in python_commands(tree):
@@ -183,4 +190,11 @@ def _text(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
     except OSError:
+        return None
+
+
+def _python_tree(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
         return None

@@ -28,13 +28,14 @@ class Unresolved:
 
 def fold(tree: ast.Module) -> list[Unresolved]:
     """Folds the string compositions of `tree` in place; returns those with a part known only at run time."""
-    folder = _Folder(_constants(tree))
+    folder = _Folder(constants(tree))
     folder.visit(tree)
     ast.fix_missing_locations(tree)
     return folder.unresolved
 
 
-def _constants(tree: ast.Module) -> dict[str, str | int]:
+def constants(tree: ast.Module) -> dict[str, str | int]:
+    """The module's constants (see the module's docstring) and their values."""
     bindings = Counter()
     assigned: dict[str, ast.expr] = {}
     for node in ast.walk(tree):

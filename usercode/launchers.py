@@ -8,6 +8,7 @@ import ast
 import re
 import shlex
 
+from usercode.composed_strings import constants
 from usercode.python import callee, is_constant, keyword, owner, string
 from usercode.shell import Node, Word
 
@@ -132,11 +133,15 @@ SUBPROCESS_CALLS = frozenset({"run", "call", "check_call", "check_output", "Pope
 SHELL_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
 
 
-def python_commands(tree: ast.AST) -> list[tuple[int, list[str]]]:
+def python_commands(
+    tree: ast.Module, known: dict[str, str | int] | None = None
+) -> list[tuple[int, list[str]]]:
     """(line, words) of each command a Python module runs with literal words: `subprocess.run(["torchrun",
     "train.py"])` (and `call`, `check_call`, `check_output`, `Popen`; `sys.executable` is `python`), their string
-    under `shell=True`, `os.system("python x.py")`; a string's commands split at `&&`, `;` and pipes. A command
-    built from a value known only at run time is not one of them."""
+    under `shell=True`, `os.system("python x.py")`; a string's commands split at `&&`, `;` and pipes. A string
+    may be a constant of the module (`RUN_CMD = f"python3 train.py"`, then `subprocess.check_call(RUN_CMD,
+    shell=True)`: `composed_strings.constants`; `known`: those of the program the tree is part of, a notebook's
+    cells). A command built from a value known only at run time is not one of them."""
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not node.args:
@@ -157,8 +162,14 @@ def python_commands(tree: ast.AST) -> list[tuple[int, list[str]]]:
             and name in SUBPROCESS_CALLS
             and is_constant(keyword(node, "shell"), True)
         )
-        if shell and string(first) is not None:
-            found += [(node.lineno, words) for words in shell_string_commands(string(first))]
+        if not shell:
+            continue
+        text = string(first)
+        if text is None and isinstance(first, ast.Name):
+            known = constants(tree) if known is None else known
+            text = known.get(first.id) if isinstance(known.get(first.id), str) else None
+        if text is not None:
+            found += [(node.lineno, words) for words in shell_string_commands(text)]
     return found
 
 

@@ -96,3 +96,25 @@ def test_a_script_a_launcher_s_script_runs_with_subprocess_gets_its_import(tmp_p
     assert [i["needed_by"] for i in run["installs"]] == [
         "import nmtrydemo in helper.py, launched by train.py:2"
     ]
+
+
+def test_a_command_a_python_cell_or_script_keeps_in_a_constant_is_followed(tmp_path):
+    """aws-neuron-samples' sentiment notebooks: `RUN_CMD = f"python3 ./code/train.py"`, then
+    `subprocess.check_call(RUN_CMD, shell=True)` in a Python cell; the script was never read, so its model had
+    no stand-in. The constant may stand in an earlier cell; a name bound twice is not a constant."""
+    from try_run.launched import launched_scripts
+
+    (tmp_path / "code").mkdir()
+    write(tmp_path / "code", "train.py", "print('train')\n")
+    write(tmp_path / "code", "other.py", "print('other')\n")
+    write(tmp_path, "runner.py", "import os\nCMD = 'python code/other.py --rows 4'\nos.system(CMD)\n")
+    cells = [
+        'RUN_CMD = f"""python3 ./code/train.py --epochs 1"""',
+        "import subprocess\nif subprocess.check_call(RUN_CMD, shell=True):\n    print('failed')",
+        "AGAIN = 'python code/other.py'\nAGAIN = 'python code/train.py'\nsubprocess.run(AGAIN, shell=True)",
+    ]
+    found = launched_scripts(cells, [tmp_path / "runner.py"], tmp_path, tmp_path)
+    assert [(script.where(tmp_path), list(script.arguments)) for script in found] == [
+        ("code/train.py, launched by cell 2", ["--epochs", "1"]),
+        ("code/other.py, launched by runner.py:3", ["--rows", "4"]),
+    ]
