@@ -6,7 +6,7 @@ import libcst as cst
 from libcst.helpers import parse_template_expression
 
 from migrator.families.xla.names import LOCAL_RANK, RANK, XM
-from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
+from migrator.families.xla.state import _TO_DEVICE_SOURCE, HINTS, XlaFile, whole_statement_call
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -23,28 +23,20 @@ import torch_xla.core.xla_model as xm
 
 xm.save(model.state_dict(), "checkpoint.pt")
 """,
-            after='''\
+            after=f"""\
 import os
 import torch
 import torch.distributed as dist
 
 
-def _to_device(data, device):
-    """Move the tensors of a (nested) dict/list/tuple batch to `device` (added by neuron-migrate)."""
-    if isinstance(data, torch.Tensor):
-        return data.to(device)
-    if isinstance(data, dict):
-        return {key: _to_device(value, device) for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return type(data)(_to_device(value, device) for value in data)
-    return data
+{_TO_DEVICE_SOURCE.strip()}
 
 
 if int(os.environ.get("LOCAL_RANK", 0)) == 0:
     torch.save(_to_device(model.state_dict(), "cpu"), "checkpoint.pt")
 if dist.is_initialized():
     dist.barrier()
-''',
+""",
         ),
     ),
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.families.xla.names import XM
-from migrator.families.xla.state import HINTS, XlaFile
+from migrator.families.xla.state import _TO_DEVICE_SOURCE, HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -25,19 +25,11 @@ import torch_xla.core.xla_model as xm
 
 accuracy = xm.mesh_reduce("accuracy", correct / total, lambda values: sum(values) / len(values))
 """,
-            after='''\
+            after=f'''\
 import torch
 
 
-def _to_device(data, device):
-    """Move the tensors of a (nested) dict/list/tuple batch to `device` (added by neuron-migrate)."""
-    if isinstance(data, torch.Tensor):
-        return data.to(device)
-    if isinstance(data, dict):
-        return {key: _to_device(value, device) for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return type(data)(_to_device(value, device) for value in data)
-    return data
+{_TO_DEVICE_SOURCE.strip()}
 
 
 def _mesh_reduce(data, reduce_fn):

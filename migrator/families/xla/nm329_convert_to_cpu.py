@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.families.xla.names import XM
-from migrator.families.xla.state import HINTS, XlaFile
+from migrator.families.xla.state import _TO_DEVICE_SOURCE, HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -25,24 +25,16 @@ import torch_xla.core.xla_model as xm
 cpu_state = xm._maybe_convert_to_cpu(model.state_dict())
 torch.save(cpu_state, "model.pt")
 """,
-            after='''\
+            after=f"""\
 import torch
 
 
-def _to_device(data, device):
-    """Move the tensors of a (nested) dict/list/tuple batch to `device` (added by neuron-migrate)."""
-    if isinstance(data, torch.Tensor):
-        return data.to(device)
-    if isinstance(data, dict):
-        return {key: _to_device(value, device) for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return type(data)(_to_device(value, device) for value in data)
-    return data
+{_TO_DEVICE_SOURCE.strip()}
 
 
 cpu_state = _to_device(model.state_dict(), "cpu")
 torch.save(cpu_state, "model.pt")
-''',
+""",
         ),
     ),
 )
