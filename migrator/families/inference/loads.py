@@ -187,8 +187,8 @@ def check_not_compiled(args: Args, what: str) -> None:
     raise Unmapped(
         "NM106",
         f"{model} is {what} compiled by optimum-neuron, which Transformers/Diffusers cannot load",
-        "load the original checkpoint instead (0.4.x: `neuron.checkpoint_id` in the compiled config.json) with "
-        "export=True, then run neuron-migrate again",
+        f"load the original checkpoint instead ({t.ORIGINAL_CHECKPOINT_RECORD}) with export=True, then run "
+        "neuron-migrate again",
     )
 
 
@@ -200,8 +200,7 @@ def check_hub_id(args: Args) -> None:
         raise Unmapped(
             "NM106",
             f'"{model_id}" is a precompiled Neuron repo, which Transformers cannot load',
-            "use the original checkpoint it was exported from (its model card / config.json "
-            "`neuron.checkpoint_id`)",
+            f"use the original checkpoint it was exported from ({t.ORIGINAL_CHECKPOINT_RECORD})",
         )
 
 

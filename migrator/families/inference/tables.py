@@ -270,6 +270,12 @@ DIFFUSION_MANUAL_ARGS = {
 # `-seqlen-2048-bs-4`, `-1024x1024`, `-cores-2`, and the compile cache `aws-neuron/optimum-neuron-cache`.
 COMPILED_HUB_REPO = r"aws-neuron/[\w.-]*?(?:neuron|seqlen|-bs-?\d|\d+x\d+|cores)[\w.-]*"
 COMPILED_HUB_ID = rf"^{COMPILED_HUB_REPO}"
+# Where a compiled model names the checkpoint it was compiled from (optimum-neuron 0.4.5 records it for decoders
+# only, in NxDNeuronConfig's file; the transformers-neuronx era, in config.json's `neuron` section).
+ORIGINAL_CHECKPOINT_RECORD = (
+    "`checkpoint_id` in its neuron_config.json (0.4.x decoders), `neuron.checkpoint_id` in its config.json (earlier "
+    "releases), else its model card"
+)
 
 # What a get_neuron_config/export pair may pass for the pair to be rewritten in one go (never half-way, NM108); the
 # load rewrite (NM101) moves each of these config arguments into the load (auto_cast_type becomes its dtype).

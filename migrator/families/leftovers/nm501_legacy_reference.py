@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from migrator.families.environment.variables import DROPPED_VARIABLES, MANUAL_VARIABLES, other_xla_frontend
-from migrator.families.inference.tables import COMPILED_HUB_REPO
+from migrator.families.inference.tables import COMPILED_HUB_REPO, ORIGINAL_CHECKPOINT_RECORD
 from migrator.families.leftovers.patterns import Pattern
 from migrator.rules import Example, Rule, Severity
 from migrator.target_stack import PINS
@@ -285,8 +285,7 @@ PATTERNS = (
         ("aws-neuron/",),
         "`{0}` is a Hub repository of models compiled by optimum-neuron, which Transformers / Diffusers cannot "
         "load",
-        "download and load the original checkpoint it was exported from (its model card, or `neuron.checkpoint_id` "
-        'in its config.json) on device "neuron"',
+        f'download and load the original checkpoint it was exported from ({ORIGINAL_CHECKPOINT_RECORD}) on device "neuron"',
         strings_only=True,
     ),
     Pattern(
