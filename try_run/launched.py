@@ -18,6 +18,7 @@ from try_run import plan, scan
 from usercode.composed_strings import constants
 from usercode.launchers import LAUNCHER_SUFFIXES, SHELLS, python_commands, shell_string_commands
 from usercode.notebook import cell_python, written_file
+from usercode.python import parsed
 from usercode.reading import read_code
 
 # At most this many scripts are followed from one tried file (a launch loop that names its own script).
@@ -68,7 +69,7 @@ class _Finder:
         self.written: dict[str, str] = {}  # normalised path -> what a `%%writefile` cell writes there
 
     def notebook(self, cells: list[str], cwd: Path) -> None:
-        trees = [_python_tree(cell_python(cell)) for cell in cells]
+        trees = [parsed(cell_python(cell)) for cell in cells]
         known = constants(
             ast.Module(body=[node for tree in trees if tree for node in tree.body], type_ignores=[])
         )
@@ -141,7 +142,7 @@ class _Finder:
     def python(self, script: Path, text: str, cwd: Path) -> None:
         """The launches of a Python script run from `cwd` (their scripts found from there, else from the
         script's own folder)."""
-        tree = _python_tree(text)
+        tree = parsed(text)
         if tree is None:
             return
         moved: dict[int, Path] = {}  # `os.system("cd x && python y.py")`: the folder for that call only
@@ -190,11 +191,4 @@ def _text(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
     except OSError:
-        return None
-
-
-def _python_tree(text: str) -> ast.Module | None:
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
         return None

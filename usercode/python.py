@@ -68,6 +68,14 @@ def target_names(node: ast.Assign | ast.AnnAssign) -> list[str]:
     ]
 
 
+def parsed(python: str) -> ast.Module | None:
+    """Python's parse of a user's text; None where Python refuses it (a syntax error, a NUL byte, nesting too deep)."""
+    try:
+        return ast.parse(python)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
 def python_imports(python: str) -> frozenset[str]:
     """The modules a Python text imports (none when it does not parse): what an install must keep."""
     try:
