@@ -76,6 +76,8 @@ class Example:
     before: str
     after: str | None = None
     kind: str = "python"  # or "shell", "notebook"
+    # Files of the tree the example sits at the top of, (path, text): a rule that reads its neighbours.
+    beside: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -376,3 +376,45 @@ def test_a_launch_after_a_cd_to_the_authors_copy_of_the_tree_reads_the_script_th
     assert "NM462" in [f.code for f in findings]
     _, findings = migrate(_notebook_of(launch))
     assert "NM466" in [f.code for f in findings]
+
+
+@pytest.mark.parametrize(
+    ("command", "copy"),
+    [
+        ("!wget -q https://raw.githubusercontent.com/org/repo/main/nb/scripts/train.py", "!cp scripts/train.py train.py"),
+        ("!curl -sSL -o run.py https://github.com/org/repo/raw/dev/x/nb/scripts/train.py", "!cp scripts/train.py run.py"),
+        ("!wget https://github.com/org/repo/blob/main/shared/train.py?raw=true", "!cp ../shared/train.py train.py"),
+    ],
+)
+def test_a_download_of_a_script_the_tree_holds_copies_the_migrated_file(tmp_path, command, copy) -> None:
+    for script in ("nb/scripts/train.py", "shared/train.py"):
+        (tmp_path / script).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / script).write_text("import torch\n")
+    migrate = rewriter("notebook", tmp_path / "nb", tmp_path)
+    migrated, findings = migrate(_notebook_of(command))
+    assert "".join(json.loads(migrated)["cells"][0]["source"]) == copy
+    assert [f.code for f in findings] == ["NM474"]
+    assert migrate(migrated) == (migrated, [])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "!curl https://raw.githubusercontent.com/org/repo/main/nb/scripts/train.py",  # to its output
+        "!wget -P out https://raw.githubusercontent.com/org/repo/main/nb/scripts/train.py",  # an option it can't read
+        "!wget https://raw.githubusercontent.com/org/repo/main/nb/scripts/other.py",  # not in the tree
+        "!wget https://raw.githubusercontent.com/org/repo/main/train.py",  # a name alone proves nothing
+        "!wget https://raw.githubusercontent.com/org/repo/main/outside/data.py",  # above the tree
+    ],
+)
+def test_a_download_the_tree_does_not_hold_exactly_stays(tmp_path, command) -> None:
+    (tmp_path / "tree" / "nb" / "scripts").mkdir(parents=True)
+    (tmp_path / "tree" / "nb" / "scripts" / "train.py").write_text("import torch\n")
+    (tmp_path / "tree" / "nb" / "train.py").write_text("import torch\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "data.py").write_text("x = 1\n")
+    migrate = rewriter("notebook", tmp_path / "tree" / "nb", tmp_path / "tree")
+    notebook = _notebook_of(command + " # neuron")
+    migrated, findings = migrate(notebook)
+    assert "NM474" not in [f.code for f in findings]
+    assert "".join(json.loads(migrated)["cells"][0]["source"]) == command + " # neuron"

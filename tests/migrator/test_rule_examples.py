@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from migrator.engine import REWRITERS
+from migrator.engine import REWRITERS, rewriter
 from migrator.registry import RULES, SHELL_RULE_MODULES, SHELL_RULES
 from migrator.rules import Rule
 
@@ -18,8 +18,12 @@ EXAMPLES = [
 
 
 @pytest.mark.parametrize(("rule", "number", "example"), EXAMPLES)
-def test_example(rule, number, example) -> None:
+def test_example(rule, number, example, tmp_path) -> None:
     migrate = REWRITERS[example.kind]
+    for path, text in example.beside:  # the tree the example sits at the top of
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+        migrate = rewriter(example.kind, tmp_path, tmp_path)
     after, findings = migrate(example.before)
     assert rule.code in {finding.code for finding in findings}, f"{rule.code} does not report its example"
     assert after == (example.after if example.after is not None else example.before)

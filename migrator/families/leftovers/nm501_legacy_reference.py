@@ -21,7 +21,8 @@ LEGACY_REFERENCE = Rule(
     "`push_to_hub(..., repository_id=...)`, `TasksManager`, Ray Train's `TorchXLAConfig`, a Hub repository of "
     'models compiled by optimum-neuron (`snapshot_download("aws-neuron/...-seqlen-2048-bs-4")`), a script '
     "downloaded from optimum-neuron's repository (`wget https://raw.githubusercontent.com/huggingface/"
-    "optimum-neuron/.../train.py`: migrate a copy)",
+    "optimum-neuron/.../train.py`: migrate a copy; a notebook's download of a file this tree holds becomes a copy "
+    "of it, NM474)",
     "A TODO on each statement that holds it (a rerun adds none) and one manual finding per distinct reference "
     "in a block: "
     "nothing on TorchNeuron provides it, so the file is not migrated until a person removes or replaces it.",
