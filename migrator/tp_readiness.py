@@ -75,18 +75,28 @@ def degrees_that_work(support: TpSupport, checkpoint: str = "") -> str:
     return f"the degrees that shard {checkpoint} whole are {degrees}"
 
 
-def tp_refusal(model: str | None, degree: int | None = None) -> tuple[str, str] | None:
-    """None when `model` (a Hub id, or None when the load's model is not a literal) is of an architecture whose
-    measured tensor-parallel plan shards its layers, whole at ``degree`` where that is a literal and the table
-    measured the checkpoint `model` at its own sizes; else (why, what to do) for the TODO that keeps the degree."""
+def resolves(model: str | None) -> bool:
+    """Whether `model` (a Hub id, or None when the load's model is not a literal) resolves to an architecture."""
     entry = table_entry(model) if model else None
-    if entry is None or not entry.model_type:
-        shown = f"`{model}`" if model else "the model this load reads"
-        return (
-            f"{shown} is not a model id this tool resolves to its architecture (the table of well-known ids), and "
-            "Transformers loads tp_size > 1 only for architectures with a tensor-parallel plan",
-            _CHECK + "pass the DistributedConfig yourself, or " + _CHOOSE,
-        )
+    return entry is not None and bool(entry.model_type)
+
+
+def unresolved_tp(model: str) -> tuple[str, str]:
+    """(why, the owner's choice) for the TODO of a degree moved to a load whose model (`model`, as the code
+    names it) does not resolve: Transformers checks the plan at the load itself, so the rewrite runs."""
+    return (
+        f"{model} is not a model id this tool resolves to its architecture, so whether it has a tensor-parallel "
+        "plan is known at the load, which raises ValueError where it has none (the degree is moved there as given)",
+        "which models this job trains with a tp_size above 1 is the owner's choice: architectures with a plan "
+        "(llama, qwen3, mistral, gemma3_text, ...), tp_size=1 for the others (gpt2, opt, bloom, falcon, ...)",
+    )
+
+
+def tp_refusal(model: str, degree: int | None = None) -> tuple[str, str] | None:
+    """None when `model` (a Hub id that `resolves`) is of an architecture whose measured tensor-parallel plan
+    shards its layers, whole at ``degree`` where that is a literal and the table measured the checkpoint `model`
+    at its own sizes; else (why, what to do) for the TODO that keeps the degree."""
+    entry = table_entry(model)
     support = tp_support(entry.model_type)
     if support is None or support.plan is None:
         why = (

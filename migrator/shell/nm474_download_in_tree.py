@@ -56,7 +56,9 @@ _QUIET = {
 class DownloadInTreeMatcher:
     HOOKS = {"program": "download_in_tree"}
 
-    def download_in_tree(self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]) -> bool | None:
+    def download_in_tree(
+        self, ctx: Context, node: Node, words: list[Word], siblings: list[Word]
+    ) -> bool | None:
         program = words[0].value
         if not self.inline or self.directory is None or self.root is None or program not in _QUIET:
             return None

@@ -381,9 +381,18 @@ def test_a_launch_after_a_cd_to_the_authors_copy_of_the_tree_reads_the_script_th
 @pytest.mark.parametrize(
     ("command", "copy"),
     [
-        ("!wget -q https://raw.githubusercontent.com/org/repo/main/nb/scripts/train.py", "!cp scripts/train.py train.py"),
-        ("!curl -sSL -o run.py https://github.com/org/repo/raw/dev/x/nb/scripts/train.py", "!cp scripts/train.py run.py"),
-        ("!wget https://github.com/org/repo/blob/main/shared/train.py?raw=true", "!cp ../shared/train.py train.py"),
+        (
+            "!wget -q https://raw.githubusercontent.com/org/repo/main/nb/scripts/train.py",
+            "!cp scripts/train.py train.py",
+        ),
+        (
+            "!curl -sSL -o run.py https://github.com/org/repo/raw/dev/x/nb/scripts/train.py",
+            "!cp scripts/train.py run.py",
+        ),
+        (
+            "!wget https://github.com/org/repo/blob/main/shared/train.py?raw=true",
+            "!cp ../shared/train.py train.py",
+        ),
     ],
 )
 def test_a_download_of_a_script_the_tree_holds_copies_the_migrated_file(tmp_path, command, copy) -> None:

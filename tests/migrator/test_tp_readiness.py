@@ -1,11 +1,13 @@
 """The migrator refuses a tensor-parallel degree where the measured TP readiness table
 (`migrator/tp_readiness.json`, written by `neuron-compat tp-readiness`) says it cannot shard the model: no plan,
-a plan of lm_head only, an architecture the table could not measure, a model id it cannot resolve, or a literal
-degree that does not shard the very checkpoint the table measured."""
+a plan of lm_head only, an architecture the table could not measure, or a literal degree that does not shard the
+very checkpoint the table measured. A model id it cannot resolve gets the degree at its load, where Transformers
+checks the plan, and a TODO for the owner."""
 
 from __future__ import annotations
 
-from migrator.tp_readiness import tp_refusal, tp_support
+from migrator.engine import REWRITERS
+from migrator.tp_readiness import resolves, tp_refusal, tp_support
 
 
 def test_architectures_with_a_full_plan_load_at_their_clean_degrees() -> None:
@@ -42,13 +44,34 @@ def test_a_degree_that_splits_the_measured_checkpoints_heads_is_refused() -> Non
     assert tp_refusal("Qwen/Qwen3-1.7B", 16) is None
 
 
-def test_unmeasured_and_unresolved_models_keep_the_todo() -> None:
+def test_unmeasured_models_keep_the_todo() -> None:
     assert tp_support("nemotron").plan is None
     why, _ = tp_refusal("nvidia/Minitron-8B-Base")
     assert why.startswith(
         "`nvidia/Minitron-8B-Base` is nemotron, which could not be built to measure its plan"
     )
-    why, _ = tp_refusal("someone/private-model")
-    assert "not a model id this tool resolves" in why
-    why, _ = tp_refusal(None)
-    assert why.startswith("the model this load reads")
+
+
+def test_an_unresolved_model_gets_its_degree_at_the_load_and_the_owners_todo() -> None:
+    # Transformers checks the plan at the load (ValueError where there is none): the rewrite runs, and which
+    # models the job trains with tp_size > 1 stays the owner's choice.
+    assert not resolves("someone/private-model") and not resolves(None) and resolves("Qwen/Qwen3-0.6B")
+    migrated, findings = REWRITERS["python"](
+        "import argparse\n"
+        "from optimum.neuron import NeuronTrainer, NeuronTrainingArguments\n"
+        "from transformers import AutoModelForCausalLM\n"
+        "cli = argparse.ArgumentParser()\n"
+        'cli.add_argument("--model")\n'
+        'cli.add_argument("--tp", type=int)\n'
+        "a = cli.parse_args()\n"
+        'args = NeuronTrainingArguments(output_dir="o", tensor_parallel_size=a.tp, zero_1=False)\n'
+        "model = AutoModelForCausalLM.from_pretrained(a.model)\n"
+        "NeuronTrainer(model=model, args=args).train()\n"
+    )
+    assert "optimum" not in migrated
+    assert (
+        'DistributedConfig(tp_size=a.tp, dp_replicate_size=int(os.environ.get("WORLD_SIZE", "1")) // a.tp)'
+        in migrated
+    )
+    todo = next(f for f in findings if f.code == "NM208")
+    assert not todo.fixed and todo.message.startswith("`a.model` is not a model id this tool resolves")

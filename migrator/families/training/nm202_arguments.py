@@ -46,7 +46,7 @@ from migrator.families.training_args import (
     without_plain_fields,
 )
 from migrator.rules import Example, Rule, Severity
-from migrator.tp_readiness import tp_refusal
+from migrator.tp_readiness import resolves, tp_refusal, unresolved_tp
 from migrator.transform import TODO_PREFIX, FileContext, Handler
 
 ARGUMENT_RENAMED = Rule(
@@ -399,9 +399,16 @@ class TrainingArguments(Handler):
             )
         if parallelism.tp is not None and not is_literal(parallelism.tp, "1"):
             degree = int(parallelism.tp.value) if isinstance(parallelism.tp, cst.Integer) else None
-            refusal = tp_refusal(_model_reference(loads[0], (scope.node, self.ctx.module)), degree)
-            if refusal is not None:
-                return None, refusal
+            model = _model_reference(loads[0], (scope.node, self.ctx.module))
+            if not resolves(model):  # the load checks the plan itself; the models trained are the owner's
+                given = argument(loads[0], 0, "pretrained_model_name_or_path")
+                self.ctx.todo(
+                    call, "NM208", *unresolved_tp(f"`{source_code(given)}`" if given else "The model")
+                )
+            else:
+                refusal = tp_refusal(model, degree)
+                if refusal is not None:
+                    return None, refusal
         scope.parallelism = parallelism
         (scope.earlier_targets if earlier else scope.load_targets).add(loads[0])
         return parallelism, None

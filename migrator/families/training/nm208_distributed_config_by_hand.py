@@ -11,9 +11,11 @@ DISTRIBUTED_CONFIG_BY_HAND = Rule(
     Severity.ERROR,
     "Model parallelism the codemod cannot carry to the model load (`trn_config` from parsed arguments, no "
     "single model `from_pretrained` in the scope, a model whose architecture has no tensor-parallel plan in "
-    "Transformers or whose id it cannot resolve, ...)",
+    "Transformers, ...); a model whose id it cannot resolve (an argument, a local folder)",
     "Left as it is with a TODO: read the tensor-parallel size from your own argument dataclass and pass "
-    "`distributed_config=DistributedConfig(...)` to `AutoModelForCausalLM.from_pretrained`.",
+    "`distributed_config=DistributedConfig(...)` to `AutoModelForCausalLM.from_pretrained`. A model it cannot "
+    "resolve gets the degree at its load all the same (Transformers raises ValueError there where the "
+    "architecture has no plan), with a TODO: which models the job trains with tensor parallelism is the owner's.",
     examples=(
         Example(
             before="""\

@@ -23,14 +23,13 @@ from migrator.cst_helpers import (
 from migrator.families.training.arguments_names import with_fields
 from migrator.families.training.state import TrainingFile, trn_config_arg, trn_config_source
 from migrator.families.training.targets import (
-    ARGUMENTS_CLASSES,
     HINTS,
     LAZY_LOAD_FUNCTIONS,
     MODEL_CLASS_SUFFIXES,
     MODEL_LOAD_KEYWORDS,
+    NEURON_ARGUMENTS,
     PARSED_PARALLEL_FIELDS,
     PARSED_PIPELINE_FIELD,
-    RENAMES,
     TRAINING_MODELS,
     TRIGGERS,
     WORLD_SIZE,
@@ -268,9 +267,6 @@ _PARSES = frozenset(
         "parse_args_and_config",
     }
 )
-# optimum-neuron's arguments classes (NeuronTrainingArguments and its subclasses, NeuronSFTConfig...), whose
-# `trn_config` holds the parallel degrees parsed from their flags.
-_NEURON_ARGUMENTS = frozenset(name for name in RENAMES if name.rpartition(".")[2] in ARGUMENTS_CLASSES)
 
 
 def _parsed_trn_configs(
@@ -313,7 +309,7 @@ def _parsed_trn_configs(
                 if c in dataclasses and isinstance(n, cst.Name)
             ]
             for variable, cls in zip(names, classes, strict=False):
-                if own and isinstance(variable, cst.Name) and _imported(ctx, cls) in _NEURON_ARGUMENTS:
+                if own and isinstance(variable, cst.Name) and _imported(ctx, cls) in NEURON_ARGUMENTS:
                     holders[variable.value] = own[0]
     functions = [node for node in module.body if isinstance(node, cst.FunctionDef)]
     in_functions = {call for function in functions for call in descendants(function, cst.Call)}

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.cst_helpers import find_keyword, is_literal, source_code
+from migrator.cst_helpers import descendants, find_keyword, is_literal, source_code
 from migrator.families.training.state import (
     Parallelism,
     TrainingFile,
     reads_moved_field,
 )
-from migrator.families.training.targets import HINTS, LAZY_LOAD_FUNCTIONS, TRIGGERS
+from migrator.families.training.targets import HINTS, LAZY_LOAD_FUNCTIONS, NEURON_ARGUMENTS, TRIGGERS
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
 
@@ -108,6 +108,8 @@ class LazyLoad(Handler):
         parallelism = scope.parallelism or Parallelism()
         if tp is not None:
             parallelism.tp = tp.value
+        if parallelism.zero_1 is None:
+            parallelism.zero_1 = self._zero_1(scope.node)
         scope.parallelism = parallelism
         scope.load_targets.add(loads[0])
         message = LAZY_LOAD.action
@@ -117,6 +119,24 @@ class LazyLoad(Handler):
                 "(dp_replicate_size); if you trained with --zero_1, use fsdp_size instead."
             )
         self.ctx.report(call, LAZY_LOAD, message)
+
+    def _zero_1(self, scope: cst.CSTNode) -> bool | None:
+        """ZeRO-1 as the scope's one optimum-neuron arguments call sets it: its literal `zero_1`, or on when it
+        gives none (the default of NeuronTrainingArguments and its subclasses in optimum-neuron 0.4.5); None
+        where no single call says it."""
+        calls = [
+            call for call in descendants(scope, cst.Call) if self.ctx.qualified(call.func) in NEURON_ARGUMENTS
+        ]
+        if len(calls) != 1 or any(arg.star for arg in calls[0].args):
+            return None
+        given = find_keyword(calls[0], "zero_1")
+        if given is None:
+            return True
+        return (
+            is_literal(given.value, "True")
+            if is_literal(given.value, "True") or is_literal(given.value, "False")
+            else None
+        )
 
     def leave_With(self, original: cst.With, updated: cst.With):
         reason = self.kept.get(original)

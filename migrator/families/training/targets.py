@@ -197,6 +197,8 @@ ARGUMENTS_CLASSES = frozenset(
         "Seq2SeqTrainiumTrainingArguments",
     }
 )
+# optimum-neuron's arguments classes (NeuronTrainingArguments and its subclasses, NeuronSFTConfig...), qualified.
+NEURON_ARGUMENTS = frozenset(name for name in RENAMES if name.rpartition(".")[2] in ARGUMENTS_CLASSES)
 SFT_CONFIG_CLASSES = frozenset({"SFTConfig", "NeuronSFTConfig"})
 # The keywords the training rules add to arguments calls, and the classes whose instances have them as fields
 # (what `**args.to_dict()` passes on): TrainingArguments' fields are every class's, `packing_strategy` TRL's.
