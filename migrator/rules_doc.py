@@ -76,7 +76,10 @@ def _examples(rule) -> list[str]:
         fence = FENCES[example.kind]
         lines += ["Before:", "", f"```{fence}", example.before.rstrip("\n"), "```", ""]
         if example.beside:
-            lines += ["Beside it in the tree: " + ", ".join(f"`{path}`" for path, _ in example.beside) + ".", ""]
+            lines += [
+                "Beside it in the tree: " + ", ".join(f"`{path}`" for path, _ in example.beside) + ".",
+                "",
+            ]
         if example.after is None:
             lines += ["Left unchanged (reported only).", ""]
         else:

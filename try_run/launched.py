@@ -1,6 +1,6 @@
 """The user's scripts a tried program launches, and those these launch in turn: what a notebook's `!torchrun
 train.py`, `!python x.py`, `%%bash` and `%run x.py` lines run (from the folder its `%cd` lines move to, or a
-`cd DIR &&` before the launch), what a shell script such a line runs launches, and what a Python script runs
+`cd DIR &&` before the launch; a script a `cp` line put there), what a shell script such a line runs launches, and what a Python script runs
 with `subprocess` or `os.system` and literal words. A launch is what the try's plan calls one
 (`plan.classify`), and its script the one the plan would run (`plan.script_of`); the runner reads each script
 found for what it loads (its models, datasets, columns) and imports (the installs, packages.py).
@@ -36,7 +36,9 @@ class Launched:
     arguments: tuple[str, ...]
     by: str  # what launches it, for the reports: "cell 3", "run.sh:12", "scripts/train.py:40"
     text: str  # its Python
-    written: bool  # a `%%writefile` cell of the notebook writes it: not in the tree before the run
+    written: (
+        bool  # a `%%writefile` cell (or a `cp`) of the notebook writes it: not in the tree before the run
+    )
 
     def where(self, base: Path) -> str:
         """The script as the reports name it (from `base`, the tried file's folder) and what launches it."""
@@ -115,6 +117,9 @@ class _Finder:
         launches of the shell script it runs."""
         if len(self.found) >= MAX_SCRIPTS or not words:
             return
+        if words[0] == "cp" and len(words) == 3:  # `!cp scripts/train.py train.py`: launched from there later
+            self.copied(words[1], words[2], folders[0])
+            return
         if (plan.classify(words) or ("",))[0] == "launch":
             program = plan.program_words(words)
             for folder in folders:
@@ -166,6 +171,16 @@ class _Finder:
         self.seen.add(os.path.normpath(path))
         for command in read_code(path, "shell").commands:
             self.command(list(command.words), folders, f"{self.named(path)}:{command.line}")
+
+    def copied(self, source: str, target: str, cwd: Path) -> None:
+        """A `cp SOURCE TARGET` run from `cwd`: TARGET (or TARGET/SOURCE's name, for a folder) holds SOURCE's text
+        for the launches after it, as a `%%writefile` cell's file."""
+        text = self.file_text(cwd, source)
+        path = _moved(cwd, target)
+        if path.is_dir() or target.endswith("/"):
+            path = path / os.path.basename(source)
+        if text is not None:
+            self.written[str(path)] = text
 
     def file_text(self, cwd: Path, name: str) -> str | None:
         """The text of the file `name` names from `cwd`: as a `%%writefile` cell writes it, or as it is there."""

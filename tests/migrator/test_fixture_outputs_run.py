@@ -301,7 +301,7 @@ def incomplete(tree_root: Path, path: Path) -> str | None:
 
 def _notebook_scripts(path: Path) -> list[str]:
     """The scripts a notebook's shell lines (`!torchrun x.py`, a `%%bash` cell) name and no `%%writefile` cell
-    of it writes."""
+    or `!cp` of it writes."""
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     sources = ["".join(cell["source"]) for cell in cells if cell["cell_type"] == "code"]
     written = {
@@ -315,8 +315,9 @@ def _notebook_scripts(path: Path) -> list[str]:
         )
         if source.startswith(("%%bash", "%%sh")) or line.lstrip().startswith("!")
     ]
+    copied = {line.split()[-1] for line in shell if line.lstrip("! ").startswith("cp ")}  # `!cp SRC DST`
     named = {word for line in shell for word in SCRIPT_WORD.findall(line) if "//" not in word}  # not a URL's
-    return sorted(named - written)
+    return sorted(named - written - copied)
 
 
 def _runs_something(text: str) -> bool:
@@ -457,6 +458,8 @@ ARGUMENTS: dict[str, list[str]] = {
     "training/sft_lazy_load_trl_parser.expected.py": [
         *("--model_id", "Qwen/Qwen3-0.6B", "--dataset_path", "sft.jsonl", "--output_dir", "out"),
     ],
+    # its owner's local checkpoint is what this Hub id saves
+    "training/sft_batched_formatting_func.expected.py": ["--model_path", "meta-llama/Llama-3.2-1B"],
 }
 
 

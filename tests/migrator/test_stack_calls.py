@@ -535,3 +535,53 @@ def test_a_removed_optim_value_is_rewritten_and_the_arguments_build(removed, rep
     scope: dict = {}
     exec(compile(migrated, "<migrated>", "exec"), scope)
     assert scope["args"].optim == replacement[0]
+
+
+BATCHED_FORMAT = """\
+from trl import SFTTrainer
+
+
+def fmt(batch):
+    texts: list = []
+    for i in range(len(batch["q"])):
+        texts.append(f"Q: {batch['q'][i]} A: {batch['a'][i]}")
+    return texts
+
+
+def per_row(row):
+    return f"Q: {row['q']}"
+
+
+trainer = SFTTrainer(model="m", train_dataset=None, formatting_func=fmt)
+other = SFTTrainer(model="m", train_dataset=None, formatting_func=per_row)
+"""
+
+
+def test_a_batched_formatting_func_gives_trl_1_each_rows_text_as_trl_0_11_made_it() -> None:
+    assert stack_marked(BATCHED_FORMAT)  # a file with no optimum-neuron code is read
+    migrated, findings = migrate_python(BATCHED_FORMAT)
+    assert [f.code for f in findings] == ["NM228"]
+    assert "formatting_func=per_row)" in migrated  # a per-row function is what TRL 1.x calls already
+    call = migrated.split("formatting_func=")[1].rsplit(")\nother", 1)[0]
+    namespace: dict = {}
+    exec(BATCHED_FORMAT.split("\n\n\ntrainer")[0].replace("from trl import SFTTrainer", ""), namespace)
+    per_row_call = eval(call, namespace)
+    rows = [{"q": "1+1", "a": "2"}, {"q": "2+2", "a": "4"}]
+    batch = {"q": [r["q"] for r in rows], "a": [r["a"] for r in rows]}
+    assert [per_row_call(row) for row in rows] == namespace["fmt"](batch)
+    assert migrate_python(migrated) == (migrated, [])
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        "def fmt(batch):\n    return batch['text']\n",  # what it returns is not known to be a list
+        "def fmt(batch, extra):\n    return []\n",  # not a one-argument function
+        "def fmt(batch):\n    out = []\n    for out in batch:\n        pass\n    return out\n",  # rebound
+    ],
+)
+def test_a_formatting_func_not_proven_batched_stays(function) -> None:
+    source = (
+        f"from trl import SFTTrainer\n\n{function}\ntrainer = SFTTrainer(model='m', formatting_func=fmt)\n"
+    )
+    assert migrate_python(source) == (source, [])

@@ -62,6 +62,21 @@ def test_the_launches_of_cells_shell_scripts_and_subprocess_calls_are_followed(t
     ]
 
 
+def test_a_script_a_notebook_copies_before_launching_it_is_followed(tmp_path):
+    """optimum-neuron's fine_tune_bert.ipynb as migrated (NM474): `!cp scripts/train.py train.py`, then
+    `!torchrun train.py`: the launch reads what the copy put there."""
+    from try_run.launched import launched_scripts
+
+    (tmp_path / "scripts").mkdir()
+    write(tmp_path / "scripts", "train.py", "print('train')\n")
+    cells = ["!cp scripts/train.py train.py", "!cp scripts/train.py out/", "!torchrun train.py --epochs 1"]
+    (tmp_path / "out").mkdir()
+    found = launched_scripts(cells, [], tmp_path, tmp_path)
+    assert [(script.where(tmp_path), script.text, script.written) for script in found] == [
+        ("train.py, launched by cell 3", "print('train')\n", True)
+    ]
+
+
 def test_a_script_a_notebook_launches_after_moving_to_its_author_s_folder_gets_its_import(tmp_path, registry):  # noqa: F811
     """build-on-trainium-workshop's notebooks: `%cd /home/ubuntu/.../assets`, then `!torchrun finetune_model.py`,
     whose `import boto3` the notebook's cells do not have."""

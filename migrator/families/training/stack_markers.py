@@ -3,7 +3,7 @@
 Migrated code runs on Transformers 5, TRL 1.x and huggingface_hub 1.x, so a file with no optimum-neuron or XLA code
 (a plain Transformers 4 training script) breaks on them too. Built from the rules' own tables: the removed
 training-arguments fields (NM202, NM203, NM216: `training_args.py`), NM219's names (`stack_names.py`) and
-NM221's calls. Substring tests first (memory speed), a regex only on the files that pass them: a file with none
+NM221's calls, NM228's formatting functions. Substring tests first (memory speed), a regex only on the files that pass them: a file with none
 stays many times cheaper than a parse (`benchmarks/migrator_speed.py`).
 """
 
@@ -60,6 +60,13 @@ _TRAINER_KEYWORDS = "|".join(TRAINER_KEYWORDS)
 _TRAINER = re.compile(rf"Trainer\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*?\b(?:{_TRAINER_KEYWORDS})\s*=(?!=)")
 
 
+# NM228: an SFT trainer's formatting function, which TRL 1.x calls per row (whether it is batched is read there).
+FORMATTING_HINT = "formatting_func"
+_FORMATTING = re.compile(
+    r"SFTTrainer\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*?\bformatting_func\s*=\s*\w+\s*[,)]"
+)
+
+
 def _removed_name(qualified: str) -> str:
     """The name a script writes for a removed or renamed symbol: `HfFolder` for `huggingface_hub.HfFolder.get_token`."""
     owner, _, name = qualified.rpartition(".")
@@ -105,5 +112,7 @@ def stack_marked(content: str) -> bool:
     ):
         return True
     if TRAINER_HINT in content and _TRAINER.search(content):
+        return True
+    if FORMATTING_HINT in content and _FORMATTING.search(content):
         return True
     return any(hint in content for hint in MODULE_HINTS) and _NAMES.search(content) is not None
