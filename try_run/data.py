@@ -79,7 +79,8 @@ NOT_COLUMNS = frozenset(
     }
 )
 LABEL_NAMES = frozenset({"label", "labels"})
-# A column's kind: "text", "int", "float", "messages" (chat turns), "words" (a list of words), "label:N" (a class
+# A column's kind: "text", "int", "float", "messages" (chat turns), "chatml" (chat turns as one text in the ChatML
+# format of Qwen's chat template, with its special tokens), "words" (a list of words), "label:N" (a class
 # label of N classes), "tags:N" (a class label per word), {"label": [names]} / {"tags": [names]} (the table's
 # real class names), {"list": KIND} (a value of KIND per word; {"list": KIND, "length": N}: N of them) or
 # {"records": {column: KIND}} (a list of records with columns of their own: a document's sentences).
@@ -240,6 +241,8 @@ def _value(kind: Kind, row: int, length: int | None = None) -> object:
         return float(row % 5)
     if kind == "messages":
         return [{"role": "user", "content": text}, {"role": "assistant", "content": text[::-1]}]
+    if kind == "chatml":
+        return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n{text[::-1]}<|im_end|>\n"
     return text
 
 
@@ -266,7 +269,12 @@ def _feature(kind: Kind):
         return List(Value("string"))
     if kind == "messages":
         return [{"role": Value("string"), "content": Value("string")}]
-    return {"text": Value("string"), "int": Value("int64"), "float": Value("float32")}.get(kind)
+    return {
+        "text": Value("string"),
+        "chatml": Value("string"),
+        "int": Value("int64"),
+        "float": Value("float32"),
+    }.get(kind)
 
 
 def _features(columns: dict[str, Kind]):

@@ -494,6 +494,20 @@ def test_stand_in_datasets_load_through_the_offline_cache(tmp_path):
     }
 
 
+def test_a_chat_text_column_holds_turns_in_qwen_s_chatml_format(tmp_path):
+    # aicrowd/ChessExplained: code that splits its `text` on <|im_start|> finds the turns a real row has
+    from datasets import load_dataset
+
+    cache = tmp_path / "datasets"
+    cache.mkdir()
+    data.write_cache(data.stand_in(data.DatasetRequest("aicrowd/ChessExplained", None, {"train"})), cache)
+    chess = load_dataset("aicrowd/ChessExplained", split="train", cache_dir=str(cache))
+    turns = chess[0]["text"].split("<|im_start|>")[1:]
+    assert [turn.split("\n", 1)[0] for turn in turns] == ["user", "assistant"]
+    assert all(turn.rstrip().endswith("<|im_end|>") for turn in turns)
+    assert set(chess.column_names) == {"text", "fen", "move", "explanation"}
+
+
 def test_tiny_models_load_from_the_local_hub_cache(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
