@@ -287,6 +287,8 @@ def test_ddp_fsdp2_tensor_parallelism_and_collectives_on_the_neuron_process_grou
         "all_to_all_single": [0.0, 1.0],
         "send_recv_broadcast": [7.0] * 3,
     }
+    # TorchNeuron's generator state (16 bytes: seed, offset), which DTensor's random ops move shard by shard
+    assert found["rng_state_bytes"] == 16 and found["dtensor_random_shards_differ"]
 
 
 @pytest.mark.slow

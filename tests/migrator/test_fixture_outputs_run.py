@@ -460,6 +460,12 @@ ARGUMENTS: dict[str, list[str]] = {
     ],
     # its owner's local checkpoint is what this Hub id saves
     "training/sft_batched_formatting_func.expected.py": ["--model_path", "meta-llama/Llama-3.2-1B"],
+    "training/zero1_flag_read_at_run_time.expected.py": [
+        "--model_id",
+        "bert-base-uncased",
+        "--zero_1",
+        "True",
+    ],
 }
 
 

@@ -220,7 +220,9 @@ class TrainingArguments(Handler):
                 removed.add(arg)
                 self._guard_inactive(name, before.value, action)
                 self.ctx.report(before, "NM225", subject=name)
-        sharded = (parallelism is not None and parallelism.sharded) or scope.sharded_at_load
+        sharded: bool | str = scope.sharded_at_load or (
+            parallelism is not None and parallelism.sharded and (parallelism.when_sharded() or True)
+        )
         tensor_parallel = (
             parallelism is not None and parallelism.tp is not None and not is_literal(parallelism.tp, "1")
         )
@@ -299,6 +301,39 @@ class TrainingArguments(Handler):
         parsed = dotted_name(arg.value) is not None and self._line_holds(call)
         return not (action.removes(source_code(arg.value)) or parsed)
 
+    def _argparse_namespace(self, value: cst.BaseExpression, scope: cst.CSTNode) -> bool:
+        """`value` reads an attribute of what argparse parsed (`args, _ = parser.parse_known_args()`, the parser an
+        `argparse.ArgumentParser`): a flag of the script's own, not a field of training arguments."""
+        names = _base_names(value)
+        if names is None or len(names) != 1:
+            return False
+        (name,) = names
+        parsers = {
+            target.target.value
+            for assign in descendants(scope, cst.Assign)
+            if isinstance(assign.value, cst.Call)
+            and self.ctx.qualified(assign.value.func) == "argparse.ArgumentParser"
+            for target in assign.targets
+            if isinstance(target.target, cst.Name)
+        }
+        bindings = [
+            assign.value
+            for assign in descendants(scope, cst.Assign)
+            if name in {n.value for target in assign.targets for n in descendants(target.target, cst.Name)}
+        ]
+        return bool(bindings) and all(
+            m.matches(
+                value,
+                m.Call(
+                    func=m.Attribute(
+                        value=m.Name(m.MatchIfTrue(parsers.__contains__)),
+                        attr=m.Name("parse_args") | m.Name("parse_known_args"),
+                    )
+                ),
+            )
+            for value in bindings
+        )
+
     def _line_holds(self, call: cst.Call) -> bool:
         """The call is the whole value of the current simple statement (so a statement can go before it)."""
         line = self.ctx.line
@@ -352,13 +387,9 @@ class TrainingArguments(Handler):
         zero_1 = moved.get("zero_1")
         flags = ", ".join(f"`{name}`" for name in moved)
         if zero_1 is not None:
-            if not (is_literal(zero_1, "True") or is_literal(zero_1, "False")):
-                return None, (
-                    f"`zero_1={source_code(zero_1)}` is only known at run time",
-                    "choose fsdp_size (ZeRO-1) or dp_replicate_size (replication) in DistributedConfig on the "
-                    "model's from_pretrained and remove zero_1 here",
-                )
-            parallelism.zero_1 = is_literal(zero_1, "True")
+            literal = is_literal(zero_1, "True") or is_literal(zero_1, "False")
+            # Known at run time only: the load chooses fsdp_size or not on the same value (Parallelism.config).
+            parallelism.zero_1 = is_literal(zero_1, "True") if literal else zero_1
         if not parallelism.sharded:
             return parallelism, None
         file, scope = self.file, self.file.scope
@@ -380,11 +411,21 @@ class TrainingArguments(Handler):
         earlier = len(loads) == 1 and loads[0] in file.visited_calls
         at_load = scope.parallelism.tp if scope.parallelism is not None else None
         same_as_load = at_load is not None and source_code(at_load) == source_code(parallelism.tp)
-        movable = parallelism.tp is None or (
-            isinstance(parallelism.tp, cst.Integer) or same_as_load
-            if earlier
-            else not reads_moved_field(parallelism.tp)
-        )
+
+        def settled(value: cst.BaseExpression | bool | None) -> bool:
+            """The value means at the load what it means here: a literal; for a load before this call, the
+            degree its lazy_load_for_parallelism block gave it or names bound only before the load."""
+            if not isinstance(value, cst.BaseExpression) or isinstance(value, cst.Integer):
+                return True
+            if reads_moved_field(value) and not self._argparse_namespace(value, scope.node):
+                return False
+            return (
+                not earlier
+                or (value is parallelism.tp and same_as_load)
+                or bound_before(value, loads[0], scope.node)
+            )
+
+        movable = settled(parallelism.tp) and settled(parallelism.zero_1)
         traced = (
             len(loads) != 1
             or not file.training_loads(scope.node)
@@ -412,6 +453,44 @@ class TrainingArguments(Handler):
         scope.parallelism = parallelism
         (scope.earlier_targets if earlier else scope.load_targets).add(loads[0])
         return parallelism, None
+
+
+def bound_before(value: cst.BaseExpression, load: cst.Call, scope: cst.CSTNode) -> bool:
+    """`value` is names and attributes of names (`args.tp_size`) that `scope` binds only before `load` (in source
+    order; a parameter counts as bound before) and never assigns an attribute of: it holds at the load what it
+    holds later."""
+    names = _base_names(value)
+    if names is None:
+        return False
+    order = descendants(scope, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.WithItem, cst.Call))
+    position = next((index for index, node in enumerate(order) if node is load), None)
+    if position is None:
+        return False
+    for index, node in enumerate(order):
+        targets = (
+            [t.target for t in node.targets]
+            if isinstance(node, cst.Assign)
+            else [node.asname.name]
+            if isinstance(node, cst.WithItem) and node.asname
+            else [node.target]
+            if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For))
+            else []
+        )
+        bound = {name.value for target in targets for name in descendants(target, cst.Name)}
+        if bound & names and (
+            index > position or any(not isinstance(t, (cst.Name, cst.Tuple, cst.List)) for t in targets)
+        ):
+            return False
+    return True
+
+
+def _base_names(value: cst.BaseExpression) -> set[str] | None:
+    """The names `value` reads when it is names and attributes of them (`args.tp_size`, `tp`); else None."""
+    if isinstance(value, cst.Name):
+        return {value.value}
+    if isinstance(value, cst.Attribute):
+        return _base_names(value.value)
+    return None
 
 
 def _model_reference(load: cst.Call, scopes: tuple[cst.CSTNode, ...]) -> str | None:

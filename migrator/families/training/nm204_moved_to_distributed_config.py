@@ -11,7 +11,11 @@ MOVED_TO_DISTRIBUTED_CONFIG = Rule(
     "`tensor_parallel_size` / `zero_1` in the training arguments (or `lazy_load_for_parallelism`)",
     "Moved to `from_pretrained(..., distributed_config=DistributedConfig(tp_size=TP, fsdp_size=WORLD_SIZE // "
     "TP))` of the model loaded in the same scope (`dp_replicate_size` instead of `fsdp_size` without ZeRO-1). "
-    "ZeRO-1 becomes FSDP2, which also shards parameters and gradients. Launch with torchrun.",
+    "ZeRO-1 becomes FSDP2, which also shards parameters and gradients. A `zero_1` known at run time only "
+    "(`zero_1=args.zero_1`) chooses between the two on the same value at the load (no DistributedConfig where it "
+    "is off and the degree is 1), and `save_only_model` takes the same condition; a value read before a load "
+    "that comes first is moved when nothing between them can change it (names bound before the load only). "
+    "Launch with torchrun.",
     examples=(
         Example(
             before="""\

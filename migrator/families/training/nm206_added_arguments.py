@@ -125,15 +125,17 @@ class AddedArguments(Handler):
             and "save_only_model" not in keywords(original)
             and not _spreads_literal_key(original, "save_only_model")
         ):
+            # True, or the run-time condition the load is sharded on (a ZeRO-1 flag read at run time)
+            only_model = cst.Name("True") if call.sharded is True else cst.parse_expression(call.sharded)
             if unpacked is not None and "save_only_model" not in unpacked:
-                additions.append(keyword_arg("save_only_model", cst.Name("True")))
+                additions.append(keyword_arg("save_only_model", only_model))
                 self.ctx.report(original, "NM207")
             elif unpacked is None or not m.matches(unpacked["save_only_model"], m.Name("True")):
                 # What the call unpacks may pass save_only_model (given twice: TypeError): True goes over it,
                 # in the last `**`, so that it wins whatever the mapping holds.
                 star = max(i for i, arg in enumerate(updated.args) if arg.star == "**")
                 given = source_code(updated.args[star].value)
-                spread = f'{{**{given}, "save_only_model": True}}'
+                spread = f'{{**{given}, "save_only_model": {source_code(only_model)}}}'
                 updated = _with_spread(updated, star, cst.parse_expression(spread))
                 message = (
                     f"`**{given}` -> `**{spread}`: Trainer cannot save the "

@@ -41,20 +41,52 @@ class Parallelism:
     """Sharding read from arguments in one scope, to be written as `DistributedConfig(...)`."""
 
     tp: cst.BaseExpression | None = None
-    zero_1: bool | None = None  # None: not given (a TrainingNeuronConfig's default: replication)
+    # None: not given (a TrainingNeuronConfig's default: replication); an expression: known at run time only
+    zero_1: bool | cst.BaseExpression | None = None
 
     @property
     def sharded(self) -> bool:
-        return self.zero_1 is True or (self.tp is not None and not is_literal(self.tp, "1"))
+        """Whether the load may be sharded (at run time, where `when_sharded` says)."""
+        return (
+            self.zero_1 is True
+            or isinstance(self.zero_1, cst.BaseExpression)
+            or (self.tp is not None and not is_literal(self.tp, "1"))
+        )
+
+    def when_sharded(self) -> str | None:
+        """The condition the load is sharded on, where a run-time ZeRO-1 setting decides it; None where it is
+        known here."""
+        if (
+            not isinstance(self.zero_1, cst.BaseExpression)
+            or self._tp_source()
+            and isinstance(self.tp, cst.Integer)
+        ):
+            return None
+        zero_1 = source_code(self.zero_1)
+        return f"{self._tp_source()} > 1 or {zero_1}" if self._tp_source() else zero_1
+
+    def _tp_source(self) -> str | None:
+        return None if self.tp is None or is_literal(self.tp, "1") else source_code(self.tp)
 
     def config(self) -> str:
+        if not isinstance(self.zero_1, cst.BaseExpression):
+            return self._config(bool(self.zero_1))
+        # ZeRO-1 chosen at run time: fsdp_size when it is on; else the tensor-parallel degree's replication, and no
+        # DistributedConfig at a degree of 1 (the Trainer's own data parallelism, as without ZeRO-1 here).
+        tp = self._tp_source()
+        otherwise = "None" if tp is None else self._config(False)
+        if tp is not None and not isinstance(self.tp, cst.Integer):
+            otherwise += f" if {tp} > 1 else None"
+        return f"{self._config(True)} if {source_code(self.zero_1)} else {otherwise}"
+
+    def _config(self, zero_1: bool) -> str:
         fields = []
-        tp = None if self.tp is None or is_literal(self.tp, "1") else source_code(self.tp)
+        tp = self._tp_source()
         if tp:
             fields.append(f"tp_size={tp}")
         simple = self.tp is None or isinstance(self.tp, (cst.Name, cst.Attribute, cst.Integer, cst.Call))
         world = WORLD_SIZE if tp is None else f"{WORLD_SIZE} // {tp if simple else f'({tp})'}"
-        fields.append(f"{'fsdp_size' if self.zero_1 else 'dp_replicate_size'}={world}")
+        fields.append(f"{'fsdp_size' if zero_1 else 'dp_replicate_size'}={world}")
         return f"DistributedConfig({', '.join(fields)})"
 
 
@@ -78,7 +110,7 @@ class ArgumentsCall:
     table: dict  # its keyword table (training_args.py)
     migrated: bool  # an optimum-neuron class (not a Transformers/TRL one already)
     has_star: bool  # `**kwargs` among its arguments
-    sharded: bool  # the model of its scope is sharded at load
+    sharded: bool | str  # the model of its scope is sharded at load (a str: on that run-time condition)
     tensor_parallel: bool = False  # ...with a tensor-parallel degree read from its arguments
 
 
@@ -88,6 +120,7 @@ class TrainingFile:
         self.scopes: list[Scope] = []
         self.in_import = 0
         self.not_references: set[cst.Name] = set()  # attribute names, keywords: Names that are not uses
+        self._auto_model_names: frozenset[str] | None = None
         self.call_funcs: set[cst.BaseExpression] = (
             set()
         )  # funcs of calls: renamed (or kept) by the call rules
@@ -117,10 +150,31 @@ class TrainingFile:
             owner = self.ctx.qualified(call.func.value) or ""
             name = owner.rsplit(".", 1)[-1]
             if owner in TRAINING_MODELS or (
-                owner.startswith("transformers.") and name.endswith(MODEL_CLASS_SUFFIXES)
+                owner.startswith("transformers.")
+                and name.endswith(MODEL_CLASS_SUFFIXES)
+                or owner in self.auto_model_names
             ):
                 loads.append(call)
         return loads
+
+    @property
+    def auto_model_names(self) -> frozenset[str]:
+        """Module names bound (once) to a Transformers Auto model class chosen at run time:
+        `AutoModel = eval(f"transformers.AutoModel{'For' + args.task if args.task else ''}")`."""
+        if self._auto_model_names is None:
+            chosen = m.Assign(
+                targets=[m.AssignTarget(m.Name())],
+                value=m.Call(func=m.Name("eval"), args=[m.Arg(m.FormattedString() | m.SimpleString())]),
+            )
+            bindings: dict[str, list[bool]] = {}
+            for assign in descendants(self.ctx.module, cst.Assign):
+                for target in assign.targets:
+                    for bound in descendants(target.target, cst.Name):
+                        bindings.setdefault(bound.value, []).append(
+                            m.matches(assign, chosen) and _auto_model_text(assign.value.args[0].value)
+                        )
+            self._auto_model_names = frozenset(name for name, kinds in bindings.items() if kinds == [True])
+        return self._auto_model_names
 
     def training_loads(self, node: cst.CSTNode) -> list[cst.Call]:
         return [call for call in method_calls(node, "from_pretrained") if self.is_training_load(call)]
@@ -220,6 +274,18 @@ def unpacked_arguments(module: cst.Module, expression: cst.BaseExpression) -> di
             given = find_keyword(call, field_name)
             fields[field_name] = given.value if given is not None else None
     return fields
+
+
+def _auto_model_text(text: cst.BaseExpression) -> bool:
+    """The literal start of an `eval`'s string names `transformers.AutoModel...` (the class a task picks)."""
+    start = text.value if isinstance(text, cst.SimpleString) else ""
+    if (
+        isinstance(text, cst.FormattedString)
+        and text.parts
+        and isinstance(text.parts[0], cst.FormattedStringText)
+    ):
+        start = text.start + text.parts[0].value
+    return start.lstrip("rRuUbBfF")[1:].startswith("transformers.AutoModel")
 
 
 def reads_moved_field(node: cst.BaseExpression) -> bool:

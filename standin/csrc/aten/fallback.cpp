@@ -6,6 +6,8 @@
 
 #include <torch/library.h>
 
+#include <algorithm>
+
 #include "aten/host_view.h"
 #include "aten/op_records.h"
 #include "runtime/device.h"
@@ -24,7 +26,15 @@ namespace {
 // device's default), so that the device's seed and saved states decide its numbers, as on a device.
 void run_on_cpu(const c10::OperatorHandle& op, const OpInfo& info, torch::jit::Stack* stack, size_t first,
                 c10::DeviceIndex index) {
-  auto redispatch = [&] { op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack); };
+  // How many values the op drew: as many as its largest result holds (a Philox counter's measure).
+  auto redispatch = [&]() -> uint64_t {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    uint64_t drawn = 1;
+    for (size_t i = first; i < stack->size(); ++i) {
+      if ((*stack)[i].isTensor()) drawn = std::max<uint64_t>(drawn, (*stack)[i].toTensor().numel());
+    }
+    return drawn;
+  };
   if (info.generator_argument >= 0) {
     c10::IValue& argument = (*stack)[first + info.generator_argument];
     at::Generator generator = argument.isNone() ? default_generator(index) : argument.toGenerator();

@@ -148,6 +148,17 @@ found["collectives"] = {
     "all_to_all_single": exchanged.tolist(),
     "send_recv_broadcast": sent.tolist(),
 }
+# A random op on a sharded DTensor (the head a sharded load initialises, dropout under TP): DTensor's RNG tracker
+# reads the device generator's 16-byte (seed, offset) state and gives each shard its own offset.
+mesh = init_device_mesh("neuron", (world,))
+torch.manual_seed(3)
+weight = torch.distributed.tensor.distribute_tensor(
+    torch.empty(8, 4, device=device), mesh, [torch.distributed.tensor.Shard(0)]
+)
+weight.normal_()
+full = weight.full_tensor().cpu()
+found["dtensor_random_shards_differ"] = not torch.equal(full[:4], full[4:])
+found["rng_state_bytes"] = torch.neuron.get_rng_state().numel()
 if rank == 0:
     with open(output, "w") as handle:
         json.dump(found, handle)
