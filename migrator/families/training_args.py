@@ -365,3 +365,28 @@ __all__ = [
     "TRAINING_NEURON_CONFIG_FIELDS",
     "ArgAction",
 ]
+
+# TRL 0.11's `SFTTrainer(...)` keywords that TRL 0.12+ moved to SFTConfig (TRL 1.16 rejects them on the trainer:
+# TypeError) -> the SFTConfig field each became; trl 0.11.4's `sft_trainer.py` copied each into its config.
+SFT_TRAINER_KEYWORDS = {
+    "dataset_text_field": "dataset_text_field",
+    "packing": "packing",
+    "max_seq_length": "max_length",
+    "dataset_num_proc": "dataset_num_proc",
+    "dataset_kwargs": "dataset_kwargs",
+    "eval_packing": "eval_packing",
+    "model_init_kwargs": "model_init_kwargs",
+    "neftune_noise_alpha": "neftune_noise_alpha",
+    "dataset_batch_size": None,  # the batch size of its tokenizing map: the rows are the same
+}
+# ...and those of TRL 0.11's ConstantLengthDataset (packing=True), which TRL 1.x's packing has no equivalent of.
+SFT_TRAINER_PACKING_KEYWORDS = ("infinite", "num_of_sequences", "chars_per_token")
+# TrainingArguments' defaults where SFTConfig's differ (Transformers 5.23, TRL 1.16; SFTConfig's bf16=None becomes
+# True unless fp16): a TrainingArguments call that becomes an SFTConfig keeps them, as TRL's own conversion of a
+# TrainingArguments given to SFTTrainer (`SFTConfig(**args.to_dict())`) keeps every value.
+TRAINING_ARGUMENTS_DEFAULTS_SFT_CHANGES = {
+    "learning_rate": "5e-05",
+    "logging_steps": "500",
+    "bf16": "False",
+    "gradient_checkpointing": "False",
+}

@@ -25,6 +25,8 @@ from migrator.families.training.state import (
     ArgumentsCall,
     Parallelism,
     TrainingFile,
+    base_names,
+    bound_before,
     reads_moved_field,
     renamed_func,
     trn_config_arg,
@@ -304,7 +306,7 @@ class TrainingArguments(Handler):
     def _argparse_namespace(self, value: cst.BaseExpression, scope: cst.CSTNode) -> bool:
         """`value` reads an attribute of what argparse parsed (`args, _ = parser.parse_known_args()`, the parser an
         `argparse.ArgumentParser`): a flag of the script's own, not a field of training arguments."""
-        names = _base_names(value)
+        names = base_names(value)
         if names is None or len(names) != 1:
             return False
         (name,) = names
@@ -453,44 +455,6 @@ class TrainingArguments(Handler):
         scope.parallelism = parallelism
         (scope.earlier_targets if earlier else scope.load_targets).add(loads[0])
         return parallelism, None
-
-
-def bound_before(value: cst.BaseExpression, load: cst.Call, scope: cst.CSTNode) -> bool:
-    """`value` is names and attributes of names (`args.tp_size`) that `scope` binds only before `load` (in source
-    order; a parameter counts as bound before) and never assigns an attribute of: it holds at the load what it
-    holds later."""
-    names = _base_names(value)
-    if names is None:
-        return False
-    order = descendants(scope, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.WithItem, cst.Call))
-    position = next((index for index, node in enumerate(order) if node is load), None)
-    if position is None:
-        return False
-    for index, node in enumerate(order):
-        targets = (
-            [t.target for t in node.targets]
-            if isinstance(node, cst.Assign)
-            else [node.asname.name]
-            if isinstance(node, cst.WithItem) and node.asname
-            else [node.target]
-            if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For))
-            else []
-        )
-        bound = {name.value for target in targets for name in descendants(target, cst.Name)}
-        if bound & names and (
-            index > position or any(not isinstance(t, (cst.Name, cst.Tuple, cst.List)) for t in targets)
-        ):
-            return False
-    return True
-
-
-def _base_names(value: cst.BaseExpression) -> set[str] | None:
-    """The names `value` reads when it is names and attributes of them (`args.tp_size`, `tp`); else None."""
-    if isinstance(value, cst.Name):
-        return {value.value}
-    if isinstance(value, cst.Attribute):
-        return _base_names(value.value)
-    return None
 
 
 def _model_reference(load: cst.Call, scopes: tuple[cst.CSTNode, ...]) -> str | None:

@@ -3,7 +3,7 @@
 Migrated code runs on Transformers 5, TRL 1.x and huggingface_hub 1.x, so a file with no optimum-neuron or XLA code
 (a plain Transformers 4 training script) breaks on them too. Built from the rules' own tables: the removed
 training-arguments fields (NM202, NM203, NM216: `training_args.py`), NM219's names (`stack_names.py`) and
-NM221's calls, NM228's formatting functions. Substring tests first (memory speed), a regex only on the files that pass them: a file with none
+NM221's calls, NM228's formatting functions, NM229's trainer keywords. Substring tests first (memory speed), a regex only on the files that pass them: a file with none
 stays many times cheaper than a parse (`benchmarks/migrator_speed.py`).
 """
 
@@ -22,7 +22,12 @@ from migrator.families.training.stack_names import (
     STACK_MODULES,
 )
 from migrator.families.training.targets import ARGUMENTS_CLASSES, TRAINER_KEYWORDS
-from migrator.families.training_args import REMOVED_OPTIMIZERS, REMOVED_UPSTREAM
+from migrator.families.training_args import (
+    REMOVED_OPTIMIZERS,
+    REMOVED_UPSTREAM,
+    SFT_TRAINER_KEYWORDS,
+    SFT_TRAINER_PACKING_KEYWORDS,
+)
 
 # NM221: a keyword passed, a tokenizer method called or entered; huggingface_hub's removed HfFolder (NM219) by its name.
 # Each hint is one scan of every file: one for both quantization keywords, none for a name holding another one.
@@ -60,10 +65,13 @@ _TRAINER_KEYWORDS = "|".join(TRAINER_KEYWORDS)
 _TRAINER = re.compile(rf"Trainer\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*?\b(?:{_TRAINER_KEYWORDS})\s*=(?!=)")
 
 
-# NM228: an SFT trainer's formatting function, which TRL 1.x calls per row (whether it is batched is read there).
-FORMATTING_HINT = "formatting_func"
-_FORMATTING = re.compile(
-    r"SFTTrainer\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*?\bformatting_func\s*=\s*\w+\s*[,)]"
+# NM228: an SFT trainer's formatting function, which TRL 1.x calls per row (whether it is batched is read there);
+# NM229: TRL 0.11's trainer keywords, which TRL 1.x moved to SFTConfig.
+SFT_TRAINER_HINT = "SFTTrainer("
+_SFT_KEYWORDS = "|".join(sorted({*SFT_TRAINER_KEYWORDS, *SFT_TRAINER_PACKING_KEYWORDS}))
+_SFT_TRAINER = re.compile(
+    r"SFTTrainer\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*?"
+    rf"\b(?:formatting_func\s*=\s*\w+\s*[,)]|(?:{_SFT_KEYWORDS})\s*=(?!=))"
 )
 
 
@@ -113,6 +121,6 @@ def stack_marked(content: str) -> bool:
         return True
     if TRAINER_HINT in content and _TRAINER.search(content):
         return True
-    if FORMATTING_HINT in content and _FORMATTING.search(content):
+    if SFT_TRAINER_HINT in content and _SFT_TRAINER.search(content):
         return True
     return any(hint in content for hint in MODULE_HINTS) and _NAMES.search(content) is not None

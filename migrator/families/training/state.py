@@ -276,6 +276,44 @@ def unpacked_arguments(module: cst.Module, expression: cst.BaseExpression) -> di
     return fields
 
 
+def bound_before(value: cst.BaseExpression, load: cst.Call, scope: cst.CSTNode) -> bool:
+    """`value` is names and attributes of names (`args.tp_size`) that `scope` binds only before `load` (in source
+    order; a parameter counts as bound before) and never assigns an attribute of: it holds at the load what it
+    holds later."""
+    names = base_names(value)
+    if names is None:
+        return False
+    order = descendants(scope, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.WithItem, cst.Call))
+    position = next((index for index, node in enumerate(order) if node is load), None)
+    if position is None:
+        return False
+    for index, node in enumerate(order):
+        targets = (
+            [t.target for t in node.targets]
+            if isinstance(node, cst.Assign)
+            else [node.asname.name]
+            if isinstance(node, cst.WithItem) and node.asname
+            else [node.target]
+            if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For))
+            else []
+        )
+        bound = {name.value for target in targets for name in descendants(target, cst.Name)}
+        if bound & names and (
+            index > position or any(not isinstance(t, (cst.Name, cst.Tuple, cst.List)) for t in targets)
+        ):
+            return False
+    return True
+
+
+def base_names(value: cst.BaseExpression) -> set[str] | None:
+    """The names `value` reads when it is names and attributes of them (`args.tp_size`, `tp`); else None."""
+    if isinstance(value, cst.Name):
+        return {value.value}
+    if isinstance(value, cst.Attribute):
+        return base_names(value.value)
+    return None
+
+
 def _auto_model_text(text: cst.BaseExpression) -> bool:
     """The literal start of an `eval`'s string names `transformers.AutoModel...` (the class a task picks)."""
     start = text.value if isinstance(text, cst.SimpleString) else ""
