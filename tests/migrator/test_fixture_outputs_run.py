@@ -51,7 +51,6 @@ SCRIPT_WORD = re.compile(r"[\w./-]+\.py\b")
 LIMIT = "try limit"
 MANUAL = "manual work left by the migrator (its TODO says what)"
 FIXTURE = "the fixture's own code fails, on any device"
-MIGRATOR = "rewrite that fails at run time (migrator bug)"
 UNSURE = "not yet attributed"
 NOT_QUICK = "NEURON_MIGRATE_TRY_QUICK=1 tries only QUICK_TRIED (unset it to try every output)"
 
@@ -151,14 +150,16 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
         "which padding='max_length' does not truncate (a real BERT tokenizer keeps sst2 rows under 128)",
     ),
     "training/sft_config_from_training_args.expected.py": (
-        MIGRATOR,
-        "TRL 1.16's SFTTrainer reads a `prompt` column as prompt-completion data: no_robots' real columns "
-        "(prompt, messages) raise KeyError 'completion'; the migration to TRL 1.16 does not flag it",
+        FIXTURE,
+        "TRL reads a `prompt` column as prompt-completion data: no_robots' real columns (prompt, messages) raise "
+        "KeyError 'completion' in TRL 1.16, as in TRL 0.24.0, which optimum-neuron 0.4.5 pins (its sft_trainer.py's "
+        'tokenize_fn: `if "prompt" in example`, read, not run): the dataset, not the migration',
     ),
     "training/sft_lora_llama_tp_zero1.expected.py": (
-        MIGRATOR,
-        "TRL 1.16's SFTTrainer reads a `prompt` column as prompt-completion data: no_robots' real columns "
-        "(prompt, messages) raise KeyError 'completion'; the migration to TRL 1.16 does not flag it",
+        FIXTURE,
+        "TRL reads a `prompt` column as prompt-completion data: no_robots' real columns (prompt, messages) raise "
+        "KeyError 'completion' in TRL 1.16, as in TRL 0.24.0, which optimum-neuron 0.4.5 pins (its sft_trainer.py's "
+        'tokenize_fn: `if "prompt" in example`, read, not run): the dataset, not the migration',
     ),
     "training/vit_feature_extractor_eval.expected.py": (
         LIMIT,
