@@ -650,3 +650,21 @@ def test_trl_0_11_trainer_keywords_that_cannot_move_exactly_keep_a_todo(lines) -
     assert [f.code for f in findings if not f.fixed] == [
         "NM229"
     ] and "# TODO(neuron-migrate): NM229" in migrated
+
+
+@pytest.mark.parametrize(
+    ("code", "marked"),
+    [
+        ("from transformers import (\n    AutoModel,\n    AdamW,\n)\n", True),  # in a parenthesised list
+        ("from transformers.optimization import get_scheduler, AdamW  # old\n", True),
+        ("from transformers import TFAutoModel\n", True),  # a removed prefix
+        ("from transformers import TFLiteThing as x, Tfoo\n", True),
+        ("from transformers import Tfoo, AutoModel\n", False),  # the prefix, but not a TF class
+        ("import transformers\nopt = transformers.AdamW(params)\n", True),  # a qualified read
+        ("import transformers\nopt = transformers.AdamWeightDecayX\n", False),  # not that name
+        ("import transformers\nfrom transformers.onnx import export\n", True),  # a removed module
+        ("from transformers import AutoModel, AdamWScheduler\n", False),
+    ],
+)
+def test_the_pre_filter_finds_removed_stack_names_by_whole_words(code, marked) -> None:
+    assert stack_marked(code) is marked

@@ -88,15 +88,44 @@ MODULE_HINTS = tuple(f"{verb} {module}" for module in STACK_MODULES for verb in 
 _REMOVED_NAMES = {
     q for q in (*RENAMED, *REMOVED, *DROPPED) if not q.startswith(tuple(f"{m}." for m in REMOVED_MODULES))
 }
-_NAMES_ALTERNATION = "|".join(sorted({_removed_name(q) for q in _REMOVED_NAMES}, key=len, reverse=True))
-_QUALIFIED = "|".join(re.escape(q) for q in sorted(_REMOVED_NAMES, key=len, reverse=True))
-_PREFIXES = "|".join(prefix.rpartition(".")[2] for prefix in REMOVED_PREFIXES)
+_NAME_SET = frozenset(_removed_name(q) for q in _REMOVED_NAMES)
+_PREFIX_NAMES = tuple(prefix.rpartition(".")[2] for prefix in REMOVED_PREFIXES)
 _MODULES = "|".join(re.escape(module) for module in STACK_MODULES)
-_NAMES = re.compile(
-    rf"from (?:{_MODULES})\b[\w.]* import (?:\([^)]*|[^\n]*)\b(?:{_NAMES_ALTERNATION}|(?:{_PREFIXES})[A-Z]\w*)\b"
-    rf"|\b(?:{_QUALIFIED})\b"
-    rf"|(?:from|import) (?:{'|'.join(re.escape(module) for module in REMOVED_MODULES)})\b"
+# The names an import of a stack module lists (a parenthesised list, or the rest of its line), and the dotted
+# chains that start with a stack module: read word by word and looked up in sets, not matched against an
+# alternation of every removed name (which Python's `re` tries at each position: most of the pre-filter's time
+# on library files that import Transformers).
+_STACK_IMPORT = re.compile(rf"from (?:{_MODULES})\b[\w.]* import (\([^)]*|[^\n]*)")
+_STACK_CHAIN = re.compile(rf"\b(?:{_MODULES})(?:\.\w+)+")
+_WORD = re.compile(r"\w+")
+_REMOVED_MODULE_IMPORT = re.compile(
+    rf"(?:from|import) (?:{'|'.join(re.escape(module) for module in REMOVED_MODULES)})\b"
 )
+
+
+def _removed_import_name(name: str) -> bool:
+    return name in _NAME_SET or any(
+        name.startswith(prefix) and "A" <= name[len(prefix) : len(prefix) + 1] <= "Z"
+        for prefix in _PREFIX_NAMES
+    )
+
+
+def _stack_names_used(content: str) -> bool:
+    """A removed name imported from a stack module, a removed qualified name read (`transformers.AdamW`), or a
+    removed module imported."""
+    for found in _STACK_IMPORT.finditer(content):
+        if any(_removed_import_name(word) for word in _WORD.findall(found.group(1))):
+            return True
+    for found in _STACK_CHAIN.finditer(content):
+        parts = found.group().split(".")
+        chains = (
+            ".".join(parts[start:end])
+            for start in range(len(parts))
+            for end in range(start + 2, len(parts) + 1)
+        )
+        if any(chain in _REMOVED_NAMES for chain in chains):
+            return True
+    return _REMOVED_MODULE_IMPORT.search(content) is not None
 
 
 def _field_used_on_a_name(content: str) -> bool:
@@ -123,4 +152,4 @@ def stack_marked(content: str) -> bool:
         return True
     if SFT_TRAINER_HINT in content and _SFT_TRAINER.search(content):
         return True
-    return any(hint in content for hint in MODULE_HINTS) and _NAMES.search(content) is not None
+    return any(hint in content for hint in MODULE_HINTS) and _stack_names_used(content)
