@@ -70,13 +70,30 @@ def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 def descendants(node: cst.CSTNode, kinds: type | tuple[type, ...]) -> list:
     """Nodes of the given types in `node` (itself included), in source order: `m.findall` for a bare
-    node type; several types gather in one walk."""
+    node type; several types gather in one walk. A whole module's nodes are walked once (the rules ask
+    of the same module dozens of times) and filtered on each ask."""
+    if isinstance(node, cst.Module):
+        return [found for found in _module_nodes(node) if isinstance(found, kinds)]
+    return [found for found in _walk(node) if isinstance(found, kinds)]
+
+
+# The last module walked and its nodes in source order (held, so its id is never another module's).
+_WALKED: tuple[cst.Module | None, list[cst.CSTNode]] = (None, [])
+
+
+def _module_nodes(module: cst.Module) -> list[cst.CSTNode]:
+    global _WALKED
+    if _WALKED[0] is not module:
+        _WALKED = (module, _walk(module))
+    return _WALKED[1]
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
     found = []
     stack = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, kinds):
-            found.append(current)
+        found.append(current)
         stack.extend(reversed(_children(current)))
     return found
 
