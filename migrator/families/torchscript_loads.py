@@ -232,8 +232,7 @@ class _Follower:
 
 def model_uses(module: cst.Module, load: cst.Call) -> ModelUses:
     """Where the model `load` (a call in `module`, unmodified) makes goes."""
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    follower = _Follower(module, wrapper.resolve(ScopeProvider), wrapper.resolve(ParentNodeProvider))
+    follower = _Follower(module, *_scopes_and_parents(module))
     follower.follow(load)
     # A name is not flow-sensitive: where one of its reads may see another value, that value goes there too.
     for access in follower.accesses:
@@ -243,6 +242,18 @@ def model_uses(module: cst.Module, load: cst.Call) -> ModelUses:
         ):
             follower.unfollowed(access.node)
     return follower.uses
+
+
+# The last module's scope analysis and parents, which every load of it follows (libcst resolves them by walking it).
+_RESOLVED: tuple[cst.Module | None, tuple] = (None, ())
+
+
+def _scopes_and_parents(module: cst.Module) -> tuple:
+    global _RESOLVED
+    if _RESOLVED[0] is not module:
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        _RESOLVED = (module, (wrapper.resolve(ScopeProvider), wrapper.resolve(ParentNodeProvider)))
+    return _RESOLVED[1]
 
 
 def model_type(module: cst.Module, load: cst.Call) -> str | None:
