@@ -1,7 +1,7 @@
 """The user's scripts a tried program launches, and those these launch in turn: what a notebook's `!torchrun
 train.py`, `!python x.py`, `%%bash` and `%run x.py` lines run (from the folder its `%cd` lines move to, or a
-`cd DIR &&` before the launch; a script a `cp` line put there), what a shell script such a line runs launches, and what a Python script runs
-with `subprocess` or `os.system` and literal words. A launch is what the try's plan calls one
+`cd DIR &&` before the launch; a script a `cp` line put there), what a shell script such a line runs
+launches, and what a Python script runs with `subprocess` or `os.system` and literal words. A launch is what the try's plan calls one
 (`plan.classify`), and its script the one the plan would run (`plan.script_of`); the runner reads each script
 found for what it loads (its models, datasets, columns) and imports (the installs, packages.py).
 """
@@ -36,9 +36,8 @@ class Launched:
     arguments: tuple[str, ...]
     by: str  # what launches it, for the reports: "cell 3", "run.sh:12", "scripts/train.py:40"
     text: str  # its Python
-    written: (
-        bool  # a `%%writefile` cell (or a `cp`) of the notebook writes it: not in the tree before the run
-    )
+    # a `%%writefile` cell (or a `cp`) of the notebook writes it: not in the tree before the run
+    written: bool
 
     def where(self, base: Path) -> str:
         """The script as the reports name it (from `base`, the tried file's folder) and what launches it."""

@@ -230,9 +230,10 @@ class _Follower:
         return params[position] if position < len(params) else None
 
 
-def model_uses(module: cst.Module, load: cst.Call) -> ModelUses:
-    """Where the model `load` (a call in `module`, unmodified) makes goes."""
-    follower = _Follower(module, *_scopes_and_parents(module))
+def model_uses(module: cst.Module, load: cst.Call, resolved: tuple) -> ModelUses:
+    """Where the model `load` (a call in `module`, unmodified) makes goes; `resolved`: the module's
+    `scopes_and_parents`, which every load of it shares."""
+    follower = _Follower(module, *resolved)
     follower.follow(load)
     # A name is not flow-sensitive: where one of its reads may see another value, that value goes there too.
     for access in follower.accesses:
@@ -244,16 +245,10 @@ def model_uses(module: cst.Module, load: cst.Call) -> ModelUses:
     return follower.uses
 
 
-# The last module's scope analysis and parents, which every load of it follows (libcst resolves them by walking it).
-_RESOLVED: tuple[cst.Module | None, tuple] = (None, ())
-
-
-def _scopes_and_parents(module: cst.Module) -> tuple:
-    global _RESOLVED
-    if _RESOLVED[0] is not module:
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        _RESOLVED = (module, (wrapper.resolve(ScopeProvider), wrapper.resolve(ParentNodeProvider)))
-    return _RESOLVED[1]
+def scopes_and_parents(module: cst.Module) -> tuple:
+    """libcst's scope analysis and parents of `module` (each a walk of it)."""
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    return wrapper.resolve(ScopeProvider), wrapper.resolve(ParentNodeProvider)
 
 
 def model_type(module: cst.Module, load: cst.Call) -> str | None:
@@ -293,6 +288,7 @@ class TorchscriptLoads:
         self.names: set[str] = set()  # the names and attributes that hold those models
         if "torchscript" not in ctx.code or TRAINS.search(ctx.code):
             return
+        resolved = None  # resolved once, at the first load followed
         for load in method_calls(ctx.module, "from_pretrained"):
             keyword = find_keyword(load, "torchscript")
             if (
@@ -302,7 +298,8 @@ class TorchscriptLoads:
                 or model_type(ctx.module, load) is not None
             ):
                 continue
-            uses = self.loads[load] = model_uses(ctx.module, load)
+            resolved = resolved or scopes_and_parents(ctx.module)
+            uses = self.loads[load] = model_uses(ctx.module, load, resolved)
             if uses.unfollowed is None:
                 self.calls.update(uses.calls)
                 self.traces.update(uses.traces)

@@ -25,7 +25,7 @@ from migrator.families.training.state import (
     ArgumentsCall,
     Parallelism,
     TrainingFile,
-    base_names,
+    base_name,
     bound_before,
     reads_moved_field,
     renamed_func,
@@ -306,35 +306,28 @@ class TrainingArguments(Handler):
     def _argparse_namespace(self, value: cst.BaseExpression, scope: cst.CSTNode) -> bool:
         """`value` reads an attribute of what argparse parsed (`args, _ = parser.parse_known_args()`, the parser an
         `argparse.ArgumentParser`): a flag of the script's own, not a field of training arguments."""
-        names = base_names(value)
-        if names is None or len(names) != 1:
-            return False
-        (name,) = names
+        name = base_name(value)
+        assigns = descendants(scope, cst.Assign)
         parsers = {
             target.target.value
-            for assign in descendants(scope, cst.Assign)
+            for assign in assigns
             if isinstance(assign.value, cst.Call)
             and self.ctx.qualified(assign.value.func) == "argparse.ArgumentParser"
             for target in assign.targets
             if isinstance(target.target, cst.Name)
         }
+        parsed = m.Call(
+            func=m.Attribute(
+                value=m.Name(m.MatchIfTrue(parsers.__contains__)),
+                attr=m.Name("parse_args") | m.Name("parse_known_args"),
+            )
+        )
         bindings = [
             assign.value
-            for assign in descendants(scope, cst.Assign)
+            for assign in assigns
             if name in {n.value for target in assign.targets for n in descendants(target.target, cst.Name)}
         ]
-        return bool(bindings) and all(
-            m.matches(
-                value,
-                m.Call(
-                    func=m.Attribute(
-                        value=m.Name(m.MatchIfTrue(parsers.__contains__)),
-                        attr=m.Name("parse_args") | m.Name("parse_known_args"),
-                    )
-                ),
-            )
-            for value in bindings
-        )
+        return name is not None and bool(bindings) and all(m.matches(bound, parsed) for bound in bindings)
 
     def _line_holds(self, call: cst.Call) -> bool:
         """The call is the whole value of the current simple statement (so a statement can go before it)."""

@@ -64,11 +64,12 @@ SFT_TRAINERS = frozenset(
         "optimum.neuron.trainers.sft_trainer.NeuronSFTTrainer",
     }
 )
+SFT_TRAINER_NAMES = frozenset(name.rpartition(".")[2] for name in SFT_TRAINERS)
 _LISTS = (cst.List, cst.ListComp)
 
 
 class BatchedFormattingFunc(Handler):
-    TRIGGERS = frozenset({"SFTTrainer", "NeuronSFTTrainer"})
+    TRIGGERS = SFT_TRAINER_NAMES
     CALLS = SFT_TRAINERS
     HINTS = frozenset({"formatting_func"})
 

@@ -18,6 +18,7 @@ from migrator.cst_helpers import (
     with_appended,
     without_args,
 )
+from migrator.families.training.nm228_batched_formatting_func import SFT_TRAINER_NAMES
 from migrator.families.training.state import bound_before
 from migrator.families.training_args import (
     SFT_TRAINER_KEYWORDS,
@@ -67,7 +68,7 @@ _TRAINING_ARGUMENTS = {"TrainingArguments", "NeuronTrainingArguments"}
 
 
 class SftTrainerKeywords(Handler):
-    TRIGGERS = frozenset({"SFTTrainer", "NeuronSFTTrainer"})
+    TRIGGERS = SFT_TRAINER_NAMES
     HINTS = frozenset({"SFTTrainer", "Arguments", "Config"})
 
     def __init__(self, ctx: FileContext) -> None:
@@ -85,7 +86,7 @@ class SftTrainerKeywords(Handler):
                 for arg in call.args
                 if arg.keyword and arg.keyword.value in SFT_TRAINER_PACKING_KEYWORDS
             ]
-            if name not in ("SFTTrainer", "NeuronSFTTrainer") or not (moved or packing_only):
+            if name not in SFT_TRAINER_NAMES or not (moved or packing_only):
                 continue
             if packing_only:
                 why = (
@@ -98,9 +99,9 @@ class SftTrainerKeywords(Handler):
 
     def _plan(self, module: cst.Module, trainer: cst.Call, moved: list[cst.Arg]) -> tuple[str, str | None]:
         why = self._why_not(module, trainer, moved)
-        if why is None and trainer not in self.trainers and not self._config_of(trainer):
-            return ("new", None)
-        return ("todo", why) if why else ("config", None)
+        if why is not None:
+            return ("todo", why)
+        return ("new", None) if self._config_of(trainer) is None else ("config", None)
 
     @staticmethod
     def _config_of(trainer: cst.Call) -> cst.BaseExpression | None:
@@ -159,7 +160,9 @@ class SftTrainerKeywords(Handler):
         moved = [arg for arg in updated.args if arg.keyword and arg.keyword.value in SFT_TRAINER_KEYWORDS]
         args = without_args(list(updated.args), set(moved))
         if plan == "new":
-            fields = ", ".join(['output_dir="tmp_trainer"', *_fields(moved)])
+            fields = ", ".join(
+                ['output_dir="tmp_trainer"', *(f"{name}={value}" for name, value in _field_values(moved))]
+            )
             self.ctx.add_import("trl", "SFTConfig")
             args = with_appended(args, [keyword_arg("args", cst.parse_expression(f"SFTConfig({fields})"))])
             where = 'a new `args=SFTConfig(output_dir="tmp_trainer", ...)` (TRL 0.11\'s default)'
@@ -226,10 +229,6 @@ def _field_values(moved: list[cst.Arg]) -> list[tuple[str, str]]:
     if any(name == "packing" and value != "False" for name, value in fields):
         fields.append(("packing_strategy", '"wrapped"'))
     return fields
-
-
-def _fields(moved: list[cst.Arg]) -> list[str]:
-    return [f"{name}={value}" for name, value in _field_values(moved)]
 
 
 HANDLER = SftTrainerKeywords

@@ -276,15 +276,15 @@ def unpacked_arguments(module: cst.Module, expression: cst.BaseExpression) -> di
     return fields
 
 
-def bound_before(value: cst.BaseExpression, load: cst.Call, scope: cst.CSTNode) -> bool:
-    """`value` is names and attributes of names (`args.tp_size`) that `scope` binds only before `load` (in source
-    order; a parameter counts as bound before) and never assigns an attribute of: it holds at the load what it
+def bound_before(value: cst.BaseExpression, call: cst.Call, scope: cst.CSTNode) -> bool:
+    """`value` is a name, or attributes of one (`args.tp_size`), that `scope` binds only before `call` (in source
+    order; a parameter counts as bound before) and never assigns an attribute of: it holds at `call` what it
     holds later."""
-    names = base_names(value)
-    if names is None:
+    name = base_name(value)
+    if name is None:
         return False
     order = descendants(scope, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.WithItem, cst.Call))
-    position = next((index for index, node in enumerate(order) if node is load), None)
+    position = next((index for index, node in enumerate(order) if node is call), None)
     if position is None:
         return False
     for index, node in enumerate(order):
@@ -297,20 +297,20 @@ def bound_before(value: cst.BaseExpression, load: cst.Call, scope: cst.CSTNode) 
             if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For))
             else []
         )
-        bound = {name.value for target in targets for name in descendants(target, cst.Name)}
-        if bound & names and (
+        bound = {bound.value for target in targets for bound in descendants(target, cst.Name)}
+        if name in bound and (
             index > position or any(not isinstance(t, (cst.Name, cst.Tuple, cst.List)) for t in targets)
         ):
             return False
     return True
 
 
-def base_names(value: cst.BaseExpression) -> set[str] | None:
-    """The names `value` reads when it is names and attributes of them (`args.tp_size`, `tp`); else None."""
+def base_name(value: cst.BaseExpression) -> str | None:
+    """The name `value` reads when it is a name or attributes of one (`args.tp_size`, `tp`); else None."""
     if isinstance(value, cst.Name):
-        return {value.value}
+        return value.value
     if isinstance(value, cst.Attribute):
-        return base_names(value.value)
+        return base_name(value.value)
     return None
 
 
