@@ -31,6 +31,7 @@ from migrator.families.training.state import (
     renamed_func,
     trn_config_arg,
     trn_config_source,
+    zero_1_setting,
 )
 from migrator.families.training.targets import (
     HINTS,
@@ -377,14 +378,11 @@ class TrainingArguments(Handler):
         }
         if not moved:
             return None, None
-        # Not given, zero_1 is on: the default of NeuronTrainingArguments and its subclasses (optimum-neuron 0.4.5).
-        parallelism = Parallelism(tp=moved.get("tensor_parallel_size"), zero_1=True)
-        zero_1 = moved.get("zero_1")
+        # A setting known at run time only: the load chooses fsdp_size or not on the same value (Parallelism.config).
+        parallelism = Parallelism(
+            tp=moved.get("tensor_parallel_size"), zero_1=zero_1_setting(moved.get("zero_1"))
+        )
         flags = ", ".join(f"`{name}`" for name in moved)
-        if zero_1 is not None:
-            literal = is_literal(zero_1, "True") or is_literal(zero_1, "False")
-            # Known at run time only: the load chooses fsdp_size or not on the same value (Parallelism.config).
-            parallelism.zero_1 = is_literal(zero_1, "True") if literal else zero_1
         if not parallelism.sharded:
             return parallelism, None
         file, scope = self.file, self.file.scope

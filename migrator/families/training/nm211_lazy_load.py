@@ -12,6 +12,7 @@ from migrator.families.training.state import (
     Parallelism,
     TrainingFile,
     reads_moved_field,
+    zero_1_setting,
 )
 from migrator.families.training.targets import HINTS, LAZY_LOAD_FUNCTIONS, NEURON_ARGUMENTS, TRIGGERS
 from migrator.rules import Example, Rule, Severity
@@ -130,13 +131,8 @@ class LazyLoad(Handler):
         if len(calls) != 1 or any(arg.star for arg in calls[0].args):
             return None
         given = find_keyword(calls[0], "zero_1")
-        if given is None:
-            return True
-        return (
-            is_literal(given.value, "True")
-            if is_literal(given.value, "True") or is_literal(given.value, "False")
-            else None
-        )
+        setting = zero_1_setting(given.value if given else None)
+        return setting if isinstance(setting, bool) else None
 
     def leave_With(self, original: cst.With, updated: cst.With):
         reason = self.kept.get(original)

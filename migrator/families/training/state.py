@@ -276,6 +276,17 @@ def unpacked_arguments(module: cst.Module, expression: cst.BaseExpression) -> di
     return fields
 
 
+def zero_1_setting(given: cst.BaseExpression | None) -> bool | cst.BaseExpression:
+    """ZeRO-1 as an optimum-neuron arguments call sets it with `zero_1=given`: on where it gives none (the default of
+    NeuronTrainingArguments and its subclasses in optimum-neuron 0.4.5), the literal it gives, else the expression
+    (known at run time only)."""
+    if given is None:
+        return True
+    if is_literal(given, "True") or is_literal(given, "False"):
+        return is_literal(given, "True")
+    return given
+
+
 def bound_before(value: cst.BaseExpression, call: cst.Call, scope: cst.CSTNode) -> bool:
     """`value` is a name, or attributes of one (`args.tp_size`), that `scope` binds only before `call` (in source
     order; a parameter counts as bound before) and never assigns an attribute of: it holds at `call` what it
