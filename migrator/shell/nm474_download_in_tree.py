@@ -65,8 +65,8 @@ class DownloadInTreeMatcher:
         fetched = _fetched(program, [w.value for w in words[1:]])
         if fetched is None:
             return None
-        url, output = fetched
-        local = _tree_file(_FILE_URL.match(url)["rest"], self.directory, self.root)
+        url, rest, output = fetched
+        local = _tree_file(rest, self.directory, self.root)
         if local is None:
             return None
         copy = os.path.relpath(local, self.directory)
@@ -83,8 +83,9 @@ class DownloadInTreeMatcher:
 MATCHER = DownloadInTreeMatcher
 
 
-def _fetched(program: str, arguments: list[str]) -> tuple[str, str] | None:
-    """(URL, the file it is written to) of a download of one script with no other effect; else None."""
+def _fetched(program: str, arguments: list[str]) -> tuple[str, str, str] | None:
+    """(URL, its REF/PATH, the file it is written to) of a download of one script with no other effect; else
+    None."""
     urls, output, remote_name = [], None, False
     words = iter(arguments)
     for word in words:
@@ -106,12 +107,13 @@ def _fetched(program: str, arguments: list[str]) -> tuple[str, str] | None:
             return None
     if len(urls) != 1 or output in ("-", ""):
         return None
-    name = PurePosixPath(_FILE_URL.match(urls[0])["rest"]).name
+    rest = _FILE_URL.match(urls[0])["rest"]
+    name = PurePosixPath(rest).name
     if output is None and (program == "wget" or remote_name):
         output = name
     if output is None or not name.endswith(_SCRIPTS):
         return None  # curl with neither -o nor -O writes to its output
-    return urls[0], output
+    return urls[0], rest, output
 
 
 def _tree_file(rest: str, directory: Path, root: Path) -> Path | None:
@@ -121,7 +123,7 @@ def _tree_file(rest: str, directory: Path, root: Path) -> Path | None:
     if ".." in parts:
         return None
     root = root.resolve()
-    folders = [folder for folder in (directory.resolve(), *directory.resolve().parents)]
+    folders = [directory.resolve(), *directory.resolve().parents]
     folders = folders[: folders.index(root) + 1] if root in folders else []
     for start in range(1, len(parts) - 1):
         for folder in folders:
