@@ -2,9 +2,10 @@
 
 Migrated code runs on Transformers 5, TRL 1.x and huggingface_hub 1.x, so a file with no optimum-neuron or XLA code
 (a plain Transformers 4 training script) breaks on them too. Built from the rules' own tables: the removed
-training-arguments fields (NM202, NM203, NM216: `training_args.py`), NM219's names (`stack_names.py`) and
-NM221's calls, NM228's formatting functions, NM229's trainer keywords. Substring tests first (memory speed), a regex only on the files that pass them: a file with none
-stays many times cheaper than a parse (`benchmarks/migrator_speed.py`).
+training-arguments fields (NM202, NM203, NM216: `training_args.py`), NM219's names (`stack_names.py`), NM221's
+calls, NM228's formatting functions and NM229's trainer keywords. Substring tests first (memory speed), a regex or
+a word-by-word lookup only on the files that pass them: a file with none stays many times cheaper than a parse
+(`benchmarks/migrator_speed.py`).
 """
 
 from __future__ import annotations
