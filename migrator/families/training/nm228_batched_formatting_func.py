@@ -10,6 +10,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from migrator.cst_helpers import descendants, find_keyword
+from migrator.families.training.targets import SFT_TRAINER_NAMES, SFT_TRAINERS
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -54,17 +55,6 @@ trainer = SFTTrainer(model="Qwen/Qwen3-0.6B", train_dataset=dataset, formatting_
 )
 RULES = (BATCHED_FORMATTING_FUNC,)
 
-SFT_TRAINERS = frozenset(
-    {
-        "trl.SFTTrainer",
-        "trl.trainer.SFTTrainer",
-        "trl.trainer.sft_trainer.SFTTrainer",
-        "optimum.neuron.NeuronSFTTrainer",
-        "optimum.neuron.trainers.NeuronSFTTrainer",
-        "optimum.neuron.trainers.sft_trainer.NeuronSFTTrainer",
-    }
-)
-SFT_TRAINER_NAMES = frozenset(name.rpartition(".")[2] for name in SFT_TRAINERS)
 _LISTS = (cst.List, cst.ListComp)
 
 

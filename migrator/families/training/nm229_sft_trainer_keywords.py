@@ -18,8 +18,8 @@ from migrator.cst_helpers import (
     with_appended,
     without_args,
 )
-from migrator.families.training.nm228_batched_formatting_func import SFT_TRAINER_NAMES
 from migrator.families.training.state import bound_before
+from migrator.families.training.targets import SFT_TRAINER_NAMES
 from migrator.families.training_args import (
     SFT_TRAINER_KEYWORDS,
     SFT_TRAINER_PACKING_KEYWORDS,

@@ -208,3 +208,16 @@ ADDED_FIELDS: dict[str, frozenset[str]] = {
     "save_only_model": ARGUMENTS_CLASSES,
     "packing_strategy": SFT_CONFIG_CLASSES,
 }
+
+# TRL's SFT trainer and optimum-neuron's, qualified, and by the names scripts call them (NM228, NM229).
+SFT_TRAINERS = frozenset(
+    {
+        "trl.SFTTrainer",
+        "trl.trainer.SFTTrainer",
+        "trl.trainer.sft_trainer.SFTTrainer",
+        "optimum.neuron.NeuronSFTTrainer",
+        "optimum.neuron.trainers.NeuronSFTTrainer",
+        "optimum.neuron.trainers.sft_trainer.NeuronSFTTrainer",
+    }
+)
+SFT_TRAINER_NAMES = frozenset(name.rpartition(".")[2] for name in SFT_TRAINERS)
