@@ -23,6 +23,7 @@ from migrator.cst_helpers import (
     without_empty_branches,
     without_empty_try,
 )
+from migrator.source_map import module_code
 
 ImportRequest = tuple[str, str | None, str | None]  # module, imported object (None: the module), alias
 
@@ -231,16 +232,20 @@ def _assigns_all(node: ast.Assign | ast.AugAssign | ast.AnnAssign) -> bool:
     )
 
 
-def code_without_unused_imports(module: cst.Module, requests: list[ImportRequest]) -> str:
-    """The module's code, less the requested import aliases whose name it no longer uses."""
-    code = module.code
+def code_without_unused_imports(
+    module: cst.Module, requests: list[ImportRequest], known: dict[cst.CSTNode, str] | None = None
+) -> str:
+    """The module's code, less the requested import aliases whose name it no longer uses; `known`: text
+    already printed for top-level statements (see `module_code`)."""
+    code, texts = module_code(module, known)
     try:
         used = used_names(code)
     except SyntaxError:  # a broken rewrite: left as is for the engine's verification to report
         return code
     if all(_bound_name(request) in used for request in requests):
         return code  # every requested import is still used: nothing to drop
-    return module.visit(_UnusedImportRemover(requests, used)).code
+    # The remover enters only statements that may hold imports: the others are printed once.
+    return module_code(module.visit(_UnusedImportRemover(requests, used)), texts)[0]
 
 
 def _bound_name(request: ImportRequest) -> str:

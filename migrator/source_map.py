@@ -2,6 +2,7 @@
 from Python's AST) and `SourceMap` (the character range of every node, from one plain codegen pass).
 
 The dispatcher uses both to skip statements no rule has a hint for, and to place findings on the input.
+`module_code` prints a module reusing the text already printed for its unchanged top-level statements.
 """
 
 from __future__ import annotations
@@ -184,6 +185,16 @@ class SourceMap:
         self._statements = state.statements
         self._offsets = [0, *accumulate(len(token) for token in [*state.tokens, *state.popped])]
         self._line_starts = [0, *(match.end() for match in _NEWLINE.finditer(code))]
+        self._printed = "".join([*state.tokens, *state.popped])
+        self._module = module
+
+    def top_level_texts(self) -> dict[cst.CSTNode, str]:
+        """The printed text of each top-level statement of the unmodified module (`module_code`'s `known`)."""
+        texts = {}
+        for statement in self._module.body:
+            start, end = self._statements[statement]
+            texts[statement] = self._printed[self._offsets[start] : self._offsets[end]]
+        return texts
 
     def statement_span(self, node: cst.CSTNode) -> tuple[int, int] | None:
         """Character offsets (start, end) of a statement of the unmodified module, all its lines included."""
@@ -198,3 +209,34 @@ class SourceMap:
         start = self._offsets[tokens[0]]
         line = bisect_right(self._line_starts, start)
         return line, start - self._line_starts[line - 1] + 1
+
+
+def module_code(
+    module: cst.Module, known: dict[cst.CSTNode, str] | None = None
+) -> tuple[str, dict[cst.CSTNode, str]]:
+    """`module.code`, each top-level statement found in `known` written as its text there, and the text of
+    each top-level statement. A statement at the top level prints the same wherever it stands (no enclosing
+    indentation), so a transform's unchanged statements (the same objects) need not be printed again: most
+    of a large file a migration barely touches."""
+    if not module.has_trailing_newline:  # its last newline is dropped: printed the usual way
+        return module.code, {}
+    known = known or {}
+    state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
+    tokens = state.tokens
+    for line in module.header:
+        line._codegen(state)
+    texts = {}
+    for statement in module.body:
+        text = known.get(statement)
+        if text is None:
+            start = len(tokens)
+            statement._codegen(state)
+            text = "".join(tokens[start:])
+            del tokens[start:]
+        tokens.append(text)
+        texts[statement] = text
+    for line in module.footer:
+        line._codegen(state)
+    if not tokens:  # nothing in the module: its trailing newline alone, as libcst prints it
+        tokens.append(state.default_newline)
+    return "".join(tokens), texts

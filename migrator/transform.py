@@ -30,7 +30,7 @@ from migrator.cst_helpers import (
 )
 from migrator.imports import ImportRequest, add_missing_imports, code_without_unused_imports
 from migrator.rules import Finding, Rule, also_on
-from migrator.source_map import STATEMENT_CLASSES, STATEMENT_TYPES, SourceIndex, SourceMap
+from migrator.source_map import STATEMENT_CLASSES, STATEMENT_TYPES, SourceIndex, SourceMap, module_code
 
 TODO_PREFIX = "# TODO(neuron-migrate):"
 # How a notebook's Python cells are marked once joined into one module (`migrator.notebook`).
@@ -575,10 +575,12 @@ def migrate_module(
     updated = module.visit(transformer)
     if ctx.imports_to_add:
         updated = add_missing_imports(updated, ctx.imports_to_add)
+    # The input's text of each top-level statement the walk left as it was, where the walk printed it.
+    known = ctx.source_map.top_level_texts() if "source_map" in vars(ctx) else None
     if ctx.imports_to_remove:
-        new_code = code_without_unused_imports(updated, ctx.imports_to_remove)
+        new_code = code_without_unused_imports(updated, ctx.imports_to_remove, known)
     else:
-        new_code = updated.code
+        new_code = module_code(updated, known)[0]
     if new_code != code and not ctx.reports and new_code == module.code:
         # libcst does not round-trip every input (it drops a whitespace-only line before trailing comments):
         # with nothing rewritten, the input stands as it was.

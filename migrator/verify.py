@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import re
 import shutil
 import subprocess
@@ -64,12 +65,21 @@ def _internal(what: str) -> MigrationError:
 def verify_python(before: str, code: str) -> None:
     """The rewrite must parse with Python itself (it is libcst's codegen of the tree libcst parsed, so libcst
     reads it back; parsing it again with libcst would add most of a round trip to every migrated file), and use
-    no global name that it does not bind where the input bound it (an import removed while a use is left)."""
+    no global name that it does not bind where the input bound it (an import removed while a use is left).
+    Python's symbol tables parse the code too: one parse serves both checks."""
     try:
-        ast.parse(code)
-    except SyntaxError as error:
-        raise _internal(f"the migrated code would not parse (line {error.lineno}: {error.msg})") from error
-    unbound = _unbound_globals(code) - _unbound_globals(before)
+        unbound = _unbound_globals(code)
+    except SyntaxError:
+        unbound = set()  # the tables refuse more than the grammar does (`nonlocal` at the top): parse alone
+        try:
+            ast.parse(code)
+        except SyntaxError as error:
+            raise _internal(
+                f"the migrated code would not parse (line {error.lineno}: {error.msg})"
+            ) from error
+    if unbound:  # names the input itself reads unbound are not the rewrite's doing
+        with contextlib.suppress(SyntaxError):
+            unbound -= _unbound_globals(before)
     if unbound:
         raise _internal(f"the migrated code uses {', '.join(sorted(unbound))}, which it no longer binds")
 
@@ -81,13 +91,12 @@ _MODULE_NAMES = frozenset(dir(builtins)) | {"__file__", "__builtins__", "__annot
 
 def _unbound_globals(code: str) -> set[str]:
     """Global names the code reads and never binds at module level (Python's own symbol tables), or nothing
-    when it cannot be known (a star import binds names no table shows)."""
+    when it cannot be known (a star import binds names no table shows). Raises SyntaxError where Python
+    refuses the code."""
     if STAR_IMPORT.search(code):
+        ast.parse(code)
         return set()
-    try:
-        module = symtable.symtable(code, "<code>", "exec")
-    except SyntaxError:
-        return set()
+    module = symtable.symtable(code, "<code>", "exec")
     bound = {
         symbol.get_name() for symbol in module.get_symbols() if symbol.is_assigned() or symbol.is_imported()
     }

@@ -110,6 +110,8 @@ class NeuronConfigPairs(Handler):
         later `m = X.export(id, cfg)` (or `neuron_config=cfg`, or `X.from_pretrained(id, neuron_config=cfg)`),
         wherever the two statements sit in its blocks, when `cfg` is used nowhere else and both name the
         same checkpoint expression."""
+        if "get_neuron_config" not in self.ctx.source.identifiers:
+            return  # no config to pair
         configs: dict[str, cst.Call] = {}
         for statement in _statements(scope):
             value, target = _assigned(statement)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter, defaultdict
 
 import libcst as cst
 
@@ -99,9 +100,10 @@ class StackNames(Handler):
         super().__init__(ctx)
         # Renamed uses whose replacement has other defaults, until a call of theirs is seen in the statement.
         self.uncalled: dict[cst.BaseExpression, tuple[str, Replacement]] = {}
-        self.tree: ast.Module | None = (
-            None  # Python's parse of the file, once an import needs its uses counted
-        )
+        # Per name the file reads: how often, and the attribute of each `name.attribute` read (Python's parse
+        # of the file, walked once an import needs its uses counted).
+        self.reads: Counter[str] | None = None
+        self.attributes: dict[str, list[str]] = defaultdict(list)
 
     def _replacement(self, qualified: str | None) -> Replacement | None:
         target = RENAMED.get(qualified or "")
@@ -161,21 +163,15 @@ class StackNames(Handler):
     def _uses(self, alias: cst.ImportAlias) -> tuple[int, list[str]]:
         """How often the imported name is read (comments and strings are not code), and the attribute each
         `Name.attribute` read takes."""
+        if self.reads is None:
+            self.reads = Counter()
+            for node in ast.walk(self.ctx.tree or ast.parse(self.ctx.code)):
+                if isinstance(node, ast.Name):
+                    self.reads[node.id] += 1
+                elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                    self.attributes[node.value.id].append(node.attr)
         bound = (alias.asname.name if alias.asname else alias.name).value
-        reads = 0
-        attributes = []
-        if self.tree is None:
-            self.tree = self.ctx.tree or ast.parse(self.ctx.code)
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Name) and node.id == bound:
-                reads += 1
-            elif (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.value.id == bound
-            ):
-                attributes.append(node.attr)
-        return reads, attributes
+        return self.reads[bound], self.attributes.get(bound, [])
 
     def _used(self, alias: cst.ImportAlias) -> bool:
         return self._uses(alias)[0] > 0

@@ -157,8 +157,9 @@ class Bf16Plan:
         if not BF16_VARIABLES.isdisjoint(ctx.source.strings):
             visit_read_only(ctx.module, settings)
         # Set only in blocks left on the XLA / NxD flow (NM400 keeps it there): nowhere else to put bf16.
-        flow = ctx.state(XlaFlowBlocks)
-        if any(not flow.runs_xla_flow(block) for block in settings.blocks):
+        if settings.blocks and any(
+            not ctx.state(XlaFlowBlocks).runs_xla_flow(block) for block in settings.blocks
+        ):
             self.placed, (self.kind, calls) = _targets(ctx.module)
         self.targets = set(calls) if self.placed else set()
         # Targets with `**` arguments that may already pass the keyword: a TODO instead (given twice, TypeError).

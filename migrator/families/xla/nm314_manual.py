@@ -98,12 +98,13 @@ class ManualXla(Handler):
             return updated
         if name in declared_calls(self.ctx.handlers).decided or original in self.file.synced_by_ddp:
             return updated
-        if self._shadowed(original.func):
-            return updated
-        for prefix, rule in MANUAL_PREFIXES:
-            if name == prefix or name.startswith(prefix + "."):
-                self._manual(original, rule, name)
-                break
+        rule = next(
+            (rule for prefix, rule in MANUAL_PREFIXES if name == prefix or name.startswith(prefix + ".")),
+            None,
+        )
+        # Whether a local variable shadows the import: asked last, it reads the function's bindings.
+        if rule is not None and not self._shadowed(original.func):
+            self._manual(original, rule, name)
         return updated
 
     def _manual(self, call: cst.Call, rule: Rule | str, name: str) -> None:
