@@ -42,6 +42,12 @@ model = AutoModelForSequenceClassification.from_pretrained(
 RULES = (ASYNC_LOAD_ADDED,)
 
 
+# The statement added (parsed once: nodes are immutable).
+_SETTING = cst.parse_statement(f'os.environ.setdefault("{ASYNC_LOAD_VARIABLE}", "1")\n').with_changes(
+    leading_lines=[cst.EmptyLine()]
+)
+
+
 class AsyncLoad(Handler):
     HINTS = HINTS
 
@@ -61,12 +67,10 @@ class AsyncLoad(Handler):
         anchor = self.file.first_load or (original.body[imports_end(original)] if original.body else original)
         self.ctx.report(anchor, ASYNC_LOAD_ADDED)
         self.ctx.add_import("os")
-        statement = cst.parse_statement(f'os.environ.setdefault("{ASYNC_LOAD_VARIABLE}", "1")\n')
-        statement = statement.with_changes(leading_lines=[cst.EmptyLine()])
         body = list(updated.body)
         if index < len(body) and not body[index].leading_lines:
             body[index] = body[index].with_changes(leading_lines=[cst.EmptyLine()])
-        return updated.with_changes(body=[*body[:index], statement, *body[index:]])
+        return updated.with_changes(body=[*body[:index], _SETTING, *body[index:]])
 
     def _loads_weights(self, updated: cst.Module) -> bool:
         """A `from_pretrained` call in the input, or written by a rule (the inference rules turn `export`

@@ -111,6 +111,13 @@ _HELPER_SOURCES = {
 }
 
 
+@cache
+def _helper_statement(source: str) -> cst.BaseStatement:
+    """A helper's definition as a statement, two blank lines above it (parsed once: nodes are immutable)."""
+    statement = cst.parse_statement(source.lstrip("\n"))
+    return statement.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+
+
 @dataclass(frozen=True)
 class DeclaredCalls:
     """What the XLA family's rules declare they handle (`Handler.CALLS`, `STATEMENTS`, `DECIDES`)."""
@@ -409,10 +416,7 @@ class XlaTracker(Handler):
         if "_NeuronCompiled" in wanted:
             self.ctx.add_import("copy")
             self.ctx.add_import("zipfile")
-        helpers = []
-        for source in sources:
-            statement = cst.parse_statement(source.lstrip("\n"))
-            helpers.append(statement.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
+        helpers = [_helper_statement(source) for source in sources]
         index = imports_end(updated)
         rest = list(updated.body[index:])
         if rest:  # two blank lines between the helpers and what follows
