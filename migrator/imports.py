@@ -10,6 +10,7 @@ that descends through statements only drops the unused aliases.
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
@@ -237,15 +238,25 @@ def code_without_unused_imports(
 ) -> str:
     """The module's code, less the requested import aliases whose name it no longer uses; `known`: text
     already printed for top-level statements (see `module_code`)."""
-    code, texts = module_code(module, known)
+    printed = module_code(module, known)
     try:
-        used = used_names(code)
+        tree = ast.parse(printed.code)
     except SyntaxError:  # a broken rewrite: left as is for the engine's verification to report
-        return code
+        return printed.code
+    used = used_names(printed.code, tree)
     if all(_bound_name(request) in used for request in requests):
-        return code  # every requested import is still used: nothing to drop
-    # The remover enters only statements that may hold imports: the others are printed once.
-    return module_code(module.visit(_UnusedImportRemover(requests, used)), texts)[0]
+        return printed.code  # every requested import is still used: nothing to drop
+    # The remover enters only the top-level statements that hold an import: the others keep their text.
+    import_lines = sorted(
+        node.lineno for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+    )
+    without_imports = {
+        statement
+        for statement, first, after in printed.statement_lines()
+        if bisect_left(import_lines, first) == bisect_left(import_lines, after)
+    }
+    remover = _UnusedImportRemover(requests, used, without_imports)
+    return module_code(module.visit(remover), printed.statements).code
 
 
 def _bound_name(request: ImportRequest) -> str:
@@ -257,8 +268,11 @@ _STATEMENTS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 
 
 class _UnusedImportRemover(cst.CSTTransformer):
-    def __init__(self, requests: list[ImportRequest], used: set[str]) -> None:
+    def __init__(
+        self, requests: list[ImportRequest], used: set[str], without_imports: set[cst.CSTNode] = frozenset()
+    ) -> None:
         super().__init__()
+        self.without_imports = without_imports  # statements known to hold no import: not entered
         self.modules = {(module, asname) for module, obj, asname in requests if obj is None}
         self.objects = {(module, obj, asname) for module, obj, asname in requests if obj is not None}
         self.used = used
@@ -268,7 +282,7 @@ class _UnusedImportRemover(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.Module, cst.IndentedBlock)):
             self.orphan_lines.append([])
-        return may_hold_imports(node)
+        return node not in self.without_imports and may_hold_imports(node)
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
         if isinstance(original, (cst.Import, cst.ImportFrom)):

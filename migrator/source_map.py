@@ -11,8 +11,10 @@ import ast
 import inspect
 import re
 from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -211,20 +213,33 @@ class SourceMap:
         return line, start - self._line_starts[line - 1] + 1
 
 
-def module_code(
-    module: cst.Module, known: dict[cst.CSTNode, str] | None = None
-) -> tuple[str, dict[cst.CSTNode, str]]:
+class PrintedModule(NamedTuple):
+    code: str
+    statements: dict[cst.CSTNode, str]  # the text of each top-level statement, in order
+    header_length: int  # characters before the first statement (the module's leading comment lines)
+
+    def statement_lines(self) -> Iterator[tuple[cst.CSTNode, int, int]]:
+        """Each top-level statement, the 1-based line where its text starts and the one after it ends."""
+        first = len(_NEWLINE.findall(self.code, 0, self.header_length)) + 1
+        for statement, text in self.statements.items():
+            after = first + len(_NEWLINE.findall(text))
+            yield statement, first, after
+            first = after
+
+
+def module_code(module: cst.Module, known: dict[cst.CSTNode, str] | None = None) -> PrintedModule:
     """`module.code`, each top-level statement found in `known` written as its text there, and the text of
     each top-level statement. A statement at the top level prints the same wherever it stands (no enclosing
     indentation), so a transform's unchanged statements (the same objects) need not be printed again: most
     of a large file a migration barely touches."""
     if not module.has_trailing_newline:  # its last newline is dropped: printed the usual way
-        return module.code, {}
+        return PrintedModule(module.code, {}, 0)
     known = known or {}
     state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
     tokens = state.tokens
     for line in module.header:
         line._codegen(state)
+    header_length = sum(map(len, tokens))
     texts = {}
     for statement in module.body:
         text = known.get(statement)
@@ -239,4 +254,4 @@ def module_code(
         line._codegen(state)
     if not tokens:  # nothing in the module: its trailing newline alone, as libcst prints it
         tokens.append(state.default_newline)
-    return "".join(tokens), texts
+    return PrintedModule("".join(tokens), texts, header_length)

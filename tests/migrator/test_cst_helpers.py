@@ -95,3 +95,28 @@ def test_a_try_a_removal_emptied_goes_only_when_nothing_else_of_it_runs(source, 
     emptied = original.with_changes(body=original.body.with_changes(body=[]))
     result = without_empty_try(original, emptied)
     assert isinstance(result, cst.RemovalSentinel) is gone
+
+
+def test_unused_imports_go_wherever_they_are_and_statements_without_imports_are_not_printed_again() -> None:
+    from migrator.imports import ImportRequest, code_without_unused_imports
+
+    module = cst.parse_module(
+        "import os\n"
+        "import torch_xla.core.xla_model as xm\n"
+        "\n"
+        "def f():\n"
+        "    import torch_xla.distributed.parallel_loader as pl\n"
+        "    return 1\n"
+        "\n"
+        "def g():\n"
+        "    return os.getcwd()\n"
+    )
+    requests: list[ImportRequest] = [
+        ("torch_xla.core.xla_model", None, "xm"),
+        ("torch_xla.distributed.parallel_loader", None, "pl"),
+    ]
+    g = module.body[-1]
+    # `g` holds no import: the text already printed for it stands (a marker here shows it was not printed again).
+    marker = "\ndef g():\n    return os.getcwd()  # printed once\n"
+    code = code_without_unused_imports(module, requests, known={g: marker})
+    assert code == "import os\n\ndef f():\n    return 1\n" + marker

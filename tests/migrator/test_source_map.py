@@ -87,13 +87,17 @@ def test_module_code_reuses_the_text_of_unchanged_statements_and_prints_the_rest
     code = CASES[name]
     module = cst.parse_module(code)
     known = SourceMap(module, code).top_level_texts()
-    assert module_code(module, known)[0] == code
+    assert module_code(module, known).code == code
     updated = module.visit(_SevensInOddStatements(module))
-    printed, texts = module_code(updated, known)
-    assert printed == updated.code
-    assert module_code(updated, texts)[0] == printed
+    printed = module_code(updated, known)
+    assert printed.code == updated.code
+    assert module_code(updated, printed.statements).code == printed.code
     if module.body and module.has_trailing_newline:  # what is known is written, not printed again
-        assert "pass  # known\n" in module_code(module, {**known, module.body[0]: "pass  # known\n"})[0]
+        assert "pass  # known\n" in module_code(module, {**known, module.body[0]: "pass  # known\n"}).code
+        # Each statement's lines, as Python numbers them (its leading comment lines included).
+        lines = printed.code.splitlines(keepends=True)
+        for statement, first, after in printed.statement_lines():
+            assert "".join(lines[first - 1 : after - 1]) == printed.statements[statement]
 
 
 def test_the_index_sees_a_value_compared_through_string_methods() -> None:
