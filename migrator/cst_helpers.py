@@ -98,6 +98,20 @@ def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
     return found
 
 
+def parents(node: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
+    """Each node's parent within `node`: libcst's ParentNodeProvider, read from the child fields (a
+    tenth of its cost: no visitor, no metadata wrapper)."""
+    found: dict[cst.CSTNode, cst.CSTNode] = {}
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        children = _children(current)
+        for child in children:
+            found[child] = current
+        stack.extend(children)
+    return found
+
+
 def visit_read_only(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """`node.visit(visitor)` for a visitor that only reads: the same `visit_<Node>` / `leave_<Node>` calls
     in the same order (field handlers such as `visit_Call_func` aside), reading the child fields instead

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import Access, Assignment, MetadataWrapper, ParentNodeProvider, Scope, ScopeProvider
+from libcst.metadata import Access, Assignment, MetadataWrapper, Scope, ScopeProvider
 
 from migrator.cst_helpers import (
     descendants,
@@ -21,6 +21,7 @@ from migrator.cst_helpers import (
     find_keyword,
     literal_value,
     method_calls,
+    parents,
     shows,
     source_code,
 )
@@ -246,9 +247,8 @@ def model_uses(module: cst.Module, load: cst.Call, resolved: tuple) -> ModelUses
 
 
 def scopes_and_parents(module: cst.Module) -> tuple:
-    """libcst's scope analysis and parents of `module` (each a walk of it)."""
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    return wrapper.resolve(ScopeProvider), wrapper.resolve(ParentNodeProvider)
+    """libcst's scope analysis and the parents of `module` (each a walk of it)."""
+    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(ScopeProvider), parents(module)
 
 
 def model_type(module: cst.Module, load: cst.Call) -> str | None:

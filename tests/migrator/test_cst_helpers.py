@@ -8,8 +8,9 @@ from pathlib import Path
 import libcst as cst
 import libcst.matchers as m
 import pytest
+from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
-from migrator.cst_helpers import descendants, visit_read_only, without_empty_try
+from migrator.cst_helpers import descendants, parents, visit_read_only, without_empty_try
 
 FIXTURES = sorted(Path("fixtures/migrator").rglob("*.py"))
 # A node class is learnt from its first instance: here the f-string without a format spec comes first.
@@ -47,6 +48,8 @@ def test_read_only_walks_match_libcst_visit(source):
     module.visit(by_libcst)
     visit_read_only(module, read_only)
     assert read_only.calls == by_libcst.calls
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
+    assert parents(module) == dict(expected)
 
 
 @pytest.mark.parametrize(
