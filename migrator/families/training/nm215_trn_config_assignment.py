@@ -53,7 +53,13 @@ class TrnConfigAssignment(Handler):
         self.file = ctx.state(TrainingFile)
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
-        removable = len(original.body) == 1 and m.matches(original.body[0], _TRN_CONFIG_ASSIGN)
+        statement = original.body[0] if len(original.body) == 1 else None
+        removable = (  # the attribute's name first: the matcher costs more, and every line passes here
+            isinstance(statement, cst.Assign)
+            and isinstance(statement.value, cst.Attribute)
+            and statement.value.attr.value == "trn_config"
+            and m.matches(statement, _TRN_CONFIG_ASSIGN)
+        )
         return cst.RemoveFromParent() if removable and self._removable(original.body[0]) else updated
 
     def _removable(self, assign: cst.Assign) -> bool:
