@@ -159,6 +159,17 @@ class FileContext:
             return name
         return f"{base}.{rest}" if rest else base
 
+    def module_qualified(self, node: cst.BaseExpression | str) -> str | None:
+        """Qualified name of a Name/Attribute chain (or its dotted text) through the module's top-level imports,
+        wherever the walk is: what a rule reads before the walk reaches the imports (`qualified` reads the
+        imports seen so far). Names not imported come back as written."""
+        name = node if isinstance(node, str) else dotted_name(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        base = self.module_imports.get(head)
+        return name if base is None else f"{base}.{rest}" if rest else base
+
     def report(
         self,
         node: cst.CSTNode,

@@ -637,6 +637,25 @@ def test_trl_0_11_trainer_keywords_move_into_the_config_the_trainer_gets() -> No
 
 
 @pytest.mark.parametrize(
+    "header",
+    [
+        "from my_project.training import SFTTrainer\n",  # the project's own trainer takes its own keywords
+        "class SFTTrainer:\n    def __init__(self, **kwargs):\n        self.kwargs = kwargs\n",
+    ],
+)
+def test_a_trainer_named_sft_trainer_that_is_not_trl_s_keeps_its_keywords(header: str) -> None:
+    source = header + "\ntrainer = SFTTrainer(model='m', dataset_text_field='text', max_seq_length=64)\n"
+    assert migrate_python(source) == (source, [])
+
+
+def test_a_star_imported_sft_trainer_is_trl_s() -> None:
+    source = "from trl import *\n\ntrainer = SFTTrainer(model='m', dataset_text_field='text')\n"
+    migrated, findings = migrate_python(source)
+    assert 'args=SFTConfig(output_dir="tmp_trainer", dataset_text_field=\'text\')' in migrated
+    assert [f.code for f in findings] == ["NM229"]
+
+
+@pytest.mark.parametrize(
     "lines",
     [
         "args = TrainingArguments(output_dir='o')\nn = 64\nSFTTrainer(model='m', args=args, max_seq_length=n)\n",

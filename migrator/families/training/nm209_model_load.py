@@ -309,7 +309,7 @@ def _parsed_trn_configs(
                 if c in dataclasses and isinstance(n, cst.Name)
             ]
             for variable, cls in zip(names, classes, strict=False):
-                if own and isinstance(variable, cst.Name) and _imported(ctx, cls) in NEURON_ARGUMENTS:
+                if own and isinstance(variable, cst.Name) and ctx.module_qualified(cls) in NEURON_ARGUMENTS:
                     holders[variable.value] = own[0]
     functions = [node for node in module.body if isinstance(node, cst.FunctionDef)]
     in_functions = {call for function in functions for call in descendants(function, cst.Call)}
@@ -359,12 +359,6 @@ def _guard_message(built: bool, pipeline: bool) -> str:
     return "; ".join(reasons) + " (neuron-migrate NM211)"
 
 
-def _imported(ctx: FileContext, name: str) -> str:
-    """The qualified name of `name` through the module's imports (read before the walk)."""
-    head, _, rest = name.partition(".")
-    return ctx.module_imports.get(head, head) + (f".{rest}" if rest else "")
-
-
 def _lazy_load(ctx: FileContext, node: cst.With) -> tuple[cst.Call | None, str, bool] | None:
     """For `with lazy_load_for_parallelism(tensor_parallel_size=args.tensor_parallel_size)` (and perhaps
     `pipeline_parallel_size=args.pipeline_parallel_size`) around one Transformers model load, or one model
@@ -373,7 +367,7 @@ def _lazy_load(ctx: FileContext, node: cst.With) -> tuple[cst.Call | None, str, 
     call = node.items[0].item if len(node.items) == 1 else None
     if (
         not isinstance(call, cst.Call)
-        or _imported(ctx, dotted_name(call.func) or "") not in LAZY_LOAD_FUNCTIONS
+        or ctx.module_qualified(dotted_name(call.func) or "") not in LAZY_LOAD_FUNCTIONS
     ):
         return None
     tp = find_keyword(call, "tensor_parallel_size") or next(
@@ -391,7 +385,7 @@ def _lazy_load(ctx: FileContext, node: cst.With) -> tuple[cst.Call | None, str, 
         return [
             load
             for load in method_calls(node.body, method)
-            if _imported(ctx, dotted_name(load.func.value) or "").startswith("transformers.")
+            if ctx.module_qualified(dotted_name(load.func.value) or "").startswith("transformers.")
             and (dotted_name(load.func.value) or "").endswith(MODEL_CLASS_SUFFIXES)
         ]
 

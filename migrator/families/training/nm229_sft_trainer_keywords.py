@@ -19,7 +19,7 @@ from migrator.cst_helpers import (
     without_args,
 )
 from migrator.families.training.state import bound_before
-from migrator.families.training.targets import SFT_TRAINER_NAMES
+from migrator.families.training.targets import SFT_TRAINER_NAMES, SFT_TRAINERS
 from migrator.families.training_args import (
     SFT_TRAINER_KEYWORDS,
     SFT_TRAINER_PACKING_KEYWORDS,
@@ -79,14 +79,13 @@ class SftTrainerKeywords(Handler):
 
     def visit_Module(self, node: cst.Module) -> None:
         for call in descendants(node, cst.Call):
-            name = (dotted_name(call.func) or "").rpartition(".")[2]
             moved = [arg for arg in call.args if arg.keyword and arg.keyword.value in SFT_TRAINER_KEYWORDS]
             packing_only = [
                 arg.keyword.value
                 for arg in call.args
                 if arg.keyword and arg.keyword.value in SFT_TRAINER_PACKING_KEYWORDS
             ]
-            if name not in SFT_TRAINER_NAMES or not (moved or packing_only):
+            if not (moved or packing_only) or not self._sft_trainer(node, call.func):
                 continue
             if packing_only:
                 why = (
@@ -96,6 +95,19 @@ class SftTrainerKeywords(Handler):
                 self.trainers[call] = ("todo", why)
                 continue
             self.trainers[call] = self._plan(node, call, moved)
+
+    def _sft_trainer(self, module: cst.Module, func: cst.BaseExpression) -> bool:
+        """TRL's or optimum-neuron's SFT trainer: through the module's imports; a name the file neither imports
+        nor defines (a star import, a notebook's earlier cell) by the name itself."""
+        qualified = self.ctx.module_qualified(func) or ""
+        if qualified in SFT_TRAINERS:
+            return True
+        defined = {
+            statement.name.value
+            for statement in module.body
+            if isinstance(statement, (cst.ClassDef, cst.FunctionDef))
+        }
+        return qualified == dotted_name(func) and qualified in SFT_TRAINER_NAMES and qualified not in defined
 
     def _plan(self, module: cst.Module, trainer: cst.Call, moved: list[cst.Arg]) -> tuple[str, str | None]:
         why = self._why_not(module, trainer, moved)

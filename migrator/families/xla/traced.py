@@ -206,25 +206,15 @@ def traced_flows(ctx: FileContext, whole: bool = True) -> TracedFlows:
 def _uses_inf1(ctx: FileContext, call: cst.Call, found: TracedFlows) -> bool:
     if call in found.flows or call in found.loads or call in found.compiled_loads:
         return False
-    name = qualified(ctx, call.func) or ""
+    name = ctx.module_qualified(call.func) or ""
     return name == JIT_LOAD or name.startswith((f"{INF1_PACKAGE}.", f"{INF1_NAMESPACE}."))
-
-
-def qualified(ctx: FileContext, node: cst.BaseExpression) -> str | None:
-    """A callee's qualified name through the module's imports, wherever the walk is."""
-    name = dotted_name(node)
-    if name is None:
-        return None
-    head, _, rest = name.partition(".")
-    base = ctx.module_imports.get(head)
-    return name if base is None else f"{base}.{rest}" if rest else base
 
 
 def trace_api(ctx: FileContext, func: cst.BaseExpression) -> str | None:
     """Which trace a callee is, else None. A name the module binds to torch-neuron in one branch and to
     torch_neuronx in another (`import torch_neuron as neuron` / `import torch_neuronx as neuron` under a chip
     switch) is a trace either way: both take the same arguments, and both rewrite alike; it reads as torch_neuronx's."""
-    api = qualified(ctx, func)
+    api = ctx.module_qualified(func)
     if api in TRACES:
         return api
     name = dotted_name(func)
@@ -270,7 +260,11 @@ def _resolved(ctx: FileContext, reader: _Reader, flow: TracedFlow, scope, litera
     reloaded = 0  # loads assigned to the traced model's own name (`traced = torch.jit.load(path)`)
     for call, call_scope in reader.calls:
         path = argument(call, 0, "f")
-        if qualified(ctx, call.func) != JIT_LOAD or path is None or not paths & path_keys(literals, path):
+        if (
+            ctx.module_qualified(call.func) != JIT_LOAD
+            or path is None
+            or not paths & path_keys(literals, path)
+        ):
             continue
         loaded = _target(call, reader)
         if loaded is None or call_scope is not scope:
@@ -287,7 +281,7 @@ def _resolved(ctx: FileContext, reader: _Reader, flow: TracedFlow, scope, litera
 def saved_path(ctx: FileContext, call: cst.Call, traced: str) -> cst.BaseExpression | None:
     """Where `call` saves the traced model named `traced` (`torch.jit.save(traced, path)`, inf1's
     `traced.save(path)`), else None."""
-    if qualified(ctx, call.func) == JIT_SAVE and _is_name(argument(call, 0, "m"), traced):
+    if ctx.module_qualified(call.func) == JIT_SAVE and _is_name(argument(call, 0, "m"), traced):
         return argument(call, 1, "f")
     if is_method_call(call, "save") and _is_name(call.func.value, traced):
         return argument(call, 0, "f")
@@ -398,7 +392,7 @@ class _CompiledArtifacts:
     def _leaves_its_function(self, call: cst.Call, scope: cst.FunctionDef | None) -> bool:
         """`return trace(...)`, `traced = trace(...)` then `return traced`, or `torch.jit.save(trace(...), path)`,
         of a trace NM317 does not rewrite as a flow, given its model directly."""
-        if qualified(self.ctx, call.func) != NEURONX_TRACE or call in self.found.flows:
+        if self.ctx.module_qualified(call.func) != NEURONX_TRACE or call in self.found.flows:
             return False
         if any(arg.star for arg in call.args) or argument(call, 0, "func") is None:
             return False
@@ -415,7 +409,7 @@ class _CompiledArtifacts:
         return (
             isinstance(statement, cst.Expr)
             and isinstance(statement.value, cst.Call)
-            and qualified(self.ctx, statement.value.func) == JIT_SAVE
+            and self.ctx.module_qualified(statement.value.func) == JIT_SAVE
             and bool(statement.value.args)
             and statement.value.args[0].value is call
         )
@@ -423,7 +417,7 @@ class _CompiledArtifacts:
     def _load_path(self, call: cst.Call) -> cst.BaseExpression | None:
         """The path of `torch.jit.load(path)` / `torch.load(path)` given nothing else, not one NM317's flows
         take (the load of a flow is the compiled model itself)."""
-        if qualified(self.ctx, call.func) not in (JIT_LOAD, TORCH_LOAD) or call in self.found.loads:
+        if self.ctx.module_qualified(call.func) not in (JIT_LOAD, TORCH_LOAD) or call in self.found.loads:
             return None
         if len(call.args) != 1 or call.args[0].star or (call.args[0].keyword or cst.Name("f")).value != "f":
             return None
@@ -510,7 +504,7 @@ def _saved(
 ) -> tuple[cst.BaseExpression | None, cst.BaseExpression | None] | None:
     """What a save call writes and where (`torch.jit.save(m, f)`, `torch.save(obj, f)`, `<value>.save(f)`),
     else None."""
-    name = qualified(ctx, call.func)
+    name = ctx.module_qualified(call.func)
     if name == JIT_SAVE:
         return argument(call, 0, "m"), argument(call, 1, "f")
     if name == TORCH_SAVE:
