@@ -11,7 +11,8 @@ breaks each run's wall time down from the try's own report:
 - steps: first to last optimizer step; Dynamo compile seconds (its own timing of every frame compile);
 - the rest: the script's end (saving into the temporary copy), process exit, the try's bookkeeping.
 
-Target (issue 18): under 60 s on the 2-core machine.
+Targets on the 2-core machine: any try under 60 s (issue 18); a warm one (tiny-model cache filled) at most
+10 s (issue 28).
 
 Usage: .venv/bin/python benchmarks/try_speed.py [--runs 3] [--steps 3] [--json benchmarks/try_speed.json]
 """
@@ -108,6 +109,7 @@ def main() -> None:
     result = {
         "what": "neuron-migrate try of a tiny-model Trainer script (torch_compile=True) on the stand-in device",
         "target_seconds": 60,
+        "warm_target_seconds": 10,
         "cold_cache_wall_seconds": runs[0]["wall_seconds"],
         "warm_median_wall_seconds": statistics.median(run["wall_seconds"] for run in warm),
         "runs": runs,
@@ -115,7 +117,7 @@ def main() -> None:
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
             "load_average_at_end": [round(value, 2) for value in os.getloadavg()],
-            "note": "the 2-core machine was shared with other jobs while this ran (see the load average)",
+            "note": "how busy the 2-core machine was (other jobs share it): the load average at the end",
         },
     }
     args.json.write_text(json.dumps(result, indent=2) + "\n")
