@@ -1,8 +1,8 @@
 """Tiny random models in place of Hub models, laid out as a real local Hub cache.
 
-A Hub id the model-id table knows (or `--model ID=MODEL_TYPE`) becomes a tiny random model of that
-architecture (`compat_matrix.tiny`), saved with `save_pretrained` together with a small tokenizer (a pad
-token, a chat template) into HF_HUB_CACHE/models--org--name/snapshots/<revision>/ with refs/main, so
+A Hub id the model-id table knows (or `--model ID=MODEL_TYPE`, or, for an id the table does not know, the family
+its name says, reported as a guess) becomes a tiny random model of that architecture (`compat_matrix.tiny`),
+saved with `save_pretrained` together with a small tokenizer (a pad token, a chat template) into HF_HUB_CACHE/models--org--name/snapshots/<revision>/ with refs/main, so
 `from_pretrained`'s own loading code runs, offline. The cache is kept between tries (it only depends on the
 tiny-model revision, the id and the architecture). A script that feeds random token ids up to N gets tiny
 models whose vocabulary holds them, from a cache of their own.
@@ -33,6 +33,10 @@ MARKER = "neuron-migrate-try.json"
 FAMILY_TOKENS = ("bos_token", "eos_token", "special_tokens", "add_bos_token")
 
 
+# The source of an architecture read from the id's name (`model_ids.family_from_name`), not from a table.
+GUESSED = "architecture guessed from the id's name"
+
+
 class CannotStandIn(Exception):
     """A model the try cannot serve; the message is the run's reason."""
 
@@ -42,7 +46,7 @@ class ModelStandIn:
     id: str
     model_type: str
     parameters: int
-    source: str  # where the architecture came from (table, --model)
+    source: str  # where the architecture came from (table, --model, GUESSED)
     vocab_size: int
     parts: tuple[str, ...] = ()  # what the repository holds besides the model and tokenizer
     kept: tuple[tuple[str, Any], ...] = ()  # the real checkpoint's values the stand-in keeps
@@ -92,6 +96,9 @@ def architecture(model_id: str, overrides: dict[str, str], remote_code: bool = F
         if remote_code
         else ""
     )
+    guessed = model_ids.family_from_name(model_id) if entry is None else None
+    if guessed is not None:
+        return guessed, GUESSED
     if entry is None:
         raise CannotStandIn(
             f"model {model_id}: not in the model-id table; pass --model {model_id}=MODEL_TYPE "

@@ -39,7 +39,16 @@ UNKNOWN = "unknown"
 
 @cache
 def known_models() -> tuple[TableEntry, ...]:
-    text = resources.files("usercode").joinpath("data", "known_models.csv").read_text(encoding="utf-8")
+    return _table("known_models.csv")
+
+
+@cache
+def _name_families() -> tuple[TableEntry, ...]:
+    return _table("model_name_families.csv")
+
+
+def _table(name: str) -> tuple[TableEntry, ...]:
+    text = resources.files("usercode").joinpath("data", name).read_text(encoding="utf-8")
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
     return tuple(
         TableEntry(row["pattern"].lower(), row["model_type"], row.get("task") or None)
@@ -55,6 +64,14 @@ def matches(lowered_id: str, pattern: str) -> bool:
 def table_entry(model_id: str) -> TableEntry | None:
     lowered = model_id.lower()
     return next((entry for entry in known_models() if matches(lowered, entry.pattern)), None)
+
+
+def family_from_name(model_id: str) -> str | None:
+    """The model_type a Hub id's name says (`data/model_name_families.csv`: `acme/llama-3-8b-sql` is a llama), for
+    an id the table does not know. A guess: only `try` takes it, for its tiny stand-in, and says so."""
+    lowered = model_id.lower()
+    entry = next((entry for entry in _name_families() if matches(lowered, entry.pattern)), None)
+    return entry.model_type or None if entry is not None else None
 
 
 def hub_id_patterns() -> list[list[str]]:

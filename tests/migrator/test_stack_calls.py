@@ -651,7 +651,7 @@ def test_a_trainer_named_sft_trainer_that_is_not_trl_s_keeps_its_keywords(header
 def test_a_star_imported_sft_trainer_is_trl_s() -> None:
     source = "from trl import *\n\ntrainer = SFTTrainer(model='m', dataset_text_field='text')\n"
     migrated, findings = migrate_python(source)
-    assert 'args=SFTConfig(output_dir="tmp_trainer", dataset_text_field=\'text\')' in migrated
+    assert "args=SFTConfig(output_dir=\"tmp_trainer\", dataset_text_field='text')" in migrated
     assert [f.code for f in findings] == ["NM229"]
 
 

@@ -618,3 +618,31 @@ def test_a_notebook_stops_at_a_launch_line_that_fails_with_what_it_printed(tmp_p
     )
     assert run["reason"].endswith("the command's output ends: no training data in data/")
     assert "the model it trained" not in run["output_tail"]
+
+
+# -- an id the table does not know ---------------------------------------------------------------------------
+def test_an_unknown_id_whose_name_says_its_family_is_served_and_a_failure_names_the_guess(
+    tmp_path, try_cache
+):
+    from try_run import hub
+
+    assert hub.architecture("acme/llama-3-8b-sql", {}) == ("llama", hub.GUESSED)
+    script = write(
+        tmp_path,
+        "tuned.py",
+        """
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained("acme/llama-3-8b-sql")
+        print("layers:", model.config.num_hidden_layers)
+        raise ValueError("the script's own check")
+        """,
+    )
+    code, document = run_try(script, try_cache)
+    (run,) = document["runs"]
+    assert run["status"] == "failed" and "layers:" in run["output_tail"]
+    assert [(model["id"], model["architecture"], model["source"]) for model in run["models"]] == [
+        ("acme/llama-3-8b-sql", "llama", hub.GUESSED)
+    ]
+    assert run["reason"].startswith("ValueError: the script's own check")
+    assert "acme/llama-3-8b-sql: served as a tiny model of the architecture its name says" in run["reason"]

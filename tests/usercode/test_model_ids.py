@@ -104,3 +104,27 @@ def test_the_table_covers_the_top_100():
 def test_table_gives_the_type_and_says_when_it_is_not_a_causal_lm(model_id, model_type, task):
     architecture = model_ids.resolve(model_id, Path("."), online=False)
     assert (architecture.model_type, architecture.task) == (model_type, task)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "model_type"),
+    [
+        ("unsloth/Llama-3.2-1B-Instruct", "llama"),  # a re-upload
+        ("acme/qwen3-8b-sql-sft", "qwen3"),  # a fine-tune
+        ("someone/albert-base-v2-imdb", "albert"),  # not `bert`: the more specific pattern comes first
+        ("someone/xlm-roberta-large-ner", "xlm-roberta"),
+        ("acme/Llama-4-Scout-tuned", None),  # llama4 or llama4_text: the name does not say
+        ("acme/Qwen3-30B-A3B-tuned", None),  # a Qwen3 MoE, not qwen3
+        ("someone/x", None),
+    ],
+)
+def test_a_name_says_its_family_only_where_it_is_unambiguous(model_id, model_type):
+    assert model_ids.family_from_name(model_id) == model_type
+
+
+def test_the_name_families_are_transformers_architectures():
+    from transformers import CONFIG_MAPPING
+
+    assert {entry.model_type for entry in model_ids._name_families() if entry.model_type} <= set(
+        CONFIG_MAPPING
+    )
