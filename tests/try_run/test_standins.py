@@ -152,6 +152,31 @@ def test_an_error_in_the_trees_package_is_reported_at_the_users_line(tmp_path, t
     assert code == 0, document["runs"][0]["reason"]
 
 
+def test_torchvision_without_its_compiled_operators_imports_and_its_python_parts_run(tmp_path, try_cache):
+    """A torchvision wheel built for another torch (the registry's CUDA build beside a CPU-only torch) loads none
+    of its operators; torchvision then imports all the same (each operator fails when called), except for the
+    fake kernels it registers unconditionally. A package laid out as torchvision is stands in for that wheel."""
+    write(tmp_path, "torchvision/__init__.py", "from . import extension\nfrom . import _meta_registrations\n")
+    write(tmp_path, "torchvision/extension.py", "def _has_ops():\n    return False  # its _C did not load\n")
+    write(
+        tmp_path,
+        "torchvision/_meta_registrations.py",
+        """
+        import torch.library
+
+
+        @torch.library.register_fake("torchvision::nms")
+        def meta_nms(dets, scores, iou_threshold):
+            return dets.new_empty(0)
+        """,
+    )
+    script = write(tmp_path, "train.py", "import torchvision\nprint('models and transforms run')\n")
+    code, document = run_try(script, try_cache)
+    (run,) = document["runs"]
+    assert code == 0, run["reason"]
+    assert run["missing_native_ops"] == ["torchvision"]
+
+
 # -- dataset columns -----------------------------------------------------------------------------------------
 NER_SCRIPT = """
 import os
@@ -244,6 +269,41 @@ def test_a_dataset_of_records_has_its_real_nested_columns(tmp_path):
         # the records nested in a sentence (its SRL frames) annotate its words
         assert {len(frame["frames"]) for frame in sentence["srl_frames"]} == {len(words)}
         assert {len(span) for span in sentence["coref_spans"]} == {3}
+
+
+SPEECH_SCRIPT = """
+from datasets import load_dataset
+
+clips = load_dataset("someone/speech", split="train")
+sample = clips[3]["audio"]
+features = processor(sample["array"], sampling_rate=sample["sampling_rate"], return_tensors="pt")
+out = model(**features)
+out["last_hidden_state"], clips[0]["transcript"]
+"""
+
+
+def test_an_audio_column_holds_clips_as_the_code_reads_them(tmp_path):
+    from datasets import load_dataset
+
+    from try_run import data, scan
+
+    request = scan.read_python(SPEECH_SCRIPT).datasets["someone/speech"]
+    data.write_cache(data.stand_in(request), tmp_path)
+    # The table's LibriSpeech sample has its real columns, the clip among them.
+    data.write_cache(
+        data.stand_in(data.DatasetRequest("hf-internal-testing/librispeech_asr_dummy", "clean")), tmp_path
+    )
+    clips = load_dataset("someone/speech", split="train", cache_dir=str(tmp_path))
+    libri = load_dataset(
+        "hf-internal-testing/librispeech_asr_dummy", "clean", split="validation", cache_dir=str(tmp_path)
+    )
+    # A clip's keys and the model output's are not columns of the dataset.
+    assert sorted(clips.column_names) == ["audio", "transcript"]
+    assert libri.column_names == ["file", "audio", "text", "speaker_id", "chapter_id", "id"]
+    for clip in (clips[3]["audio"], libri[3]["audio"]):
+        assert sorted(clip) == ["array", "path", "sampling_rate"] and clip["sampling_rate"] == 16_000
+        assert len(clip["array"]) > 100 and all(-1 <= value <= 1 for value in clip["array"])
+    assert len(clips[0]["audio"]["array"]) != len(clips[1]["audio"]["array"])  # clips vary in length
 
 
 def test_a_split_has_the_rows_the_code_selects(tmp_path):

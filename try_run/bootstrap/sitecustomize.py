@@ -24,6 +24,8 @@ What it does, each through the library's own extension point where one exists:
 - does the same for an evaluate metric the try stands in for (try_run/metrics.py: accuracy, f1, glue, ...);
 - serves a GET of an image URL (requests, httpx) with a stand-in picture in the format the URL names, the
   URL recorded (no network reaches a try); other URLs fail as they do offline;
+- lets torchvision import without its compiled operators where they cannot load against this torch (a wheel built
+  for another one), as torchvision means to (`_after_torchvision_extension`);
 - records the Hub writes a script asks for (create_repo, commits, branches, tags: what push_to_hub and
   upload_folder come down to; deletions, moves, settings) after doing their local part, and sends nothing;
   answers whoami and login with a stand-in account, and reads of a repository the run wrote with what it wrote;
@@ -89,6 +91,7 @@ class _State:
         self.images: list[dict] = []  # image URLs served with a stand-in picture (_stand_in_image)
         self.local_dirs: list[dict] = []  # stand-ins copied into a download's local_dir
         self.foreign_magics: list[str] = []  # magics of another kernel, not run (a notebook's kernel)
+        self.missing_native_ops: list[str] = []  # packages imported without their compiled operators
         self.set_up_exits: dict[int, int] = {}  # a notebook's set-up lines (in the plan's order): exit codes
         self.marks: dict[
             str, float
@@ -145,6 +148,7 @@ class _State:
             "launcher_capped": self.launcher_capped,
             "local_dirs": self.local_dirs,
             "foreign_magics": self.foreign_magics,
+            "missing_native_ops": self.missing_native_ops,
             "set_up_exits": self.set_up_exits,
             "uploads": self.uploads,
             "hub_account": self.hub_account,
@@ -269,6 +273,33 @@ class _AfterImport:
 
         spec.loader.exec_module = exec_module
         return spec
+
+
+def _after_torchvision_extension(extension) -> None:
+    """torchvision whose compiled operators do not load (a wheel built for another torch: a registry's CUDA build
+    beside a CPU-only torch) is meant to import all the same, each operator failing when it is called
+    (`_assert_has_ops`), and it skips registering their fake kernels then; but two of those registrations (nms,
+    qnms) are unconditional and stop `import torchvision`. They are skipped too, where their operator is not
+    defined, so the program's datasets, transforms and models run; the report says the operators are missing."""
+    if extension._has_ops():
+        return
+    import torch
+    import torch.library
+
+    register_fake = torch.library.register_fake
+
+    def register_fake_if_defined(op, func=None, /, *args, **kwargs):
+        undefined = (
+            isinstance(op, str)
+            and op.startswith("torchvision::")
+            and not hasattr(torch.ops.torchvision, op.split("::", 1)[1])
+        )
+        if undefined:
+            return func if func is not None else (lambda kernel: kernel)
+        return register_fake(op, func, *args, **kwargs)
+
+    torch.library.register_fake = register_fake_if_defined
+    STATE.missing_native_ops.append("torchvision")
 
 
 def _after_torch(torch) -> None:
@@ -1319,6 +1350,7 @@ def _install(config: dict) -> None:
                 os.environ[ASKED_WORLD] = str(asked)  # for its workers
     hooks = {
         "torch": _after_torch,
+        "torchvision.extension": _after_torchvision_extension,
         "transformers.trainer": _after_trainer,
         "transformers.generation.utils": _after_generation,
         "transformers.modeling_utils": _after_modeling,
