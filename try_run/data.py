@@ -429,6 +429,41 @@ def saved_dataset(
     }
 
 
+# torchvision's MNIST family (MNIST, FashionMNIST, KMNIST: one download() and four IDX files, named by each class's
+# `resources`): 28 x 28 greyscale images, 10 classes. IDX magic numbers: unsigned bytes, 3 dimensions / 1.
+MNIST_SIDE = 28
+IDX_IMAGES, IDX_LABELS = 0x00000803, 0x00000801
+
+
+def mnist_files(raw_folder: Path, names: list[str], dataset: str) -> dict:
+    """Writes in `raw_folder` the IDX files a torchvision MNIST-family download extracts there (`names`: its
+    resources' file names without `.gz`: `train-images-idx3-ubyte`, `t10k-labels-idx1-ubyte`, ...), TRAIN_ROWS
+    rows for the training files, OTHER_ROWS for the test ones; each image is faint noise with a bright bar where
+    its label (row % 10) puts it, so a classifier learns. Returns its report."""
+    import numpy as np
+
+    raw_folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        count = TRAIN_ROWS if name.startswith("train") else OTHER_ROWS
+        labels = np.arange(count, dtype=np.uint8) % 10
+        if "idx1" in name:
+            header, body = [IDX_LABELS, count], labels
+        else:
+            images = (np.arange(count * MNIST_SIDE**2, dtype=np.uint32) * 2654435761 % 41).astype(np.uint8)
+            images = images.reshape(count, MNIST_SIDE, MNIST_SIDE)
+            for label in range(10):
+                images[labels == label, 2 + 2 * label : 4 + 2 * label, 4:24] = 255
+            header, body = [IDX_IMAGES, count, MNIST_SIDE, MNIST_SIDE], images
+        (raw_folder / name).write_bytes(np.array(header, dtype=">u4").tobytes() + body.tobytes())
+    return {
+        "id": f"torchvision {dataset}",
+        "configs": ["default"],
+        "splits": ["train", "test"],
+        "columns": ["image", "label"],
+        "source": f"IDX files written where {dataset}.download() extracts them (a try has no network)",
+    }
+
+
 # The files of a SageMaker channel (or any folder the code reads files from) a stand-in can be written as.
 TABLE_SUFFIXES = (".csv", ".json", ".jsonl")
 

@@ -22,6 +22,7 @@ What it does, each through the library's own extension point where one exists:
   time, or given to a script the try could not read: a launcher's subprocess command line), with the try's own
   data stand-ins (try_run/data.py, loaded by its path: the columns of the data table, else those the code reads);
 - does the same for an evaluate metric the try stands in for (try_run/metrics.py: accuracy, f1, glue, ...);
+- writes the files a torchvision MNIST-family download() would extract (try_run/data.py), before it looks for them;
 - serves a GET of an image URL (requests, httpx) with a stand-in picture in the format the URL names, the
   URL recorded (no network reaches a try); other URLs fail as they do offline;
 - lets torchvision import without its compiled operators where they cannot load against this torch (a wheel built
@@ -573,6 +574,32 @@ def _serve_dataset(path, args: tuple, kwargs: dict) -> None:
     if report is not None:
         STATE.datasets.append({**report, "served": "when the code loaded it"})
     STATE.write()
+
+
+def _after_torchvision_mnist(module) -> None:
+    """torchvision's MNIST-family `download()` (MNIST, FashionMNIST, KMNIST; those that download otherwise, EMNIST
+    and QMNIST, fail as offline) with nothing to download from: the IDX files it would extract are written into the
+    dataset's raw folder first (try_run/data.py), so it finds them there and the dataset loads them as its own."""
+    download = module.MNIST.download
+
+    def standing_in(self):
+        if not self._check_exists():
+            name = type(self).__name__
+            try:
+                files = [os.path.splitext(os.path.basename(resource[0]))[0] for resource in self.resources]
+                from pathlib import Path
+
+                report = _tool_module("data").mnist_files(Path(self.raw_folder), files, name)
+                if all(served["id"] != report["id"] for served in STATE.datasets):
+                    STATE.datasets.append({**report, "served": "when the code loaded it"})
+            except Exception as error:  # never the try's own failure in place of the user's download
+                STATE.unserved_datasets[f"torchvision {name}"] = (
+                    f"its stand-in could not be written ({error})"
+                )
+            STATE.write()
+        return download(self)
+
+    module.MNIST.download = standing_in
 
 
 def _after_evaluate_loading(module) -> None:
@@ -1368,6 +1395,7 @@ def _install(config: dict) -> None:
         if config.get("datasets"):
             hooks["datasets.load"] = _after_datasets_load
         hooks["evaluate.loading"] = _after_evaluate_loading
+        hooks["torchvision.datasets.mnist"] = _after_torchvision_mnist
         hooks["requests.adapters"] = _after_requests
         # httpx2: the fork huggingface_hub (and Transformers' load_image) use
         for httpx in ("httpx", "httpx2"):
