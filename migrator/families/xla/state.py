@@ -51,6 +51,18 @@ class _DeviceLoader:
     def __len__(self):
         return len(self.loader)
 '''
+_PARALLEL_LOADER_SOURCE = '''
+class _ParallelLoader:
+    """torch_xla's ParallelLoader with one device per process (replaces it; added by neuron-migrate):
+    `per_device_loader(device)` iterates `loader`, moving each batch to `device`."""
+
+    def __init__(self, loader, devices):
+        self.loader = loader
+        self.devices = devices
+
+    def per_device_loader(self, device):
+        return _DeviceLoader(self.loader, device)
+'''
 _MESH_REDUCE_SOURCE = '''
 def _mesh_reduce(data, reduce_fn):
     """`reduce_fn` of the list of every process's `data`, copied to the CPU (replaces torch_xla's xm.mesh_reduce;
@@ -195,6 +207,7 @@ def _print_test_update(device, accuracy, epoch=None, step=None):
 _HELPER_SOURCES = {
     "_to_device": _TO_DEVICE_SOURCE,
     "_DeviceLoader": _DEVICE_LOADER_SOURCE,
+    "_ParallelLoader": _PARALLEL_LOADER_SOURCE,
     "_mesh_reduce": _MESH_REDUCE_SOURCE,
     "_NeuronCompiled": _NEURON_COMPILED_SOURCE,
     "_RateTracker": _RATE_TRACKER_SOURCE,
@@ -208,6 +221,7 @@ _HELPER_SOURCES = {
 _HELPER_NEEDS: dict[str, tuple[str, ...]] = {
     "_to_device": ("torch",),
     "_DeviceLoader": ("_to_device",),
+    "_ParallelLoader": ("_DeviceLoader",),
     "_mesh_reduce": ("_to_device", "torch"),
     "_NeuronCompiled": ("_to_device", "torch", "copy", "zipfile"),
     "_RateTracker": ("os", "time"),
