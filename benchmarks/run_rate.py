@@ -61,6 +61,8 @@ COMMAND_OUTPUT = re.compile(r"; the command's output ends: (.*)$", re.DOTALL)
 EXIT_STATUS = re.compile(r"returned non-zero exit status (-?\d+)")
 ARGUMENT_ERROR = re.compile(r"([\w.-]+\.py): error: (.+?)(?= \| |$)")
 FLAG = re.compile(r"argument (--[\w-]+)")
+# A launcher whose bash stopped at one of its own commands before any launch (try's plan names its line).
+LAUNCHER_STOPPED = re.compile(r"bash stopped before any launch: \S+: line (\d+): (.+)$")
 CANNOT_OPEN_ANY = re.compile(r"can't open file '[^']*/([^/']+)': \[Errno 2\]")  # a script's file name
 CANNOT_OPEN = re.compile(r"can't open file '[^']*neuron-migrate-try-[^/']+/run/([^']+)': \[Errno 2\]")
 # A load_dataset of a Hub id the try served no stand-in for (datasets' offline miss).
@@ -198,6 +200,9 @@ def classify(result: dict | None, migrated: Path) -> dict:
     # TODO is manual work left, not a package the try lacks.
     if module:
         return _missing_module(module.group(1), row, todo, where, migrated, result["path"], error, run)
+    stopped = None if error else _launcher_stopped_at_todo(reason, migrated, result["path"])
+    if stopped:
+        return stopped
     # ("was installed for the try": the release the try installed lacks a name the code imports)
     if run["status"] == "not-run" or any(
         mark in reason for mark in ("stand-in", "could not be built", "was installed for the try")
@@ -240,6 +245,23 @@ def classify(result: dict | None, migrated: Path) -> dict:
     if error.get("type") == "FileNotFoundError" or (not error and "No such file" in reason):
         return row(STAND_IN, "try: a file the run reads is not in the tried folder")
     return row(FAILS, f"{error.get('type') or 'exit'} in migrated code")
+
+
+def _launcher_stopped_at_todo(reason: str, migrated: Path, entry: str) -> dict | None:
+    """A launcher whose bash stopped at one of its own commands before any launch, under a TODO: manual work."""
+    stopped = LAUNCHER_STOPPED.search(reason)
+    if stopped is None:
+        return None
+    lines = _source_lines({"file": str(migrated / entry)}, migrated, entry)
+    todo = _todo_above(lines, int(stopped.group(1)))
+    if todo is None:
+        return None
+    at = f"{entry}:{stopped.group(1)}"
+    return {
+        "class": MANUAL,
+        "evidence": f"{at}: {stopped.group(2)}"[:400],
+        "fix": f"{todo[0]} at {at}: {todo[1]}",
+    }
 
 
 def _evidence(error: dict, where: str, reason: str, said, opened) -> str:

@@ -16,6 +16,7 @@ pipeline's cache step, tokenized and saved it) gets a tokenized stand-in of the 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import tempfile
@@ -59,7 +60,7 @@ WORDS = [
     "and",
     "data",
 ]
-# Keys of tokenizer and model outputs: subscripts the code reads that are never dataset columns.
+# Keys of tokenizer and model outputs and of audio clips: subscripts the code reads that are never dataset columns.
 NOT_COLUMNS = frozenset(
     {
         "input_ids",
@@ -73,6 +74,12 @@ NOT_COLUMNS = frozenset(
         "hidden_states",
         "pixel_values",
         "generated_text",
+        "last_hidden_state",
+        "attentions",
+        "cross_attentions",
+        # keys of an audio clip (the value of an `audio` column), read as `row["audio"]["array"]`
+        "array",
+        "sampling_rate",
         "train",
         "validation",
         "test",
@@ -83,10 +90,15 @@ LABEL_NAMES = frozenset({"label", "labels"})
 # format of Qwen's chat template, with its special tokens), "words" (a list of words), "label:N" (a class
 # label of N classes), "tags:N" (a class label per word), {"label": [names]} / {"tags": [names]} (the table's
 # real class names), {"list": KIND} (a value of KIND per word; {"list": KIND, "length": N}: N of them) or
-# {"records": {column: KIND}} (a list of records with columns of their own: a document's sentences).
+# {"records": {column: KIND}} (a list of records with columns of their own: a document's sentences) or "audio" (a
+# clip as `datasets` decoded one before torchcodec: {"path", "array", "sampling_rate"}, mono at AUDIO_RATE).
 Kind = str | dict
 # A records column holds 1 to RECORDS records per row (their number varies, as a document's sentences do).
 RECORDS = 3
+# An audio clip's sampling rate (speech datasets' and Whisper's / wav2vec2's) and its samples: short (25 to 95 ms,
+# their number varies as real clips' lengths do), since a processor pads or windows them to its own length anyway
+# and a training split holds thousands of rows.
+AUDIO_RATE = 16_000
 
 
 class CannotStandIn(Exception):
@@ -181,8 +193,8 @@ def _kind(column: str, read_as: dict[str, str]) -> str:
         return read_as[column]
     if column in LABEL_NAMES:
         return "label:2"
-    if column == "messages":
-        return "messages"
+    if column in ("messages", "audio"):
+        return column
     return "text"
 
 
@@ -243,6 +255,11 @@ def _value(kind: Kind, row: int, length: int | None = None) -> object:
         return [{"role": "user", "content": text}, {"role": "assistant", "content": text[::-1]}]
     if kind == "chatml":
         return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n{text[::-1]}<|im_end|>\n"
+    if kind == "audio":
+        samples = 400 + 40 * ((row * 7) % 29)
+        tone = 220.0 * (1 + row % 4)  # a tone per row, so clips differ
+        wave = [round(0.5 * math.sin(2 * math.pi * tone * i / AUDIO_RATE), 4) for i in range(samples)]
+        return {"path": f"clip-{row}.flac", "array": wave, "sampling_rate": AUDIO_RATE}
     return text
 
 
@@ -269,6 +286,8 @@ def _feature(kind: Kind):
         return List(Value("string"))
     if kind == "messages":
         return [{"role": Value("string"), "content": Value("string")}]
+    if kind == "audio":
+        return {"path": Value("string"), "array": List(Value("float32")), "sampling_rate": Value("int64")}
     return {
         "text": Value("string"),
         "chatml": Value("string"),
@@ -407,6 +426,41 @@ def saved_dataset(
         "splits": sorted(splits) or ["train"],
         "columns": sorted(features),
         "source": "a tokenized dataset saved to disk (load_from_disk of a folder the tree does not hold)",
+    }
+
+
+# torchvision's MNIST family (MNIST, FashionMNIST, KMNIST: one download() and four IDX files, named by each class's
+# `resources`): 28 x 28 greyscale images, 10 classes. IDX magic numbers: unsigned bytes, 3 dimensions / 1.
+MNIST_SIDE = 28
+IDX_IMAGES, IDX_LABELS = 0x00000803, 0x00000801
+
+
+def mnist_files(raw_folder: Path, names: list[str], dataset: str) -> dict:
+    """Writes in `raw_folder` the IDX files a torchvision MNIST-family download extracts there (`names`: its
+    resources' file names without `.gz`: `train-images-idx3-ubyte`, `t10k-labels-idx1-ubyte`, ...), TRAIN_ROWS
+    rows for the training files, OTHER_ROWS for the test ones; each image is faint noise with a bright bar where
+    its label (row % 10) puts it, so a classifier learns. Returns its report."""
+    import numpy as np
+
+    raw_folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        count = TRAIN_ROWS if name.startswith("train") else OTHER_ROWS
+        labels = np.arange(count, dtype=np.uint8) % 10
+        if "idx1" in name:
+            header, body = [IDX_LABELS, count], labels
+        else:
+            images = (np.arange(count * MNIST_SIDE**2, dtype=np.uint32) * 2654435761 % 41).astype(np.uint8)
+            images = images.reshape(count, MNIST_SIDE, MNIST_SIDE)
+            for label in range(10):
+                images[labels == label, 2 + 2 * label : 4 + 2 * label, 4:24] = 255
+            header, body = [IDX_IMAGES, count, MNIST_SIDE, MNIST_SIDE], images
+        (raw_folder / name).write_bytes(np.array(header, dtype=">u4").tobytes() + body.tobytes())
+    return {
+        "id": f"torchvision {dataset}",
+        "configs": ["default"],
+        "splits": ["train", "test"],
+        "columns": ["image", "label"],
+        "source": f"IDX files written where {dataset}.download() extracts them (a try has no network)",
     }
 
 

@@ -178,8 +178,19 @@ def environment(python: str, modules: set[str], folders: list[Path]) -> Environm
     )
 
 
+# Modules whose import imports another top-level module that their own distribution does not depend on: torch's
+# TensorBoard writer needs the `tensorboard` distribution.
+IMPORTS_ALSO = {"torch.utils.tensorboard": "tensorboard"}
+
+
 def top_level_modules(imports: set[str]) -> set[str]:
-    return {name.split(".")[0] for name in imports} - set(sys.stdlib_module_names)
+    also = {
+        needed
+        for name in imports
+        for module, needed in IMPORTS_ALSO.items()
+        if name == module or name.startswith(module + ".")
+    }
+    return ({name.split(".")[0] for name in imports} | also) - set(sys.stdlib_module_names)
 
 
 def declaration_for(module: str, declarations: list[Declaration]) -> Declaration | None:

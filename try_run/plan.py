@@ -330,6 +330,16 @@ def recorder_script(text: str) -> str:
 RunSetUp = Callable[[list[str], Path, dict[str, str], dict[Path, Path]], tuple[int, str]]
 
 
+def _launcher_line(message: str, script: Path, launcher: Path) -> str:
+    """bash's `SCRIPT: line N: ...` about the recorder copy `script`, as `LAUNCHER: line M: ...` with M the line of
+    the launcher itself (the copy is RECORDER's lines, then the launcher's, each on its own line)."""
+    prefix = f"{script}: line "
+    number, _, rest = message.removeprefix(prefix).partition(":")
+    if not message.startswith(prefix) or not number.isdigit():
+        return message
+    return f"{launcher}: line {max(1, int(number) - RECORDER.count(chr(10)))}:{rest}"
+
+
 def plan_launcher(
     launcher: Path,
     arguments: list[str],
@@ -374,7 +384,9 @@ def plan_launcher(
     launches = [_recorded_launch(path, env, python) for path in sorted(record.glob("launch-*.argv"))]
     if not launches and returncode != 0:
         last = (stderr.strip().splitlines() or [f"exit code {returncode}"])[-1]
-        raise PlanError(f"{launcher}: bash stopped before any launch: {last}")
+        raise PlanError(
+            f"{launcher}: bash stopped before any launch: {_launcher_line(last, script, launcher)}"
+        )
     if not launches:
         raise PlanError(
             f"{launcher}: no launch found (python SCRIPT, torchrun, accelerate launch, trl, deepspeed); nothing to try"

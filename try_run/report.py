@@ -59,6 +59,9 @@ class RunReport:
     hub_account: list[dict] = field(default_factory=list)
     # Image URLs served with a stand-in picture: url, file, cell, line, code.
     images: list[dict] = field(default_factory=list)
+    # Packages the code imported whose compiled operators do not load against this torch (torchvision: a wheel
+    # built for another torch), imported without them (the bootstrap's `_after_torchvision_extension`).
+    missing_native_ops: list[str] = field(default_factory=list)
     # "isolated" (the sandbox: docs/reference/safety.md), with the mounts it could only make read-only, or "not isolated"
     isolation: str = ""
     # Distributions the project declares, installed for modules its code imports and the environment lacks:
@@ -105,6 +108,9 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
                     "outcome": "not run",
                 }
             )
+        run.missing_native_ops += [
+            name for name in report.get("missing_native_ops", []) if name not in run.missing_native_ops
+        ]
     served = {dataset["id"] for dataset in run.datasets}
     for report in reports:  # stand-ins written when the code loaded them (each once, by one of the processes)
         run.datasets += [dataset for dataset in report.get("datasets", []) if dataset["id"] not in served]
@@ -445,6 +451,11 @@ def _served_lines(run: RunReport) -> list[str]:
     for image in run.images:
         lines.append(
             f"         image {image['url']} at {where(image)}: a 640 x 480 stand-in picture (a try has no network)"
+        )
+    for package in run.missing_native_ops:
+        lines.append(
+            f"         {package} imported without its compiled operators, which do not load against this torch "
+            f"(its wheel was built for another one): its Python parts ran; a call to one of them fails"
         )
     for skipped in run.skipped:
         at = f" (line {skipped['line']})" if skipped.get("line") else ""

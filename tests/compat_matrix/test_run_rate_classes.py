@@ -341,3 +341,18 @@ def test_a_launch_of_a_script_a_download_was_to_fetch_follows_that_download(tmp_
     (tmp_path / "nb.ipynb").write_text(json.dumps({"cells": cells}))
     row = run_rate.classify(_failed_cell(2, "torchrun train.py", cannot, [download]), tmp_path)
     assert row["class"] == run_rate.STAND_IN and "comes from a download (cell 1)" in row["fix"]
+
+
+def test_a_launcher_stopped_at_a_command_under_a_todo_is_manual_work(tmp_path):
+    """try's plan names the launcher's own line where bash stopped before any launch (`optimum-cli export neuron`
+    kept under NM452's TODO); that is the migrator's manual work, not a command the try could not stand in."""
+    (tmp_path / "export.sh").write_text(
+        "#!/bin/sh\nset -e\n# TODO(neuron-migrate): NM452 the export writes $out, which a later command uses\n"
+        "optimum-cli export neuron -m gpt2 \\\n    $out\npython infer.py --model $out\n"
+    )
+    launcher = tmp_path / "export.sh"
+    reason = f"{launcher}: bash stopped before any launch: {launcher}: line 4: optimum-cli: command not found"
+    row = run_rate.classify(result("export.sh", "not-run", reason), tmp_path)
+    assert row["class"] == run_rate.MANUAL
+    assert row["evidence"] == "export.sh:4: optimum-cli: command not found"
+    assert row["fix"].startswith("NM452 at export.sh:4: the export writes")

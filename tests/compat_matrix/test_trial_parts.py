@@ -167,6 +167,16 @@ def test_a_launcher_without_a_launch_is_a_usage_error(tmp_path):
         plan_here(launcher)
 
 
+def test_a_launcher_that_stops_before_its_launch_is_reported_at_its_own_line(tmp_path):
+    """bash runs a copy with the recorder's functions above the launcher's lines: its message names the
+    launcher's line, not the copy's."""
+    launcher = tmp_path / "export.sh"
+    launcher.write_text("#!/bin/bash\nset -e\nnm-no-such-exporter --model gpt2\npython t.py\n")
+    with pytest.raises(plan.PlanError) as stopped:
+        plan_here(launcher)
+    assert str(stopped.value).endswith(f"{launcher}: line 3: nm-no-such-exporter: command not found")
+
+
 def test_notebook_setup_lines_are_listed_and_replaced(tmp_path):
     notebook = tmp_path / "nb.ipynb"
     cells = [

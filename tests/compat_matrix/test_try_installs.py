@@ -397,3 +397,14 @@ def test_an_integration_that_logs_to_a_service_is_not_installed_and_says_why(tmp
     assert run["status"] == "not-run"
     assert run["reason"].startswith("not run: install mlflow in the environment that runs it")
     assert run["reason"].endswith(f"; mlflow (not declared by the project) {not_installed}")
+
+
+def test_torchs_tensorboard_writer_needs_the_tensorboard_distribution():
+    """`from torch.utils.tensorboard import SummaryWriter` imports `tensorboard`, which torch does not depend on:
+    the try installs it as for an import of its own."""
+    from try_run.packages import top_level_modules
+    from usercode.python import python_imports
+
+    imports = python_imports("from torch.utils.tensorboard import SummaryWriter\nimport torch.nn\n")
+    assert top_level_modules(set(imports)) == {"torch", "tensorboard"}
+    assert top_level_modules({"torch.utils.data"}) == {"torch"}

@@ -152,6 +152,121 @@ def test_an_error_in_the_trees_package_is_reported_at_the_users_line(tmp_path, t
     assert code == 0, document["runs"][0]["reason"]
 
 
+def test_torchvision_without_its_compiled_operators_imports_and_its_python_parts_run(tmp_path, try_cache):
+    """A torchvision wheel built for another torch (the registry's CUDA build beside a CPU-only torch) loads none
+    of its operators; torchvision then imports all the same (each operator fails when called), except for the
+    fake kernels it registers unconditionally. A package laid out as torchvision is stands in for that wheel."""
+    write(tmp_path, "torchvision/__init__.py", "from . import extension\nfrom . import _meta_registrations\n")
+    write(tmp_path, "torchvision/extension.py", "def _has_ops():\n    return False  # its _C did not load\n")
+    write(
+        tmp_path,
+        "torchvision/_meta_registrations.py",
+        """
+        import torch.library
+
+
+        @torch.library.register_fake("torchvision::nms")
+        def meta_nms(dets, scores, iou_threshold):
+            return dets.new_empty(0)
+        """,
+    )
+    script = write(tmp_path, "train.py", "import torchvision\nprint('models and transforms run')\n")
+    code, document = run_try(script, try_cache)
+    (run,) = document["runs"]
+    assert code == 0, run["reason"]
+    assert run["missing_native_ops"] == ["torchvision"]
+
+
+FAKE_MNIST = """
+import os
+
+
+class MNIST:  # torchvision 0.28's download protocol: resources, raw_folder, _check_exists, download
+    resources = [
+        ("train-images-idx3-ubyte.gz", "f68b3c2dcbeaaa9fbdd348bbdeb94873"),
+        ("train-labels-idx1-ubyte.gz", "d53e105ee54ea40749a09fcbcd1e9432"),
+        ("t10k-images-idx3-ubyte.gz", "9fb629c4189551a2d022fa330f9573f3"),
+        ("t10k-labels-idx1-ubyte.gz", "ec29112dd5afa0611ce80d1b7f02629c"),
+    ]
+
+    def __init__(self, root, train=True, download=False):
+        self.root, self.train = root, train
+        if download:
+            self.download()
+        prefix = "train" if train else "t10k"
+        with open(os.path.join(self.raw_folder, f"{prefix}-labels-idx1-ubyte"), "rb") as labels:
+            self.count = int.from_bytes(labels.read(8)[4:], "big")
+
+    @property
+    def raw_folder(self):
+        return os.path.join(self.root, self.__class__.__name__, "raw")
+
+    def _check_exists(self):
+        return all(
+            os.path.isfile(os.path.join(self.raw_folder, os.path.splitext(os.path.basename(url))[0]))
+            for url, _ in self.resources
+        )
+
+    def download(self):
+        if not self._check_exists():
+            raise RuntimeError("Error downloading train-images-idx3-ubyte.gz: no network")
+
+
+class FashionMNIST(MNIST):
+    pass
+"""
+
+
+def test_torchvisions_mnist_download_gets_the_files_it_extracts(tmp_path, try_cache):
+    """MNIST(root, download=True) with no network to download from: the IDX files its download extracts are
+    written where it looks for them. A module laid out as torchvision's is stands in for torchvision here."""
+    write(tmp_path, "torchvision/__init__.py", "")
+    write(tmp_path, "torchvision/datasets/__init__.py", "")
+    write(tmp_path, "torchvision/datasets/mnist.py", FAKE_MNIST)
+    script = write(
+        tmp_path,
+        "train.py",
+        """
+        from torchvision.datasets import mnist
+
+        train = mnist.FashionMNIST(root="./data", train=True, download=True)
+        test = mnist.FashionMNIST(root="./data", train=False, download=True)
+        print(train.count, test.count)
+        """,
+    )
+    code, document = run_try(script, try_cache)
+    (run,) = document["runs"]
+    assert code == 0, run["reason"]
+    assert [dataset["id"] for dataset in run["datasets"]] == ["torchvision FashionMNIST"]
+    assert not (tmp_path / "data").exists()  # written in the run's discarded layer, not in the tree
+
+
+def test_mnist_stand_in_files_are_idx_images_and_labels_a_classifier_can_learn(tmp_path):
+    import numpy as np
+
+    from try_run import data
+
+    names = [
+        "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte",
+        "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte",
+    ]
+    data.mnist_files(tmp_path, names, "MNIST")
+    images = np.frombuffer((tmp_path / names[0]).read_bytes(), dtype=np.uint8)
+    labels = np.frombuffer((tmp_path / names[1]).read_bytes(), dtype=np.uint8)
+    # torchvision's read_sn3_pascalvincent_tensor: a big-endian magic (type 0x08: ubyte; its dimensions), then sizes
+    assert images[:16].view(">u4").tolist() == [0x803, data.TRAIN_ROWS, 28, 28]
+    assert labels[:8].view(">u4").tolist() == [0x801, data.TRAIN_ROWS]
+    images, labels = images[16:].reshape(-1, 28, 28), labels[8:]
+    assert sorted(set(labels.tolist())) == list(range(10))
+    for row in (0, 7, 13):  # the bar a label puts in its image
+        bright_rows = np.flatnonzero(images[row, :, 10] == 255)
+        assert bright_rows.tolist() == [2 + 2 * labels[row], 3 + 2 * labels[row]]
+    test_labels = np.frombuffer((tmp_path / names[3]).read_bytes(), dtype=np.uint8)
+    assert test_labels[:8].view(">u4").tolist() == [0x801, data.OTHER_ROWS]
+
+
 # -- dataset columns -----------------------------------------------------------------------------------------
 NER_SCRIPT = """
 import os
@@ -244,6 +359,41 @@ def test_a_dataset_of_records_has_its_real_nested_columns(tmp_path):
         # the records nested in a sentence (its SRL frames) annotate its words
         assert {len(frame["frames"]) for frame in sentence["srl_frames"]} == {len(words)}
         assert {len(span) for span in sentence["coref_spans"]} == {3}
+
+
+SPEECH_SCRIPT = """
+from datasets import load_dataset
+
+clips = load_dataset("someone/speech", split="train")
+sample = clips[3]["audio"]
+features = processor(sample["array"], sampling_rate=sample["sampling_rate"], return_tensors="pt")
+out = model(**features)
+out["last_hidden_state"], clips[0]["transcript"]
+"""
+
+
+def test_an_audio_column_holds_clips_as_the_code_reads_them(tmp_path):
+    from datasets import load_dataset
+
+    from try_run import data, scan
+
+    request = scan.read_python(SPEECH_SCRIPT).datasets["someone/speech"]
+    data.write_cache(data.stand_in(request), tmp_path)
+    # The table's LibriSpeech sample has its real columns, the clip among them.
+    data.write_cache(
+        data.stand_in(data.DatasetRequest("hf-internal-testing/librispeech_asr_dummy", "clean")), tmp_path
+    )
+    clips = load_dataset("someone/speech", split="train", cache_dir=str(tmp_path))
+    libri = load_dataset(
+        "hf-internal-testing/librispeech_asr_dummy", "clean", split="validation", cache_dir=str(tmp_path)
+    )
+    # A clip's keys and the model output's are not columns of the dataset.
+    assert sorted(clips.column_names) == ["audio", "transcript"]
+    assert libri.column_names == ["file", "audio", "text", "speaker_id", "chapter_id", "id"]
+    for clip in (clips[3]["audio"], libri[3]["audio"]):
+        assert sorted(clip) == ["array", "path", "sampling_rate"] and clip["sampling_rate"] == 16_000
+        assert len(clip["array"]) > 100 and all(-1 <= value <= 1 for value in clip["array"])
+    assert len(clips[0]["audio"]["array"]) != len(clips[1]["audio"]["array"])  # clips vary in length
 
 
 def test_a_split_has_the_rows_the_code_selects(tmp_path):

@@ -22,8 +22,11 @@ What it does, each through the library's own extension point where one exists:
   time, or given to a script the try could not read: a launcher's subprocess command line), with the try's own
   data stand-ins (try_run/data.py, loaded by its path: the columns of the data table, else those the code reads);
 - does the same for an evaluate metric the try stands in for (try_run/metrics.py: accuracy, f1, glue, ...);
+- writes the files a torchvision MNIST-family download() would extract (try_run/data.py), before it looks for them;
 - serves a GET of an image URL (requests, httpx) with a stand-in picture in the format the URL names, the
   URL recorded (no network reaches a try); other URLs fail as they do offline;
+- lets torchvision import without its compiled operators where they cannot load against this torch (a wheel built
+  for another one), as torchvision means to (`_after_torchvision_extension`);
 - records the Hub writes a script asks for (create_repo, commits, branches, tags: what push_to_hub and
   upload_folder come down to; deletions, moves, settings) after doing their local part, and sends nothing;
   answers whoami and login with a stand-in account, and reads of a repository the run wrote with what it wrote;
@@ -89,6 +92,7 @@ class _State:
         self.images: list[dict] = []  # image URLs served with a stand-in picture (_stand_in_image)
         self.local_dirs: list[dict] = []  # stand-ins copied into a download's local_dir
         self.foreign_magics: list[str] = []  # magics of another kernel, not run (a notebook's kernel)
+        self.missing_native_ops: list[str] = []  # packages imported without their compiled operators
         self.set_up_exits: dict[int, int] = {}  # a notebook's set-up lines (in the plan's order): exit codes
         self.marks: dict[
             str, float
@@ -145,6 +149,7 @@ class _State:
             "launcher_capped": self.launcher_capped,
             "local_dirs": self.local_dirs,
             "foreign_magics": self.foreign_magics,
+            "missing_native_ops": self.missing_native_ops,
             "set_up_exits": self.set_up_exits,
             "uploads": self.uploads,
             "hub_account": self.hub_account,
@@ -269,6 +274,33 @@ class _AfterImport:
 
         spec.loader.exec_module = exec_module
         return spec
+
+
+def _after_torchvision_extension(extension) -> None:
+    """torchvision whose compiled operators do not load (a wheel built for another torch: a registry's CUDA build
+    beside a CPU-only torch) is meant to import all the same, each operator failing when it is called
+    (`_assert_has_ops`), and it skips registering their fake kernels then; but two of those registrations (nms,
+    qnms) are unconditional and stop `import torchvision`. They are skipped too, where their operator is not
+    defined, so the program's datasets, transforms and models run; the report says the operators are missing."""
+    if extension._has_ops():
+        return
+    import torch
+    import torch.library
+
+    register_fake = torch.library.register_fake
+
+    def register_fake_if_defined(op, func=None, /, *args, **kwargs):
+        undefined = (
+            isinstance(op, str)
+            and op.startswith("torchvision::")
+            and not hasattr(torch.ops.torchvision, op.split("::", 1)[1])
+        )
+        if undefined:
+            return func if func is not None else (lambda kernel: kernel)
+        return register_fake(op, func, *args, **kwargs)
+
+    torch.library.register_fake = register_fake_if_defined
+    STATE.missing_native_ops.append("torchvision")
 
 
 def _after_torch(torch) -> None:
@@ -542,6 +574,32 @@ def _serve_dataset(path, args: tuple, kwargs: dict) -> None:
     if report is not None:
         STATE.datasets.append({**report, "served": "when the code loaded it"})
     STATE.write()
+
+
+def _after_torchvision_mnist(module) -> None:
+    """torchvision's MNIST-family `download()` (MNIST, FashionMNIST, KMNIST; those that download otherwise, EMNIST
+    and QMNIST, fail as offline) with nothing to download from: the IDX files it would extract are written into the
+    dataset's raw folder first (try_run/data.py), so it finds them there and the dataset loads them as its own."""
+    download = module.MNIST.download
+
+    def standing_in(self):
+        if not self._check_exists():
+            name = type(self).__name__
+            try:
+                files = [os.path.splitext(os.path.basename(resource[0]))[0] for resource in self.resources]
+                from pathlib import Path
+
+                report = _tool_module("data").mnist_files(Path(self.raw_folder), files, name)
+                if all(served["id"] != report["id"] for served in STATE.datasets):
+                    STATE.datasets.append({**report, "served": "when the code loaded it"})
+            except Exception as error:  # never the try's own failure in place of the user's download
+                STATE.unserved_datasets[f"torchvision {name}"] = (
+                    f"its stand-in could not be written ({error})"
+                )
+            STATE.write()
+        return download(self)
+
+    module.MNIST.download = standing_in
 
 
 def _after_evaluate_loading(module) -> None:
@@ -1319,6 +1377,7 @@ def _install(config: dict) -> None:
                 os.environ[ASKED_WORLD] = str(asked)  # for its workers
     hooks = {
         "torch": _after_torch,
+        "torchvision.extension": _after_torchvision_extension,
         "transformers.trainer": _after_trainer,
         "transformers.generation.utils": _after_generation,
         "transformers.modeling_utils": _after_modeling,
@@ -1336,6 +1395,7 @@ def _install(config: dict) -> None:
         if config.get("datasets"):
             hooks["datasets.load"] = _after_datasets_load
         hooks["evaluate.loading"] = _after_evaluate_loading
+        hooks["torchvision.datasets.mnist"] = _after_torchvision_mnist
         hooks["requests.adapters"] = _after_requests
         # httpx2: the fork huggingface_hub (and Transformers' load_image) use
         for httpx in ("httpx", "httpx2"):

@@ -35,6 +35,10 @@ CALL_RENAMES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 DEVICE_CALLS = frozenset({f"{XM}.xla_device", "torch_xla.device"})
 SYNC_CALLS = frozenset({f"{XM}.mark_step", "torch_xla.sync"})
+# Statement calls whose rewrite into statements also fits a one-line `if`/`for`/`while`/`with` body holding only
+# that call: the body becomes an indented block (`if not master: xm.rendezvous("download")`, torch-neuronx's
+# MNIST sample).
+SUITE_CALLS = frozenset({f"{XM}.rendezvous"})
 METRICS_CALLS = frozenset({f"{METRICS}.metrics_report", f"{METRICS}.short_metrics_report"})
 DEVICE_LOADERS = frozenset({f"{PL}.MpDeviceLoader"})
 PARALLEL_LOADER = f"{PL}.ParallelLoader"

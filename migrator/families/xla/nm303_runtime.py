@@ -7,7 +7,7 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import find_keyword
 from migrator.families.xla.names import CALL_RENAMES, IS_MASTER, LOCAL_RANK, RANK, XM
-from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
+from migrator.families.xla.state import HINTS, XlaFile, expanded_suite, suite_call, whole_statement_call
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -33,6 +33,27 @@ world_size = int(os.environ.get("WORLD_SIZE", 1))
 rank = int(os.environ.get("RANK", 0))
 """,
         ),
+        Example(
+            before="""\
+import torch_xla.core.xla_model as xm
+
+if not xm.is_master_ordinal(): xm.rendezvous("dataset_download")
+download()
+if xm.is_master_ordinal(): xm.rendezvous("dataset_download")
+""",
+            after="""\
+import os
+import torch.distributed as dist
+
+if not int(os.environ.get("LOCAL_RANK", 0)) == 0:
+    if dist.is_initialized():
+        dist.barrier()
+download()
+if int(os.environ.get("LOCAL_RANK", 0)) == 0:
+    if dist.is_initialized():
+        dist.barrier()
+""",
+        ),
     ),
 )
 RULES = (RUNTIME_CALL,)
@@ -55,6 +76,17 @@ class RuntimeCalls(Handler):
             self.ctx.report(call, RUNTIME_CALL)
             return self.file.if_initialized(updated, "{dist}.barrier()")
         return updated
+
+    def leave_SimpleStatementSuite(
+        self, original: cst.SimpleStatementSuite, updated: cst.SimpleStatementSuite
+    ):
+        """`if not master: xm.rendezvous("download")`: the body becomes a block holding the barrier."""
+        call = suite_call(original)
+        if call is None or suite_call(updated) is None or self.ctx.qualified(call.func) != f"{XM}.rendezvous":
+            return updated
+        self.ctx.report(call, RUNTIME_CALL)
+        line = cst.SimpleStatementLine(body=list(updated.body))
+        return expanded_suite(updated, self.file.if_initialized(line, "{dist}.barrier()"))
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         name = self.ctx.qualified(original.func)

@@ -16,7 +16,8 @@ DEVICE_LOADER = Rule(
     Severity.INFO,
     "`pl.MpDeviceLoader(loader, device)` / `pl.ParallelLoader(...).per_device_loader(device)`",
     "Rewritten to `_DeviceLoader(loader, device)`, a small helper added to the file that iterates the plain "
-    "loader and moves each batch (tensors in dicts, lists, tuples) to the device.",
+    "loader and moves each batch (tensors in dicts, lists, tuples) to the device; a `pl.ParallelLoader(loader, "
+    "[device])` kept in a name becomes `_ParallelLoader`, whose `per_device_loader(device)` is that helper.",
     examples=(
         Example(
             before="""\
@@ -59,6 +60,61 @@ for batch in _DeviceLoader(train_loader, device):
     loss = model(**batch).loss
 ''',
         ),
+        Example(
+            before="""\
+import torch_xla.distributed.parallel_loader as pl
+
+para_loader = pl.ParallelLoader(train_loader, [device])
+for batch in para_loader.per_device_loader(device):
+    loss = model(**batch).loss
+""",
+            after='''\
+import torch
+
+
+def _to_device(data, device):
+    """Move the tensors of a (nested) dict/list/tuple batch to `device` (added by neuron-migrate)."""
+    if isinstance(data, torch.Tensor):
+        return data.to(device)
+    if isinstance(data, dict):
+        return {key: _to_device(value, device) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return type(data)(_to_device(value, device) for value in data)
+    return data
+
+
+class _DeviceLoader:
+    """Iterate `loader`, moving each batch to `device` (replaces torch_xla's MpDeviceLoader)."""
+
+    def __init__(self, loader, device):
+        self.loader = loader
+        self.device = device
+
+    def __iter__(self):
+        for batch in self.loader:
+            yield _to_device(batch, self.device)
+
+    def __len__(self):
+        return len(self.loader)
+
+
+class _ParallelLoader:
+    """torch_xla's ParallelLoader with one device per process (replaces it; added by neuron-migrate):
+    `per_device_loader(device)` iterates `loader`, moving each batch to `device`."""
+
+    def __init__(self, loader, devices):
+        self.loader = loader
+        self.devices = devices
+
+    def per_device_loader(self, device):
+        return _DeviceLoader(self.loader, device)
+
+
+para_loader = _ParallelLoader(train_loader, [device])
+for batch in para_loader.per_device_loader(device):
+    loss = model(**batch).loss
+''',
+        ),
     ),
 )
 RULES = (DEVICE_LOADER,)
@@ -85,6 +141,11 @@ class DeviceLoader(Handler):
         super().__init__(ctx)
         self.file = ctx.state(XlaFile)
         self.attribute_names: set[cst.Name] = set()
+        self.chained: set[cst.Call] = set()  # ParallelLoader calls whose per_device_loader is called at once
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if m.matches(node.func, _PER_DEVICE_LOADER):
+            self.chained.add(node.func.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self.attribute_names.add(node.attr)  # `x.MpDeviceLoader` names an attribute of x, not the import
@@ -126,7 +187,32 @@ class DeviceLoader(Handler):
             return self._parallel_loader(original, updated)
         if name in DEVICE_LOADERS:
             return self._device_loader(original, updated, updated.args)
+        if name == PARALLEL_LOADER and original not in self.chained:
+            return self._kept_parallel_loader(original, updated)
         return updated
+
+    def _kept_parallel_loader(self, original: cst.Call, updated: cst.Call):
+        """`para_loader = pl.ParallelLoader(loader, [device])`, its `per_device_loader(device)` called later."""
+        args = [arg for arg in updated.args if not (arg.keyword and arg.keyword.value in LOADER_OPTIONS)]
+        if len(args) != 2 or any(arg.keyword or arg.star for arg in args):
+            self.ctx.todo(
+                original,
+                DEVICE_LOADER,
+                "ParallelLoader with unexpected arguments",
+                "iterate the DataLoader and move each batch with .to(device)",
+            )
+            return updated
+        self.ctx.report(
+            original,
+            DEVICE_LOADER,
+            "Rewritten to `_ParallelLoader(loader, devices)`, a small helper added to the file whose "
+            "`per_device_loader(device)` iterates the plain loader and moves each batch to the device (one device "
+            "per process, as torchrun runs it).",
+        )
+        self.file.helpers.add("_ParallelLoader")
+        return parse_template_expression(
+            "_ParallelLoader({loader}, {devices})", loader=args[0].value, devices=args[1].value
+        )
 
     def _parallel_loader(self, original: cst.Call, updated: cst.Call):
         loader_call = original.func.value

@@ -14,6 +14,7 @@ from migrator.cst_helpers import descendants, dotted_name, imports_end
 from migrator.families.xla.names import (
     DISTRIBUTED_NAMES,
     METRICS_CALLS,
+    SUITE_CALLS,
     TORCHRUN_VARIABLES,
     XM,
 )
@@ -49,6 +50,18 @@ class _DeviceLoader:
 
     def __len__(self):
         return len(self.loader)
+'''
+_PARALLEL_LOADER_SOURCE = '''
+class _ParallelLoader:
+    """torch_xla's ParallelLoader with one device per process (replaces it; added by neuron-migrate):
+    `per_device_loader(device)` iterates `loader`, moving each batch to `device`."""
+
+    def __init__(self, loader, devices):
+        self.loader = loader
+        self.devices = devices
+
+    def per_device_loader(self, device):
+        return _DeviceLoader(self.loader, device)
 '''
 _MESH_REDUCE_SOURCE = '''
 def _mesh_reduce(data, reduce_fn):
@@ -102,13 +115,137 @@ class _NeuronCompiled(torch.nn.Module):
             )
         return cls(saved["neuron_compiled"], saved["tuples"])
 '''
-# The helpers the rules add to a file, in the order they are written; each uses `_to_device`.
+_RATE_TRACKER_SOURCE = '''
+class _RateTracker:
+    """Examples per second, counted as torch_xla's xm.RateTracker counted them (added by neuron-migrate): `rate()`
+    since its previous call, smoothed with the rate it gave then (RATE_TRACKER_SMOOTHING, 0.4 by default), and
+    `global_rate()` since it was made."""
+
+    def __init__(self, smooth_factor=None):
+        default = float(os.environ.get("RATE_TRACKER_SMOOTHING", 0.4))
+        self.smooth_factor = default if smooth_factor is None else smooth_factor
+        self.started = self.since = time.time()
+        self.count = self.total = 0.0
+        self.last_rate = None
+
+    def add(self, count):
+        self.count += count
+        self.total += count
+
+    def rate(self):
+        now = time.time()
+        if now <= self.since:
+            return 0.0
+        rate = self.count / (now - self.since)
+        if self.last_rate is not None:
+            rate = (1 - self.smooth_factor) * rate + self.smooth_factor * self.last_rate
+        self.since, self.count, self.last_rate = now, 0.0, rate
+        return rate
+
+    def global_rate(self):
+        elapsed = time.time() - self.started
+        return self.total / elapsed if elapsed > 0 else 0.0
+'''
+_SUMMARY_WRITER_SOURCE = '''
+def _summary_writer(logdir):
+    """A TensorBoard writer of `logdir`, None without one (torch_xla's test_utils.get_summary_writer; added by
+    neuron-migrate)."""
+    if not logdir:
+        return None
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=logdir)
+    writer.add_scalar("TensorboardStartTimestamp", time.time(), 0)
+    return writer
+'''
+_WRITE_TO_SUMMARY_SOURCE = '''
+def _write_to_summary(summary_writer, global_step=None, dict_to_write=None, write_xla_metrics=False):
+    """Each value of `dict_to_write` as a scalar of `summary_writer` (torch_xla's test_utils.write_to_summary; added by
+    neuron-migrate; PyTorch/XLA's metrics, `write_xla_metrics`, are not kept by TorchNeuron)."""
+    if summary_writer is not None:
+        for name, value in (dict_to_write or {}).items():
+            summary_writer.add_scalar(name, value, global_step)
+'''
+_CLOSE_SUMMARY_WRITER_SOURCE = '''
+def _close_summary_writer(summary_writer):
+    """torch_xla's test_utils.close_summary_writer (added by neuron-migrate)."""
+    if summary_writer is not None:
+        summary_writer.flush()
+        summary_writer.close()
+'''
+_PRINT_TRAINING_UPDATE_SOURCE = '''
+def _print_training_update(device, step, loss, rate, global_rate, epoch=None, summary_writer=None):
+    """The progress line torch_xla's test_utils.print_training_update printed, its rates written to
+    `summary_writer` (added by neuron-migrate)."""
+    fields = [
+        "Training",
+        f"Device={device}",
+        None if epoch is None else f"Epoch={epoch}",
+        f"Step={step}",
+        f"Loss={loss:.5f}",
+        f"Rate={rate:.2f}",
+        f"GlobalRate={global_rate:.2f}",
+        f"Time={time.strftime('%H:%M:%S')}",
+    ]
+    print("|", " ".join(field for field in fields if field), flush=True)
+    _write_to_summary(summary_writer, dict_to_write={"examples/sec": rate, "average_examples/sec": global_rate})
+'''
+_PRINT_TEST_UPDATE_SOURCE = '''
+def _print_test_update(device, accuracy, epoch=None, step=None):
+    """The test line torch_xla's test_utils.print_test_update printed (added by neuron-migrate)."""
+    fields = [
+        "Test",
+        f"Device={device}",
+        None if step is None else f"Step={step}",
+        None if epoch is None else f"Epoch={epoch}",
+        None if accuracy is None else f"Accuracy={accuracy:.2f}",
+        f"Time={time.strftime('%H:%M:%S')}",
+    ]
+    print("|", " ".join(field for field in fields if field), flush=True)
+'''
+# The helpers the rules add to a file, in the order they are written.
 _HELPER_SOURCES = {
     "_to_device": _TO_DEVICE_SOURCE,
     "_DeviceLoader": _DEVICE_LOADER_SOURCE,
+    "_ParallelLoader": _PARALLEL_LOADER_SOURCE,
     "_mesh_reduce": _MESH_REDUCE_SOURCE,
     "_NeuronCompiled": _NEURON_COMPILED_SOURCE,
+    "_RateTracker": _RATE_TRACKER_SOURCE,
+    "_summary_writer": _SUMMARY_WRITER_SOURCE,
+    "_write_to_summary": _WRITE_TO_SUMMARY_SOURCE,
+    "_close_summary_writer": _CLOSE_SUMMARY_WRITER_SOURCE,
+    "_print_training_update": _PRINT_TRAINING_UPDATE_SOURCE,
+    "_print_test_update": _PRINT_TEST_UPDATE_SOURCE,
 }
+# What each helper uses: other helpers, then the modules it imports (in the order they are imported).
+_HELPER_NEEDS: dict[str, tuple[str, ...]] = {
+    "_to_device": ("torch",),
+    "_DeviceLoader": ("_to_device",),
+    "_ParallelLoader": ("_DeviceLoader",),
+    "_mesh_reduce": ("_to_device", "torch"),
+    "_NeuronCompiled": ("_to_device", "torch", "copy", "zipfile"),
+    "_RateTracker": ("os", "time"),
+    "_summary_writer": ("time",),
+    "_print_training_update": ("_write_to_summary", "time"),
+    "_print_test_update": ("time",),
+}
+
+
+def _helpers_needed(names: set[str]) -> tuple[set[str], list[str]]:
+    """The helpers `names` need (themselves included) and the modules those import, in `_HELPER_NEEDS`' order."""
+    helpers, modules, pending = set(), [], sorted(names)
+    while pending:
+        name = pending.pop()
+        if name in helpers:
+            continue
+        helpers.add(name)
+        pending.extend(need for need in _HELPER_NEEDS.get(name, ()) if need in _HELPER_SOURCES)
+    for name in _HELPER_SOURCES:
+        if name in helpers:
+            modules += [
+                m for m in _HELPER_NEEDS.get(name, ()) if m not in _HELPER_SOURCES and m not in modules
+            ]
+    return helpers, modules
 
 
 @cache
@@ -335,6 +472,20 @@ def runs_itself(module: cst.Module) -> bool:
     return False
 
 
+def suite_call(suite: cst.CSTNode) -> cst.Call | None:
+    """The call a one-line body (`if x: f(...)`) consists of, else None."""
+    if type(suite) is cst.SimpleStatementSuite and len(suite.body) == 1:
+        statement = suite.body[0]
+        if type(statement) is cst.Expr and type(statement.value) is cst.Call:
+            return statement.value
+    return None
+
+
+def expanded_suite(suite: cst.SimpleStatementSuite, block: cst.BaseStatement) -> cst.IndentedBlock:
+    """A one-line body as an indented block holding `block` (the rewrite of its call), its comment kept."""
+    return cst.IndentedBlock(body=[block], header=suite.trailing_whitespace)
+
+
 def whole_statement_call(line: cst.CSTNode) -> cst.Call | None:
     """The call a simple statement consists of (`f(...)` alone on its line), else None."""
     if type(line) is cst.SimpleStatementLine and len(line.body) == 1:
@@ -381,6 +532,10 @@ class XlaTracker(Handler):
             self._inline_calls(node.body)
 
     def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        call = suite_call(node)
+        if call is not None and self.ctx.qualified(call.func) in SUITE_CALLS:
+            self.file.statement_calls.add(call)  # its handler makes the body a block (`expanded_suite`)
+            return
         self._inline_calls(node.body)
 
     def _inline_calls(self, statements) -> None:
@@ -406,16 +561,14 @@ class XlaTracker(Handler):
             for statement in updated.body
             if isinstance(statement, (cst.FunctionDef, cst.ClassDef))
         }
-        wanted = self.file.helpers | {"_to_device"} if self.file.helpers else set()
+        wanted, modules = _helpers_needed(self.file.helpers)
         sources = [
             source for name, source in _HELPER_SOURCES.items() if name in wanted and name not in defined
         ]
         if not sources:
             return updated
-        self.ctx.add_import("torch")
-        if "_NeuronCompiled" in wanted:
-            self.ctx.add_import("copy")
-            self.ctx.add_import("zipfile")
+        for module in modules:
+            self.ctx.add_import(module)
         helpers = [_helper_statement(source) for source in sources]
         index = imports_end(updated)
         rest = list(updated.body[index:])
