@@ -7,7 +7,7 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import find_keyword
 from migrator.families.xla.names import CALL_RENAMES, IS_MASTER, LOCAL_RANK, RANK, XM
-from migrator.families.xla.state import HINTS, XlaFile, expanded_suite, suite_call, whole_statement_call
+from migrator.families.xla.state import HINTS, XlaFile, expanded_suite, whole_statement_call
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -81,8 +81,12 @@ class RuntimeCalls(Handler):
         self, original: cst.SimpleStatementSuite, updated: cst.SimpleStatementSuite
     ):
         """`if not master: xm.rendezvous("download")`: the body becomes a block holding the barrier."""
-        call = suite_call(original)
-        if call is None or suite_call(updated) is None or self.ctx.qualified(call.func) != f"{XM}.rendezvous":
+        call = whole_statement_call(original)
+        if (
+            call is None
+            or whole_statement_call(updated) is None
+            or self.ctx.qualified(call.func) != f"{XM}.rendezvous"
+        ):
             return updated
         self.ctx.report(call, RUNTIME_CALL)
         line = cst.SimpleStatementLine(body=list(updated.body))

@@ -472,27 +472,22 @@ def runs_itself(module: cst.Module) -> bool:
     return False
 
 
-def suite_call(suite: cst.CSTNode) -> cst.Call | None:
-    """The call a one-line body (`if x: f(...)`) consists of, else None."""
-    if type(suite) is cst.SimpleStatementSuite and len(suite.body) == 1:
-        statement = suite.body[0]
-        if type(statement) is cst.Expr and type(statement.value) is cst.Call:
-            return statement.value
-    return None
-
-
 def expanded_suite(suite: cst.SimpleStatementSuite, block: cst.BaseStatement) -> cst.IndentedBlock:
     """A one-line body as an indented block holding `block` (the rewrite of its call), its comment kept."""
     return cst.IndentedBlock(body=[block], header=suite.trailing_whitespace)
 
 
 def whole_statement_call(line: cst.CSTNode) -> cst.Call | None:
-    """The call a simple statement consists of (`f(...)` alone on its line), else None."""
-    if type(line) is cst.SimpleStatementLine and len(line.body) == 1:
+    """The call a simple statement consists of (`f(...)` alone on its line, or a one-line body: `if x: f(...)`),
+    else None."""
+    if type(line) in _SIMPLE_LINES and len(line.body) == 1:
         statement = line.body[0]
         if type(statement) is cst.Expr and type(statement.value) is cst.Call:
             return statement.value
     return None
+
+
+_SIMPLE_LINES = (cst.SimpleStatementLine, cst.SimpleStatementSuite)
 
 
 class XlaTracker(Handler):
@@ -532,7 +527,7 @@ class XlaTracker(Handler):
             self._inline_calls(node.body)
 
     def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
-        call = suite_call(node)
+        call = whole_statement_call(node)
         if call is not None and self.ctx.qualified(call.func) in SUITE_CALLS:
             self.file.statement_calls.add(call)  # its handler makes the body a block (`expanded_suite`)
             return
