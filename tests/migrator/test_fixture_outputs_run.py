@@ -117,11 +117,6 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
         LIMIT,
         "opens cat.png, which the fixture does not ship (the ViT image processor and model are stood in for)",
     ),
-    "inference/whisper_seq2seq.expected.py": (
-        LIMIT,
-        "the stand-in of librispeech_asr_dummy has a text `audio` column (dataset stand-ins write no audio "
-        'arrays): TypeError at sample["array"]; the Whisper processor and model are stood in for',
-    ),
     "leftovers/precompiled_repo_download.expected.py": (
         MANUAL,
         "NM501: downloads a Hub repository of optimum-neuron compiled models (not in the try's offline cache)",
