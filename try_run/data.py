@@ -454,7 +454,10 @@ def mnist_files(raw_folder: Path, names: list[str], dataset: str) -> dict:
             for label in range(10):
                 images[labels == label, 2 + 2 * label : 4 + 2 * label, 4:24] = 255
             header, body = [IDX_IMAGES, count, MNIST_SIDE, MNIST_SIDE], images
-        (raw_folder / name).write_bytes(np.array(header, dtype=">u4").tobytes() + body.tobytes())
+        # Written whole, then renamed: torchrun's workers each download into the same folder at once.
+        with tempfile.NamedTemporaryFile(dir=raw_folder, prefix=f".{name}.", delete=False) as handle:
+            handle.write(np.array(header, dtype=">u4").tobytes() + body.tobytes())
+        Path(handle.name).replace(raw_folder / name)
     return {
         "id": f"torchvision {dataset}",
         "configs": ["default"],

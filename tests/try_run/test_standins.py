@@ -241,6 +241,35 @@ def test_torchvisions_mnist_download_gets_the_files_it_extracts(tmp_path, try_ca
     assert not (tmp_path / "data").exists()  # written in the run's discarded layer, not in the tree
 
 
+def _write_mnist_again_and_again(folder: str) -> None:
+    from try_run import data
+
+    for _ in range(6):
+        data.mnist_files(Path(folder), ["train-images-idx3-ubyte"], "MNIST")
+
+
+def test_mnist_stand_in_files_are_whole_while_another_process_writes_them(tmp_path):
+    """torchrun's workers each run MNIST(download=True) at once: a worker reading the images must never see a file
+    another one is half-way through writing."""
+    import multiprocessing
+
+    from try_run import data
+
+    whole = 16 + data.TRAIN_ROWS * 28 * 28
+    path = tmp_path / "train-images-idx3-ubyte"
+    writer = multiprocessing.get_context("spawn").Process(
+        target=_write_mnist_again_and_again, args=(str(tmp_path),)
+    )
+    writer.start()
+    sizes = set()
+    while writer.is_alive():
+        if path.exists():
+            sizes.add(len(path.read_bytes()))
+    writer.join()
+    assert writer.exitcode == 0 and sizes <= {whole}
+    assert [file.name for file in tmp_path.iterdir()] == [path.name]  # no partial file left behind
+
+
 def test_mnist_stand_in_files_are_idx_images_and_labels_a_classifier_can_learn(tmp_path):
     import numpy as np
 
