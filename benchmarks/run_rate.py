@@ -68,6 +68,12 @@ CANNOT_OPEN = re.compile(r"can't open file '[^']*neuron-migrate-try-[^/']+/run/(
 # A load_dataset of a Hub id the try served no stand-in for (datasets' offline miss).
 DATASET_MISS = re.compile(r"Couldn't reach '([^']+)' on the Hub \(OfflineModeIsEnabled\)")
 HUB_MISSES = ("LocalEntryNotFoundError", "offline mode", "outgoing traffic has been disabled")
+# A download from elsewhere than the Hub (a torchvision dataset's files, a URL the code fetches): no network in a try.
+NETWORK_MISSES = (
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+)
 # Hub API paths of writes; a try records create_repo and commits (docs/using/try.md), so one here was made another way
 HUB_WRITE = re.compile(r"huggingface\.co/api/(?:repos/create|\w+/[^\s/]+/[^\s/]+/(?:commit|preupload))")
 LOOK_ABOVE = 8  # lines above a failing statement searched for its TODO (a TODO sits above what it is about)
@@ -224,12 +230,9 @@ def classify(result: dict | None, migrated: Path) -> dict:
         )
     if any(miss in text for miss in HUB_MISSES):
         return row(STAND_IN, "try: a Hub download it does not serve (snapshot_download, hf_hub_download)")
-    if "magic function" in text:
-        return row(STAND_IN, "try: a magic of another Jupyter kernel (the try's kernel is IPython)")
-    if FEATURE_OBJECT.search(text):
-        return row(
-            STAND_IN, "try: the stand-in dataset's column types (a Value where the code reads a Sequence)"
-        )
+    limit = _try_limit(text)
+    if limit:
+        return row(STAND_IN, limit)
     if "Unable to create tensor" in text and "max_length" in " ".join(lines):
         return row(
             STAND_IN,
@@ -245,6 +248,17 @@ def classify(result: dict | None, migrated: Path) -> dict:
     if error.get("type") == "FileNotFoundError" or (not error and "No such file" in reason):
         return row(STAND_IN, "try: a file the run reads is not in the tried folder")
     return row(FAILS, f"{error.get('type') or 'exit'} in migrated code")
+
+
+def _try_limit(text: str) -> str | None:
+    """What the try could not stand in for, read from the error's text alone."""
+    if any(miss in text for miss in NETWORK_MISSES):
+        return "try: a download from the network it does not serve (a dataset's files, a URL)"
+    if "magic function" in text:
+        return "try: a magic of another Jupyter kernel (the try's kernel is IPython)"
+    if FEATURE_OBJECT.search(text):
+        return "try: the stand-in dataset's column types (a Value where the code reads a Sequence)"
+    return None
 
 
 def _launcher_stopped_at_todo(reason: str, migrated: Path, entry: str) -> dict | None:

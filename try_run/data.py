@@ -454,7 +454,7 @@ def mnist_files(raw_folder: Path, names: list[str], dataset: str) -> dict:
             for label in range(10):
                 images[labels == label, 2 + 2 * label : 4 + 2 * label, 4:24] = 255
             header, body = [IDX_IMAGES, count, MNIST_SIDE, MNIST_SIDE], images
-        (raw_folder / name).write_bytes(np.array(header, dtype=">u4").tobytes() + body.tobytes())
+        _write_whole(raw_folder / name, np.array(header, dtype=">u4").tobytes() + body.tobytes())
     return {
         "id": f"torchvision {dataset}",
         "configs": ["default"],
@@ -462,6 +462,59 @@ def mnist_files(raw_folder: Path, names: list[str], dataset: str) -> dict:
         "columns": ["image", "label"],
         "source": f"IDX files written where {dataset}.download() extracts them (a try has no network)",
     }
+
+
+# torchvision's CIFAR-10 and CIFAR-100: pickled batches of 32 x 32 RGB images (rows of 3,072 bytes, the three
+# planes one after the other) with their labels, and a meta file naming the classes.
+CIFAR_SIDE = 32
+CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+
+
+def cifar_files(folder: Path, train: list[str], test: list[str], meta: dict, dataset: str) -> dict:
+    """Writes in `folder` the batches a torchvision CIFAR download extracts there (`train` / `test`: the class's
+    `train_list` / `test_list` file names; `meta`: its `meta`, whose `key` names the class names' entry: CIFAR-10's
+    `label_names`, CIFAR-100's `fine_label_names`), TRAIN_ROWS rows over the training batches and OTHER_ROWS in the
+    test one; each image is faint noise with a bright square where its label puts it. Returns its report."""
+    import pickle
+
+    import numpy as np
+
+    fine = meta["key"] == "fine_label_names"  # CIFAR-100: 100 fine classes (and 20 coarse ones)
+    names = [f"class_{index}" for index in range(100)] if fine else CIFAR10_CLASSES
+    folder.mkdir(parents=True, exist_ok=True)
+    batches = [(name, TRAIN_ROWS // len(train)) for name in train] + [(name, OTHER_ROWS) for name in test]
+    for offset, (name, count) in enumerate(batches):
+        labels = (np.arange(count) * 7 + offset) % len(names)
+        pixels = count * 3 * CIFAR_SIDE**2
+        images = (np.arange(pixels, dtype=np.uint32) * 2654435761 % 41).astype(np.uint8)
+        images = images.reshape(count, 3, CIFAR_SIDE, CIFAR_SIDE)
+        for row, label in enumerate(labels):
+            top, left = 4 * (label % 6), 4 * (label // 6 % 6)
+            images[row, :, top : top + 8, left : left + 8] = 255
+        entry = {
+            "data": images.reshape(count, -1),
+            "filenames": [f"{name}_{row}.png" for row in range(count)],
+        }
+        if fine:
+            entry |= {"fine_labels": labels.tolist(), "coarse_labels": (labels // 5).tolist()}
+        else:
+            entry["labels"] = labels.tolist()
+        _write_whole(folder / name, pickle.dumps(entry))
+    _write_whole(folder / meta["filename"], pickle.dumps({meta["key"]: names}))
+    return {
+        "id": f"torchvision {dataset}",
+        "configs": ["default"],
+        "splits": ["train", "test"],
+        "columns": ["image", "label"],
+        "source": f"batches written where {dataset}.download() extracts them (a try has no network)",
+    }
+
+
+def _write_whole(path: Path, content: bytes) -> None:
+    """Written whole, then renamed: torchrun's workers each download into the same folder at once."""
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as handle:
+        handle.write(content)
+    Path(handle.name).replace(path)
 
 
 # The files of a SageMaker channel (or any folder the code reads files from) a stand-in can be written as.

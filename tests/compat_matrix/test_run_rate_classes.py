@@ -356,3 +356,26 @@ def test_a_launcher_stopped_at_a_command_under_a_todo_is_manual_work(tmp_path):
     assert row["class"] == run_rate.MANUAL
     assert row["evidence"] == "export.sh:4: optimum-cli: command not found"
     assert row["fix"].startswith("NM452 at export.sh:4: the export writes")
+
+
+def test_a_download_the_try_does_not_serve_is_the_try_s_limit(tmp_path):
+    """CIFAR10(download=True) reaches the network, which a try does not have: not a failure of the migration."""
+    (tmp_path / "cifar.py").write_text(
+        "from torchvision import datasets\ndata = datasets.CIFAR10('d', download=True)\n"
+    )
+    row = run_rate.classify(
+        result(
+            "cifar.py",
+            "failed",
+            "URLError: <urlopen error [Errno -3] Temporary failure in name resolution> at cifar.py:2",
+            error(
+                tmp_path,
+                "cifar.py",
+                2,
+                "URLError",
+                "<urlopen error [Errno -3] Temporary failure in name resolution>",
+            ),
+        ),
+        tmp_path,
+    )
+    assert row["class"] == run_rate.STAND_IN and row["fix"].startswith("try: a download from the network")

@@ -241,6 +241,106 @@ def test_torchvisions_mnist_download_gets_the_files_it_extracts(tmp_path, try_ca
     assert not (tmp_path / "data").exists()  # written in the run's discarded layer, not in the tree
 
 
+FAKE_CIFAR = """
+import hashlib
+import os
+import pickle
+
+
+def check_integrity(fpath, md5=None):  # torchvision.datasets.utils': the file's MD5 against the real archive's
+    if not os.path.isfile(fpath):
+        return False
+    return md5 is None or hashlib.md5(open(fpath, "rb").read()).hexdigest() == md5
+
+
+class CIFAR10:  # torchvision 0.28's protocol: base_folder, train_list, test_list, meta, download, _check_integrity
+    base_folder = "cifar-10-batches-py"
+    train_list = [["data_batch_1", "c99cafc152244af753f735de768cd75f"], ["data_batch_2", "d4bba439e000b95fd0a9bffe97cbabec"]]
+    test_list = [["test_batch", "40351d587109b95175f43aff81a1287e"]]
+    meta = {"filename": "batches.meta", "key": "label_names", "md5": "5ff9c542aee3614f3951f8cda6e48888"}
+
+    def __init__(self, root, train=True, download=False):
+        self.root = root
+        if download:
+            self.download()
+        if not self._check_integrity():
+            raise RuntimeError("Dataset not found or corrupted. You can use download=True to download it")
+        self.targets = []
+        for name, _ in self.train_list if train else self.test_list:
+            with open(os.path.join(root, self.base_folder, name), "rb") as f:
+                entry = pickle.load(f, encoding="latin1")
+            self.targets.extend(entry["labels"] if "labels" in entry else entry["fine_labels"])
+        path = os.path.join(root, self.base_folder, self.meta["filename"])
+        if not check_integrity(path, self.meta["md5"]):
+            raise RuntimeError("Dataset metadata file not found or corrupted.")
+        with open(path, "rb") as f:
+            self.classes = pickle.load(f, encoding="latin1")[self.meta["key"]]
+
+    def _check_integrity(self):
+        return all(
+            check_integrity(os.path.join(self.root, self.base_folder, name), md5)
+            for name, md5 in self.train_list + self.test_list
+        )
+
+    def download(self):
+        if not self._check_integrity():
+            raise RuntimeError("<urlopen error [Errno -3] Temporary failure in name resolution>")
+"""
+
+
+def test_torchvisions_cifar_download_gets_the_batches_it_extracts(tmp_path, try_cache):
+    """CIFAR10(root, download=True) with no network: the batches its download extracts are written where it looks,
+    and its MD5 check passes for the files the try wrote (a module laid out as torchvision's stands in for it)."""
+    write(tmp_path, "torchvision/__init__.py", "")
+    write(tmp_path, "torchvision/datasets/__init__.py", "")
+    write(tmp_path, "torchvision/datasets/cifar.py", FAKE_CIFAR)
+    script = write(
+        tmp_path,
+        "train.py",
+        """
+        from torchvision.datasets import cifar
+
+        train = cifar.CIFAR10("./data", train=True, download=True)
+        test = cifar.CIFAR10("./data", train=False, download=True)
+        print(len(train.targets), len(test.targets), train.classes[:2], sorted(set(train.targets)))
+        """,
+    )
+    code, document = run_try(script, try_cache)
+    (run,) = document["runs"]
+    assert code == 0, run["reason"] + run["output_tail"]
+    assert "3200 64 ['airplane', 'automobile'] [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]" in run["output_tail"]
+    assert [dataset["id"] for dataset in run["datasets"]] == ["torchvision CIFAR10"]
+
+
+def _write_mnist_again_and_again(folder: str) -> None:
+    from try_run import data
+
+    for _ in range(6):
+        data.mnist_files(Path(folder), ["train-images-idx3-ubyte"], "MNIST")
+
+
+def test_mnist_stand_in_files_are_whole_while_another_process_writes_them(tmp_path):
+    """torchrun's workers each run MNIST(download=True) at once: a worker reading the images must never see a file
+    another one is half-way through writing."""
+    import multiprocessing
+
+    from try_run import data
+
+    whole = 16 + data.TRAIN_ROWS * 28 * 28
+    path = tmp_path / "train-images-idx3-ubyte"
+    writer = multiprocessing.get_context("spawn").Process(
+        target=_write_mnist_again_and_again, args=(str(tmp_path),)
+    )
+    writer.start()
+    sizes = set()
+    while writer.is_alive():
+        if path.exists():
+            sizes.add(len(path.read_bytes()))
+    writer.join()
+    assert writer.exitcode == 0 and sizes <= {whole}
+    assert [file.name for file in tmp_path.iterdir()] == [path.name]  # no partial file left behind
+
+
 def test_mnist_stand_in_files_are_idx_images_and_labels_a_classifier_can_learn(tmp_path):
     import numpy as np
 

@@ -22,7 +22,8 @@ What it does, each through the library's own extension point where one exists:
   time, or given to a script the try could not read: a launcher's subprocess command line), with the try's own
   data stand-ins (try_run/data.py, loaded by its path: the columns of the data table, else those the code reads);
 - does the same for an evaluate metric the try stands in for (try_run/metrics.py: accuracy, f1, glue, ...);
-- writes the files a torchvision MNIST-family download() would extract (try_run/data.py), before it looks for them;
+- writes the files a torchvision MNIST-family or CIFAR download() would extract (try_run/data.py), before it looks
+  for them;
 - serves a GET of an image URL (requests, httpx) with a stand-in picture in the format the URL names, the
   URL recorded (no network reaches a try); other URLs fail as they do offline;
 - lets torchvision import without its compiled operators where they cannot load against this torch (a wheel built
@@ -600,6 +601,47 @@ def _after_torchvision_mnist(module) -> None:
         return download(self)
 
     module.MNIST.download = standing_in
+
+
+def _after_torchvision_cifar(module) -> None:
+    """torchvision's CIFAR-10 / CIFAR-100 `download()` with nothing to download from: the batches it would extract
+    are written into its folder first (try_run/data.py). The dataset checks each file's MD5 against the real
+    archive's: the files the try wrote are its own, so that check passes for them (and only them)."""
+    download, check_integrity = module.CIFAR10.download, module.check_integrity
+    written: set[str] = set()
+
+    def standing_in(self):
+        if not self._check_integrity():
+            name = type(self).__name__
+            try:
+                from pathlib import Path
+
+                folder = Path(self.root) / self.base_folder
+                report = _tool_module("data").cifar_files(
+                    folder,
+                    [entry[0] for entry in self.train_list],
+                    [entry[0] for entry in self.test_list],
+                    self.meta,
+                    name,
+                )
+                files = [entry[0] for entry in self.train_list + self.test_list] + [self.meta["filename"]]
+                written.update(os.path.realpath(folder / file) for file in files)
+                if all(served["id"] != report["id"] for served in STATE.datasets):
+                    STATE.datasets.append({**report, "served": "when the code loaded it"})
+            except Exception as error:  # never the try's own failure in place of the user's download
+                STATE.unserved_datasets[f"torchvision {name}"] = (
+                    f"its stand-in could not be written ({error})"
+                )
+            STATE.write()
+        return download(self)
+
+    def check_integrity_of_stand_ins(fpath, md5=None):
+        if os.path.realpath(fpath) in written and os.path.isfile(fpath):
+            return True
+        return check_integrity(fpath, md5)
+
+    module.CIFAR10.download = standing_in
+    module.check_integrity = check_integrity_of_stand_ins
 
 
 def _after_evaluate_loading(module) -> None:
@@ -1396,6 +1438,7 @@ def _install(config: dict) -> None:
             hooks["datasets.load"] = _after_datasets_load
         hooks["evaluate.loading"] = _after_evaluate_loading
         hooks["torchvision.datasets.mnist"] = _after_torchvision_mnist
+        hooks["torchvision.datasets.cifar"] = _after_torchvision_cifar
         hooks["requests.adapters"] = _after_requests
         # httpx2: the fork huggingface_hub (and Transformers' load_image) use
         for httpx in ("httpx", "httpx2"):
