@@ -455,13 +455,7 @@ def mnist_files(raw_folder: Path, names: list[str], dataset: str) -> dict:
                 images[labels == label, 2 + 2 * label : 4 + 2 * label, 4:24] = 255
             header, body = [IDX_IMAGES, count, MNIST_SIDE, MNIST_SIDE], images
         _write_whole(raw_folder / name, np.array(header, dtype=">u4").tobytes() + body.tobytes())
-    return {
-        "id": f"torchvision {dataset}",
-        "configs": ["default"],
-        "splits": ["train", "test"],
-        "columns": ["image", "label"],
-        "source": f"IDX files written where {dataset}.download() extracts them (a try has no network)",
-    }
+    return _torchvision_report(dataset, "IDX files")
 
 
 # torchvision's CIFAR-10 and CIFAR-100: pickled batches of 32 x 32 RGB images (rows of 3,072 bytes, the three
@@ -501,12 +495,17 @@ def cifar_files(folder: Path, train: list[str], test: list[str], meta: dict, dat
             entry["labels"] = labels.tolist()
         _write_whole(folder / name, pickle.dumps(entry))
     _write_whole(folder / meta["filename"], pickle.dumps({meta["key"]: names}))
+    return _torchvision_report(dataset, "batches")
+
+
+def _torchvision_report(dataset: str, written: str) -> dict:
+    """The report's entry of a torchvision dataset whose `written` files the try wrote for its download."""
     return {
         "id": f"torchvision {dataset}",
         "configs": ["default"],
         "splits": ["train", "test"],
         "columns": ["image", "label"],
-        "source": f"batches written where {dataset}.download() extracts them (a try has no network)",
+        "source": f"{written} written where {dataset}.download() extracts them (a try has no network)",
     }
 
 

@@ -577,6 +577,18 @@ def _serve_dataset(path, args: tuple, kwargs: dict) -> None:
     STATE.write()
 
 
+def _torchvision_stand_in(name: str, write) -> None:
+    """Writes a torchvision dataset's stand-in files (`write()` returns what the report says of them) and records
+    it, or why it could not be written: never the try's own failure in place of the user's download."""
+    try:
+        report = write()
+        if all(served["id"] != report["id"] for served in STATE.datasets):
+            STATE.datasets.append({**report, "served": "when the code loaded it"})
+    except Exception as error:
+        STATE.unserved_datasets[f"torchvision {name}"] = f"its stand-in could not be written ({error})"
+    STATE.write()
+
+
 def _after_torchvision_mnist(module) -> None:
     """torchvision's MNIST-family `download()` (MNIST, FashionMNIST, KMNIST; those that download otherwise, EMNIST
     and QMNIST, fail as offline) with nothing to download from: the IDX files it would extract are written into the
@@ -585,19 +597,13 @@ def _after_torchvision_mnist(module) -> None:
 
     def standing_in(self):
         if not self._check_exists():
-            name = type(self).__name__
-            try:
-                files = [os.path.splitext(os.path.basename(resource[0]))[0] for resource in self.resources]
-                from pathlib import Path
+            from pathlib import Path
 
-                report = _tool_module("data").mnist_files(Path(self.raw_folder), files, name)
-                if all(served["id"] != report["id"] for served in STATE.datasets):
-                    STATE.datasets.append({**report, "served": "when the code loaded it"})
-            except Exception as error:  # never the try's own failure in place of the user's download
-                STATE.unserved_datasets[f"torchvision {name}"] = (
-                    f"its stand-in could not be written ({error})"
-                )
-            STATE.write()
+            name = type(self).__name__
+            files = [os.path.splitext(os.path.basename(resource[0]))[0] for resource in self.resources]
+            _torchvision_stand_in(
+                name, lambda: _tool_module("data").mnist_files(Path(self.raw_folder), files, name)
+            )
         return download(self)
 
     module.MNIST.download = standing_in
@@ -612,11 +618,11 @@ def _after_torchvision_cifar(module) -> None:
 
     def standing_in(self):
         if not self._check_integrity():
-            name = type(self).__name__
-            try:
-                from pathlib import Path
+            from pathlib import Path
 
-                folder = Path(self.root) / self.base_folder
+            name, folder = type(self).__name__, Path(self.root) / self.base_folder
+
+            def write() -> dict:
                 report = _tool_module("data").cifar_files(
                     folder,
                     [entry[0] for entry in self.train_list],
@@ -626,13 +632,9 @@ def _after_torchvision_cifar(module) -> None:
                 )
                 files = [entry[0] for entry in self.train_list + self.test_list] + [self.meta["filename"]]
                 written.update(os.path.realpath(folder / file) for file in files)
-                if all(served["id"] != report["id"] for served in STATE.datasets):
-                    STATE.datasets.append({**report, "served": "when the code loaded it"})
-            except Exception as error:  # never the try's own failure in place of the user's download
-                STATE.unserved_datasets[f"torchvision {name}"] = (
-                    f"its stand-in could not be written ({error})"
-                )
-            STATE.write()
+                return report
+
+            _torchvision_stand_in(name, write)
         return download(self)
 
     def check_integrity_of_stand_ins(fpath, md5=None):
