@@ -449,8 +449,7 @@ def mnist_files(raw_folder: Path, names: list[str], dataset: str) -> dict:
         if "idx1" in name:
             header, body = [IDX_LABELS, count], labels
         else:
-            images = (np.arange(count * MNIST_SIDE**2, dtype=np.uint32) * 2654435761 % 41).astype(np.uint8)
-            images = images.reshape(count, MNIST_SIDE, MNIST_SIDE)
+            images = _faint_noise(count, MNIST_SIDE, MNIST_SIDE)
             for label in range(10):
                 images[labels == label, 2 + 2 * label : 4 + 2 * label, 4:24] = 255
             header, body = [IDX_IMAGES, count, MNIST_SIDE, MNIST_SIDE], images
@@ -479,9 +478,7 @@ def cifar_files(folder: Path, train: list[str], test: list[str], meta: dict, dat
     batches = [(name, TRAIN_ROWS // len(train)) for name in train] + [(name, OTHER_ROWS) for name in test]
     for offset, (name, count) in enumerate(batches):
         labels = (np.arange(count) * 7 + offset) % len(names)
-        pixels = count * 3 * CIFAR_SIDE**2
-        images = (np.arange(pixels, dtype=np.uint32) * 2654435761 % 41).astype(np.uint8)
-        images = images.reshape(count, 3, CIFAR_SIDE, CIFAR_SIDE)
+        images = _faint_noise(count, 3, CIFAR_SIDE, CIFAR_SIDE)
         for row, label in enumerate(labels):
             top, left = 4 * (label % 6), 4 * (label // 6 % 6)
             images[row, :, top : top + 8, left : left + 8] = 255
@@ -496,6 +493,13 @@ def cifar_files(folder: Path, train: list[str], test: list[str], meta: dict, dat
         _write_whole(folder / name, pickle.dumps(entry))
     _write_whole(folder / meta["filename"], pickle.dumps({meta["key"]: names}))
     return _torchvision_report(dataset, "batches")
+
+
+def _faint_noise(*shape: int):
+    """Deterministic dim pixels (0 to 40 of 255) of that shape: the background of a stand-in image."""
+    import numpy as np
+
+    return (np.arange(math.prod(shape), dtype=np.uint32) * 2654435761 % 41).astype(np.uint8).reshape(shape)
 
 
 def _torchvision_report(dataset: str, written: str) -> dict:

@@ -2,7 +2,8 @@
 
 A Hub id the model-id table knows (or `--model ID=MODEL_TYPE`, or, for an id the table does not know, the family
 its name says, reported as a guess) becomes a tiny random model of that architecture (`compat_matrix.tiny`),
-saved with `save_pretrained` together with a small tokenizer (a pad token, a chat template) into HF_HUB_CACHE/models--org--name/snapshots/<revision>/ with refs/main, so
+saved with `save_pretrained` together with a small tokenizer (a pad token, a chat template) into
+HF_HUB_CACHE/models--org--name/snapshots/<revision>/ with refs/main, so
 `from_pretrained`'s own loading code runs, offline. The cache is kept between tries (it only depends on the
 tiny-model revision, the id and the architecture). A script that feeds random token ids up to N gets tiny
 models whose vocabulary holds them, from a cache of their own.

@@ -589,7 +589,7 @@ class _Trial:
             unserved |= process.get("unserved_datasets", {})
         run.timings["serving_stand_ins_seconds"] = serving
         _conclude(run, timed_out, unserved, tail, self.options, self.installs)
-        guessed = [model["id"] for model in run.models if model["source"] == hub.GUESSED]
+        guessed = [model["id"] for model in run.models if model.get("source") == hub.GUESSED]
         if run.status == FAILED and guessed:  # the failure may be the guess's: the reader must know
             run.reason += (
                 f"; {', '.join(guessed)}: served as a tiny model of the architecture its name says (not in the "
