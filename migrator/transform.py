@@ -591,7 +591,7 @@ def migrate_module(
     if ctx.imports_to_remove:
         new_code = code_without_unused_imports(updated, ctx.imports_to_remove, known)
     else:
-        new_code = module_code(updated, known)[0]
+        new_code = module_code(updated, known).code
     if new_code != code and not ctx.reports and new_code == module.code:
         # libcst does not round-trip every input (it drops a whitespace-only line before trailing comments):
         # with nothing rewritten, the input stands as it was.
