@@ -8,7 +8,7 @@ import libcst as cst
 
 from migrator.cst_helpers import source_code
 from migrator.families.xla.names import XM
-from migrator.families.xla.state import HINTS, XlaFile
+from migrator.families.xla.state import HINTS, XlaFile, left_on_xla_flow
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -37,7 +37,8 @@ TRAINING_LOG_HELPERS = Rule(
     "`xm.add_step_closure(fn, args=(...))` becomes `fn(...)`, called at once: TorchNeuron runs eagerly, so the "
     "tensors it reads hold their values now (PyTorch/XLA ran it once the step's graph had run, `run_async` on a "
     "thread); a value it reads on the host (`loss.item()`) waits for the device there. A `write_to_summary` "
-    "asked for XLA's metrics (`write_xla_metrics=True`) keeps a TODO: TorchNeuron has none.",
+    "asked for XLA's metrics (`write_xla_metrics=True`) keeps a TODO: TorchNeuron has none; so does a step "
+    "closure left on the XLA / NxD flow (`nxd.save_checkpoint`).",
     examples=(
         Example(
             before="""\
@@ -167,9 +168,18 @@ class TrainingLogHelpers(Handler):
                 "call the closure with its arguments where the step ends",
             )
             return updated
+        closure_name = self.ctx.qualified(_by_parameter(original)["closure"]) or ""
+        if closure_name not in HELPERS and left_on_xla_flow(self.ctx, closure_name):
+            self.ctx.todo(
+                original,
+                TRAINING_LOG_HELPERS,
+                f"the step closure `{closure_name}` stays on the XLA / NxD flow, which TorchNeuron does not use",
+                "replace it (and this call) with its TorchNeuron equivalent, called where the step ends",
+            )
+            return updated
         self.ctx.report(original, TRAINING_LOG_HELPERS)
         closure, args = arguments["closure"], arguments.get("args")
-        helper = HELPERS.get(self.ctx.qualified(_by_parameter(original)["closure"]) or "")
+        helper = HELPERS.get(closure_name)
         if helper is not None:  # `add_step_closure(test_utils.print_training_update, args=...)`
             self.file.helpers.add(helper)
             closure = cst.Name(helper)

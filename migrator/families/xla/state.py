@@ -399,6 +399,13 @@ class XlaFile:
 _LEFT_ON_XLA = ("neuronx_distributed", "torch_neuronx.xla_impl")
 
 
+def left_on_xla_flow(ctx: FileContext, qualified: str) -> bool:
+    """Whether the migration leaves an API on the XLA / NxD flow: NxD's, or a torch_xla one no rule decides on."""
+    return qualified.startswith(_LEFT_ON_XLA) or (
+        qualified.startswith("torch_xla") and qualified not in declared_calls(ctx.handlers).decided
+    )
+
+
 class XlaFlowBlocks:
     """Per file (`ctx.state`): which blocks run code the migration leaves on the XLA / NxD flow (an NxD import or
     call, a torch_xla call no rule rewrites). The XLA flow's settings there still configure something."""
@@ -425,10 +432,7 @@ class XlaFlowBlocks:
             return node.module is not None and (dotted_name(node.module) or "").startswith(_LEFT_ON_XLA)
         name = dotted_name(node.func) or ""
         head, _, rest = name.partition(".")
-        qualified = self._imports().get(head, head) + (f".{rest}" if rest else "")
-        return qualified.startswith(_LEFT_ON_XLA) or (
-            qualified.startswith("torch_xla") and qualified not in declared_calls(self.ctx.handlers).decided
-        )
+        return left_on_xla_flow(self.ctx, self._imports().get(head, head) + (f".{rest}" if rest else ""))
 
     def _imports(self) -> dict[str, str]:
         if self.aliases is None:
