@@ -25,7 +25,7 @@ from migrator.cst_helpers import (
     shows,
     source_code,
 )
-from migrator.families.xla.traced import TRACES
+from migrator.families.xla.traced import NEURON_COMPILED, TRACES
 from migrator.transform import FileContext, module_imports
 from usercode.model_ids import table_entry
 
@@ -187,7 +187,9 @@ class _Follower:
         head, _, rest = (callee or "").partition(".")
         qualified = f"{self.imports[head]}.{rest}".rstrip(".") if head in self.imports else callee
         first = next((a for a in call.args if a.keyword is None), None)
-        if qualified in TRACES and (arg is first or (arg.keyword and arg.keyword.value == "func")):
+        # A trace, or the helper a migration made of one (this file migrated before): the same hand-off.
+        traced = qualified in TRACES or callee == NEURON_COMPILED
+        if traced and (arg is first or (arg.keyword and arg.keyword.value == "func")):
             self.uses.traces.append(call)
             return
         if shows(callee):

@@ -457,3 +457,21 @@ def serve():
         migrate_python(source.replace("    global PATH\n", ""))[0].count('_NeuronCompiled.load("model.pt")')
         == 1
     )
+
+
+def test_a_torchscript_load_traced_in_a_helper_function_migrates_once_and_a_rerun_changes_nothing() -> None:
+    """The rerun follows the model into the `_NeuronCompiled` the first run wrote: it is the trace's hand-off, not
+    a class to follow into (whose `copy.deepcopy` gave NM221's TODO another text, added again)."""
+    from migrator.engine import migrate_python
+
+    source = (
+        "import torch\nimport torch_neuronx\nfrom transformers import AutoModelForSequenceClassification\n\n\n"
+        "def compile_model(model, example):\n    return torch_neuronx.trace(model, example)\n\n\n"
+        "def main(model_id):\n"
+        "    model = AutoModelForSequenceClassification.from_pretrained(model_id, torchscript=True)\n"
+        "    model = compile_model(model, (torch.ones(1, 8, dtype=torch.long),))\n"
+        "    print(model(torch.ones(1, 8, dtype=torch.long))[0])\n"
+    )
+    once, _ = migrate_python(source)
+    assert "_NeuronCompiled(" in once
+    assert migrate_python(once)[0] == once

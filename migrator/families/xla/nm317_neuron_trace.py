@@ -13,7 +13,7 @@ from libcst.helpers import parse_template_expression
 from migrator.cst_helpers import argument, dotted_name, source_code
 from migrator.families.torchscript_loads import TorchscriptLoads
 from migrator.families.xla.state import _NEURON_COMPILED_SOURCE, _TO_DEVICE_SOURCE, HINTS, XlaFile
-from migrator.families.xla.traced import NEURONX_TRACE, TracedFlow, saved_path
+from migrator.families.xla.traced import NEURON_COMPILED, NEURONX_TRACE, TracedFlow, saved_path
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -181,7 +181,7 @@ class NeuronTrace(Handler):
             "call and save as before (CPU tensors in and out; torch.jit.save writes it for `_NeuronCompiled.load`), compiled with "
             f'torch.compile(backend="neuron") when first called (keep inputs padded to the example\'s shapes){dropped}',
         )
-        self.file.helpers.add("_NeuronCompiled")
+        self.file.helpers.add(NEURON_COMPILED)
         self.ctx.remove_import("torch_neuronx")
         head = (dotted_name(original.func) or "").partition(".")[0]
         if head != "torch_neuronx":

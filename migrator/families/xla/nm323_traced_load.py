@@ -14,7 +14,7 @@ from libcst.helpers import parse_template_expression
 from migrator.cst_helpers import argument, descendants, is_method_call, source_code
 from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS, TRACED_SERVING
 from migrator.families.xla.state import _NEURON_COMPILED_SOURCE, _TO_DEVICE_SOURCE, XlaFile
-from migrator.families.xla.traced import NEURONX_TRACE, path_keys
+from migrator.families.xla.traced import NEURON_COMPILED, NEURONX_TRACE, path_keys
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -135,7 +135,7 @@ class TracedLoad(Handler):
                 "saves there: `_NeuronCompiled.load` compiles it again (a file an earlier run traced with "
                 "torch_neuronx stops it with an error saying to delete that file)",
             )
-            self.ctx.state(XlaFile).helpers.add("_NeuronCompiled")
+            self.ctx.state(XlaFile).helpers.add(NEURON_COMPILED)
             return parse_template_expression("_NeuronCompiled.load({path})", path=argument(updated, 0, "f"))
         if self.saved is None:
             self.saved = self._saved_paths()

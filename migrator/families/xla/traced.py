@@ -29,6 +29,8 @@ from migrator.transform import FileContext, module_import_choices
 NEURONX_TRACE = "torch_neuronx.trace"
 # The traces rewritten: torch_neuronx's (inf2/trn1) and torch-neuron's (inf1), which take the same arguments.
 TRACES = frozenset({NEURONX_TRACE, f"{INF1_NAMESPACE}.trace", f"{INF1_PACKAGE}.trace"})
+# The helper class a trace whose result leaves its function becomes (state.py's `_NEURON_COMPILED_SOURCE`).
+NEURON_COMPILED = "_NeuronCompiled"
 JIT_SAVE = "torch.jit.save"
 TORCH_SAVE = "torch.save"
 JIT_LOAD = "torch.jit.load"
