@@ -87,6 +87,7 @@ class _Follower:
             if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
                 self.definitions.setdefault(statement.name.value, []).append(statement)
         self.uses = ModelUses()
+        self.order = {node: index for index, node in enumerate(descendants(module, cst.CSTNode))}
         self.bound: set[cst.CSTNode] = set()  # the Name / Param nodes bound to the model
         self.accesses: list[Access] = []
         self.attributes: set[tuple[cst.ClassDef, str]] = set()
@@ -148,7 +149,9 @@ class _Follower:
         scope: Scope = self.scopes[name]
         for assignment in scope.assignments[name.value]:
             if isinstance(assignment, Assignment) and assignment.node is node:
-                for access in assignment.references:
+                # In source order: libcst keeps references in a set, whose order changes from run to run, and
+                # the first use not followed names the TODO.
+                for access in sorted(assignment.references, key=lambda access: self.order[access.node]):
                     self.accesses.append(access)
                     self.follow(access.node)
 

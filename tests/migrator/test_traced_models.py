@@ -475,3 +475,35 @@ def test_a_torchscript_load_traced_in_a_helper_function_migrates_once_and_a_reru
     once, _ = migrate_python(source)
     assert "_NeuronCompiled(" in once
     assert migrate_python(once)[0] == once
+
+
+def test_the_torchscript_todo_names_the_same_use_in_every_process() -> None:
+    """libcst keeps a name's references in a set, ordered by the nodes' ids, which change from process to process:
+    NM221's TODO named one use or the other, and a rerun rewrote it. The uses are read in source order."""
+    import subprocess
+    import sys
+
+    source = (  # philschmid/aws-neuron-samples' benchmark script, in short
+        "import torch\nfrom transformers import AutoModelForImageClassification\n\n\n"
+        "def compile_inf1(model, payload):\n    import torch.neuron\n    return torch.neuron.trace(model, payload)\n\n\n"
+        "def compile_inf2(model, payload):\n    import torch_neuronx\n    return torch_neuronx.trace(model, payload)\n\n\n"
+        "def measure_latency(model, input):\n    for _ in range(10):\n        _ = model(*input)\n"
+        "    for _ in range(100):\n        _ = model(*input)\n    return {}\n\n\n"
+        "def main(model_id, payload, neuron, instance):\n"
+        "    model = AutoModelForImageClassification.from_pretrained(model_id, torchscript=True)\n"
+        "    if neuron:\n"
+        "        if 'inf1' in instance:\n            model = compile_inf1(model, payload)\n"
+        "        elif 'inf2' in instance:\n            model = compile_inf2(model, payload)\n"
+        "    res = measure_latency(model, payload)\n    print(res)\n"
+    )
+    program = (
+        "import sys\nfrom migrator.engine import migrate_python\n"
+        "print(next(line for line in migrate_python(sys.stdin.read())[0].splitlines() if 'NM221' in line))"
+    )
+    named = {
+        subprocess.run(
+            [sys.executable, "-c", program], input=source, capture_output=True, text=True, check=True
+        ).stdout
+        for _ in range(6)
+    }
+    assert len(named) == 1, named
