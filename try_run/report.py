@@ -73,6 +73,9 @@ class RunReport:
     # evaluate metrics the code loads: name, source (metrics.py)
     metrics: list[dict] = field(default_factory=list)
     launcher_capped: list[str] = field(default_factory=list)
+    # A Trainer stopped at the try's steps: the full run's last checkpoint folder, linked to the try's last
+    # (asked, written), for code after train() that reads it by name.
+    checkpoint_links: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     timings: dict = field(default_factory=dict)  # where the seconds went: see docs/using/try.md
     exit_code: int | None = None
@@ -96,6 +99,7 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
     """Fills `run` from its processes' reports: launchers (torchrun itself) only say what they capped."""
     for report in reports:
         run.launcher_capped += [c for c in report.get("launcher_capped", []) if c not in run.launcher_capped]
+        run.checkpoint_links += report.get("checkpoint_links", [])
         for index, code in report.get("set_up_exits", {}).items():  # (JSON keys are strings)
             run.skipped[int(index)]["outcome"] = f"ran in the sandbox: exit {code}"
         for magic in report.get("foreign_magics", []):
@@ -428,6 +432,10 @@ def _served_lines(run: RunReport) -> list[str]:
         )
     for capped in run.launcher_capped:
         lines.append(f"         capped (a try runs at most {MAX_PROCESSES} processes): {capped}")
+    for link in run.checkpoint_links:
+        lines.append(
+            f"         checkpoint {link['asked']} (the full run's last): a link to {link['written']}, the try's last"
+        )
     for metric in run.metrics:
         served = f", {metric['served']}" if metric.get("served") else ""
         lines.append(f"         metric {metric['name']}: {metric['source']}{served}")

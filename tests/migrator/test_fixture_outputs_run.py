@@ -424,10 +424,32 @@ def _tickets(count: int = 3) -> list[dict]:
     return [{"id": row, "body": f"My job number {row} stops at step 2. Why?"} for row in range(count)]
 
 
+def _lora_checkpoint(rows: list[dict], folder: Path) -> None:
+    """A LoRA run's checkpoint as the migrated training writes it (PEFT's layout: the adapter's files at the
+    top, with the tokenizer), its base model a tiny one saved beside it."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from try_run.hub import build_tokenizer
+
+    config = LlamaConfig(vocab_size=160, hidden_size=32, intermediate_size=64, num_hidden_layers=2)
+    config.num_attention_heads = config.num_key_value_heads = 4
+    base = folder.parent / "base"
+    LlamaForCausalLM(config).save_pretrained(base)
+    model = get_peft_model(LlamaForCausalLM.from_pretrained(base), LoraConfig(r=4, target_modules=["q_proj"]))
+    model.save_pretrained(folder)
+    build_tokenizer().save_pretrained(folder)
+
+
+def _no_rows() -> list[dict]:
+    return []
+
+
 # output -> (the path its code reads, how to write it, rows)
 LOCAL_DATA: dict[str, tuple[str, Callable[[list[dict], Path], None], Callable[[], list[dict]]]] = {
     "inference/tp_load_in_helper.expected.py": ("tickets.jsonl", _jsonl, _tickets),
     "training/consolidate_checkpoints.expected.py": ("data", _save_to_disk, _causal_blocks),
+    "training/consolidate_then_merge_adapter.expected.py": ("checkpoint", _lora_checkpoint, _no_rows),
     "training/flags_from_a_flow.expected.py": ("data/tokenized", _save_to_disk, _causal_blocks),
     "training/keeps_comments_and_layout.expected.py": ("smol-data", _save_to_disk, _causal_blocks),
     "training/legacy_trainium_trainer.expected.py": ("lm_dataset", _save_to_disk, _classes),
@@ -450,6 +472,12 @@ ARGUMENTS: dict[str, list[str]] = {
         *("--gradient_checkpointing", "True", "--per_device_train_batch_size", "1"),
     ],
     "inference/tp_load_in_helper.expected.py": ["tickets.jsonl"],
+    "training/consolidate_then_merge_adapter.expected.py": [
+        "--checkpoint",
+        "checkpoint",
+        "--merged",
+        "merged",
+    ],
     "leftovers/reference_in_except_block.expected.py": ["bert-base-cased"],
     "training/sft_lazy_load_trl_parser.expected.py": [
         *("--model_id", "Qwen/Qwen3-0.6B", "--dataset_path", "sft.jsonl", "--output_dir", "out"),

@@ -108,3 +108,27 @@ def test_a_removed_switch_becomes_its_replacement_field_for_every_kind_of_value(
     off, on = namespace["build"](True, True, str(tmp_path))
     assert (off.train_sampling_strategy, off.include_for_metrics) == ("random", [])
     assert (on.train_sampling_strategy, on.include_for_metrics) == ("group_by_length", [])
+
+
+def test_consolidation_read_afterwards_becomes_a_copy_and_the_adapter_folder_the_checkpoint_top():
+    """NM212: the folder a consolidation writes, read afterwards, is a copy of the standard checkpoint; the
+    default adapter's files are named at the checkpoint's top (os.path.join's component dropped, a path's
+    prefix cut); any other mention of optimum-neuron's adapter folder keeps a TODO; a second run changes nothing."""
+    from migrator.engine import migrate_python
+
+    source = (
+        "import os\nfrom pathlib import Path\n"
+        "from optimum.neuron.distributed import consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
+        "consolidate_model_parallel_checkpoints_to_unified_checkpoint(ckpt, out)\n"
+        'config = os.path.join(ckpt, "adapter_default", "adapter_config.json")\n'
+        'weights = os.path.join(ckpt, "adapter_default/adapter_model.safetensors")\n'
+        'folder = Path(ckpt) / "adapter_default"\n'
+        "print(out)\n"
+    )
+    output, findings = migrate_python(source)
+    assert "shutil.copytree(ckpt, out, dirs_exist_ok=True)" in output and "import shutil" in output
+    assert 'config = os.path.join(ckpt, "adapter_config.json")' in output
+    assert 'weights = os.path.join(ckpt, "adapter_model.safetensors")' in output
+    assert [(f.code, f.line) for f in findings if not f.fixed] == [("NM212", 7)]
+    assert "optimum" not in output.split("TODO")[0]
+    assert migrate_python(output)[0] == output

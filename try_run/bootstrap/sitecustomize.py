@@ -85,6 +85,7 @@ class _State:
         self.models: list[dict] = []
         self.error: dict | None = None
         self.launcher_capped: list[str] = []
+        self.checkpoint_links: list[dict] = []  # a full run's last checkpoint -> the try's last one (StepCap)
         self.uploads: list[dict] = []  # Hub writes recorded, not sent (_after_hf_api)
         self.hub_account: list[dict] = []  # whoami, login, logout: answered by the stand-in account
         self.datasets: list[dict] = []  # stand-ins written when the code loaded them (_after_datasets_load)
@@ -148,6 +149,7 @@ class _State:
             "models": self.models,
             "error": self.error,
             "launcher_capped": self.launcher_capped,
+            "checkpoint_links": self.checkpoint_links,
             "local_dirs": self.local_dirs,
             "foreign_magics": self.foreign_magics,
             "missing_native_ops": self.missing_native_ops,
@@ -388,6 +390,7 @@ def _after_trainer(module) -> None:
 
         def on_init_end(self, args, state, control, **kwargs):
             cap = STATE.config["steps"]
+            self.asked_steps = args.max_steps if args.max_steps and args.max_steps > cap else None
             if args.max_steps is None or args.max_steps <= 0 or args.max_steps > cap:
                 args.max_steps = cap
             if BENCH is None:  # a bench keeps the script's logging: logging reads the loss (a device sync)
@@ -403,6 +406,16 @@ def _after_trainer(module) -> None:
 
         def on_train_end(self, args, state, control, **kwargs):
             STATE.trainer_running -= 1
+            # With a step save strategy the full run's last checkpoint is checkpoint-<max_steps>, a folder
+            # code after train() reads by that name: the try's last checkpoint stands for it.
+            if self.asked_steps and args.save_strategy == "steps" and state.is_world_process_zero:
+                last = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+                full = os.path.join(args.output_dir, f"checkpoint-{self.asked_steps}")
+                if os.path.isdir(last) and not os.path.lexists(full):
+                    os.symlink(os.path.basename(last), full)
+                    STATE.checkpoint_links.append(
+                        {"asked": os.path.basename(full), "written": os.path.basename(last)}
+                    )
 
         def on_step_end(self, args, state, control, **kwargs):
             if state.global_step >= STATE.config["steps"]:

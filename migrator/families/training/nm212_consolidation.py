@@ -18,7 +18,11 @@ CONSOLIDATION = Rule(
     "Checkpoint consolidation (`consolidate_model_parallel_checkpoints_to_unified_checkpoint`, ...)",
     "Removed: `save_pretrained` already gathers TP/FSDP shards into a standard checkpoint. Checkpoints "
     "written by optimum-neuron before the migration still need one consolidation run with optimum-neuron. "
-    "A call whose output folder the script reads afterwards stays, with a TODO: nothing else writes it.",
+    "A call whose output folder the script reads afterwards becomes a copy of the checkpoint folder it "
+    "consolidated (`shutil.copytree`): the migrated training writes that folder as a standard checkpoint "
+    "already. In such a file, a path into optimum-neuron's adapter folder (`adapter_default/...`) becomes "
+    "the same file at the checkpoint's top level, where PEFT writes the default adapter. A call whose "
+    "result is used stays, with a TODO.",
     examples=(
         Example(
             before="""\
@@ -34,9 +38,34 @@ print("done")
 print("done")
 """,
         ),
+        Example(
+            before="""\
+import os
+from optimum.neuron.models.training import consolidate_model_parallel_checkpoints_to_unified_checkpoint
+from peft import AutoPeftModelForCausalLM
+
+unified = os.path.join("out/checkpoint-100", "unified")
+consolidate_model_parallel_checkpoints_to_unified_checkpoint("out/checkpoint-100", unified)
+config = os.path.join("out/checkpoint-100", "adapter_default", "adapter_config.json")
+model = AutoPeftModelForCausalLM.from_pretrained(unified)
+""",
+            after="""\
+import os
+from peft import AutoPeftModelForCausalLM
+import shutil
+
+unified = os.path.join("out/checkpoint-100", "unified")
+shutil.copytree("out/checkpoint-100", unified, dirs_exist_ok=True)
+config = os.path.join("out/checkpoint-100", "adapter_config.json")
+model = AutoPeftModelForCausalLM.from_pretrained(unified)
+""",
+        ),
     ),
 )
 RULES = (CONSOLIDATION,)
+# Where optimum-neuron's checkpoints keep the default LoRA adapter's files; PEFT keeps them at the top.
+_ADAPTER_FOLDER = "adapter_default"
+_JOIN = "os.path.join"
 
 
 def _statement_call(line: cst.SimpleStatementLine | None) -> cst.Call | None:
@@ -73,14 +102,60 @@ def _read_elsewhere(code: str, output: cst.BaseExpression) -> bool:
     return loads > 1 or strings > len(parts)
 
 
+def _string(node: cst.BaseExpression) -> str | None:
+    return node.evaluated_value if isinstance(node, cst.SimpleString) else None
+
+
 class Consolidation(Handler):
-    CALLS = CONSOLIDATION_FUNCTIONS
-    HINTS = HINTS
+    CALLS = CONSOLIDATION_FUNCTIONS | {_JOIN}
+    HINTS = HINTS | {_ADAPTER_FOLDER}
     TRIGGERS = TRIGGERS
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self.file = ctx.state(TrainingFile)
+        # optimum-neuron's adapter folder is named in a file that consolidates its checkpoints
+        self.consolidates = _ADAPTER_FOLDER in ctx.code and not CONSOLIDATION_FUNCTIONS.isdisjoint(
+            ctx.module_imports.values()
+        )
+        self.joined: set[cst.SimpleString] = set()  # the folder as a component of os.path.join (leave_Call)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.consolidates and self.ctx.qualified(node.func) == _JOIN:
+            self.joined.update(arg.value for arg in node.args[1:] if _string(arg.value) == _ADAPTER_FOLDER)
+
+    def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString):
+        """`"adapter_default/NAME"` -> `"NAME"`; the folder named anywhere else but in os.path.join: a TODO."""
+        if (
+            not self.consolidates
+            or _ADAPTER_FOLDER not in (_string(original) or "")
+            or original in self.joined
+        ):
+            return updated
+        start = len(updated.prefix) + len(updated.quote)
+        if updated.value[start:].startswith(_ADAPTER_FOLDER + "/"):
+            self.ctx.report(original, CONSOLIDATION)
+            return updated.with_changes(
+                value=updated.value[:start] + updated.value[start + len(_ADAPTER_FOLDER) + 1 :]
+            )
+        self.ctx.todo(
+            original,
+            CONSOLIDATION,
+            f"`{_ADAPTER_FOLDER}` is the folder where optimum-neuron's checkpoints keep the default LoRA "
+            "adapter; the migrated training's checkpoints (PEFT's) keep its files at the checkpoint's top",
+            "name the file at the checkpoint's top instead",
+        )
+        return updated
+
+    def _without_adapter_folder(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        kept = [
+            new for old, new in zip(original.args, updated.args, strict=True) if old.value not in self.joined
+        ]
+        if len(kept) == len(updated.args):
+            return updated
+        self.ctx.report(original, CONSOLIDATION)
+        kept[-1] = kept[-1].with_changes(comma=updated.args[-1].comma)
+        return updated.with_changes(args=kept)
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         call = _statement_call(original)
@@ -89,25 +164,27 @@ class Consolidation(Handler):
         qualified = self.ctx.qualified(call.func)
         if qualified not in CONSOLIDATION_FUNCTIONS:
             return updated
-        output = argument(call, 1, "output_dir")
-        if output is not None and _read_elsewhere(self.ctx.code, output):
-            self.file.kept.add(qualified)
-            self.ctx.todo(
-                call,
-                CONSOLIDATION,
-                f"the script reads `{source_code(output)}` (the folder this call writes) afterwards, and "
-                "nothing else writes it",
-                "save_pretrained / the Trainer's checkpoint is now a standard checkpoint: read that folder "
-                "instead, then delete this call",
-            )
-            return updated
+        checkpoint, output = argument(call, 0, "checkpoint_dir"), argument(call, 1, "output_dir")
         self.ctx.report(call, CONSOLIDATION)
-        return cst.RemoveFromParent()
+        if (
+            checkpoint is None
+            or output is None
+            or source_code(checkpoint).strip() == source_code(output).strip()
+            or not _read_elsewhere(self.ctx.code, output)
+        ):
+            return cst.RemoveFromParent()
+        # The script reads the folder this call wrote: the standard checkpoint is that folder's content.
+        self.ctx.add_import("shutil")
+        copy = cst.parse_expression("shutil.copytree(checkpoint, output, dirs_exist_ok=True)")
+        copy = copy.with_changes(args=(cst.Arg(checkpoint), cst.Arg(output), *copy.args[2:]))
+        return updated.with_changes(body=(cst.Expr(copy),))
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         if not isinstance(updated, cst.Call) or len(original.args) != len(updated.args):
             return updated  # replaced or restructured by an earlier rule
         qualified = self.ctx.qualified(original.func)
+        if qualified == _JOIN:
+            return self._without_adapter_folder(original, updated)
         if qualified in CONSOLIDATION_FUNCTIONS and _statement_call(self.ctx.line) is not original:
             self.file.kept.add(qualified)
             self.ctx.todo(
