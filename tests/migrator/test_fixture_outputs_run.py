@@ -472,6 +472,8 @@ ARGUMENTS: dict[str, list[str]] = {
         *("--gradient_checkpointing", "True", "--per_device_train_batch_size", "1"),
     ],
     "inference/tp_load_in_helper.expected.py": ["tickets.jsonl"],
+    # the path the migration changed (the CPU and CUDA paths are the script's own, left as they were)
+    "xla/ddp_on_the_device_path.expected.py": ["--device", "xla"],
     "training/consolidate_then_merge_adapter.expected.py": [
         "--checkpoint",
         "checkpoint",

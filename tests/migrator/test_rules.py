@@ -132,3 +132,34 @@ def test_consolidation_read_afterwards_becomes_a_copy_and_the_adapter_folder_the
     assert [(f.code, f.line) for f in findings if not f.fixed] == [("NM212", 7)]
     assert "optimum" not in output.split("TODO")[0]
     assert migrate_python(output)[0] == output
+
+
+def test_ddp_wraps_the_model_only_on_the_device_path_whose_optimizer_step_synced(tmp_path):
+    """NM319: `xm.optimizer_step` ran under `if device_name == "xla":` beside a plain `optimizer.step()`: the
+    process group and DDP are added under the same test, the bare model read through `getattr(model, "module",
+    model)`, so the script's CPU path still runs as a single process (no torchrun, no process group)."""
+    import subprocess
+    import sys
+
+    from migrator.engine import migrate_python
+
+    source = (FIXTURES / "xla" / "ddp_on_the_device_path.py").read_text()
+    output, _ = migrate_python(source)
+    assert '    if device_name == "xla":\n        dist.init_process_group("neuron")\n' in output
+    assert 'getattr(model, "module", model).state_dict()' in output
+    script = tmp_path / "train.py"
+    script.write_text(output)
+    ran = subprocess.run(
+        [sys.executable, str(script), "--device", "cpu"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    # The sync call on the path the test excludes (`else:`): the wrap cannot repeat it, the call keeps a TODO.
+    synced = '        if device_name == "xla":\n            xm.optimizer_step(optimizer)\n        else:\n            optimizer.step()\n'
+    assert synced in source
+    inverted = source.replace(
+        synced,
+        '        if device_name != "xla":\n            optimizer.step()\n        else:\n            xm.optimizer_step(optimizer)\n',
+    )
+    output, findings = migrate_python(inverted)
+    assert "model = torch.nn.parallel.DistributedDataParallel" not in output
+    assert any(f.code == "NM319" and not f.fixed for f in findings)

@@ -54,6 +54,8 @@ import os
 from peft import AutoPeftModelForCausalLM
 import shutil
 
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
+
 unified = os.path.join("out/checkpoint-100", "unified")
 shutil.copytree("out/checkpoint-100", unified, dirs_exist_ok=True)
 config = os.path.join("out/checkpoint-100", "adapter_config.json")

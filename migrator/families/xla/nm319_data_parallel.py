@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import descendants, dotted_name, visit_read_only
+from migrator.cst_helpers import descendants, dotted_name, source_code, visit_read_only
 from migrator.families.xla.names import GRADIENT_SYNC_CALLS, LOCAL_RANK, OPTIMIZER_STEP, REDUCE_GRADIENTS
 from migrator.families.xla.state import HINTS, XlaFile, whole_statement_call
 from migrator.rules import Example, Rule, Severity
@@ -22,7 +22,11 @@ DATA_PARALLEL = Rule(
     'process\'s, and `init_process_group("neuron")` before it unless one runs on every path there; where the '
     "model cannot be located or is changed after it runs, the call stays with a TODO. "
     "In that function the model's other attributes (`state_dict()`, whose keys would gain a `module.` "
-    "prefix, `save_pretrained()`, `config`...) are then read through `model.module`.",
+    "prefix, `save_pretrained()`, `config`...) are then read through `model.module`. Where the sync call ran "
+    'on one device\'s path only (`if device == "xla": xm.optimizer_step(optimizer)` beside `else: '
+    "optimizer.step()`), the process group and the wrap go under the same test and the bare model is read "
+    'through `getattr(model, "module", model)`: the other paths stay single-process; a test the wrap cannot '
+    "repeat exactly (the call in an `else`, names that change in between) keeps the call with a TODO.",
     examples=(
         Example(
             before="""\
@@ -105,6 +109,9 @@ class _Plan(cst.CSTVisitor):
             tuple[str, cst.CSTNode], list[cst.Attribute]
         ] = {}  # model.state_dict... after it
         self.sync_calls: list[cst.Call] = []
+        self.ifs: list[cst.If] = []  # the `if` statements around the node being visited
+        # each sync call's enclosing `if` statements (outermost first) and function (or module)
+        self.sync_context: dict[cst.Call, tuple[list[cst.If], cst.CSTNode]] = {}
         self.holders: dict[
             tuple[str, cst.CSTNode], set[tuple[str, cst.CSTNode]]
         ] = {}  # var -> its params' models
@@ -128,6 +135,12 @@ class _Plan(cst.CSTVisitor):
 
     def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self.blocks.pop()
+
+    def visit_If(self, node: cst.If) -> None:
+        self.ifs.append(node)
+
+    def leave_If(self, node: cst.If) -> None:
+        self.ifs.pop()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.scopes.append(node)
@@ -182,6 +195,7 @@ class _Plan(cst.CSTVisitor):
         qualified = self.imported.get(head, head) + (f".{rest}" if rest else "")
         if qualified in GRADIENT_SYNC_CALLS:
             self.sync_calls.append(node)
+            self.sync_context[node] = (list(self.ifs), self.scopes[-1])
         elif qualified.rpartition(".")[2] == "DistributedDataParallel" and m.matches(
             node, m.Call(args=[m.Arg(value=m.Name(), keyword=None), m.ZeroOrMore()])
         ):
@@ -365,6 +379,40 @@ def _initialized_before(module: cst.Module, target: cst.CSTNode, functions, dept
     return all(_initialized_before(module, call, functions, depth - 1) for call in calls)
 
 
+# Strings whose comparison makes a branch one device's path (`if device == "xla":`, `if args.device != "cpu":`).
+_DEVICE_WORDS = frozenset({"xla", "tpu", "neuron", "cuda", "gpu", "cpu", "mps"})
+
+
+def _device_test(test: cst.BaseExpression) -> bool:
+    return any(
+        isinstance(string, cst.SimpleString) and str(string.evaluated_value).lower() in _DEVICE_WORDS
+        for string in descendants(test, cst.SimpleString)
+    )
+
+
+def _bound_before(scope: cst.CSTNode, anchor: cst.CSTNode, test: cst.BaseExpression) -> bool:
+    """Whether every name `test` reads holds, at `anchor`, the value it holds where the test is: a parameter or a
+    name of the enclosing module the function never binds, or a name bound once by a statement of the
+    function's own block before the one that holds `anchor`."""
+    if not isinstance(scope, cst.FunctionDef):
+        return False
+    body = list(scope.body.body)
+    at = next((i for i, statement in enumerate(body) if anchor in descendants(statement, type(anchor))), None)
+    if at is None:
+        return False
+    parameters = {param.name.value for param in descendants(scope.params, cst.Param)}
+    for name in {node.value for node in descendants(test, cst.Name)}:
+        bindings = [
+            index
+            for index, statement in enumerate(body)
+            for target in descendants(statement, (cst.AssignTarget, cst.For, cst.WithItem, cst.AugAssign))
+            if any(n.value == name for n in descendants(getattr(target, "target", None) or target, cst.Name))
+        ]
+        if bindings and (name in parameters or len(bindings) > 1 or bindings[0] >= at):
+            return False
+    return True
+
+
 class DataParallel(Handler):
     HINTS = HINTS
     TRIGGERS = frozenset(name.rpartition(".")[2] for name in GRADIENT_SYNC_CALLS)
@@ -373,9 +421,11 @@ class DataParallel(Handler):
         super().__init__(ctx)
         self.file = ctx.state(XlaFile)
         # statement after which DDP wraps a model -> (the model, its move to the device, a process group is
-        # initialised before it)
-        self.wraps: dict[cst.CSTNode, tuple[str, cst.SimpleStatementLine, bool]] = {}
+        # initialised before it, the `if` whose test the sync call ran under, when the move did not)
+        self.wraps: dict[cst.CSTNode, tuple[str, cst.SimpleStatementLine, bool, cst.If | None]] = {}
         self.unwrapped: set[cst.Attribute] = set()
+        # ...read where the model is wrapped on one device's path only (`getattr(model, "module", model)`)
+        self.unwrapped_if_wrapped: set[cst.Attribute] = set()
         self.model_parallel = False  # a neuronx_distributed script: its data-parallel group is not everyone
         self.in_library = False  # a module whose importers decide how many processes run it
         if self.file.distributed:
@@ -418,26 +468,53 @@ class DataParallel(Handler):
             if anchor is None:
                 self.file.sync_unlocated.add(call)
                 continue
+            guard = self._guard(plan, call, line, anchor)
+            if guard is False:
+                self.file.sync_unlocated.add(call)
+                continue
             if anchor not in self.wraps:
                 initialized = _initialized_before(module, line, plan.functions)
-                self.wraps[anchor] = (owner[0], line, initialized)
+                self.wraps[anchor] = (owner[0], line, initialized, guard)
+            elif self.wraps[anchor][3] is not guard:
+                self.file.sync_unlocated.add(call)
+                continue
             # What follows the wrap reads the bare model's other attributes through `.module`.
             before: set[cst.Attribute] = set()
             body = list(plan.block_of[line].body)
             for statement in body[body.index(line) : body.index(anchor) + 1]:
                 before.update(descendants(statement, cst.Attribute))
-            self.unwrapped.update(a for a in plan.unwrapped.get(owner, ()) if a not in before)
+            read = [a for a in plan.unwrapped.get(owner, ()) if a not in before]
+            (self.unwrapped_if_wrapped if guard is not None else self.unwrapped).update(read)
             self.file.synced_by_ddp.add(call)
+
+    @staticmethod
+    def _guard(plan: _Plan, call: cst.Call, move: cst.SimpleStatementLine, anchor: cst.CSTNode):
+        """The device test under which the sync call runs and the model's move does not (`if device == "xla":
+        xm.optimizer_step(optimizer)` beside `else: optimizer.step()`): DDP and its process group belong to
+        that path only. None: no such test; False: one the wrap cannot repeat exactly (the call in an
+        `else`, a test reading names that change between the wrap and the call, or several)."""
+        ifs, scope = plan.sync_context[call]
+        tests = [
+            node for node in ifs if _device_test(node.test) and move not in descendants(node, type(move))
+        ]
+        if not tests:
+            return None
+        if len(tests) > 1 or call not in descendants(tests[0].body, cst.Call):
+            return False
+        return tests[0] if _bound_before(scope, anchor, tests[0].test) else False
 
     def visit_Module(self, node: cst.Module) -> None:
         # The walk's hints are set once the handlers exist: from here on, it enters the model's statements.
-        for model, _, _ in set(self.wraps.values()):
+        for model, *_ in self.wraps.values():
             self.ctx.watch(model)
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
-        if original not in self.unwrapped:
-            return updated
-        return updated.with_changes(value=cst.Attribute(value=updated.value, attr=cst.Name("module")))
+        if original in self.unwrapped:
+            return updated.with_changes(value=cst.Attribute(value=updated.value, attr=cst.Name("module")))
+        if original in self.unwrapped_if_wrapped:
+            model = source_code(updated.value)
+            return updated.with_changes(value=cst.parse_expression(f'getattr({model}, "module", {model})'))
+        return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         # An unlocated `xm.reduce_gradients` keeps NM314's TODO (rewrite the collective or wrap the model).
@@ -488,7 +565,7 @@ class DataParallel(Handler):
         """DDP around the model after the statement `original` (its move, or the last change made to it)."""
         if original not in self.wraps:
             return updated
-        model, move, initialized = self.wraps[original]
+        model, move, initialized, guard = self.wraps[original]
         self.ctx.report_launch(
             move,
             DATA_PARALLEL,
@@ -515,6 +592,9 @@ class DataParallel(Handler):
             )
         wrap = f"{model} = torch.nn.parallel.DistributedDataParallel({model}{device_ids})"
         statements.append(self._line(wrap))
+        if guard is not None:  # the device's path only, as the sync call ran
+            test = cst.parse_expression(source_code(guard.test))
+            statements = [cst.If(test=test, body=cst.IndentedBlock(body=statements))]
         return cst.FlattenSentinel([updated, *statements])
 
     def leave_If(self, original: cst.If, updated: cst.If):
