@@ -559,7 +559,13 @@ class _Trial:
             "denoising_steps": self.options.denoising_steps,
             # the one cap: the bootstrap applies it to launchers (a DistributedConfig grid's torchrun included)
             "max_processes": max(plan.MAX_PROCESSES, launch.processes),
-            "output_dir": str(self.work / "trainer_output"),
+            # where a Trainer writes when its own output_dir is absolute or unset: in a whole copy-on-write
+            # sandbox, its own (the write is discarded, and code after train() finds what it reads there)
+            "output_dir": (
+                None
+                if self.sandbox is not None and not self.sandbox.read_only
+                else str(self.work / "trainer_output")
+            ),
             "roots": self.user_roots(launch, facts.launched),
             "notebook": self.kind == "notebook",
             "fewer_processes": launch.processes_chosen,

@@ -898,24 +898,31 @@ def test_an_unknown_id_whose_name_says_its_family_is_served_and_a_failure_names_
     assert "acme/llama-3-8b-sql: served as a tiny model of the architecture its name says" in run["reason"]
 
 
-def test_the_checkpoint_a_full_run_ends_with_is_the_trys_last_for_code_after_train(tmp_path, try_cache):
+@pytest.mark.parametrize("output", ["'out'", "os.path.abspath('out')"], ids=["relative", "absolute"])
+def test_the_checkpoint_a_full_run_ends_with_is_the_trys_last_for_code_after_train(
+    tmp_path, try_cache, output
+):
     """A Trainer stopped at the try's steps saves checkpoint-3, not the checkpoint-50 its max_steps names: code
-    after train() that reads checkpoint-50 (a merge, an export) reads the try's last through a link, reported."""
+    after train() that reads checkpoint-50 (a merge, an export) reads the try's last through a link, reported.
+    An absolute output folder is the script's own too (the sandbox discards the write), so the code after
+    train() finds it there."""
     script = write(
         tmp_path,
         "train_then_merge.py",
-        """
+        f"""
+        import os
         import torch
         from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
         config = BertConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8, vocab_size=32)
-        rows = [{"input_ids": torch.randint(0, 32, (6,)), "labels": torch.tensor(i % 2)} for i in range(16)]
-        args = TrainingArguments("out", max_steps=50, save_steps=25, per_device_train_batch_size=4, report_to=[])
+        rows = [{{"input_ids": torch.randint(0, 32, (6,)), "labels": torch.tensor(i % 2)}} for i in range(16)]
+        args = TrainingArguments({output}, max_steps=50, save_steps=25, per_device_train_batch_size=4, report_to=[])
         Trainer(model=BertForSequenceClassification(config), args=args, train_dataset=rows).train()
-        print(BertForSequenceClassification.from_pretrained("out/checkpoint-50").config.hidden_size)
+        print(BertForSequenceClassification.from_pretrained({output} + "/checkpoint-50").config.hidden_size)
         """,
     )
     code, document = run_try(script, try_cache, "--steps", "3")
     (run,) = document["runs"]
     assert code == 0, run["reason"]
     assert run["checkpoint_links"] == [{"asked": "checkpoint-50", "written": "checkpoint-3"}]
+    assert not (tmp_path / "out").exists()

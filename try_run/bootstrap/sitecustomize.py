@@ -396,8 +396,9 @@ def _after_trainer(module) -> None:
             if BENCH is None:  # a bench keeps the script's logging: logging reads the loss (a device sync)
                 args.logging_steps = 1
             output = STATE.config.get("output_dir")
-            # A try's relative output_dir is inside its copy already; a bench runs in the user's folder, where
-            # a few steps' checkpoints (or a save_model() after train()) would overwrite the user's.
+            # A try's relative output_dir is inside its copy already (and, in a copy-on-write sandbox, any other:
+            # then no folder is given); a bench runs in the user's folder, where a few steps' checkpoints (or a
+            # save_model() after train()) would overwrite the user's.
             if output and (BENCH is not None or not args.output_dir or os.path.isabs(args.output_dir)):
                 args.output_dir = output
 
