@@ -59,6 +59,9 @@ class RunReport:
     hub_account: list[dict] = field(default_factory=list)
     # Image URLs served with a stand-in picture: url, file, cell, line, code.
     images: list[dict] = field(default_factory=list)
+    # torchvision pretrained weights stood in by the architecture's random initialisation: weights, url, file,
+    # cell, line, code.
+    weights: list[dict] = field(default_factory=list)
     # Packages the code imported whose compiled operators do not load against this torch (torchvision: a wheel
     # built for another torch), imported without them (the bootstrap's `_after_torchvision_extension`).
     missing_native_ops: list[str] = field(default_factory=list)
@@ -182,6 +185,17 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
     run.hub_account = _by_line(
         [call for report in workers for call in report.get("hub_account", [])], cell_sources, ("name",)
     )
+    run.weights = list(
+        {
+            entry["weights"]: {
+                "weights": entry["weights"],
+                "url": entry["url"],
+                **_cell_location(dict(entry.get("user") or {}), cell_sources),
+            }
+            for report in workers
+            for entry in report.get("weights", [])
+        }.values()
+    )
     run.images = list(
         {
             image["url"]: {"url": image["url"], **_cell_location(dict(image.get("user") or {}), cell_sources)}
@@ -214,6 +228,7 @@ def _did_work(report: dict) -> bool:
         or report.get("loss_count")
         or report.get("uploads")
         or report.get("images")
+        or report.get("weights")
         or report.get("hub_account")
         or report.get("local_dirs")
     )
@@ -459,6 +474,11 @@ def _served_lines(run: RunReport) -> list[str]:
     for image in run.images:
         lines.append(
             f"         image {image['url']} at {where(image)}: a 640 x 480 stand-in picture (a try has no network)"
+        )
+    for entry in run.weights:
+        lines.append(
+            f"         weights {entry['weights']} at {where(entry)}: the architecture's random initialisation "
+            "(its download from download.pytorch.org: a try has no network)"
         )
     for package in run.missing_native_ops:
         lines.append(

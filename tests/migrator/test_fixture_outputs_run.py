@@ -77,9 +77,9 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
         "without network: URLError)",
     ),
     "xla/neuronx_traced_serving.expected.py": (
-        LIMIT,
-        "torchvision's pretrained ResNet-50 weights (`ResNet50_Weights.DEFAULT`, downloaded from "
-        "download.pytorch.org): no stand-in (URLError)",
+        MANUAL,
+        "NM322: `torch_neuronx.analyze(model, example)`, left under its TODO (remove it), after the pretrained "
+        "ResNet-50 the try stands in for",
     ),
     "repositories/vit_cifar_xla/train.expected.py": (
         MANUAL,

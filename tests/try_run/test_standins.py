@@ -926,3 +926,32 @@ def test_the_checkpoint_a_full_run_ends_with_is_the_trys_last_for_code_after_tra
     assert code == 0, run["reason"]
     assert run["checkpoint_links"] == [{"asked": "checkpoint-50", "written": "checkpoint-3"}]
     assert not (tmp_path / "out").exists()
+
+
+def test_torchvisions_pretrained_weights_are_the_architectures_own_initialisation(tmp_path, try_cache):
+    """`resnet18(weights=ResNet18_Weights.DEFAULT)` and the legacy `mobilenet_v2(pretrained=True)` download their
+    weights from download.pytorch.org; with no network, the builder's own random initialisation stands in (the
+    same keys and shapes, 1,000 classes), reported at the user's line. torchvision itself is the registry's, which
+    the try installs for the run."""
+    script = write(
+        tmp_path,
+        "classify.py",
+        """
+        import torch
+        from torchvision.models import ResNet18_Weights, mobilenet_v2, resnet18
+
+        weights = ResNet18_Weights.DEFAULT
+        model = resnet18(weights=weights).eval()
+        legacy = mobilenet_v2(pretrained=True).eval()
+        batch = weights.transforms()(torch.rand(3, 256, 256)).unsqueeze(0)
+        with torch.no_grad():
+            assert model(batch).shape == legacy(batch).shape == (1, len(weights.meta["categories"]))
+        """,
+    )
+    code, document = run_try(script, try_cache)
+    (run,) = document["runs"]
+    assert code == 0, run["reason"]
+    assert [(entry["weights"], entry["line"]) for entry in run["weights"]] == [
+        ("ResNet18_Weights.IMAGENET1K_V1", 5),
+        ("MobileNet_V2_Weights.IMAGENET1K_V1", 6),
+    ]

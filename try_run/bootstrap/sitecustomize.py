@@ -85,6 +85,7 @@ class _State:
         self.models: list[dict] = []
         self.error: dict | None = None
         self.launcher_capped: list[str] = []
+        self.weights: list[dict] = []  # torchvision pretrained weights stood in (_after_torchvision_weights)
         self.checkpoint_links: list[dict] = []  # a full run's last checkpoint -> the try's last one (StepCap)
         self.uploads: list[dict] = []  # Hub writes recorded, not sent (_after_hf_api)
         self.hub_account: list[dict] = []  # whoami, login, logout: answered by the stand-in account
@@ -150,6 +151,7 @@ class _State:
             "error": self.error,
             "launcher_capped": self.launcher_capped,
             "checkpoint_links": self.checkpoint_links,
+            "weights": self.weights,
             "local_dirs": self.local_dirs,
             "foreign_magics": self.foreign_magics,
             "missing_native_ops": self.missing_native_ops,
@@ -304,6 +306,60 @@ def _after_torchvision_extension(extension) -> None:
 
     torch.library.register_fake = register_fake_if_defined
     STATE.missing_native_ops.append("torchvision")
+
+
+def _after_torchvision_weights(api) -> None:
+    """torchvision's pretrained weights (`resnet50(weights="DEFAULT")`, `pretrained=True`), a file it downloads from
+    download.pytorch.org into torch's hub cache, with no network in a try: where that cache has no copy, the
+    architecture's own random initialisation stands in (the builder the weights belong to, without weights, with
+    as many classes as the weights' categories: the same keys and shapes), recorded with the user's line. A model
+    whose builder cannot be found or built fails as the download does offline."""
+    get_state_dict = api.WeightsEnum.get_state_dict
+
+    def stand_in_state_dict(self, *args, **kwargs):
+        from urllib.parse import urlparse
+
+        import torch.hub
+
+        cached = os.path.join(torch.hub.get_dir(), "checkpoints", os.path.basename(urlparse(self.url).path))
+        if os.path.exists(cached):
+            return get_state_dict(self, *args, **kwargs)
+        try:
+            state = _torchvision_initial_state(api, self)
+        except Exception:
+            return get_state_dict(self, *args, **kwargs)
+        STATE.weights.append(
+            {
+                "weights": repr(self),
+                "url": self.url,
+                "user": STATE.nearest_user_frame(traceback.extract_stack()),
+            }
+        )
+        STATE.write()
+        return state
+
+    api.WeightsEnum.get_state_dict = stand_in_state_dict
+
+
+def _torchvision_initial_state(api, weights) -> dict:
+    """The state dict of the model torchvision builds for `weights`, built without them."""
+    import inspect
+
+    def takes(name: str) -> bool:
+        try:
+            return api.get_model_weights(name) is type(weights)
+        except ValueError:  # a builder without a weights enum
+            return False
+
+    name = next(name for name in api.list_models() if takes(name))
+    builder = api.get_model_builder(name)
+    options = {"weights": None}
+    categories = weights.meta.get("categories")
+    if categories:
+        options["num_classes"] = len(categories)
+    if "weights_backbone" in inspect.signature(builder).parameters:
+        options["weights_backbone"] = None
+    return builder(**options).state_dict()
 
 
 def _after_torch(torch) -> None:
@@ -1455,6 +1511,7 @@ def _install(config: dict) -> None:
         hooks["evaluate.loading"] = _after_evaluate_loading
         hooks["torchvision.datasets.mnist"] = _after_torchvision_mnist
         hooks["torchvision.datasets.cifar"] = _after_torchvision_cifar
+        hooks["torchvision.models._api"] = _after_torchvision_weights
         hooks["requests.adapters"] = _after_requests
         # httpx2: the fork huggingface_hub (and Transformers' load_image) use
         for httpx in ("httpx", "httpx2"):
