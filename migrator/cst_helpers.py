@@ -4,6 +4,8 @@ the import block, and comment re-homing for removed statements (applied by the d
 from __future__ import annotations
 
 import dataclasses
+import itertools
+from functools import cache
 
 import libcst as cst
 import libcst.matchers as m
@@ -417,6 +419,36 @@ def imports_end(module: cst.Module) -> int:
         else:
             break
     return index
+
+
+@cache
+def definition_statement(source: str) -> cst.BaseStatement:
+    """A helper's definition (the source of a function or class a rule adds to the file) as a statement, two blank
+    lines above it; parsed once per source (nodes are immutable)."""
+    statement = cst.parse_statement(source.lstrip("\n"))
+    return statement.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+
+
+def with_definitions(module: cst.Module, sources: list[str]) -> cst.Module:
+    """`module` with the helper definitions `sources` after its header (`imports_end`), each with two blank lines
+    above it, as many below the last one; a definition the module already has (by name) is not added again."""
+    defined = {
+        statement.name.value
+        for statement in module.body
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef))
+    }
+    helpers = [
+        statement for statement in map(definition_statement, sources) if statement.name.value not in defined
+    ]
+    if not helpers:
+        return module
+    index = imports_end(module)
+    rest = list(module.body[index:])
+    if rest:  # two blank lines between the helpers and what follows
+        blank = sum(1 for _ in itertools.takewhile(lambda line: line.comment is None, rest[0].leading_lines))
+        extra = [cst.EmptyLine()] * max(0, 2 - blank)
+        rest[0] = rest[0].with_changes(leading_lines=[*extra, *rest[0].leading_lines])
+    return module.with_changes(body=[*module.body[:index], *helpers, *rest])
 
 
 # Nodes that hold statements: a transform of import statements descends through these only.

@@ -460,6 +460,15 @@ def _lora_checkpoint(rows: list[dict], folder: Path) -> None:
     build_tokenizer().save_pretrained(folder)
 
 
+def _compiled_record(rows: list[dict], folder: Path) -> None:
+    """The record `optimum-cli export neuron` writes beside a compiled decoder (optimum-neuron 0.4.x's
+    neuron_config.json; the compiled graphs themselves are not read on TorchNeuron)."""
+    folder.mkdir()
+    record = {"checkpoint_id": "meta-llama/Llama-3.2-1B", "checkpoint_revision": None, "batch_size": 1}
+    record.update({"sequence_length": 128, "tp_degree": 2, "torch_dtype": "bfloat16", "target": "trn1"})
+    (folder / "neuron_config.json").write_text(json.dumps(record), encoding="utf-8")
+
+
 def _no_rows() -> list[dict]:
     return []
 
@@ -469,6 +478,7 @@ LOCAL_DATA: dict[str, tuple[str, Callable[[list[dict], Path], None], Callable[[]
     "inference/tp_load_in_helper.expected.py": ("tickets.jsonl", _jsonl, _tickets),
     "training/consolidate_checkpoints.expected.py": ("data", _save_to_disk, _causal_blocks),
     "training/consolidate_then_merge_adapter.expected.py": ("checkpoint", _lora_checkpoint, _no_rows),
+    "inference/llm_compiled_record.expected.py": ("llama-neuron", _compiled_record, _no_rows),
     "training/flags_from_a_flow.expected.py": ("data/tokenized", _save_to_disk, _causal_blocks),
     "training/keeps_comments_and_layout.expected.py": ("smol-data", _save_to_disk, _causal_blocks),
     "training/legacy_trainium_trainer.expected.py": ("lm_dataset", _save_to_disk, _classes),

@@ -5,9 +5,10 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import imports_end, method_calls
+from migrator.cst_helpers import descendants, dotted_name, imports_end, method_calls
 from migrator.families.environment.state import HINTS, EnvironmentFile
 from migrator.families.environment.variables import ASYNC_LOAD_VARIABLE
+from migrator.families.inference.tables import FROM_NEURON_EXPORT
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -42,6 +43,8 @@ model = AutoModelForSequenceClassification.from_pretrained(
 RULES = (ASYNC_LOAD_ADDED,)
 
 
+# Loads the inference rules write in place of optimum's pipelines (a pipeline loads its model's weights).
+_LOADS_WRITTEN = frozenset({"transformers.pipeline", FROM_NEURON_EXPORT})
 # The statement added (parsed once: nodes are immutable).
 _SETTING = cst.parse_statement(f'os.environ.setdefault("{ASYNC_LOAD_VARIABLE}", "1")\n').with_changes(
     leading_lines=[cst.EmptyLine()]
@@ -73,11 +76,16 @@ class AsyncLoad(Handler):
         return updated.with_changes(body=[*body[:index], _SETTING, *body[index:]])
 
     def _loads_weights(self, updated: cst.Module) -> bool:
-        """A `from_pretrained` call in the input, or written by a rule (the inference rules turn `export`
-        calls into loads)."""
+        """A `from_pretrained` call in the input, or a load written by a rule (the inference rules turn `export`
+        calls into loads, optimum's pipelines into Transformers' and compiled decoders' loads into
+        `_from_neuron_export`)."""
         if self.file.first_load is not None:
             return True
-        return "export" in self.ctx.code and bool(method_calls(updated, "from_pretrained"))
+        if "export" in self.ctx.code and method_calls(updated, "from_pretrained"):
+            return True
+        return "pipeline" in self.ctx.code and any(
+            dotted_name(call.func) in _LOADS_WRITTEN for call in descendants(updated, cst.Call)
+        )
 
 
 HANDLER = AsyncLoad

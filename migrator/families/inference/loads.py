@@ -171,19 +171,78 @@ def dtype_expr(value: cst.BaseExpression) -> cst.BaseExpression:
     return cst.parse_expression(f"{{{table}}}[{source_code(value)}]")
 
 
-def check_not_compiled(args: Args, what: str) -> None:
-    """The load exports from the original checkpoint (`export=True`); else it reads a compiled artifact."""
+# The helper a load of a compiled decoder becomes (NM106): TorchNeuron loads the checkpoint the compiled model
+# records, as it was compiled (its dtype, a static cache of its sequence length).
+FROM_NEURON_EXPORT = t.FROM_NEURON_EXPORT
+FROM_NEURON_EXPORT_SOURCE = '''
+def _from_neuron_export(model_class, model_id, **kwargs):
+    """`model_class.from_pretrained` of the checkpoint optimum-neuron compiled `model_id` from, as it compiled it
+    (added by neuron-migrate: TorchNeuron loads checkpoints, not compiled models). The checkpoint, its revision,
+    the dtype and the sequence length are the compiled model's record: its neuron_config.json (optimum-neuron
+    0.4.x), else the `neuron` entry of its config.json (earlier releases); a model that generates gets a static
+    cache of that length. A model without that record (a checkpoint, such as a folder the migrated export saved)
+    is loaded as it is."""
+    import json
+    import os
+
+    import torch
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    record = {}
+    for name, entry in (("neuron_config.json", None), ("config.json", "neuron")):
+        path = os.path.join(model_id, name)
+        if not os.path.isdir(model_id):
+            try:
+                path = hf_hub_download(model_id, name, token=kwargs.get("token"), cache_dir=kwargs.get("cache_dir"))
+            except EntryNotFoundError:  # (offline, a file never downloaded too)
+                continue
+        if os.path.isfile(path):
+            with open(path) as file:
+                found = json.load(file)
+            record = (found.get(entry) or {}) if entry else found
+        if record:
+            break
+    if record and not record.get("checkpoint_id"):
+        raise ValueError(
+            f"{model_id} was compiled by optimum-neuron, which did not record the checkpoint it was compiled "
+            "from: load that checkpoint instead (the model card names it)"
+        )
+    auto_cast = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(record.get("auto_cast_type"))
+    dtype = record.get("torch_dtype") or auto_cast
+    if dtype:
+        kwargs.setdefault("dtype", getattr(torch, dtype))
+    if record.get("checkpoint_revision"):
+        kwargs.setdefault("revision", record["checkpoint_revision"])
+    model = model_class.from_pretrained(record.get("checkpoint_id", model_id), **kwargs)
+    if model.can_generate():
+        model.generation_config.cache_implementation = "static"
+        if record.get("sequence_length"):
+            model.generation_config.max_cache_len = record["sequence_length"]
+    return model
+'''
+
+
+def compiled(args: Args) -> bool:
+    """Whether a load reads a model optimum-neuron compiled (no `export=True`); raises `Unmapped` when the
+    program decides that at run time."""
     export = args.keywords.get("export")
     value = literal_value(export[1].value) if export else False
-    if value is True:
-        return
-    model = source_code(args.model[1].value) if args.model else "the model"
     if value is ...:
+        model = source_code(args.model[1].value) if args.model else "the model"
         raise Unmapped(
             "NM116",
             f"export={source_code(export[1].value)} is decided at run time, so {model} may be a compiled artifact",
             "make the load always use the original checkpoint and rewrite it by hand",
         )
+    return value is not True
+
+
+def check_not_compiled(args: Args, what: str) -> None:
+    """The load exports from the original checkpoint (`export=True`); else it reads a compiled artifact."""
+    if not compiled(args):
+        return
+    model = source_code(args.model[1].value) if args.model else "the model"
     raise Unmapped(
         "NM106",
         f"{model} is {what} compiled by optimum-neuron, which Transformers/Diffusers cannot load",

@@ -10,11 +10,14 @@ import libcst.matchers as m
 from migrator.cst_helpers import find_keyword, keyword_arg, literal_value, source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import (
+    FROM_NEURON_EXPORT,
+    FROM_NEURON_EXPORT_SOURCE,
     Args,
     Unmapped,
     assemble,
     check_hub_id,
     check_not_compiled,
+    compiled,
     one_line,
     shape_dropped,
     split_args,
@@ -117,6 +120,12 @@ class CausalLM(Handler):
                 f"Loads the folder the export on line {line} saved: rewritten to load what that export loaded, "
                 "as it did (a compiled folder cannot be loaded by Transformers).",
             )
+        elif (
+            method == "from_pretrained"
+            and not file.config_pairs.get(original)
+            and self._compiled(original, updated, owner)
+        ):
+            return self._compiled_load(original, updated, owner)
         else:
             new_args, cache_len = self._arguments(original, updated, owner, method)
             file.report(original, CAUSAL_LM)
@@ -127,6 +136,49 @@ class CausalLM(Handler):
         file.remember_model(target)
         file.effects.append(lambda: file.decoders.add(target))
         return file.retarget(updated, "transformers", "AutoModelForCausalLM", owner, new_args)
+
+    def _compiled(self, original: cst.Call, updated: cst.Call, owner: str) -> bool:
+        args = split_args(original, updated, self._what(owner, "from_pretrained"), self.file.visible_dicts())
+        return compiled(args)
+
+    def _compiled_load(self, original: cst.Call, updated: cst.Call, owner: str) -> cst.Call:
+        """A load of a model optimum-neuron compiled: the helper that loads the checkpoint its record names, as it
+        was compiled (NM106)."""
+        file = self.file
+        args = split_args(original, updated, self._what(owner, "from_pretrained"), file.visible_dicts())
+        if args.model is None:
+            raise Unmapped("NM116", "no model id is passed", "rewrite this load by hand")
+        for name, (old, _) in args.keywords.items():
+            if name == "revision":
+                raise Unmapped(
+                    "NM116",
+                    "`revision` is that of the compiled model, whose record names the checkpoint's own",
+                    "load the checkpoint it was compiled from by hand",
+                )
+            if name not in t.COMPILED_LOAD_PASSED:
+                file.report(
+                    old,
+                    "NM105",
+                    f"`{name}` dropped: optimum-neuron ignores it when it loads a compiled model.",
+                    name,
+                )
+        passed = [name for name in args.order if name in t.COMPILED_LOAD_PASSED]
+        new_args = assemble(args, passed, [keyword_arg("device_map", string("neuron"))])
+        first = cst.Arg(cst.Name("AutoModelForCausalLM"), comma=args.separator)
+        file.add_import("transformers", "AutoModelForCausalLM")
+        file.drop_source_import(updated.func.value, owner)
+        file.effects.append(lambda: file.helpers.add(FROM_NEURON_EXPORT_SOURCE))
+        file.report(original, "NM106", t.COMPILED_DECODER_LOADED)
+        target = file.assigned_calls.get(original)
+        if target is not None:
+            name = source_code(target)
+            file.remember_model(name)
+            file.effects.append(lambda: file.decoders.add(name))
+        return updated.with_changes(func=cst.Name(FROM_NEURON_EXPORT), args=[first, *new_args])
+
+    @staticmethod
+    def _what(owner: str, method: str) -> str:
+        return f"{owner.rsplit('.', 1)[1]}.{method}"
 
     def _consumed_config(self, config: cst.Call, owner: str) -> None:
         """A `get_neuron_config` goes only when the load that consumes it can be rewritten too: otherwise
@@ -168,8 +220,7 @@ class CausalLM(Handler):
             _without_config(original, method, paired),
             _without_config(updated, method, paired),
         )
-        what = f"{owner.rsplit('.', 1)[1]}.{method}"
-        args = split_args(original, updated, what, file.visible_dicts())
+        args = split_args(original, updated, self._what(owner, method), file.visible_dicts())
         if method == "export" and config_call is None:
             raise Unmapped(
                 "NM109",

@@ -10,10 +10,14 @@ import libcst as cst
 from migrator.cst_helpers import keyword_arg, literal_value, source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import (
+    FROM_NEURON_EXPORT,
+    FROM_NEURON_EXPORT_SOURCE,
     Unmapped,
     assemble,
     check_hub_id,
     check_not_compiled,
+    compiled,
+    one_line,
     shape_dropped,
     split_args,
     string,
@@ -36,7 +40,10 @@ from optimum.neuron import pipeline
 classifier = pipeline("text-classification", model="distilbert-base-uncased-finetuned-sst-2-english", export=True)
 """,
             after="""\
+import os
 import transformers
+
+os.environ.setdefault("HF_DEACTIVATE_ASYNC_LOAD", "1")
 
 classifier = transformers.pipeline("text-classification", model="distilbert-base-uncased-finetuned-sst-2-english", device="neuron")
 """,
@@ -84,15 +91,30 @@ class Pipeline(Handler):
             raise Unmapped("NM116", "no model is passed (optimum picks a default)", "pass model= by hand")
         # A model object migrated above is already on its device(s) with its static cache set.
         model_object = source_code(model[1].value) in file.models_in_scope()
+        compiled_decoder = False
         if not model_object:
             probe = replace(args, model=model)  # the checks look at the model, not the task
-            check_not_compiled(probe, "a model")
-            check_hub_id(probe)
+            compiled_decoder = task_name == "text-generation" and compiled(probe)
+            if compiled_decoder:  # the model its record names, loaded as compiled (NM106): a model object
+                load = self._compiled_load(model[0].value, model[1].value)
+                args.keywords["model"] = (model[0], model[1].with_changes(value=load))
+                model_object = True
+            else:
+                check_not_compiled(probe, "a model")
+                check_hub_id(probe)
         settings = self._settings(args)
-        _check_settings(settings, task_name, self.ctx.launch(script="generate.py"))
+        if not compiled_decoder:
+            _check_settings(settings, task_name, self.ctx.launch(script="generate.py"))
         extra = [] if model_object else [keyword_arg("device", string("neuron"))]
         for name, (old, value) in settings.items():
-            if name in t.DTYPE_ARGS:
+            if compiled_decoder and name not in _PASSTHROUGH:
+                file.report(
+                    old,
+                    "NM105",
+                    f"`{name}` dropped: optimum-neuron ignores it when it loads a compiled model.",
+                    name,
+                )
+            elif name in t.DTYPE_ARGS:
                 extra.append(keyword_arg("dtype", file.dtype(name, old, cst.Arg(value))))
             elif name == "sequence_length" and task_name == "text-generation":
                 file.report(old, "NM102")
@@ -129,6 +151,24 @@ class Pipeline(Handler):
         file.drop_source_import(original.func, self.ctx.qualified(original.func))
         return updated.with_changes(
             func=cst.parse_expression("transformers.pipeline"), args=assemble(args, kept, extra)
+        )
+
+    def _compiled_load(self, original: cst.BaseExpression, model: cst.BaseExpression) -> cst.Call:
+        """`_from_neuron_export(AutoModelForCausalLM, model, device_map="neuron")`: the checkpoint the compiled
+        model records, loaded as it was compiled (NM106)."""
+        file = self.file
+        file.add_import("transformers", "AutoModelForCausalLM")
+        file.effects.append(lambda: file.helpers.add(FROM_NEURON_EXPORT_SOURCE))
+        file.report(original, "NM106", t.COMPILED_DECODER_LOADED)
+        return cst.Call(
+            func=cst.Name(FROM_NEURON_EXPORT),
+            args=one_line(
+                [
+                    cst.Arg(cst.Name("AutoModelForCausalLM")),
+                    cst.Arg(model),
+                    keyword_arg("device_map", string("neuron")),
+                ]
+            ),
         )
 
     @staticmethod

@@ -11,7 +11,14 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import find_keyword, is_method_call, literal_value, source_code, string_value
+from migrator.cst_helpers import (
+    find_keyword,
+    is_method_call,
+    literal_value,
+    source_code,
+    string_value,
+    with_definitions,
+)
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import Unmapped, dtype_expr
 from migrator.families.xla.names import TORCHRUN_VARIABLES
@@ -71,6 +78,9 @@ class InferenceFile:
         # folders they are saved to (`model.save_pretrained("llama_neuron/")`): a later load of such a folder
         # loads what the export loaded.
         self.exports: dict[tuple[cst.CSTNode | None, str], cst.Call] = {}
+        self.helpers: set[str] = (
+            set()
+        )  # sources of the helpers the rewrites call (loads.FROM_NEURON_EXPORT_SOURCE)
         self.folders: dict[str, cst.Call] = {}
         self.constants = {
             small.targets[0].target.value: small.value.evaluated_value
@@ -321,6 +331,9 @@ class InferenceTracker(Handler):
         else:
             self.file.dicts[-1].pop(target, None)
         return updated
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module):
+        return with_definitions(updated, sorted(self.file.helpers))
 
 
 RULES = ()  # reports nothing itself

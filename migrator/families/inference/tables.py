@@ -200,6 +200,11 @@ AUTO_CAST_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 KEPT_LOAD_ARGS = frozenset(
     {"token", "revision", "trust_remote_code", "cache_dir", "force_download", "local_files_only", "subfolder"}
 )
+# What optimum-neuron's load of a compiled decoder passes on to its download (the rest it ignores, `revision`
+# aside: that of the compiled model, where the record names the checkpoint's own).
+COMPILED_LOAD_PASSED = frozenset(
+    {"token", "cache_dir", "force_download", "local_files_only", "trust_remote_code"}
+)
 # Compiler / export-only arguments: meaningless without ahead-of-time compilation.
 EXPORT_ONLY_ARGS = frozenset(
     {
@@ -275,6 +280,18 @@ COMPILED_HUB_ID = rf"^{COMPILED_HUB_REPO}"
 ORIGINAL_CHECKPOINT_RECORD = (
     "`checkpoint_id` in its neuron_config.json (0.4.x decoders), `neuron.checkpoint_id` in its config.json (earlier "
     "releases), else its model card"
+)
+
+# The helper NM106 writes into a file to load a compiled decoder (its source: loads.FROM_NEURON_EXPORT_SOURCE).
+FROM_NEURON_EXPORT = "_from_neuron_export"
+# NM106's finding on a compiled decoder's load it rewrote.
+COMPILED_DECODER_LOADED = (
+    "Loads a model optimum-neuron compiled: rewritten to `_from_neuron_export(AutoModelForCausalLM, ...)`, a helper "
+    'added to the file that loads, on device "neuron", the checkpoint the compiled model records '
+    f"({ORIGINAL_CHECKPOINT_RECORD.rsplit(', else', 1)[0]}) with its dtype and a static cache of its sequence "
+    "length; a model without that record (a folder the migrated program saved) loads as it is. The compiled "
+    "batch size and core count are not carried: the static cache compiles per batch size, and tensor "
+    "parallelism on trn2 is DistributedConfig(tp_size) under torchrun."
 )
 
 # What a get_neuron_config/export pair may pass for the pair to be rewritten in one go (never half-way, NM108); the

@@ -5,7 +5,11 @@ from __future__ import annotations
 import re
 
 from migrator.families.environment.variables import DROPPED_VARIABLES, MANUAL_VARIABLES, other_xla_frontend
-from migrator.families.inference.tables import COMPILED_HUB_REPO, ORIGINAL_CHECKPOINT_RECORD
+from migrator.families.inference.tables import (
+    COMPILED_HUB_REPO,
+    FROM_NEURON_EXPORT,
+    ORIGINAL_CHECKPOINT_RECORD,
+)
 from migrator.families.leftovers.patterns import Pattern
 from migrator.rules import Example, Rule, Severity
 from migrator.target_stack import PINS
@@ -288,6 +292,9 @@ PATTERNS = (
         "load",
         f'download and load the original checkpoint it was exported from ({ORIGINAL_CHECKPOINT_RECORD}) on device "neuron"',
         strings_only=True,
+        # The file loads compiled models through NM106's helper, which reads that record: the ids it names are
+        # that helper's (a tokenizer loads from the compiled repository as it is).
+        foreign=lambda found, code: f"{FROM_NEURON_EXPORT}(" in code,
     ),
     Pattern(
         LEGACY_REFERENCE,

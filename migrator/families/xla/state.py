@@ -3,14 +3,13 @@ functions, enclosing f-string quotes), the helpers they add to it, and how they 
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from functools import cache
 
 import libcst as cst
 from libcst.helpers import parse_template_expression
 
-from migrator.cst_helpers import descendants, dotted_name, imports_end
+from migrator.cst_helpers import descendants, dotted_name, with_definitions
 from migrator.families.xla.names import (
     DISTRIBUTED_NAMES,
     METRICS_CALLS,
@@ -246,13 +245,6 @@ def _helpers_needed(names: set[str]) -> tuple[set[str], list[str]]:
                 m for m in _HELPER_NEEDS.get(name, ()) if m not in _HELPER_SOURCES and m not in modules
             ]
     return helpers, modules
-
-
-@cache
-def _helper_statement(source: str) -> cst.BaseStatement:
-    """A helper's definition as a statement, two blank lines above it (parsed once: nodes are immutable)."""
-    statement = cst.parse_statement(source.lstrip("\n"))
-    return statement.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
 
 
 @dataclass(frozen=True)
@@ -555,29 +547,13 @@ class XlaTracker(Handler):
         self.file.called.add(node.func)
 
     def leave_Module(self, original: cst.Module, updated: cst.Module):
-        defined = {
-            statement.name.value
-            for statement in updated.body
-            if isinstance(statement, (cst.FunctionDef, cst.ClassDef))
-        }
         wanted, modules = _helpers_needed(self.file.helpers)
-        sources = [
-            source for name, source in _HELPER_SOURCES.items() if name in wanted and name not in defined
-        ]
-        if not sources:
-            return updated
-        for module in modules:
-            self.ctx.add_import(module)
-        helpers = [_helper_statement(source) for source in sources]
-        index = imports_end(updated)
-        rest = list(updated.body[index:])
-        if rest:  # two blank lines between the helpers and what follows
-            blank = sum(
-                1 for _ in itertools.takewhile(lambda line: line.comment is None, rest[0].leading_lines)
-            )
-            extra = [cst.EmptyLine()] * max(0, 2 - blank)
-            rest[0] = rest[0].with_changes(leading_lines=[*extra, *rest[0].leading_lines])
-        return updated.with_changes(body=[*updated.body[:index], *helpers, *rest])
+        sources = [source for name, source in _HELPER_SOURCES.items() if name in wanted]
+        with_helpers = with_definitions(updated, sources)
+        if with_helpers is not updated:
+            for module in modules:
+                self.ctx.add_import(module)
+        return with_helpers
 
 
 RULES = ()  # reports nothing itself
