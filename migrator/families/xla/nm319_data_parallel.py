@@ -393,14 +393,19 @@ def _device_test(test: cst.BaseExpression) -> bool:
 def _bound_before(scope: cst.CSTNode, anchor: cst.CSTNode, test: cst.BaseExpression) -> bool:
     """Whether every name `test` reads holds, at `anchor`, the value it holds where the test is: a parameter or a
     name of the enclosing module the function never binds, or a name bound once by a statement of the
-    function's own block before the one that holds `anchor`."""
-    if not isinstance(scope, cst.FunctionDef):
+    function's (or the module's) own block before the one that holds `anchor`."""
+    if isinstance(scope, cst.FunctionDef):
+        body, parameters = (
+            list(scope.body.body),
+            {param.name.value for param in descendants(scope.params, cst.Param)},
+        )
+    elif isinstance(scope, cst.Module):
+        body, parameters = list(scope.body), set()
+    else:
         return False
-    body = list(scope.body.body)
     at = next((i for i, statement in enumerate(body) if anchor in descendants(statement, type(anchor))), None)
     if at is None:
         return False
-    parameters = {param.name.value for param in descendants(scope.params, cst.Param)}
     for name in {node.value for node in descendants(test, cst.Name)}:
         bindings = [
             index
