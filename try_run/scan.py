@@ -39,7 +39,7 @@ import yaml
 from try_run import data, sagemaker
 from usercode import composed_strings, model_ids
 from usercode.launchers import CONFIG_SUFFIXES
-from usercode.names import DATASET_NAME_PARTS, MODEL_NAME_PARTS
+from usercode.names import COMPILED_MODEL_LOADER, DATASET_NAME_PARTS, MODEL_NAME_PARTS
 from usercode.python import callee, environment_read, is_constant, keyword, string
 
 # Dataset builders `datasets` ships: a load of these reads local files, used as they are.
@@ -624,6 +624,8 @@ def _read_call(call: ast.Call, facts: CodeFacts) -> None:
         or string(keyword(call, "repo_id"))
         or (string(call.args[0]) if call.args else None)
     )
+    if name == COMPILED_MODEL_LOADER:  # (model_class, model_id)
+        name, loaded = "from_pretrained", string(call.args[1]) if len(call.args) > 1 else None
     if name in LOADERS | DOWNLOADS and loaded is not None and model_ids.HUB_ID.match(loaded):
         facts.model_ids.add(loaded)  # an id the table does not know: its run ends with the --model advice
     if is_constant(keyword(call, "trust_remote_code"), True):

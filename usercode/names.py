@@ -13,6 +13,9 @@ MODEL_ARGUMENTS = frozenset(
         "checkpoint",
     }
 )
+# The helper a migrated file loads a compiled decoder with (NM106): `_from_neuron_export(AutoModelForCausalLM, ID)`
+# loads the checkpoint ID's record names, or ID itself; its model id is its second argument.
+COMPILED_MODEL_LOADER = "_from_neuron_export"
 # The same as command-line options (`--model-id` and `--model_id` alike), but for `--model_path` and
 # `--checkpoint`, which a launch also uses for its own folders (where to resume, where to write).
 MODEL_OPTIONS = MODEL_ARGUMENTS - {"model_path", "checkpoint"}

@@ -280,6 +280,13 @@ model = torch.nn.parallel.DistributedDataParallel(model)
     assert "DistributedDataParallel" in facts.multi_process
 
 
+def test_a_compiled_decoders_id_handed_to_nm106s_helper_is_a_model_to_serve():
+    """`_from_neuron_export(AutoModelForCausalLM, ID)` loads ID (or the checkpoint its record names): its second
+    argument is a model id, served like a `from_pretrained` argument."""
+    source = 'model = _from_neuron_export(AutoModelForCausalLM, "aws-neuron/Llama-2-7b-hf-neuron-latency")\n'
+    assert scan.read_python(source).model_ids == {"aws-neuron/Llama-2-7b-hf-neuron-latency"}
+
+
 @pytest.mark.parametrize(
     ("config", "grid", "torchrun"),
     [

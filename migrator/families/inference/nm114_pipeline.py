@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import libcst as cst
 
-from migrator.cst_helpers import keyword_arg, literal_value, source_code
+from migrator.cst_helpers import descendants, keyword_arg, literal_value, source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import (
     FROM_NEURON_EXPORT,
@@ -99,6 +99,17 @@ class Pipeline(Handler):
                 load = self._compiled_load(model[0].value, model[1].value)
                 args.keywords["model"] = (model[0], model[1].with_changes(value=load))
                 model_object = True
+                if "tokenizer" not in args.keywords:
+                    # optimum's pipeline loaded the tokenizer saved with the compiled model; Transformers' does
+                    # not guess it for a model object
+                    if descendants(model[1].value, cst.Call):
+                        raise Unmapped(
+                            "NM116",
+                            f"the tokenizer would be loaded from `{source_code(model[1].value)}`, evaluated again",
+                            "hold the model id in a variable and run neuron-migrate again",
+                        )
+                    args.keywords["tokenizer"] = (model[0], keyword_arg("tokenizer", model[1].value))
+                    args.order.append("tokenizer")
             else:
                 check_not_compiled(probe, "a model")
                 check_hub_id(probe)

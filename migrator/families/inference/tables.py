@@ -5,6 +5,8 @@ Diffusers 0.42.1."""
 
 from __future__ import annotations
 
+from usercode.names import COMPILED_MODEL_LOADER
+
 
 def _paths(name: str, *modules: str) -> dict[str, str]:
     """Qualified names under which a user script may import `name` (lazy re-export + defining modules)."""
@@ -283,7 +285,7 @@ ORIGINAL_CHECKPOINT_RECORD = (
 )
 
 # The helper NM106 writes into a file to load a compiled decoder (its source: loads.FROM_NEURON_EXPORT_SOURCE).
-FROM_NEURON_EXPORT = "_from_neuron_export"
+FROM_NEURON_EXPORT = COMPILED_MODEL_LOADER
 # NM106's finding on a compiled decoder's load it rewrote.
 COMPILED_DECODER_LOADED = (
     "Loads a model optimum-neuron compiled: rewritten to `_from_neuron_export(AutoModelForCausalLM, ...)`, a helper "
