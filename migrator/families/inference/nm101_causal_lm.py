@@ -120,12 +120,8 @@ class CausalLM(Handler):
                 f"Loads the folder the export on line {line} saved: rewritten to load what that export loaded, "
                 "as it did (a compiled folder cannot be loaded by Transformers).",
             )
-        elif (
-            method == "from_pretrained"
-            and not file.config_pairs.get(original)
-            and self._compiled(original, updated, owner)
-        ):
-            return self._compiled_load(original, updated, owner)
+        elif (compiled_args := self._compiled_args(original, updated, owner, method)) is not None:
+            return self._compiled_load(original, updated, owner, compiled_args)
         else:
             new_args, cache_len = self._arguments(original, updated, owner, method)
             file.report(original, CAUSAL_LM)
@@ -137,15 +133,18 @@ class CausalLM(Handler):
         file.effects.append(lambda: file.decoders.add(target))
         return file.retarget(updated, "transformers", "AutoModelForCausalLM", owner, new_args)
 
-    def _compiled(self, original: cst.Call, updated: cst.Call, owner: str) -> bool:
-        args = split_args(original, updated, self._what(owner, "from_pretrained"), self.file.visible_dicts())
-        return compiled(args)
+    def _compiled_args(self, original: cst.Call, updated: cst.Call, owner: str, method: str) -> Args | None:
+        """The arguments of a load that reads a model optimum-neuron compiled (no export, no neuron config
+        consumed), else None."""
+        if method != "from_pretrained" or original in self.file.config_pairs:
+            return None
+        args = split_args(original, updated, self._what(owner, method), self.file.visible_dicts())
+        return args if compiled(args) else None
 
-    def _compiled_load(self, original: cst.Call, updated: cst.Call, owner: str) -> cst.Call:
+    def _compiled_load(self, original: cst.Call, updated: cst.Call, owner: str, args: Args) -> cst.Call:
         """A load of a model optimum-neuron compiled: the helper that loads the checkpoint its record names, as it
         was compiled (NM106)."""
         file = self.file
-        args = split_args(original, updated, self._what(owner, "from_pretrained"), file.visible_dicts())
         if args.model is None:
             raise Unmapped("NM116", "no model id is passed", "rewrite this load by hand")
         for name, (old, _) in args.keywords.items():
