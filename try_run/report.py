@@ -62,6 +62,9 @@ class RunReport:
     # torchvision pretrained weights stood in by the architecture's random initialisation: weights, url, file,
     # cell, line, code.
     weights: list[dict] = field(default_factory=list)
+    # Downloads pinned to a revision (a tag, a branch, a commit) that a stand-in, which has one, served: repo_id,
+    # revision.
+    pinned_revisions: list[dict] = field(default_factory=list)
     # Packages the code imported whose compiled operators do not load against this torch (torchvision: a wheel
     # built for another torch), imported without them (the bootstrap's `_after_torchvision_extension`).
     missing_native_ops: list[str] = field(default_factory=list)
@@ -184,6 +187,11 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
     )
     run.hub_account = _by_line(
         [call for report in workers for call in report.get("hub_account", [])], cell_sources, ("name",)
+    )
+    run.pinned_revisions = list(
+        {
+            pinned["repo_id"]: pinned for report in workers for pinned in report.get("pinned_revisions", [])
+        }.values()
     )
     run.weights = list(
         {
@@ -474,6 +482,11 @@ def _served_lines(run: RunReport) -> list[str]:
     for image in run.images:
         lines.append(
             f"         image {image['url']} at {where(image)}: a 640 x 480 stand-in picture (a try has no network)"
+        )
+    for pinned in run.pinned_revisions:
+        lines.append(
+            f"         revision {pinned['revision']} of {pinned['repo_id']}: the stand-in's files (a stand-in has one "
+            "revision)"
         )
     for entry in run.weights:
         lines.append(

@@ -955,3 +955,25 @@ def test_torchvisions_pretrained_weights_are_the_architectures_own_initialisatio
         ("ResNet18_Weights.IMAGENET1K_V1", 5),
         ("MobileNet_V2_Weights.IMAGENET1K_V1", 6),
     ]
+
+
+def test_a_download_pinned_to_a_revision_gets_the_stand_ins_one_revision(tmp_path, try_cache):
+    """A stand-in has one revision: `snapshot_download(..., revision="2.15.0", local_dir=...)` and
+    `from_pretrained(..., revision="v1.0")` (a tag, a branch, a commit of the real repository) get its files, where
+    offline they found no such revision in the cache; the report says which revision was asked for."""
+    script = write(
+        tmp_path,
+        "pinned.py",
+        """
+        from huggingface_hub import snapshot_download
+        from transformers import AutoModelForCausalLM
+
+        folder = snapshot_download("meta-llama/Llama-3.2-1B", revision="2.15.0", local_dir="llama")
+        model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", revision="v1.0")
+        print(folder, model.config.model_type)
+        """,
+    )
+    code, document = run_try(script, try_cache)
+    (run,) = document["runs"]
+    assert code == 0, run["reason"]
+    assert run["pinned_revisions"] == [{"repo_id": "meta-llama/Llama-3.2-1B", "revision": "2.15.0"}]

@@ -85,6 +85,7 @@ class _State:
         self.models: list[dict] = []
         self.error: dict | None = None
         self.launcher_capped: list[str] = []
+        self.pinned_revisions: list[dict] = []  # downloads of a revision the one-revision stand-in served
         self.weights: list[dict] = []  # torchvision pretrained weights stood in (_after_torchvision_weights)
         self.checkpoint_links: list[dict] = []  # a full run's last checkpoint -> the try's last one (StepCap)
         self.uploads: list[dict] = []  # Hub writes recorded, not sent (_after_hf_api)
@@ -152,6 +153,7 @@ class _State:
             "launcher_capped": self.launcher_capped,
             "checkpoint_links": self.checkpoint_links,
             "weights": self.weights,
+            "pinned_revisions": self.pinned_revisions,
             "local_dirs": self.local_dirs,
             "foreign_magics": self.foreign_magics,
             "missing_native_ops": self.missing_native_ops,
@@ -542,21 +544,36 @@ def _serve_local_dir(module, name: str) -> None:
     them (plain files, `allow_patterns` / `ignore_patterns` applied), and DIR is returned; otherwise the library
     answers as it does offline (DIR as it is, or its LocalEntryNotFoundError). `force_download=True` (fetch the
     files again even when cached) is served from the cache too: offline, huggingface_hub refuses it (ValueError),
-    and the stand-in has no newer files than those it holds."""
+    and the stand-in has no newer files than those it holds. A stand-in has one revision: a download pinned to
+    another (`revision="2.15.0"`, a branch, a commit) gets it, recorded."""
     import functools
     import shutil
     from pathlib import Path
 
     download = getattr(module, name)
 
+    def from_cache(*args, **kwargs):
+        try:
+            return download(*args, **kwargs)
+        except module.LocalEntryNotFoundError:
+            revision = kwargs.pop("revision", None)
+            if revision in (None, "main"):
+                raise
+            try:
+                found = download(*args, **kwargs)
+            except module.LocalEntryNotFoundError:
+                raise  # (no stand-in either: the error names the revision asked for)
+            _record_pinned(kwargs.get("repo_id", args[0] if args else None), revision)
+            return found
+
     @functools.wraps(download)
     def serving(*args, **kwargs):
         kwargs.pop("force_download", None)
         local_dir = kwargs.pop("local_dir", None)
         if local_dir is None:
-            return download(*args, **kwargs)
+            return from_cache(*args, **kwargs)
         try:
-            cached = Path(download(*args, **kwargs))  # the snapshot (or file) in the try's Hub cache
+            cached = Path(from_cache(*args, **kwargs))  # the snapshot (or file) in the try's Hub cache
         except module.LocalEntryNotFoundError:
             return download(*args, local_dir=local_dir, **kwargs)  # no stand-in: the library's own answer
         snapshot = next(folder for folder in [cached, *cached.parents] if folder.parent.name == "snapshots")
@@ -579,6 +596,24 @@ def _serve_local_dir(module, name: str) -> None:
         return str(target / relative[0]) if cached.is_file() else str(target)
 
     setattr(module, name, serving)
+    if name == "hf_hub_download":  # Transformers looks a file up in the cache first, by revision too
+        lookup = module.try_to_load_from_cache
+
+        @functools.wraps(lookup)
+        def looking_up(repo_id, filename, cache_dir=None, revision=None, repo_type=None):
+            found = lookup(repo_id, filename, cache_dir=cache_dir, revision=revision, repo_type=repo_type)
+            if found is None and revision not in (None, "main"):
+                found = lookup(repo_id, filename, cache_dir=cache_dir, repo_type=repo_type)
+                if isinstance(found, str):
+                    _record_pinned(repo_id, revision)
+            return found
+
+        module.try_to_load_from_cache = looking_up
+
+
+def _record_pinned(repo_id: str | None, revision: str) -> None:
+    if all(pinned["repo_id"] != repo_id for pinned in STATE.pinned_revisions):
+        STATE.pinned_revisions.append({"repo_id": repo_id, "revision": revision})
 
 
 def _after_datasets_load(module) -> None:
