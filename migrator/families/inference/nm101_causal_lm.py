@@ -10,8 +10,6 @@ import libcst.matchers as m
 from migrator.cst_helpers import find_keyword, keyword_arg, literal_value, source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import (
-    FROM_NEURON_EXPORT,
-    FROM_NEURON_EXPORT_SOURCE,
     Args,
     Unmapped,
     assemble,
@@ -155,25 +153,17 @@ class CausalLM(Handler):
                     "load the checkpoint it was compiled from by hand",
                 )
             if name not in t.COMPILED_LOAD_PASSED:
-                file.report(
-                    old,
-                    "NM105",
-                    f"`{name}` dropped: optimum-neuron ignores it when it loads a compiled model.",
-                    name,
-                )
+                file.ignored_by_compiled_load(old, name)
         passed = [name for name in args.order if name in t.COMPILED_LOAD_PASSED]
         new_args = assemble(args, passed, [keyword_arg("device_map", string("neuron"))])
-        first = cst.Arg(cst.Name("AutoModelForCausalLM"), comma=args.separator)
-        file.add_import("transformers", "AutoModelForCausalLM")
+        load = file.compiled_decoder_load(original, new_args, args.separator)
         file.drop_source_import(updated.func.value, owner)
-        file.effects.append(lambda: file.helpers.add(FROM_NEURON_EXPORT_SOURCE))
-        file.report(original, "NM106", t.COMPILED_DECODER_LOADED)
         target = file.assigned_calls.get(original)
         if target is not None:
             name = source_code(target)
             file.remember_model(name)
             file.effects.append(lambda: file.decoders.add(name))
-        return updated.with_changes(func=cst.Name(FROM_NEURON_EXPORT), args=[first, *new_args])
+        return updated.with_changes(func=load.func, args=load.args)
 
     @staticmethod
     def _what(owner: str, method: str) -> str:

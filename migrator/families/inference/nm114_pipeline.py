@@ -10,8 +10,6 @@ import libcst as cst
 from migrator.cst_helpers import descendants, keyword_arg, literal_value, source_code
 from migrator.families.inference import tables as t
 from migrator.families.inference.loads import (
-    FROM_NEURON_EXPORT,
-    FROM_NEURON_EXPORT_SOURCE,
     Unmapped,
     assemble,
     check_hub_id,
@@ -96,7 +94,10 @@ class Pipeline(Handler):
             probe = replace(args, model=model)  # the checks look at the model, not the task
             compiled_decoder = task_name == "text-generation" and compiled(probe)
             if compiled_decoder:  # the model its record names, loaded as compiled (NM106): a model object
-                load = self._compiled_load(model[0].value, model[1].value)
+                load = file.compiled_decoder_load(
+                    model[0].value,
+                    one_line([cst.Arg(model[1].value), keyword_arg("device_map", string("neuron"))]),
+                )
                 args.keywords["model"] = (model[0], model[1].with_changes(value=load))
                 model_object = True
                 if "tokenizer" not in args.keywords:
@@ -119,12 +120,7 @@ class Pipeline(Handler):
         extra = [] if model_object else [keyword_arg("device", string("neuron"))]
         for name, (old, value) in settings.items():
             if compiled_decoder and name not in _PASSTHROUGH:
-                file.report(
-                    old,
-                    "NM105",
-                    f"`{name}` dropped: optimum-neuron ignores it when it loads a compiled model.",
-                    name,
-                )
+                file.ignored_by_compiled_load(old, name)
             elif name in t.DTYPE_ARGS:
                 extra.append(keyword_arg("dtype", file.dtype(name, old, cst.Arg(value))))
             elif name == "sequence_length" and task_name == "text-generation":
@@ -162,24 +158,6 @@ class Pipeline(Handler):
         file.drop_source_import(original.func, self.ctx.qualified(original.func))
         return updated.with_changes(
             func=cst.parse_expression("transformers.pipeline"), args=assemble(args, kept, extra)
-        )
-
-    def _compiled_load(self, original: cst.BaseExpression, model: cst.BaseExpression) -> cst.Call:
-        """`_from_neuron_export(AutoModelForCausalLM, model, device_map="neuron")`: the checkpoint the compiled
-        model records, loaded as it was compiled (NM106)."""
-        file = self.file
-        file.add_import("transformers", "AutoModelForCausalLM")
-        file.effects.append(lambda: file.helpers.add(FROM_NEURON_EXPORT_SOURCE))
-        file.report(original, "NM106", t.COMPILED_DECODER_LOADED)
-        return cst.Call(
-            func=cst.Name(FROM_NEURON_EXPORT),
-            args=one_line(
-                [
-                    cst.Arg(cst.Name("AutoModelForCausalLM")),
-                    cst.Arg(model),
-                    keyword_arg("device_map", string("neuron")),
-                ]
-            ),
         )
 
     @staticmethod

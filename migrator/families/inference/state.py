@@ -20,7 +20,7 @@ from migrator.cst_helpers import (
     with_definitions,
 )
 from migrator.families.inference import tables as t
-from migrator.families.inference.loads import Unmapped, dtype_expr
+from migrator.families.inference.loads import FROM_NEURON_EXPORT_SOURCE, Unmapped, dtype_expr
 from migrator.families.xla.names import TORCHRUN_VARIABLES
 from migrator.rules import Rule
 from migrator.transform import FileContext, Handler
@@ -78,9 +78,8 @@ class InferenceFile:
         # folders they are saved to (`model.save_pretrained("llama_neuron/")`): a later load of such a folder
         # loads what the export loaded.
         self.exports: dict[tuple[cst.CSTNode | None, str], cst.Call] = {}
-        self.helpers: set[str] = (
-            set()
-        )  # sources of the helpers the rewrites call (loads.FROM_NEURON_EXPORT_SOURCE)
+        # sources of the helpers the rewrites call (loads.FROM_NEURON_EXPORT_SOURCE)
+        self.helpers: set[str] = set()
         self.folders: dict[str, cst.Call] = {}
         self.constants = {
             small.targets[0].target.value: small.value.evaluated_value
@@ -211,6 +210,27 @@ class InferenceFile:
             return new.value
         self.add_import("torch")
         return dtype_expr(new.value)
+
+    def compiled_decoder_load(
+        self, node: cst.CSTNode, args: list[cst.Arg], separator: cst.Comma | None = None
+    ) -> cst.Call:
+        """`_from_neuron_export(AutoModelForCausalLM, *args)`, the load of a model optimum-neuron compiled (NM106);
+        the helper's definition, its import and the finding on `node` take effect with the rewrite."""
+        self.add_import("transformers", "AutoModelForCausalLM")
+        self.effects.append(lambda: self.helpers.add(FROM_NEURON_EXPORT_SOURCE))
+        self.report(node, "NM106", t.COMPILED_DECODER_LOADED)
+        comma = separator or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        model_class = cst.Arg(cst.Name("AutoModelForCausalLM"), comma=comma)
+        return cst.Call(func=cst.Name(t.FROM_NEURON_EXPORT), args=[model_class, *args])
+
+    def ignored_by_compiled_load(self, node: cst.CSTNode, name: str) -> None:
+        """NM105 on an argument optimum-neuron ignores when it loads a compiled model."""
+        self.report(
+            node,
+            "NM105",
+            f"`{name}` dropped: optimum-neuron ignores it when it loads a compiled model.",
+            name,
+        )
 
     def retarget(
         self, updated: cst.Call, module: str, target: str, owner: str, args: list[cst.Arg]
