@@ -555,14 +555,14 @@ def _serve_local_dir(module, name: str) -> None:
     def from_cache(*args, **kwargs):
         try:
             return download(*args, **kwargs)
-        except module.LocalEntryNotFoundError:
+        except module.LocalEntryNotFoundError as pinned_error:
             revision = kwargs.pop("revision", None)
             if revision in (None, "main"):
                 raise
             try:
                 found = download(*args, **kwargs)
             except module.LocalEntryNotFoundError:
-                raise  # (no stand-in either: the error names the revision asked for)
+                raise pinned_error from None  # no stand-in either: the error of the revision asked for
             _record_pinned(kwargs.get("repo_id", args[0] if args else None), revision)
             return found
 
