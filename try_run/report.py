@@ -193,28 +193,29 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
             pinned["repo_id"]: pinned for report in workers for pinned in report.get("pinned_revisions", [])
         }.values()
     )
-    run.weights = list(
-        {
-            entry["weights"]: {
-                "weights": entry["weights"],
-                "url": entry["url"],
-                **_cell_location(dict(entry.get("user") or {}), cell_sources),
-            }
-            for report in workers
-            for entry in report.get("weights", [])
-        }.values()
-    )
-    run.images = list(
-        {
-            image["url"]: {"url": image["url"], **_cell_location(dict(image.get("user") or {}), cell_sources)}
-            for report in workers
-            for image in report.get("images", [])
-        }.values()
-    )
+    run.weights = _located_once(workers, "weights", ("weights", "url"), cell_sources)
+    run.images = _located_once(workers, "images", ("url",), cell_sources)
     run.dynamic_shapes_rejected = sum(
         1
         for error in errors
         if any("DynamicShapeRejected" in text for text in [*error.get("chain", []), error.get("message", "")])
+    )
+
+
+def _located_once(
+    workers: list[dict], name: str, fields: tuple[str, ...], cell_sources: list[str] | None
+) -> list[dict]:
+    """The `name` entries the processes recorded, once per value of the first of `fields`, with those fields and
+    the user's line (a notebook's cell)."""
+    return list(
+        {
+            entry[fields[0]]: {
+                **{field: entry[field] for field in fields},
+                **_cell_location(dict(entry.get("user") or {}), cell_sources),
+            }
+            for report in workers
+            for entry in report.get(name, [])
+        }.values()
     )
 
 
