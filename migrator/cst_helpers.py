@@ -10,6 +10,8 @@ from functools import cache
 import libcst as cst
 import libcst.matchers as m
 
+from migrator.source_map import NODE_CLASSES, PlainCodegen
+
 # --- names and search ------------------------------------------------------------------------------------
 
 
@@ -63,10 +65,13 @@ def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
     children = []
     for name in _child_fields(node):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            children.append(value)
-        elif isinstance(value, (tuple, list)):
+        kind = type(value)
+        if kind is tuple or kind is list:
             children.extend(value)
+        elif kind in NODE_CLASSES or (  # a concrete class: no ABC isinstance check per field
+            value is not None and kind is not cst.MaybeSentinel and isinstance(value, cst.CSTNode)
+        ):
+            children.append(value)
     return children
 
 
@@ -75,19 +80,23 @@ def descendants(node: cst.CSTNode, kinds: type | tuple[type, ...]) -> list:
     node type; several types gather in one walk. A whole module's nodes are walked once (the rules ask
     of the same module dozens of times) and filtered on each ask."""
     if isinstance(node, cst.Module):
-        return [found for found in _module_nodes(node) if isinstance(found, kinds)]
+        return list(_module_nodes(node, kinds))
     return [found for found in _walk(node) if isinstance(found, kinds)]
 
 
-# The last module walked and its nodes in source order (held, so its id is never another module's).
-_WALKED: tuple[cst.Module | None, list[cst.CSTNode]] = (None, [])
+# The last module walked: its nodes in source order, and those of each type asked (held, so its id is
+# never another module's).
+_WALKED: tuple[cst.Module | None, dict] = (None, {})
 
 
-def _module_nodes(module: cst.Module) -> list[cst.CSTNode]:
+def _module_nodes(module: cst.Module, kinds: type | tuple[type, ...] = cst.CSTNode) -> list[cst.CSTNode]:
     global _WALKED
     if _WALKED[0] is not module:
-        _WALKED = (module, _walk(module))
-    return _WALKED[1]
+        _WALKED = (module, {cst.CSTNode: _walk(module)})
+    found = _WALKED[1]
+    if kinds not in found:
+        found[kinds] = [node for node in found[cst.CSTNode] if isinstance(node, kinds)]
+    return found[kinds]
 
 
 def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -128,6 +137,68 @@ def visit_read_only(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
             stack.extend((child, False) for child in reversed(_children(current)))
         else:
             visitor.on_leave(current)
+
+
+def transform(node: cst.CSTNode, transformer: cst.CSTTransformer):
+    """`node.visit(transformer)` that rebuilds a node only where a child changed: the same `visit_<Node>` /
+    `leave_<Node>` calls in the same order (field handlers such as `visit_Call_func` aside), removals and
+    flattening as libcst applies them, but an unchanged subtree comes back as the same objects (libcst's
+    visit constructs and validates a copy of every node it passes: most of a transform's cost)."""
+    if transformer.on_visit(node):
+        changes = None
+        for name in _child_fields(node):
+            value = getattr(node, name)
+            kind = type(value)
+            if kind is tuple or kind is list:
+                visited = _transformed_children(node, name, value, transformer)
+            elif kind in NODE_CLASSES or isinstance(value, cst.CSTNode):
+                visited = _transformed_child(node, name, value, transformer)
+            else:  # None, MaybeSentinel, or the text of an optional field (`IndentedBlock.indent`)
+                continue
+            if visited is not value:
+                changes = changes or {}
+                changes[name] = visited
+        updated = node.with_changes(**changes) if changes else node
+    else:
+        updated = node
+    result = transformer.on_leave(node, updated)
+    if isinstance(result, cst.RemovalSentinel) and type(node) is cst.Module:
+        return node.with_changes(body=(), header=(), footer=())
+    return result
+
+
+def _transformed_children(parent: cst.CSTNode, name: str, children, transformer: cst.CSTTransformer):
+    """A sequence field transformed (libcst's `visit_sequence` / `visit_body_sequence`): the same sequence
+    when no child changed."""
+    body = name == "body" and type(parent) in (cst.Module, cst.IndentedBlock)
+    visited = []
+    changed = False
+    for child in children:
+        result = transform(child, transformer)
+        if result is child:
+            visited.append(child)
+            continue
+        changed = True
+        if isinstance(result, cst.RemovalSentinel):
+            continue
+        for new in result if isinstance(result, cst.FlattenSentinel) else (result,):
+            # A statement line whose small statements were all removed goes with them.
+            if not (body and new._is_removable() and not child._is_removable()):
+                visited.append(new)
+    return tuple(visited) if changed else children
+
+
+def _transformed_child(parent: cst.CSTNode, name: str, child: cst.CSTNode, transformer: cst.CSTTransformer):
+    """A single-node field transformed (libcst's `visit_required` / `visit_optional` / `visit_sentinel`)."""
+    result = transform(child, transformer)
+    if result is child or isinstance(result, cst.CSTNode):
+        return result
+    annotation = str(parent.__dataclass_fields__[name].type)
+    if isinstance(result, cst.RemovalSentinel) and "MaybeSentinel" in annotation:
+        return cst.MaybeSentinel.DEFAULT
+    if isinstance(result, cst.RemovalSentinel) and "Optional" in annotation:
+        return None
+    raise TypeError(f"{type(parent).__name__}.{name} cannot be removed or replaced by a sequence")
 
 
 # Calls whose arguments a program only shows to a person: `print(...)`, a logger's methods, `warnings.warn`,
@@ -174,7 +245,9 @@ def method_calls(node: cst.CSTNode, method: str) -> list[cst.Call]:
 
 def source_code(node: cst.CSTNode) -> str:
     """The code of one node, printed on its own with libcst's default module settings."""
-    return cst.Module([]).code_for_node(node)
+    state = PlainCodegen(default_indent="    ", default_newline="\n")
+    node._codegen(state)
+    return "".join(state.tokens)
 
 
 # --- literals --------------------------------------------------------------------------------------------

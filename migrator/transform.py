@@ -25,6 +25,7 @@ from migrator.cst_helpers import (
     block_comments,
     dotted_name,
     shows,
+    transform,
     without_empty_branches,
     without_empty_try,
 )
@@ -583,7 +584,7 @@ def migrate_module(
     handlers = tuple(handlers)
     ctx = FileContext(module, code, rules, handlers, notebook=notebook, tree=tree)
     transformer = MigrationTransformer(ctx, handlers)
-    updated = module.visit(transformer)
+    updated = transform(module, transformer)
     if ctx.imports_to_add:
         updated = add_missing_imports(updated, ctx.imports_to_add)
     # The input's text of each top-level statement the walk left as it was, where the walk printed it.
