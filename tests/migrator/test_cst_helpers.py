@@ -1,4 +1,4 @@
-"""The read-only walks of cst_helpers against libcst's own visit: same nodes, same order, on every Python
+"""The walks of cst_helpers against libcst's own visit: same nodes, same order, same result, on every Python
 fixture."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import libcst.matchers as m
 import pytest
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
-from migrator.cst_helpers import descendants, parents, visit_read_only, without_empty_try
+from migrator.cst_helpers import descendants, parents, transform, visit_read_only, without_empty_try
 
 FIXTURES = sorted(Path("fixtures/migrator").rglob("*.py"))
 # A node class is learnt from its first instance: here the f-string without a format spec comes first.
@@ -50,6 +50,57 @@ def test_read_only_walks_match_libcst_visit(source):
     assert read_only.calls == by_libcst.calls
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
     assert parents(module) == dict(expected)
+
+
+class _Editor(cst.CSTTransformer):
+    """Records its calls and edits through every kind of result libcst accepts: a replaced node, a removed
+    one (from a sequence, an optional field, a MaybeSentinel field), a flattened statement, and a statement
+    line emptied of its only statement."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, int]] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.calls.append(("visit", id(node)))
+        return not isinstance(node, cst.Lambda)
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        self.calls.append(("leave", id(original)))
+        if m.matches(updated, m.Name("x")):
+            return updated.with_changes(value="renamed")
+        if m.matches(updated, m.Expr(m.Call(m.Name("drop")))) or m.matches(
+            updated, m.Arg(keyword=m.Name("gone"))
+        ):
+            return cst.RemoveFromParent()
+        if m.matches(updated, m.Annotation(m.Name("Dropped")) | m.Comma()):
+            return (
+                cst.RemoveFromParent()
+            )  # FunctionDef.returns / Param.annotation: None; Arg.comma: the default
+        if m.matches(updated, m.SimpleStatementLine([m.Expr(m.Call(m.Name("twice")))])):
+            return cst.FlattenSentinel([updated, updated])
+        return updated
+
+
+EDITS = """def f(a: Dropped, b) -> Dropped:
+    drop()
+    x = g(a, gone=1, keep=2)
+    twice()
+    h = lambda x: x
+    return x
+drop(); x += 1
+"""
+
+
+@pytest.mark.parametrize("source", [EDITS, FORMAT_SPECS, *FIXTURES], ids=str)
+def test_transform_matches_libcst_visit(source):
+    module = cst.parse_module(source if isinstance(source, str) else source.read_text())
+    by_libcst, lazily = _Editor(), _Editor()
+    expected = module.visit(by_libcst)
+    result = transform(module, lazily)
+    assert lazily.calls == by_libcst.calls
+    assert result.code == expected.code
+    assert transform(module, cst.CSTTransformer()) is module  # nothing changed: nothing rebuilt
 
 
 @pytest.mark.parametrize(
