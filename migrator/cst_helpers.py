@@ -196,7 +196,7 @@ def _transformed_child(parent: cst.CSTNode, name: str, child: cst.CSTNode, trans
     annotation = str(parent.__dataclass_fields__[name].type)
     if isinstance(result, cst.RemovalSentinel) and "MaybeSentinel" in annotation:
         return cst.MaybeSentinel.DEFAULT
-    if isinstance(result, cst.RemovalSentinel) and "Optional" in annotation:
+    if isinstance(result, cst.RemovalSentinel) and ("Optional" in annotation or "None" in annotation):
         return None
     raise TypeError(f"{type(parent).__name__}.{name} cannot be removed or replaced by a sequence")
 

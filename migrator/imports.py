@@ -21,6 +21,7 @@ from migrator.cst_helpers import (
     block_comments,
     is_setup_line,
     may_hold_imports,
+    transform,
     without_empty_branches,
     without_empty_try,
 )
@@ -256,7 +257,7 @@ def code_without_unused_imports(
         if bisect_left(import_lines, first) == bisect_left(import_lines, after)
     }
     remover = _UnusedImportRemover(requests, used, without_imports)
-    return module_code(module.visit(remover), printed.statements).code
+    return module_code(transform(module, remover), printed.statements).code
 
 
 def _bound_name(request: ImportRequest) -> str:

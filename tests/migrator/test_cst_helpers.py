@@ -73,16 +73,25 @@ class _Editor(cst.CSTTransformer):
             updated, m.Arg(keyword=m.Name("gone"))
         ):
             return cst.RemoveFromParent()
-        if m.matches(updated, m.Annotation(m.Name("Dropped")) | m.Comma()):
+        if m.matches(
+            updated,
+            m.Annotation(m.Name("Dropped"))
+            | m.Comma()
+            | m.Else(m.IndentedBlock([m.SimpleStatementLine([m.Expr(m.Call(m.Name("drop_else")))])])),
+        ):
             return (
                 cst.RemoveFromParent()
-            )  # FunctionDef.returns / Param.annotation: None; Arg.comma: the default
+            )  # FunctionDef.returns / Param.annotation / If.orelse: None; Arg.comma: the default
         if m.matches(updated, m.SimpleStatementLine([m.Expr(m.Call(m.Name("twice")))])):
             return cst.FlattenSentinel([updated, updated])
         return updated
 
 
 EDITS = """def f(a: Dropped, b) -> Dropped:
+    if a:
+        pass
+    else:
+        drop_else()
     drop()
     x = g(a, gone=1, keep=2)
     twice()
@@ -174,3 +183,22 @@ def test_unused_imports_go_wherever_they_are_and_statements_without_imports_are_
     marker = "\ndef g():\n    return os.getcwd()  # printed once\n"
     code = code_without_unused_imports(module, requests, known={g: marker})
     assert code == "import os\n\ndef f():\n    return 1\n" + marker
+
+
+def test_a_block_keeps_its_opening_blank_line_when_its_first_statement_stays() -> None:
+    """Only a block whose first statement went loses the blank line it opened with (a function that holds no
+    unused import is walked, not changed)."""
+    from migrator.imports import code_without_unused_imports
+
+    source = (
+        "import torch_xla.core.xla_model as xm\n"
+        "if training:\n"
+        "\n"
+        "    def forward():\n"
+        "        return 1\n"
+        "\n"
+        "    import os\n"
+        "    os.chdir(forward())\n"
+    )
+    code = code_without_unused_imports(cst.parse_module(source), [("torch_xla.core.xla_model", None, "xm")])
+    assert code == source.removeprefix("import torch_xla.core.xla_model as xm\n")
