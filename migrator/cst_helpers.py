@@ -78,25 +78,60 @@ def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
 def descendants(node: cst.CSTNode, kinds: type | tuple[type, ...]) -> list:
     """Nodes of the given types in `node` (itself included), in source order: `m.findall` for a bare
     node type; several types gather in one walk. A whole module's nodes are walked once (the rules ask
-    of the same module dozens of times) and filtered on each ask."""
+    of the same module dozens of times): its nodes of each type, and any node's subtree, are read from
+    that walk."""
     if isinstance(node, cst.Module):
-        return list(_module_nodes(node, kinds))
-    return [found for found in _walk(node) if isinstance(found, kinds)]
+        return list(_walked(node).of_kinds(kinds))
+    walked = _WALKED
+    start = walked.positions.get(id(node)) if walked is not None else None
+    if start is None:  # not a node of the module walked last (a rewritten one, a snippet)
+        return [found for found in _walk(node) if isinstance(found, kinds)]
+    matching = _matching_classes(kinds)
+    return [found for found in walked.nodes[start : walked.ends[start]] if type(found) in matching]
 
 
-# The last module walked: its nodes in source order, and those of each type asked (held, so its id is
-# never another module's).
-_WALKED: tuple[cst.Module | None, dict] = (None, {})
+@cache
+def _matching_classes(kinds: type | tuple[type, ...]) -> frozenset[type]:
+    """The concrete node classes that are instances of `kinds`: a set lookup per node, not an ABC check."""
+    return frozenset(kind for kind in NODE_CLASSES if issubclass(kind, kinds))
 
 
-def _module_nodes(module: cst.Module, kinds: type | tuple[type, ...] = cst.CSTNode) -> list[cst.CSTNode]:
+class _Walked:
+    """A module's nodes in source order (each subtree a slice of them: `ends`), and those of each type asked."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module  # held: while it lives, no other node has its nodes' ids
+        self.nodes: list[cst.CSTNode] = []
+        self.ends: list[int] = []  # for the node at each index, the index after its last descendant
+        stack: list = [module]
+        while stack:
+            item = stack.pop()
+            if type(item) is int:  # the subtree that started at this index ends here
+                self.ends[item] = len(self.nodes)
+                continue
+            stack.append(len(self.nodes))
+            self.nodes.append(item)
+            self.ends.append(0)
+            stack.extend(reversed(_children(item)))
+        self.positions = {id(node): index for index, node in enumerate(self.nodes)}
+        self._of_kinds: dict = {}
+
+    def of_kinds(self, kinds: type | tuple[type, ...]) -> list[cst.CSTNode]:
+        found = self._of_kinds.get(kinds)
+        if found is None:
+            matching = _matching_classes(kinds)
+            found = self._of_kinds[kinds] = [node for node in self.nodes if type(node) in matching]
+        return found
+
+
+_WALKED: _Walked | None = None  # the module walked last
+
+
+def _walked(module: cst.Module) -> _Walked:
     global _WALKED
-    if _WALKED[0] is not module:
-        _WALKED = (module, {cst.CSTNode: _walk(module)})
-    found = _WALKED[1]
-    if kinds not in found:
-        found[kinds] = [node for node in found[cst.CSTNode] if isinstance(node, kinds)]
-    return found[kinds]
+    if _WALKED is None or _WALKED.module is not module:
+        _WALKED = _Walked(module)
+    return _WALKED
 
 
 def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:

@@ -43,6 +43,11 @@ def test_read_only_walks_match_libcst_visit(source):
         assert [id(node) for node in descendants(module, kinds)] == [
             id(n) for n in m.findall(module, matcher)
         ]
+    # A subtree's nodes are read from the module's walk once the module was walked.
+    for subtree in descendants(module, (cst.FunctionDef, cst.If, cst.Call, cst.Arg)):
+        assert [id(node) for node in descendants(subtree, cst.CSTNode)] == [
+            id(n) for n in m.findall(subtree, m.MatchIfTrue(lambda node: True))
+        ]
     # Nodes stay alive (ids are not reused) while both recorders hold the module.
     by_libcst, read_only = _Recorder(), _Recorder()
     module.visit(by_libcst)
