@@ -127,7 +127,8 @@ class _TokenSpans(CodegenState):
 
     def __init__(self, module: cst.Module) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
-        self.spans: dict[cst.CSTNode, tuple[int, int]] = {}
+        # By node id (the module is held while they are read): CSTNode's own hash is a Python call per node.
+        self.spans: dict[int, tuple[int, int]] = {}
         self.statements: dict[cst.CSTNode, tuple[int, int]] = {}
         self.open: list[int] = []
         self.popped: list[str] = []
@@ -137,7 +138,7 @@ class _TokenSpans(CodegenState):
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         span = (self.open.pop(), len(self.tokens))
-        self.spans.setdefault(node, span)  # a syntactic range noted while it printed stays
+        self.spans.setdefault(id(node), span)  # a syntactic range noted while it printed stays
         if type(node) in STATEMENT_CLASSES:
             self.statements[node] = span
 
@@ -164,9 +165,9 @@ class _SyntacticSpan:
 
     def __exit__(self, *exc_info) -> None:
         spans = self.state.spans
-        spans[self.node] = (
-            spans[self.start_node][0] if self.start_node is not None else self.start,
-            spans[self.end_node][1] if self.end_node is not None else len(self.state.tokens),
+        spans[id(self.node)] = (
+            spans[id(self.start_node)][0] if self.start_node is not None else self.start,
+            spans[id(self.end_node)][1] if self.end_node is not None else len(self.state.tokens),
         )
 
 
@@ -226,7 +227,7 @@ class SourceMap:
 
     def position(self, node: cst.CSTNode) -> tuple[int, int] | None:
         """1-based line and column where a node of the unmodified module starts."""
-        tokens = self._spans.get(node)
+        tokens = self._spans.get(id(node))
         if tokens is None:
             return None
         start = self._offsets[tokens[0]]
