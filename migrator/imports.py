@@ -26,6 +26,7 @@ from migrator.cst_helpers import (
     without_empty_try,
 )
 from migrator.source_map import module_code
+from usercode.python import ast_nodes
 
 ImportRequest = tuple[str, str | None, str | None]  # module, imported object (None: the module), alias
 
@@ -215,13 +216,13 @@ def used_names(code: str, tree: ast.Module | None = None) -> set[str]:
     """Names the code reads or binds outside import statements, and the names listed in `__all__`.
     `tree`: Python's parse of `code`, when the caller has it."""
     names: set[str] = set()
-    for node in ast.walk(tree or ast.parse(code)):
+    for node in ast_nodes(tree or ast.parse(code)):
         if isinstance(node, ast.Name):
             names.add(node.id)
         elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and _assigns_all(node):
             names.update(
                 element.value
-                for element in ast.walk(node.value)
+                for element in ast_nodes(node.value)
                 if isinstance(element, ast.Constant) and isinstance(element.value, str)
             )
     return names
@@ -249,7 +250,7 @@ def code_without_unused_imports(
         return printed.code  # every requested import is still used: nothing to drop
     # The remover enters only the top-level statements that hold an import: the others keep their text.
     import_lines = sorted(
-        node.lineno for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+        node.lineno for node in ast_nodes(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
     )
     without_imports = {
         statement

@@ -21,6 +21,8 @@ import libcst as cst
 # Not re-exported by libcst: the base of its own PositionProvider codegen states (libcst 1.9, pinned).
 from libcst._nodes.internal import CodegenState
 
+from usercode.python import ast_nodes
+
 STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 # libcst's concrete node classes, and its statement classes: `type(node) in NODE_CLASSES` spares a walk an
 # ABC isinstance check per node.
@@ -52,7 +54,7 @@ class SourceIndex:
         identifiers: set[str] = set()
         strings: set[str] = set()
         compared: set[tuple[str, str]] = set()
-        for node in ast.walk(tree or ast.parse(code)):
+        for node in ast_nodes(tree or ast.parse(code)):
             if isinstance(node, ast.Compare) or (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)

@@ -7,6 +7,20 @@ import ast
 from dataclasses import dataclass, field
 
 
+def ast_nodes(node: ast.AST) -> list[ast.AST]:
+    """`list(ast.walk(node))`, the same nodes in the same order, at about half its cost (no generator per
+    node and field)."""
+    found = [node]
+    for current in found:  # grows as it goes: breadth first, as ast.walk
+        for name in current._fields:
+            value = getattr(current, name, None)
+            if type(value) is list:
+                found.extend([item for item in value if isinstance(item, ast.AST)])
+            elif isinstance(value, ast.AST):
+                found.append(value)
+    return found
+
+
 @dataclass
 class PythonModule:
     """A script, or the Python of one notebook cell."""
@@ -19,7 +33,7 @@ class PythonModule:
     calls: list[ast.Call] = field(init=False)  # every call, in source order
 
     def __post_init__(self) -> None:
-        self.nodes = list(ast.walk(self.tree))
+        self.nodes = ast_nodes(self.tree)
         calls = [node for node in self.nodes if isinstance(node, ast.Call)]
         self.calls = sorted(calls, key=lambda call: (call.lineno, call.col_offset))
 

@@ -33,6 +33,7 @@ from migrator.shell.nm472_install_conflict import INSTALL_CONFLICT
 from migrator.shell.nm473_install_kept import INSTALL_KEPT
 from migrator.transform import TODO_PREFIX
 from migrator.verify import MigrationError
+from usercode.python import ast_nodes
 
 _STRING = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'")
 _COMMENT = re.compile(r"#[^\n]*")
@@ -165,7 +166,7 @@ def _setup_lists(content: str, tree: ast.Module) -> list[_Array]:
         return found
 
     arrays = []
-    for call in ast.walk(tree):
+    for call in ast_nodes(tree):
         if not isinstance(call, ast.Call) or not (
             (isinstance(call.func, ast.Name) and call.func.id == "setup")
             or (isinstance(call.func, ast.Attribute) and call.func.attr == "setup")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from migrator.families.training_args import SFT_CONFIG_ARGUMENTS, TRAINING_ARGUMENTS, ArgAction
 from migrator.shell.commands import _truthy
+from usercode.python import ast_nodes
 
 # Transformers' `examples/pytorch/*/run_*.py` (and optimum-neuron's copies of them): HfArgumentParser over
 # their own ModelArguments / DataTrainingArguments and `TrainingArguments` / `Seq2SeqTrainingArguments`.
@@ -165,7 +166,7 @@ def _find(script: str, directory: Path | None, root: Path | None = None) -> Path
 
 def _imports_xla_era(tree: ast.Module) -> bool:
     """Whether the script imports torch_xla / optimum-neuron / NxD: its training ran on the XLA device."""
-    for node in ast.walk(tree):
+    for node in ast_nodes(tree):
         modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
         modules += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
         if any(module.startswith(_XLA_ERA_MODULES) for module in modules):
@@ -177,7 +178,7 @@ def _read(script: str, tree: ast.Module, read: bool, xla_era: bool) -> ScriptPar
     names: set[str] = set()
     own: set[str] = set()
     compiles = False
-    for node in ast.walk(tree):
+    for node in ast_nodes(tree):
         if isinstance(node, ast.Name):
             names.add(node.id)
         elif isinstance(node, ast.Attribute):

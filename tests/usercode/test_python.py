@@ -1,8 +1,20 @@
-"""`usercode.python`: what a Python text imports, and which of its imports the code cannot run without."""
+"""`usercode.python`: what a Python text imports, which of its imports the code cannot run without, and its
+nodes."""
 
 from __future__ import annotations
 
-from usercode.python import python_imports, required_imports
+import ast
+from pathlib import Path
+
+import pytest
+
+from usercode.python import ast_nodes, python_imports, required_imports
+
+
+@pytest.mark.parametrize("path", sorted(Path("fixtures/migrator").rglob("*.py")), ids=str)
+def test_ast_nodes_are_ast_walk_in_its_order(path):
+    tree = ast.parse(path.read_text())
+    assert [id(node) for node in ast_nodes(tree)] == [id(node) for node in ast.walk(tree)]
 
 
 def test_required_imports_leave_out_those_the_code_lets_fail():

@@ -10,6 +10,7 @@ import libcst as cst
 from migrator.cst_helpers import is_method_call, literal_value, string_value
 from migrator.families.environment.variables import MANUAL_VARIABLES, PRECOMPILE_VARIABLES, dropped_reason
 from migrator.transform import SOURCE_MODULES, FileContext, Handler
+from usercode.python import ast_nodes
 
 # Environment reads and writes, torch.compile calls and decorators, weight loads.
 HINTS = frozenset({"environ", "getenv", "putenv", "unsetenv", "compile", "from_pretrained"})
@@ -213,9 +214,9 @@ def _environment_dicts(code: str) -> dict[str, bool]:
     }
     if not dicts:
         return {}
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    parents = {child: node for node in ast_nodes(tree) for child in ast.iter_child_nodes(node)}
     verdict = dict.fromkeys(dicts, True)
-    for node in ast.walk(tree):
+    for node in ast_nodes(tree):
         if isinstance(node, ast.Name) and node.id in dicts and isinstance(node.ctx, ast.Load):
             verdict[node.id] = verdict[node.id] and _given_to_environment(node, parents)
         elif (

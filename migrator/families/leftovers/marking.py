@@ -28,6 +28,7 @@ from migrator.families.leftovers import nm501_legacy_reference, nm502_platform
 from migrator.families.leftovers.patterns import Pattern
 from migrator.rules import Finding, Rule, also_on
 from migrator.transform import CELL_MARKER_PREFIX, TODO_PREFIX
+from usercode.python import ast_nodes
 
 PATTERNS: tuple[Pattern, ...] = (*nm501_legacy_reference.PATTERNS, *nm502_platform.PATTERNS)
 _SCAN_CODES = frozenset(pattern.rule.code for pattern in PATTERNS)
@@ -326,10 +327,10 @@ def _loads(tree: ast.AST, names: frozenset[str]) -> list[ast.Name]:
     while stack:
         node, visible = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            local = {arg.arg for arg in ast.walk(node.args) if isinstance(arg, ast.arg)}
+            local = {arg.arg for arg in ast_nodes(node.args) if isinstance(arg, ast.arg)}
             local |= {
                 child.id
-                for child in ast.walk(node)
+                for child in ast_nodes(node)
                 if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store)
             }
             visible = visible - local

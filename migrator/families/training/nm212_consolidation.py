@@ -11,6 +11,7 @@ from migrator.families.training.state import TrainingFile
 from migrator.families.training.targets import CONSOLIDATION_FUNCTIONS, HINTS, TRIGGERS
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
+from usercode.python import ast_nodes
 
 CONSOLIDATION = Rule(
     "NM212",
@@ -85,7 +86,7 @@ def _read_elsewhere(code: str, output: cst.BaseExpression) -> bool:
     call, so one `ast` walk of the module is cheap."""
     expression = ast.parse(source_code(output).strip(), mode="eval").body
     text = ast.unparse(expression)
-    parts = [node.value for node in ast.walk(expression) if isinstance(node, ast.Constant)]
+    parts = [node.value for node in ast_nodes(expression) if isinstance(node, ast.Constant)]
     parts = [part for part in parts if isinstance(part, str) and part.strip("/.")]
     if not isinstance(expression, (ast.Name, ast.Attribute, ast.Constant)) and not parts:
         return True
@@ -94,7 +95,7 @@ def _read_elsewhere(code: str, output: cst.BaseExpression) -> bool:
     except SyntaxError:  # libcst reads some code that this Python's ast does not
         return True
     loads = strings = 0
-    for node in ast.walk(module):
+    for node in ast_nodes(module):
         if isinstance(node, ast.Constant):
             strings += isinstance(node.value, str) and any(part in node.value for part in parts)
         elif type(node) is type(expression) and not isinstance(

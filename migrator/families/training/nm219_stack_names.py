@@ -20,6 +20,7 @@ from migrator.families.training.stack_names import (
 )
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import FileContext, Handler
+from usercode.python import ast_nodes
 
 STACK_NAME = Rule(
     "NM219",
@@ -165,7 +166,7 @@ class StackNames(Handler):
         `Name.attribute` read takes."""
         if self.reads is None:
             self.reads = Counter()
-            for node in ast.walk(self.ctx.tree or ast.parse(self.ctx.code)):
+            for node in ast_nodes(self.ctx.tree or ast.parse(self.ctx.code)):
                 if isinstance(node, ast.Name):
                     self.reads[node.id] += 1
                 elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
