@@ -174,20 +174,24 @@ def visit_read_only(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
             visitor.on_leave(current)
 
 
-def transform(node: cst.CSTNode, transformer: cst.CSTTransformer):
+def transform(node: cst.CSTNode, transformer: cst.CSTTransformer, leave_out: frozenset[type] = frozenset()):
     """`node.visit(transformer)` that rebuilds a node only where a child changed: the same `visit_<Node>` /
     `leave_<Node>` calls in the same order (field handlers such as `visit_Call_func` aside), removals and
     flattening as libcst applies them, but an unchanged subtree comes back as the same objects (libcst's
-    visit constructs and validates a copy of every node it passes: most of a transform's cost)."""
+    visit constructs and validates a copy of every node it passes: most of a transform's cost).
+    `leave_out`: node classes the transformer has nothing to do with, nor with anything in them (see
+    `TOKEN_CLASSES`): passed over, as they are."""
     if transformer.on_visit(node):
         changes = None
         for name in _child_fields(node):
             value = getattr(node, name)
             kind = type(value)
             if kind is tuple or kind is list:
-                visited = _transformed_children(node, name, value, transformer)
+                visited = _transformed_children(node, name, value, transformer, leave_out)
+            elif kind in leave_out:
+                continue
             elif kind in NODE_CLASSES or isinstance(value, cst.CSTNode):
-                visited = _transformed_child(node, name, value, transformer)
+                visited = _transformed_child(node, name, value, transformer, leave_out)
             else:  # None, MaybeSentinel, or the text of an optional field (`IndentedBlock.indent`)
                 continue
             if visited is not value:
@@ -202,14 +206,25 @@ def transform(node: cst.CSTNode, transformer: cst.CSTTransformer):
     return result
 
 
-def _transformed_children(parent: cst.CSTNode, name: str, children, transformer: cst.CSTTransformer):
+# Whitespace, comments, operators, punctuation and brackets: 60 % of a module's nodes, holding only each other.
+TOKEN_CLASSES = frozenset(
+    kind
+    for kind in NODE_CLASSES
+    if kind.__module__ in ("libcst._nodes.whitespace", "libcst._nodes.op")
+    or kind.__name__.startswith(("Left", "Right"))
+)
+
+
+def _transformed_children(
+    parent, name: str, children, transformer: cst.CSTTransformer, leave_out: frozenset[type]
+):
     """A sequence field transformed (libcst's `visit_sequence` / `visit_body_sequence`): the same sequence
     when no child changed."""
     body = name == "body" and type(parent) in (cst.Module, cst.IndentedBlock)
     visited = []
     changed = False
     for child in children:
-        result = transform(child, transformer)
+        result = child if type(child) in leave_out else transform(child, transformer, leave_out)
         if result is child:
             visited.append(child)
             continue
@@ -223,9 +238,11 @@ def _transformed_children(parent: cst.CSTNode, name: str, children, transformer:
     return tuple(visited) if changed else children
 
 
-def _transformed_child(parent: cst.CSTNode, name: str, child: cst.CSTNode, transformer: cst.CSTTransformer):
+def _transformed_child(
+    parent, name: str, child: cst.CSTNode, transformer: cst.CSTTransformer, leave_out: frozenset[type]
+):
     """A single-node field transformed (libcst's `visit_required` / `visit_optional` / `visit_sentinel`)."""
-    result = transform(child, transformer)
+    result = transform(child, transformer, leave_out)
     if result is child or isinstance(result, cst.CSTNode):
         return result
     annotation = str(parent.__dataclass_fields__[name].type)

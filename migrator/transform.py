@@ -21,6 +21,7 @@ from typing import TypeVar
 import libcst as cst
 
 from migrator.cst_helpers import (
+    TOKEN_CLASSES,
     CommentKeeper,
     block_comments,
     dotted_name,
@@ -341,6 +342,11 @@ class MigrationTransformer(cst.CSTTransformer):
                 self._note_hint(local, qualified)
         # Created once the hints are set: a handler (or its family's state) may watch names from the start.
         self.handlers = [handler(ctx) for handler in active]
+        # Whitespace, operators and brackets are nobody's business here, unless a handler has a method for one.
+        handled = {name.partition("_")[2] for handler in active for name in handler.METHODS}
+        self.leave_out = (
+            TOKEN_CLASSES if handled.isdisjoint(kind.__name__ for kind in TOKEN_CLASSES) else frozenset()
+        )
 
     def _methods(self, cache: dict[str, list], prefix: str, node_type: str) -> list:
         methods = cache.get(node_type)
@@ -584,7 +590,7 @@ def migrate_module(
     handlers = tuple(handlers)
     ctx = FileContext(module, code, rules, handlers, notebook=notebook, tree=tree)
     transformer = MigrationTransformer(ctx, handlers)
-    updated = transform(module, transformer)
+    updated = transform(module, transformer, transformer.leave_out)
     if ctx.imports_to_add:
         updated = add_missing_imports(updated, ctx.imports_to_add)
     # The input's text of each top-level statement the walk left as it was, where the walk printed it.

@@ -10,7 +10,14 @@ import libcst.matchers as m
 import pytest
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
-from migrator.cst_helpers import descendants, parents, transform, visit_read_only, without_empty_try
+from migrator.cst_helpers import (
+    TOKEN_CLASSES,
+    descendants,
+    parents,
+    transform,
+    visit_read_only,
+    without_empty_try,
+)
 
 FIXTURES = sorted(Path("fixtures/migrator").rglob("*.py"))
 # A node class is learnt from its first instance: here the f-string without a format spec comes first.
@@ -62,9 +69,10 @@ class _Editor(cst.CSTTransformer):
     one (from a sequence, an optional field, a MaybeSentinel field), a flattened statement, and a statement
     line emptied of its only statement."""
 
-    def __init__(self) -> None:
+    def __init__(self, edit_tokens: bool = True) -> None:
         super().__init__()
         self.calls: list[tuple[str, int]] = []
+        self.edit_tokens = edit_tokens  # also remove commas
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         self.calls.append(("visit", id(node)))
@@ -72,6 +80,8 @@ class _Editor(cst.CSTTransformer):
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
         self.calls.append(("leave", id(original)))
+        if isinstance(updated, cst.Comma) and not self.edit_tokens:
+            return updated
         if m.matches(updated, m.Name("x")):
             return updated.with_changes(value="renamed")
         if m.matches(updated, m.Expr(m.Call(m.Name("drop")))) or m.matches(
@@ -115,6 +125,14 @@ def test_transform_matches_libcst_visit(source):
     assert lazily.calls == by_libcst.calls
     assert result.code == expected.code
     assert transform(module, cst.CSTTransformer()) is module  # nothing changed: nothing rebuilt
+    # Leaving tokens out: the same calls on every other node, the same result; tokens hold only tokens.
+    by_libcst, passing_over = _Editor(edit_tokens=False), _Editor(edit_tokens=False)
+    expected = module.visit(by_libcst)
+    assert transform(module, passing_over, TOKEN_CLASSES).code == expected.code
+    tokens = {id(node) for node in descendants(module, tuple(TOKEN_CLASSES))}
+    assert passing_over.calls == [call for call in by_libcst.calls if call[1] not in tokens]
+    for token in descendants(module, tuple(TOKEN_CLASSES)):
+        assert all(type(node) in TOKEN_CLASSES for node in descendants(token, cst.CSTNode))
 
 
 @pytest.mark.parametrize(
