@@ -12,6 +12,15 @@ import libcst.matchers as m
 
 from migrator.source_map import NODE_CLASSES, PlainCodegen
 
+# Whitespace, comments, operators, punctuation and brackets: 60 % of a module's nodes, holding only each other.
+TOKEN_CLASSES = frozenset(
+    kind
+    for kind in NODE_CLASSES
+    if kind.__module__ in ("libcst._nodes.whitespace", "libcst._nodes.op")
+    or kind.__name__.startswith(("Left", "Right"))
+)
+
+
 # --- names and search ------------------------------------------------------------------------------------
 
 
@@ -80,13 +89,15 @@ def descendants(node: cst.CSTNode, kinds: type | tuple[type, ...]) -> list:
     node type; several types gather in one walk. A whole module's nodes are walked once (the rules ask
     of the same module dozens of times): its nodes of each type, and any node's subtree, are read from
     that walk."""
+    matching = _matching_classes(kinds)
+    if not matching.isdisjoint(TOKEN_CLASSES):  # the module's walk leaves them out
+        return [found for found in _walk(node) if type(found) in matching]
     if isinstance(node, cst.Module):
         return list(_walked(node).of_kinds(kinds))
     walked = _WALKED
     start = walked.positions.get(id(node)) if walked is not None else None
     if start is None:  # not a node of the module walked last (a rewritten one, a snippet)
-        return [found for found in _walk(node) if isinstance(found, kinds)]
-    matching = _matching_classes(kinds)
+        return [found for found in _walk(node) if type(found) in matching]
     return [found for found in walked.nodes[start : walked.ends[start]] if type(found) in matching]
 
 
@@ -97,7 +108,8 @@ def _matching_classes(kinds: type | tuple[type, ...]) -> frozenset[type]:
 
 
 class _Walked:
-    """A module's nodes in source order (each subtree a slice of them: `ends`), and those of each type asked."""
+    """A module's nodes in source order, tokens aside (each subtree a slice of them: `ends`), and those of each
+    type asked."""
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module  # held: while it lives, no other node has its nodes' ids
@@ -112,7 +124,7 @@ class _Walked:
             stack.append(len(self.nodes))
             self.nodes.append(item)
             self.ends.append(0)
-            stack.extend(reversed(_children(item)))
+            stack.extend([child for child in reversed(_children(item)) if type(child) not in TOKEN_CLASSES])
         self.positions = {id(node): index for index, node in enumerate(self.nodes)}
         self._of_kinds: dict = {}
 
@@ -159,8 +171,9 @@ def parents(node: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
 
 
 def visit_read_only(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
-    """`node.visit(visitor)` for a visitor that only reads: the same `visit_<Node>` / `leave_<Node>` calls
-    in the same order (field handlers such as `visit_Call_func` aside), reading the child fields instead
+    """`node.visit(visitor)` for a visitor that only reads, and reads no token (`TOKEN_CLASSES`: whitespace,
+    comments, operators, brackets, passed over): the same `visit_<Node>` / `leave_<Node>` calls on every other
+    node in the same order (field handlers such as `visit_Call_func` aside), reading the child fields instead
     of rebuilding every node passed, which makes libcst's visit cost as much as a transform."""
     stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
     while stack:
@@ -169,7 +182,9 @@ def visit_read_only(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
             visitor.on_leave(current)
         elif visitor.on_visit(current):
             stack.append((current, True))
-            stack.extend((child, False) for child in reversed(_children(current)))
+            stack.extend(
+                (child, False) for child in reversed(_children(current)) if type(child) not in TOKEN_CLASSES
+            )
         else:
             visitor.on_leave(current)
 
@@ -204,15 +219,6 @@ def transform(node: cst.CSTNode, transformer: cst.CSTTransformer, leave_out: fro
     if isinstance(result, cst.RemovalSentinel) and type(node) is cst.Module:
         return node.with_changes(body=(), header=(), footer=())
     return result
-
-
-# Whitespace, comments, operators, punctuation and brackets: 60 % of a module's nodes, holding only each other.
-TOKEN_CLASSES = frozenset(
-    kind
-    for kind in NODE_CLASSES
-    if kind.__module__ in ("libcst._nodes.whitespace", "libcst._nodes.op")
-    or kind.__name__.startswith(("Left", "Right"))
-)
 
 
 def _transformed_children(
