@@ -55,35 +55,36 @@ class SourceIndex:
         strings: set[str] = set()
         compared: set[tuple[str, str]] = set()
         for node in ast_nodes(tree or ast.parse(code)):
-            if isinstance(node, ast.Compare) or (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in _STRING_TESTS
-            ):
-                compared.update(_compared(node))
-            if isinstance(node, ast.Name):
+            kind = type(node)  # the commonest kinds first, by identity: most nodes are none of these
+            if kind is ast.Name:
                 identifiers.add(node.id)
-            elif isinstance(node, ast.Attribute):
+            elif kind is ast.Attribute:
                 identifiers.add(node.attr)
-            elif isinstance(node, ast.Constant):
+            elif kind is ast.Constant:
                 if isinstance(node.value, str):
                     strings.add(node.value)
-            elif isinstance(node, (ast.keyword, ast.arg)):
+            elif kind not in _OTHER_KINDS:
+                continue
+            elif kind is ast.Compare or (
+                kind is ast.Call and isinstance(node.func, ast.Attribute) and node.func.attr in _STRING_TESTS
+            ):
+                compared.update(_compared(node))
+            elif kind is ast.keyword or kind is ast.arg:
                 identifiers.add(node.arg or "")
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.ClassDef:
                 identifiers.add(node.name)
-            elif isinstance(node, ast.alias):
+            elif kind is ast.alias:
                 identifiers.update(node.name.split("."))
                 identifiers.add(node.asname or "")
-            elif isinstance(node, ast.ImportFrom):
+            elif kind is ast.ImportFrom:
                 identifiers.update((node.module or "").split("."))
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            elif kind is ast.Global or kind is ast.Nonlocal:
                 identifiers.update(node.names)
-            elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+            elif kind is ast.ExceptHandler or kind is ast.MatchAs or kind is ast.MatchStar:
                 identifiers.add(node.name or "")
-            elif isinstance(node, ast.MatchMapping):
+            elif kind is ast.MatchMapping:
                 identifiers.add(node.rest or "")
-            elif isinstance(node, ast.MatchClass):
+            elif kind is ast.MatchClass:
                 identifiers.update(node.kwd_attrs)
         identifiers.discard("")
         return cls(frozenset(identifiers), frozenset(strings), frozenset(compared))
@@ -91,6 +92,27 @@ class SourceIndex:
 
 # String methods that compare the string they are called on with their argument.
 _STRING_TESTS = frozenset({"startswith", "endswith", "__eq__"})
+# The other kinds of node `SourceIndex.of` reads something from.
+_OTHER_KINDS = frozenset(
+    {
+        ast.Compare,
+        ast.Call,
+        ast.keyword,
+        ast.arg,
+        ast.FunctionDef,
+        ast.AsyncFunctionDef,
+        ast.ClassDef,
+        ast.alias,
+        ast.ImportFrom,
+        ast.Global,
+        ast.Nonlocal,
+        ast.ExceptHandler,
+        ast.MatchAs,
+        ast.MatchStar,
+        ast.MatchMapping,
+        ast.MatchClass,
+    }
+)
 
 
 def _compared(node: ast.Compare | ast.Call) -> set[tuple[str, str]]:

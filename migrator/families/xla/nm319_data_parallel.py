@@ -150,6 +150,8 @@ class _Plan(cst.CSTVisitor):
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         statement = node.body[0]
+        if type(statement) is not cst.Assign and type(statement) is not cst.Expr:
+            return  # a move or a holder of parameters is one of these: spare the matchers the rest
         model = None
         if m.matches(
             statement, m.Assign(targets=[m.AssignTarget(m.Name())], value=_DEVICE_MOVE | _CHOSEN_MOVE)
