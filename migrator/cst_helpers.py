@@ -10,16 +10,7 @@ from functools import cache
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.source_map import NODE_CLASSES, PlainCodegen
-
-# Whitespace, comments, operators, punctuation and brackets: 60 % of a module's nodes, holding only each other.
-TOKEN_CLASSES = frozenset(
-    kind
-    for kind in NODE_CLASSES
-    if kind.__module__ in ("libcst._nodes.whitespace", "libcst._nodes.op")
-    or kind.__name__.startswith(("Left", "Right"))
-)
-
+from migrator.source_map import NODE_CLASSES, TOKEN_CLASSES, PlainCodegen
 
 # --- names and search ------------------------------------------------------------------------------------
 

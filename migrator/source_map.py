@@ -32,6 +32,13 @@ NODE_CLASSES = frozenset(
     if isinstance(kind, type) and issubclass(kind, cst.CSTNode) and not inspect.isabstract(kind)
 )
 STATEMENT_CLASSES = frozenset(kind for kind in NODE_CLASSES if issubclass(kind, STATEMENT_TYPES))
+# Whitespace, comments, operators, punctuation and brackets: 60 % of a module's nodes, holding only each other.
+TOKEN_CLASSES = frozenset(
+    kind
+    for kind in NODE_CLASSES
+    if kind.__module__ in ("libcst._nodes.whitespace", "libcst._nodes.op")
+    or kind.__name__.startswith(("Left", "Right"))
+)
 
 
 @dataclass(frozen=True)
@@ -157,10 +164,15 @@ class _TokenSpans(CodegenState):
         self.open: list[int] = []
         self.popped: list[str] = []
 
+    # Tokens get no range (no finding is placed on one, and they are most of the nodes printed), but those
+    # that end an import's syntactic range.
     def before_codegen(self, node: cst.CSTNode) -> None:
-        self.open.append(len(self.tokens))
+        if type(node) not in _UNPLACED:
+            self.open.append(len(self.tokens))
 
     def after_codegen(self, node: cst.CSTNode) -> None:
+        if type(node) in _UNPLACED:
+            return
         span = (self.open.pop(), len(self.tokens))
         self.spans.setdefault(id(node), span)  # a syntactic range noted while it printed stays
         if type(node) in STATEMENT_CLASSES:
@@ -215,6 +227,8 @@ class _NoSpan:
 
 _NO_SPAN = _NoSpan()
 
+_UNPLACED = TOKEN_CLASSES - {cst.RightParen, cst.ImportStar}
+
 _NEWLINE = re.compile(r"\r\n?|\n")
 
 
@@ -250,7 +264,8 @@ class SourceMap:
         return (self._offsets[tokens[0]], self._offsets[tokens[1]]) if tokens else None
 
     def position(self, node: cst.CSTNode) -> tuple[int, int] | None:
-        """1-based line and column where a node of the unmodified module starts."""
+        """1-based line and column where a node of the unmodified module starts (None for most whitespace and
+        operator nodes, and for a node not in the module)."""
         tokens = self._spans.get(id(node))
         if tokens is None:
             return None
