@@ -21,6 +21,7 @@ import ast
 import csv
 import json
 import os
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from pathlib import Path
 from try_run import plan
 from try_run.runner import TryUsageError, file_kind
 from usercode.python import imported_names
-from usercode.reading import Code, read_code
+from usercode.reading import Code, ShellAssignment, ShellCommand, read_code
 from usercode.sources import discover
 
 KINDS = {"python": "script", "notebook": "notebook", "shell": "launcher"}
@@ -74,7 +75,10 @@ def find(root: Path) -> Discovery:
         if kind == "python":
             continue
         launches = [
-            (f"cell {command.cell}" if command.cell else f"line {command.line}", command.words)
+            (
+                f"cell {command.cell}" if command.cell else f"line {command.line}",
+                _expanded(command, code.assignments),
+            )
             for command in code.commands
             if (plan.classify(list(command.words)) or ("",))[0] == "launch"
         ]
@@ -103,6 +107,27 @@ def find(root: Path) -> Discovery:
         else:
             not_entries[relative.as_posix()] = why
     return Discovery(sorted(entries, key=lambda entry: entry.path.as_posix()), not_entries)
+
+
+def _expanded(command: ShellCommand, assignments: list[ShellAssignment]) -> tuple[str, ...]:
+    """The command's words with `$NAME` / `${NAME}` replaced by the literal value the launcher assigned NAME last
+    before the command (`CODE=scripts` then `python $CODE/train.py`); a word expanding anything else stays as
+    it is."""
+    values: dict[str, str] = {}
+    for assignment in assignments:
+        if assignment.cell == command.cell and assignment.line < command.line:
+            values[assignment.name] = assignment.value
+    if not values:
+        return command.words
+
+    def value(match: re.Match) -> str:
+        found = values.get(match.group(1) or match.group(2))
+        return match.group(0) if found is None or "$" in found else found
+
+    return tuple(_EXPANSION.sub(value, word) if "$" in word else word for word in command.words)
+
+
+_EXPANSION = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 
 
 def _launched_script(words: tuple[str, ...], folder: Path, codes: dict) -> Path | None:

@@ -82,6 +82,28 @@ def test_a_script_a_notebook_launches_from_a_sibling_folder_is_tried_through_the
     assert found.not_entries == {"scripts/run_sft.py": "launched by notebooks/nb.ipynb (cell 1)"}
 
 
+def test_a_script_a_launcher_names_through_its_own_variable_is_tried_through_the_launcher(tmp_path):
+    """`CODE=scripts` then `torchrun ${CODE}/train.py` (and `$SCRIPT`): the launcher's script, not an entry point of
+    its own; a variable the launcher does not set (`$HOME/x.py`) names nothing of the tree."""
+    (tmp_path / "scripts").mkdir()
+    write(tmp_path, "scripts/train.py", "if __name__ == '__main__':\n    print('training')\n")
+    write(tmp_path, "scripts/eval.py", "if __name__ == '__main__':\n    print('evaluating')\n")
+    write(
+        tmp_path,
+        "run.sh",
+        "#!/bin/bash\nCODE=scripts\nexport SCRIPT=scripts/eval.py\ntorchrun --nproc_per_node 2 ${CODE}/train.py --bf16\n"
+        "python $SCRIPT\npython $HOME/other.py\n",
+    )
+    found = find(tmp_path)
+    assert [(entry.path.as_posix(), entry.launches) for entry in found.entries] == [
+        ("run.sh", ["scripts/train.py", "scripts/eval.py"])
+    ]
+    assert found.not_entries == {
+        "scripts/eval.py": "launched by run.sh (line 5)",
+        "scripts/train.py": "launched by run.sh (line 4)",
+    }
+
+
 def test_a_table_of_entry_points_is_read_and_checked(tmp_path):
     (tmp_path / "tools").mkdir()
     tree(tmp_path)
