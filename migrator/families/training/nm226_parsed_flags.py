@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import descendants, find_keyword, imports_end
+from migrator.cst_helpers import descendants, find_keyword, imports_end, literal_value
 from migrator.families.training.arguments_names import (
     PARSES,
     arguments_names,
@@ -134,7 +134,9 @@ class ParsedFlags(Handler):
         ignored, changing = parser.flags(self.ctx, self.file)
         if changing:
             self.ctx.todo(
-                original, PARSED_FLAGS, *_todo_text(changing, ignored if parser.unpacks is None else [])
+                original,
+                PARSED_FLAGS,
+                *_todo_text(changing, ignored if parser.unpacks is None else [], parser.keeping),
             )
         if parser.unpacks is None or not ignored:
             return updated
@@ -181,10 +183,18 @@ _COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 class _Parser:
     """An HfArgumentParser construction over optimum-neuron arguments classes, and how its parses are used."""
 
-    def __init__(self, tables: list[dict[str, ArgAction]], own: set[str], unpacks: set[cst.Assign] | None):
+    def __init__(
+        self,
+        tables: list[dict[str, ArgAction]],
+        own: set[str],
+        unpacks: set[cst.Assign] | None,
+        keeping: list[bool] = (),
+    ):
         self.tables = tables  # the keyword tables of its optimum-neuron classes
         self.own = own  # the fields its other dataclasses declare in the input
         self.unpacks = unpacks  # the assignments to extend, or None where a parse is used otherwise
+        # per parse of the parser: whether it hands back a flag it does not know instead of stopping
+        self.keeping = list(keeping)
 
     @classmethod
     def read(cls, ctx: FileContext, call: cst.Call) -> _Parser | None:
@@ -201,7 +211,10 @@ class _Parser:
         if not tables:
             return None
         own = _declared_fields(ctx.module, {e.value for e in elements if isinstance(e, cst.Name)})
-        return cls(tables, own, _unpacks(ctx.module, call, len(elements)))
+        parses = _parses(ctx.module, call)
+        return cls(
+            tables, own, _unpacks(ctx.module, parses, len(elements)), [_keeps_unknown(p) for p in parses]
+        )
 
     def flags(self, ctx: FileContext, file: TrainingFile) -> tuple[list[str], list[tuple[str, ArgAction]]]:
         """The flags that do nothing on TorchNeuron, and those that change training, that no dataclass of the
@@ -229,21 +242,37 @@ def _declared_fields(module: cst.Module, classes: set[str]) -> set[str]:
     }
 
 
-def _unpacks(module: cst.Module, call: cst.Call, count: int) -> set[cst.Assign] | None:
-    """The `a, b = parser.parse_...()` assignments that unpack the parses of the parser built by `call` (one
-    target per dataclass), which take the added dataclass's value too; a parse indexed from the start
-    (`parser.parse_...()[0]`) needs nothing. None when a parse is used otherwise (passed on, returned, asked for its
-    remaining strings) or the file has none: where its values go is not known here, so nothing is added."""
+def _parses(module: cst.Module, call: cst.Call) -> list[cst.Call]:
+    """The parses (`parser.parse_...()`) of the parser `call` builds into a variable."""
     built = [a for a in descendants(module, cst.Assign) if a.value is call and len(a.targets) == 1]
     if len(built) != 1 or not isinstance(built[0].targets[0].target, cst.Name):
-        return None
+        return []
     variable = built[0].targets[0].target.value
-    parses = [
+    return [
         node
         for node in descendants(module, cst.Call)
         if m.matches(node.func, m.Attribute(m.Name(variable), m.Name()))
         and node.func.attr.value in PARSES | {"parse_args_and_config"}
     ]
+
+
+def _keeps_unknown(parse: cst.Call) -> bool:
+    """A parse that hands back what it does not know (`return_remaining_strings=True`, `allow_extra_keys=True`)
+    instead of stopping."""
+    keyword = (
+        "return_remaining_strings"
+        if parse.func.attr.value == "parse_args_into_dataclasses"
+        else "allow_extra_keys"
+    )
+    arg = find_keyword(parse, keyword)
+    return arg is not None and literal_value(arg.value) is True
+
+
+def _unpacks(module: cst.Module, parses: list[cst.Call], count: int) -> set[cst.Assign] | None:
+    """The `a, b = parser.parse_...()` assignments that unpack `parses` (one target per dataclass), which take
+    the added dataclass's value too; a parse indexed from the start (`parser.parse_...()[0]`) needs nothing. None
+    when a parse is used otherwise (passed on, returned, asked for its remaining strings) or the file has none:
+    where its values go is not known here, so nothing is added."""
     indexed = {
         node.value
         for node in descendants(module, cst.Subscript)
@@ -296,15 +325,32 @@ def _wrapped(words: list[str], indent: str, width: int = 110) -> str:
     return "\n".join([*lines, line])
 
 
-def _todo_text(changing: list[tuple[str, ArgAction]], rejected: list[str]) -> tuple[str, str]:
+def _todo_text(
+    changing: list[tuple[str, ArgAction]], rejected: list[str], keeping: list[bool] = ()
+) -> tuple[str, str]:
     """The TODO's why and action: the flags that change training (and, where the parser could not take a
-    dataclass of the ignored ones, those too), and what replaces each."""
+    dataclass of the ignored ones and a parse stops at them, those too), and what replaces each. `keeping`: per
+    parse, whether it hands back a flag it does not know (`return_remaining_strings=True`, `allow_extra_keys=True`)
+    instead of stopping."""
     named = ", ".join(f"`--{name}`" for name, _ in changing)
-    why = (
+    launcher = (
         f"the flags {named} of optimum-neuron's training arguments change training and Transformers 5's "
         "training arguments lack them: a launcher this migration did not read (a Metaflow flow, SageMaker "
-        "hyperparameters, a script elsewhere) that passes one stops at this parse"
+        "hyperparameters, a script elsewhere) that passes one "
     )
+    if keeping and all(keeping):
+        why = launcher + (
+            "gets it back unread from this parser (`return_remaining_strings=True` / `allow_extra_keys=True`): "
+            "the job runs, without what the flag asked for"
+        )
+        rejected = []  # they do nothing on TorchNeuron, and no parse stops at them
+    elif any(keeping):
+        why = launcher + (
+            "stops at this parser's parses that refuse what they do not know, and runs without what the flag "
+            "asked for where a parse hands it back (`return_remaining_strings=True` / `allow_extra_keys=True`)"
+        )
+    else:
+        why = launcher + "stops at this parse"
     if rejected:
         why += f"; so do {', '.join(f'`--{name}`' for name in rejected)}, which do nothing on TorchNeuron"
     replaced = [
