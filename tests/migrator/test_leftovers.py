@@ -183,3 +183,12 @@ def test_the_tgi_neuron_image_is_a_platform_leftover():
     migrated, findings = migrate_shell(script)
     assert [f.subject for f in manual(findings, "NM502")] == ["huggingface/neuronx-tgi:latest"]
     assert migrate_shell(migrated)[0] == migrated  # one TODO, kept on a rerun
+
+
+def test_a_legacy_module_imported_beside_another_leaves_the_other_s_uses_alone():
+    """`import torch, torch_neuron`: the import carries torch-neuron's TODO; `torch`'s uses are not legacy."""
+    code, findings = migrate_python(
+        "import torch, torch_neuron\nx = torch.randn(2, 2)\ntraced = torch_neuron.trace_helper(x)\n"
+    )
+    assert "`torch` comes from an import" not in code
+    assert [f.line for f in findings] == [1, 3]

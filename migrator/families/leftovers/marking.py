@@ -304,7 +304,10 @@ class _Statements:
         bound: dict[str, tuple[int, str]] = {}
         for hit in hits:
             node = self.imports.get(hit.statement)
-            for alias in node.names if node is not None else ():
+            aliases = node.names if node is not None else []
+            if isinstance(node, ast.Import):  # `import torch, torch_neuron`: only the legacy module's name
+                aliases = [a for a in aliases if (a.name + ".").startswith(hit.found + ".")] or aliases
+            for alias in aliases:
                 name = alias.asname or alias.name.split(".")[0]  # `import a.b` binds `a`
                 origin = alias.name if isinstance(node, ast.Import) else f"{node.module}.{alias.name}"
                 what = f"`{name}`" if name == origin else f"`{name}` (`{origin}`)"
