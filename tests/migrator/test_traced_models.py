@@ -117,6 +117,24 @@ loaded = torch.jit.load("resnet50_neuron.pt")
     assert sorted(codes(migrate_python(source)[1])) == ["NM317", "NM317", "NM321", "NM323"]
 
 
+@pytest.mark.parametrize(
+    "options", ["minimum_segment_size=1", "fallback=False", "subgraph_builder_function=on_neuron"]
+)
+def test_a_trace_s_graph_partitioning_options_are_dropped_with_the_trace(options):
+    """torch-neuron's partitioning between the device and the CPU means nothing once the model runs whole on
+    the device: the trace is rewritten, and its finding names what it dropped."""
+    source = f"""import torch, torch_neuron
+
+nmod = torch.neuron.trace(model, example_inputs=[inputs], {options})
+nmod.save("neuron_model.pt")
+out = nmod(inputs)
+"""
+    output, findings = migrate_python(source)
+    assert "torch.neuron.trace" not in output and "TODO" not in output and "torch_neuron" not in output
+    (trace,) = [f for f in findings if f.code == "NM317" and "dropped" in f.message]
+    assert f"`{options.partition('=')[0]}` dropped" in trace.message
+
+
 def test_inf1_targets_in_strings_are_platform_leftovers():
     source = """import sagemaker
 

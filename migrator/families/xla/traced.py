@@ -36,9 +36,20 @@ TORCH_SAVE = "torch.save"
 JIT_LOAD = "torch.jit.load"
 TORCH_LOAD = "torch.load"
 # The traces' compiler options, which have no meaning once torch.compile compiles the model (a dynamic batch
-# size: each new batch size compiles again).
+# size: each new batch size compiles again), and their graph partitioning between the device and the CPU
+# (torch-neuron's `fallback` / `minimum_segment_size` / `subgraph_builder_function`, torch_neuronx's
+# `partitioner_config`): the compiled model runs whole on the device.
 COMPILER_OPTIONS = frozenset(
-    {"compiler_args", "compiler_workdir", "inline_weights_to_neff", "dynamic_batch_size"}
+    {
+        "compiler_args",
+        "compiler_workdir",
+        "inline_weights_to_neff",
+        "dynamic_batch_size",
+        "fallback",
+        "minimum_segment_size",
+        "subgraph_builder_function",
+        "partitioner_config",
+    }
 )
 
 
