@@ -135,6 +135,24 @@ out = nmod(inputs)
     assert f"`{options.partition('=')[0]}` dropped" in trace.message
 
 
+def test_inf1_namespace_import_goes_once_its_traces_are_rewritten_beside_import_torch():
+    """`import torch` keeps `torch` bound: `import torch.neuron` has nothing left to do (a second run agrees)."""
+    source = """import torch
+import torch.neuron
+
+model_neuron = torch.neuron.trace(model, example_inputs=[image])
+model_neuron.save("resnet50_neuron.pt")
+out = model_neuron(image)
+"""
+    output, findings = migrate_python(source)
+    assert "torch.neuron" not in output and "TODO" not in output and output.startswith("import torch\n")
+    assert all(finding.fixed for finding in findings)
+    assert migrate_python(output) == (output, [])
+    # another use of torch-neuron keeps the import and its TODO
+    kept, _ = migrate_python(source + "torch.neuron.analyze_model(model, example_inputs=[image])\n")
+    assert "import torch.neuron" in kept
+
+
 def test_inf1_targets_in_strings_are_platform_leftovers():
     source = """import sagemaker
 

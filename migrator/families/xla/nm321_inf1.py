@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.cst_helpers import dotted_name
+from migrator.cst_helpers import descendants, dotted_name
 from migrator.families.xla.names import INF1_APIS, INF1_CALLS, INF1_NAMESPACE, INF1_PACKAGE
 from migrator.families.xla.state import HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
@@ -21,7 +21,8 @@ INF1 = Rule(
     "Left in place with a TODO: TorchNeuron does not run on inf1 (trn2 and trn3 only), and models traced with "
     'torch-neuron load only there. Load the original checkpoint with Transformers on device "neuron" on a trn2 / '
     'trn3 instance and compile it with `torch.compile(model, backend="neuron")`; the TODO of each API says what '
-    "replaces it.",
+    "replaces it. Once NM317 rewrote every trace of the file and nothing else uses torch-neuron, its import goes: "
+    "`import torch_neuron`, and `import torch.neuron` where a module-level `import torch` keeps `torch` bound.",
     examples=(
         Example(
             before="""\
@@ -57,7 +58,15 @@ class Inf1Toolchain(Handler):
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
             module = dotted_name(alias.name)
-            if module == INF1_NAMESPACE:
+            if module == INF1_NAMESPACE and self._namespace_import_goes(node):
+                self.ctx.report(
+                    alias,
+                    INF1,
+                    f"`import {INF1_NAMESPACE}` (torch-neuron, inf1) is no longer used once its traces are "
+                    "rewritten (NM317); `import torch` binds `torch`",
+                    subject=INF1_PACKAGE,
+                )
+            elif module == INF1_NAMESPACE:
                 # inf1 code's usual spelling (`import torch.neuron`): TorchNeuron code needs no import.
                 self._package(
                     alias, f"`import {INF1_NAMESPACE}` loads torch-neuron", " (PyTorch loads TorchNeuron)"
@@ -72,6 +81,46 @@ class Inf1Toolchain(Handler):
                 )
             elif _is_inf1(module):
                 self._package(alias, f"`{INF1_PACKAGE}` is torch-neuron")
+
+    def leave_Import(self, original: cst.Import, updated: cst.Import):
+        if not self._namespace_import_goes(original):
+            return updated
+        names = [alias for alias in updated.names if dotted_name(alias.name) != INF1_NAMESPACE]
+        if not names:
+            return cst.RemoveFromParent()
+        return updated.with_changes(
+            names=[*names[:-1], names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+        )
+
+    def _namespace_import_goes(self, node: cst.Import) -> bool:
+        """`import torch.neuron` goes when nothing uses torch-neuron once NM317 rewrote the traces (no other
+        `torch.neuron.` name) and a module-level `import torch` keeps binding `torch`."""
+        if not any(dotted_name(a.name) == INF1_NAMESPACE and a.asname is None for a in node.names):
+            return False
+        traced = self.file.traced()
+        if traced.inf1_used:
+            return False
+        rewritten = {call.func for call in traced.flows}
+        imports = descendants(self.ctx.module, cst.Import)
+        in_imports = {
+            id(name)
+            for found in imports
+            for alias in found.names
+            for name in descendants(alias, cst.Attribute)
+        }
+        if any(
+            (dotted_name(attribute) or "").startswith(f"{INF1_NAMESPACE}.")
+            and attribute not in rewritten
+            and id(attribute) not in in_imports
+            for attribute in descendants(self.ctx.module, cst.Attribute)
+        ):
+            return False
+        return any(
+            isinstance(line, cst.SimpleStatementLine)
+            and isinstance(line.body[0], cst.Import)
+            and any(dotted_name(a.name) == "torch" and a.asname is None for a in line.body[0].names)
+            for line in self.ctx.module.body
+        )
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if not node.relative and node.module is not None and _is_inf1(dotted_name(node.module)):
