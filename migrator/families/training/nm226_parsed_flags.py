@@ -188,13 +188,13 @@ class _Parser:
         tables: list[dict[str, ArgAction]],
         own: set[str],
         unpacks: set[cst.Assign] | None,
-        keeping: list[bool] = (),
+        keeping: list[bool],
     ):
         self.tables = tables  # the keyword tables of its optimum-neuron classes
         self.own = own  # the fields its other dataclasses declare in the input
         self.unpacks = unpacks  # the assignments to extend, or None where a parse is used otherwise
         # per parse of the parser: whether it hands back a flag it does not know instead of stopping
-        self.keeping = list(keeping)
+        self.keeping = keeping
 
     @classmethod
     def read(cls, ctx: FileContext, call: cst.Call) -> _Parser | None:
@@ -326,7 +326,7 @@ def _wrapped(words: list[str], indent: str, width: int = 110) -> str:
 
 
 def _todo_text(
-    changing: list[tuple[str, ArgAction]], rejected: list[str], keeping: list[bool] = ()
+    changing: list[tuple[str, ArgAction]], rejected: list[str], keeping: list[bool]
 ) -> tuple[str, str]:
     """The TODO's why and action: the flags that change training (and, where the parser could not take a
     dataclass of the ignored ones and a parse stops at them, those too), and what replaces each. `keeping`: per

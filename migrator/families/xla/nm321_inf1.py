@@ -4,6 +4,8 @@ on. TorchNeuron's own `torch.neuron` device module (`is_available`, `device_coun
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import libcst as cst
 
 from migrator.cst_helpers import descendants, dotted_name
@@ -93,18 +95,24 @@ class Inf1Toolchain(Handler):
         )
 
     def _namespace_import_goes(self, node: cst.Import) -> bool:
-        """`import torch.neuron` goes when nothing uses torch-neuron once NM317 rewrote the traces (no other
-        `torch.neuron.` name) and a module-level `import torch` keeps binding `torch`."""
-        if not any(dotted_name(a.name) == INF1_NAMESPACE and a.asname is None for a in node.names):
-            return False
+        """`import torch.neuron` goes when nothing uses torch-neuron once NM317 rewrote the traces and a
+        module-level `import torch` keeps binding `torch` (`_torch_neuron_left_unused`)."""
+        return (
+            any(dotted_name(a.name) == INF1_NAMESPACE and a.asname is None for a in node.names)
+            and self._torch_neuron_left_unused
+        )
+
+    @cached_property
+    def _torch_neuron_left_unused(self) -> bool:
+        """The file's part of `_namespace_import_goes`, read once: no inf1 call and no other `torch.neuron.` name
+        is left once NM317 rewrote the traces, and a module-level `import torch` binds `torch`."""
         traced = self.file.traced()
         if traced.inf1_used:
             return False
         rewritten = {call.func for call in traced.flows}
-        imports = descendants(self.ctx.module, cst.Import)
         in_imports = {
             id(name)
-            for found in imports
+            for found in descendants(self.ctx.module, cst.Import)
             for alias in found.names
             for name in descendants(alias, cst.Attribute)
         }
