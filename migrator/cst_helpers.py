@@ -68,11 +68,22 @@ def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
         kind = type(value)
         if kind is tuple or kind is list:
             children.extend(value)
-        elif kind in NODE_CLASSES or (  # a concrete class: no ABC isinstance check per field
-            value is not None and kind is not cst.MaybeSentinel and isinstance(value, cst.CSTNode)
-        ):
+        elif _is_node(value, kind):
             children.append(value)
     return children
+
+
+def _is_node(value, kind: type) -> bool:
+    """Whether a field's value (of class `kind`) is a node: a concrete class is found without an ABC isinstance
+    check; None, MaybeSentinel and text are not."""
+    return kind in NODE_CLASSES or (
+        value is not None and kind is not cst.MaybeSentinel and isinstance(value, cst.CSTNode)
+    )
+
+
+def _children_but_tokens(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The node's children in reverse source order (for a stack), less the tokens (`TOKEN_CLASSES`)."""
+    return [child for child in reversed(_children(node)) if type(child) not in TOKEN_CLASSES]
 
 
 def descendants(node: cst.CSTNode, kinds: type | tuple[type, ...]) -> list:
@@ -115,7 +126,7 @@ class _Walked:
             stack.append(len(self.nodes))
             self.nodes.append(item)
             self.ends.append(0)
-            stack.extend([child for child in reversed(_children(item)) if type(child) not in TOKEN_CLASSES])
+            stack.extend(_children_but_tokens(item))
         self.positions = {id(node): index for index, node in enumerate(self.nodes)}
         self._of_kinds: dict = {}
 
@@ -173,9 +184,7 @@ def visit_read_only(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
             visitor.on_leave(current)
         elif visitor.on_visit(current):
             stack.append((current, True))
-            stack.extend(
-                (child, False) for child in reversed(_children(current)) if type(child) not in TOKEN_CLASSES
-            )
+            stack.extend((child, False) for child in _children_but_tokens(current))
         else:
             visitor.on_leave(current)
 
@@ -196,7 +205,7 @@ def transform(node: cst.CSTNode, transformer: cst.CSTTransformer, leave_out: fro
                 visited = _transformed_children(node, name, value, transformer, leave_out)
             elif kind in leave_out:
                 continue
-            elif kind in NODE_CLASSES or isinstance(value, cst.CSTNode):
+            elif _is_node(value, kind):
                 visited = _transformed_child(node, name, value, transformer, leave_out)
             else:  # None, MaybeSentinel, or the text of an optional field (`IndentedBlock.indent`)
                 continue
