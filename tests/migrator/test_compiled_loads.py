@@ -22,8 +22,10 @@ class _Loaded:
     @classmethod
     def from_pretrained(cls, model_id, **kwargs):
         cls.calls.append((model_id, kwargs))
+        text_config = SimpleNamespace(max_position_embeddings=8192)
         model = SimpleNamespace(
-            generation_config=SimpleNamespace(cache_implementation=None, max_cache_len=None)
+            generation_config=SimpleNamespace(cache_implementation=None, max_cache_len=None),
+            config=SimpleNamespace(get_text_config=lambda: text_config),
         )
         model.can_generate = lambda: True
         return model
@@ -59,6 +61,7 @@ def test_a_0_4_record_names_the_checkpoint_its_revision_dtype_and_cache_length(t
         "static",
         256,
     )
+    assert model.neuron_export == record  # what `model.neuron_config` held (NM121)
 
 
 def test_an_earlier_record_in_config_json_and_the_callers_dtype_first(tmp_path, from_neuron_export):
@@ -86,8 +89,10 @@ def test_a_folder_without_a_record_and_an_id_offline_are_loaded_as_they_are(
         huggingface_hub.constants, "HF_HUB_OFFLINE", True
     )  # (read when the module is imported)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    from_neuron_export(_Loaded, "acme/never-downloaded")
+    model = from_neuron_export(_Loaded, "acme/never-downloaded")
     assert _Loaded.calls == [(folder, {}), ("acme/never-downloaded", {})]
+    # the shapes optimum-neuron 0.4.5's export of a checkpoint defaults to (`get_neuron_config`)
+    assert model.neuron_export == {"batch_size": 1, "sequence_length": 4096}
 
 
 def test_a_record_without_its_checkpoint_stops_the_load_saying_so(tmp_path, from_neuron_export):

@@ -81,10 +81,6 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
         "NM322: `torch_neuronx.analyze(model, example)`, left under its TODO (remove it), after the pretrained "
         "ResNet-50 the try stands in for",
     ),
-    "repositories/vit_cifar_xla/train.expected.py": (
-        MANUAL,
-        "imports its package's vit/engine.py, which keeps `torch_xla` imported under NM501's TODO",
-    ),
     "inference/push_saved_folder.expected.py": (
         MANUAL,
         "NM501: its first push_to_hub is recorded, not sent, and the run goes on to the pipeline's "
@@ -464,7 +460,7 @@ def _compiled_record(rows: list[dict], folder: Path) -> None:
     """The record `optimum-cli export neuron` writes beside a compiled decoder (optimum-neuron 0.4.x's
     neuron_config.json; the compiled graphs themselves are not read on TorchNeuron)."""
     folder.mkdir()
-    record = {"checkpoint_id": "meta-llama/Llama-3.2-1B", "checkpoint_revision": None, "batch_size": 1}
+    record = {"checkpoint_id": "meta-llama/Llama-3.2-1B", "checkpoint_revision": None, "batch_size": 2}
     record.update({"sequence_length": 128, "tp_degree": 2, "torch_dtype": "bfloat16", "target": "trn1"})
     (folder / "neuron_config.json").write_text(json.dumps(record), encoding="utf-8")
 
@@ -479,6 +475,7 @@ LOCAL_DATA: dict[str, tuple[str, Callable[[list[dict], Path], None], Callable[[]
     "training/consolidate_checkpoints.expected.py": ("data", _save_to_disk, _causal_blocks),
     "training/consolidate_then_merge_adapter.expected.py": ("checkpoint", _lora_checkpoint, _no_rows),
     "inference/llm_compiled_record.expected.py": ("llama-neuron", _compiled_record, _no_rows),
+    "inference/llm_compiled_batch_size.expected.py": ("llama-neuron", _compiled_record, _no_rows),
     "training/flags_from_a_flow.expected.py": ("data/tokenized", _save_to_disk, _causal_blocks),
     "training/keeps_comments_and_layout.expected.py": ("smol-data", _save_to_disk, _causal_blocks),
     "training/legacy_trainium_trainer.expected.py": ("lm_dataset", _save_to_disk, _classes),

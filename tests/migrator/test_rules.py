@@ -153,7 +153,8 @@ def test_ddp_wraps_the_model_only_on_the_device_path_whose_optimizer_step_synced
         [sys.executable, str(script), "--device", "cpu"], cwd=tmp_path, capture_output=True, text=True
     )
     assert ran.returncode == 0, ran.stderr[-2000:]
-    # The sync call on the path the test excludes (`else:`): the wrap cannot repeat it, the call keeps a TODO.
+    # The sync call on the path the test excludes (`else:`): the wrap cannot repeat it, so a helper averages the
+    # optimizer's gradients there as torch_xla did.
     synced = '        if device_name == "xla":\n            xm.optimizer_step(optimizer)\n        else:\n            optimizer.step()\n'
     assert synced in source
     inverted = source.replace(
@@ -162,4 +163,57 @@ def test_ddp_wraps_the_model_only_on_the_device_path_whose_optimizer_step_synced
     )
     output, findings = migrate_python(inverted)
     assert "model = torch.nn.parallel.DistributedDataParallel" not in output
-    assert any(f.code == "NM319" and not f.fixed for f in findings)
+    assert "        else:\n            _optimizer_step(optimizer)\n" in output
+    assert [f.fixed for f in findings if f.code == "NM319"] == [True]
+
+
+SYNC_WITHOUT_A_MODEL = """\
+import torch
+import torch_xla.core.xla_model as xm
+import torch_xla.runtime as xr
+
+
+def make_optimizer(module):
+    return torch.optim.SGD(list(module.parameters()), lr=1.0)
+
+
+def step(optimizer, loss):
+    loss.backward()
+    xm.optimizer_step(optimizer)
+
+
+def main():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(2, 1, bias=False).to(xm.xla_device())
+    torch.nn.init.zeros_(layer.weight)
+    optimizer = make_optimizer(layer)
+    rank = xr.global_ordinal()
+    inputs = torch.full((1, 2), float(rank + 1)).to(xm.xla_device())
+    step(optimizer, layer(inputs).sum())
+    expected = -(1 + xr.world_size()) / 2  # the mean of each process's gradient (rank + 1), as torch_xla took it
+    assert torch.allclose(layer.weight.cpu(), torch.full((1, 2), expected)), layer.weight
+    print(f"rank {rank}: weight {layer.weight.cpu().tolist()}")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_sync_whose_model_cannot_be_wrapped_averages_the_gradients_over_the_processes(tmp_path, tmp_path_factory):
+    """NM319: the model whose parameters the optimizer steps cannot be read off it (a helper builds it), so no
+    DDP wrap can be placed: the helper averages the gradients over torchrun's processes as xm.optimizer_step
+    did, measured on the stand-in with 2 processes and with 1."""
+    from migrator.engine import migrate_python
+    from try_run import TryOptions, try_path
+
+    output, findings = migrate_python(SYNC_WITHOUT_A_MODEL)
+    assert "    _optimizer_step(optimizer)\n" in output and "import torch_xla" not in output
+    assert [f.fixed for f in findings if f.code == "NM319"] == [True]
+    (tmp_path / "train.py").write_text(output)
+    (tmp_path / "run.sh").write_text("torchrun --nproc_per_node 2 train.py\npython train.py\n")
+    options = TryOptions(show_output=False, cache_root=tmp_path_factory.getbasetemp().parent / "try-cache")
+    runs = try_path(tmp_path / "run.sh", [], options)
+    assert [run.status for run in runs] == ["ran", "ran"], [run.output_tail[-2000:] for run in runs]
+    assert "rank 1: weight [[-1.5, -1.5]]" in runs[0].output_tail
+    assert "rank 0: weight [[-1.0, -1.0]]" in runs[1].output_tail

@@ -180,8 +180,8 @@ def _from_neuron_export(model_class, model_id, **kwargs):
     (added by neuron-migrate: TorchNeuron loads checkpoints, not compiled models). The checkpoint, its revision,
     the dtype and the sequence length are the compiled model's record: its neuron_config.json (optimum-neuron
     0.4.x), else the `neuron` entry of its config.json (earlier releases); a model that generates gets a static
-    cache of that length. A model without that record (a checkpoint, such as a folder the migrated export saved)
-    is loaded as it is."""
+    cache of that length; `model.neuron_export` holds the record, for the code that read `model.neuron_config`.
+    A model without that record (a checkpoint, such as a folder the migrated export saved) is loaded as it is."""
     import json
     import os
 
@@ -215,6 +215,11 @@ def _from_neuron_export(model_class, model_id, **kwargs):
     if record.get("checkpoint_revision"):
         kwargs.setdefault("revision", record["checkpoint_revision"])
     model = model_class.from_pretrained(record.get("checkpoint_id", model_id), **kwargs)
+    # The shapes it was compiled for, which optimum-neuron's `model.neuron_config` held (a checkpoint: those its
+    # export defaulted to, batch size 1 and the model's positions up to 4096).
+    text_config = model.config.get_text_config()
+    positions = getattr(text_config, "n_positions", None) or getattr(text_config, "max_position_embeddings", 1024)
+    model.neuron_export = {"batch_size": 1, "sequence_length": min(positions, 4096), **record}
     if model.can_generate():
         model.generation_config.cache_implementation = "static"
         if record.get("sequence_length"):

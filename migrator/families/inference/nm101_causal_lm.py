@@ -162,7 +162,7 @@ class CausalLM(Handler):
         if target is not None:
             name = source_code(target)
             file.remember_model(name)
-            file.effects.append(lambda: file.decoders.add(name))
+            file.effects.append(lambda: (file.decoders.add(name), file.compiled_decoders.add(name)))
         return updated.with_changes(func=load.func, args=load.args)
 
     @staticmethod

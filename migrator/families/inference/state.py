@@ -73,6 +73,7 @@ class InferenceFile:
         # upload of its saved folder did: traced models, sentence-transformers models, diffusion pipelines.
         self.uploadable: set[str] = set()
         self.decoders: set[str] = set()  # names holding a migrated causal LM (NM101)
+        self.compiled_decoders: set[str] = set()  # ...loaded by `_from_neuron_export` (NM106)
         self.effects: list = []  # findings/imports of the call being rewritten, applied once it succeeds
         # Exports (`from_pretrained(..., export=True)`) by the name they are assigned to in a function, and the
         # folders they are saved to (`model.save_pretrained("llama_neuron/")`): a later load of such a folder

@@ -666,6 +666,20 @@ def _is_scan_todo(todo: str) -> bool:
     return code in _SCAN_CODES
 
 
+def _likeliest_source(line: str, before_lines: list[str], start: int, end: int) -> int:
+    """The line of a rewritten block (`before_lines[start:end]`) that an output line of it most resembles (a
+    rewritten statement keeps most of its text); the block's first line for a line added there."""
+    first = min(start, max(len(before_lines) - 1, 0))
+    matcher = difflib.SequenceMatcher(None, autojunk=False)
+    matcher.set_seq2(line.strip())
+    best, best_ratio = first, 0.6  # below: a line of its own, not a rewrite of one of them
+    for index in range(start, end):
+        matcher.set_seq1(before_lines[index].strip())
+        if matcher.real_quick_ratio() > best_ratio and matcher.ratio() > best_ratio:
+            best, best_ratio = index, matcher.ratio()
+    return best
+
+
 def _line_map(before: str, after_lines: list[str]) -> Callable[[int], int]:
     """0-based output line -> the input line it came from (an added line: where its block was)."""
     before_lines = _split_lines(before)
@@ -674,9 +688,11 @@ def _line_map(before: str, after_lines: list[str]) -> Callable[[int], int]:
     blocks = difflib.SequenceMatcher(None, before_lines, after_lines, autojunk=False).get_opcodes()
 
     def to_input(line: int) -> int:
-        for tag, i1, _, j1, j2 in blocks:
+        for tag, i1, i2, j1, j2 in blocks:
             if j1 <= line < j2:
-                return i1 + (line - j1) if tag == "equal" else min(i1, max(len(before_lines) - 1, 0))
+                if tag == "equal":
+                    return i1 + (line - j1)
+                return _likeliest_source(after_lines[line], before_lines, i1, i2)
         return max(len(before_lines) - 1, 0)
 
     return to_input

@@ -96,7 +96,9 @@ class ManualXla(Handler):
                     "call it as a statement or rewrite it by hand",
                 )
             return updated
-        if name in declared_calls(self.ctx.handlers).decided or original in self.file.synced_by_ddp:
+        if name in declared_calls(self.ctx.handlers).decided or original in (
+            self.file.synced_by_ddp | self.file.synced_by_helper
+        ):
             return updated
         rule = next(
             (rule for prefix, rule in MANUAL_PREFIXES if name == prefix or name.startswith(prefix + ".")),

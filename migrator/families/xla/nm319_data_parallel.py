@@ -19,14 +19,18 @@ DATA_PARALLEL = Rule(
     "The model is wrapped in `torch.nn.parallel.DistributedDataParallel` after it is moved to the device and "
     "after what then changes its parameters (re-tied weights, frozen layers; DDP now all-reduces the "
     "gradients; `xm.reduce_gradients` is removed), with `device_ids` from LOCAL_RANK when the device is this "
-    'process\'s, and `init_process_group("neuron")` before it unless one runs on every path there; where the '
-    "model cannot be located or is changed after it runs, the call stays with a TODO. "
+    'process\'s, and `init_process_group("neuron")` before it unless one runs on every path there. '
     "In that function the model's other attributes (`state_dict()`, whose keys would gain a `module.` "
     "prefix, `save_pretrained()`, `config`...) are then read through `model.module`. Where the sync call ran "
     'on one device\'s path only (`if device == "xla": xm.optimizer_step(optimizer)` beside `else: '
     "optimizer.step()`), the process group and the wrap go under the same test and the bare model is read "
-    'through `getattr(model, "module", model)`: the other paths stay single-process; a test the wrap cannot '
-    "repeat exactly (the call in an `else`, names that change in between) keeps the call with a TODO.",
+    'through `getattr(model, "module", model)`: the other paths stay single-process. Where the model cannot be '
+    "located, is changed after the call, or sits behind a test the wrap cannot repeat exactly (the call in an "
+    "`else`, names that change in between), the call becomes `_optimizer_step(optimizer)` / "
+    "`_reduce_gradients(optimizer)`, helpers added to the file that average the gradients of the optimizer's "
+    "parameters over the processes with torch.distributed as torch_xla did (the process group initialised "
+    "under torchrun; one process: nothing to reduce); a call over process `groups`, or in a neuronx_distributed "
+    "(model-parallel) script, whose all-reduce ran over the data-parallel group only, stays with a TODO.",
     examples=(
         Example(
             before="""\
@@ -444,6 +448,10 @@ class DataParallel(Handler):
             self.file.sync_unlocated.update(
                 call for call in plan.sync_calls if not self._wrapped_by_script(plan, call)
             )
+        if not self.model_parallel:
+            self.file.synced_by_helper.update(
+                call for call in self.file.sync_unlocated if _helper_arguments(call) is not None
+            )
 
     @staticmethod
     def _wrapped_by_script(plan: _Plan, call: cst.Call) -> bool:
@@ -524,6 +532,8 @@ class DataParallel(Handler):
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
+        if original in self.file.synced_by_helper:
+            return self._helper_call(original, updated)
         # An unlocated `xm.reduce_gradients` keeps NM314's TODO (rewrite the collective or wrap the model).
         if original not in self.file.sync_unlocated or self.ctx.qualified(original.func) != OPTIMIZER_STEP:
             return updated
@@ -556,6 +566,27 @@ class DataParallel(Handler):
             )
         self.ctx.todo(original, DATA_PARALLEL, why, action)
         return updated
+
+    def _helper_call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """The sync call of a model that could not be wrapped in DDP becomes a helper that all-reduces its
+        optimizer's gradients as torch_xla did, over every process (one process: nothing to reduce)."""
+        helper = (
+            "_optimizer_step" if self.ctx.qualified(original.func) == OPTIMIZER_STEP else "_reduce_gradients"
+        )
+        self.file.helpers.add(helper)
+        self.ctx.report(
+            original,
+            DATA_PARALLEL,
+            f"Rewritten to `{helper}(...)`, a helper added to the file that averages the gradients of the "
+            "optimizer's parameters over the processes with torch.distributed (the model it steps could not be "
+            "located to wrap it in DistributedDataParallel, which would overlap that all-reduce with backward).",
+            subject=helper,
+        )
+        kept = _helper_arguments(updated)
+        args = [arg.with_changes(comma=cst.MaybeSentinel.DEFAULT) for arg in kept]
+        separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        args = [arg.with_changes(comma=separator) for arg in args[:-1]] + args[-1:]
+        return cst.Call(func=cst.Name(helper), args=args)
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         call = whole_statement_call(original)
@@ -638,3 +669,19 @@ class DataParallel(Handler):
 
 
 HANDLER = DataParallel
+
+
+def _helper_arguments(call: cst.Call) -> list[cst.Arg] | None:
+    """The arguments a sync call passes on to its helper: the optimizer, and `optimizer_args` of
+    `xm.optimizer_step`; `barrier` (an XLA graph cut) and `pin_layout` go. None where it unpacks arguments or
+    names process groups (the all-reduce then ran over those only)."""
+    positional = [arg for arg in call.args if not arg.keyword]
+    keywords = {arg.keyword.value: arg for arg in call.args if arg.keyword}
+    if any(arg.star for arg in call.args) or len(positional) != 1 or not set(keywords) <= _HELPER_KEYWORDS:
+        return None
+    if "groups" in keywords and not m.matches(keywords["groups"].value, m.Name("None")):
+        return None
+    return [positional[0], *(arg for name, arg in keywords.items() if name == "optimizer_args")]
+
+
+_HELPER_KEYWORDS = frozenset({"barrier", "optimizer_args", "groups", "pin_layout"})

@@ -62,6 +62,28 @@ class _ParallelLoader:
     def per_device_loader(self, device):
         return _DeviceLoader(self.loader, device)
 '''
+_REDUCE_GRADIENTS_SOURCE = '''
+def _reduce_gradients(optimizer):
+    """Average the gradients of `optimizer`'s parameters over the processes, as torch_xla's xm.reduce_gradients
+    did (added by neuron-migrate where the model could not be wrapped in DistributedDataParallel)."""
+    if int(os.environ.get("WORLD_SIZE", 1)) == 1:
+        return
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("neuron")
+    world_size = torch.distributed.get_world_size()
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            if parameter.grad is not None:
+                torch.distributed.all_reduce(parameter.grad)
+                parameter.grad.div_(world_size)
+'''
+_OPTIMIZER_STEP_SOURCE = '''
+def _optimizer_step(optimizer, optimizer_args=None):
+    """`optimizer.step()` after its gradients are averaged over the processes, as torch_xla's xm.optimizer_step
+    did (added by neuron-migrate where the model could not be wrapped in DistributedDataParallel)."""
+    _reduce_gradients(optimizer)
+    return optimizer.step(**(optimizer_args or {}))
+'''
 _MESH_REDUCE_SOURCE = '''
 def _mesh_reduce(data, reduce_fn):
     """`reduce_fn` of the list of every process's `data`, copied to the CPU (replaces torch_xla's xm.mesh_reduce;
@@ -207,6 +229,8 @@ _HELPER_SOURCES = {
     "_to_device": _TO_DEVICE_SOURCE,
     "_DeviceLoader": _DEVICE_LOADER_SOURCE,
     "_ParallelLoader": _PARALLEL_LOADER_SOURCE,
+    "_reduce_gradients": _REDUCE_GRADIENTS_SOURCE,
+    "_optimizer_step": _OPTIMIZER_STEP_SOURCE,
     "_mesh_reduce": _MESH_REDUCE_SOURCE,
     "_NeuronCompiled": _NEURON_COMPILED_SOURCE,
     "_RateTracker": _RATE_TRACKER_SOURCE,
@@ -221,6 +245,8 @@ _HELPER_NEEDS: dict[str, tuple[str, ...]] = {
     "_to_device": ("torch",),
     "_DeviceLoader": ("_to_device",),
     "_ParallelLoader": ("_DeviceLoader",),
+    "_reduce_gradients": ("os", "torch"),
+    "_optimizer_step": ("_reduce_gradients",),
     "_mesh_reduce": ("_to_device", "torch"),
     "_NeuronCompiled": ("_to_device", "torch", "copy", "zipfile"),
     "_RateTracker": ("os", "time"),
@@ -295,8 +321,10 @@ class XlaFile:
         self.xla_device_names: set[str] = set()
         # Gradient-sync calls whose all-reduce DistributedDataParallel takes over (nm319 decides).
         self.synced_by_ddp: set[cst.Call] = set()
-        # ... and those that stay, with a TODO, since the model to wrap could not be located.
+        # ... and those whose model could not be located to wrap it: a helper all-reduces its optimizer's
+        # gradients (`synced_by_helper`), or the call stays with a TODO.
         self.sync_unlocated: set[cst.Call] = set()
+        self.synced_by_helper: set[cst.Call] = set()
         self.statement_calls: set[cst.Call] = set()  # calls that are a whole expression statement
         # Calls that are a statement sharing its line: a one-line `if`/`for`/`with` body, or after a `;`.
         self.inline_statement_calls: set[cst.Call] = set()
