@@ -179,11 +179,11 @@ def test_a_rule_todo_repeated_in_one_function_is_one_finding_naming_the_other_li
         "import torch\n"
         "import torch_xla.core.xla_model as xm\n\n\n"
         "def evaluate(model, batch):\n"
-        "    total = xm.all_reduce(xm.REDUCE_SUM, model(batch))\n"
-        "    count = xm.all_reduce(xm.REDUCE_SUM, torch.ones(1))\n"
-        "    return total / count\n\n\n"
+        "    total = xm.all_gather(model(batch))\n"
+        "    count = xm.all_gather(torch.ones(1))\n"
+        "    return total.sum() / count.sum()\n\n\n"
         "def train(loss):\n"
-        "    return xm.all_reduce(xm.REDUCE_SUM, loss)\n"
+        "    return xm.all_gather(loss)\n"
     )
     migrated, findings = engine.migrate_python(source)
     assert migrated.count("# TODO(neuron-migrate): NM314") == 3  # one per statement, one finding per function
@@ -200,9 +200,9 @@ def test_a_rule_todo_repeated_in_one_function_is_one_finding_naming_the_other_li
         "# TODO(neuron-migrate): NM501 `torch_xla` stays imported only for lines 8, 10 and 16 (NM314)"
     )
     assert [lines[7].strip(), lines[9].strip(), lines[15].strip()] == [
-        "total = xm.all_reduce(xm.REDUCE_SUM, model(batch))",
-        "count = xm.all_reduce(xm.REDUCE_SUM, torch.ones(1))",
-        "return xm.all_reduce(xm.REDUCE_SUM, loss)",
+        "total = xm.all_gather(model(batch))",
+        "count = xm.all_gather(torch.ones(1))",
+        "return xm.all_gather(loss)",
     ]
     again, again_findings = engine.migrate_python(migrated)
     assert again == migrated and [f.also for f in again_findings] == [(), (10,), ()]  # below the TODOs now

@@ -15,7 +15,7 @@ def silent(code: str, original: str) -> list[int]:
 
 
 def test_an_import_kept_for_a_use_under_a_rule_todo_names_that_use_by_its_line_and_rule():
-    source = "import torch_xla.core.xla_model as xm\n\ntotal = xm.all_reduce(xm.REDUCE_SUM, loss)\n"
+    source = "import torch_xla.core.xla_model as xm\n\ntotal = xm.all_gather(loss)\n"
     migrated, findings = migrate_python(source)
     lines = migrated.splitlines()
     assert lines[0].startswith(
@@ -23,7 +23,7 @@ def test_an_import_kept_for_a_use_under_a_rule_todo_names_that_use_by_its_line_a
     )
     assert lines[0].endswith("remove this import once that statement is rewritten")
     assert lines[3].startswith("# TODO(neuron-migrate): NM314")
-    assert lines[4].startswith("total = xm.all_reduce")
+    assert lines[4].startswith("total = xm.all_gather")
     assert silent(migrated, source) == []
     assert migrate_python(migrated)[0] == migrated  # the line it names is where the rerun finds it
     # The owner adds code above the use: a rerun names its new line in the same TODO, not in a second one.

@@ -193,6 +193,11 @@ def main():
     expected = -(1 + xr.world_size()) / 2  # the mean of each process's gradient (rank + 1), as torch_xla took it
     assert torch.allclose(layer.weight.cpu(), torch.full((1, 2), expected)), layer.weight
     print(f"rank {rank}: weight {layer.weight.cpu().tolist()}")
+    ranks = torch.tensor([float(rank)]).to(xm.xla_device())
+    mean = xm.all_reduce(xm.REDUCE_SUM, ranks, scale=1.0 / xr.world_size())
+    highest = [torch.tensor([float(rank)]).to(xm.xla_device())]
+    xm.all_reduce("max", highest)
+    print(f"rank {rank}: mean rank {mean.item()}, highest {highest[0].item()}, own {ranks.item()}")
 
 
 if __name__ == "__main__":
@@ -200,16 +205,18 @@ if __name__ == "__main__":
 """
 
 
-def test_a_sync_whose_model_cannot_be_wrapped_averages_the_gradients_over_the_processes(tmp_path, tmp_path_factory):
+def test_syncs_and_all_reduces_without_ddp_reduce_over_the_processes(tmp_path, tmp_path_factory):
     """NM319: the model whose parameters the optimizer steps cannot be read off it (a helper builds it), so no
     DDP wrap can be placed: the helper averages the gradients over torchrun's processes as xm.optimizer_step
-    did, measured on the stand-in with 2 processes and with 1."""
+    did; NM331: xm.all_reduce returns a reduced copy of a tensor (times scale) and reduces a list in place.
+    Measured on the stand-in with 2 processes and with 1."""
     from migrator.engine import migrate_python
     from try_run import TryOptions, try_path
 
     output, findings = migrate_python(SYNC_WITHOUT_A_MODEL)
     assert "    _optimizer_step(optimizer)\n" in output and "import torch_xla" not in output
     assert [f.fixed for f in findings if f.code == "NM319"] == [True]
+    assert [f.fixed for f in findings if f.code == "NM331"] == [True, True]
     (tmp_path / "train.py").write_text(output)
     (tmp_path / "run.sh").write_text("torchrun --nproc_per_node 2 train.py\npython train.py\n")
     options = TryOptions(show_output=False, cache_root=tmp_path_factory.getbasetemp().parent / "try-cache")
@@ -217,3 +224,5 @@ def test_a_sync_whose_model_cannot_be_wrapped_averages_the_gradients_over_the_pr
     assert [run.status for run in runs] == ["ran", "ran"], [run.output_tail[-2000:] for run in runs]
     assert "rank 1: weight [[-1.5, -1.5]]" in runs[0].output_tail
     assert "rank 0: weight [[-1.0, -1.0]]" in runs[1].output_tail
+    assert "rank 1: mean rank 0.5, highest 1.0, own 1.0" in runs[0].output_tail
+    assert "rank 0: mean rank 0.0, highest 0.0, own 0.0" in runs[1].output_tail

@@ -15,7 +15,9 @@ from migrator.transform import Handler
 COLLECTIVE = Rule(
     "NM314",
     Severity.ERROR,
-    "XLA collective with different semantics (`xm.all_reduce`, `xm.all_gather`, `xm.reduce_gradients`...)",
+    "XLA collective with different semantics (`xm.all_gather`, `xm.reduce_scatter`, `xm.all_to_all`; "
+    "`xm.all_reduce` over process `groups`, NM331 rewriting the others; `xm.reduce_gradients` NM319 cannot "
+    "rewrite)",
     "Left in place with a TODO: rewrite with torch.distributed (`dist.all_reduce` works in place, "
     "`dist.all_gather_into_tensor`, `dist.all_gather_object`) or wrap the model in DistributedDataParallel.",
     examples=(
@@ -23,14 +25,14 @@ COLLECTIVE = Rule(
             before="""\
 import torch_xla.core.xla_model as xm
 
-total = xm.all_reduce(xm.REDUCE_SUM, loss)
+gathered = xm.all_gather(loss, dim=0)
 """,
             after="""\
 # TODO(neuron-migrate): NM501 `torch_xla` stays imported only for line 5 (NM314), under its own TODO: `torch_xla` is PyTorch/XLA, which TorchNeuron does not use (Transformers takes the XLA path when it is importable); remove this import once that statement is rewritten
 import torch_xla.core.xla_model as xm
 
-# TODO(neuron-migrate): NM314 `torch_xla.core.xla_model.all_reduce` has no direct TorchNeuron equivalent; rewrite with torch.distributed (`dist.all_reduce` works in place, `dist.all_gather_into_tensor`, `dist.all_gather_object`) or wrap the model in DistributedDataParallel.
-total = xm.all_reduce(xm.REDUCE_SUM, loss)
+# TODO(neuron-migrate): NM314 `torch_xla.core.xla_model.all_gather` has no direct TorchNeuron equivalent; rewrite with torch.distributed (`dist.all_reduce` works in place, `dist.all_gather_into_tensor`, `dist.all_gather_object`) or wrap the model in DistributedDataParallel.
+gathered = xm.all_gather(loss, dim=0)
 """,
         ),
     ),

@@ -84,6 +84,23 @@ def _optimizer_step(optimizer, optimizer_args=None):
     _reduce_gradients(optimizer)
     return optimizer.step(**(optimizer_args or {}))
 '''
+_ALL_REDUCE_SOURCE = '''
+def _all_reduce(reduce_type, inputs, scale=1.0):
+    """torch_xla's xm.all_reduce over every process (added by neuron-migrate): a reduced copy of a tensor, or a
+    list of tensors reduced in place, times `scale`."""
+    tensors = [inputs.clone()] if isinstance(inputs, torch.Tensor) else list(inputs)
+    if int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        if not torch.distributed.is_initialized():
+            torch.distributed.init_process_group("neuron")
+        ops = torch.distributed.ReduceOp
+        op = {"sum": ops.SUM, "mul": ops.PRODUCT, "min": ops.MIN, "max": ops.MAX, "and": ops.BAND, "or": ops.BOR}
+        for tensor in tensors:
+            torch.distributed.all_reduce(tensor, op=op[reduce_type])
+    if scale != 1.0:
+        for tensor in tensors:
+            tensor.mul_(scale)
+    return tensors[0] if isinstance(inputs, torch.Tensor) else inputs
+'''
 _MESH_REDUCE_SOURCE = '''
 def _mesh_reduce(data, reduce_fn):
     """`reduce_fn` of the list of every process's `data`, copied to the CPU (replaces torch_xla's xm.mesh_reduce;
@@ -231,6 +248,7 @@ _HELPER_SOURCES = {
     "_ParallelLoader": _PARALLEL_LOADER_SOURCE,
     "_reduce_gradients": _REDUCE_GRADIENTS_SOURCE,
     "_optimizer_step": _OPTIMIZER_STEP_SOURCE,
+    "_all_reduce": _ALL_REDUCE_SOURCE,
     "_mesh_reduce": _MESH_REDUCE_SOURCE,
     "_NeuronCompiled": _NEURON_COMPILED_SOURCE,
     "_RateTracker": _RATE_TRACKER_SOURCE,
@@ -247,6 +265,7 @@ _HELPER_NEEDS: dict[str, tuple[str, ...]] = {
     "_ParallelLoader": ("_DeviceLoader",),
     "_reduce_gradients": ("os", "torch"),
     "_optimizer_step": ("_reduce_gradients",),
+    "_all_reduce": ("os", "torch"),
     "_mesh_reduce": ("_to_device", "torch"),
     "_NeuronCompiled": ("_to_device", "torch", "copy", "zipfile"),
     "_RateTracker": ("os", "time"),
