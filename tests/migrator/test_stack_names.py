@@ -109,3 +109,20 @@ def test_a_removed_name_a_file_uses_keeps_a_todo_on_its_import(code: str, remove
     migrated, _ = migrate_python(code)
     todo, imported = migrated.splitlines()[:2]
     assert todo.startswith("# TODO(neuron-migrate): NM219") and removed in todo and removed in imported
+
+
+def test_a_replacement_whose_name_the_file_binds_otherwise_is_imported_under_the_old_name() -> None:
+    """datasets 3 removed `load_metric` for evaluate's `load`: in a file where `load` is already pickle's, the
+    replacement keeps the old name, so neither binding shadows the other."""
+    code = (
+        "from pickle import load\nfrom datasets import load_metric\n\nmetric = load_metric\nloaded = load\n"
+    )
+    migrated, findings = migrate_python(code)
+    assert "from evaluate import load as load_metric\n" in migrated and "TODO" not in migrated
+    scope: dict = {}
+    exec(compile(migrated, "<migrated>", "exec"), scope)
+    import pickle
+
+    assert scope["loaded"] is pickle.load and scope["load_metric"].__module__.startswith("evaluate")
+    plain, _ = migrate_python('import datasets\n\nmetric = datasets.load_metric("accuracy")\n')
+    assert 'metric = load("accuracy")' in plain and "from evaluate import load\n" in plain

@@ -27,11 +27,13 @@ STACK_NAME = Rule(
     Severity.WARNING,
     "A name imported from transformers / trl / peft / huggingface_hub / datasets that the migrated stack "
     "(Transformers 5, TRL 1.x, huggingface_hub 1.x, datasets 3+) no longer has (`transformers.AdamW`, `ViTFeatureExtractor`, "
-    "`transformers.generation_utils`, `send_example_telemetry`, `trl.DataCollatorForCompletionOnlyLM`, `TFAutoModel...`, `HfFolder`)",
+    "`transformers.generation_utils`, `send_example_telemetry`, `trl.DataCollatorForCompletionOnlyLM`, `TFAutoModel...`, `HfFolder`, "
+    "`datasets.load_metric`)",
     "Rewritten to its replacement where it takes the same arguments (`transformers.AdamW` -> "
     "`torch.optim.AdamW`, a vision `*FeatureExtractor` -> its `*ImageProcessor`, TRL's ORPO/CPO/online-DPO/GKD "
     "trainers -> `trl.experimental`, `HfFolder.get_token()` -> `huggingface_hub.get_token()`, "
-    "`is_torch_tpu_available` -> `is_torch_xla_available`); `send_example_telemetry` (usage statistics for "
+    "`is_torch_tpu_available` -> `is_torch_xla_available`, `datasets.load_metric` -> `evaluate.load`; imported "
+    "under the old name where the file binds the new one to something else); `send_example_telemetry` (usage statistics for "
     "Hugging Face) is deleted with the statements that only call it; an import of a removed name the file never "
     "uses (a commented-out `HfFolder.get_token()`) is deleted; otherwise the "
     "import stays with a TODO saying what replaces it. Where the old defaults differ (AdamW's eps=1e-6, "
@@ -123,7 +125,7 @@ class StackNames(Handler):
             qualified = f"{module}.{alias.name.value}"
             target = self._replacement(qualified)
             if target is not None:
-                asname = alias.asname.name.value if alias.asname else None
+                asname = alias.asname.name.value if alias.asname else self._alias(target, alias.name.value)
                 self.ctx.add_import(target.module, target.name, asname)
                 self.ctx.report(alias, STACK_NAME, f"`{qualified}` -> `{target.module}.{target.name}`.")
                 continue
@@ -153,6 +155,14 @@ class StackNames(Handler):
             return cst.RemoveFromParent()
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return updated.with_changes(names=kept)
+
+    def _alias(self, target: Replacement, old: str) -> str | None:
+        """The name the replacement is imported as: its own, or the old one where the file already uses its own
+        for something else (`evaluate.load` in a file that reads `json.load` / binds `load`): the uses then
+        stay as they are."""
+        if target.name == old or self.ctx.imported.get(target.name) == f"{target.module}.{target.name}":
+            return None
+        return old if target.name in self.ctx.source.identifiers else None
 
     def _not_in_stack(self, qualified: str) -> bool:
         """Whether importing `qualified` raises ImportError on the stack (a removed name, or a renamed one whose
@@ -219,9 +229,7 @@ class StackNames(Handler):
             return updated
         if target.old_defaults:
             self.uncalled[original] = (qualified, target)
-        if target.name == original.value:
-            return updated
-        return updated.with_changes(value=target.name)
+        return updated.with_changes(value=self._alias(target, original.value) or target.name)
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
         """`transformers.AdamW` through a module import."""
@@ -236,7 +244,8 @@ class StackNames(Handler):
         self.uncalled.pop(original.attr, None)  # its name alone, when the file also imports it
         if target is not None:
             self.ctx.report(original, STACK_NAME, f"`{qualified}` -> `{target.module}.{target.name}`.")
-            self.ctx.add_import(target.module, target.name)
+            alias = self._alias(target, original.attr.value)
+            self.ctx.add_import(target.module, target.name, alias)
             owner = self.ctx.qualified(original.value) or ""
             module, _, name = owner.rpartition(".")
             if isinstance(original.value, cst.Name) and module and module.split(".")[0] in STACK_MODULES:
@@ -245,7 +254,7 @@ class StackNames(Handler):
                 self.ctx.remove_import(module, name, None if bound == name else bound)
             if target.old_defaults:
                 self.uncalled[original] = (qualified, target)
-            return cst.Name(target.name)
+            return cst.Name(alias or target.name)
         self._check_removed(original, qualified)
         return updated
 

@@ -55,6 +55,11 @@ RENAMED: dict[str, Replacement] = {
             ),
         },
     ),
+    # datasets 3.0 removed its metrics for evaluate's (the same Hub scripts): load(path, config_name, ...)
+    # against load_metric(path, config_name, process_id, ...); `trust_remote_code` has no counterpart.
+    "datasets.load_metric": Replacement(
+        "evaluate", "load", frozenset({"trust_remote_code"}), same_positions=2
+    ),
     **_from(
         ("peft",),
         {
