@@ -141,6 +141,8 @@ tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased", token=HfFolder.ge
         ),
         ("args = TrainingArguments(output_dir='out', optim = 'adamw_apex_fused')", True),
         ('args = TrainingArguments(output_dir="out", optim="adamw_torch")', False),
+        ('api.upload_folder(folder_path="out", repo_id="me/model", multi_commits=True)', True),
+        ("api.upload_folder(folder_path=out, repo_id=repo)\nif multi_commits == 2:\n    pass", False),
     ],
 )
 def test_the_pre_filter_reads_the_removals(code: str, marked: bool) -> None:
@@ -159,6 +161,27 @@ def test_resume_download_is_dropped_from_a_load_and_the_load_runs(checkpoint) ->
     migrated, _ = migrate_python(code)
     assert "from_pretrained(path)" in migrated
     assert isinstance(_run(migrated, path=str(checkpoint))["m"], BertForSequenceClassification)
+
+
+def test_a_multi_commit_upload_becomes_one_upload_huggingface_hub_takes(monkeypatch) -> None:
+    """huggingface_hub 0.27 removed `upload_folder(multi_commits=...)`: the call then raises TypeError; without
+    the keywords the same folder uploads to the same repository (recorded here, not sent)."""
+    import huggingface_hub
+
+    assert "multi_commits" in REMOVED
+    with pytest.raises(TypeError, match="multi_commits"):
+        huggingface_hub.HfApi().upload_folder(folder_path=".", repo_id="me/model", multi_commits=True)
+    sent = []
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", lambda self, **kwargs: sent.append(kwargs))
+    code = (
+        "from huggingface_hub import HfApi\n\napi = HfApi()\n"
+        'api.upload_folder(\n    folder_path="out",\n    repo_id="me/model",\n    multi_commits=True,\n'
+        "    multi_commits_verbose=True,\n)\n"
+    )
+    migrated, findings = migrate_python(code)
+    assert "multi_commits" not in migrated and [f.code for f in findings] == ["NM221"]
+    _run(migrated)
+    assert sent == [{"folder_path": "out", "repo_id": "me/model"}]
 
 
 def test_the_quantization_keywords_are_those_of_bitsandbytes_config() -> None:

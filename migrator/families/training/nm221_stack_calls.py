@@ -1,6 +1,6 @@
 """NM221: calls the migrated stack (Transformers 5, huggingface_hub 1.x, datasets 4+) no longer takes, in any file
 of a migrated tree: `use_auth_token=`, `tokenizer.encode_plus` / `batch_encode_plus`, `from_pretrained(...,
-torchscript=...)`. Rewritten where the replacement is exact, a TODO on the statement otherwise.
+torchscript=...)`, `upload_folder(..., multi_commits=...)`... Rewritten where the replacement is exact, a TODO on the statement otherwise.
 
 Each removal was checked by running it against the pinned packages (constraints.txt; the table's `source`
 says where the library records it); `tests/migrator/test_stack_calls.py` runs them again."""
@@ -90,6 +90,13 @@ REMOVALS = (
         "turned truncation on); gone in 5.x",
     ),
     Removal(
+        "multi_commits",
+        "TypeError: HfApi.upload_folder() got an unexpected keyword argument 'multi_commits' (and "
+        "'multi_commits_verbose')",
+        "huggingface_hub 0.27 (pull request 2622: the experimental multi-commit upload removed from "
+        "`upload_folder`; `upload_large_folder` uploads large folders in resumable chunks)",
+    ),
+    Removal(
         "torchscript",
         "TypeError: <Model>.__init__() got an unexpected keyword argument 'torchscript' (a config load ignores it)",
         "Transformers 5 migration guide (TorchScript support removed: `torchscript` config attribute gone)",
@@ -105,6 +112,7 @@ TOKEN_METHODS = frozenset({"from_pretrained", "push_to_hub", "save_pretrained", 
 # text_target, ...)`: encode_plus(text, text_pair, add_special_tokens, ...), batch_encode_plus(batch, add_special_tokens).
 ENCODE_POSITIONS = {"encode_plus": 2, "batch_encode_plus": 1}
 QUANTIZE_KEYWORDS = ("load_in_8bit", "load_in_4bit")
+MULTI_COMMIT_KEYWORDS = ("multi_commits", "multi_commits_verbose")
 # A file that declares its own `pad_to_max_length` (a parameter, a dataclass field such as run_glue.py's
 # DataTrainingArguments): its calls with that keyword may be its own, not a tokenizer's.
 OWN_PAD_TO_MAX_LENGTH = re.compile(
@@ -132,10 +140,12 @@ STACK_CALLS = Rule(
     "A call the migrated stack no longer takes, in any file of the tree (plain Transformers scripts included): "
     "`use_auth_token=`, `tokenizer.encode_plus(...)` / `batch_encode_plus(...)`, `from_pretrained(..., "
     "torchscript=...)`, `from_pretrained(..., load_in_8bit=True)`, `from_pretrained(..., resume_download=True)`, `with tokenizer.as_target_tokenizer():`, "
-    "a tokenizer call's `pad_to_max_length=`",
+    "a tokenizer call's `pad_to_max_length=`, `upload_folder(..., multi_commits=True)`",
     "`use_auth_token=` -> `token=` (same values); `tok.encode_plus(x, ...)` / `tok.batch_encode_plus(xs, ...)` "
     "-> `tok(x, ...)` / `tok(xs, ...)` (the tokenizer's call takes the same text, pairs and keywords); "
     "`torchscript=False` (the default) and `resume_download=` (ignored since huggingface_hub 0.23) are dropped; "
+    "`multi_commits=` / `multi_commits_verbose=` are dropped from `upload_folder` (one commit uploads the same "
+    "folder to the same branch or pull request); "
     "`load_in_8bit=` / `load_in_4bit=` -> "
     "`quantization_config=BitsAndBytesConfig(...)` with the call's other BitsAndBytesConfig keywords, as "
     "Transformers 4 built it (`... if flag else None` for a variable switch; False dropped); "
@@ -306,6 +316,16 @@ class StackCalls(Handler):
             )
             resume = find_keyword(updated, "resume_download")
             updated = updated.with_changes(args=tidy_args(without_args(list(updated.args), {resume})))
+        if _is_upload_folder(func) and any(find_keyword(original, name) for name in MULTI_COMMIT_KEYWORDS):
+            self.ctx.report(
+                original,
+                STACK_CALLS,
+                "`multi_commits=` / `multi_commits_verbose=` dropped: huggingface_hub uploads the folder in one "
+                "commit, to the same branch or pull request (`upload_large_folder` splits a very large one).",
+                subject="multi_commits",
+            )
+            dropped = {find_keyword(updated, name) for name in MULTI_COMMIT_KEYWORDS} - {None}
+            updated = updated.with_changes(args=tidy_args(without_args(list(updated.args), dropped)))
         if loads and any(find_keyword(original, name) is not None for name in QUANTIZE_KEYWORDS):
             updated = self._quantization(original, updated)
         if find_keyword(original, "pad_to_max_length") is not None and not OWN_PAD_TO_MAX_LENGTH.search(
@@ -644,3 +664,10 @@ class _TextTarget(cst.CSTTransformer):
 
 
 HANDLER = StackCalls
+
+
+def _is_upload_folder(func: cst.BaseExpression) -> bool:
+    """`api.upload_folder(...)` or huggingface_hub's function of that name."""
+    return (isinstance(func, cst.Attribute) and func.attr.value == "upload_folder") or (
+        isinstance(func, cst.Name) and func.value == "upload_folder"
+    )

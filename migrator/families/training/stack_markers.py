@@ -36,7 +36,7 @@ _CALL_NAMES = {*(name for name in REMOVED_CALLS if not name.startswith("load_in_
 CALL_HINTS = tuple(sorted(name for name in _CALL_NAMES if not any(o in name for o in _CALL_NAMES - {name})))
 _CALLS = re.compile(
     r"\.(?:(?:batch_)?encode_plus|as_target_tokenizer)\b|\b(?:use_auth_token|torchscript|resume_download|pad_to_max_length)\s*=(?!=)"
-    r"|\bHfFolder\b"
+    r"|\bHfFolder\b|\bmulti_commits(?:_verbose)?\s*=(?!=)"
     # inside a model load's call (nested calls of two levels read through): BitsAndBytesConfig takes them too
     r"|from_pretrained\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*?\bload_in_[48]bit\s*=(?!=)"
 )
