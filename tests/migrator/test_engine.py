@@ -211,8 +211,8 @@ def test_a_rule_todo_repeated_in_one_function_is_one_finding_naming_the_other_li
 def test_each_notebook_cell_is_a_block_of_its_own():
     import json
 
-    cells = ["import torch_xla.core.xla_model as xm\n", "xm.set_rng_state(1)\nxm.set_rng_state(2)\n"]
-    cells.append("xm.set_rng_state(3)\n")
+    cells = ["import torch_xla.core.xla_model as xm\n", "xm.get_memory_info(1)\nxm.get_memory_info(2)\n"]
+    cells.append("xm.get_memory_info(3)\n")
     notebook = {
         "cells": [
             {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": text}

@@ -47,6 +47,7 @@ XLA_AUTOCAST = "torch_xla.amp.autocast"
 PROCESS_GROUP_INIT = "torch.distributed.init_process_group"
 XLA_CHECKPOINT = "torch_xla.utils.checkpoint.checkpoint"
 IS_MASTER = f"{XM}.is_master_ordinal"
+SET_RNG_STATE = f"{XM}.set_rng_state"
 OPTIMIZER_STEP = f"{XM}.optimizer_step"
 REDUCE_GRADIENTS = f"{XM}.reduce_gradients"
 # Calls that all-reduced the gradients across processes: once rewritten, DistributedDataParallel does it.

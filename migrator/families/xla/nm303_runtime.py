@@ -6,7 +6,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from migrator.cst_helpers import find_keyword
-from migrator.families.xla.names import CALL_RENAMES, IS_MASTER, LOCAL_RANK, RANK, XM
+from migrator.families.xla.names import CALL_RENAMES, IS_MASTER, LOCAL_RANK, RANK, SET_RNG_STATE, XM
 from migrator.families.xla.state import HINTS, XlaFile, expanded_suite, whole_statement_call
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
@@ -15,9 +15,10 @@ RUNTIME_CALL = Rule(
     "NM303",
     Severity.INFO,
     "XLA runtime query or synchronisation (`xr.world_size()`, `xm.get_ordinal()`, `xm.is_master_ordinal()`, "
-    "`xm.rendezvous()`, `xm.wait_device_ops()`...)",
-    "Rewritten to the torchrun environment (RANK, LOCAL_RANK, WORLD_SIZE), `dist.barrier()` or "
-    "`torch.accelerator.synchronize()`.",
+    "`xm.rendezvous()`, `xm.wait_device_ops()`, `xm.set_rng_state(seed)`...)",
+    "Rewritten to the torchrun environment (RANK, LOCAL_RANK, WORLD_SIZE), `dist.barrier()`, "
+    "`torch.accelerator.synchronize()` or `torch.neuron.manual_seed(seed)` (which seeds this process's device "
+    "generator, as `xm.set_rng_state` seeded its XLA device's).",
     examples=(
         Example(
             before="""\
@@ -60,7 +61,7 @@ RULES = (RUNTIME_CALL,)
 
 
 class RuntimeCalls(Handler):
-    CALLS = frozenset({*CALL_RENAMES, IS_MASTER})
+    CALLS = frozenset({*CALL_RENAMES, IS_MASTER, SET_RNG_STATE})
     STATEMENTS = frozenset({f"{XM}.rendezvous"})
     HINTS = HINTS
 
@@ -98,7 +99,28 @@ class RuntimeCalls(Handler):
             return self._rename(original, updated, *CALL_RENAMES[name])
         if name == IS_MASTER:
             return self._is_master(original, updated)
+        if name == SET_RNG_STATE:
+            return self._set_rng_state(original, updated)
         return updated
+
+    def _set_rng_state(self, original: cst.Call, updated: cst.Call):
+        """`xm.set_rng_state(seed)` seeded the current XLA device's generator: `torch.neuron.manual_seed(seed)`
+        seeds the current neuron device's (TorchNeuron's random-number-generation reference)."""
+        seed = [arg for arg in updated.args if arg.keyword is None or arg.keyword.value == "seed"]
+        if len(updated.args) != 1 or len(seed) != 1 or seed[0].star:
+            self.ctx.todo(
+                original,
+                "NM318",
+                "`xm.set_rng_state` with a device or unpacked arguments",
+                "seed that device's generator by hand (torch.neuron.manual_seed(seed) seeds the current device's)",
+            )
+            return updated
+        self.ctx.report(original, RUNTIME_CALL)
+        self.ctx.add_import("torch")
+        return cst.Call(
+            func=cst.parse_expression("torch.neuron.manual_seed"),
+            args=[seed[0].with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)],
+        )
 
     def _rename(self, original: cst.Call, updated: cst.Call, template: str, imports: tuple[str, ...]):
         if updated.args:

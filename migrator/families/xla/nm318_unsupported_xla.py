@@ -17,14 +17,14 @@ UNSUPPORTED_XLA = Rule(
             before="""\
 import torch_xla.core.xla_model as xm
 
-xm.set_rng_state(1234)
+memory = xm.get_memory_info(device)
 """,
             after="""\
 # TODO(neuron-migrate): NM501 `torch_xla` stays imported only for line 5 (NM318), under its own TODO: `torch_xla` is PyTorch/XLA, which TorchNeuron does not use (Transformers takes the XLA path when it is importable); remove this import once that statement is rewritten
 import torch_xla.core.xla_model as xm
 
-# TODO(neuron-migrate): NM318 `torch_xla.core.xla_model.set_rng_state` has no direct TorchNeuron equivalent; replace it with the torch / torch.distributed equivalent on device "neuron" by hand.
-xm.set_rng_state(1234)
+# TODO(neuron-migrate): NM318 `torch_xla.core.xla_model.get_memory_info` has no direct TorchNeuron equivalent; replace it with the torch / torch.distributed equivalent on device "neuron" by hand.
+memory = xm.get_memory_info(device)
 """,
         ),
     ),
