@@ -49,7 +49,16 @@ def _parses(code: str) -> bool:
     return True
 
 
+# `torch.neuron` is the device module TorchNeuron registers when it loads; here, the stand-in's (read, not
+# registered: registering renames PrivateUse1 for the whole test process).
+DEVICE_MODULE = "torch.neuron"
+
+
 def resolve(qualified: str):
+    if qualified.startswith(f"{DEVICE_MODULE}."):
+        import standin.runtime
+
+        return getattr(standin.runtime, qualified.removeprefix(f"{DEVICE_MODULE}."))
     parts = qualified.split(".")
     for split in range(len(parts), 0, -1):
         try:

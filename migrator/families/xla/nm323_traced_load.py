@@ -11,8 +11,15 @@ from __future__ import annotations
 import libcst as cst
 from libcst.helpers import parse_template_expression
 
-from migrator.cst_helpers import argument, descendants, is_method_call, source_code
-from migrator.families.xla.names import INF1_CALLS, RUN_ON_NEURON, TRACE_CALLS, TRACED_SERVING
+from migrator.cst_helpers import argument, descendants, dotted_name, is_method_call, source_code
+from migrator.families.xla.names import (
+    INF1_CALLS,
+    INF1_NAMESPACE,
+    INF1_PACKAGE,
+    RUN_ON_NEURON,
+    TRACE_CALLS,
+    TRACED_SERVING,
+)
 from migrator.families.xla.state import _NEURON_COMPILED_SOURCE, _TO_DEVICE_SOURCE, XlaFile
 from migrator.families.xla.traced import NEURON_COMPILED, NEURONX_TRACE, path_keys
 from migrator.rules import Example, Rule, Severity
@@ -22,7 +29,8 @@ TRACED_LOAD = Rule(
     "NM323",
     Severity.ERROR,
     "`torch.jit.load` (or `torch.load`) of the file the same script saved a traced Neuron model to (`torch_neuronx.trace`, "
-    "`torch.neuron.trace`), or in a script that saves no TorchScript model but imports `torch_neuronx`",
+    "`torch.neuron.trace`), or in a script that saves no TorchScript model but imports `torch_neuronx` (or inf1's "
+    "`torch.neuron` / `torch_neuron`)",
     "Where NM317 rewrote the trace and the load is in the same function as the trace (or both at module "
     "level), the load becomes the compiled model itself (the file now holds its `state_dict`: NM317's first "
     "example). Where NM317 made the trace `_NeuronCompiled(model)` (its result leaves its function) and only such "
@@ -113,7 +121,7 @@ COMPILED_SAVED = (
 
 class TracedLoad(Handler):
     HINTS = frozenset({"jit", "load"})
-    TRIGGERS = frozenset({*(name.rsplit(".", 1)[1] for name in TRACE_CALLS), NEURONX})
+    TRIGGERS = frozenset({*(name.rsplit(".", 1)[1] for name in TRACE_CALLS), NEURONX, INF1_PACKAGE, "neuron"})
     CALLS = frozenset({JIT_LOAD, TORCH_LOAD})
 
     def __init__(self, ctx) -> None:
@@ -162,6 +170,14 @@ class TracedLoad(Handler):
             )
             self.ctx.todo(original, TRACED_LOAD, why, ELSEWHERE, subject=code)
             return updated
+        elif not self.saves and self._serves_inf1_models():
+            why = (
+                f"`{code}` is read in a script that imports torch-neuron (`{INF1_NAMESPACE}`, which registers the "
+                f"ops of a model traced with `{INF1_NAMESPACE}.trace`): a traced model {INF1_WHAT}, made by a "
+                "script that is not this file"
+            )
+            self.ctx.todo(original, TRACED_LOAD, why, ELSEWHERE, subject=code)
+            return updated
         else:
             return updated
         self.ctx.todo(original, TRACED_LOAD, why, RUN_ON_NEURON, subject=code)
@@ -176,6 +192,15 @@ class TracedLoad(Handler):
             and "neuron" not in source.identifiers
             and "neuron" not in source.strings
             and not any(name.rsplit(".", 1)[1] in source.identifiers for name in TRACED_SERVING)
+        )
+
+    def _serves_inf1_models(self) -> bool:
+        """`import torch.neuron` / `import torch_neuron` (inf1's torch-neuron, imported for `torch.jit.load` of
+        its traced models) in a script that uses no "neuron" device, as TorchNeuron code would."""
+        return "neuron" not in self.ctx.source.strings and any(
+            dotted_name(alias.name) in (INF1_NAMESPACE, INF1_PACKAGE)
+            for node in descendants(self.ctx.module, cst.Import)
+            for alias in node.names
         )
 
     def _saved_paths(self) -> dict[str, tuple[str, str]]:
