@@ -495,7 +495,8 @@ class XlaFlowBlocks:
 
 def runs_itself(module: cst.Module) -> bool:
     """Whether running the module does something: an `if __name__ == "__main__":` block, or a call, a loop or a
-    `with` at its top level (in a top-level `if`/`try` too), beyond imports, definitions and assignments."""
+    `with` at its top level (in a top-level `if`/`try` too), beyond imports, definitions, assignments and settings
+    of the environment (`os.environ.setdefault(...)`, which NM404 itself adds to a library module)."""
     pending = list(module.body)
     while pending:
         statement = pending.pop()
@@ -508,7 +509,9 @@ def runs_itself(module: cst.Module) -> bool:
         elif isinstance(statement, (cst.Else, cst.Try)):
             pending += statement.body.body
         elif isinstance(statement, cst.SimpleStatementLine) and any(
-            isinstance(small, cst.Expr) and isinstance(small.value, (cst.Call, cst.Await))
+            isinstance(small, cst.Expr)
+            and isinstance(small.value, (cst.Call, cst.Await))
+            and not (dotted_name(small.value.func) or "").startswith("os.environ.")
             for small in statement.body
         ):
             return True
