@@ -230,8 +230,10 @@ class FileContext:
         torchrun cannot start: the code has to move into a script the notebook runs with `!torchrun`."""
         if self.notebook:
             return (
-                f"a notebook kernel is one process, so move this code into a script (a `%%writefile {script}` "
-                f"cell) and run it with `!torchrun --nproc_per_node={processes} {script}`"
+                "a notebook kernel is one process, so the owner decides: keep the processes by moving this code "
+                f"into a script (a `%%writefile {script}` cell) run with `!torchrun --nproc_per_node={processes} "
+                f"{script}`, or run it here as one process on one NeuronCore, without the parallel setting, where "
+                "one core's memory holds it"
             )
         return f"launch the script with `torchrun --nproc_per_node={processes}`"
 

@@ -89,8 +89,8 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
     ),
     "examples/chat_smollm3.ipynb": (
         MANUAL,
-        "NM103: DistributedConfig(tp_size=2) in a one-process notebook kernel (the TODO: move it into a script "
-        "run with torchrun)",
+        "NM103: DistributedConfig(tp_size=2) in a one-process notebook kernel (the TODO's decision: a script run "
+        "with torchrun, or one NeuronCore)",
     ),
     "inference/llm_export_then_serve.expected.py": (
         LIMIT,
@@ -143,7 +143,7 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
     "notebook/tensor_parallel_cells.expected.ipynb": (
         MANUAL,
         "NM204: DistributedConfig(tp_size=8) in a one-process notebook kernel (its degree over WORLD_SIZE is 0; "
-        "the TODO: move it into a script run with torchrun)",
+        "the TODO's decision: a script run with torchrun, or one NeuronCore)",
     ),
     "repositories/qwen3_sft_repo/notebooks/ec2/sft/scripts/sft_qwen3.expected.py": (
         LIMIT,
