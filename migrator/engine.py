@@ -68,7 +68,18 @@ LEFTOVER_MARKERS = re.compile(
 )
 # Shell launchers are cheap to scan line by line; optimum-neuron training flags alone mark one too (a
 # `--tensor_parallel_size` the migrated script may no longer accept).
-SHELL_HINTS = ("optimum", "neuron", "xla", "XLA_", "NEURON_", "--zero_1", "_parallel_size", *PLATFORM_HINTS)
+SHELL_HINTS = (
+    "optimum",
+    "neuron",
+    "xla",
+    "XLA_",
+    "NEURON_",
+    "--zero_1",
+    "_parallel_size",
+    "deepspeed",
+    "--config_file",
+    *PLATFORM_HINTS,
+)
 REQUIREMENTS_HINTS = ("neuron", "xla")  # lowercased text: optimum-neuron, torch-xla, libneuronxla...
 
 

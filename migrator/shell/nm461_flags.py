@@ -62,6 +62,7 @@ class FlagsMatcher:
             return
         if self.owner == 0:  # a compile-only run is not a run on TorchNeuron
             ctx.launchers.append((self.command_start, node.end_byte))
+        self.deepspeed(ctx, node, words, script)
         parser = self.parser_of(words)
         arguments = words[script + 1 :]
         unknown: list[tuple[Word, str]] = []
@@ -177,6 +178,48 @@ class FlagsMatcher:
                     fixed=False,
                 )
 
+    def deepspeed(self, ctx: Context, node: Node, words: list[Word], script: int) -> None:
+        """NM475's TODO on a launch that runs DeepSpeed."""
+        runs = self.deepspeed_launch(words, script)
+        if runs is not None:
+            self.todo(
+                ctx,
+                node,
+                "NM475",
+                f"{runs} runs DeepSpeed, which has no accelerator for TorchNeuron's `neuron` device; shard with FSDP2 "
+                "instead (an Accelerate config with `distributed_type: FSDP` and `fsdp_version: 2`, or "
+                "`DistributedConfig(fsdp_size=...)` at the model load): the owner picks what replaces the ZeRO "
+                "stage and offload it asks for",
+            )
+
+    def deepspeed_launch(self, words: list[Word], script: int) -> str | None:
+        """How this launch runs DeepSpeed (NM475), in the TODO's words; None where it does not."""
+        program = words[0].value.rsplit("/", 1)[-1]
+        options = [word.value for word in words[1:script]]
+        if program == "deepspeed":
+            return "the `deepspeed` launcher"
+        if program == "accelerate" and "--use_deepspeed" in options:
+            return "`accelerate launch --use_deepspeed`"
+        if program == "accelerate":
+            config = next(
+                (
+                    value.partition("=")[2] or (options[i + 1] if i + 1 < len(options) else "")
+                    for i, value in enumerate(options)
+                    if value.partition("=")[0] == "--config_file"
+                ),
+                None,
+            )
+            if (
+                config
+                and self.directory is not None
+                and _DEEPSPEED_CONFIG.search(_read(self.directory / config))
+            ):
+                return f"`accelerate launch --config_file {config}` (its `distributed_type` is DEEPSPEED)"
+        flags = [word.value.partition("=")[0] for word in words[script + 1 :]]
+        if "--deepspeed" in flags:
+            return "the Trainer's `--deepspeed` configuration"
+        return None
+
     def optimizer(
         self, ctx: Context, parser: ScriptParser, offset: int, item: Word, value: Word | None
     ) -> bool:
@@ -224,6 +267,18 @@ class FlagsMatcher:
         self.findings.append((finding, self.owner))
         text = f"{TODO_PREFIX} NM466 {why}; {action}"
         self.todos.append((self.anchor(ctx, node), text, self.owner))
+
+
+# An Accelerate config (YAML or JSON) that runs DeepSpeed.
+_DEEPSPEED_CONFIG = re.compile(r"""^\s*["']?distributed_type["']?\s*:\s*["']?DEEPSPEED\b""", re.MULTILINE)
+
+
+def _read(path) -> str:
+    """A small text file beside the launcher, or "" (absent, unreadable, not text)."""
+    try:
+        return path.read_text(encoding="utf-8")[:100_000]
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def _compiled_tensor_parallel(parser: ScriptParser, arguments: list[Word]) -> bool:

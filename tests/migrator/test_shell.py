@@ -484,3 +484,22 @@ def test_a_removed_optim_value_on_a_launch_becomes_its_replacement(tmp_path):
     assert [f.code for f in findings if f.code == "NM227"] == ["NM227", "NM227"]
     for optim in ("adamw_torch", "adamw_torch_fused"):
         HfArgumentParser(TrainingArguments).parse_args(["--output_dir", "out", "--optim", optim])
+
+
+def test_an_accelerate_config_that_runs_deepspeed_gets_a_todo_on_its_launch(tmp_path) -> None:
+    """NM475: `accelerate launch --config_file F` where F (beside the launcher) sets `distributed_type: DEEPSPEED`
+    (a GPU launcher kept in a tree migrated to TorchNeuron); the same launch with an FSDP config is left alone."""
+    from migrator.engine import migrate_shell
+
+    (tmp_path / "ds.yaml").write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n")
+    (tmp_path / "fsdp.yaml").write_text("distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n")
+    launcher = "#!/bin/bash\naccelerate launch \\\n  --config_file {} \\\n  train.py --bf16\n"
+    migrated, findings = migrate_shell(launcher.format("ds.yaml"), directory=tmp_path)
+    assert [(f.code, f.fixed) for f in findings if f.code == "NM475"] == [("NM475", False)]
+    assert (
+        "# TODO(neuron-migrate): NM475 `accelerate launch --config_file ds.yaml` (its `distributed_type` is DEEPSPEED)"
+        in migrated
+    )
+    assert migrate_shell(migrated, directory=tmp_path)[0] == migrated
+    _, fsdp = migrate_shell(launcher.format("fsdp.yaml"), directory=tmp_path)
+    assert not [f for f in fsdp if f.code == "NM475"]
