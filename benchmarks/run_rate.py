@@ -209,6 +209,9 @@ def classify(result: dict | None, migrated: Path) -> dict:
     stopped = None if error else _launcher_stopped_at_todo(reason, migrated, result["path"])
     if stopped:
         return stopped
+    launched = None if error.get("file") else _launch_under_todo(run, migrated, result["path"])
+    if launched:
+        return launched
     # ("was installed for the try": the release the try installed lacks a name the code imports)
     if run["status"] == "not-run" or any(
         mark in reason for mark in ("stand-in", "could not be built", "was installed for the try")
@@ -276,6 +279,42 @@ def _launcher_stopped_at_todo(reason: str, migrated: Path, entry: str) -> dict |
         "evidence": f"{at}: {stopped.group(2)}"[:400],
         "fix": f"{todo[0]} at {at}: {todo[1]}",
     }
+
+
+def _launch_under_todo(run: dict, migrated: Path, entry: str) -> dict | None:
+    """A launch that failed before any of the user's code ran (no frame of it: the launcher's own import, such as
+    Accelerate's of DeepSpeed), whose command in the launcher carries a TODO: manual work at that command."""
+    if not entry.endswith((".sh", ".sbatch")) or not run.get("command"):
+        return None
+    words = run["command"].split()
+    script = next((word for word in words if word.endswith(".py")), None)
+    try:
+        lines = (migrated / entry).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for number, text in enumerate(lines, start=1):
+        if not text.strip().startswith(words[0]):
+            continue
+        command = " ".join(_continued(lines, number))
+        if script is None or script.rsplit("/", 1)[-1] in command:
+            todo = _todo_above(lines, number)
+            if todo:
+                at = f"{entry}:{number}"
+                return {
+                    "class": MANUAL,
+                    "evidence": f"{at}: {run['reason']}"[:400],
+                    "fix": f"{todo[0]} at {at}: {todo[1]}",
+                }
+    return None
+
+
+def _continued(lines: list[str], number: int) -> list[str]:
+    """The shell command starting on line `number` (1-based), its `\\`-continued lines included."""
+    command = [lines[number - 1]]
+    while command[-1].rstrip().endswith("\\") and number < len(lines):
+        number += 1
+        command.append(lines[number - 1])
+    return command
 
 
 def _evidence(error: dict, where: str, reason: str, said, opened) -> str:

@@ -379,3 +379,21 @@ def test_a_download_the_try_does_not_serve_is_the_try_s_limit(tmp_path):
         tmp_path,
     )
     assert row["class"] == run_rate.STAND_IN and row["fix"].startswith("try: a download from the network")
+
+
+def test_a_launch_that_fails_before_the_user_s_code_under_a_todo_on_its_command_is_manual_work(tmp_path):
+    """Accelerate stops at `import deepspeed` (its DeepSpeed config): no frame of the user's code, and the launch
+    command carries NM475's TODO."""
+    (tmp_path / "run.sh").write_text(
+        "#!/bin/bash\nMODEL=x\n# TODO(neuron-migrate): NM475 `accelerate launch --config_file ds.yaml` runs DeepSpeed\n"
+        "accelerate launch \\\n  --config_file ds.yaml \\\n  train.py --bf16\n"
+    )
+    reason = "exit code 1: ImportError: DeepSpeed is not installed"
+    failed = result(
+        "run.sh", "failed", reason, {"type": "ImportError", "message": "DeepSpeed is not installed"}
+    )
+    failed["runs"][0]["command"] = "accelerate launch --config_file ds.yaml train.py --bf16"
+    row = run_rate.classify(failed, tmp_path)
+    assert (row["class"], row["fix"][:17]) == (run_rate.MANUAL, "NM475 at run.sh:4")
+    (tmp_path / "run.sh").write_text("#!/bin/bash\naccelerate launch --config_file ds.yaml train.py --bf16\n")
+    assert run_rate.classify(failed, tmp_path)["class"] == run_rate.FAILS
