@@ -578,8 +578,9 @@ class DataParallel(Handler):
             original,
             DATA_PARALLEL,
             f"Rewritten to `{helper}(...)`, a helper added to the file that averages the gradients of the "
-            "optimizer's parameters over the processes with torch.distributed (the model it steps could not be "
-            "located to wrap it in DistributedDataParallel, which would overlap that all-reduce with backward).",
+            "optimizer's parameters over the processes with torch.distributed, as torch_xla did (no "
+            "DistributedDataParallel wrap, which would overlap that all-reduce with backward, could be placed for "
+            "the model it steps).",
             subject=helper,
         )
         kept = _helper_arguments(updated)

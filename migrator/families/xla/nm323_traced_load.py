@@ -162,19 +162,9 @@ class TracedLoad(Handler):
             why = f"`{code}` holds the model this file traced with `{trace}` and saved, {XLA_WHAT}{saved}"
         elif self.ctx.qualified(original.func) == TORCH_LOAD:
             return updated  # a checkpoint, unless the file saved a traced model there
-        elif not self.saves and self._serves_traced_models():
+        elif not self.saves and (served := self._served()) is not None:
             why = (
-                f"`{code}` is read in a script that imports torch_neuronx (which registers the ops of a model "
-                f"traced with `torch_neuronx.trace`): a traced Neuron model, {XLA_WHAT}, made by a script that "
-                "is not this file"
-            )
-            self.ctx.todo(original, TRACED_LOAD, why, ELSEWHERE, subject=code)
-            return updated
-        elif not self.saves and self._serves_inf1_models():
-            why = (
-                f"`{code}` is read in a script that imports torch-neuron (`{INF1_NAMESPACE}`, which registers the "
-                f"ops of a model traced with `{INF1_NAMESPACE}.trace`): a traced model {INF1_WHAT}, made by a "
-                "script that is not this file"
+                f"`{code}` is read in a script that imports {served}, made by a script that is not this file"
             )
             self.ctx.todo(original, TRACED_LOAD, why, ELSEWHERE, subject=code)
             return updated
@@ -193,6 +183,21 @@ class TracedLoad(Handler):
             and "neuron" not in source.strings
             and not any(name.rsplit(".", 1)[1] in source.identifiers for name in TRACED_SERVING)
         )
+
+    def _served(self) -> str | None:
+        """What the `torch.jit.load` of a script that saves no TorchScript model itself reads, by the package it
+        imports for the traced model's ops; None where it imports neither."""
+        if self._serves_traced_models():
+            return (
+                "torch_neuronx (which registers the ops of a model traced with `torch_neuronx.trace`): a traced "
+                f"Neuron model, {XLA_WHAT}"
+            )
+        if self._serves_inf1_models():
+            return (
+                f"torch-neuron (`{INF1_NAMESPACE}`, which registers the ops of a model traced with "
+                f"`{INF1_NAMESPACE}.trace`): a traced model {INF1_WHAT}"
+            )
+        return None
 
     def _serves_inf1_models(self) -> bool:
         """`import torch.neuron` / `import torch_neuron` (inf1's torch-neuron, imported for `torch.jit.load` of
