@@ -357,6 +357,20 @@ def argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | N
     return positional[index].value if len(positional) > index else None
 
 
+def bound_arguments(call: cst.Call, parameters: tuple[str, ...]) -> dict[str, cst.BaseExpression] | None:
+    """The call's arguments by the parameter of `parameters` (the callee's, in order) each binds; None when one is
+    unpacked (`*args`, `**kwargs`), is positional past them or names none of them, or binds one twice."""
+    found: dict[str, cst.BaseExpression] = {}
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        name = arg.keyword.value if arg.keyword else parameters[index] if index < len(parameters) else None
+        if name not in parameters or name in found:
+            return None
+        found[name] = arg.value
+    return found
+
+
 def literal_mapping(node: cst.BaseExpression) -> dict[str, cst.BaseExpression] | None:
     """Keys and values of a dict display with string keys (`{"a": 1}`) or of a `dict(a=1)` call; None for
     anything else (a key only known at run time, `**other` inside)."""

@@ -230,3 +230,17 @@ def test_a_block_keeps_its_opening_blank_line_when_its_first_statement_stays() -
     )
     code = code_without_unused_imports(cst.parse_module(source), [("torch_xla.core.xla_model", None, "xm")])
     assert code == source.removeprefix("import torch_xla.core.xla_model as xm\n")
+
+
+def test_bound_arguments_reads_each_argument_by_its_parameter_or_gives_up():
+    import libcst as cst
+
+    from migrator.cst_helpers import bound_arguments
+
+    def bound(code):
+        found = bound_arguments(cst.parse_expression(code), ("a", "b", "c"))
+        return None if found is None else {name: cst.Module([]).code_for_node(v) for name, v in found.items()}
+
+    assert bound("f(1, c=3)") == {"a": "1", "c": "3"}
+    for unreadable in ("f(*xs)", "f(**kw)", "f(1, 2, 3, 4)", "f(1, d=4)", "f(1, a=2)"):
+        assert bound(unreadable) is None, unreadable

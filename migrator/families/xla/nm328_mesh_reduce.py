@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.cst_helpers import bound_arguments
 from migrator.families.xla.names import XM
 from migrator.families.xla.state import _TO_DEVICE_SOURCE, HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
@@ -85,15 +86,8 @@ class MeshReduce(Handler):
 def _by_parameter(call: cst.Call) -> dict[str, cst.BaseExpression] | None:
     """The call's arguments by the parameter of `mesh_reduce(tag, data, reduce_fn)` they bind; None when one
     is unpacked (`*args`) or unknown, or one is missing."""
-    found: dict[str, cst.BaseExpression] = {}
-    for index, arg in enumerate(call.args):
-        if arg.star:
-            return None
-        name = arg.keyword.value if arg.keyword else _PARAMETERS[index] if index < len(_PARAMETERS) else None
-        if name not in _PARAMETERS or name in found:
-            return None
-        found[name] = arg.value
-    return found if len(found) == len(_PARAMETERS) else None
+    found = bound_arguments(call, _PARAMETERS)
+    return found if found is not None and len(found) == len(_PARAMETERS) else None
 
 
 HANDLER = MeshReduce

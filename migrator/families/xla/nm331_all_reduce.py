@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from migrator.cst_helpers import keyword_arg, literal_value
+from migrator.cst_helpers import bound_arguments, keyword_arg, literal_value
 from migrator.families.xla.names import XM
 from migrator.families.xla.state import _ALL_REDUCE_SOURCE, HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
@@ -83,14 +83,9 @@ class AllReduce(Handler):
     def _by_parameter(self, call: cst.Call) -> dict | None:
         """The call's reduce type (its string), inputs and scale; None where it unpacks arguments, names one
         this does not know, reduces over `groups`, or its reduce type is not one torch_xla names literally."""
-        found: dict = {}
-        for index, arg in enumerate(call.args):
-            if arg.star or index >= len(_PARAMETERS) and arg.keyword is None:
-                return None
-            name = arg.keyword.value if arg.keyword else _PARAMETERS[index]
-            if name not in _PARAMETERS or name in found:
-                return None
-            found[name] = arg.value
+        found = bound_arguments(call, _PARAMETERS)
+        if found is None:
+            return None
         if "groups" in found and not m.matches(found["groups"], m.Name("None")):
             return None
         reduce_type = found.get("reduce_type")
