@@ -200,21 +200,9 @@ class FlagsMatcher:
             return "the `deepspeed` launcher"
         if program == "accelerate" and "--use_deepspeed" in options:
             return "`accelerate launch --use_deepspeed`"
-        if program == "accelerate":
-            config = next(
-                (
-                    value.partition("=")[2] or (options[i + 1] if i + 1 < len(options) else "")
-                    for i, value in enumerate(options)
-                    if value.partition("=")[0] == "--config_file"
-                ),
-                None,
-            )
-            if (
-                config
-                and self.directory is not None
-                and _DEEPSPEED_CONFIG.search(_read(self.directory / config))
-            ):
-                return f"`accelerate launch --config_file {config}` (its `distributed_type` is DEEPSPEED)"
+        config = _flag_value(words[1:script], "config_file") if program == "accelerate" else None
+        if config and self.directory is not None and _DEEPSPEED_CONFIG.search(_read(self.directory / config)):
+            return f"`accelerate launch --config_file {config}` (its `distributed_type` is DEEPSPEED)"
         flags = [word.value.partition("=")[0] for word in words[script + 1 :]]
         if "--deepspeed" in flags:
             return "the Trainer's `--deepspeed` configuration"
