@@ -288,10 +288,7 @@ def _launch_under_todo(run: dict, migrated: Path, entry: str) -> dict | None:
         return None
     words = run["command"].split()
     script = next((word for word in words if word.endswith(".py")), None)
-    try:
-        lines = (migrated / entry).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return None
+    lines = _source_lines({"file": str(migrated / entry)}, migrated, entry)
     for number, text in enumerate(lines, start=1):
         if not text.strip().startswith(words[0]):
             continue
