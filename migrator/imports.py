@@ -26,7 +26,7 @@ from migrator.cst_helpers import (
     without_empty_try,
 )
 from migrator.source_map import module_code
-from usercode.python import ast_nodes
+from usercode.python import ast_nodes, parsed
 
 ImportRequest = tuple[str, str | None, str | None]  # module, imported object (None: the module), alias
 
@@ -241,9 +241,8 @@ def code_without_unused_imports(
     """The module's code, less the requested import aliases whose name it no longer uses; `known`: text
     already printed for top-level statements (see `module_code`)."""
     printed = module_code(module, known)
-    try:
-        tree = ast.parse(printed.code)
-    except SyntaxError:  # a broken rewrite: left as is for the engine's verification to report
+    tree = parsed(printed.code)
+    if tree is None:  # a broken rewrite: left as is for the engine's verification to report
         return printed.code
     used = used_names(printed.code, tree)
     if all(_bound_name(request) in used for request in requests):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 
 def ast_nodes(node: ast.AST) -> tuple[ast.AST, ...]:
@@ -89,8 +90,11 @@ def target_names(node: ast.Assign | ast.AnnAssign) -> list[str]:
     ]
 
 
+@lru_cache(maxsize=1)
 def parsed(python: str) -> ast.Module | None:
-    """Python's parse of a user's text; None where Python refuses it (a syntax error, a NUL byte, nesting too deep)."""
+    """Python's parse of a user's text; None where Python refuses it (a syntax error, a NUL byte, nesting too deep).
+    The last parse is kept (the migrated text is read by the import pass, then by the leftover scan): its tree
+    is shared, and no reader changes it."""
     try:
         return ast.parse(python)
     except (SyntaxError, ValueError, RecursionError):

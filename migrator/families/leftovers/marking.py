@@ -1,8 +1,8 @@
 """After every rewrite of a file, the legacy references left in its output get a TODO and a finding.
 
-Code and strings count, comments do not: Python is read with `tokenize` (its COMMENT tokens are blanked,
-its STRING tokens mark where strings are), shell with tree-sitter's bash grammar (its `comment` nodes are
-blanked). Text a program only shows is not a decision either: strings it prints, logs, raises, asserts or
+Code and strings count, comments do not: Python is read with `ast` (its string literals mark where strings
+are; outside them a `#` starts a comment, blanked), shell with tree-sitter's bash grammar (its `comment`
+nodes are blanked). Text a program only shows is not a decision either: strings it prints, logs, raises, asserts or
 gives as help (`print`, `logger.info`, `raise`, `assert`, `help=`, a pytest skip reason; `echo`, `printf`, a
 heredoc `cat` prints) are skipped. Each statement that holds a reference gets the TODO, unless a TODO of
 neuron-migrate already covers it (a rule's, which reports it, or this scan's from a previous run, which adds
@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import difflib
 import io
+import itertools
 import re
 import tokenize
 from bisect import bisect_right
@@ -28,7 +29,7 @@ from migrator.families.leftovers import nm501_legacy_reference, nm502_platform
 from migrator.families.leftovers.patterns import Pattern
 from migrator.rules import Finding, Rule, also_on
 from migrator.transform import CELL_MARKER_PREFIX, TODO_PREFIX
-from usercode.python import ast_nodes
+from usercode.python import ast_nodes, parsed
 
 PATTERNS: tuple[Pattern, ...] = (*nm501_legacy_reference.PATTERNS, *nm502_platform.PATTERNS)
 _SCAN_CODES = frozenset(pattern.rule.code for pattern in PATTERNS)
@@ -67,19 +68,20 @@ def mark_python(
     """`after` (the migrated module) with TODOs on its leftovers, and `findings` with theirs added;
     `python_rules`: the Python rules by code (`registry.PYTHON_RULES`), whose old TODOs it accounts for."""
     # Blanking comments and docstrings only takes matches away: without one in the raw text (or an old
-    # TODO to account for), there is nothing to tokenize for.
+    # TODO to account for), there is nothing to parse for.
     if TODO_PREFIX not in after and not any(next(pattern.finditer(after), None) for pattern in PATTERNS):
         return after, findings
-    masked, strings, todo_comments = _python_code(after)
-    if masked is None:  # not Python that tokenize reads (libcst parsed it): nothing to place TODOs by
+    python = parsed(after)
+    masked, strings, todo_comments = _python_code(after, python)
+    if masked is None:  # not Python that Python's parser reads (libcst parsed it): nothing to place TODOs by
         return after, findings
     lines = _split_lines(after)
     findings = findings + _unreported_todos(before, lines, todo_comments, findings, python_rules)
-    statements: list[_Statements] = []  # read from the AST for the first hit only
+    statements: list[_Statements] = []  # read for the first hit only
 
     def tree() -> _Statements:
         if not statements:
-            statements.append(_Statements.of(after, len(lines) + 1))
+            statements.append(_Statements(python, len(lines) + 1, after))
         return statements[0]
 
     def where(line: int, offset: int) -> tuple[int, int] | None:
@@ -100,10 +102,11 @@ def legacy_statements(code: str, original: str) -> dict[int, str]:
     """Where legacy code survives in `code` (`original` migrated): the 0-based first line of each statement that
     holds a reference the scan looks for (in code or a string it does not only show) or uses a name a legacy
     import binds -> the reference (or that name). What every such statement must carry: a TODO, or a rewrite."""
-    masked, strings, _ = _python_code(code)
+    python = parsed(code)
+    masked, strings, _ = _python_code(code, python)
     if masked is None:
         return {}
-    statements = _Statements.of(code, len(_split_lines(code)) + 1)
+    statements = _Statements(python, len(_split_lines(code)) + 1, code)
 
     def where(line: int, offset: int) -> tuple[int, int] | None:
         return None if statements.shown(offset) else (statements.start_of(line), statements.scope_of(line))
@@ -150,7 +153,7 @@ def _unreported_todos(
 
 
 def _split_lines(text: str) -> list[str]:
-    """Lines as tokenize and tree-sitter count them (`str.splitlines` also breaks at form feeds)."""
+    """Lines ended by `\n`, as tree-sitter counts them (`str.splitlines` also breaks at form feeds)."""
     parts = text.split("\n")
     return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
@@ -192,43 +195,109 @@ def mark_shell(before: str, after: str, findings: list[Finding]) -> tuple[str, l
     return _apply(before, after, _split_lines(after), _hits(text, None, where), findings)
 
 
-def _python_code(code: str) -> tuple[str | None, list[tuple[int, int]], list[tuple[int, str]]]:
+def _python_code(
+    code: str, tree: ast.Module | None
+) -> tuple[str | None, list[tuple[int, int]], list[tuple[int, str]]]:
     """The module with its comments and docstrings blanked (a string that is a statement of its own does
     nothing: it is documentation), the character ranges of its other string literals, and its
-    neuron-migrate TODO comments (0-based line, text)."""
-    line_starts = [0]
-    for line in _split_lines(code):
-        line_starts.append(line_starts[-1] + len(line))
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
-    except (tokenize.TokenError, SyntaxError):
+    neuron-migrate TODO comments (0-based line, text). The literals are read from Python's parse of the code
+    (`tree`; None where Python refuses the code: nothing to read), the comments from its text: outside the
+    literals, a `#` starts one."""
+    if tree is None:
         return None, [], []
-    significant = [token for token in tokens if token.type not in (tokenize.NL, tokenize.COMMENT)]
+    nodes = ast_nodes(tree)
+    # An f-string is one literal, with what its braces hold (its parts' positions are not their own in 3.11).
+    nested = {
+        id(part)
+        for node in nodes
+        if type(node) is ast.JoinedStr
+        for part in itertools.islice(ast.walk(node), 1, None)
+    }
+    documentation = {id(node.value) for node in nodes if type(node) is ast.Expr}
+    positions = _Positions(code)
     chars = list(code)
     strings = []
-    for index, token in enumerate(significant):
-        if token.type != tokenize.STRING:
-            continue
-        start = line_starts[token.start[0] - 1] + token.start[1]
-        end = line_starts[token.end[0] - 1] + token.end[1]
-        if (index == 0 or significant[index - 1].type in _LINE_STARTS) and (
-            index + 1 == len(significant) or significant[index + 1].type in _LINE_ENDS
+    for node in nodes:
+        if id(node) in nested or not (
+            type(node) is ast.JoinedStr or (type(node) is ast.Constant and type(node.value) in (str, bytes))
         ):
-            chars[start:end] = [char if char == "\n" else " " for char in chars[start:end]]
-        else:
-            strings.append((start, end))
+            continue
+        for start, end in _literal_parts(code, *positions.span(node)):
+            if id(node) in documentation:
+                chars[start:end] = [char if char == "\n" else " " for char in chars[start:end]]
+            else:
+                strings.append((start, end))
+    strings.sort()
+    string_starts = [start for start, _ in strings]
     todo_comments = []
-    for token in tokens:
-        if token.type == tokenize.COMMENT:
-            start = line_starts[token.start[0] - 1] + token.start[1]
-            chars[start : start + len(token.string)] = " " * len(token.string)
-            if token.string.startswith(TODO_PREFIX):
-                todo_comments.append((token.start[0] - 1, token.string))
+    line_start = 0
+    for number, line in enumerate(_split_lines(code)):
+        column = line.find("#")
+        while column >= 0:
+            index = bisect_right(string_starts, line_start + column) - 1
+            if index >= 0 and line_start + column < strings[index][1]:  # in a literal: look after it
+                column = line.find("#", strings[index][1] - line_start)
+                continue
+            comment = _COMMENT.match(line, column).group()
+            chars[line_start + column : line_start + column + len(comment)] = " " * len(comment)
+            if comment.startswith(TODO_PREFIX):
+                todo_comments.append((number, comment))
+            column = line.find("#", column + len(comment))
+        line_start += len(line)
     return "".join(chars), strings, todo_comments
 
 
-_LINE_STARTS = (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
-_LINE_ENDS = (tokenize.NEWLINE, tokenize.ENDMARKER)
+_COMMENT = re.compile(r"#[^\r\n]*")
+
+
+def _literal_parts(code: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The literals of one string node (`start`, `end`: its span): itself, or the parts of an implicit
+    concatenation whose lines hold a `#` that may be a comment between them (read with `tokenize`: rare)."""
+    text = code[start:end]
+    if "#" not in text or "\n" not in text:
+        return [(start, end)]
+    wrapped = "(" + text + ")"  # inside brackets, line breaks between the parts are no statement ends
+    starts = list(itertools.accumulate(map(len, _split_lines(wrapped)), initial=0))
+    return [
+        (start + starts[first[0] - 1] + first[1] - 1, start + starts[last[0] - 1] + last[1] - 1)
+        for first, last in _string_tokens(wrapped)
+    ]
+
+
+def _string_tokens(code: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where each string literal of `code` starts and ends, as `tokenize` reads it (an f-string is one STRING
+    token before Python 3.12, FSTRING_START ... FSTRING_END since)."""
+    found, depth, begin = [], 0, (0, 0)
+    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+        if token.type == tokenize.STRING and depth == 0:
+            found.append((token.start, token.end))
+        elif token.type == getattr(tokenize, "FSTRING_START", None):
+            begin = token.start if depth == 0 else begin
+            depth += 1
+        elif token.type == getattr(tokenize, "FSTRING_END", None):
+            depth -= 1
+            if depth == 0:
+                found.append((begin, token.end))
+    return found
+
+
+class _Positions:
+    """Character offsets in `code` of Python's parse positions (1-based lines, as Python counts them: at `\\n`,
+    `\\r\\n` or `\\r`; columns in UTF-8 bytes)."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+        self.ascii = code.isascii()
+        self.starts = [0] + [match.end() for match in re.finditer(r"\r\n?|\n", code)]
+
+    def offset(self, line: int, column: int) -> int:
+        start = self.starts[min(line, len(self.starts)) - 1]
+        if self.ascii:
+            return start + column
+        return start + len(self.code[start : start + column].encode()[:column].decode(errors="replace"))
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return self.offset(node.lineno, node.col_offset), self.offset(node.end_lineno, node.end_col_offset)
 
 
 class _Statements:
@@ -263,14 +332,6 @@ class _Statements:
         for _, node in sorted(ordered, key=lambda item: item[0]):
             for line in range(node.lineno - 1, min(node.end_lineno or node.lineno, count)):
                 self.starts[line] = node.lineno - 1
-
-    @classmethod
-    def of(cls, code: str, count: int) -> _Statements:
-        try:
-            tree = ast.parse(code)
-        except SyntaxError:  # code libcst reads and Python's parser does not: TODOs go on the line itself
-            tree = ast.Module(body=[], type_ignores=[])
-        return cls(tree, count, code)
 
     def start_of(self, line: int) -> int:
         return self.starts[min(line, len(self.starts) - 1)]
@@ -352,18 +413,8 @@ class _ShownStrings(ast.NodeVisitor):
     """Character spans of the string literals a program only prints, logs, raises, asserts or shows as help."""
 
     def __init__(self, code: str) -> None:
-        self.lines = _split_lines(code)
-        self.starts = [0]
-        for line in self.lines:
-            self.starts.append(self.starts[-1] + len(line))
+        self._span = _Positions(code).span
         self.spans: list[tuple[int, int]] = []
-
-    def _offset(self, line: int, column: int) -> int:
-        text = self.lines[line - 1] if line - 1 < len(self.lines) else ""
-        return self.starts[line - 1] + len(text.encode()[:column].decode(errors="replace"))
-
-    def _span(self, node: ast.AST) -> tuple[int, int]:
-        return self._offset(node.lineno, node.col_offset), self._offset(node.end_lineno, node.end_col_offset)
 
     def _strings(self, node: ast.AST | None) -> None:
         """The string literals in `node`; an f-string's text, not the code in its braces (`{model.neuron_config}`
