@@ -26,7 +26,7 @@ from pathlib import Path
 
 from usercode.launchers import LAUNCHERS, WRAPPERS
 from usercode.notebook import cd_in_tree, folders_up
-from usercode.python import imported_names
+from usercode.python import imported_names, sys_path_folders
 from usercode.shell import parse, word
 
 NETWORK_PROGRAMS = {
@@ -236,9 +236,11 @@ def module_source(folder: Path, name: str) -> Path | None:
 
 
 def local_modules(script: Path, folders: list[Path], limit: int = 64) -> list[Path]:
-    """The files of the modules `script` imports from `folders` (as Python would find them there) or relative to
-    its package, and those they import in turn (at most `limit`): the user's code that runs with it."""
+    """The files of the modules `script` imports from `folders` (as Python would find them there), from the folders
+    the code puts on `sys.path` itself, or relative to its package, and those they import in turn (at most
+    `limit`): the user's code that runs with it."""
     found: list[Path] = []
+    folders = list(folders)
     pending = [script]
     while pending and len(found) < limit:
         current = pending.pop(0)
@@ -246,6 +248,8 @@ def local_modules(script: Path, folders: list[Path], limit: int = 64) -> list[Pa
             tree = ast.parse(current.read_bytes())
         except (OSError, SyntaxError, ValueError):
             continue
+        # (`sys.path` is the process's: what one module adds, the modules imported after it see too)
+        folders += [folder for folder in sys_path_folders(tree, current) if folder not in folders]
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level:  # `from .x import y`: from the file's package
                 package = current.parents[node.level - 1] if node.level <= len(current.parents) else None

@@ -4,8 +4,10 @@ what a call, a literal or an assignment says."""
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 
 def ast_nodes(node: ast.AST) -> tuple[ast.AST, ...]:
@@ -204,3 +206,82 @@ def _is_environ(node: ast.AST) -> bool:
 
 def _names(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
+
+
+def sys_path_folders(tree: ast.Module, file: Path) -> list[Path]:
+    """The folders a script puts on `sys.path` itself, from paths it builds out of its own location
+    (`sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))`, `sys.path.append(str(Path(__file__)
+    .parent.parent))`): where its imports are found besides its own folder. `file`: where the script is."""
+    folders = []
+    for node in ast_nodes(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("insert", "append")
+            and _dotted(node.func.value) == "sys.path"
+            and node.args
+        ):
+            continue
+        value = _file_path(node.args[-1], file.absolute())
+        if value is not None and os.path.isabs(
+            value
+        ):  # (a relative entry is relative to the working directory)
+            folders.append(Path(os.path.normpath(value)))
+    return list(dict.fromkeys(folders))
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+# Calls whose value is their argument's path, lexically normalised (`..` resolved), and those that keep it as it is.
+_NORMALISING = frozenset({"os.path.abspath", "os.path.realpath", "os.path.normpath", "abspath", "realpath"})
+_SAME = frozenset({"str", "Path", "pathlib.Path", "os.fspath"})
+
+
+def _file_path(node: ast.AST, file: Path) -> str | None:
+    """The path an expression built from `__file__` and literals names, for the script at `file` (an absolute
+    path); None for any other expression (what it reads at run time is not known here)."""
+    if isinstance(node, ast.Name) and node.id == "__file__":
+        return str(file)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):  # Path / "part"
+        left, right = _file_path(node.left, file), _file_path(node.right, file)
+        return os.path.join(left, right) if left is not None and right is not None else None
+    if isinstance(node, ast.Attribute) and node.attr == "parent":
+        inner = _file_path(node.value, file)
+        return str(Path(inner).parent) if inner is not None else None
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "parents"
+    ):
+        inner, index = _file_path(node.value.value, file), node.slice
+        if inner is None or not (isinstance(index, ast.Constant) and type(index.value) is int):
+            return None
+        parents = Path(inner).parents
+        return str(parents[index.value]) if 0 <= index.value < len(parents) else None
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None
+    if isinstance(node.func, ast.Attribute) and node.func.attr in ("resolve", "absolute") and not node.args:
+        inner = _file_path(node.func.value, file)
+        return os.path.normpath(inner) if inner is not None and os.path.isabs(inner) else None
+    values = [_file_path(argument, file) for argument in node.args]
+    if not values or None in values:
+        return None
+    name = _dotted(node.func)
+    if name in _NORMALISING and len(values) == 1:  # (relative to a working directory not known here)
+        return os.path.normpath(values[0]) if os.path.isabs(values[0]) else None
+    if name in _SAME and len(values) == 1:
+        return values[0]
+    if name in ("os.path.dirname", "dirname") and len(values) == 1:
+        return os.path.dirname(values[0])
+    if name in ("os.path.join", "join"):
+        return os.path.join(*values)
+    return None
