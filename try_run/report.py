@@ -240,6 +240,7 @@ def _did_work(report: dict) -> bool:
         or report.get("weights")
         or report.get("hub_account")
         or report.get("local_dirs")
+        or report.get("device_peak_bytes")
     )
 
 

@@ -118,6 +118,26 @@ def test_an_op_that_falls_back_to_the_cpu_is_named_once(tmp_path, try_cache):
     assert run["cpu_fallback_ops"] == ["aten._local_scalar_dense", "aten.nonzero"], (stderr, run)
 
 
+def test_a_module_run_eagerly_on_the_device_counts_as_its_process(tmp_path, try_cache):
+    """No model of a library, no optimizer step, no compile: the process still ran on the device (its peak
+    memory there says so), which the report counts and whose CPU fallbacks it lists."""
+    write(
+        tmp_path,
+        "infer.py",
+        """
+        import torch
+
+        layer = torch.nn.Linear(4, 2).to("neuron").eval()
+        with torch.no_grad():
+            print(layer(torch.ones(3, 4, device="neuron")).sum().item())
+        """,
+    )
+    _, document, stderr = run_try(tmp_path, "infer.py", cache=try_cache)
+    (run,) = document["runs"]
+    assert (run["status"], run["processes"], run["steps"]) == ("ran", 1, 0), (stderr, run)
+    assert run["cpu_fallback_ops"] == ["aten._local_scalar_dense"]
+
+
 TRAINER = """
 import argparse
 

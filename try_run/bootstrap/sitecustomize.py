@@ -213,7 +213,19 @@ def _compile_metrics() -> dict:
         # fallbacks are among them, named as the rules name them (aten.op; torch_neuronx says aten::op).
         fallbacks = rules.STATE.cpu_fallbacks
     metrics["cpu_fallback_ops"] = sorted(fallbacks)
+    metrics["device_peak_bytes"] = _device_peak_bytes()
     return metrics
+
+
+def _device_peak_bytes() -> int:
+    """The most memory the process held on its neuron device (`torch.neuron.max_memory_allocated`, the
+    stand-in's and TorchNeuron's): 0 where the code never reached the device."""
+    torch = sys.modules.get("torch")
+    runtime = getattr(torch, "neuron", None) if torch is not None else None
+    try:
+        return int(runtime.max_memory_allocated()) if runtime is not None else 0
+    except Exception:  # no device in this process (a launcher), or a runtime without the statistic
+        return 0
 
 
 # -- launchers ------------------------------------------------------------------------------------------
