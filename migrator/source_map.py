@@ -123,7 +123,7 @@ _OTHER_KINDS = frozenset(
 
 
 def _compared(node: ast.Compare | ast.Call) -> set[tuple[str, str]]:
-    """`device == "xla"`, `args.device in ("xla", "cuda")`, `value.lower() == "xla"`, `device.startswith("xla")`."""
+    """`device == "xla"`, `args.device in ("xla", "cuda")`, `str(value).lower() == "xla"`, `device.startswith("xla")`."""
     if isinstance(node, ast.Call):  # a string test method called on the value
         name = _compared_name(node.func.value)
         literal = node.args[0] if len(node.args) == 1 else None
@@ -143,9 +143,15 @@ def _compared(node: ast.Compare | ast.Call) -> set[tuple[str, str]]:
 
 
 def _compared_name(operand: ast.expr) -> str | None:
-    """The variable (last part of an attribute) an operand reads, through string methods (`value.lower()`)."""
-    while isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute):
-        operand = operand.func.value
+    """The variable (last part of an attribute) an operand reads, through string methods (`value.lower()`) and
+    `str(value)`."""
+    while isinstance(operand, ast.Call):
+        if isinstance(operand.func, ast.Attribute):
+            operand = operand.func.value
+        elif isinstance(operand.func, ast.Name) and operand.func.id == "str" and len(operand.args) == 1:
+            operand = operand.args[0]
+        else:
+            break
     if isinstance(operand, ast.Name):
         return operand.id
     return operand.attr if isinstance(operand, ast.Attribute) else None

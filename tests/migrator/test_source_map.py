@@ -110,7 +110,32 @@ def test_the_index_sees_a_value_compared_through_string_methods() -> None:
         'if args.accel.lower() in {"xla", "cuda"}: pass\n'
         'if target.startswith("xla"): pass\n'
         'if f(x) == "xla": pass\n'
+        'if str(dev).lower() in ("xla", "neuron"): pass\n'
     )
     compared = SourceIndex.of(code).compared
-    assert {("device", "xla"), ("accel", "xla"), ("accel", "cuda"), ("target", "xla")} <= compared
+    assert {
+        ("device", "xla"),
+        ("accel", "xla"),
+        ("accel", "cuda"),
+        ("target", "xla"),
+        ("dev", "xla"),
+    } <= compared
     assert not any(name == "f" or name == "x" for name, _ in compared)
+
+
+def test_a_device_string_handed_to_a_function_that_tests_its_text_keeps_its_value_with_a_todo() -> None:
+    """nanoGPT-style: `device = 'xla'`, tested as `str(device).lower() in (...)` in a helper; rewriting the
+    value alone to a neuron device would send the script down its other branch (no autocast, no XLA path)."""
+    from migrator.engine import migrate_python
+
+    source = (
+        "import torch_xla.core.xla_model as xm\n\n"
+        "device = 'xla'\n\n\n"
+        "def wants_xla(device_config):\n"
+        "    return str(device_config).lower() in ('xla', 'trainium')\n\n\n"
+        "if wants_xla(device):\n"
+        "    device = xm.xla_device()\n"
+    )
+    migrated, findings = migrate_python(source)
+    assert "device = 'xla'" in migrated
+    assert any(f.code == "NM320" and not f.fixed and "wants_xla" in f.message for f in findings)
