@@ -594,7 +594,8 @@ class _Trial:
         for process in processes:  # the datasets the code loaded that could not be stood in, with the reason
             unserved |= process.get("unserved_datasets", {})
         run.timings["serving_stand_ins_seconds"] = serving
-        _conclude(run, timed_out, unserved, tail, self.options, self.installs)
+        root = self.options.tree or plan.repository_root(self.path) or self.path.parent
+        _conclude(run, timed_out, unserved, tail, self.options, self.installs, root)
         guessed = [model["id"] for model in run.models if model.get("source") == hub.GUESSED]
         if run.status == FAILED and guessed:  # the failure may be the guess's: the reader must know
             run.reason += (
@@ -890,6 +891,22 @@ def _missing_package(error: dict | None) -> str | None:
     return required.group(1) if required else None
 
 
+def _own_module(name: str, root: Path) -> str | None:
+    """Where in the tree `root` the module `name` is (`optimizers/mars_m.py`, a package's folder), nearest the
+    top first; None where the tree has none (a package to install)."""
+    if name not in packages.repository_modules(root):
+        return None
+    found = sorted(
+        (
+            path
+            for path in [*root.rglob(f"{name}.py"), *root.rglob(f"{name}/__init__.py")]
+            if ".git" not in path.parts
+        ),
+        key=lambda path: (len(path.parts), str(path)),
+    )
+    return str(found[0].relative_to(root)) if found else None
+
+
 def _reaches_aws(error: dict) -> bool:
     """An AWS client's own exception, or one an AWS client raised (not an import of it that failed)."""
     own = (error.get("module") or "").split(".")[0] in AWS_CLIENTS
@@ -906,7 +923,9 @@ def _conclude(
     tail: list[str],
     options,
     installs: list[packages.Install] = (),
+    root: Path | None = None,
 ) -> None:
+    """`root`: the tree the tried file belongs to (its own modules are not packages to install)."""
     if timed_out:
         run.status, run.reason = FAILED, f"ran over the --timeout of {options.timeout_s:g} s and was stopped"
         return
@@ -925,10 +944,22 @@ def _conclude(
         run.status, run.reason = NOT_RUN, metric_miss
         return
     missing = _missing_package(error)
+    top = missing.split(".")[0] if missing else ""
+    own = (
+        _own_module(top, root)
+        if missing and root is not None and all(install.module != top for install in installs)
+        else None
+    )
+    if own is not None:
+        run.reason = (
+            f"ModuleNotFoundError: `{missing}` is a module of this tree ({own}), which the import at {where(error)} "
+            "does not reach from the folder the command runs in and its path: the script's own import (run it "
+            "from that module's folder, or put that folder on PYTHONPATH)"
+        )
+        return
     if missing:
         run.status = NOT_RUN
         run.reason = f"not run: install {missing} in the environment that runs it ({options.python})"
-        top = missing.split(".")[0]
         tried = next((install for install in installs if install.module == top), None)
         if tried is not None:
             run.reason += f"; {tried.requirement} ({packages.declared(tried.declared_in)}) {tried.outcome}"

@@ -138,6 +138,19 @@ def test_a_module_run_eagerly_on_the_device_counts_as_its_process(tmp_path, try_
     assert run["cpu_fallback_ops"] == ["aten._local_scalar_dense"]
 
 
+def test_a_module_of_the_tree_the_script_cannot_reach_is_its_own_import_not_a_package(tmp_path, try_cache):
+    (tmp_path / ".git").mkdir()  # the repository the script belongs to
+    (tmp_path / "optimizers").mkdir()
+    write(tmp_path / "optimizers", "mars.py", "class Mars: ...\n")
+    (tmp_path / "examples").mkdir()
+    write(tmp_path / "examples", "train.py", "from mars import Mars\n")
+    _, document, stderr = run_try(tmp_path / "examples", "train.py", cache=try_cache)
+    (run,) = document["runs"]
+    assert run["status"] == "failed", (stderr, run)
+    assert "`mars` is a module of this tree (optimizers/mars.py)" in run["reason"]
+    assert "install" not in run["reason"] and run["installs"] == []
+
+
 TRAINER = """
 import argparse
 
