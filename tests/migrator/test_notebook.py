@@ -427,3 +427,41 @@ def test_a_download_the_tree_does_not_hold_exactly_stays(tmp_path, command) -> N
     migrated, findings = migrate(notebook)
     assert "NM474" not in [f.code for f in findings]
     assert "".join(json.loads(migrated)["cells"][0]["source"]) == command + " # neuron"
+
+
+EXPORT = "!optimum-cli export neuron --model Qwen/Qwen3-0.6B --batch_size 1 --sequence_length 512 {extra}qwen_neuron/"
+LOAD = "from optimum.neuron import NeuronModelForCausalLM\nmodel = NeuronModelForCausalLM.from_pretrained({args})\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "args", "done"),
+    [
+        ("", '"qwen_neuron"', True),
+        ("--disable-validation ", '"./qwen_neuron/"', True),
+        # The load already sets a setting the export fixes: two values, no exact rewrite.
+        ("", '"qwen_neuron", batch_size=4', False),
+        # The folder from a variable: what the load reads is not known here.
+        ("", "folder", False),
+        # An option whose effect a load cannot be said to keep.
+        ("--output_hidden_states ", '"qwen_neuron"', False),
+        # The model from a notebook variable.
+        ("", '"qwen_neuron"', None),
+    ],
+)
+def test_a_cell_s_load_of_a_cli_export_becomes_that_export_at_load_time_only_where_exact(extra, args, done):
+    export = EXPORT.format(extra=extra)
+    if done is None:
+        export, done = export.replace("Qwen/Qwen3-0.6B", "{model_id}"), False
+    folder = 'folder = "qwen_neuron"\n' if args == "folder" else ""
+    migrated, findings = REWRITERS["notebook"](_notebook_of(export, folder + LOAD.format(args=args)))
+    export_findings = [f for f in findings if f.code == "NM452"]
+    sources = ["".join(cell["source"]) for cell in json.loads(migrated)["cells"]]
+    if done:
+        # The export went (its cell with it): the load compiles the original checkpoint with its settings.
+        assert not any("optimum-cli" in source for source in sources)
+        assert 'AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B"' in sources[-1]
+        assert "max_cache_len = 512" in sources[-1]
+        assert all(f.fixed for f in export_findings) and len(export_findings) == 2
+    else:
+        assert "optimum-cli export neuron" in sources[0] and "TODO(neuron-migrate): NM452" in sources[0]
+        assert [f.fixed for f in export_findings] == [False]
