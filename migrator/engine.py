@@ -15,7 +15,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from migrator import ipynb, notebook
+from migrator import exported_loads, ipynb, notebook
 from migrator.families.inference.tables import COMPILED_HUB_REPO
 from migrator.families.leftovers.marking import mark_python, mark_shell
 from migrator.families.training.stack_markers import stack_marked
@@ -138,23 +138,38 @@ def _cycle_collection_paused():
         gc.enable()
 
 
-def migrate_python(content: str, scan: bool = True, notebook: bool = False) -> tuple[str, list[Finding]]:
+def migrate_python(
+    content: str, scan: bool = True, notebook: bool = False, directory: Path | None = None
+) -> tuple[str, list[Finding]]:
     """`scan=False`: without the leftover scan (a heredoc body, which the scan of its script covers);
-    `notebook`: the code is a notebook's Python cells, which run in one kernel process."""
+    `notebook`: the code is a notebook's Python cells, which run in one kernel process; `directory`: the file's
+    folder, whose shell scripts may export the models it loads (`exported_loads`)."""
     if not _marked(content):
         return content, []
     with _cycle_collection_paused():
-        return _migrate_marked_python(content, scan, notebook)
+        return _migrate_marked_python(content, scan, notebook, directory)
 
 
-def _migrate_marked_python(content: str, scan: bool, notebook: bool) -> tuple[str, list[Finding]]:
+def _migrate_marked_python(
+    content: str, scan: bool, notebook: bool, directory: Path | None = None
+) -> tuple[str, list[Finding]]:
     tree = python_tree(content)  # Python's parser first: what it refuses never reaches libcst's native parser
+    loaded, exported = content, []
+    if directory is not None and "from_pretrained" in content:
+        found = exported_loads.beside(directory)
+        loaded, exported = exported_loads.load_exports(
+            content, found, exported_loads.neuron_classes([content])
+        )
+        tree = python_tree(loaded) if exported else tree
     try:
-        result = migrate_module(content, PYTHON_HANDLERS, RULES, notebook, tree)
+        result = migrate_module(loaded, PYTHON_HANDLERS, RULES, notebook, tree)
     except cst.ParserSyntaxError as error:
         raise MigrationError(syntax_error_message(error)) from None
     # After every rewrite, before verification: what legacy code is left gets a TODO and a finding.
     code, findings = result.code, result.findings
+    if exported:  # (the loads' lines are the input's: only the folder's literal was replaced)
+        placed = [exported_loads.finding(export, line, column) for line, column, export in exported]
+        findings = sorted(findings + placed, key=lambda f: (f.line, f.column, f.code))
     if scan:
         code, findings = mark_python(content, code, findings, PYTHON_RULES)
     if code != content:
@@ -263,7 +278,9 @@ def rewriter(
     `setup.py` (`name`) is code and the dependencies it declares."""
     if kind == "python" and name == "setup.py":
         return partial(migrate_setup_py, directory=directory)
-    if directory is None or kind == "python":
+    if kind == "python" and directory is not None:
+        return partial(migrate_python, directory=directory)
+    if directory is None:
         return REWRITERS[kind]
     if kind in ("requirements", "pyproject"):
         return partial(REWRITERS[kind], directory=directory)

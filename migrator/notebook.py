@@ -17,6 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from migrator.exported_loads import load_cell_exports
 from migrator.ipynb import (
     JUPYTER_STYLE,
     at_file_line,
@@ -25,7 +26,6 @@ from migrator.ipynb import (
     json_style,
     write_back,
 )
-from migrator.notebook_exports import exports, load_exports
 from migrator.notebook_python import migrate_python_cells, restore
 from migrator.notebook_shell import migrate_shell_lines
 from migrator.rules import KINDS, Finding, rule_modules
@@ -142,7 +142,7 @@ def migrate_notebook(
 
     shell_lines = [line for cell in python_cells for line in placeholders(cell)]
     # A load of the folder an `!optimum-cli export neuron` line writes becomes that export at load time (NM452).
-    load_exports(python_cells, exports(shell_lines), findings)
+    load_cell_exports(python_cells, shell_lines, findings)
     # The kernel runs these cells as one process; a `%%writefile` script is launched (torchrun included).
     failed: list[tuple[PythonCell, MigrationError]] = []
     migrated_cells = migrate_python_cells(python_cells, partial(migrate_python, notebook=True), failed)

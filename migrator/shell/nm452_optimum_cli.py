@@ -32,11 +32,12 @@ EXPORT_COMMAND = Rule(
     Severity.WARNING,
     "`optimum-cli export neuron ...` ahead-of-time export",
     f"{EXPORT_REMOVED} --num_cores/--tensor_parallel_size counted the compile target's (inf2 / trn1) "
-    f"NeuronCores, not trn2 NeuronCores: {EXPORT_TP_SIZE} A notebook cell that loads the export directory with "
+    f"NeuronCores, not trn2 NeuronCores: {EXPORT_TP_SIZE} A notebook cell (of the export's notebook) or a "
+    "Python file (beside the export's shell script) that loads the export directory with "
     'an optimum-neuron class (`NeuronModelForX.from_pretrained("out/")`, the directory and the model literal, '
     "every export option one a load takes or one that only tuned the compile) loads the export at load time "
     "instead, `from_pretrained(model, export=True, batch_size=..., sequence_length=..., auto_cast_type=...)`, "
-    "which the inference rules migrate (`migrator/notebook_exports.py`), and the export goes. When the file "
+    "which the inference rules migrate (`migrator/exported_loads.py`), and the export goes. When the file "
     "uses the export directory otherwise (a run, an upload, a copy, another load), the export stays with a "
     "TODO: what uses it must change first (for a cell: load the model id with the export's settings).",
     examples=(
