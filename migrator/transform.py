@@ -86,6 +86,9 @@ class FileContext:
     # The calls the walk is inside whose arguments are only shown (`print(...)`, `logger.info(...)`): a value
     # read there decides nothing (see `cst_helpers.shows`).
     shown: list[cst.Call] = field(default_factory=list)
+    # The quotes of the f-strings the walk is inside: a string a rule writes there must use another (before
+    # Python 3.12, an f-string's expressions cannot hold its own quote).
+    fstring_quotes: list[str] = field(default_factory=list)
     # Statement -> the next statement of its block (the block itself after its last), for the blocks the walk
     # has entered: what a rule deciding on a run of statements (an import block) reads ahead.
     next_statement: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
@@ -125,6 +128,10 @@ class FileContext:
         if found is None:
             found = self._states[kind] = kind(self)
         return found
+
+    def free_quote(self) -> str | None:
+        """A quote a string written at the walk's position may use: one no enclosing f-string uses."""
+        return next((q for q in ('"', "'") if not any(q in around for around in self.fstring_quotes)), None)
 
     def watch(self, name: str) -> None:
         """From here on, walk into the statements that mention `name` (a rule started tracking it, and
@@ -370,6 +377,8 @@ class MigrationTransformer(cst.CSTTransformer):
                 self.ctx.cell = node
         elif kind is cst.Call and shows(dotted_name(node.func)):
             self.ctx.shown.append(node)
+        elif kind is cst.FormattedString:
+            self.ctx.fstring_quotes.append(node.quote)
         elif kind is cst.FunctionDef or kind is cst.ClassDef:
             if kind is cst.FunctionDef:
                 self.ctx.functions.append(node)
@@ -420,6 +429,8 @@ class MigrationTransformer(cst.CSTTransformer):
             self.ctx.functions.pop()
         elif kind is cst.Call and self.ctx.shown and self.ctx.shown[-1] is original:
             self.ctx.shown.pop()
+        elif kind is cst.FormattedString:
+            self.ctx.fstring_quotes.pop()
         if original is self.ctx.definition:
             self.ctx.definition = None
         if (kind is cst.If and isinstance(result, cst.If)) or (

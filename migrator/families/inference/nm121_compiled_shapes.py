@@ -58,16 +58,6 @@ class CompiledShapes(Handler):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self.file = ctx.state(InferenceFile)
-        self.fstring_quotes: list[
-            str
-        ] = []  # the quotes of the f-strings around the node (the key's must differ)
-
-    def visit_FormattedString(self, node: cst.FormattedString) -> None:
-        self.fstring_quotes.append(node.quote)
-
-    def leave_FormattedString(self, original: cst.FormattedString, updated: cst.FormattedString):
-        self.fstring_quotes.pop()
-        return updated
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
         if not (
@@ -79,7 +69,7 @@ class CompiledShapes(Handler):
         if model not in self.file.compiled_decoders or model not in self.file.models_in_scope():
             return updated
         field = original.attr.value
-        quote = next((q for q in ('"', "'") if not any(q in around for around in self.fstring_quotes)), None)
+        quote = self.ctx.free_quote()
         if quote is None:
             return updated  # (NM501's TODO stays)
         self.ctx.report(

@@ -1,5 +1,5 @@
 """What the XLA rules share in one file: its facts (distributed or not, whole-statement calls, called
-functions, enclosing f-string quotes), the helpers they add to it, and how they write expressions."""
+functions), the helpers they add to it, and how they write expressions."""
 
 from __future__ import annotations
 
@@ -348,7 +348,6 @@ class XlaFile:
         # Calls that are a statement sharing its line: a one-line `if`/`for`/`with` body, or after a `;`.
         self.inline_statement_calls: set[cst.Call] = set()
         self.called: set[cst.BaseExpression] = set()  # the `func` of every call
-        self.string_quotes: list[str] = []  # quotes of the f-strings around the current node
         self.helpers: set[str] = set()  # names of `_HELPER_SOURCES`: added to the file at the end
         self._parameters_of: dict[str, list[list[str]]] | None = None  # function name -> parameter lists
         self._traced: TracedFlows | None = None
@@ -405,7 +404,7 @@ class XlaFile:
 
     def expression(self, source: str, **nodes) -> cst.BaseExpression:
         """Parse an emitted expression; inside a double-quoted f-string its strings use single quotes."""
-        if any('"' in quote for quote in self.string_quotes):
+        if self.ctx.free_quote() != '"':
             source = source.replace('"', "'")
         return parse_template_expression(source, **nodes) if nodes else cst.parse_expression(source)
 
@@ -585,13 +584,6 @@ class XlaTracker(Handler):
             for statement in statements
             if type(statement) is cst.Expr and type(statement.value) is cst.Call
         )
-
-    def visit_FormattedString(self, node: cst.FormattedString) -> None:
-        self.file.string_quotes.append(node.quote)
-
-    def leave_FormattedString(self, original, updated):
-        self.file.string_quotes.pop()
-        return updated
 
     def visit_Call(self, node: cst.Call) -> None:
         self.file.called.add(node.func)
