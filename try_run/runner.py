@@ -29,7 +29,16 @@ from try_run import data, hub, integrations, launched, metrics, packages, plan, 
 from try_run.device import DeviceUnavailable, device_environment, standin_package
 from try_run.kernel import CELL_LINE, FAILED_CELL_MARK
 from try_run.output import condensed, last_distinct
-from try_run.report import FAILED, NOT_RUN, RAN, RunReport, load_process_reports, merge_processes, where
+from try_run.report import (
+    FAILED,
+    NOT_RUN,
+    RAN,
+    RunReport,
+    load_process_reports,
+    merge_processes,
+    upstream_failure,
+    where,
+)
 from try_run.sandbox import NO_NETWORK_ENV, IsolationUnavailable, Sandbox, stop, without_credentials
 from usercode import declarations
 from usercode.launchers import LAUNCHER_SUFFIXES
@@ -891,6 +900,14 @@ def _missing_package(error: dict | None) -> str | None:
     return required.group(1) if required else None
 
 
+def _upstream_note(known: dict) -> str:
+    """What a run's reason adds for a failure that is PyTorch's or a library's (`upstream_failures.json`)."""
+    return (
+        f"; a {known['owner']} bug, not the device's: {known['what']}; it fails on plain CPU too "
+        f"({known['reproduced_by']}); avoid it with {known['avoid']}; see {', '.join(known['issues'])}"
+    )
+
+
 def _own_module(name: str, root: Path) -> str | None:
     """Where in the tree `root` the module `name` is (`optimizers/mars_m.py`, a package's folder), nearest the
     top first; None where the tree has none (a package to install)."""
@@ -1012,13 +1029,8 @@ def _conclude(
         output = _failed_cell_output(tail)
         if error["type"] == "CalledProcessError" and output:  # a shell cell: what its command said
             run.reason += f"; the command's output ends: {' | '.join(last_distinct(output, 3))[-600:]}"
-        known = error.get("upstream")
-        if known:
-            run.reason += (
-                f"; a {known['owner']} bug, not the device's: {known['what']}; it fails on plain CPU too "
-                f"(gloo, aot_eager: {known['reproduced_by']}); avoid it with {known['avoid']}; see "
-                f"{', '.join(known['issues'])}"
-            )
+        if error.get("upstream"):
+            run.reason += _upstream_note(error["upstream"])
     else:
         last = _error_line(tail) or next((line.strip() for line in reversed(tail) if line.strip()), "")
         if REQUIRED_ARGUMENTS in last:  # the command line the try was given, not the code, is incomplete
@@ -1029,3 +1041,8 @@ def _conclude(
             )
             return
         run.reason = f"exit code {run.exit_code}" + (f": {last[:300]}" if last else "")
+        known = upstream_failure(
+            "\n".join(tail)
+        )  # (a native abort: no Python error, its words in the output)
+        if known:
+            run.reason += _upstream_note(known)

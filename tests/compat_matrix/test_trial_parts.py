@@ -674,3 +674,24 @@ def test_a_run_finds_the_environments_own_commands_first(tmp_path):
 
     env = runner._environment({"PATH": "/usr/bin"}, tmp_path, runner.TryOptions(cache_root=tmp_path))
     assert env["PATH"].split(os.pathsep) == [os.path.dirname(sys.executable), "/usr/bin"]
+
+
+def test_a_finished_program_aborted_at_exit_by_its_undestroyed_process_group_is_named_pytorch_s():
+    """No Python error: the abort is in the output (gloo's threads at the interpreter's exit), reproduced on
+    plain CPU by benchmarks/gloo_exit_cpu.py."""
+    from types import SimpleNamespace
+
+    from try_run import runner
+
+    run = report.RunReport("torchrun --nproc_per_node=2 train.py")
+    run.exit_code = 1
+    tail = [
+        "rank 0: mean rank 0.5",
+        "terminate called without an active exception",
+        "torchrun: train.py FAILED: rank 1 failed first, exit code -6 (SIGABRT)",
+    ]
+    runner._conclude(run, False, {}, tail, SimpleNamespace(timeout_s=60, steps=3, python="python"))
+    assert run.status == report.FAILED
+    assert "rank 1 failed first, exit code -6 (SIGABRT)" in run.reason
+    assert "a PyTorch bug, not the device's" in run.reason and "benchmarks/gloo_exit_cpu.py" in run.reason
+    assert "destroy_process_group()" in run.reason

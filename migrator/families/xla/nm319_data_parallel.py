@@ -19,7 +19,10 @@ DATA_PARALLEL = Rule(
     "The model is wrapped in `torch.nn.parallel.DistributedDataParallel` after it is moved to the device and "
     "after what then changes its parameters (re-tied weights, frozen layers; DDP now all-reduces the "
     "gradients; `xm.reduce_gradients` is removed), with `device_ids` from LOCAL_RANK when the device is this "
-    'process\'s, and `init_process_group("neuron")` before it unless one runs on every path there. '
+    "process's, and, unless one runs on every path there, the process group initialised before it by "
+    "`_init_process_group()`, a helper added to the file that initialises it once and destroys it at exit (a group "
+    "left to the interpreter's exit can abort the process: gloo's \"terminate called without an active "
+    'exception"). '
     "In that function the model's other attributes (`state_dict()`, whose keys would gain a `module.` "
     "prefix, `save_pretrained()`, `config`...) are then read through `model.module`. Where the sync call ran "
     'on one device\'s path only (`if device == "xla": xm.optimizer_step(optimizer)` beside `else: '
@@ -620,15 +623,11 @@ class DataParallel(Handler):
             self.ctx.add_import("os")
             device_ids = f", device_ids=[{LOCAL_RANK}]"
         statements = []
-        if "init_process_group" not in self.ctx.source.identifiers:
-            statements.append(self._line(f'{self.file.dist()}.init_process_group("neuron")'))
-        elif not initialized:  # the file initialises one on another path (another branch, a caller...)
-            dist = self.file.dist()
-            statements.append(
-                cst.parse_statement(
-                    f'if not {dist}.is_initialized():\n    {dist}.init_process_group("neuron")\n'
-                )
-            )
+        if (
+            not initialized
+        ):  # (once, and destroyed at exit: the helper; the file may initialise one elsewhere)
+            self.file.helpers.add("_init_process_group")
+            statements.append(self._line("_init_process_group()"))
         wrap = f"{model} = torch.nn.parallel.DistributedDataParallel({model}{device_ids})"
         statements.append(self._line(wrap))
         if guard is not None:  # the device's path only, as the sync call ran

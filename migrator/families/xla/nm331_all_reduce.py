@@ -8,7 +8,7 @@ import libcst.matchers as m
 
 from migrator.cst_helpers import bound_arguments, keyword_arg, literal_value
 from migrator.families.xla.names import XM
-from migrator.families.xla.state import _ALL_REDUCE_SOURCE, HINTS, XlaFile
+from migrator.families.xla.state import _ALL_REDUCE_SOURCE, _INIT_PROCESS_GROUP_SOURCE, HINTS, XlaFile
 from migrator.rules import Example, Rule, Severity
 from migrator.transform import Handler
 
@@ -18,8 +18,8 @@ ALL_REDUCE = Rule(
     "`xm.all_reduce(reduce_type, inputs, scale=1.0)` over every process (no `groups`)",
     "Rewritten to `_all_reduce(reduce_type, inputs, scale)`, a helper added to the file that does what torch_xla "
     "did with `torch.distributed.all_reduce`: a reduced copy of a tensor, or a list of tensors reduced in place, "
-    "times `scale`, over every process of torchrun (the process group initialised if the script has none yet; "
-    "one process: nothing to reduce); `xm.REDUCE_SUM` and the other reduce types become their string values, "
+    "times `scale`, over every process of torchrun (the process group initialised if the script has none yet, "
+    "by `_init_process_group()`, which destroys it at exit; one process: nothing to reduce); `xm.REDUCE_SUM` and the other reduce types become their string values, "
     "`pin_layout` (an XLA layout option) goes. Over process `groups` (a model-parallel script's data-parallel "
     "group), the call keeps NM314's TODO.",
     examples=(
@@ -30,8 +30,12 @@ import torch_xla.core.xla_model as xm
 total = xm.all_reduce(xm.REDUCE_SUM, loss, scale=1.0 / world_size)
 """,
             after=f"""\
+import atexit
 import os
 import torch
+
+
+{_INIT_PROCESS_GROUP_SOURCE.strip()}
 
 
 {_ALL_REDUCE_SOURCE.strip()}

@@ -62,14 +62,28 @@ class _ParallelLoader:
     def per_device_loader(self, device):
         return _DeviceLoader(self.loader, device)
 '''
+_INIT_PROCESS_GROUP_SOURCE = '''
+def _init_process_group():
+    """torchrun's process group, initialised once as torch_xla's runtime did, and destroyed at exit (added by
+    neuron-migrate): a group left to the interpreter's exit can abort the process ("terminate called without an
+    active exception", gloo)."""
+    if torch.distributed.is_initialized():
+        return
+
+    def destroy():
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+    torch.distributed.init_process_group("neuron")
+    atexit.register(destroy)
+'''
 _REDUCE_GRADIENTS_SOURCE = '''
 def _reduce_gradients(optimizer):
     """Average the gradients of `optimizer`'s parameters over the processes, as torch_xla's xm.reduce_gradients
     did (added by neuron-migrate where the model could not be wrapped in DistributedDataParallel)."""
     if int(os.environ.get("WORLD_SIZE", 1)) == 1:
         return
-    if not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("neuron")
+    _init_process_group()
     world_size = torch.distributed.get_world_size()
     for group in optimizer.param_groups:
         for parameter in group["params"]:
@@ -90,8 +104,7 @@ def _all_reduce(reduce_type, inputs, scale=1.0):
     list of tensors reduced in place, times `scale`."""
     tensors = [inputs.clone()] if isinstance(inputs, torch.Tensor) else list(inputs)
     if int(os.environ.get("WORLD_SIZE", 1)) > 1:
-        if not torch.distributed.is_initialized():
-            torch.distributed.init_process_group("neuron")
+        _init_process_group()
         ops = torch.distributed.ReduceOp
         op = {"sum": ops.SUM, "mul": ops.PRODUCT, "min": ops.MIN, "max": ops.MAX, "and": ops.BAND, "or": ops.BOR}
         for tensor in tensors:
@@ -246,6 +259,7 @@ _HELPER_SOURCES = {
     "_to_device": _TO_DEVICE_SOURCE,
     "_DeviceLoader": _DEVICE_LOADER_SOURCE,
     "_ParallelLoader": _PARALLEL_LOADER_SOURCE,
+    "_init_process_group": _INIT_PROCESS_GROUP_SOURCE,
     "_reduce_gradients": _REDUCE_GRADIENTS_SOURCE,
     "_optimizer_step": _OPTIMIZER_STEP_SOURCE,
     "_all_reduce": _ALL_REDUCE_SOURCE,
@@ -263,9 +277,10 @@ _HELPER_NEEDS: dict[str, tuple[str, ...]] = {
     "_to_device": ("torch",),
     "_DeviceLoader": ("_to_device",),
     "_ParallelLoader": ("_DeviceLoader",),
-    "_reduce_gradients": ("os", "torch"),
+    "_init_process_group": ("atexit", "torch"),
+    "_reduce_gradients": ("_init_process_group", "os", "torch"),
     "_optimizer_step": ("_reduce_gradients",),
-    "_all_reduce": ("os", "torch"),
+    "_all_reduce": ("_init_process_group", "os", "torch"),
     "_mesh_reduce": ("_to_device", "torch"),
     "_NeuronCompiled": ("_to_device", "torch", "copy", "zipfile"),
     "_RateTracker": ("os", "time"),
