@@ -168,7 +168,8 @@ def _migrate_marked_python(
     # After every rewrite, before verification: what legacy code is left gets a TODO and a finding.
     code, findings = result.code, result.findings
     if exported:  # (the loads' lines are the input's: only the folder's literal was replaced)
-        placed = [exported_loads.finding(export, line, column) for line, column, export in exported]
+        placed = [exported_loads.finding(place.export, place.line, place.column) for place in exported]
+        findings = exported_loads.columns_back(findings, exported)
         findings = sorted(findings + placed, key=lambda f: (f.line, f.column, f.code))
     if scan:
         code, findings = mark_python(content, code, findings, PYTHON_RULES)

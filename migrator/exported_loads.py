@@ -10,6 +10,7 @@ does not also pass those settings with; otherwise NM452's TODO says what to chan
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import re
 import shlex
@@ -125,12 +126,21 @@ def _export(command: str, where: str) -> Export | None:
     return Export(model, output, settings, where) if output not in ("", ".") else None
 
 
-def load_exports(
-    python: str, found: dict[str, Export], classes: frozenset[str]
-) -> tuple[str, list[tuple[int, int, Export]]]:
+@dataclass(frozen=True)
+class Placed:
+    """A load rewritten by `load_exports`: its 1-based line and column (of the folder's literal, in characters),
+    the export, and how many characters longer the line became."""
+
+    line: int
+    column: int
+    export: Export
+    grown: int
+
+
+def load_exports(python: str, found: dict[str, Export], classes: frozenset[str]) -> tuple[str, list[Placed]]:
     """`python` with its loads of an export's folder (`Class.from_pretrained("OUT", ...)`, `Class` one of `classes`,
-    the names bound to optimum-neuron's classes) rewritten to that export at load time, and (line, column, export)
-    of each (1-based line; the lines stay as they are, only the folder's literal is replaced)."""
+    the names bound to optimum-neuron's classes) rewritten to that export at load time, and where (the lines stay
+    as they are: only the folder's literal is replaced)."""
     tree = parsed(python) if found and classes else None
     if tree is None:
         return python, []
@@ -140,16 +150,36 @@ def load_exports(
         for export in [_loaded_export(node, classes, found)]
         if export
     ]
-    lines = python.splitlines(keepends=True)
+    lines = _LINE.findall(python)  # (as Python numbers lines: at \n, \r\n and \r)
+    placed = []
     for literal, export in sorted(edits, key=lambda edit: (edit[0].lineno, edit[0].col_offset), reverse=True):
         line = lines[literal.lineno - 1].encode()
+        before, after = line[: literal.col_offset].decode(), line[literal.end_col_offset :].decode()
         keywords = "".join(f", {name}={value}" for name, value in export.settings)
-        replacement = f"{json.dumps(export.model)}, export=True{keywords}".encode()
-        lines[literal.lineno - 1] = (
-            line[: literal.col_offset] + replacement + line[literal.end_col_offset :]
-        ).decode()
-    placed = sorted((literal.lineno, literal.col_offset + 1, export) for literal, export in edits)
-    return "".join(lines), placed
+        replacement = f"{json.dumps(export.model)}, export=True{keywords}"
+        old = line[literal.col_offset : literal.end_col_offset].decode()
+        lines[literal.lineno - 1] = before + replacement + after
+        placed.append(Placed(literal.lineno, len(before) + 1, export, len(replacement) - len(old)))
+    return "".join(lines), sorted(placed, key=lambda place: (place.line, place.column))
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def columns_back(findings: list[Finding], placed: list[Placed]) -> list[Finding]:
+    """`findings` placed on the rewritten lines moved back to the input's columns (a finding inside the
+    replacement: the literal's)."""
+    if not placed:
+        return findings
+    moved = []
+    for finding in findings:
+        for place in placed:
+            if finding.line == place.line and finding.column > place.column:
+                end = place.column + place.grown  # (past the replacement: shifted back by what it added)
+                column = place.column if finding.column <= end else finding.column - place.grown
+                finding = dataclasses.replace(finding, column=column)
+        moved.append(finding)
+    return moved
 
 
 def finding(export: Export, line: int, column: int, cell: int | None = None) -> Finding:
@@ -167,16 +197,21 @@ def finding(export: Export, line: int, column: int, cell: int | None = None) -> 
     )
 
 
-def load_cell_exports(cells: list[PythonCell], lines: list[ShellLine], findings: list[Finding]) -> None:
+def load_cell_exports(
+    cells: list[PythonCell], lines: list[ShellLine], findings: list[Finding]
+) -> dict[int, list[Placed]]:
     """A notebook's loads of the folders its `!optimum-cli export neuron` lines write, rewritten in each cell's
-    `python` (see `load_exports`), a finding for each."""
+    `python` (see `load_exports`), a finding for each; returns, by cell index, where (the cell's own lines)."""
     found = exports((line.command, f"cell {line.cell.number}") for line in lines)
     classes = neuron_classes(cell.python for cell in cells) if found else frozenset()
+    placed_in: dict[int, list[Placed]] = {}
     for cell in cells:
         cell.python, placed = load_exports(cell.python, found, classes)
-        for line, column, export in placed:
-            at = cell.line_of[line - 1] + 1 if line - 1 < len(cell.line_of) else line
-            findings.append(finding(export, at, column, cell.number))
+        for place in placed:
+            at = cell.line_of[place.line - 1] + 1 if place.line - 1 < len(cell.line_of) else place.line
+            placed_in.setdefault(cell.index, []).append(dataclasses.replace(place, line=at))
+            findings.append(finding(place.export, at, place.column, cell.number))
+    return placed_in
 
 
 def neuron_classes(codes: Iterable[str]) -> frozenset[str]:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from migrator.exported_loads import load_cell_exports
+from migrator.exported_loads import columns_back, load_cell_exports
 from migrator.ipynb import (
     JUPYTER_STYLE,
     at_file_line,
@@ -142,7 +142,7 @@ def migrate_notebook(
 
     shell_lines = [line for cell in python_cells for line in placeholders(cell)]
     # A load of the folder an `!optimum-cli export neuron` line writes becomes that export at load time (NM452).
-    load_cell_exports(python_cells, shell_lines, findings)
+    exported = load_cell_exports(python_cells, shell_lines, findings)
     # The kernel runs these cells as one process; a `%%writefile` script is launched (torchrun included).
     failed: list[tuple[PythonCell, MigrationError]] = []
     migrated_cells = migrate_python_cells(python_cells, partial(migrate_python, notebook=True), failed)
@@ -169,7 +169,7 @@ def migrate_notebook(
         findings += [_in_cell(f, number, line_offset=1) for f in body_findings]
         new_sources[index] = f"{header}{newline}{migrated}"
     for cell, text, cell_findings in migrated_cells:
-        findings += cell_findings
+        findings += columns_back(cell_findings, exported.get(cell.index, []))
         new_sources[cell.index] = restore(text, cell.magics)
 
     # A cell left as it is because it does not parse says so above its code, as every manual finding does.

@@ -462,6 +462,10 @@ def test_a_cell_s_load_of_a_cli_export_becomes_that_export_at_load_time_only_whe
         assert 'AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B"' in sources[-1]
         assert "max_cache_len = 512" in sources[-1]
         assert all(f.fixed for f in export_findings) and len(export_findings) == 2
+        # Findings on the load sit within its line as written (at the folder's literal for the export's settings).
+        load_line = LOAD.format(args=args).splitlines()[1]
+        on_load = [f for f in findings if f.cell == 2 and f.line == 2]
+        assert on_load and all(f.column <= len(load_line) for f in on_load)
     else:
         assert "optimum-cli export neuron" in sources[0] and "TODO(neuron-migrate): NM452" in sources[0]
         assert [f.fixed for f in export_findings] == [False]
