@@ -145,7 +145,7 @@ def test_ddp_wraps_the_model_only_on_the_device_path_whose_optimizer_step_synced
 
     source = (FIXTURES / "xla" / "ddp_on_the_device_path.py").read_text()
     output, _ = migrate_python(source)
-    assert '    if device_name == "xla":\n        dist.init_process_group("neuron")\n' in output
+    assert '    if device_name == "xla":\n        _init_process_group()\n' in output
     assert 'getattr(model, "module", model).state_dict()' in output
     script = tmp_path / "train.py"
     script.write_text(output)
