@@ -195,6 +195,7 @@ def migrate_shell(
     if not any(hint in content for hint in SHELL_HINTS):
         return content, []
     code_beside = None if inline or directory is None else partial(first_importer, directory, _migrated)
+    exported = () if inline or directory is None or "optimum-cli" not in content else _loads_beside(directory)
     migrated, findings = rewrite_shell(
         content,
         partial(migrate_python, scan=False),
@@ -206,11 +207,29 @@ def migrate_shell(
         root=root,
         beside=code_beside,
         following=following,
+        python_beside=exported,
     )
     migrated, findings = mark_shell(content, migrated, findings)
     if migrated != content:
         verify_shell(content, migrated)
     return migrated, findings
+
+
+def _loads_beside(directory: Path) -> tuple[tuple[str, str], ...]:
+    """The Python files of `directory` (name, code) as they load models once the loads of the folders the shell
+    scripts there export are rewritten (`exported_loads`): what an export there must stay for (NM452)."""
+    found = []
+    for path in sorted(directory.glob("*.py")):
+        try:
+            code = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if "from_pretrained" in code:
+            classes = exported_loads.neuron_classes([code])
+            found.append(
+                (path.name, exported_loads.load_exports(code, exported_loads.beside(directory), classes)[0])
+            )
+    return tuple(found)
 
 
 def migrate_requirements(content: str, directory: Path | None = None) -> tuple[str, list[Finding]]:

@@ -38,8 +38,9 @@ EXPORT_COMMAND = Rule(
     "every export option one a load takes or one that only tuned the compile) loads the export at load time "
     "instead, `from_pretrained(model, export=True, batch_size=..., sequence_length=..., auto_cast_type=...)`, "
     "which the inference rules migrate (`migrator/exported_loads.py`), and the export goes. When the file "
-    "uses the export directory otherwise (a run, an upload, a copy, another load), the export stays with a "
-    "TODO: what uses it must change first (for a cell: load the model id with the export's settings).",
+    "uses the export directory otherwise (a run, an upload, a copy, another load; a load in a Python file beside "
+    "the script that cannot be rewritten, such as one of a model id from a variable), the export stays with a "
+    "TODO: what uses it must change first (for a cell or a file: load the model id with the export's settings).",
     examples=(
         example(
             "#!/bin/bash\n"
@@ -87,6 +88,11 @@ class OptimumCliMatcher:
         loading_cell = (
             _cell_using(self.python_cells, words) if rule is EXPORT_COMMAND and reused is None else None
         )
+        loading_file = (  # (a load the exported-load rewrite makes no longer names the folder)
+            _cell_using(self.python_beside, words)
+            if rule is EXPORT_COMMAND and reused is None and loading_cell is None
+            else None
+        )
         if reused is not None:
             self.todo(
                 ctx,
@@ -102,7 +108,16 @@ class OptimumCliMatcher:
                 node,
                 EXPORT_COMMAND,
                 f"`optimum-cli export neuron` writes `{output}`, which Python cell {number} of this notebook "
-                f"loads; TorchNeuron loads the original checkpoint: {_load_instead(words, number)}",
+                f"loads; TorchNeuron loads the original checkpoint: {_load_instead(words, f'cell {number}')}",
+            )
+        elif loading_file is not None:
+            name, output = loading_file
+            self.todo(
+                ctx,
+                node,
+                EXPORT_COMMAND,
+                f"`optimum-cli export neuron` writes `{output}`, which `{name}` beside this script loads; "
+                f"TorchNeuron loads the original checkpoint: {_load_instead(words, f'`{name}`')}",
             )
         elif rule is not None and self.owner == 0 and self.remove_statement(ctx, node, placeholder=False):
             core_count = _export_core_count(words) if rule is EXPORT_COMMAND else None
@@ -147,9 +162,10 @@ def _mentions(output: str) -> re.Pattern[bytes]:
     return re.compile(rb"(?<![\w.$/-])(?:\./)?" + re.escape(output.encode()) + rb"(?![\w-])")
 
 
-def _cell_using(cells, words: list[Word]) -> tuple[int, str] | None:
-    """(number, output directory) of the first Python cell that names the export's output outside a comment:
-    a `from_pretrained("./out")` of the compiled model, which the export must stay for."""
+def _cell_using(cells, words: list[Word]) -> tuple[int | str, str] | None:
+    """(number or name, output directory) of the first Python cell or file (number or name, code) that names the
+    export's output outside a comment: a `from_pretrained("./out")` of the compiled model, which the export must
+    stay for."""
     output = _output(words)
     if output in ("", ".") or output.startswith("-"):
         return None
@@ -170,8 +186,9 @@ _LOAD_SETTINGS = {
 }
 
 
-def _load_instead(words: list[Word], number: int) -> str:
-    """What cell `number` must load instead of the export's output: the model id and the export's settings."""
+def _load_instead(words: list[Word], loader: str) -> str:
+    """What `loader` (a cell, a file) must load instead of the export's output: the model id and the export's
+    settings."""
     options = _options(words)
     model = options.get("model") or options.get("m") or "the model id the export read"
     settings = [
@@ -180,7 +197,7 @@ def _load_instead(words: list[Word], number: int) -> str:
         if options.get(name)
     ]
     carried = f" with {', '.join(settings)}" if settings else ""
-    return f"make cell {number} load `{model}`{carried} instead, then remove this export"
+    return f"make {loader} load `{model}`{carried} instead, then remove this export"
 
 
 def _options(words: list[Word]) -> dict[str, str]:

@@ -72,8 +72,12 @@ class ShellRewriter(*MATCHERS, EditList):
         root: Path | None = None,
         beside: Importer | None = None,
         following: frozenset[tuple[str, ...]] = frozenset(),
+        python_beside: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.inline = inline
+        self.python_beside = (
+            python_beside  # the Python files of the script's folder (name, code): what they load
+        )
         self.following = following  # launches that run after this text (later cells of a notebook)
         self.written = written  # scripts the notebook writes, by path (their parsers are read there)
         self.python_cells = python_cells  # the notebook's Python cells (number, code): what they load
@@ -337,6 +341,7 @@ def rewrite_shell(
     root: Path | None = None,
     beside: Importer | None = None,
     following: frozenset[tuple[str, ...]] = frozenset(),
+    python_beside: Sequence[tuple[str, str]] = (),
 ) -> tuple[str, list[Finding]]:
     """Migrate a shell script; `migrate_python` rewrites Python heredoc bodies (left alone without it).
 
@@ -348,8 +353,19 @@ def rewrite_shell(
     `python_cells`: the notebook's Python cells (number, code), where an export's output may be loaded.
     `root`: the top of the tree being migrated (a launched script's path may start there); `beside`: what the
     code of the file's folder still imports once migrated, asked only when an install would remove a package.
-    `following`: signatures of the launches that run after the text (a notebook's later cells).
+    `following`: signatures of the launches that run after the text (a notebook's later cells);
+    `python_beside`: the Python files of the script's folder (name, code), where an export's output may be loaded.
     """
     return ShellRewriter(
-        text, migrate_python, inline, directory, imported, written, python_cells, root, beside, following
+        text,
+        migrate_python,
+        inline,
+        directory,
+        imported,
+        written,
+        python_cells,
+        root,
+        beside,
+        following,
+        python_beside,
     ).run()

@@ -503,3 +503,20 @@ def test_an_accelerate_config_that_runs_deepspeed_gets_a_todo_on_its_launch(tmp_
     assert migrate_shell(migrated, directory=tmp_path)[0] == migrated
     _, fsdp = migrate_shell(launcher.format("fsdp.yaml"), directory=tmp_path)
     assert not [f for f in fsdp if f.code == "NM475"]
+
+
+@pytest.mark.parametrize(("model", "kept"), [("Qwen/Qwen3-0.6B", False), ("$MODEL_ID", True)])
+def test_an_export_a_python_file_beside_it_still_loads_stays_with_its_todo(tmp_path, model, kept):
+    """A load the exported-load rewrite can make (a literal model id) no longer needs the folder: the export goes.
+    One it cannot (the model from a variable) still loads the compiled folder: the export stays, with a TODO
+    naming the file."""
+    (tmp_path / "infer.py").write_text(
+        'from optimum.neuron import NeuronModelForCausalLM\nmodel = NeuronModelForCausalLM.from_pretrained("qwen_neuron")\n'
+    )
+    script = f"#!/bin/bash\noptimum-cli export neuron --model {model} --batch_size 1 --sequence_length 512 qwen_neuron/\n"
+    (tmp_path / "export.sh").write_text(script)
+    migrated, findings = migrate_shell(script, directory=tmp_path)
+    [finding] = [f for f in findings if f.code == "NM452"]
+    assert ("optimum-cli export neuron" in migrated) is kept and finding.fixed is not kept
+    if kept:
+        assert "which `infer.py` beside this script loads" in finding.message
