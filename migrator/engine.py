@@ -155,8 +155,8 @@ def _migrate_marked_python(
 ) -> tuple[str, list[Finding]]:
     tree = python_tree(content)  # Python's parser first: what it refuses never reaches libcst's native parser
     loaded, exported = content, []
-    if directory is not None and "from_pretrained" in content:
-        found = exported_loads.beside(directory)
+    found = exported_loads.beside(directory) if directory is not None and "from_pretrained" in content else {}
+    if found:  # (the classes are read only then: most folders export nothing)
         loaded, exported = exported_loads.load_exports(
             content, found, exported_loads.neuron_classes([content])
         )
@@ -218,6 +218,7 @@ def migrate_shell(
 def _loads_beside(directory: Path) -> tuple[tuple[str, str], ...]:
     """The Python files of `directory` (name, code) as they load models once the loads of the folders the shell
     scripts there export are rewritten (`exported_loads`): what an export there must stay for (NM452)."""
+    exports = exported_loads.beside(directory)
     found = []
     for path in sorted(directory.glob("*.py")):
         try:
@@ -225,10 +226,9 @@ def _loads_beside(directory: Path) -> tuple[tuple[str, str], ...]:
         except (OSError, UnicodeDecodeError):
             continue
         if "from_pretrained" in code:
-            classes = exported_loads.neuron_classes([code])
-            found.append(
-                (path.name, exported_loads.load_exports(code, exported_loads.beside(directory), classes)[0])
-            )
+            if exports:
+                code = exported_loads.load_exports(code, exports, exported_loads.neuron_classes([code]))[0]
+            found.append((path.name, code))
     return tuple(found)
 
 

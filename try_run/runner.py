@@ -1041,8 +1041,7 @@ def _conclude(
             )
             return
         run.reason = f"exit code {run.exit_code}" + (f": {last[:300]}" if last else "")
-        known = upstream_failure(
-            "\n".join(tail)
-        )  # (a native abort: no Python error, its words in the output)
+        # A native abort (no Python error): its words are in the output.
+        known = upstream_failure("\n".join(tail))
         if known:
             run.reason += _upstream_note(known)
