@@ -2,7 +2,8 @@
 
 ``transformers`` when uncompiled CPU code already fails, ``simulator`` when the stage passes under Dynamo's plain
 ``eager`` backend and with the AOT graphs run stride-agnostically (on the neuron stand-in: compiled on CPU tensors,
-then stride-agnostically on CPU tensors), ``device`` otherwise; a TorchNeuron rule's rejection is the device's at once. The confirmation reruns keep their findings and compiled code out of the row.
+then stride-agnostically on CPU tensors), or fails under PyTorch's own ``aot_eager`` on CPU too (PyTorch's CPU
+kernels on the AOT graph, which a device compiles instead), ``device`` otherwise; a TorchNeuron rule's rejection is the device's at once. The confirmation reruns keep their findings and compiled code out of the row.
 """
 
 from __future__ import annotations
@@ -66,5 +67,13 @@ def attribute_failure(
         return Cause.SIMULATOR, (
             f"{first_error_line(error)}: passes under Dynamo's eager backend and with the AOT graphs run "
             "stride-agnostically, so only the simulator's strided CPU execution fails"
+        )
+    # PyTorch's own AOT path on CPU: where it fails too, the AOT graph fails under PyTorch's CPU kernels, which
+    # the simulator runs it with and a device does not (neuronx-cc compiles the graph).
+    if simulated and not _passes(lambda: rerun("aot_eager", on_host=standin))[0]:
+        return Cause.SIMULATOR, (
+            f"{first_error_line(error)}: fails under PyTorch's own aot_eager backend on CPU too (Dynamo's eager "
+            "backend passes), so PyTorch's CPU kernels fail on the AOT graph, as the simulator runs it; a device "
+            "compiles that graph instead: not measured"
         )
     return Cause.DEVICE, f"{first_error_line(error)} (after AOT autograd; Dynamo's eager backend passes)"
