@@ -212,7 +212,24 @@ def _inspect_aten_graph(gm: torch.fx.GraphModule, example_inputs: list) -> objec
             values = value if isinstance(value, list | tuple) else [value]
             check_op_and_dtypes(node.target, values, "compiled graph")
             check_operator_coverage(node.target)
+    _contiguous_group_norm_inputs(gm)
     return gm.forward
+
+
+def _contiguous_group_norm_inputs(gm: torch.fx.GraphModule) -> None:
+    """AOT autograd can hand ``native_group_norm`` a non-contiguous input, which PyTorch's CPU kernel refuses
+    (``Expected X.is_contiguous(memory_format)``: every Diffusers VAE decoder, pytorch/pytorch#124181) and a device
+    never sees (neuronx-cc lowers the graph without strides). The input is made contiguous first, as PyTorch's own
+    fix does (pytorch/pytorch#186414, not in torch 2.13): the values are the same."""
+    norms = [node for node in gm.graph.nodes if node.target is torch.ops.aten.native_group_norm.default]
+    for node in norms:
+        with gm.graph.inserting_before(node):
+            contiguous = gm.graph.call_function(
+                torch.ops.aten.clone.default, (node.args[0],), {"memory_format": torch.contiguous_format}
+            )
+        node.replace_input_with(node.args[0], contiguous)
+    if norms:
+        gm.recompile()
 
 
 def _inspect_stride_agnostic(gm: torch.fx.GraphModule, example_inputs: list) -> object:
