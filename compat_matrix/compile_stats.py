@@ -70,13 +70,7 @@ class CompileStats:
         return [m for m in get_compilation_metrics()[self.metrics_start :] if m.graph_op_count]
 
     def recompile_reasons(self) -> list[str]:
-        reasons = []
-        for metric in self.compilations():
-            if int(metric.compile_id.split("/")[1]) > 0:
-                # The first line is the failing guard; the user stack trace after it is noise in a matrix cell.
-                guard = (metric.recompile_reason or "unknown").strip().splitlines()[0]
-                reasons.append(f"{metric.co_name}: {guard}")
-        return reasons
+        return recompile_reasons(self.compilations())
 
     def graph_breaks(self) -> dict[str, int]:
         diff = {}
@@ -88,6 +82,17 @@ class CompileStats:
 
     def unique_graphs(self) -> int:
         return counters["stats"]["unique_graphs"] - self.unique_graphs_start
+
+
+def recompile_reasons(compilations: list) -> list[str]:
+    """Per recompile among ``compilations`` (Dynamo's compilation metrics): its frame and the guard that failed."""
+    reasons = []
+    for metric in compilations:
+        if int(metric.compile_id.split("/")[1]) > 0:
+            # The first line is the failing guard; the user stack trace after it is noise in a matrix cell.
+            guard = (metric.recompile_reason or "unknown").strip().splitlines()[0]
+            reasons.append(f"{metric.co_name}: {guard}")
+    return reasons
 
 
 def graph_break_reason(message: str) -> str:

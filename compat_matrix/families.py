@@ -12,6 +12,7 @@ from __future__ import annotations
 TEXT_GENERATION = "text-generation"
 TEXT2TEXT_GENERATION = "text2text-generation"
 SPEECH_RECOGNITION = "automatic-speech-recognition"
+TEXT_TO_IMAGE = "text-to-image"
 
 # optimum-neuron 0.4.5's encoder exporters (optimum/exporters/neuron/model_configs.py: every
 # `register_in_tasks_manager(model_type, *COMMON_TEXT_TASKS)` or a list with feature-extraction and
@@ -39,11 +40,17 @@ VISION_TASKS = ("image-feature-extraction", "image-classification")
 SEQ2SEQ_TASK_MODEL_TYPES = {TEXT2TEXT_GENERATION: ("bart", "mt5", "t5"), SPEECH_RECOGNITION: ("whisper",)}
 NOT_EXPORTED_BY_OPTIMUM_NEURON = frozenset({"bart", "mt5"})
 
+# optimum-neuron 0.4.5's diffusion pipelines (NeuronStableDiffusionPipeline, NeuronStableDiffusionXLPipeline,
+# NeuronPixArtAlphaPipeline, NeuronFluxPipeline), each probed as its family's first checkpoint in
+# data/pipelines.json (the families listed there, in its order: a test holds them equal).
+TEXT_TO_IMAGE_MODEL_TYPES = ("stable-diffusion", "stable-diffusion-xl", "pixart", "flux")
+
 # family -> task -> the model types its rows measure for that task; a family's probes are every such pair.
 FAMILY_TASKS = {
     "encoders": dict.fromkeys(ENCODER_TASKS, ENCODER_MODEL_TYPES),
     "vision": dict.fromkeys(VISION_TASKS, VISION_MODEL_TYPES),
     "seq2seq": SEQ2SEQ_TASK_MODEL_TYPES,
+    "diffusion": {TEXT_TO_IMAGE: TEXT_TO_IMAGE_MODEL_TYPES},
 }
 FAMILIES = {family: tuple(tasks) for family, tasks in FAMILY_TASKS.items()}
 # The tasks probed by generate (a static cache, compiled decode steps); every other family task is a forward.

@@ -27,7 +27,13 @@ import psutil
 from compat_matrix.archs import ranks, support_of
 from compat_matrix.checkpoints import config_choice
 from compat_matrix.environment import run_env, simulated
-from compat_matrix.families import GENERATION_TASKS, TEXT_GENERATION, judged_stages, split_probe_name
+from compat_matrix.families import (
+    GENERATION_TASKS,
+    TEXT_GENERATION,
+    TEXT_TO_IMAGE,
+    judged_stages,
+    split_probe_name,
+)
 from compat_matrix.schema import Cause, Row, Verdict
 from compat_matrix.settings import ProbeSettings
 
@@ -73,8 +79,11 @@ def _child_main(model_type: str, settings: ProbeSettings, torch_threads: int, co
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     if settings.self_signal is not None:
         os.kill(os.getpid(), settings.self_signal)
-    if split_probe_name(model_type)[0] in GENERATION_TASKS:
+    task = split_probe_name(model_type)[0]
+    if task in GENERATION_TASKS:
         from compat_matrix.probes import probe_architecture as probe
+    elif task == TEXT_TO_IMAGE:
+        from compat_matrix.diffusion_probes import probe_diffusion as probe
     else:
         from compat_matrix.forward_probes import probe_forward as probe
     measured = probe(model_type, settings)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # The fields each version added, for the note a report or merge prints about older rows. Version 4's other
 # fields were written before it, undeclared, and are read as they were written.
 FIELDS_ADDED = {
@@ -43,6 +43,7 @@ FIELDS_ADDED = {
         "train_graph_break_reasons", "train_content_compiles"),
     4: ("generate_reason", "train_reason", "recompile_limit"),
     5: ("task", "forward_verdict", "forward_reason", "forward_failure"),
+    6: ("denoise_steps", "guidance_recompiles"),
 }  # fmt: skip
 
 # What a row was measured under. Rows with equal values are one run (one column of a report); `run --resume`
@@ -271,6 +272,10 @@ class Row:
     # length), (batch, channels, height, width), or (batch, mel bins, frames).
     padded_shape: list[int] | None = None
     forward_unsupported_ops: list[str] | None = None  # device-rule findings of the forward
+    # A text-to-image row: the scheduler steps of each request, and the graphs compiled when classifier-free
+    # guidance turns off (the denoiser's batch halves: a static shape of its own, not counted as a recompile).
+    denoise_steps: int | None = None
+    guidance_recompiles: int | None = None
     # Graphs compiled for one more batch of the first padded length with other content: > 0 means training
     # recompiles with the data (e.g. expert token counts), not only with the padded length.
     train_content_compiles: int | None = None

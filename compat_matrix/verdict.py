@@ -70,13 +70,23 @@ def forward_caveats(row: dict[str, Any]) -> list[str]:
     compiles one graph, so a recompile for another batch of that shape, or a graph break, costs a device."""
     found = []
     if row.get("recompile_count"):
-        found.append(f"{row['recompile_count']} recompile(s) for another batch of the same shape")
+        again = "across the denoising steps or for another prompt" if row.get("denoise_steps") else (
+            "for another batch of the same shape")  # fmt: skip
+        found.append(f"{row['recompile_count']} recompile(s) {again}")
     if row.get("graph_breaks"):
         found.append(f"{row['graph_breaks']} graph break(s) in the forward")
     found += _op_caveats(
         row.get("forward_unsupported_ops") or [], row.get("forward_device_rule_caveat"), "the forward"
     )
     return found
+
+
+def _guidance_note(row: dict[str, Any]) -> str | None:
+    """A text-to-image row's graphs for the unguided batch: expected of a static shape, so said, not a caveat."""
+    if not row.get("guidance_recompiles") or row.get("forward_failure"):
+        return None
+    return (f"turning classifier-free guidance off compiled {row['guidance_recompiles']} more graph(s): the "
+            "denoiser's batch halves, a static shape of its own (another neuronx-cc compile on a device)")  # fmt: skip
 
 
 def _stage_verdict(
@@ -107,8 +117,9 @@ def decide_verdict(row: dict[str, Any]) -> dict[str, Any]:
         return {"verdict": Verdict.HARNESS_ERROR, **{f"{stage}_verdict": Verdict.HARNESS_ERROR for stage in stages},
                 "cause": Cause.HARNESS, "reason": reason}  # fmt: skip
     if stages == ("forward",):
+        notes = [artifacts.dropped_note(row, "forward"), _guidance_note(row)]
         forward_verdict, forward_reason = _stage_verdict(
-            row.get("forward_failure"), forward_caveats(row), artifacts.dropped_note(row, "forward")
+            row.get("forward_failure"), forward_caveats(row), "; ".join(filter(None, notes)) or None
         )
         cause = row["forward_failure"]["cause"] if forward_verdict in BLAMED_VERDICTS else None
         return {"verdict": forward_verdict, "forward_verdict": forward_verdict, "cause": cause and Cause(cause),

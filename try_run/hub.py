@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from try_run import checkpoint_parts, pipelines
+from compat_matrix import pipelines
+from try_run import checkpoint_parts
 from usercode import model_ids
 
 REVISION = "0" * 40  # one snapshot per stand-in; refs/main points at it

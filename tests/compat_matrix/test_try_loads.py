@@ -147,7 +147,7 @@ def test_every_checkpoint_value_names_its_source_and_a_served_field():
 def test_every_pipeline_stand_in_is_written_in_its_checkpoints_layout(tmp_path):
     import json
 
-    from try_run import pipelines
+    from compat_matrix import pipelines
 
     for checkpoint in pipelines.checkpoints():
         spec = pipelines.spec_for(checkpoint)

@@ -104,7 +104,7 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
     "inference/sd_turbo_core_pinned.expected.py": (
         LIMIT,
         "stabilityai/sd-turbo: a Diffusers pipeline with no tiny stand-in (its checkpoint values are not in "
-        "try_run/pipelines.json)",
+        "compat_matrix/data/pipelines.json)",
     ),
     "environment/compile_unpacked_options.expected.py": (
         UNSURE,

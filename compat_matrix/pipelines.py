@@ -7,7 +7,8 @@ What the script's shapes depend on is kept from the checkpoint (`pipelines.json`
 denoiser's sample size), the VAE's 8x down-scaling and latent channels, the scheduler class and prediction
 type, the tokenizers' lengths, SDXL's micro-conditioning and Flux's guidance embedding. Widths, depths and
 vocabularies are tiny: the text encoders are `compat_matrix.tiny`'s, the denoisers and the VAE use the
-smallest widths their group norms allow.
+smallest widths their group norms allow. `try` stands these pipelines in for Hub ones (`try_run.hub`); the
+compatibility matrix probes them (`diffusion_probes`), at a second tiny size (every width doubled) too.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from usercode import model_ids
 
-SPECS_PATH = Path(__file__).with_name("pipelines.json")
+if TYPE_CHECKING:  # (torch and Transformers are imported only to build: `try` matches ids with this module)
+    from compat_matrix.tiny import TinySize
+
+SPECS_PATH = Path(__file__).with_name("data") / "pipelines.json"
 CHARACTERS = [chr(code) for code in range(33, 127)]
 TEXT_VOCAB = (
     256  # the tiny text encoders' vocabulary (compat_matrix.tiny.VOCAB); the tokenizers stay below it
@@ -64,11 +68,24 @@ def checkpoints() -> list[str]:
     return [spec.checkpoint for _, spec in _specs()]
 
 
-def build(spec: PipelineSpec):
-    """The tiny pipeline of `spec`'s family (eval mode, float32, seeded)."""
+def family_spec(family: str) -> PipelineSpec:
+    """The first checkpoint of a family (`pipelines.json` lists the family's most-used one first)."""
+    return next(spec for _, spec in _specs() if spec.family == family)
+
+
+def families() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(spec.family for _, spec in _specs()))
+
+
+def build(spec: PipelineSpec, size: TinySize | None = None, seed: int = 0):
+    """The tiny pipeline of `spec`'s family (eval mode, float32, seeded); `size`: the text encoders' tiny size
+    (`tiny.PRIMARY` by default), the denoiser's and the VAE's widths scaled with it."""
     import torch
 
-    torch.manual_seed(0)
+    from compat_matrix.tiny import PRIMARY
+
+    size = size or PRIMARY
+    torch.manual_seed(seed)
     builder = {
         "stable-diffusion": _stable_diffusion,
         "stable-diffusion-xl": _stable_diffusion_xl,
@@ -77,7 +94,7 @@ def build(spec: PipelineSpec):
     }.get(spec.family)
     if builder is None:
         raise CannotBuild(f"no tiny stand-in for a {spec.family} pipeline")
-    return builder(spec.values)
+    return builder(spec.values, size, size.hidden // PRIMARY.hidden)
 
 
 def _clip_tokenizer(max_length: int):
@@ -100,30 +117,30 @@ def _t5_tokenizer(max_length: int):
     return T5Tokenizer(vocab=pieces, extra_ids=0, model_max_length=max_length)
 
 
-def _clip_text_encoder(max_positions: int, with_projection: bool = False):
+def _clip_text_encoder(max_positions: int, size: TinySize, with_projection: bool = False):
     from transformers import CLIPTextModel, CLIPTextModelWithProjection
 
-    from compat_matrix.tiny import HIDDEN, build_tiny_config
+    from compat_matrix.tiny import build_tiny_config
 
     config = build_tiny_config(
-        "clip_text_model", exact={"max_position_embeddings": max_positions, "vocab_size": TEXT_VOCAB}
+        "clip_text_model", size, exact={"max_position_embeddings": max_positions, "vocab_size": TEXT_VOCAB}
     )
-    config.projection_dim = HIDDEN
+    config.projection_dim = size.hidden
     config.bos_token_id, config.eos_token_id, config.pad_token_id = 0, 1, 1  # the tokenizer's
     return (CLIPTextModelWithProjection if with_projection else CLIPTextModel)(config).eval()
 
 
-def _t5_encoder():
+def _t5_encoder(size: TinySize):
     from transformers import T5EncoderModel
 
     from compat_matrix.tiny import build_tiny_config
 
-    config = build_tiny_config("t5", exact={"vocab_size": TEXT_VOCAB})
+    config = build_tiny_config("t5", size, exact={"vocab_size": TEXT_VOCAB})
     config.pad_token_id, config.eos_token_id = 0, 1
     return T5EncoderModel(config).eval()
 
 
-def _vae(values: dict[str, Any]):
+def _vae(values: dict[str, Any], scale: int):
     """Four blocks like the checkpoints' VAEs, so images are 8x the latents."""
     from diffusers import AutoencoderKL
 
@@ -132,7 +149,7 @@ def _vae(values: dict[str, Any]):
         out_channels=3,
         down_block_types=("DownEncoderBlock2D",) * 4,
         up_block_types=("UpDecoderBlock2D",) * 4,
-        block_out_channels=(8, 8, 8, 8),
+        block_out_channels=(8 * scale,) * 4,
         layers_per_block=1,
         norm_num_groups=4,
         latent_channels=values["vae.latent_channels"],
@@ -153,7 +170,7 @@ def _scheduler(values: dict[str, Any]):
     )
 
 
-def _unet(values: dict[str, Any], cross_attention_dim: int, **extra):
+def _unet(values: dict[str, Any], scale: int, cross_attention_dim: int, **extra):
     from diffusers import UNet2DConditionModel
 
     return UNet2DConditionModel(
@@ -162,10 +179,10 @@ def _unet(values: dict[str, Any], cross_attention_dim: int, **extra):
         out_channels=4,
         down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
         up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        block_out_channels=(16, 32),
+        block_out_channels=(16 * scale, 32 * scale),
         layers_per_block=1,
         norm_num_groups=8,
-        attention_head_dim=(2, 4),
+        attention_head_dim=(2 * scale, 4 * scale),
         cross_attention_dim=cross_attention_dim,
         time_cond_proj_dim=values.get("unet.time_cond_proj_dim"),
         use_linear_projection=values.get("unet.use_linear_projection", False),
@@ -173,18 +190,16 @@ def _unet(values: dict[str, Any], cross_attention_dim: int, **extra):
     ).eval()
 
 
-def _stable_diffusion(values: dict[str, Any]):
+def _stable_diffusion(values: dict[str, Any], size: TinySize, scale: int):
     import diffusers
     from transformers import CLIPImageProcessor
 
-    from compat_matrix.tiny import HIDDEN
-
     pipeline_class = getattr(diffusers, values["pipeline"])
     return pipeline_class(
-        vae=_vae(values),
-        text_encoder=_clip_text_encoder(values["tokenizer.model_max_length"]),
+        vae=_vae(values, scale),
+        text_encoder=_clip_text_encoder(values["tokenizer.model_max_length"], size),
         tokenizer=_clip_tokenizer(values["tokenizer.model_max_length"]),
-        unet=_unet(values, cross_attention_dim=HIDDEN),
+        unet=_unet(values, scale, cross_attention_dim=size.hidden),
         scheduler=_scheduler(values),
         safety_checker=None,  # a safety checker is a CLIP vision model run on each image: not stood in for
         feature_extractor=CLIPImageProcessor(),
@@ -192,46 +207,46 @@ def _stable_diffusion(values: dict[str, Any]):
     )
 
 
-def _stable_diffusion_xl(values: dict[str, Any]):
+def _stable_diffusion_xl(values: dict[str, Any], size: TinySize, scale: int):
     from diffusers import StableDiffusionXLPipeline
-
-    from compat_matrix.tiny import HIDDEN
 
     time_embedding = 8
     length = values["tokenizer.model_max_length"]
     return StableDiffusionXLPipeline(
-        vae=_vae(values),
-        text_encoder=_clip_text_encoder(length),
-        text_encoder_2=_clip_text_encoder(length, with_projection=True),
+        vae=_vae(values, scale),
+        text_encoder=_clip_text_encoder(length, size),
+        text_encoder_2=_clip_text_encoder(length, size, with_projection=True),
         tokenizer=_clip_tokenizer(length),
         tokenizer_2=_clip_tokenizer(length),
         # The two encoders' hidden states side by side; micro-conditioning: pooled text + 6 size/crop numbers.
         unet=_unet(
             values,
-            cross_attention_dim=2 * HIDDEN,
+            scale,
+            cross_attention_dim=2 * size.hidden,
             addition_embed_type="text_time",
             addition_time_embed_dim=time_embedding,
-            projection_class_embeddings_input_dim=HIDDEN + 6 * time_embedding,
+            projection_class_embeddings_input_dim=size.hidden + 6 * time_embedding,
             transformer_layers_per_block=(1, 2),
         ),
         scheduler=_scheduler(values),
     )
 
 
-def _pixart(values: dict[str, Any]):
+def _pixart(values: dict[str, Any], size: TinySize, scale: int):
     from diffusers import PixArtAlphaPipeline, PixArtTransformer2DModel
 
-    encoder = _t5_encoder()
+    encoder = _t5_encoder(size)
     transformer = PixArtTransformer2DModel(
         sample_size=values["transformer.sample_size"],
         num_layers=2,
         patch_size=2,
         attention_head_dim=8,
-        num_attention_heads=3,  # a width divisible by 3: the size and aspect-ratio embeddings take a third each
+        num_attention_heads=3
+        * scale,  # a width divisible by 3: the size and aspect-ratio embeddings take a third each
         caption_channels=encoder.config.d_model,
         in_channels=4,
         out_channels=8,  # the learned variance, as PixArt-alpha predicts it
-        cross_attention_dim=24,
+        cross_attention_dim=24 * scale,
         attention_bias=True,
         activation_fn="gelu-approximate",
         num_embeds_ada_norm=1000,
@@ -243,34 +258,32 @@ def _pixart(values: dict[str, Any]):
     return PixArtAlphaPipeline(
         tokenizer=_t5_tokenizer(values["tokenizer.model_max_length"]),
         text_encoder=encoder,
-        vae=_vae(values),
+        vae=_vae(values, scale),
         transformer=transformer,
         scheduler=_scheduler(values),
     )
 
 
-def _flux(values: dict[str, Any]):
+def _flux(values: dict[str, Any], size: TinySize, scale: int):
     from diffusers import FluxPipeline, FluxTransformer2DModel
 
-    from compat_matrix.tiny import HIDDEN
-
-    encoder = _t5_encoder()
+    encoder = _t5_encoder(size)
     transformer = FluxTransformer2DModel(
         patch_size=1,
         in_channels=4 * values["vae.latent_channels"],  # latents packed 2 x 2
         num_layers=1,
         num_single_layers=1,
         attention_head_dim=16,
-        num_attention_heads=2,
+        num_attention_heads=2 * scale,
         joint_attention_dim=encoder.config.d_model,
-        pooled_projection_dim=HIDDEN,
+        pooled_projection_dim=size.hidden,
         guidance_embeds=values["transformer.guidance_embeds"],
         axes_dims_rope=(4, 6, 6),
     ).eval()
     return FluxPipeline(
         scheduler=_scheduler(values),
-        vae=_vae(values),
-        text_encoder=_clip_text_encoder(values["tokenizer.model_max_length"]),
+        vae=_vae(values, scale),
+        text_encoder=_clip_text_encoder(values["tokenizer.model_max_length"], size),
         tokenizer=_clip_tokenizer(values["tokenizer.model_max_length"]),
         text_encoder_2=encoder,
         tokenizer_2=_t5_tokenizer(values["tokenizer_2.model_max_length"]),

@@ -1,0 +1,95 @@
+"""The diffusion family: which pipelines it probes, how a request's compilations are told apart, the verdict a
+text-to-image row gets, and the probe itself on a tiny pipeline at a small image size."""
+
+import dataclasses
+
+import pytest
+
+from compat_matrix import diffusion_probes, pipelines
+from compat_matrix.archs import select_architectures, support_of
+from compat_matrix.families import TEXT_TO_IMAGE_MODEL_TYPES, family_of, judged_stages
+from compat_matrix.verdict import decide_verdict
+
+
+def test_the_diffusion_family_probes_each_stood_in_pipeline_family_for_text_to_image():
+    assert pipelines.families() == TEXT_TO_IMAGE_MODEL_TYPES
+    assert select_architectures("diffusion") == [
+        f"text-to-image/{name}" for name in TEXT_TO_IMAGE_MODEL_TYPES
+    ]
+    assert (family_of("text-to-image"), judged_stages("text-to-image")) == ("diffusion", ("forward",))
+    assert support_of("text-to-image/flux") == (True, None)  # NeuronFluxPipeline
+    assert (
+        pipelines.family_spec("stable-diffusion").checkpoint == "stable-diffusion-v1-5/stable-diffusion-v1-5"
+    )
+
+
+class _Mark:
+    """Dynamo's compilations since a part started (what `CompileStats.compilations` returns)."""
+
+    def __init__(self, since: list):
+        self.since = since
+
+    def compilations(self) -> list:
+        return self.since
+
+
+def test_each_part_owns_the_compilations_made_before_the_next_part_started():
+    made = ["denoiser", "denoiser-unguided", "decoder"]
+    marks = [
+        _Mark(made),
+        _Mark(made[1:]),
+        _Mark(made[1:]),
+        _Mark(made[2:]),
+    ]  # the second part compiled nothing
+    assert diffusion_probes.per_part(marks) == [["denoiser"], [], ["denoiser-unguided"], ["decoder"]]
+
+
+def _row(**fields) -> dict:
+    return {"task": "text-to-image", "stage": None, "forward_failure": None, "denoise_steps": 3, **fields}
+
+
+def test_the_unguided_batchs_graph_is_said_and_a_recompile_across_steps_or_prompts_is_a_caveat():
+    clean = decide_verdict(_row(compile_count=3, recompile_count=0, guidance_recompiles=1, graph_breaks=0))
+    assert (clean["verdict"], clean["forward_verdict"]) == ("works", "works")
+    assert clean["forward_reason"].startswith("turning classifier-free guidance off compiled 1 more graph(s)")
+    caveat = decide_verdict(_row(compile_count=4, recompile_count=1, guidance_recompiles=0, graph_breaks=0))
+    assert caveat["verdict"] == "works-with-caveats"
+    assert caveat["forward_reason"] == "1 recompile(s) across the denoising steps or for another prompt"
+
+
+@pytest.fixture
+def small_pipelines(monkeypatch):
+    """The families' checkpoints at a 64-pixel default image (8 x 8 latents): the same classes and code paths,
+    seconds per probe."""
+    spec_of = pipelines.family_spec
+
+    def small(family):
+        spec = spec_of(family)
+        values = {key: 8 if key.endswith(".sample_size") and not key.startswith("vae") else value
+                  for key, value in spec.values.items()}  # fmt: skip
+        return dataclasses.replace(spec, values=values | {"vae.sample_size": 64})
+
+    monkeypatch.setattr(pipelines, "family_spec", small)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("family", "guidance_graphs"),
+    # Stable Diffusion doubles the UNet's batch for classifier-free guidance: the unguided request is another
+    # shape. Flux embeds guidance as an input: nothing more to compile.
+    [("stable-diffusion", 1), ("flux", 0)],
+)
+def test_a_pipeline_denoises_every_step_and_prompt_in_one_graph_and_decodes_as_eager(
+    small_pipelines, settings, family, guidance_graphs
+):
+    row = diffusion_probes.probe_diffusion(f"text-to-image/{family}", settings)
+    assert row.get("forward_failure") is None and row["outputs_match"] is True, row.get("forward_failure")
+    assert (row["recompile_count"], row["guidance_recompiles"], row["graph_breaks"]) == (
+        0,
+        guidance_graphs,
+        0,
+    )
+    # The denoiser's graph (and its unguided one), the VAE decoder's (its group norm: see test_sim_backend).
+    assert row["compile_count"] == 2 + guidance_graphs
+    assert row["max_logit_diff"] <= row["logit_tolerance"] == 1e-4
+    assert (row["checkpoint"], row["denoise_steps"]) == (pipelines.family_spec(family).checkpoint, 3)
