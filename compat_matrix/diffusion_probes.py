@@ -230,7 +230,7 @@ def probe_diffusion(name: str, settings: ProbeSettings) -> dict[str, Any]:
 
     def measure(pipeline, references, seed: int, measured: dict, size: TinySize = PRIMARY) -> None:
         def rerun(backend: str | None, on_host: bool = False) -> None:
-            where = CPU if on_host or backend is None else device
+            where = CPU if on_host else device  # uncompiled: on the device, as the reason says
             again = compiled(fresh(size, seed), where, backend)
             compare(references, run_parts(again, seed), tolerance, f"compiled ({backend})")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import platform
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 from compat_matrix import HARNESS_VERSION
+from compat_matrix.families import TEXT_TO_IMAGE
 from compat_matrix.settings import ProbeSettings
 
 
@@ -115,7 +117,8 @@ def neuron_environment() -> dict[str, str]:
     }
 
 
-def run_env(settings: ProbeSettings) -> dict:
+def run_env(settings: ProbeSettings, task: str | None = None) -> dict:
+    """What a row was measured with; a text-to-image row's pipeline is Diffusers' too."""
     import torch
     import transformers
 
@@ -130,6 +133,8 @@ def run_env(settings: ProbeSettings) -> dict:
         "settings_id": settings.settings_id(),
         "config": settings.config,
     }
+    if task == TEXT_TO_IMAGE:
+        env["diffusers"] = importlib.metadata.version("diffusers")
     if settings.backend == "neuron":
         try:
             import torch_neuronx

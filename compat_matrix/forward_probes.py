@@ -164,7 +164,7 @@ def probe_forward(name: str, settings: ProbeSettings) -> dict[str, Any]:
 
     def measure(model, inputs, references, measured: dict) -> None:
         def rerun(backend: str | None, on_host: bool = False) -> None:
-            where = CPU if on_host or backend is None else device
+            where = CPU if on_host else device  # uncompiled: on the device, as the reason says
             compare(
                 references,
                 run_forward(task, fresh_model(), inputs, where, backend),

@@ -134,7 +134,7 @@ def make_row(name: str, settings: ProbeSettings, measured: dict, verdict: dict |
     }
     for name, value in measured.items():
         data.setdefault(name, value)
-    data["env"] = run_env(settings)
+    data["env"] = run_env(settings, task)
     return Row(**data).to_dict()  # a key the schema does not declare fails here (TypeError)
 
 
