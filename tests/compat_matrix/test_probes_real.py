@@ -6,7 +6,7 @@ import signal
 import pytest
 
 from compat_matrix.runner import run_one_isolated
-from compat_matrix.schema import GENERATION_COMPILE_FIGURES, Row
+from compat_matrix.schema import GENERATION_COMPILE_FIGURES, SCHEMA_VERSION, Row
 
 pytestmark = pytest.mark.slow
 
@@ -16,7 +16,11 @@ def test_llama_works_and_every_probe_reports(settings):
     assert row["verdict"] == "works", (row["generate_reason"], row["train_reason"])
     assert (row["rank"], row["simulated"], row["stage"], row["error"], row["cause"], row["reason"]) == (
         1, True, None, None, None, None)  # fmt: skip
-    assert (row["generate_verdict"], row["train_verdict"], row["schema_version"]) == ("works", "works", 5)
+    assert (row["generate_verdict"], row["train_verdict"], row["schema_version"]) == (
+        "works",
+        "works",
+        SCHEMA_VERSION,
+    )
     assert (row["generate_reason"], row["train_reason"], row["recompile_limit"]) == (None, None, 8)
     # Every key the probes wrote is a declared field of the schema, in its order (nothing beside it).
     assert list(row) == list(Row.field_names())

@@ -333,6 +333,8 @@ def test_a_notebook_runs_in_a_kernel_and_a_failing_cell_is_named(tmp_path, try_c
     assert run["generate_calls"] == 1 and run["skipped"][0]["cell"] == 1
     assert "new tokens: 4" in run["output_tail"]  # generation capped to a few new tokens
 
+    # A failing fourth cell, after three that load no model (each try of the whole notebook costs seconds).
+    notebook.cells = [nbformat.v4.new_code_cell(f"step = {n}") for n in range(3)]
     notebook.cells.append(nbformat.v4.new_code_cell("x = 1\nraise ValueError('bad cell')"))
     nbformat.write(notebook, tmp_path / "chat.ipynb")
     code, document, _ = run_try(tmp_path, "chat.ipynb", cache=try_cache)
@@ -468,8 +470,11 @@ assert len(steps) <= 3, steps  # capped to 2 (PNDM runs one more step than asked
 image.save("astronaut.png")
 
 flux = FluxPipeline.from_pretrained("black-forest-labs/FLUX.1-schnell", torch_dtype=torch.bfloat16).to("neuron")
-image = flux("a cat holding a sign", guidance_scale=0.0, num_inference_steps=4, max_sequence_length=256).images[0]
-assert image.size == (1024, 1024)
+# 256 pixels: 256 latent tokens, not the default 1024's 4096 (the default size is SD's assertion above).
+image = flux(
+    "a cat holding a sign", guidance_scale=0.0, num_inference_steps=4, max_sequence_length=256, height=256, width=256
+).images[0]
+assert image.size == (256, 256)
 """
 
 
