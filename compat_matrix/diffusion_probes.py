@@ -33,7 +33,7 @@ import torch
 from compat_matrix import artifacts, pipelines, severity
 from compat_matrix.compile_stats import CompileStats, graph_break_reason, recompile_reasons
 from compat_matrix.errors import first_error_line
-from compat_matrix.forward_probes import compare
+from compat_matrix.forward_probes import compare, judge_forward_rules
 from compat_matrix.generation_runs import CPU, OutputsDiffer
 from compat_matrix.probe_device import compile_backend, resolve_device
 from compat_matrix.probes import (
@@ -242,7 +242,11 @@ def probe_diffusion(name: str, settings: ProbeSettings) -> dict[str, Any]:
         measured["forward_unsupported_ops"] = sim_backend.STATE.as_list()
 
     measure(pipeline, references, settings.seed, row)
-    judge_device_rules(fresh, settings, device, row)
+
+    def run_at(dtype: str) -> None:  # the raising ops' alternative: the pipeline loaded in bfloat16
+        run_parts(compiled(fresh(dtype=dtype), device, compile_backend(settings)), settings.seed)
+
+    judge_forward_rules(row, settings, PIPELINE_BFLOAT16, run_at)
 
     def remeasure(stage: str, size: TinySize, seed: int, exact: dict) -> dict:
         second = fresh(size, seed)
@@ -254,28 +258,3 @@ def probe_diffusion(name: str, settings: ProbeSettings) -> dict[str, Any]:
     # No position top-k in a pipeline: nothing to break ties in.
     artifacts.guard(row, settings.seed, remeasure, lambda: [], 0)
     return finish(row, settings)
-
-
-def judge_device_rules(fresh, settings, device, row) -> None:
-    """A compiled graph holding an op the device raises on: measure bfloat16 (the one-line change,
-    ``torch_dtype=torch.bfloat16`` at the load), then record the outcome as ``severity`` judges it."""
-    raising = sim_backend.raising_findings(row.get("forward_unsupported_ops") or [])
-    if not raising or row.get("forward_failure"):
-        return
-    row["device_raising_ops"] = sorted(raising)
-    paths = [PIPELINE_BFLOAT16] if settings.dtype != "bfloat16" else []
-
-    def run_stage(path: severity.CodePath) -> dict:
-        run_parts(compiled(fresh(dtype=path.dtype), device, compile_backend(settings)), settings.seed)
-        return {}
-
-    results = severity.measure_code_paths(paths, run_stage)
-    row["code_paths"] = [dict(result, stage="forward") for result in results]
-    judgement = severity.stage_judgement("forward", raising, results, settings.dtype)
-    if "failure" in judgement:
-        row["forward_failure"] = judgement["failure"]
-        if row["stage"] is None:
-            row["stage"], row["error"] = "forward", judgement["failure"]["error"]
-    else:
-        row["avoided_by"] = judgement["avoided_by"]
-        row["forward_device_rule_caveat"] = judgement["caveat"]

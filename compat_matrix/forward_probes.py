@@ -198,14 +198,24 @@ def probe_forward(name: str, settings: ProbeSettings) -> dict[str, Any]:
 def judge_device_rules(task, fresh_model, inputs, settings, device, row) -> None:
     """A compiled forward graph holding an op the device raises on: measure bfloat16 (the one-line change that
     applies to an encoder), then record the outcome as ``severity`` judges it."""
+
+    def run_at(dtype: str) -> None:
+        run_forward(task, fresh_model(dtype=dtype), inputs, device, compile_backend(settings))
+
+    judge_forward_rules(row, settings, BFLOAT16, run_at)
+
+
+def judge_forward_rules(row: dict, settings: ProbeSettings, bfloat16: severity.CodePath, run_at) -> None:
+    """The forward stage's raising ops judged: ``run_at(dtype)`` runs the compiled stage again in ``bfloat16``'s
+    dtype (not measured when the row already runs in it), and ``severity`` says whether that path avoids them."""
     raising = sim_backend.raising_findings(row.get("forward_unsupported_ops") or [])
     if not raising or row.get("forward_failure"):
         return
     row["device_raising_ops"] = sorted(raising)
-    paths = [BFLOAT16] if settings.dtype != "bfloat16" else []
+    paths = [bfloat16] if settings.dtype != "bfloat16" else []
 
     def run_stage(path: severity.CodePath) -> dict:
-        run_forward(task, fresh_model(dtype=path.dtype), inputs, device, compile_backend(settings))
+        run_at(path.dtype)
         return {}
 
     results = severity.measure_code_paths(paths, run_stage)

@@ -93,3 +93,17 @@ def test_a_pipeline_denoises_every_step_and_prompt_in_one_graph_and_decodes_as_e
     assert row["compile_count"] == 2 + guidance_graphs
     assert row["max_logit_diff"] <= row["logit_tolerance"] == 1e-4
     assert (row["checkpoint"], row["denoise_steps"]) == (pipelines.family_spec(family).checkpoint, 3)
+
+
+def test_a_raising_op_in_a_pipeline_is_judged_on_the_pipeline_loaded_in_bfloat16():
+    from compat_matrix.forward_probes import judge_forward_rules
+    from compat_matrix.settings import ProbeSettings
+
+    raising = "operator-coverage: transformers.grouped_mm_fallback (compiled graph)"
+    row = {"forward_unsupported_ops": [raising], "stage": None, "error": None}
+    ran = []
+    judge_forward_rules(row, ProbeSettings(), diffusion_probes.PIPELINE_BFLOAT16, ran.append)
+    assert ran == ["bfloat16"] and row["device_raising_ops"] == [raising]
+    # That run raised nothing: the load in bfloat16 is the one-line change, and the stage keeps a caveat.
+    assert row["avoided_by"] == "DiffusionPipeline.from_pretrained(..., torch_dtype=torch.bfloat16)"
+    assert "forward_failure" not in row and row["forward_device_rule_caveat"]
