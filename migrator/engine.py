@@ -220,15 +220,10 @@ def _loads_beside(directory: Path) -> tuple[tuple[str, str], ...]:
     scripts there export are rewritten (`exported_loads`): what an export there must stay for (NM452)."""
     exports = exported_loads.beside(directory)
     found = []
-    for path in sorted(directory.glob("*.py")):
-        try:
-            code = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        if "from_pretrained" in code:
-            if exports:
-                code = exported_loads.load_exports(code, exports, exported_loads.neuron_classes([code]))[0]
-            found.append((path.name, code))
+    for path, code in exported_loads.folder_texts(directory, "*.py", "from_pretrained"):
+        if exports:
+            code = exported_loads.load_exports(code, exports, exported_loads.neuron_classes([code]))[0]
+        found.append((path.name, code))
     return tuple(found)
 
 

@@ -14,7 +14,7 @@ import dataclasses
 import json
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -75,14 +75,20 @@ def beside(directory: Path) -> dict[str, Export]:
     """The exports of the shell scripts in `directory` (the folder of the code that loads their output: a README's
     `./export.sh` then `python infer.py`, run from one folder)."""
     commands = []
-    for path in sorted(directory.glob("*.sh")):
+    for path, text in folder_texts(directory, "*.sh", "optimum-cli"):
+        commands += [(line, path.name) for line in text.replace("\\\n", " ").splitlines()]
+    return exports(commands)
+
+
+def folder_texts(directory: Path, pattern: str, marker: str) -> Iterator[tuple[Path, str]]:
+    """The files of `directory` matching `pattern` (sorted) that read as UTF-8 and mention `marker`, with their text."""
+    for path in sorted(directory.glob(pattern)):
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        if "optimum-cli" in text:
-            commands += [(line, path.name) for line in text.replace("\\\n", " ").splitlines()]
-    return exports(commands)
+        if marker in text:
+            yield path, text
 
 
 def _export(command: str, where: str) -> Export | None:
