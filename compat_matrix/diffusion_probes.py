@@ -33,7 +33,7 @@ import torch
 from compat_matrix import artifacts, pipelines, severity
 from compat_matrix.compile_stats import CompileStats, graph_break_reason, recompile_reasons
 from compat_matrix.errors import first_error_line
-from compat_matrix.forward_probes import compare, judge_forward_rules
+from compat_matrix.forward_probes import compare, judge_forward_rules, max_diff
 from compat_matrix.generation_runs import CPU, OutputsDiffer
 from compat_matrix.probe_device import compile_backend, resolve_device
 from compat_matrix.probes import (
@@ -145,8 +145,9 @@ def run_parts(
 
 def per_part(marks: list[CompileStats]) -> list[list]:
     """The compilations each part made (a mark counts from its part's start to now)."""
-    counts = [len(mark.compilations()) for mark in marks] + [0]
-    return [mark.compilations()[: counts[index] - counts[index + 1]] for index, mark in enumerate(marks)]
+    made = [mark.compilations() for mark in marks]
+    counts = [len(each) for each in made] + [0]
+    return [each[: counts[index] - counts[index + 1]] for index, each in enumerate(made)]
 
 
 def measure_forward(pipeline, references, settings, device, tolerance, row) -> None:
@@ -165,7 +166,7 @@ def measure_forward(pipeline, references, settings, device, tolerance, row) -> N
         if (
             outputs
         ):  # how far the parts that ran are from the reference: a figure, the failure stays the row's
-            row["max_logit_diff"] = max_diff(references, outputs)
+            row["max_logit_diff"] = max_diff(references, outputs, strict=False)
         raise
     finally:
         if marks:
@@ -177,16 +178,10 @@ def measure_forward(pipeline, references, settings, device, tolerance, row) -> N
     row["outputs_match"] = True
 
 
-def max_diff(references: list[dict], measured: list[dict]) -> float:
-    """The largest difference from the reference over the parts measured (the first ones)."""
-    return max((reference[name] - got[name]).abs().max().item()
-               for reference, got in zip(references, measured, strict=False) for name in got)  # fmt: skip
-
-
 def _compile_figures(marks: list[CompileStats], row: dict) -> None:
     """Graphs, recompiles (the unguided request's apart) and graph breaks of the requests that started."""
     parts = per_part(marks)
-    row["compile_count"] = len(marks[0].compilations())
+    row["compile_count"] = sum(len(part) for part in parts)
     row["guidance_recompiles"] = len(parts[UNGUIDED]) if len(parts) > UNGUIDED else None
     row["recompile_reasons"] = [reason for index, made in enumerate(parts) if index != UNGUIDED
                                 for reason in recompile_reasons(made)]  # fmt: skip

@@ -100,10 +100,15 @@ def run_forward(task: str, model: torch.nn.Module, inputs: list[dict], device: t
         ]
 
 
+def max_diff(references: list[dict], measured: list[dict], strict: bool = True) -> float:
+    """The largest difference from the reference; ``strict=False``: over the first outputs, those measured."""
+    return max((ref[name] - got[name]).abs().max().item()
+               for ref, got in zip(references, measured, strict=strict) for name in ref)  # fmt: skip
+
+
 def compare(references: list[dict], measured: list[dict], tolerance: float, what: str) -> float:
     """The largest difference from the reference; raises OutputsDiffer past the tolerance."""
-    diff = max((ref[name] - got[name]).abs().max().item()
-               for ref, got in zip(references, measured, strict=True) for name in ref)  # fmt: skip
+    diff = max_diff(references, measured)
     if not diff <= tolerance:
         raise OutputsDiffer(
             f"{what} outputs differ from the eager reference: max diff {diff:.3g} > {tolerance:g}"
