@@ -50,6 +50,14 @@ def attribute_failure(
     eager_ok, eager_error = _passes(lambda: rerun("eager"))
     if not eager_ok:
         uncompiled_ok, uncompiled_error = _passes(lambda: rerun(None))
+        # Uncompiled on a device: the libraries are blamed only where CPU fails too.
+        if not uncompiled_ok and uncompiled_on != "CPU" and _passes(lambda: rerun(None, on_host=True))[0]:
+            if standin:
+                return Cause.SIMULATOR, (
+                    f"already fails uncompiled on {uncompiled_on} ({uncompiled_error}) and passes uncompiled on "
+                    "CPU: the stand-in's own kernels or a neuron code path of the libraries, not measured"
+                )
+            return Cause.DEVICE, f"fails uncompiled on {uncompiled_on} ({uncompiled_error}), passes on CPU"
         if not uncompiled_ok:
             return Cause.TRANSFORMERS, f"already fails uncompiled on {uncompiled_on} ({uncompiled_error})"
         return Cause.DEVICE, f"{first_error_line(error)} (also under Dynamo's eager backend: {eager_error})"

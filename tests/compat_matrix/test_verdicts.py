@@ -145,7 +145,7 @@ def rerun_outcomes(**fails):
     def rerun(backend, on_host=False):
         names = {"eager": "eager", None: "uncompiled", sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME: "stride",
                  "aot_eager": "aot"}  # fmt: skip
-        host_names = {"stride": "host-stride", "aot": "host-aot"}
+        host_names = {"stride": "host-stride", "aot": "host-aot", "uncompiled": "host-uncompiled"}
         name = host_names.get(names.get(backend), "host") if on_host else names[backend]
         calls.append(name)
         if fails.get(name):
@@ -197,9 +197,24 @@ def test_on_the_standin_a_stage_that_compiles_on_cpu_tensors_blames_the_standin(
 def test_the_reason_names_where_the_uncompiled_rerun_ran():
     rerun, _ = rerun_outcomes(eager=True, uncompiled=True)
     assert "already fails uncompiled on CPU (" in attribute_failure(RuntimeError("x"), rerun)[1]
-    rerun, _ = rerun_outcomes(eager=True, uncompiled=True)
+    rerun, _ = rerun_outcomes(eager=True, uncompiled=True, **{"host-uncompiled": True})
     reason = attribute_failure(RuntimeError("x"), rerun, uncompiled_on="neuron (stand-in)")[1]
     assert "already fails uncompiled on neuron (stand-in) (" in reason
+
+
+def test_a_failure_uncompiled_on_the_standin_alone_blames_neither_the_libraries_nor_the_device():
+    """PixArt's latents differ uncompiled on the stand-in and not on CPU: the stand-in's, not measured."""
+    rerun, seen = rerun_outcomes(eager=True, uncompiled=True)
+    found, reason = attribute_failure(
+        RuntimeError("x"), rerun, uncompiled_on="neuron (stand-in)", standin=True
+    )
+    assert (found, seen) == (Cause.SIMULATOR, ["eager", "uncompiled", "host-uncompiled"])
+    assert "passes uncompiled on CPU" in reason
+    rerun, _ = rerun_outcomes(eager=True, uncompiled=True)
+    assert (
+        attribute_failure(RuntimeError("x"), rerun, simulated=False, uncompiled_on="neuron")[0]
+        is Cause.DEVICE
+    )
 
 
 def test_on_the_real_device_nothing_is_blamed_on_the_simulator():
