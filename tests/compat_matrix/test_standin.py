@@ -219,6 +219,9 @@ def test_device_behaviours_as_torchneuron_documents_them():
         "neuron stand-in: a device tensor cannot cross a torch.multiprocessing queue"
     )
     assert found["unchecked_indices"] == []
+    products = ["mm", "mm out=", "addmm", "bmm", "conv2d", "conv2d backward"]
+    assert found["rounded_once"] == products * 2  # bfloat16, then float16
+    assert found["mixed_dtypes"].startswith("expected m1 and m2 to have the same dtype")
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "aten/host_view.h"
 #include "aten/op_records.h"
@@ -49,6 +50,19 @@ void run_on_cpu(const c10::OperatorHandle& op, const OpInfo& info, torch::jit::S
   } else {
     redispatch();
   }
+}
+
+// The dtype shared by every floating tensor argument when it is bfloat16 or float16, else none (other dtypes, and
+// mixed ones, which the CPU kernel refuses as a device does, are left as they are).
+std::optional<at::ScalarType> reduced_precision(const torch::jit::Stack& stack, size_t first) {
+  std::optional<at::ScalarType> shared;
+  for (size_t i = first; i < stack.size(); ++i) {
+    if (!stack[i].isTensor() || !stack[i].toTensor().is_floating_point()) continue;
+    at::ScalarType type = stack[i].toTensor().scalar_type();
+    if ((type != at::kBFloat16 && type != at::kHalf) || (shared && *shared != type)) return std::nullopt;
+    shared = type;
+  }
+  return shared;
 }
 
 void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
@@ -118,8 +132,32 @@ void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
               static_cast<int>(first_tensor_index), " and neuron:", static_cast<int>(other_tensor_index),
               "! (when checking argument for ", op.schema().name(), ")");
 
+  // A matrix product of bfloat16 / float16 operands accumulates in float32 and rounds once (OpInfo): the op runs
+  // on float32 copies, into a float32 result that is rounded into the tensor it writes to (`out=`), else returned.
+  std::optional<at::ScalarType> reduced = info.accumulates_in_float ? reduced_precision(*stack, first) : std::nullopt;
+  std::vector<at::Tensor> outs;  // the CPU views of the `out=` tensors, in the order of the op's returns
+  if (reduced) {
+    for (size_t i = first; i < stack->size(); ++i) {
+      if (!(*stack)[i].isTensor()) continue;
+      const at::Tensor tensor = (*stack)[i].toTensor();
+      if (info.writes[i - first]) outs.push_back(tensor);
+      (*stack)[i] = info.writes[i - first] ? at::empty({0}, tensor.options().dtype(at::kFloat)) : tensor.to(at::kFloat);
+    }
+  }
   run_on_cpu(op, info, stack, first, index);
-
+  if (reduced) {
+    const size_t returns = op.schema().returns().size();
+    for (size_t i = 0; i < returns; ++i) {
+      c10::IValue& value = (*stack)[stack->size() - returns + i];
+      at::Tensor result = value.toTensor();
+      if (i < outs.size()) {
+        outs[i].resize_(result.sizes()).copy_(result);
+        value = outs[i];
+      } else {
+        value = result.to(*reduced);
+      }
+    }
+  }
   for (auto& [host, device] : written) {
     c10::TensorImpl* impl = device.unsafeGetTensorImpl();
     if (host.storage().data() != device.storage().data()) {  // resized: new memory

@@ -87,28 +87,43 @@ at::Tensor& set_empty(at::Tensor& self) {
 
 void record_stream(at::Tensor&, c10::Stream) {}  // memory is freed when its last tensor is: nothing to record
 
-// Convolutions: on a backend other than the CPU's and CUDA's, PyTorch's convolution calls these two ops.
+// Convolutions: on a backend other than the CPU's and CUDA's, PyTorch's convolution calls these two ops. In
+// bfloat16 / float16 they accumulate in float32 and round once, as a matrix product does (fallback.cpp).
+at::Tensor widened(const at::Tensor& tensor, bool widen) {
+  return widen && tensor.defined() ? tensor.to(at::kFloat) : tensor;
+}
+
+bool reduced_precision(const at::Tensor& tensor) {
+  return tensor.scalar_type() == at::kBFloat16 || tensor.scalar_type() == at::kHalf;
+}
+
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                        c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
                        bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
+  bool widen = reduced_precision(input) && weight.scalar_type() == input.scalar_type() &&
+               (!bias || !bias->defined() || bias->scalar_type() == input.scalar_type());
   std::optional<at::Tensor> host_bias;
-  if (bias && bias->defined()) host_bias = as_host(*bias);
-  at::Tensor result = at::convolution(as_host(input), as_host(weight), host_bias, stride, padding, dilation,
-                                      transposed, output_padding, groups);
-  return to_device(result, input.device().index());
+  if (bias && bias->defined()) host_bias = widened(as_host(*bias), widen);
+  at::Tensor result = at::convolution(widened(as_host(input), widen), widened(as_host(weight), widen), host_bias,
+                                      stride, padding, dilation, transposed, output_padding, groups);
+  return to_device(widen ? result.to(input.scalar_type()) : result, input.device().index());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
     int64_t groups, std::array<bool, 3> output_mask) {
+  bool widen = reduced_precision(input) && weight.scalar_type() == input.scalar_type() &&
+               grad_output.scalar_type() == input.scalar_type();
   std::vector<int64_t> bias_sizes{grad_output.size(1)};
   auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
-      as_host(grad_output), as_host(input), as_host(weight), bias_sizes, stride, padding, dilation, transposed,
-      output_padding, groups, output_mask);
+      widened(as_host(grad_output), widen), widened(as_host(input), widen), widened(as_host(weight), widen),
+      bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask);
+  auto narrowed = [&](const at::Tensor& grad) { return widen && grad.defined() ? grad.to(input.scalar_type()) : grad; };
   StorageMap map;
   c10::DeviceIndex index = input.device().index();
-  return {to_device(grad_input, index, map), to_device(grad_weight, index, map), to_device(grad_bias, index, map)};
+  return {to_device(narrowed(grad_input), index, map), to_device(narrowed(grad_weight), index, map),
+          to_device(narrowed(grad_bias), index, map)};
 }
 
 // Like TorchNeuron (its SdpBackendSelection), 4-D attention with the same heads in query, key and value takes

@@ -24,6 +24,12 @@ const std::unordered_set<std::string> kCrossDeviceOps = {
     "aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_", "aten::set_",
     "aten::lift_fresh", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::copy_", "aten::_to_copy"};
 
+// The matrix products (functional, and `out=`: PyTorch's own functional kernel calls that one on a backend like this
+// one): a NeuronCore's matrix engine takes bfloat16 / float16 operands and accumulates
+// in float32, as PyTorch's CPU kernels do too, but without AVX-512 BF16 those run 20-50x slower than float32's.
+const std::unordered_set<std::string> kMatrixProducts = {
+    "aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::mv", "aten::addmv", "aten::dot"};
+
 std::string full_name(const c10::OperatorHandle& op) {
   const c10::OperatorName& name = op.operator_name();
   return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
@@ -52,6 +58,8 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
   }
   info.crosses_devices = kCrossDeviceOps.count(schema->name()) > 0;
   info.draws_from_cpu_generator = schema->name() == "aten::native_dropout";
+  info.accumulates_in_float = kMatrixProducts.count(schema->name()) > 0 &&
+                              (schema->overload_name().empty() || schema->overload_name() == "out");
   if (rule_lookup) {
     py::gil_scoped_acquire gil;
     info.has_rule = (*rule_lookup)(full_name(op)).cast<bool>();

@@ -16,6 +16,7 @@ struct OpInfo {
   bool crosses_devices = false;  // takes tensors from another device by design (indices for indexing)
   bool has_rule = false;         // a rule names it: Python records each call
   bool draws_from_cpu_generator = false;  // random, but its CPU kernel takes no generator argument
+  bool accumulates_in_float = false;  // a matrix product: bfloat16 / float16 operands accumulate in float32
 };
 
 // Python's callables: (op name) -> has a rule; (op name) -> records one eager call; (dtype) -> a rule names it.

@@ -113,6 +113,43 @@ found["cpu_attention_mask"] = error_of(
     lambda: F.scaled_dot_product_attention(query, query, query, attn_mask=torch.ones(4, 4, dtype=torch.bool))
 )
 
+# bfloat16 / float16 matrix products and convolutions accumulate in float32 and round once, as a NeuronCore's
+# matrix engine does (PyTorch's CPU kernels round along the way, and without AVX-512 BF16 take 20-50x longer);
+# mixed dtypes are refused as on the CPU.
+torch.manual_seed(0)
+rounded_once = []
+for dtype in (torch.bfloat16, torch.float16):
+    a, b, c = (torch.randn(shape).to(dtype) for shape in ((48, 40), (40, 24), (24,)))
+    batched = torch.randn(3, 48, 40).to(dtype), torch.randn(3, 40, 24).to(dtype)
+    image, kernel = torch.randn(2, 4, 16, 16).to(dtype), torch.randn(6, 4, 3, 3).to(dtype)
+    out = torch.empty(0, dtype=dtype, device="neuron")
+    torch.mm(a.to("neuron"), b.to("neuron"), out=out)
+    on_device = {
+        "mm": torch.mm(a.to("neuron"), b.to("neuron")),
+        "mm out=": out,
+        "addmm": torch.addmm(c.to("neuron"), a.to("neuron"), b.to("neuron")),
+        "bmm": torch.bmm(*(x.to("neuron") for x in batched)),
+        "conv2d": torch.nn.functional.conv2d(image.to("neuron"), kernel.to("neuron"), c[:6].to("neuron")),
+    }
+    in_float = {
+        "mm": a.float() @ b.float(),
+        "mm out=": a.float() @ b.float(),
+        "addmm": torch.addmm(c.float(), a.float(), b.float()),
+        "bmm": torch.bmm(*(x.float() for x in batched)),
+        "conv2d": torch.nn.functional.conv2d(image.float(), kernel.float(), c[:6].float()),
+    }
+    rounded_once += [
+        name for name, result in on_device.items() if result.dtype == dtype and torch.equal(result.cpu(), in_float[name].to(dtype))
+    ]
+    weight = kernel.to("neuron").requires_grad_()
+    torch.nn.functional.conv2d(image.to("neuron"), weight).float().sum().backward()
+    cpu_weight = kernel.float().requires_grad_()
+    torch.nn.functional.conv2d(image.float(), cpu_weight).sum().backward()
+    if weight.grad.dtype == dtype and torch.equal(weight.grad.cpu(), cpu_weight.grad.to(dtype)):
+        rounded_once.append("conv2d backward")
+found["rounded_once"] = rounded_once
+found["mixed_dtypes"] = error_of(lambda: torch.mm(a.to("neuron"), b.float().to("neuron")))
+
 # Device tensors pickle (their data, loaded back onto the device); a torch.multiprocessing queue, which shares
 # memory, refuses them with what to do.
 values = torch.arange(4.0, device="neuron")
