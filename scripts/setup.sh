@@ -10,8 +10,18 @@ if [ -e "$stamp" ]; then
     exit 0
 fi
 # PYTHON picks the interpreter. On a Trainium host (the Neuron SDK under /opt/aws/neuron) the torch-neuronx
-# 2.14 wheels need Python 3.12 or newer, so the venv must be made with one.
-python="${PYTHON:-python3}"
+# 2.14 wheels need Python 3.12 or newer, so the venv must be made with one. Elsewhere the distribution's
+# /usr/bin/python3 is preferred when it is 3.10+ with venv: distributions build CPython with PGO and LTO, a
+# default pyenv build without; tries (Python-heavy tracing) ran 14 % faster on Debian's 3.11 than on pyenv's.
+default_python() {
+    if [ ! -d /opt/aws/neuron ] && [ -x /usr/bin/python3 ] &&
+        /usr/bin/python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+        echo /usr/bin/python3
+    else
+        echo python3
+    fi
+}
+python="${PYTHON:-$(default_python)}"
 if [ ! -x .venv/bin/python ]; then
     if [ -d /opt/aws/neuron ] && ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
         echo "this is a Trainium host: torch-neuronx needs Python 3.12+, but $python is $("$python" -V 2>&1);" \

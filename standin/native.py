@@ -1,4 +1,4 @@
-"""The stand-in's C++ backend (``csrc/``): compiled once per source and torch version with PyTorch's own
+"""The stand-in's C++ backend (``csrc/``): compiled once per source, torch version and Python ABI with PyTorch's own
 extension builder, then loaded from the cache.
 
 Laid out as PyTorch's out-of-tree backend example (openreg) lays out its own: ``csrc/runtime/`` (the devices, the
@@ -15,6 +15,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import sysconfig
 from pathlib import Path
 from types import ModuleType
 
@@ -30,11 +31,11 @@ def source_files() -> list[Path]:
 
 
 def build_directory() -> Path:
-    """The cache folder of this build: its key changes with any source or header (its path and its text) and with
-    the torch version."""
+    """The cache folder of this build: its key changes with any source or header (its path and its text), with
+    the torch version and with the Python ABI (a build for one Python's headers does not load in another)."""
     import torch
 
-    digest = hashlib.sha256(torch.__version__.encode())
+    digest = hashlib.sha256(torch.__version__.encode() + b"\0" + sysconfig.get_config_var("EXT_SUFFIX").encode())
     for path in source_files():
         digest.update(path.relative_to(CSRC).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     key = digest.hexdigest()[:16]

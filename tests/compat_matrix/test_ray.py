@@ -18,7 +18,7 @@ from compat_matrix.ray_runner import RaySetupError, check_capacity, check_reacha
 from compat_matrix.runner import run_one_isolated
 from compat_matrix.settings import ProbeSettings
 
-ARCHS = ["llama", "qwen2"]  # two of the fastest tiny architectures to probe on CPU
+ARCHS = ["llama"]  # one of the fastest tiny architectures to probe on CPU (the interrupt test runs two tasks at once)
 # Fields a probe decides; timings and memory differ from run to run.
 DETERMINISTIC_FIELDS = (
     "model_type", "rank", "backend", "simulated", "verdict", "stage", "error", "compile_count",
@@ -126,10 +126,10 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def local_rows(tmp_path_factory) -> dict[str, dict]:
-    """The local runner's rows for ARCHS, through the CLI (-j 2)."""
+    """The local runner's rows for ARCHS, through the CLI."""
     output = tmp_path_factory.mktemp("local") / "results.jsonl"
     result = CliRunner().invoke(
-        main, ["run", "--archs", ",".join(ARCHS), "--backend", "neuron-sim", "-j", "2", "-o", output]
+        main, ["run", "--archs", ",".join(ARCHS), "--backend", "neuron-sim", "-o", output]
     )
     assert result.exit_code == 0, result.output
     return {row["model_type"]: row for row in read_jsonl(output)}

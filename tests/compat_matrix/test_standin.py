@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,7 @@ def test_the_torch_interfaces_the_backend_uses_are_pinned_to_the_torch_versions_
     assert ".".join(pin.removeprefix("torch==").split(".")[:2]) in supported
 
 
-def test_the_backend_is_rebuilt_when_any_source_or_header_changes(tmp_path, monkeypatch):
+def test_the_backend_is_rebuilt_when_any_source_or_header_or_the_python_abi_changes(tmp_path, monkeypatch):
     from standin import native
 
     for path in native.source_files():
@@ -93,7 +94,9 @@ def test_the_backend_is_rebuilt_when_any_source_or_header_changes(tmp_path, monk
     keys.append(native.build_directory())
     (tmp_path / "aten" / "extra.cpp").write_text("")
     keys.append(native.build_directory())
-    assert len(set(keys)) == 4
+    monkeypatch.setattr(sysconfig, "get_config_var", lambda name: ".cpython-399-x86_64-linux-gnu.so")  # another ABI
+    keys.append(native.build_directory())
+    assert len(set(keys)) == 5
     assert {path.suffix for path in native.source_files()} == {".cpp", ".h"}
 
 
