@@ -35,7 +35,9 @@ def build_directory() -> Path:
     the torch version and with the Python ABI (a build for one Python's headers does not load in another)."""
     import torch
 
-    digest = hashlib.sha256(torch.__version__.encode() + b"\0" + sysconfig.get_config_var("EXT_SUFFIX").encode())
+    digest = hashlib.sha256(
+        torch.__version__.encode() + b"\0" + sysconfig.get_config_var("EXT_SUFFIX").encode()
+    )
     for path in source_files():
         digest.update(path.relative_to(CSRC).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     key = digest.hexdigest()[:16]

@@ -18,7 +18,9 @@ from compat_matrix.ray_runner import RaySetupError, check_capacity, check_reacha
 from compat_matrix.runner import run_one_isolated
 from compat_matrix.settings import ProbeSettings
 
-ARCHS = ["llama"]  # one of the fastest tiny architectures to probe on CPU (the interrupt test runs two tasks at once)
+ARCHS = [
+    "llama"
+]  # one of the fastest tiny architectures to probe on CPU (the interrupt test runs two tasks at once)
 # Fields a probe decides; timings and memory differ from run to run.
 DETERMINISTIC_FIELDS = (
     "model_type", "rank", "backend", "simulated", "verdict", "stage", "error", "compile_count",

@@ -94,7 +94,9 @@ def test_the_backend_is_rebuilt_when_any_source_or_header_or_the_python_abi_chan
     keys.append(native.build_directory())
     (tmp_path / "aten" / "extra.cpp").write_text("")
     keys.append(native.build_directory())
-    monkeypatch.setattr(sysconfig, "get_config_var", lambda name: ".cpython-399-x86_64-linux-gnu.so")  # another ABI
+    monkeypatch.setattr(
+        sysconfig, "get_config_var", lambda name: ".cpython-399-x86_64-linux-gnu.so"
+    )  # another ABI
     keys.append(native.build_directory())
     assert len(set(keys)) == 5
     assert {path.suffix for path in native.source_files()} == {".cpp", ".h"}

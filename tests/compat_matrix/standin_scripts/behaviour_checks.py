@@ -139,7 +139,9 @@ for dtype in (torch.bfloat16, torch.float16):
         "conv2d": torch.nn.functional.conv2d(image.float(), kernel.float(), c[:6].float()),
     }
     rounded_once += [
-        name for name, result in on_device.items() if result.dtype == dtype and torch.equal(result.cpu(), in_float[name].to(dtype))
+        name
+        for name, result in on_device.items()
+        if result.dtype == dtype and torch.equal(result.cpu(), in_float[name].to(dtype))
     ]
     weight = kernel.to("neuron").requires_grad_()
     torch.nn.functional.conv2d(image.to("neuron"), weight).float().sum().backward()
