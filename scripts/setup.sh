@@ -15,7 +15,7 @@ fi
 # default pyenv build without; tries (Python-heavy tracing) ran 14 % faster on Debian's 3.11 than on pyenv's.
 default_python() {
     if [ ! -d /opt/aws/neuron ] && [ -x /usr/bin/python3 ] &&
-        /usr/bin/python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+        /usr/bin/python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] < (3, 10))' 2>/dev/null; then
         echo /usr/bin/python3
     else
         echo python3
