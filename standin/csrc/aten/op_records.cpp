@@ -24,9 +24,9 @@ const std::unordered_set<std::string> kCrossDeviceOps = {
     "aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_", "aten::set_",
     "aten::lift_fresh", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::copy_", "aten::_to_copy"};
 
-// The matrix products (functional, and `out=`: PyTorch's own functional kernel calls that one on a backend like this
-// one): a NeuronCore's matrix engine takes bfloat16 / float16 operands and accumulates
-// in float32, as PyTorch's CPU kernels do too, but without AVX-512 BF16 those run 20-50x slower than float32's.
+// The matrix products (functional, and `out=`, which PyTorch's functional kernel calls on a backend like this one):
+// a NeuronCore's matrix engine takes bfloat16 / float16 operands and accumulates in float32. PyTorch's CPU kernels
+// round along the way and, without AVX-512 BF16, run 20-50x slower than float32's.
 const std::unordered_set<std::string> kMatrixProducts = {
     "aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::mv", "aten::addmv", "aten::dot"};
 
