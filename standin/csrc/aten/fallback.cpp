@@ -54,12 +54,12 @@ void run_on_cpu(const c10::OperatorHandle& op, const OpInfo& info, torch::jit::S
 
 // The dtype shared by every floating tensor argument when it is bfloat16 or float16, else none (other dtypes, and
 // mixed ones, which the CPU kernel refuses as a device does, are left as they are).
-std::optional<at::ScalarType> reduced_precision(const torch::jit::Stack& stack, size_t first) {
+std::optional<at::ScalarType> shared_reduced_precision(const torch::jit::Stack& stack, size_t first) {
   std::optional<at::ScalarType> shared;
   for (size_t i = first; i < stack.size(); ++i) {
     if (!stack[i].isTensor() || !stack[i].toTensor().is_floating_point()) continue;
     at::ScalarType type = stack[i].toTensor().scalar_type();
-    if ((type != at::kBFloat16 && type != at::kHalf) || (shared && *shared != type)) return std::nullopt;
+    if (!reduced_precision(type) || (shared && *shared != type)) return std::nullopt;
     shared = type;
   }
   return shared;
@@ -134,7 +134,7 @@ void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
 
   // A matrix product of bfloat16 / float16 operands accumulates in float32 and rounds once (OpInfo): the op runs
   // on float32 copies, into a float32 result that is rounded into the tensor it writes to (`out=`), else returned.
-  std::optional<at::ScalarType> reduced = info.accumulates_in_float ? reduced_precision(*stack, first) : std::nullopt;
+  std::optional<at::ScalarType> reduced = info.accumulates_in_float ? shared_reduced_precision(*stack, first) : std::nullopt;
   std::vector<at::Tensor> outs;  // the CPU views of the `out=` tensors, in the order of the op's returns
   if (reduced) {
     for (size_t i = first; i < stack->size(); ++i) {

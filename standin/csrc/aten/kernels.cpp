@@ -93,14 +93,10 @@ at::Tensor widened(const at::Tensor& tensor, bool widen) {
   return widen && tensor.defined() ? tensor.to(at::kFloat) : tensor;
 }
 
-bool reduced_precision(const at::Tensor& tensor) {
-  return tensor.scalar_type() == at::kBFloat16 || tensor.scalar_type() == at::kHalf;
-}
-
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                        c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
                        bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
-  bool widen = reduced_precision(input) && weight.scalar_type() == input.scalar_type() &&
+  bool widen = reduced_precision(input.scalar_type()) && weight.scalar_type() == input.scalar_type() &&
                (!bias || !bias->defined() || bias->scalar_type() == input.scalar_type());
   std::optional<at::Tensor> host_bias;
   if (bias && bias->defined()) host_bias = widened(as_host(*bias), widen);
@@ -113,7 +109,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
     int64_t groups, std::array<bool, 3> output_mask) {
-  bool widen = reduced_precision(input) && weight.scalar_type() == input.scalar_type() &&
+  bool widen = reduced_precision(input.scalar_type()) && weight.scalar_type() == input.scalar_type() &&
                grad_output.scalar_type() == input.scalar_type();
   std::vector<int64_t> bias_sizes{grad_output.size(1)};
   auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
