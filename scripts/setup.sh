@@ -12,7 +12,7 @@ fi
 # PYTHON picks the interpreter. On a Trainium host (the Neuron SDK under /opt/aws/neuron) the torch-neuronx
 # 2.14 wheels need Python 3.12 or newer, so the venv must be made with one. Elsewhere the distribution's
 # /usr/bin/python3 is preferred when it is 3.10+ with venv: distributions build CPython with PGO and LTO, a
-# default pyenv build without; tries (Python-heavy tracing) ran 14 % faster on Debian's 3.11 than on pyenv's.
+# default pyenv build without; a try ran 14 % faster on Debian's 3.11 (docs/contributing/testing.md says how).
 default_python() {
     if [ ! -d /opt/aws/neuron ] && [ -x /usr/bin/python3 ] &&
         /usr/bin/python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] < (3, 10))' 2>/dev/null; then
