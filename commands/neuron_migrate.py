@@ -355,6 +355,12 @@ _python_option = click.option(
     help="Seconds per run.",
 )
 @click.option(
+    "--recompile-limit",
+    type=click.IntRange(min=1),
+    help="Dynamo's recompile_limit in the run (default: Dynamo's, 8): a frame compiled this many times runs "
+    "eagerly after that, and the report says where.",
+)
+@click.option(
     "--model",
     "models",
     multiple=True,
@@ -406,6 +412,7 @@ def try_(
     args,
     steps,
     timeout_s,
+    recompile_limit,
     models,
     datasets,
     channels,
@@ -434,6 +441,7 @@ def try_(
     options = TryOptions(
         steps=steps,
         timeout_s=timeout_s,
+        recompile_limit=recompile_limit,
         models=_pairs(models, "--model", "ID=MODEL_TYPE"),
         datasets={key: Path(value) for key, value in _pairs(datasets, "--dataset", "ID=FILE.jsonl").items()},
         channels={

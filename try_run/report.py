@@ -45,6 +45,9 @@ class RunReport:
     device_graphs: int = 0  # graphs the neuron backend compiled after AOT autograd (forward and backward)
     recompile_count: int = 0
     recompile_reasons: list[dict] = field(default_factory=list)  # reason, file, line, code, count
+    # Frames that reached Dynamo's recompile limit and ran eagerly after it: limit_type, limit, function,
+    # last_reason, file, cell, line, code (the user's call).
+    recompile_limit_hits: list[dict] = field(default_factory=list)
     graph_breaks: list[dict] = field(default_factory=list)  # reason, count
     dynamic_shapes_rejected: int = 0
     unsupported_ops: list[str] = field(default_factory=list)
@@ -150,6 +153,14 @@ def merge_processes(run: RunReport, reports: list[dict], cell_sources: list[str]
     }
     run.recompile_count = len(lead.get("recompiles", []))
     run.recompile_reasons = _recompile_reasons(lead.get("recompiles", []), cell_sources)
+    run.recompile_limit_hits = [
+        {
+            **{key: value for key, value in hit.items() if key not in ("user", "last_reason")},
+            "last_reason": GUARD_ID.sub("", hit["last_reason"]),
+            **_cell_location(dict(hit.get("user") or {"file": None}), cell_sources),
+        }
+        for hit in lead.get("recompile_limit_hits", [])
+    ]
     run.graph_breaks = [
         {"reason": reason, "count": count}
         for reason, count in sorted(lead.get("graph_breaks", {}).items(), key=lambda item: -item[1])
@@ -409,6 +420,14 @@ def text_lines(runs: list[RunReport]) -> list[str]:
             )
             if entry.get("code"):
                 lines.append(f"             {entry['code']}")
+        for hit in run.recompile_limit_hits:
+            lines.append(
+                f"         Dynamo's {hit['limit_type']} ({hit['limit']}) reached at {where(hit)}: {hit['function']} "
+                f"ran eagerly from then on, uncompiled (as it would on the device); last guard failure: "
+                f"{hit['last_reason']}"
+            )
+            if hit.get("code"):
+                lines.append(f"             {hit['code']}")
         for entry in run.graph_breaks:
             lines.append(f"         graph break x{entry['count']}: {entry['reason'].splitlines()[0][:200]}")
         for name, values in (

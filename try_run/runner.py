@@ -87,6 +87,9 @@ class TryOptions:
     timeout_s: float = 600.0
     max_new_tokens: int = 4
     denoising_steps: int = 2  # per Diffusers pipeline call
+    recompile_limit: int | None = (
+        None  # --recompile-limit: Dynamo's recompile_limit in the run (None: its own)
+    )
     models: dict[str, str] = field(default_factory=dict)  # --model ID=MODEL_TYPE
     datasets: dict[str, Path] = field(default_factory=dict)  # --dataset ID=FILE.jsonl
     channels: dict[str, Path] = field(default_factory=dict)  # --channel NAME=DIR: a SageMaker channel's files
@@ -566,6 +569,7 @@ class _Trial:
             "steps": self.options.steps,
             "max_new_tokens": self.options.max_new_tokens,
             "denoising_steps": self.options.denoising_steps,
+            "recompile_limit": self.options.recompile_limit,
             # the one cap: the bootstrap applies it to launchers (a DistributedConfig grid's torchrun included)
             "max_processes": max(plan.MAX_PROCESSES, launch.processes),
             # where a Trainer writes when its own output_dir is absolute or unset: in a whole copy-on-write

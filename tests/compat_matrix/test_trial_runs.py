@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from try_run.device import STANDIN_DEVICE
+from try_run.report import RunReport, text_lines
 
 CLI = [sys.executable, "-c", "from commands.neuron_migrate import main; main()"]
 
@@ -138,6 +139,42 @@ def test_a_module_run_eagerly_on_the_device_counts_as_its_process(tmp_path, try_
     assert run["cpu_fallback_ops"] == ["aten._local_scalar_dense"]
 
 
+def test_a_frame_past_the_recompile_limit_is_named_and_its_refused_compile_is_no_recompile(
+    tmp_path, try_cache
+):
+    """Dynamo logs the call that reaches --recompile-limit as a recompile, then runs the frame eagerly: the report
+    counts only the graphs compiled and names where the limit was reached."""
+    write(
+        tmp_path,
+        "shapes.py",
+        """
+        import torch
+
+
+        def scale(x):
+            return x * 2 + 1
+
+
+        compiled = torch.compile(scale, backend="neuron")
+        for length in (3, 4, 5, 6):
+            compiled(torch.ones(length, device="neuron"))
+        """,
+    )
+    _, document, stderr = run_try(tmp_path, "shapes.py", "--recompile-limit", "2", cache=try_cache)
+    (run,) = document["runs"]
+    assert (run["status"], run["compile_count"], run["recompile_count"]) == ("ran", 2, 1), (stderr, run)
+    (hit,) = run["recompile_limit_hits"]
+    assert (hit["limit_type"], hit["limit"], hit["file"], hit["line"]) == (
+        "recompile_limit",
+        2,
+        "shapes.py",
+        10,
+    )
+    assert hit["function"].startswith("scale in ") and "size mismatch at index 0" in hit["last_reason"]
+    (line,) = [line for line in text_lines([RunReport(**run)]) if "recompile_limit (2)" in line]
+    assert "reached at shapes.py:10: scale in " in line and "ran eagerly from then on" in line
+
+
 def test_a_module_of_the_tree_the_script_cannot_reach_is_its_own_import_not_a_package(tmp_path, try_cache):
     (tmp_path / ".git").mkdir()  # the repository the script belongs to
     (tmp_path / "optimizers").mkdir()
@@ -224,6 +261,10 @@ def test_bad_input_gets_one_line_and_the_right_exit_code(tmp_path, try_cache):
             and message in result.stderr
             and len(result.stderr.strip().splitlines()) == 1
         )
+    result = subprocess.run(
+        [*CLI, "try", "raises.py", "--recompile-limit", "0"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 2 and "'--recompile-limit': 0 is not in the range x>=1" in result.stderr
 
 
 @pytest.mark.slow

@@ -17,6 +17,10 @@ a launcher flag the migrated script rejects) fails here.
   its user gives it is `ARGUMENTS`.
 - What still does not run is listed in KNOWN_FAILURES with its kind and what the try measured; those are
   strict xfails: one that starts to run fails the suite until it leaves the list.
+- Each try runs with Dynamo's recompile_limit at RECOMPILE_LIMIT (`try --recompile-limit`): a frame compiles
+  for its first shapes (a recompile included), then runs eagerly. The graphs a longer run would add differ
+  from those compiled only in their sizes; at Dynamo's own limit (8) the training tries spent most of their
+  time compiling them (training/cpu_arguments: 34 s -> 17 s).
 - Every output is tried, the known failures included (`make test`, what CI runs). A try costs 5-60 s:
   NEURON_MIGRATE_TRY_QUICK=1 tries only QUICK_TRIED, one of each kind, for a developer's quick run.
 """
@@ -44,6 +48,7 @@ EXAMPLES = REPO / "fixtures" / "examples"
 CLI = [sys.executable, "-c", "from commands.neuron_migrate import main; main()"]
 QUICK = os.environ.get("NEURON_MIGRATE_TRY_QUICK") == "1"
 STEPS = 2
+RECOMPILE_LIMIT = 2
 TODO_PREFIX = "# TODO(neuron-migrate):"
 STANDIN_MODULES = frozenset({"torch_neuronx"})  # what the stand-in device provides in a try
 # Imported by a fixture, absent from the test environment, and installed by the try for the run from the registry
@@ -564,7 +569,10 @@ def test_migrated_output_runs_on_the_stand_in(name, tmp_path, tmp_path_factory, 
         relative, write, rows = LOCAL_DATA[name]
         write(rows(), path.parent / relative)
     options = TryOptions(
-        steps=STEPS, show_output=False, cache_root=tmp_path_factory.getbasetemp().parent / "try-cache"
+        steps=STEPS,
+        recompile_limit=RECOMPILE_LIMIT,
+        show_output=False,
+        cache_root=tmp_path_factory.getbasetemp().parent / "try-cache",
     )
     runs = try_path(path, ARGUMENTS.get(name, []), options)
     assert runs, name

@@ -47,6 +47,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import sys
 import time
 import traceback
@@ -67,6 +68,11 @@ ASKED_WORLD = "NEURON_MIGRATE_TRY_ASKED_WORLD"
 # DistributedConfig's degrees, in the order they are fitted to the processes the try runs.
 PARALLEL_SIZES = ("tp_size", "pp_size", "fsdp_size", "dp_replicate_size")
 KEPT_LOSSES = 20
+# Dynamo's warning (convert_frame.py) where a frame reaches its recompile limit and runs eagerly from then on.
+LIMIT_HIT = re.compile(
+    r"torch\._dynamo hit config\.(?P<type>\w+) \((?P<limit>\d+)\)\n\s*function: '(?P<name>.*)' \((?P<where>.*)\)\n"
+    r"\s*last reason: (?P<reason>.*)"
+)
 
 
 class _State:
@@ -81,6 +87,7 @@ class _State:
         self.trainer_running = 0
         self.stopped_at_cap = False
         self.recompiles: list[dict] = []
+        self.recompile_limit_hits: list[dict] = []  # frames Dynamo stopped compiling: they ran eagerly after
         self.generate_calls = 0
         self.models: list[dict] = []
         self.error: dict | None = None
@@ -147,6 +154,7 @@ class _State:
             "loss_count": self.loss_count,
             "nonfinite_losses": self.nonfinite_losses,
             "recompiles": self.recompiles,
+            "recompile_limit_hits": self.recompile_limit_hits,
             "generate_calls": self.generate_calls,
             "models": self.models,
             "error": self.error,
@@ -386,6 +394,11 @@ def _after_torch(torch) -> None:
 
         standin.autoload()
     STATE.mark("torch_imported")
+    # --recompile-limit; the user's own setting, made later, still wins
+    if STATE.config.get("recompile_limit"):
+        import torch._dynamo
+
+        torch._dynamo.config.recompile_limit = STATE.config["recompile_limit"]
 
     def after_step(optimizer, args, kwargs):
         STATE.steps += 1
@@ -437,6 +450,22 @@ def _install_recompile_log(torch) -> None:
                 entry.update(BENCH.current_units())
             STATE.recompiles.append(entry)
 
+    class LimitHandler(logging.Handler):
+        def emit(self, record):
+            hit = LIMIT_HIT.match(record.getMessage())
+            if hit is None:
+                return
+            function = f"{hit['name']} in {hit['where']}"  # as the recompile log names it
+            if STATE.recompiles and STATE.recompiles[-1]["function"] == function:
+                STATE.recompiles.pop()  # logged just before, as a recompile: it was not compiled
+            entry = {"limit_type": hit["type"], "limit": int(hit["limit"]), "function": function}
+            entry["last_reason"] = hit["reason"].strip()
+            entry["user"] = STATE.nearest_user_frame(traceback.extract_stack()[:-1])
+            STATE.recompile_limit_hits.append(entry)
+
+    # Dynamo's warning where a frame reaches config.recompile_limit: the frame runs eagerly from then on. Its
+    # module logs under its own name, which torch._logging never reconfigures (it owns "torch._dynamo").
+    logging.getLogger("torch._dynamo.convert_frame").addHandler(LimitHandler(logging.WARNING))
     # Dynamo logs a recompile (with its guard failures) only while the "recompiles" artifact is on; its
     # logger is configured when torch._dynamo.guards is imported, so ours is set after that.
     torch._logging._internal.log_state.enable_artifact("recompiles")
