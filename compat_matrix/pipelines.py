@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compat_matrix.settings import TINY_VOCAB
 from usercode import model_ids
 
 if TYPE_CHECKING:  # (torch and Transformers are imported only to build: `try` matches ids with this module)
@@ -26,9 +27,7 @@ if TYPE_CHECKING:  # (torch and Transformers are imported only to build: `try` m
 
 SPECS_PATH = Path(__file__).with_name("data") / "pipelines.json"
 CHARACTERS = [chr(code) for code in range(33, 127)]
-TEXT_VOCAB = (
-    256  # the tiny text encoders' vocabulary (compat_matrix.tiny.VOCAB); the tokenizers stay below it
-)
+TEXT_VOCAB = TINY_VOCAB  # the tiny text encoders' vocabulary; the tokenizers stay below it
 
 
 class CannotBuild(Exception):

@@ -7,6 +7,9 @@ import hashlib
 import json
 
 BACKENDS = ("auto", "neuron", "neuron-sim")
+# The tiny models' vocabulary (tiny.py builds them; try's stand-in data draws ids below it): here, so that what
+# reads it needs no Transformers import.
+TINY_VOCAB = 256
 DTYPES = ("float32", "bfloat16")
 CONFIGS = ("checkpoint", "class-defaults")
 # A cold Neuron compile cache compiles every graph with neuronx-cc (minutes each); the simulator needs seconds.

@@ -21,8 +21,8 @@ from transformers import CONFIG_MAPPING, PreTrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from compat_matrix.families import SPEECH_RECOGNITION, TEXT2TEXT_GENERATION, TEXT_GENERATION
+from compat_matrix.settings import TINY_VOCAB as VOCAB
 
-VOCAB = 256
 LAYERS = 2
 EXPERTS = 4
 TOP_K = 2

@@ -50,13 +50,14 @@ def activation_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def check_supported() -> None:
     """Raise StandinUnavailable, with what to do, where the stand-in cannot run."""
-    import torch
+    from standin.native import torch_version
 
-    version = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+    installed = torch_version()
+    version = tuple(int(part) for part in installed.split("+")[0].split(".")[:2])
     if version not in SUPPORTED_TORCH:
         supported = ", ".join(f"{major}.{minor}" for major, minor in SUPPORTED_TORCH)
         raise StandinUnavailable(
-            f"the neuron stand-in supports torch {supported}; this is torch {torch.__version__}. Install the "
+            f"the neuron stand-in supports torch {supported}; this is torch {installed}. Install the "
             "pinned torch (bash scripts/setup.sh), or unset NEURON_STANDIN."
         )
     if _active:
@@ -69,7 +70,8 @@ def check_supported() -> None:
             f"a real torch_neuronx is installed ({origin}): this host runs TorchNeuron itself, so the stand-in "
             "stays off. Unset NEURON_STANDIN and use the neuron device."
         )
-    backend = torch._C._get_privateuse1_backend_name()
+    torch = sys.modules.get("torch")  # a process that has not imported torch has registered no backend
+    backend = torch._C._get_privateuse1_backend_name() if torch is not None else "privateuseone"
     if backend != "privateuseone":
         raise StandinUnavailable(
             f"PyTorch's PrivateUse1 backend is already registered as {backend!r}; the stand-in cannot register "
@@ -83,9 +85,9 @@ def activate() -> None:
     global _active
     if _active:
         return
-    check_supported()
-    import torch
+    import torch  # first: its backends autoload, and the check is of this process's PrivateUse1 backend
 
+    check_supported()
     if str(SITE_DIR) not in sys.path:
         sys.path.insert(0, str(SITE_DIR))
     from standin import autocast, distributed, dynamo, kernels, runtime, sharing

@@ -14,6 +14,7 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
 import sysconfig
 from pathlib import Path
@@ -23,6 +24,7 @@ from standin.unavailable import StandinUnavailable
 
 CSRC = Path(__file__).with_name("csrc")
 NAME = "neuron_standin"
+VERSION_LINE = re.compile(r"^__version__ = ['\"]([^'\"]+)['\"]", re.MULTILINE)  # torch/version.py's
 
 
 def source_files() -> list[Path]:
@@ -30,13 +32,28 @@ def source_files() -> list[Path]:
     return sorted(path for path in CSRC.rglob("*") if path.suffix in (".cpp", ".h"))
 
 
+def torch_version() -> str:
+    """``torch.__version__``, read from ``torch/version.py`` where this process has not imported torch: the
+    import takes seconds, and a try's own process only checks and builds for the torch its child imports."""
+    if "torch" not in sys.modules:
+        spec = importlib.util.find_spec("torch")
+        for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+            try:
+                found = VERSION_LINE.search((Path(folder) / "version.py").read_text(encoding="utf-8"))
+            except OSError:
+                continue
+            if found:
+                return found.group(1)
+    import torch
+
+    return str(torch.__version__)
+
+
 def build_directory() -> Path:
     """The cache folder of this build: its key changes with any source or header (its path and its text), with
     the torch version and with the Python ABI (a build for one Python's headers does not load in another)."""
-    import torch
-
     digest = hashlib.sha256(
-        torch.__version__.encode() + b"\0" + sysconfig.get_config_var("EXT_SUFFIX").encode()
+        torch_version().encode() + b"\0" + sysconfig.get_config_var("EXT_SUFFIX").encode()
     )
     for path in source_files():
         digest.update(path.relative_to(CSRC).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")

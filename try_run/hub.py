@@ -76,11 +76,10 @@ def default_cache_root() -> Path:
 def hub_cache_dir(root: Path, token_ids_below: int = 0) -> Path:
     """The Hub cache of the stand-ins; tiny models with a vocabulary wider than the tiny one (for a script
     that draws token ids up to `token_ids_below`) have their own."""
-    from compat_matrix import tiny
-    from compat_matrix.settings import ProbeSettings
+    from compat_matrix.settings import TINY_VOCAB, ProbeSettings
 
     name = f"tiny-r{ProbeSettings().tiny_models_revision}-layout{CACHE_LAYOUT}"
-    if token_ids_below > tiny.VOCAB:
+    if token_ids_below > TINY_VOCAB:
         name += f"-vocab{token_ids_below}"
     return root / name / "hub"
 

@@ -623,7 +623,7 @@ class _Trial:
     ) -> dict[Path, Path]:
         """Stand-ins for the folders the code reads with `load_from_disk` that the tree does not hold: written
         under `written`, placed at those folders in the run's discarded layer (the tree itself is not written)."""
-        from compat_matrix import tiny
+        from compat_matrix.settings import TINY_VOCAB
 
         place = {}
         for index, name in enumerate(sorted(facts.saved_datasets)):
@@ -637,7 +637,7 @@ class _Trial:
             ):
                 continue
             folder = written / str(index)
-            vocabulary = max(tiny.VOCAB, facts.token_ids_below)
+            vocabulary = max(TINY_VOCAB, facts.token_ids_below)
             with _quiet_libraries():  # (no `save_to_disk` progress bar: the stand-ins are the try's own work)
                 report = data.saved_dataset(
                     name,

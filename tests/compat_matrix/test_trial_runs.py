@@ -175,6 +175,21 @@ def test_a_frame_past_the_recompile_limit_is_named_and_its_refused_compile_is_no
     assert "reached at shapes.py:10: scale in " in line and "ran eagerly from then on" in line
 
 
+def test_the_tools_own_process_imports_neither_torch_nor_transformers_for_a_script_without_a_model(tmp_path):
+    """The script's process imports what it imports; the try's own reads torch's version from its files (the
+    same as torch.__version__) and imports Transformers only to build a stand-in: each import costs seconds."""
+    write(tmp_path, "hello.py", "print('hello')\n")
+    check = (
+        "import sys\nfrom pathlib import Path\nfrom try_run import TryOptions, try_path\n"
+        "from standin.native import torch_version\n"
+        "(run,) = try_path(Path('hello.py'), [], TryOptions(show_output=False))\n"
+        "print(run.status, 'torch' in sys.modules, 'transformers' in sys.modules)\n"
+        "version = torch_version()\nimport torch\nprint(version == torch.__version__)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True)
+    assert result.stdout.split() == ["ran", "False", "False", "True"], result.stderr
+
+
 def test_a_module_of_the_tree_the_script_cannot_reach_is_its_own_import_not_a_package(tmp_path, try_cache):
     (tmp_path / ".git").mkdir()  # the repository the script belongs to
     (tmp_path / "optimizers").mkdir()
