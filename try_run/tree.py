@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
+import os
 import signal
 import tempfile
 import time
@@ -63,6 +64,10 @@ def try_tree(
     }
     fields["show_output"] = False  # N runs at once: their output goes to the table, not the terminal
     fields["tree"] = root  # its files, wherever a run's frames fall, are the user's code
+    # `jobs` tries at once share the cores: each run's processes get their share as PyTorch's intra-op threads
+    # (as torchrun gives its workers; the user's OMP_NUM_THREADS wins). Threads that wait for cores another run
+    # holds made two tries at once 10-20 % slower (docs/using/try.md).
+    threads = str(max(1, len(os.sched_getaffinity(0)) // max(1, jobs)))
     # spawn: each try starts clean (no copy of this process's threads, locks or imported libraries' state)
     context = multiprocessing.get_context("spawn")
     pending = list(enumerate(entries))
@@ -74,7 +79,9 @@ def try_tree(
                 while pending and len(running) < max(1, jobs):
                     index, entry = pending.pop(0)
                     out = Path(folder) / f"{index}.json"
-                    process = context.Process(target=_try_entry, args=(root, entry, fields, out), daemon=True)
+                    process = context.Process(
+                        target=_try_entry, args=(root, entry, fields, out, threads), daemon=True
+                    )
                     process.start()
                     running[index] = (process, out, time.monotonic())
                 wait([process.sentinel for process, _, _ in running.values()])
@@ -97,8 +104,9 @@ def try_tree(
     return [results[index] for index in range(len(entries))]
 
 
-def _try_entry(root: Path, entry: EntryPoint, fields: dict, out: Path) -> None:
+def _try_entry(root: Path, entry: EntryPoint, fields: dict, out: Path, threads: str) -> None:
     """One try, in its own process: SIGTERM stops it as Ctrl-C does (the run's processes are killed)."""
+    os.environ.setdefault("OMP_NUM_THREADS", threads)
 
     def stop(signum, frame):
         raise KeyboardInterrupt

@@ -34,7 +34,7 @@ for _ in range(args.steps):
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
-print("trained", loss.item())
+print("trained", loss.item(), "threads", torch.get_num_threads())
 """
 
 
@@ -138,7 +138,10 @@ def test_try_dir_tries_every_entry_point_into_one_table_the_checklist_reads(tmp_
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, "NEURON_MIGRATE_CACHE": str(try_cache)},
+        env={
+            **{name: value for name, value in os.environ.items() if name != "OMP_NUM_THREADS"},
+            "NEURON_MIGRATE_CACHE": str(try_cache),
+        },
     )
     assert result.returncode == 1, result.stderr  # one entry point fails
     assert "2 entry points in" in result.stderr and "[2/2]" in result.stderr  # progress
@@ -150,6 +153,11 @@ def test_try_dir_tries_every_entry_point_into_one_table_the_checklist_reads(tmp_
     assert (
         run["command"] == "python train.py --steps 2" and run["skipped"][0]["command"] == "pip install torch"
     )
+    # Two tries at once share the cores: each run's processes get half of them as intra-op threads.
+    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    assert any(line.endswith(f"threads {share}") for line in run["output_tail"].splitlines()), run[
+        "output_tail"
+    ]
     assert entries["tools/fails.py"]["status"] == "failed"
     assert "no data here" in entries["tools/fails.py"]["reason"]
     assert document["not_entry_points"]["train.py"] == "launched by run.sh (line 3)"
