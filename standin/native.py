@@ -65,6 +65,8 @@ def build_directory() -> Path:
 @functools.cache
 def load() -> ModuleType:
     """The compiled backend; importing it registers the PrivateUse1 kernels (only the stand-in calls this)."""
+    import torch  # noqa: F401  (first: the library links against torch's own, which its import loads)
+
     directory = build_directory()
     library = directory / f"{NAME}.so"
     if library.exists() and not (directory / "lock").exists():  # (PyTorch's builder holds the lock)

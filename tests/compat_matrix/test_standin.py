@@ -102,6 +102,14 @@ def test_the_backend_is_rebuilt_when_any_source_or_header_or_the_python_abi_chan
     assert {path.suffix for path in native.source_files()} == {".cpp", ".h"}
 
 
+def test_the_backend_loads_in_a_process_that_has_not_imported_torch():
+    """As set-up (`python -m standin.native`) and try's check of another interpreter load it: the build key reads
+    torch's version from its files, and the library needs torch's own loaded first."""
+    check = "import sys, standin.native\nassert 'torch' not in sys.modules\nstandin.native.load()\nprint('loaded')"
+    result = run_python(["-c", check])
+    assert result.stdout.split() == ["loaded"], result.stderr[-2000:]
+
+
 @pytest.mark.parametrize(
     ("setup", "message"),
     [
