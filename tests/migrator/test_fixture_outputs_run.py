@@ -3,8 +3,10 @@ on the stand-in neuron device, as its user runs it, with tiny models and local d
 rewrite that parses but fails at run time (a wrong keyword, a DDP wrapper at the wrong place, a missing import,
 a launcher flag the migrated script rejects) fails here.
 
-- A program that trains must run at least STEPS optimizer steps with a finite loss; one that generates must
-  call generate(); anything else (a module of definitions, a script that loads and saves) must run through
+- A program that trains must run its optimizer steps with a finite loss: STEPS where it has a loop of its own
+  (the code after its first step runs once; a launcher too, whose scripts are not read here), TRAINER_STEPS where a
+  library's trainer runs the loop (`train()` ends at `max_steps`, its end of training included); one that
+  generates must call generate(); anything else (a module of definitions, a script that loads and saves) must run through
   (a try of a module runs what importing it runs).
 - An output is not complete here, and not run, when it needs what this environment cannot have: a module
   left for manual work (`optimum.neuron` kept with a TODO, `torch_xla`), an import left with a TODO, a
@@ -48,6 +50,8 @@ EXAMPLES = REPO / "fixtures" / "examples"
 CLI = [sys.executable, "-c", "from commands.neuron_migrate import main; main()"]
 QUICK = os.environ.get("NEURON_MIGRATE_TRY_QUICK") == "1"
 STEPS = 2
+TRAINER_STEPS = 1
+OWN_LOOP = re.compile(r"\.backward\(|optimizer\.step\(")
 RECOMPILE_LIMIT = 2
 TODO_PREFIX = "# TODO(neuron-migrate):"
 STANDIN_MODULES = frozenset({"torch_neuronx"})  # what the stand-in device provides in a try
@@ -568,20 +572,21 @@ def test_migrated_output_runs_on_the_stand_in(name, tmp_path, tmp_path_factory, 
     if name in LOCAL_DATA:
         relative, write, rows = LOCAL_DATA[name]
         write(rows(), path.parent / relative)
+    text = python_source(path) if path.suffix in (".py", ".ipynb") else ""
+    steps = STEPS if not text or OWN_LOOP.search(text) else TRAINER_STEPS
     options = TryOptions(
-        steps=STEPS,
+        steps=steps,
         recompile_limit=RECOMPILE_LIMIT,
         show_output=False,
         cache_root=tmp_path_factory.getbasetemp().parent / "try-cache",
     )
     runs = try_path(path, ARGUMENTS.get(name, []), options)
     assert runs, name
-    text = python_source(path) if path.suffix in (".py", ".ipynb") else ""
     program = (path.suffix != ".py" or _runs_something(text)) and name not in RUNS_THROUGH
     for run in runs:
         assert run.status == "ran", f"{run.command}: {run.reason}\n{run.output_tail[-3000:]}"
         if path.suffix in (".sh", ".sbatch") or (program and TRAINS.search(text)):
-            assert run.steps >= STEPS and run.loss_finite is True, run.as_dict()
+            assert run.steps >= steps and run.loss_finite is True, run.as_dict()
         elif program and GENERATES.search(text):
             assert run.generate_calls >= 1, run.as_dict()
 
