@@ -24,6 +24,7 @@ from standin.unavailable import StandinUnavailable
 
 CSRC = Path(__file__).with_name("csrc")
 NAME = "neuron_standin"
+UNIT = "backend.cpp"  # the one file compiled: it includes every other .cpp (why: its first lines)
 VERSION_LINE = re.compile(r"^__version__ = ['\"]([^'\"]+)['\"]", re.MULTILINE)  # torch/version.py's
 
 
@@ -88,11 +89,14 @@ def load() -> ModuleType:
     directory.mkdir(parents=True, exist_ok=True)
     # PyTorch's builder runs `ninja` from PATH; the venv's may not be on it.
     os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
-    print(f"neuron stand-in: compiling its backend once (a minute or more) into {directory}", file=sys.stderr)
+    print(
+        f"neuron stand-in: compiling its backend once (half a minute or more) into {directory}",
+        file=sys.stderr,
+    )
     try:
         return build(
             name=NAME,
-            sources=[str(path) for path in source_files() if path.suffix == ".cpp"],
+            sources=[str(CSRC / UNIT)],
             extra_include_paths=[str(CSRC)],
             extra_cflags=["-O2"],
             build_directory=str(directory),

@@ -7,6 +7,7 @@ in a child process (the scripts in standin_scripts/), as a user's script would."
 
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -100,6 +101,16 @@ def test_the_backend_is_rebuilt_when_any_source_or_header_or_the_python_abi_chan
     keys.append(native.build_directory())
     assert len(set(keys)) == 5
     assert {path.suffix for path in native.source_files()} == {".cpp", ".h"}
+
+
+def test_the_one_compiled_file_includes_every_other_source():
+    """Only backend.cpp is compiled: a .cpp it does not include would be left out of the library."""
+    from standin import native
+
+    unit = native.CSRC / native.UNIT
+    included = re.findall(r'^#include "(.+\.cpp)"$', unit.read_text(), re.MULTILINE)
+    others = [path for path in native.source_files() if path.suffix == ".cpp" and path != unit]
+    assert sorted(included) == sorted(path.relative_to(native.CSRC).as_posix() for path in others)
 
 
 def test_the_backend_loads_in_a_process_that_has_not_imported_torch():
