@@ -87,9 +87,8 @@ class TryOptions:
     timeout_s: float = 600.0
     max_new_tokens: int = 4
     denoising_steps: int = 2  # per Diffusers pipeline call
-    recompile_limit: int | None = (
-        None  # --recompile-limit: Dynamo's recompile_limit in the run (None: its own)
-    )
+    # --recompile-limit: Dynamo's recompile_limit in the run (None: Dynamo's own)
+    recompile_limit: int | None = None
     models: dict[str, str] = field(default_factory=dict)  # --model ID=MODEL_TYPE
     datasets: dict[str, Path] = field(default_factory=dict)  # --dataset ID=FILE.jsonl
     channels: dict[str, Path] = field(default_factory=dict)  # --channel NAME=DIR: a SageMaker channel's files
