@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass
 
 import torch
-from torch._dynamo.utils import counters
 
 from standin import sim_backend
 
@@ -53,6 +52,8 @@ def get_dynamo_metrics() -> list[NeuronCompilationMetrics]:
 
 
 def reset_dynamo_metrics() -> None:
+    from torch._dynamo.utils import counters
+
     with _lock:
         _metrics.clear()
         counters["neuron"].clear()
@@ -69,6 +70,8 @@ def _recording_compiler(model_name: str, graph_type: str):
     """The AOT forward or backward compiler: the neuron-sim checks, then the graph's metrics."""
 
     def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list):
+        from torch._dynamo.utils import counters
+
         start = time.perf_counter_ns()
         compiled = sim_backend._inspect_aten_graph(gm, example_inputs)
         elapsed_us = (time.perf_counter_ns() - start) // 1000
@@ -115,7 +118,7 @@ def neuron(
                                 _recording_compiler(model_name, "backward"))  # fmt: skip
 
 
-def _run_rng_state_ops_on_the_device() -> None:
+def run_rng_state_ops_on_the_device() -> None:
     """A compiled graph that recomputes random ops (activation checkpointing under ``torch.compile``) holds
     PyTorch's ``run_and_save_rng_state`` / ``run_with_rng_state``, which pick the device's generator by device
     type and know only PyTorch's own devices. TorchNeuron runs such a graph compiled; the stand-in runs it op by
@@ -148,15 +151,19 @@ def _run_rng_state_ops_on_the_device() -> None:
 
 
 def register() -> None:
+    """The device's compile settings: applied when Dynamo is imported (``standin.activate``), so a process that
+    never compiles does not import it."""
     from torch._dynamo import config, register_backend, trace_rules
+    from torch._dynamo.backends.registry import set_default_backend
 
-    _run_rng_state_ops_on_the_device()
     # Shapes that vary between calls under the default dynamic=None recompile per shape, as on TorchNeuron: Dynamo
     # would otherwise retrace them with symbolic sizes, which the backend rejects. dynamic=True and mark_dynamic
     # still make symbolic sizes.
     config.automatic_dynamic_shapes = False
-
     register_backend(neuron, name=BACKEND_NAME)
+    # torch.compile without a backend compiles with this one: TorchNeuron auto-selects it on a Neuron device (its
+    # torch.compile backend reference, "backend").
+    set_default_backend(BACKEND_NAME)
     # The stand-in is the device, not user code: Dynamo never traces its frames (it would, for the dispatch
     # that runs eagerly between the graphs of a compiled function that breaks).
     trace_rules.add("standin")

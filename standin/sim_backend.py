@@ -23,9 +23,6 @@ from functools import cache
 from pathlib import Path
 
 import torch
-from torch._dynamo import register_backend
-from torch._dynamo.backends.common import aot_autograd
-from torch.fx.experimental.symbolic_shapes import free_symbols, free_unbacked_symbols
 
 BACKEND_NAME = "neuron-sim"
 STRIDE_AGNOSTIC_BACKEND_NAME = "neuron-sim-stride-agnostic"
@@ -190,6 +187,8 @@ def check_operator_coverage(op: object) -> None:
 
 
 def _reject_symbolic_sizes(gm: torch.fx.GraphModule) -> None:
+    from torch.fx.experimental.symbolic_shapes import free_symbols, free_unbacked_symbols
+
     rule = _rules("symbolic-shape")[0]
     for node in gm.graph.nodes:
         value = node.meta.get("example_value", node.meta.get("val"))
@@ -241,6 +240,8 @@ def _inspect_stride_agnostic(gm: torch.fx.GraphModule, example_inputs: list) -> 
 
 
 def _compile(gm: torch.fx.GraphModule, example_inputs: list, aten_compiler, bw_compiler=None) -> object:
+    from torch._dynamo.backends.common import aot_autograd
+
     STATE.graphs += 1
     _reject_symbolic_sizes(gm)
     return aot_autograd(fw_compiler=aten_compiler, bw_compiler=bw_compiler or aten_compiler)(
@@ -248,11 +249,12 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: list, aten_compiler, bw_c
     )
 
 
-@register_backend(name=BACKEND_NAME)
+# Registered with Dynamo by name through the project's entry points (pyproject.toml, torch_dynamo_backends), as
+# PyTorch documents for a backend in another package: loaded at the first torch.compile that names it, so that
+# importing the rules (the stand-in device checks eager ops with them) does not import Dynamo.
 def neuron_sim(gm: torch.fx.GraphModule, example_inputs: list) -> object:
     return _compile(gm, example_inputs, _inspect_aten_graph)
 
 
-@register_backend(name=STRIDE_AGNOSTIC_BACKEND_NAME)
 def neuron_sim_stride_agnostic(gm: torch.fx.GraphModule, example_inputs: list) -> object:
     return _compile(gm, example_inputs, _inspect_stride_agnostic)

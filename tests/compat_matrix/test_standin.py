@@ -56,6 +56,33 @@ def test_the_switch_is_torchs_device_backend_autoload_entry_point():
     assert entry.load() is standin.autoload
 
 
+def test_the_simulators_backends_are_found_by_their_names_through_dynamos_entry_points():
+    from importlib.metadata import entry_points
+
+    from standin import sim_backend
+
+    found = {entry.name: entry.load() for entry in entry_points(group="torch_dynamo_backends")}
+    assert found[sim_backend.BACKEND_NAME] is sim_backend.neuron_sim
+    assert found[sim_backend.STRIDE_AGNOSTIC_BACKEND_NAME] is sim_backend.neuron_sim_stride_agnostic
+
+
+def test_dynamo_is_imported_by_the_first_compile_which_gets_the_devices_settings_and_backend_by_default():
+    # The stand-in switched on by `import torch` leaves Dynamo unimported (a launcher, an eager script); the
+    # first torch.compile, given no backend, compiles with `neuron`, as TorchNeuron auto-selects it.
+    code = (
+        "import json, sys, torch\n"
+        "before = 'torch._dynamo' in sys.modules\n"
+        "double = torch.compile(lambda x: x * 2)\n"
+        "out = [double(torch.ones(n, device='neuron')).sum().item() for n in (2, 3)]\n"
+        "import torch._dynamo.config as config\n"
+        "print(json.dumps([before, torch.compiler.get_default_backend(), config.automatic_dynamic_shapes, out,\n"
+        "                  len(torch.neuron.get_dynamo_metrics())]))"
+    )
+    result = run_python(["-c", code], env=standin.activation_env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [False, "neuron", False, [4.0, 6.0], 2]
+
+
 def test_activation_env_switches_it_on_for_children_and_keeps_the_hub_offline():
     env = standin.activation_env({"PYTHONPATH": "/elsewhere", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     assert env["NEURON_STANDIN"] == "1"

@@ -115,11 +115,6 @@ KNOWN_FAILURES: dict[str, tuple[str, str]] = {
         "stabilityai/sd-turbo: a Diffusers pipeline with no tiny stand-in (its checkpoint values are not in "
         "compat_matrix/data/pipelines.json)",
     ),
-    "environment/compile_unpacked_options.expected.py": (
-        UNSURE,
-        "compiles with PyTorch's default backend, Inductor (no backend given, as in its input), which has no code "
-        "generator for the device: KeyError 'neuron' on the stand-in; TorchNeuron documents backend=\"neuron\" only",
-    ),
     "environment/launcher_env_dicts.expected.py": (
         LIMIT,
         "a launcher helper its user runs as `launcher_env_dicts.py SCRIPT NPROC`; the script it launches is not "

@@ -394,11 +394,6 @@ def _after_torch(torch) -> None:
 
         standin.autoload()
     STATE.mark("torch_imported")
-    # --recompile-limit; the user's own setting, made later, still wins
-    if STATE.config.get("recompile_limit"):
-        import torch._dynamo
-
-        torch._dynamo.config.recompile_limit = STATE.config["recompile_limit"]
 
     def after_step(optimizer, args, kwargs):
         STATE.steps += 1
@@ -474,8 +469,11 @@ def _install_recompile_log(torch) -> None:
         guards.recompiles_log.handlers = [RecompileHandler()]
         guards.recompiles_log.setLevel(logging.DEBUG)
         guards.recompiles_log.propagate = False
+        if STATE.config.get("recompile_limit"):  # --recompile-limit; the user's own setting, made later, wins
+            sys.modules["torch._dynamo.config"].recompile_limit = STATE.config["recompile_limit"]
 
-    if "torch._dynamo.guards" in sys.modules:  # the stand-in's autoload imports Dynamo within `import torch`
+    # (Dynamo is imported by the first compile, or with a library that imports it: Transformers' models do)
+    if "torch._dynamo.guards" in sys.modules:
         after_guards(sys.modules["torch._dynamo.guards"])
     else:
         sys.meta_path.insert(0, _AfterImport({"torch._dynamo.guards": after_guards}))
