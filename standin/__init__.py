@@ -10,14 +10,13 @@ What it provides and what it cannot show: docs/reference/standin.md.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
+from standin.after_import import after_import
 from standin.unavailable import StandinUnavailable
 
 SWITCH = "NEURON_STANDIN"
@@ -99,47 +98,14 @@ def activate() -> None:
     sharing.register()
     autocast.register()
     dynamo.run_rng_state_ops_on_the_device()
-    _after_import("torch._dynamo", dynamo.register)
+    # Dynamo, when it is imported: 1.3 s of imports that a process that never compiles (a launcher, an eager
+    # script) need not pay
+    after_import("torch._dynamo", lambda _: dynamo.register())
     distributed.register()
     # Backward runs on the thread that calls it, as on CPU: no hand-off to an autograd thread per device (the
     # engine starts one per device of a backend, as for CUDA), so a stand-in backward costs what a CPU one does.
     torch._C._set_multithreading_enabled(False)
     _active = True
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs ``then`` right after the module ``name`` is first executed."""
-
-    def __init__(self, name: str, then: Callable[[], None]) -> None:
-        self.name, self.then = name, then
-
-    def find_spec(self, name, path, target=None):
-        if name != self.name:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return None
-        execute = spec.loader.exec_module
-
-        def exec_module(module):
-            execute(module)
-            if (
-                self in sys.meta_path
-            ):  # (consumed when executed: importlib.util.find_spec alone imports nothing)
-                sys.meta_path.remove(self)
-                self.then()
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-def _after_import(name: str, then: Callable[[], None]) -> None:
-    """``then()`` now if ``name`` is imported, else once it is (Dynamo: 1.3 s of imports that a process that never
-    compiles, a launcher or an eager script, need not pay)."""
-    if name in sys.modules:
-        then()
-    else:
-        sys.meta_path.insert(0, _AfterImport(name, then))
 
 
 def autoload() -> None:

@@ -277,30 +277,18 @@ def _cap_launcher_arguments(argv: list[str], max_processes: int) -> tuple[list[s
 
 
 # -- hooks installed when the libraries are imported ---------------------------------------------------
-class _AfterImport:
-    """A meta path finder that runs a function on a module right after it is first executed."""
+def _after_import_finder():
+    """standin/after_import.py's finder, read by its path: this interpreter may not import the project."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location(
+        "_neuron_migrate_after_import", os.path.join(root, "standin", "after_import.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.AfterImport
 
-    def __init__(self, hooks: dict) -> None:
-        self.hooks = hooks
 
-    def find_spec(self, name, path, target=None):
-        hook = self.hooks.get(name)
-        if hook is None:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return None
-        # find_spec is also called by availability checks (importlib.util.find_spec) that never import: the
-        # hook is consumed when the module is executed, not when it is found.
-        execute = spec.loader.exec_module
-
-        def exec_module(module):
-            execute(module)
-            if self.hooks.pop(name, None) is not None:
-                hook(module)
-
-        spec.loader.exec_module = exec_module
-        return spec
+_AfterImport = _after_import_finder()
 
 
 def _after_torchvision_extension(extension) -> None:
