@@ -277,18 +277,19 @@ def _cap_launcher_arguments(argv: list[str], max_processes: int) -> tuple[list[s
 
 
 # -- hooks installed when the libraries are imported ---------------------------------------------------
-def _after_import_finder():
-    """standin/after_import.py's finder, read by its path: this interpreter may not import the project."""
+def _after_import_module():
+    """standin/after_import.py, read by its path: this interpreter may not import the project."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     spec = importlib.util.spec_from_file_location(
         "_neuron_migrate_after_import", os.path.join(root, "standin", "after_import.py")
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.AfterImport
+    return module
 
 
-_AfterImport = _after_import_finder()
+_after_import = _after_import_module()
+_AfterImport = _after_import.AfterImport
 
 
 def _after_torchvision_extension(extension) -> None:
@@ -461,10 +462,7 @@ def _install_recompile_log(torch) -> None:
             sys.modules["torch._dynamo.config"].recompile_limit = STATE.config["recompile_limit"]
 
     # (Dynamo is imported by the first compile, or with a library that imports it: Transformers' models do)
-    if "torch._dynamo.guards" in sys.modules:
-        after_guards(sys.modules["torch._dynamo.guards"])
-    else:
-        sys.meta_path.insert(0, _AfterImport({"torch._dynamo.guards": after_guards}))
+    _after_import.after_import("torch._dynamo.guards", after_guards)
 
 
 def _after_trainer(module) -> None:
