@@ -23,6 +23,10 @@ a launcher flag the migrated script rejects) fails here.
   for its first shapes (a recompile included), then runs eagerly. The graphs a longer run would add differ
   from those compiled only in their sizes; at Dynamo's own limit (8) the training tries spent most of their
   time compiling them (training/cpu_arguments: 34 s -> 17 s).
+- A script that a launcher output of its repository (a shell script, a notebook) or of the bundled examples
+  runs is tried through that launcher, as its user runs it, not a second time alone (`TRIED_BY_LAUNCHER`): the
+  launcher's test asserts that its runs name the script and show what the script alone would (its optimizer
+  steps with a finite loss, or a generate call).
 - Every output is tried, the known failures included (`make test`, what CI runs). A try costs 5-60 s:
   NEURON_MIGRATE_TRY_QUICK=1 tries only QUICK_TRIED, one of each kind, for a developer's quick run.
 """
@@ -525,6 +529,73 @@ ARGUMENTS: dict[str, list[str]] = {
 }
 
 
+# -- scripts their launcher runs ---------------------------------------------------------------------------
+def _output_source(name: str) -> Path:
+    """The committed file of output `name` (a fixture's expected output, or a bundled example)."""
+    return EXAMPLES / name.split("/", 1)[1] if name.startswith("examples/") else FIXTURES / name
+
+
+def _output_name(script: Path) -> str | None:
+    """The output name of the script at `script` (an input path), or None where it is not an output."""
+    expected = script.with_name(f"{script.stem}.expected{script.suffix}")
+    for path in (expected, script):
+        if path.is_file() and path.is_relative_to(EXAMPLES):
+            return f"examples/{path.relative_to(EXAMPLES).as_posix()}"
+        if path.is_file() and (path == expected or path.name.startswith("unchanged_")):
+            return path.relative_to(FIXTURES).as_posix()
+    return None
+
+
+def launched_scripts(launcher: str) -> list[str]:
+    """The script outputs a launcher output (a shell script or a notebook of a repository, or a bundled example)
+    runs: named by its command lines, found beside it or at its repository's root."""
+    source = _output_source(launcher)
+    if launcher.startswith("examples/"):
+        root = EXAMPLES
+    elif len(Path(launcher).parts) > 2:
+        root = FIXTURES / Path(launcher).parts[0] / Path(launcher).parts[1]
+    else:
+        return []  # a family's output is tried alone in its folder: the scripts it names are not there
+    if source.suffix in (".sh", ".sbatch"):
+        words = SCRIPT_WORD.findall(source.read_text(encoding="utf-8"))
+    elif source.suffix == ".ipynb":
+        words = _notebook_scripts(source)
+    else:
+        return []
+    found = []
+    for word in dict.fromkeys(words):
+        for folder in (source.parent, root):
+            name = _output_name(_input_path(folder / word))
+            if name is not None:
+                found.append(name)
+                break
+    return found
+
+
+def _input_path(path: Path) -> Path:
+    return path.with_name(path.name.replace(".expected.", "."))
+
+
+def tried_by_launcher() -> dict[str, str]:
+    """Script output -> the launcher output whose try runs it, as its user runs it (with the launcher's flags):
+    the script is not tried a second time alone. Known failures neither cover nor are covered."""
+    outputs = example_outputs() + fixture_outputs()
+    covered = {}
+    for launcher in outputs:
+        if launcher in KNOWN_FAILURES:
+            continue
+        for script in launched_scripts(launcher):
+            if script in outputs and script not in KNOWN_FAILURES:
+                covered.setdefault(script, launcher)
+    return covered
+
+
+TRIED_BY_LAUNCHER = tried_by_launcher()
+LAUNCHES: dict[str, list[str]] = {}
+for _script, _launcher in TRIED_BY_LAUNCHER.items():
+    LAUNCHES.setdefault(_launcher, []).append(_script)
+
+
 # -- the cases ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def migrated_examples(tmp_path_factory) -> Path:
@@ -564,11 +635,14 @@ def test_migrated_output_runs_on_the_stand_in(name, tmp_path, tmp_path_factory, 
     reason = incomplete(tmp_path, path)
     if reason:
         pytest.skip(f"not complete here: {reason}")
+    launcher = TRIED_BY_LAUNCHER.get(name)
+    if launcher is not None and incomplete(tmp_path, _in_tree(launcher, path, name)) is None:
+        pytest.skip(f"tried by {launcher}'s try, which runs it as its user does, with the launcher's flags")
     if name in LOCAL_DATA:
         relative, write, rows = LOCAL_DATA[name]
         write(rows(), path.parent / relative)
     text = python_source(path) if path.suffix in (".py", ".ipynb") else ""
-    steps = STEPS if not text or OWN_LOOP.search(text) else TRAINER_STEPS
+    steps = _steps(text)
     options = TryOptions(
         steps=steps,
         recompile_limit=RECOMPILE_LIMIT,
@@ -584,6 +658,28 @@ def test_migrated_output_runs_on_the_stand_in(name, tmp_path, tmp_path_factory, 
             assert run.steps >= steps and run.loss_finite is True, run.as_dict()
         elif program and GENERATES.search(text):
             assert run.generate_calls >= 1, run.as_dict()
+    for script in LAUNCHES.get(name, []):  # what the scripts it runs would show if tried alone
+        script_text = python_source(_in_tree(script, path, name))
+        if path.suffix in (".sh", ".sbatch"):
+            assert any(_migrated_name(Path(script)).name in run.command for run in runs), script
+        if TRAINS.search(script_text):
+            assert any(r.steps >= _steps(script_text) and r.loss_finite for r in runs), script
+        elif GENERATES.search(script_text):
+            assert any(run.generate_calls >= 1 for run in runs), script
+
+
+def _steps(text: str) -> int:
+    """The optimizer steps a try of this program runs (a launcher's text is empty)."""
+    return STEPS if not text or OWN_LOOP.search(text) else TRAINER_STEPS
+
+
+def _in_tree(other: str, path: Path, name: str) -> Path:
+    """Where output `other`, of the same repository (or the bundled examples) as output `name`, is in the migrated
+    tree that holds `name` at `path`."""
+    inside, other_inside = Path(name), Path(other)
+    root = path.parents[len(inside.parts) - (2 if not name.startswith("examples/") else 1) - 1]
+    start = 1 if other.startswith("examples/") else 2
+    return root / _migrated_name(Path(*other_inside.parts[start:]))
 
 
 def test_every_known_failure_is_complete_here_so_its_try_runs(tmp_path, request) -> None:
