@@ -4,8 +4,9 @@ rewrite that parses but fails at run time (a wrong keyword, a DDP wrapper at the
 a launcher flag the migrated script rejects) fails here.
 
 - A program that trains must run its optimizer steps with a finite loss: STEPS where it has a loop of its own
-  (the code after its first step runs once; a launcher too, whose scripts are not read here), TRAINER_STEPS where a
-  library's trainer runs the loop (`train()` ends at `max_steps`, its end of training included); one that
+  (the code after its first step runs once), TRAINER_STEPS where a library's trainer runs the loop (`train()` ends
+  at `max_steps`, its end of training included); a launcher or a notebook the most that the scripts it runs need
+  (STEPS where they are not read here); one that
   generates must call generate(); anything else (a module of definitions, a script that loads and saves) must run through
   (a try of a module runs what importing it runs).
 - An output is not complete here, and not run, when it needs what this environment cannot have: a module
@@ -642,7 +643,10 @@ def test_migrated_output_runs_on_the_stand_in(name, tmp_path, tmp_path_factory, 
         relative, write, rows = LOCAL_DATA[name]
         write(rows(), path.parent / relative)
     text = python_source(path) if path.suffix in (".py", ".ipynb") else ""
-    steps = _steps(text)
+    # A launcher's (or a notebook's) steps are those of the scripts it runs, where they are read here.
+    programs = [text] if text else []
+    programs += [python_source(_in_tree(script, path, name)) for script in launched_scripts(name)]
+    steps = max(map(_steps, programs), default=STEPS)
     options = TryOptions(
         steps=steps,
         recompile_limit=RECOMPILE_LIMIT,
@@ -669,8 +673,8 @@ def test_migrated_output_runs_on_the_stand_in(name, tmp_path, tmp_path_factory, 
 
 
 def _steps(text: str) -> int:
-    """The optimizer steps a try of this program runs (a launcher's text is empty)."""
-    return STEPS if not text or OWN_LOOP.search(text) else TRAINER_STEPS
+    """The optimizer steps a try of this program runs."""
+    return STEPS if OWN_LOOP.search(text) else TRAINER_STEPS
 
 
 def _in_tree(other: str, path: Path, name: str) -> Path:
