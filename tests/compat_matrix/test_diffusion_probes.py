@@ -4,10 +4,12 @@ text-to-image row gets, and the probe itself on a tiny pipeline at a small image
 import dataclasses
 
 import pytest
+import torch
 
 from compat_matrix import diffusion_probes, pipelines
 from compat_matrix.archs import select_architectures, support_of
 from compat_matrix.families import TEXT_TO_IMAGE_MODEL_TYPES, family_of, judged_stages
+from compat_matrix.generation_runs import OutputsDiffer
 from compat_matrix.verdict import decide_verdict
 
 
@@ -107,3 +109,24 @@ def test_a_raising_op_in_a_pipeline_is_judged_on_the_pipeline_loaded_in_bfloat16
     # That run raised nothing: the load in bfloat16 is the one-line change, and the stage keeps a caveat.
     assert row["avoided_by"] == "DiffusionPipeline.from_pretrained(..., torch_dtype=torch.bfloat16)"
     assert "forward_failure" not in row and row["forward_device_rule_caveat"]
+
+
+def test_outputs_are_compared_within_the_tolerance_times_their_own_magnitude():
+    """PixArt's tiny latents reach about 900, where float32's own step is 6e-5: a few steps of rounding pass,
+    a relative error the same tolerance refuses on logits does not, and each output is held to its own scale."""
+    latents = torch.full((2, 4), 889.0)
+    image = torch.full((2, 3), 0.5)
+    references = [{"latents": latents}, {"image": image}]
+    rounded = [{"latents": latents + 5.5e-4}, {"image": image}]
+    assert diffusion_probes.compare_outputs(references, rounded, 1e-4, "compiled") == pytest.approx(
+        5.5e-4, rel=0.1
+    )
+    with pytest.raises(OutputsDiffer, match=r"latents max diff 0\.889 > 0\.0889"):
+        diffusion_probes.compare_outputs(
+            references, [{"latents": latents * 1.001}, {"image": image}], 1e-4, "x"
+        )
+    # The image keeps its own scale (magnitude 1): what passes on the latents fails on it.
+    with pytest.raises(OutputsDiffer, match="image max diff"):
+        diffusion_probes.compare_outputs(
+            references, [{"latents": latents}, {"image": image + 5.5e-4}], 1e-4, "x"
+        )
