@@ -566,15 +566,11 @@ def launched_scripts(launcher: str) -> list[str]:
     found = []
     for word in dict.fromkeys(words):
         for folder in (source.parent, root):
-            name = _output_name(_input_path(folder / word))
+            name = _output_name(_migrated_name(folder / word))
             if name is not None:
                 found.append(name)
                 break
     return found
-
-
-def _input_path(path: Path) -> Path:
-    return path.with_name(path.name.replace(".expected.", "."))
 
 
 def tried_by_launcher() -> dict[str, str]:
@@ -680,10 +676,13 @@ def _steps(text: str) -> int:
 def _in_tree(other: str, path: Path, name: str) -> Path:
     """Where output `other`, of the same repository (or the bundled examples) as output `name`, is in the migrated
     tree that holds `name` at `path`."""
-    inside, other_inside = Path(name), Path(other)
-    root = path.parents[len(inside.parts) - (2 if not name.startswith("examples/") else 1) - 1]
-    start = 1 if other.startswith("examples/") else 2
-    return root / _migrated_name(Path(*other_inside.parts[start:]))
+    root = path.parents[len(_tree_parts(name)) - 1]
+    return root / _migrated_name(Path(*_tree_parts(other)))
+
+
+def _tree_parts(name: str) -> tuple[str, ...]:
+    """The parts of output `name`'s path inside its migrated tree (the examples' folder, or its repository)."""
+    return Path(name).parts[1 if name.startswith("examples/") else 2 :]
 
 
 def test_every_known_failure_is_complete_here_so_its_try_runs(tmp_path, request) -> None:
